@@ -1,0 +1,35 @@
+# make demo: a profiled 2-rank training run of resnet18 with its report.
+# make test: lint, format check and the whole test suite.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEV_TORCH := torch==2.14.1 torchvision==0.29.1
+
+.PHONY: demo test lint format clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(DEV_TORCH)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/scalescope bench resnet18 -n 2 --batch-size 16 --image-size 128 \
+		--steps 40 --warmup-steps 5 --run-dir scalescope_runs/demo
+	$(VENV)/bin/scalescope report scalescope_runs/demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf $(VENV) scalescope_runs .pytest_cache .ruff_cache

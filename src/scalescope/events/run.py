@@ -1,0 +1,141 @@
+"""The run directory: run.json, one meta file and one event stream per rank."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from scalescope.events.reader import read_event_stream
+from scalescope.events.table import EventTable, SymbolTable
+
+RUN_SCHEMA = "scalescope.run/1"
+RUN_FILE = "run.json"
+
+
+class RankMeta(msgspec.Struct, kw_only=True):
+    """What one rank writes about itself (``ranks/rank-N.json``)."""
+
+    rank: int
+    local_rank: int = 0
+    world_size: int = 1
+    hostname: str = ""
+    pid: int = 0
+    num_threads: int = 0
+    probe: bool = True
+    wall_minus_perf_ns: int = 0
+    """time.time_ns() - time.perf_counter_ns() at start: puts event times on the wall clock."""
+    start_time: float = 0.0
+    end_time: float | None = None
+    status: str = "running"
+    """running, completed, failed (the script raised) or interrupted (a signal)."""
+    exit_code: int | None = None
+    error: str | None = None
+    """Last lines of the traceback or signal that ended the rank."""
+    steps: int = 0
+    probe_errors: list[str] = msgspec.field(default_factory=list)
+
+
+class RunMeta(msgspec.Struct, kw_only=True):
+    """What the launcher writes about the whole run (``run.json``)."""
+
+    schema: str = RUN_SCHEMA
+    run_id: str
+    command: list[str]
+    script: str
+    script_args: list[str] = msgspec.field(default_factory=list)
+    workload: str = "script"
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    world_size: int = 1
+    nproc_per_node: int = 1
+    warmup_steps: int = 1
+    probe: bool = True
+    hostnames: list[str] = msgspec.field(default_factory=list)
+    software: dict[str, Any] = msgspec.field(default_factory=dict)
+    hardware: dict[str, Any] = msgspec.field(default_factory=dict)
+    threads: dict[str, Any] = msgspec.field(default_factory=dict)
+    start_time: float = 0.0
+    end_time: float | None = None
+    status: str = "running"
+    """running, completed, failed or interrupted."""
+    ranks: dict[str, RankMeta] = msgspec.field(default_factory=dict)
+    """Final per-rank status, keyed by rank as a string."""
+
+
+def rank_meta_path(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / "ranks" / f"rank-{rank:05d}.json"
+
+
+def events_path(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / "events" / f"rank-{rank:05d}.arrows"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write through a temporary file and rename, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(obj), indent=2))
+    os.replace(tmp, path)
+
+
+def read_rank_meta(run_dir: Path, rank: int) -> RankMeta | None:
+    path = rank_meta_path(run_dir, rank)
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=RankMeta)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+class RunDirError(ValueError):
+    """The directory is not a scalescope run (no readable run.json)."""
+
+
+@dataclass
+class Run:
+    """A loaded run: its meta, the event table of all ranks, and what was missing."""
+
+    path: Path
+    meta: RunMeta
+    events: EventTable
+    ranks: dict[int, RankMeta] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def load_meta(run_dir: Path) -> RunMeta:
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} is not a scalescope run directory (no {RUN_FILE})")
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=RunMeta)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RunDirError(f"{path} is not a valid run file: {exc}") from exc
+
+
+def load_run(run_dir: Path) -> Run:
+    """Load everything that was recorded; say in ``problems`` what is missing or cut short."""
+    run_dir = Path(run_dir)
+    meta = load_meta(run_dir)
+    symbols = SymbolTable()
+    tables: list[EventTable] = []
+    ranks: dict[int, RankMeta] = {}
+    problems: list[str] = []
+    for rank in range(meta.world_size):
+        rank_meta = read_rank_meta(run_dir, rank) or meta.ranks.get(str(rank))
+        if rank_meta is not None:
+            ranks[rank] = rank_meta
+        if not meta.probe:
+            continue
+        path = events_path(run_dir, rank)
+        if not path.is_file():
+            problems.append(f"rank {rank}: event file {path.name} is missing")
+            continue
+        read = read_event_stream(path)
+        if read.problem:
+            problems.append(f"rank {rank}: {path.name} {read.problem}; kept {read.batches} batches")
+        tables.append(EventTable.from_arrow(read.table, symbols))
+    events = EventTable.concat(tables) if tables else EventTable.empty(symbols)
+    return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems)

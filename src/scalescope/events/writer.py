@@ -1,0 +1,50 @@
+"""Batched, crash-tolerant writer of one rank's events (Arrow IPC stream)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from scalescope.events.schema import ARROW_SCHEMA, ROW_FIELDS
+
+Row = tuple
+"""(step, kind, name, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag)."""
+
+
+class EventWriter:
+    """Append rows in memory; ``flush`` writes them as one record batch and syncs the file.
+
+    An Arrow IPC stream is a sequence of self-contained messages, so a process killed
+    mid-write leaves every earlier batch readable: a crash loses at most one batch.
+    """
+
+    def __init__(self, path: Path, rank: int) -> None:
+        self.path = Path(path)
+        self.rank = rank
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sink = pa.OSFile(str(self.path), "wb")
+        self._writer = pa.ipc.new_stream(self._sink, ARROW_SCHEMA)
+        self._sink.flush()
+        self.rows_written = 0
+
+    def write(self, rows: list[Row]) -> None:
+        if not rows or self._writer is None:
+            return
+        columns = list(zip(*rows, strict=True))
+        arrays = [pa.array([self.rank] * len(rows), pa.int32())]
+        for i, _name in enumerate(ROW_FIELDS):
+            arrays.append(pa.array(columns[i], ARROW_SCHEMA.field(i + 1).type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+        self._writer.write_batch(batch)
+        self._sink.flush()
+        os.fsync(self._sink.fileno())
+        self.rows_written += len(rows)
+
+    def close(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        self._writer = None
