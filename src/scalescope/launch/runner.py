@@ -1,0 +1,130 @@
+"""A profiled run from start to end: run directory, run.json, launch, final status."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
+from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
+from scalescope.launch.local import LaunchOptions, LaunchResult, default_threads, launch
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """What to run and how to record it."""
+
+    target: str
+    """A script path, or a module name when ``is_module``."""
+    is_module: bool = False
+    args: list[str] = field(default_factory=list)
+    launch: LaunchOptions = field(default_factory=LaunchOptions)
+    run_dir: Path | None = None
+    probe: bool = True
+    warmup_steps: int = 1
+    workload: str = "script"
+    options: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.is_module:
+            if importlib.util.find_spec(self.target) is None:
+                raise ValueError(f"no module named {self.target!r}")
+        elif not Path(self.target).is_file():
+            raise ValueError(f"script not found: {self.target}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    meta: RunMeta
+    exit_code: int
+
+
+def default_run_dir(spec: RunSpec) -> Path:
+    stem = spec.workload if spec.workload != "script" else Path(spec.target).stem
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("scalescope_runs") / f"{stem}-{stamp}-{uuid.uuid4().hex[:4]}"
+
+
+def rank_argv(spec: RunSpec, run_dir: Path) -> list[str]:
+    argv = ["-m", "scalescope.probe.bootstrap", "--run-dir", str(run_dir.resolve())]
+    if not spec.probe:
+        argv.append("--no-probe")
+    if spec.is_module:
+        argv.append("-m")
+    return [*argv, "--", spec.target, *spec.args]
+
+
+def set_thread_defaults(nproc_per_node: int) -> None:
+    """OMP_NUM_THREADS = usable cores / local ranks unless the user chose a value."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(default_threads(nproc_per_node)))
+
+
+def start_meta(spec: RunSpec, run_dir: Path) -> RunMeta:
+    n = spec.launch.nproc_per_node
+    return RunMeta(
+        run_id=run_dir.name,
+        command=spec.command,
+        script=spec.target,
+        script_args=list(spec.args),
+        workload=spec.workload,
+        options=spec.options,
+        world_size=n,
+        nproc_per_node=n,
+        warmup_steps=spec.warmup_steps,
+        probe=spec.probe,
+        software=software_facts(),
+        hardware=hardware_facts(),
+        threads=thread_facts(),
+        start_time=time.time(),
+    )
+
+
+def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
+    """Merge what each rank wrote with what the launcher saw; the launcher's exit codes win."""
+    meta.end_time = time.time()
+    meta.status = result.status
+    hosts = []
+    for rank in range(meta.world_size):
+        rank_meta = read_rank_meta(run_dir, rank)
+        code = result.exit_codes.get(rank)
+        if rank_meta is None:
+            continue
+        if code is not None:
+            rank_meta.exit_code = code
+            if rank_meta.status in ("running", "completed"):
+                rank_meta.status = "killed" if code < 0 else "failed"
+                rank_meta.error = rank_meta.error or f"exit code {code}"
+        elif result.status == "interrupted" and rank_meta.status == "running":
+            rank_meta.status = "interrupted"
+        meta.ranks[str(rank)] = rank_meta
+        hosts.append(rank_meta.hostname)
+    meta.hostnames = sorted(set(hosts))
+
+
+def execute(spec: RunSpec) -> RunOutcome:
+    run_dir = Path(spec.run_dir or default_run_dir(spec))
+    if (run_dir / RUN_FILE).exists():
+        raise ValueError(f"run directory {run_dir} already holds a run; choose another --run-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    set_thread_defaults(spec.launch.nproc_per_node)
+    meta = start_meta(spec, run_dir)
+    write_json_atomic(run_dir / RUN_FILE, meta)
+    result = launch(spec.launch, rank_argv(spec, run_dir))
+    finish_meta(meta, run_dir, result)
+    write_json_atomic(run_dir / RUN_FILE, meta)
+    return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def exit_code_of(result: LaunchResult) -> int:
+    if result.status == "interrupted":
+        return 128 + (result.signal or 15)
+    return 0 if result.status == "completed" else 1

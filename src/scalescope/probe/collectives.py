@@ -1,0 +1,194 @@
+"""Wrappers of the torch.distributed collectives: op, message size, group, issue/completion."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from scalescope.probe.context import current_tag
+from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.recorder import Recorder
+
+Args = tuple[Any, ...]
+Kwargs = dict[str, Any]
+
+
+def _arg(args: Args, kwargs: Kwargs, index: int, name: str, default: Any = None) -> Any:
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _sum_bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(_nbytes(t) for t in tensors)
+
+
+def _sum_numel(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() for t in tensors)
+
+
+def _group_size(group: Any) -> int:
+    return dist.get_world_size(group)
+
+
+# For each op: (index of the tensor that names the dtype, group index, async_op index,
+# function (args, kwargs) -> (tensor, nbytes, count)) with the nccl-tests size convention.
+def _single(idx: int, name: str) -> Callable[[Args, Kwargs], tuple]:
+    def size(args: Args, kwargs: Kwargs) -> tuple:
+        t = _arg(args, kwargs, idx, name)
+        return t, _nbytes(t), t.numel()
+
+    return size
+
+
+def _all_gather(args: Args, kwargs: Kwargs) -> tuple:
+    out, t = _arg(args, kwargs, 0, "tensor_list"), _arg(args, kwargs, 1, "tensor")
+    return t, _nbytes(t) * len(out), t.numel() * len(out)
+
+
+def _list_input(idx: int, name: str) -> Callable[[Args, Kwargs], tuple]:
+    def size(args: Args, kwargs: Kwargs) -> tuple:
+        tensors = _arg(args, kwargs, idx, name)
+        return tensors[0], _sum_bytes(tensors), _sum_numel(tensors)
+
+    return size
+
+
+def _per_rank_times_group(gidx: int) -> Callable[[Args, Kwargs], tuple]:
+    def size(args: Args, kwargs: Kwargs) -> tuple:
+        t = _arg(args, kwargs, 0, "tensor")
+        n = _group_size(_arg(args, kwargs, gidx, "group"))
+        return t, _nbytes(t) * n, t.numel() * n
+
+    return size
+
+
+def _no_data(args: Args, kwargs: Kwargs) -> tuple:
+    return None, 0, 0
+
+
+# op name -> (size function, index of `group`, index of `async_op` or -1 when always sync)
+OPS: dict[str, tuple[Callable[[Args, Kwargs], tuple], int, int]] = {
+    "all_reduce": (_single(0, "tensor"), 2, 3),
+    "broadcast": (_single(0, "tensor"), 2, 3),
+    "reduce": (_single(0, "tensor"), 3, 4),
+    "all_gather": (_all_gather, 2, 3),
+    "all_gather_into_tensor": (_single(0, "output_tensor"), 2, 3),
+    "reduce_scatter": (_list_input(1, "input_list"), 3, 4),
+    "reduce_scatter_tensor": (_single(1, "input"), 3, 4),
+    "all_to_all": (_list_input(1, "input_tensor_list"), 2, 3),
+    "all_to_all_single": (_single(1, "input"), 4, 5),
+    "gather": (_per_rank_times_group(3), 3, 4),
+    "scatter": (_per_rank_times_group(3), 3, 4),
+    "barrier": (_no_data, 0, 1),
+    "send": (_single(0, "tensor"), 2, -1),
+    "recv": (_single(0, "tensor"), 2, -1),
+    "isend": (_single(0, "tensor"), 2, -2),
+    "irecv": (_single(0, "tensor"), 2, -2),
+}
+"""async_op index -2 means the op always returns a Work (isend/irecv)."""
+
+_NAMES = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
+          "all_to_all_single": "all_to_all", "isend": "send", "irecv": "recv"}
+
+
+class GroupNames:
+    """Stable, cheap labels for process groups: the group name torch gave it."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, str] = {}
+
+    def label(self, group: Any) -> str:
+        if group is None:
+            group = dist.group.WORLD
+        key = id(group)
+        name = self._cache.get(key)
+        if name is None:
+            name = _group_name(group)
+            self._cache[key] = name
+        return name
+
+
+def _group_name(group: Any) -> str:
+    try:
+        return str(dist.distributed_c10d._get_process_group_name(group))
+    except Exception:
+        return str(getattr(group, "group_name", "") or id(group))
+
+
+def _dtype_name(t: torch.Tensor | None) -> str:
+    return "" if t is None else str(t.dtype).removeprefix("torch.")
+
+
+class CollectiveWrapper:
+    """Builds the wrapper of one op; ``install`` replaces the functions in torch.distributed."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.groups = GroupNames()
+        self._originals: dict[str, Callable] = {}
+        self.cuda = CudaTimings()
+
+    def install(self) -> None:
+        for op, spec in OPS.items():
+            original = getattr(dist, op, None)
+            if original is None:
+                continue
+            self._originals[op] = original
+            setattr(dist, op, self._wrap(_NAMES.get(op, op), original, *spec))
+
+    def uninstall(self) -> None:
+        for op, original in self._originals.items():
+            setattr(dist, op, original)
+        self._originals.clear()
+
+    def _wrap(self, op: str, original: Callable, size_fn, gidx: int, aidx: int) -> Callable:
+        recorder = self.recorder
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                tensor, nbytes, count = size_fn(args, kwargs)
+                group = self.groups.label(_arg(args, kwargs, gidx, "group"))
+                is_async = aidx == -2 or (aidx >= 0 and bool(_arg(args, kwargs, aidx, "async_op")))
+            except Exception:
+                return original(*args, **kwargs)
+            on_device = tensor is not None and tensor.is_cuda
+            start = time.perf_counter_ns()
+            row = recorder.collective(
+                op, nbytes, count, _dtype_name(tensor), group, current_tag(), start
+            )
+            timer = self.cuda.start() if on_device else None
+            result = original(*args, **kwargs)
+            work = result if is_async else None
+            if timer is not None:
+                self.cuda.finish(row, timer, work)
+            else:
+                _complete_on_host(row, start, work)
+            return result
+
+        return wrapper
+
+
+def _complete_on_host(row: list, start_ns: int, work: Any) -> None:
+    """Set the row's duration at completion: now for a sync call, else from the work's future."""
+    if work is None:
+        row[4] = time.perf_counter_ns() - start_ns
+        return
+
+    def done(_fut: Any) -> None:
+        row[4] = time.perf_counter_ns() - start_ns
+
+    try:
+        work.get_future().add_done_callback(done)
+    except Exception:  # a backend without futures: completion is unknown, row stays -1
+        pass

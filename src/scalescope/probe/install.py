@@ -1,0 +1,43 @@
+"""Install and remove the probe inside one rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalescope.events.run import events_path
+from scalescope.probe.collectives import CollectiveWrapper
+from scalescope.probe.ddp import DDPPatch
+from scalescope.probe.phases import PhaseHooks
+from scalescope.probe.recorder import Recorder
+
+
+class Probe:
+    """Everything the probe changes in this process, and the recorder it writes to."""
+
+    def __init__(self, run_dir: Path, rank: int, flush_every_steps: int = 20) -> None:
+        self.recorder = Recorder(events_path(run_dir, rank), rank, flush_every_steps)
+        self.collectives = CollectiveWrapper(self.recorder)
+        self.phases = PhaseHooks(self.recorder)
+        self.ddp = DDPPatch(self.recorder, self.phases, self.collectives.groups)
+        self.recorder.before_flush.append(self.collectives.cuda.resolve)
+
+    def install(self) -> Probe:
+        self.collectives.install()
+        self.phases.install()
+        self.ddp.install()
+        return self
+
+    def close(self) -> None:
+        """Remove every patch and write what is left; safe to call twice."""
+        self.ddp.uninstall()
+        self.phases.uninstall()
+        self.collectives.uninstall()
+        self.recorder.close()
+
+    @property
+    def steps(self) -> int:
+        return self.recorder.step
+
+    @property
+    def errors(self) -> list[str]:
+        return self.recorder.errors

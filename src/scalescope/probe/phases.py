@@ -1,0 +1,124 @@
+"""Step phases from hooks on the DataLoader iterator, the DDP module, backward and optimizers.
+
+No per-submodule hooks: the data wait is ``_BaseDataLoaderIter.__next__``, forward is
+the DDP root module's pre/post hooks, backward is ``torch.autograd.backward`` (which
+``Tensor.backward`` calls), and a step ends at the first optimizer's ``step()`` through
+torch's global optimizer hooks.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import torch
+from torch.utils.data import dataloader
+
+from scalescope.probe.recorder import Recorder
+
+
+def batch_size_of(batch: Any) -> int:
+    """Samples in a batch: the first dimension of its first tensor (0 when there is none)."""
+    while isinstance(batch, (list, tuple)) and batch:
+        batch = batch[0]
+    if isinstance(batch, dict) and batch:
+        return batch_size_of(next(iter(batch.values())))
+    if isinstance(batch, torch.Tensor) and batch.dim() > 0:
+        return int(batch.shape[0])
+    return 0
+
+
+class PhaseHooks:
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._forward_start: int | None = None
+        self._last_bucket_ns: int | None = None
+        self._optimizer_start: int | None = None
+        self._stepping_optimizer: int | None = None
+        self._saved: dict[str, Any] = {}
+        self._handles: list[Any] = []
+
+    def install(self) -> None:
+        it = dataloader._BaseDataLoaderIter
+        self._saved = {"next": it.__next__, "backward": torch.autograd.backward}
+        it.__next__ = self._patched_next(it.__next__)
+        torch.autograd.backward = self._patched_backward(torch.autograd.backward)
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        self._handles = [
+            register_optimizer_step_pre_hook(self._optimizer_pre),
+            register_optimizer_step_post_hook(self._optimizer_post),
+        ]
+
+    def uninstall(self) -> None:
+        if self._saved:
+            dataloader._BaseDataLoaderIter.__next__ = self._saved["next"]
+            torch.autograd.backward = self._saved["backward"]
+        for handle in self._handles:
+            handle.remove()
+        self._saved, self._handles = {}, []
+
+    def _patched_next(self, original: Any) -> Any:
+        recorder = self.recorder
+
+        @functools.wraps(original)
+        def __next__(iterator: Any) -> Any:
+            start = time.perf_counter_ns()
+            batch = original(iterator)
+            recorder.phase("data", start, time.perf_counter_ns())
+            recorder.step_samples += batch_size_of(batch)
+            return batch
+
+        return __next__
+
+    def watch_forward(self, module: torch.nn.Module) -> None:
+        module.register_forward_pre_hook(self._forward_pre)
+        module.register_forward_hook(self._forward_post)
+
+    def _forward_pre(self, _module: Any, _inputs: Any) -> None:
+        self._forward_start = time.perf_counter_ns()
+
+    def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
+        if self._forward_start is not None:
+            self.recorder.phase("forward", self._forward_start, time.perf_counter_ns())
+            self._forward_start = None
+
+    def on_bucket(self, now_ns: int) -> None:
+        self._last_bucket_ns = now_ns
+
+    def _patched_backward(self, original: Any) -> Any:
+        @functools.wraps(original)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            self._last_bucket_ns = None
+            start = time.perf_counter_ns()
+            result = original(*args, **kwargs)
+            self._record_backward(start, time.perf_counter_ns())
+            return result
+
+        return backward
+
+    def _record_backward(self, start: int, end: int) -> None:
+        """Split backward at the last gradient bucket's issue: after it, DDP only waits."""
+        compute_end = self._last_bucket_ns if self._last_bucket_ns is not None else end
+        compute_end = min(max(compute_end, start), end)
+        self.recorder.phase("backward", start, compute_end)
+        if compute_end < end:
+            self.recorder.phase("comm_wait", compute_end, end)
+
+    def _optimizer_pre(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if self._stepping_optimizer is None:
+            self._stepping_optimizer = id(optimizer)
+        if id(optimizer) == self._stepping_optimizer:
+            self._optimizer_start = time.perf_counter_ns()
+
+    def _optimizer_post(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
+            return
+        end = time.perf_counter_ns()
+        self.recorder.phase("optimizer", self._optimizer_start, end)
+        self._optimizer_start = None
+        self.recorder.end_step(end)

@@ -1,0 +1,98 @@
+"""Per-rank event buffer: the probe's hot path appends here; steps end and flush here."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+import time
+from pathlib import Path
+
+from scalescope.events.schema import Kind
+from scalescope.events.writer import EventWriter
+from scalescope.probe.memory import MemoryPeak
+
+_DONE = 4
+"""Index of dur_ns in a row list; None there means the collective has not completed."""
+
+
+class Recorder:
+    """Rows are lists (step, kind, name, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag).
+
+    Collectives are appended at issue with ``dur_ns`` None and completed later from the
+    work's callback thread; ``flush`` writes completed rows and keeps the rest.
+    """
+
+    def __init__(
+        self, events_file: Path, rank: int, flush_every_steps: int = 20, flush_every_s: float = 5
+    ) -> None:
+        self.writer = EventWriter(events_file, rank)
+        self.rank = rank
+        self.step = 0
+        self.step_start_ns: int | None = None
+        self.step_samples = 0
+        self.rows: list[list] = []
+        self.flush_every_steps = flush_every_steps
+        self.flush_every_ns = int(flush_every_s * 1e9)
+        self._last_flush_ns = time.perf_counter_ns()
+        self._seq: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.memory = MemoryPeak()
+        self.errors: list[str] = []
+        self.before_flush: list[Callable[[], None]] = []
+
+    def phase(self, name: str, start_ns: int, end_ns: int) -> None:
+        if self.step_start_ns is None:
+            self.step_start_ns = start_ns
+        self.rows.append(
+            [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, ""]
+        )
+
+    def collective(
+        self, op: str, nbytes: int, count: int, dtype: str, group: str, tag: str, start_ns: int
+    ) -> list:
+        """Append an issued collective; the caller sets ``row[4]`` (dur_ns) on completion."""
+        with self._lock:
+            seq = self._seq.get(group, 0)
+            self._seq[group] = seq + 1
+            row = [self.step, Kind.COLLECTIVE, op, start_ns, None, nbytes, count, dtype, group, seq, tag]
+            self.rows.append(row)
+        return row
+
+    def end_step(self, end_ns: int) -> None:
+        start = self.step_start_ns if self.step_start_ns is not None else end_ns
+        rows = self.rows
+        rows.append(
+            [self.step, Kind.STEP, "step", start, end_ns - start, 0, self.step_samples, "", "", -1, ""]
+        )
+        peak = self.memory.read_and_reset()
+        if peak is not None:
+            rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, ""])
+        self.step += 1
+        self.step_start_ns = end_ns
+        self.step_samples = 0
+        if self.step % self.flush_every_steps == 0 or end_ns - self._last_flush_ns > self.flush_every_ns:
+            self.flush()
+
+    def flush(self, final: bool = False) -> None:
+        """Write completed rows; on ``final`` write incomplete collectives with dur_ns -1."""
+        for hook in self.before_flush:
+            hook()
+        with self._lock:
+            rows, self.rows = self.rows, []
+        done, pending = [], []
+        for row in rows:
+            if row[_DONE] is None and not final:
+                pending.append(row)
+            else:
+                done.append(tuple(row) if row[_DONE] is not None else (*row[:_DONE], -1, *row[5:]))
+        with self._lock:
+            self.rows[:0] = pending
+        try:
+            self.writer.write(done)
+        except Exception as exc:  # never break training because recording failed
+            self.errors.append(f"event write failed: {exc}")
+        self._last_flush_ns = time.perf_counter_ns()
+
+    def close(self) -> None:
+        self.flush(final=True)
+        self.writer.close()
