@@ -37,6 +37,10 @@ class RunSpec:
                 raise ValueError(f"no module named {self.target!r}")
         elif not Path(self.target).is_file():
             raise ValueError(f"script not found: {self.target}")
+        if self.run_dir is not None and (Path(self.run_dir) / RUN_FILE).exists():
+            raise ValueError(
+                f"run directory {self.run_dir} already holds a run; choose another --run-dir"
+            )
         if self.warmup_steps < 0:
             raise ValueError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
 
@@ -112,8 +116,6 @@ def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
 
 def execute(spec: RunSpec) -> RunOutcome:
     run_dir = Path(spec.run_dir or default_run_dir(spec))
-    if (run_dir / RUN_FILE).exists():
-        raise ValueError(f"run directory {run_dir} already holds a run; choose another --run-dir")
     run_dir.mkdir(parents=True, exist_ok=True)
     set_thread_defaults(spec.launch.nproc_per_node)
     meta = start_meta(spec, run_dir)

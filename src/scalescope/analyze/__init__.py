@@ -1,0 +1,37 @@
+"""Pure functions over a loaded run, returning frozen, presentation-free results."""
+
+from scalescope.analyze.collectives import (
+    CollectiveAnalysis,
+    IncompleteCalls,
+    OpTotals,
+    SizeStats,
+    TagPerStep,
+    analyze_collectives,
+    bus_factor,
+)
+from scalescope.analyze.steps import (
+    MemoryPeak,
+    PhaseStats,
+    RankSteps,
+    StepAnalysis,
+    analyze_steps,
+)
+from scalescope.analyze.summary import RankStatus, RunAnalysis, analyze_run
+
+__all__ = [
+    "CollectiveAnalysis",
+    "IncompleteCalls",
+    "MemoryPeak",
+    "OpTotals",
+    "PhaseStats",
+    "RankStatus",
+    "RankSteps",
+    "RunAnalysis",
+    "SizeStats",
+    "StepAnalysis",
+    "TagPerStep",
+    "analyze_collectives",
+    "analyze_run",
+    "analyze_steps",
+    "bus_factor",
+]

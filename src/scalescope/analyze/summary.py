@@ -1,0 +1,134 @@
+"""One analysis of a whole run: run facts, rank outcomes, steps, collectives, problems."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
+from scalescope.analyze.steps import StepAnalysis, analyze_steps
+from scalescope.events import Run
+
+FAILED_STATUSES = ("failed", "killed", "interrupted")
+PEER_FAILURE_MARKERS = ("Connection closed by peer", "Connection reset by peer", "remote worker")
+"""Errors gloo/NCCL raise in the ranks that survive another rank's death."""
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    """How one rank ended; status ``unknown`` when neither it nor the launcher said."""
+
+    rank: int
+    hostname: str
+    status: str
+    exit_code: int | None
+    error: str | None
+    """Last lines of its traceback or the signal that ended it."""
+    steps: int | None
+    """Steps the rank reported finishing; None when unknown."""
+    end_time: float | None = None
+    """Unix seconds when the rank ended (or the launcher saw it fail)."""
+
+    @property
+    def failed_because_of_peer(self) -> bool:
+        """The error only says another rank went away: a consequence, not a cause."""
+        return any(marker in (self.error or "") for marker in PEER_FAILURE_MARKERS)
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Everything the report renders. None means "never recorded", not zero."""
+
+    run_id: str
+    workload: str
+    command: tuple[str, ...]
+    world_size: int
+    nproc_per_node: int
+    hostnames: tuple[str, ...]
+    status: str
+    start_time: float | None
+    """Unix seconds."""
+    end_time: float | None
+    duration_s: float | None
+    probe: bool
+    """False when the run was launched without the probe: no events exist by design."""
+    warmup_steps: int
+    ranks: tuple[RankStatus, ...]
+    problems: tuple[str, ...]
+    """Missing or truncated rank files, as the loader found them."""
+    steps: StepAnalysis | None
+    collectives: CollectiveAnalysis | None
+
+    @property
+    def failed_ranks(self) -> tuple[RankStatus, ...]:
+        return tuple(r for r in self.ranks if r.status in FAILED_STATUSES)
+
+    @property
+    def first_failure(self) -> RankStatus | None:
+        """The rank that most likely failed first: not a peer-loss error, then earliest."""
+        failed = sorted(
+            self.failed_ranks,
+            key=lambda r: (
+                r.status == "interrupted",
+                r.failed_because_of_peer,
+                r.end_time is None,
+                r.end_time or 0.0,
+            ),
+        )
+        return failed[0] if failed else None
+
+
+def _rank_status(run: Run, rank: int) -> RankStatus:
+    """The most final word on a rank: a finished status beats ``running``.
+
+    A rank killed hard cannot update its own file (``ranks/rank-N.json``), so the
+    launcher's entry in run.json may know more; either may be missing. Exit code and
+    error are taken from whichever source has them.
+    """
+    candidates = [m for m in (run.ranks.get(rank), run.meta.ranks.get(str(rank))) if m]
+    if not candidates:
+        return RankStatus(rank, "", "unknown", None, None, None)
+    final = [m for m in candidates if m.status != "running"]
+    best = (final or candidates)[0]
+    ordered = [best, *candidates]
+    return RankStatus(
+        rank=rank,
+        hostname=next((m.hostname for m in ordered if m.hostname), ""),
+        status=best.status,
+        exit_code=next((m.exit_code for m in ordered if m.exit_code is not None), None),
+        error=next((m.error for m in ordered if m.error), None),
+        steps=best.steps,
+        end_time=next((m.end_time for m in ordered if m.end_time), None),
+    )
+
+
+def _hostnames(run: Run, ranks: tuple[RankStatus, ...]) -> tuple[str, ...]:
+    if run.meta.hostnames:
+        return tuple(run.meta.hostnames)
+    return tuple(sorted({r.hostname for r in ranks if r.hostname}))
+
+
+def analyze_run(run: Run) -> RunAnalysis:
+    """Analyse a loaded run; stages without data are None (a probe-off run has no events)."""
+    meta = run.meta
+    ranks = tuple(_rank_status(run, r) for r in range(meta.world_size))
+    start = meta.start_time or None
+    end = meta.end_time
+    duration = end - start if start is not None and end is not None and end >= start else None
+    return RunAnalysis(
+        run_id=meta.run_id,
+        workload=meta.workload,
+        command=tuple(meta.command),
+        world_size=meta.world_size,
+        nproc_per_node=meta.nproc_per_node,
+        hostnames=_hostnames(run, ranks),
+        status=meta.status,
+        start_time=start,
+        end_time=end,
+        duration_s=duration,
+        probe=meta.probe,
+        warmup_steps=meta.warmup_steps,
+        ranks=ranks,
+        problems=tuple(run.problems),
+        steps=analyze_steps(run.events, meta.warmup_steps),
+        collectives=analyze_collectives(run.events, meta.world_size, meta.warmup_steps),
+    )

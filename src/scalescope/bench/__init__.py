@@ -1,0 +1,1 @@
+"""Built-in training workload behind `scalescope bench`: models, data, throughput, the script."""

@@ -1,0 +1,463 @@
+"""The bench training script, run in every rank by torch's elastic launcher.
+
+    torchrun --nproc-per-node 2 -m scalescope.bench.workload resnet50 --steps 50
+
+It trains a torchvision model with DistributedDataParallel on synthetic images or an
+ImageFolder. Rank 0 prints tf_cnn_benchmarks-style throughput lines and, when
+SCALESCOPE_RUN_DIR is set, writes bench.json there. The training loop is deliberately plain:
+scalescope's probe hooks DataLoader iteration, the DDP forward, `torch.autograd.backward`
+and `optimizer.step` from outside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
+
+from scalescope.bench.data import SyntheticImages, build_loader, image_folder, validate_image_folder
+from scalescope.bench.models import build_model, validate_model
+from scalescope.bench.throughput import HEADER, format_step_line, format_total, throughput
+
+RUN_DIR_ENV = "SCALESCOPE_RUN_DIR"
+DEFAULT_SYNTHETIC_IMAGES = 2560
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place in the job, from the launcher's environment variables."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+
+    @classmethod
+    def from_env(cls) -> World:
+        missing = [
+            v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ
+        ]
+        if missing:
+            raise ValueError(
+                f"{', '.join(missing)} not set: run under torchrun or `scalescope bench`"
+            )
+        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        return cls(rank, int(os.environ.get("LOCAL_RANK", rank)), world_size)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m scalescope.bench.workload",
+        description="Data-parallel training benchmark of a torchvision model (run under torchrun).",
+    )
+    p.add_argument("model", help="torchvision classification model, e.g. resnet50")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="per rank (default 32)")
+    p.add_argument("--image-size", type=positive_int, default=224, help="default 224")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument(
+        "--steps", type=positive_int, help="optimizer steps, warmup included (default 50)"
+    )
+    length.add_argument(
+        "--epochs", type=positive_int, help="passes over the data instead of --steps"
+    )
+    p.add_argument(
+        "--warmup-steps",
+        type=non_negative_int,
+        default=5,
+        help="left out of throughput (default 5)",
+    )
+    p.add_argument(
+        "--lr",
+        type=positive_float,
+        default=0.01,
+        help="SGD learning rate, momentum 0.9 (default 0.01)",
+    )
+    p.add_argument("--channels-last", action="store_true", help="channels_last memory format")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    p.add_argument(
+        "--bucket-cap-mb", type=positive_float, default=25.0, help="DDP bucket size (default 25)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="default 0")
+    p.add_argument(
+        "--display-every", type=positive_int, default=10, help="steps between lines (default 10)"
+    )
+    _add_data_options(p)
+    return p
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data", metavar="DIR", help="ImageFolder DIR/<class>/<image> (default: synthetic)"
+    )
+    p.add_argument(
+        "--workers",
+        type=non_negative_int,
+        help="loader workers per rank (default: 0 synthetic, 2 --data)",
+    )
+    p.add_argument("--pin-memory", action="store_true", help="pin loader memory")
+    p.add_argument(
+        "--num-classes", type=positive_int, default=1000, help="synthetic data (default 1000)"
+    )
+    p.add_argument(
+        "--synthetic-images",
+        type=positive_int,
+        help="synthetic epoch length (default: steps x batch x ranks; "
+        f"{DEFAULT_SYNTHETIC_IMAGES} with --epochs)",
+    )
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parsed options with defaults that depend on others filled in; exits 2 on bad options."""
+    args = parser.parse_args(argv)
+    try:
+        validate_model(args.model)
+        if args.data is not None:
+            args.num_classes = validate_image_folder(args.data)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.steps is None and args.epochs is None:
+        args.steps = 50
+    if args.steps is not None and args.warmup_steps >= args.steps:
+        parser.error(
+            f"--warmup-steps ({args.warmup_steps}) must be less than --steps ({args.steps})"
+        )
+    if args.workers is None:
+        args.workers = 0 if args.data is None else 2
+    return args
+
+
+def make_dataset(args: argparse.Namespace, world: World) -> Dataset:
+    if args.data is not None:
+        return image_folder(args.data, args.image_size)
+    length = args.synthetic_images
+    if length is None:
+        length = (
+            DEFAULT_SYNTHETIC_IMAGES
+            if args.epochs
+            else args.steps * args.batch_size * world.world_size
+        )
+    return SyntheticImages(length, args.image_size, args.num_classes, seed=args.seed)
+
+
+def total_steps(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, loader: DataLoader
+) -> int:
+    """Steps to run: --steps, or --epochs times the loader length (checked against the warmup)."""
+    per_epoch = len(loader)
+    if per_epoch == 0:
+        parser.error(
+            f"{len(loader.dataset)} images are fewer than one batch per rank "
+            f"({args.batch_size} x {loader.sampler.num_replicas} ranks)"
+        )
+    if args.steps is not None:
+        return args.steps
+    steps = args.epochs * per_epoch
+    if args.warmup_steps >= steps:
+        parser.error(
+            f"--warmup-steps ({args.warmup_steps}) must be less than the {steps} steps "
+            f"of --epochs {args.epochs}"
+        )
+    return steps
+
+
+def pick_device(world: World) -> torch.device:
+    if torch.cuda.is_available():
+        torch.cuda.set_device(world.local_rank)
+        return torch.device("cuda", world.local_rank)
+    return torch.device("cpu")
+
+
+def build_training(
+    args: argparse.Namespace, device: torch.device
+) -> tuple[nn.Module, torch.optim.Optimizer, nn.Module]:
+    """The DDP-wrapped model, its optimizer and the loss."""
+    torch.manual_seed(args.seed)
+    model = build_model(args.model, args.num_classes, image_size=args.image_size).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    ddp = DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=args.bucket_cap_mb,
+    )
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    return ddp, optimizer, nn.CrossEntropyLoss().to(device)
+
+
+class Display:
+    """Rank 0's output: plain lines, plus a progress bar when stdout is a terminal.
+
+    Off a terminal the lines go out through `print` untouched (tabs kept, no wrapping), so
+    logs stay parseable like tf_cnn_benchmarks output.
+    """
+
+    def __init__(self, enabled: bool, total: int, description: str) -> None:
+        self.enabled = enabled
+        self.console = Console()
+        self.progress: Progress | None = None
+        if enabled and self.console.is_terminal:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.task = self.progress.add_task(description, total=total)
+
+    def __enter__(self) -> Display:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def line(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.progress is not None:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(text, flush=True)
+
+    def advance(self) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task)
+
+
+class StepReporter:
+    """Times every step and prints the throughput lines.
+
+    A step's time runs from the end of the previous step's reporting to the end of
+    `optimizer.step()`, so it covers waiting for data but not this class's own output.
+    The loss is kept as a tensor and read once per line, so steps never wait on it.
+    """
+
+    def __init__(
+        self,
+        display: Display,
+        device: torch.device,
+        warmup: int,
+        total: int,
+        images_per_step: int,
+        display_every: int,
+    ) -> None:
+        self.display, self.device = display, device
+        self.warmup, self.total = warmup, total
+        self.images_per_step, self.display_every = images_per_step, display_every
+        self.step_times: list[float] = []
+        self.loss_sum: torch.Tensor | None = None
+        self.loss_count = 0
+        self.last_loss: torch.Tensor | None = None
+        self.clock = time.perf_counter()
+
+    def after_step(self, loss: torch.Tensor) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.step_times.append(time.perf_counter() - self.clock)
+        self.last_loss = loss.detach()
+        self.loss_sum = self.last_loss if self.loss_sum is None else self.loss_sum + self.last_loss
+        self.loss_count += 1
+        self.display.advance()
+        self._report(len(self.step_times))
+        self.clock = time.perf_counter()
+
+    def _report(self, step: int) -> None:
+        measured = step - self.warmup
+        if measured == 0:
+            self.display.line("Done warm up")
+            self.display.line(HEADER)
+            self.loss_sum, self.loss_count = None, 0
+        elif measured > 0 and (
+            measured == 1 or measured % self.display_every == 0 or step == self.total
+        ):
+            if self.display.enabled:
+                stats = throughput(self.step_times[self.warmup :], self.images_per_step)
+                self.display.line(format_step_line(measured, stats, self.window_loss()))
+            self.loss_sum, self.loss_count = None, 0
+
+    def window_loss(self) -> float:
+        """Mean loss of the steps since the previous line."""
+        assert self.loss_sum is not None
+        return self.loss_sum.item() / self.loss_count
+
+
+def train(
+    model: nn.Module,
+    loader: DataLoader,
+    optimizer: torch.optim.Optimizer,
+    criterion: nn.Module,
+    args: argparse.Namespace,
+    reporter: StepReporter,
+) -> None:
+    device = reporter.device
+    memory_format = torch.channels_last if args.channels_last else torch.preserve_format
+    step = 0
+    for epoch in itertools.count():
+        loader.sampler.set_epoch(epoch)
+        for images, labels in loader:
+            images = images.to(device, non_blocking=True, memory_format=memory_format)
+            labels = labels.to(device, non_blocking=True)
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+                out = model(images)
+                loss = criterion(out, labels)
+            loss.backward()
+            optimizer.step()
+            reporter.after_step(loss)
+            step += 1
+            if step == reporter.total:
+                return
+
+
+def bench_record(args: argparse.Namespace, world: World, reporter: StepReporter) -> dict[str, Any]:
+    """The content of bench.json. `step_times_s` holds every step, the warmup ones first."""
+    stats = throughput(reporter.step_times[reporter.warmup :], reporter.images_per_step)
+    assert reporter.last_loss is not None
+    final_loss = reporter.last_loss.item()
+    return {
+        "model": args.model,
+        "world_size": world.world_size,
+        "batch_size": args.batch_size,
+        "global_batch_size": reporter.images_per_step,
+        "image_size": args.image_size,
+        "data": "synthetic" if args.data is None else os.path.abspath(args.data),
+        "steps": reporter.total,
+        "warmup_steps": reporter.warmup,
+        "images_per_sec": stats.images / stats.seconds,
+        "images_per_sec_mean": stats.mean,
+        "images_per_sec_ci": stats.ci,
+        "images_per_sec_jitter": stats.jitter,
+        "step_times_s": reporter.step_times,
+        "final_loss": final_loss if math.isfinite(final_loss) else None,
+        "options": {
+            "channels_last": args.channels_last,
+            "bf16": args.bf16,
+            "bucket_cap_mb": args.bucket_cap_mb,
+            "workers": args.workers,
+            "pin_memory": args.pin_memory,
+            "lr": args.lr,
+            "seed": args.seed,
+        },
+    }
+
+
+def write_bench_json(run_dir: str, record: dict[str, Any]) -> Path:
+    """Write bench.json atomically, so a reader never sees half a file."""
+    path = Path(run_dir) / "bench.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def describe(
+    args: argparse.Namespace, world: World, backend: str, device: torch.device, steps: int
+) -> str:
+    data = "synthetic" if args.data is None else args.data
+    return (
+        f"Model: {args.model}  Batch size: {args.batch_size} per rank, "
+        f"{args.batch_size * world.world_size} global  Image size: {args.image_size}  "
+        f"Data: {data}  Ranks: {world.world_size} ({backend}, {device.type})  "
+        f"Steps: {steps} ({args.warmup_steps} warmup)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    try:
+        world = World.from_env()
+    except ValueError as e:
+        parser.error(str(e))
+    loader = build_loader(
+        make_dataset(args, world),
+        args.batch_size,
+        args.workers,
+        args.pin_memory,
+        args.seed,
+        world.rank,
+        world.world_size,
+    )
+    steps = total_steps(parser, args, loader)
+    device = pick_device(world)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend)
+    try:
+        run(args, world, loader, steps, backend, device)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def run(
+    args: argparse.Namespace,
+    world: World,
+    loader: DataLoader,
+    steps: int,
+    backend: str,
+    device: torch.device,
+) -> None:
+    model, optimizer, criterion = build_training(args, device)
+    with Display(world.rank == 0, steps, args.model) as display:
+        display.line(describe(args, world, backend, device, steps))
+        display.line("Running warm up" if args.warmup_steps else HEADER)
+        reporter = StepReporter(
+            display,
+            device,
+            args.warmup_steps,
+            steps,
+            args.batch_size * world.world_size,
+            args.display_every,
+        )
+        train(model, loader, optimizer, criterion, args, reporter)
+    if world.rank != 0:
+        return
+    record = bench_record(args, world, reporter)
+    display.line(format_total(record["images_per_sec"]))
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if run_dir:
+        write_bench_json(run_dir, record)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

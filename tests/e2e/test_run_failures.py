@@ -1,0 +1,120 @@
+"""Bad input and bad endings of `scalescope run`: each gets a clear error and loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+from conftest import DDP_TRAIN, start_scalescope
+
+from scalescope.events import Kind, load_run
+
+
+def _wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def _steps(run, rank: int) -> list[int]:
+    ev = run.events
+    return ev.step[(ev.rank == rank) & (ev.kind == Kind.STEP)].tolist()
+
+
+def test_missing_script(run_cli):
+    proc = run_cli("run", "-n", "2", "no_such_script.py")
+    assert proc.returncode == 2
+    assert "script not found: no_such_script.py" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_module(run_cli):
+    proc = run_cli("run", "-n", "2", "-m", "no_such_module_xyz")
+    assert proc.returncode == 2
+    assert "no module named 'no_such_module_xyz'" in proc.stderr
+
+
+def test_unknown_option(run_cli):
+    proc = run_cli("run", "--bogus", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "No such option: --bogus" in proc.stderr
+
+
+def test_bad_nproc(run_cli):
+    proc = run_cli("run", "-n", "0", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "nproc-per-node" in proc.stderr
+
+
+def test_existing_run_dir_is_not_overwritten(run_cli, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    proc = run_cli("run", "--run-dir", "run", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "already holds a run" in proc.stderr
+    assert (tmp_path / "run" / "run.json").read_text() == "{}"
+
+
+def test_rank_raises_at_step_3(run_cli, tmp_path):
+    proc = run_cli(
+        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
+        "--fail-rank", "1", "--fail-step", "3",
+    )
+    assert proc.returncode == 1
+    run = load_run(tmp_path / "run")
+    assert run.meta.status == "failed"
+    failed = run.meta.ranks["1"]
+    assert failed.status == "failed" and failed.exit_code == 1
+    assert "deliberate failure on rank 1 at step 3" in failed.error
+    assert _steps(run, 1) == [0, 1, 2]
+    assert _steps(run, 0)[:3] == [0, 1, 2]
+
+
+def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
+    ready = tmp_path / "ready"
+    proc = start_scalescope(
+        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
+        "--steps", "5000", "--sleep-rank", "0", "--sleep-s", "0.02", "--ready-file", str(ready),
+        cwd=tmp_path,
+    )
+    _wait_for(ready)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    run = load_run(tmp_path / "run")
+    assert run.meta.status == "interrupted"
+    assert run.problems == []
+    for rank in (0, 1):
+        meta = run.meta.ranks[str(rank)]
+        assert meta.status == "interrupted"
+        assert "SIGTERM" in meta.error
+        recorded = _steps(run, rank)
+        assert recorded == list(range(meta.steps)), "every step the rank finished is recorded"
+        assert len(recorded) >= 3
+
+
+def test_rank_killed_mid_run_keeps_flushed_steps(tmp_path):
+    ready = tmp_path / "ready"
+    proc = start_scalescope(
+        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
+        "--steps", "5000", "--sleep-rank", "1", "--sleep-s", "0.02", "--ready-file", str(ready),
+        cwd=tmp_path,
+    )
+    _wait_for(ready)
+    time.sleep(2.0)
+    rank1 = [p for p in psutil.Process(proc.pid).children(recursive=True)
+             if "RANK" in p.environ() and p.environ()["RANK"] == "1"]
+    assert rank1, "rank 1 process not found"
+    os.kill(rank1[0].pid, signal.SIGKILL)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    run = load_run(tmp_path / "run")
+    assert run.meta.status == "failed"
+    killed = run.meta.ranks["1"]
+    assert killed.status == "killed" and killed.exit_code == -signal.SIGKILL
+    assert len(_steps(run, 1)) >= 20, "batches flushed before the kill are kept"

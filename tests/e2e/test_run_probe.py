@@ -1,0 +1,144 @@
+"""`scalescope run` on a real 2-rank DDP script: what the probe records against what DDP says."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import DDP_TRAIN, scalescope
+
+from scalescope.events import Kind, load_run
+
+STEPS = 6
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(s) for s in text.split(",") if s.strip()]
+
+
+def _collectives(run, rank: int, tag: str) -> dict[int, list[int]]:
+    """Message sizes per step, in issue order, of one rank's collectives with ``tag``."""
+    ev = run.events
+    mask = (ev.rank == rank) & (ev.kind == Kind.COLLECTIVE) & ev.where("tag", tag)
+    sizes: dict[int, list[int]] = defaultdict(list)
+    for i in np.flatnonzero(mask)[np.argsort(ev.seq[mask], kind="stable")]:
+        sizes[int(ev.step[i])].append(int(ev.nbytes[i]))
+    return sizes
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddp")
+    facts = tmp / "facts.json"
+    proc = scalescope(
+        "run", "-n", "2", "--run-dir", tmp / "run", "--no-report", DDP_TRAIN,
+        "--steps", STEPS, "--user-allreduce", 100, "--facts", facts, cwd=tmp,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return load_run(tmp / "run"), json.loads(facts.read_text())
+
+
+def test_run_completes_with_every_rank(recorded):
+    run, facts = recorded
+    assert run.meta.status == "completed"
+    assert run.problems == []
+    assert sorted(run.ranks) == [0, 1]
+    assert all(m.status == "completed" and m.exit_code == 0 for m in run.ranks.values())
+    assert run.meta.world_size == facts["world_size"] == 2
+    for rank in (0, 1):
+        steps = run.events.select((run.events.rank == rank) & (run.events.kind == Kind.STEP))
+        assert list(steps.step) == list(range(STEPS))
+        assert set(steps.count.tolist()) == {8}
+        assert (steps.dur_ns > 0).all()
+
+
+def test_gradient_bytes_per_step_equal_trainable_parameters(recorded):
+    run, facts = recorded
+    for rank in (0, 1):
+        per_step = _collectives(run, rank, "gradients")
+        assert sorted(per_step) == list(range(STEPS))
+        for step, sizes in per_step.items():
+            assert sum(sizes) == facts["trainable_bytes"], step
+
+
+def test_bucket_allreduces_match_ddp_buckets(recorded):
+    run, facts = recorded
+    initial = _sizes(facts["logging"]["bucket_sizes"])
+    rebuilt = _sizes(facts["logging"]["rebuilt_bucket_sizes"])
+    assert len(rebuilt) > 1, "bucket_cap_mb should split this model into several buckets"
+    for rank in (0, 1):
+        per_step = _collectives(run, rank, "gradients")
+        assert per_step[0] == initial
+        for step in range(1, STEPS):
+            assert per_step[step] == rebuilt, step
+
+
+def test_parameter_broadcast_counted_once(recorded):
+    run, facts = recorded
+    for rank in (0, 1):
+        sizes = _collectives(run, rank, "parameters")
+        assert sum(len(v) for v in sizes.values()) == 1
+        assert sizes[0] == [facts["param_bytes"] + facts["buffer_bytes"]]
+        buffers = _collectives(run, rank, "buffers")
+        assert all(v == [facts["buffer_bytes"]] for v in buffers.values())
+        assert len(buffers) == STEPS
+
+
+def test_user_allreduce_exact_size_and_tag(recorded):
+    run, _ = recorded
+    ev = run.events
+    user = ev.select((ev.kind == Kind.COLLECTIVE) & ev.where("tag", "user"))
+    assert len(user) == 2 * STEPS
+    assert set(user.nbytes.tolist()) == {100 * 8}
+    assert set(user.count.tolist()) == {100}
+    assert set(user.strings("dtype")) == {"float64"}
+    assert set(user.strings("name")) == {"all_reduce"}
+    assert (user.dur_ns > 0).all()
+
+
+def test_sequence_numbers_match_across_ranks(recorded):
+    run, _ = recorded
+    ev = run.events.of_kind(Kind.COLLECTIVE)
+    by_rank = []
+    for rank in (0, 1):
+        sel = ev.select(ev.rank == rank)
+        order = np.argsort(sel.seq)
+        by_rank.append(list(zip(sel.seq[order], sel.strings("name"), sel.nbytes[order])))
+    names0 = [n for _, n, _ in by_rank[0]]
+    assert [s for s, _, _ in by_rank[0]] == list(range(len(by_rank[0])))
+    assert [(s, b) for s, _, b in by_rank[0]] == [(s, b) for s, _, b in by_rank[1]]
+    assert len(names0) == len(by_rank[1])
+
+
+def test_phases_tile_inside_steps(recorded):
+    run, _ = recorded
+    ev = run.events
+    for rank in (0, 1):
+        steps = ev.select((ev.rank == rank) & (ev.kind == Kind.STEP))
+        phases = ev.select((ev.rank == rank) & (ev.kind == Kind.PHASE))
+        names = set(phases.strings("name"))
+        assert {"data", "forward", "backward", "optimizer"} <= names
+        for s, start, dur in zip(steps.step, steps.start_ns, steps.dur_ns):
+            in_step = phases.select(phases.step == s)
+            assert in_step.start_ns.min() >= start
+            assert (in_step.start_ns + in_step.dur_ns).max() <= start + dur
+            assert in_step.dur_ns.sum() <= dur
+
+
+def test_user_comm_hook_composes(tmp_path: Path):
+    facts = tmp_path / "facts.json"
+    proc = scalescope(
+        "run", "-n", "2", "--run-dir", tmp_path / "run", "--no-report", DDP_TRAIN,
+        "--steps", 3, "--hook", "fp16", "--facts", facts, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    run, facts = load_run(tmp_path / "run"), json.loads(facts.read_text())
+    ev = run.events
+    grads = ev.select((ev.kind == Kind.COLLECTIVE) & ev.where("tag", "gradients"))
+    assert set(grads.strings("dtype")) == {"float16"}
+    for rank in (0, 1):
+        for sizes in _collectives(run, rank, "gradients").values():
+            assert sum(sizes) == facts["trainable_bytes"] // 2

@@ -1,0 +1,75 @@
+"""The recorder's step and flush logic, and the batch-size rule of the data phase."""
+
+from __future__ import annotations
+
+import torch
+
+from scalescope.events import EventTable, Kind, SymbolTable
+from scalescope.events.reader import read_event_stream
+from scalescope.probe.memory import MemoryPeak
+from scalescope.probe.phases import batch_size_of
+from scalescope.probe.recorder import Recorder
+
+
+def _load(path) -> EventTable:
+    return EventTable.from_arrow(read_event_stream(path).table, SymbolTable())
+
+
+def test_batch_size_of_common_batch_shapes():
+    x = torch.zeros(12, 3)
+    assert batch_size_of((x, torch.zeros(12))) == 12
+    assert batch_size_of([[x]]) == 12
+    assert batch_size_of({"input_ids": torch.zeros(5, 7)}) == 5
+    assert batch_size_of(torch.tensor(3.0)) == 0
+    assert batch_size_of("text") == 0
+
+
+def test_pending_collective_waits_for_completion_then_final_marks_it(tmp_path):
+    path = tmp_path / "e.arrows"
+    rec = Recorder(path, rank=0, flush_every_steps=1)
+    done = rec.collective("all_reduce", 64, 16, "float32", "0", "user", 100)
+    pending = rec.collective("all_reduce", 32, 8, "float32", "0", "user", 200)
+    done[4] = 50
+    rec.phase("forward", 150, 400)
+    rec.end_step(500)
+    first = _load(path)
+    assert first.strings("name") == ["all_reduce", "forward", "step", "rss_peak"]
+    assert first.seq[0] == 0
+    rec.close()
+    table = _load(path)
+    assert pending[4] is None
+    last = table.select(table.nbytes == 32)
+    assert last.dur_ns.tolist() == [-1] and last.seq.tolist() == [1]
+
+
+def test_steps_tile_time_and_count_samples(tmp_path):
+    rec = Recorder(tmp_path / "e.arrows", rank=2)
+    rec.phase("data", 1_000, 1_100)
+    rec.step_samples += 32
+    rec.end_step(2_000)
+    rec.phase("data", 2_100, 2_200)
+    rec.end_step(3_500)
+    rec.close()
+    table = _load(tmp_path / "e.arrows")
+    steps = table.of_kind(Kind.STEP)
+    assert steps.start_ns.tolist() == [1_000, 2_000]
+    assert steps.dur_ns.tolist() == [1_000, 1_500]
+    assert steps.count.tolist() == [32, 0]
+    assert set(table.rank.tolist()) == {2}
+
+
+def test_sequence_numbers_are_per_group(tmp_path):
+    rec = Recorder(tmp_path / "e.arrows", rank=0)
+    rows = [rec.collective("broadcast", 4, 1, "float32", g, "user", 0) for g in "0101"]
+    assert [r[9] for r in rows] == [0, 0, 1, 1]
+
+
+def test_memory_peak_sees_a_large_allocation():
+    peak = MemoryPeak()
+    peak.read_and_reset()
+    block = bytearray(200 * 2**20)
+    block[:: 4096] = b"x" * len(block[:: 4096])
+    kind, nbytes = peak.read_and_reset()
+    assert kind == "rss_peak"
+    assert nbytes >= 200 * 2**20
+    del block
