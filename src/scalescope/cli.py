@@ -129,7 +129,9 @@ def bench(
     bucket_cap_mb: float = typer.Option(25.0, help="DDP bucket size (MB).", min=0.0),
     seed: int = typer.Option(0, help="Random seed."),
     data: Path | None = typer.Option(None, help="An ImageFolder (default: synthetic data)."),
-    workers: int | None = typer.Option(None, help="DataLoader workers (default 0 synthetic, 2).", min=0),
+    workers: int | None = typer.Option(
+        None, help="DataLoader workers (default 0 synthetic, 2).", min=0
+    ),
     pin_memory: bool = typer.Option(False, help="Pin DataLoader memory."),
     master_addr: str = MASTER_ADDR,
     master_port: int | None = MASTER_PORT,
@@ -142,9 +144,19 @@ def bench(
 
     try:
         options = BenchOptions(
-            model=model, batch_size=batch_size, image_size=image_size, steps=steps,
-            epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
-            bf16=bf16, bucket_cap_mb=bucket_cap_mb, seed=seed, data=data, workers=workers,
+            model=model,
+            batch_size=batch_size,
+            image_size=image_size,
+            steps=steps,
+            epochs=epochs,
+            warmup_steps=warmup_steps,
+            lr=lr,
+            channels_last=channels_last,
+            bf16=bf16,
+            bucket_cap_mb=bucket_cap_mb,
+            seed=seed,
+            data=data,
+            workers=workers,
             pin_memory=pin_memory,
         )
         launch = LaunchOptions(

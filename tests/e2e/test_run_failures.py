@@ -61,10 +61,14 @@ def test_existing_run_dir_is_not_overwritten(run_cli, tmp_path):
 
 def test_rank_raises_at_step_3(run_cli, tmp_path):
     proc = run_cli(
-        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
-        "--fail-rank", "1", "--fail-step", "3",
+        "run", "-n", "2", "--run-dir", "run", str(DDP_TRAIN), "--fail-rank", "1", "--fail-step", "3"
     )
     assert proc.returncode == 1
+    assert "rank 1 on" in proc.stdout
+    assert ": failed, exit code 1, 3 steps done (first to fail)" in proc.stdout
+    assert "RuntimeError: deliberate failure on rank 1 at step 3" in proc.stdout
+    assert "Throughput and step time" in proc.stdout
+    assert "run failed: run" in proc.stderr
     run = load_run(tmp_path / "run")
     assert run.meta.status == "failed"
     failed = run.meta.ranks["1"]
@@ -77,8 +81,21 @@ def test_rank_raises_at_step_3(run_cli, tmp_path):
 def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
     ready = tmp_path / "ready"
     proc = start_scalescope(
-        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
-        "--steps", "5000", "--sleep-rank", "0", "--sleep-s", "0.02", "--ready-file", str(ready),
+        "run",
+        "-n",
+        "2",
+        "--run-dir",
+        "run",
+        "--no-report",
+        str(DDP_TRAIN),
+        "--steps",
+        "5000",
+        "--sleep-rank",
+        "0",
+        "--sleep-s",
+        "0.02",
+        "--ready-file",
+        str(ready),
         cwd=tmp_path,
     )
     _wait_for(ready)
@@ -101,14 +118,30 @@ def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
 def test_rank_killed_mid_run_keeps_flushed_steps(tmp_path):
     ready = tmp_path / "ready"
     proc = start_scalescope(
-        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
-        "--steps", "5000", "--sleep-rank", "1", "--sleep-s", "0.02", "--ready-file", str(ready),
+        "run",
+        "-n",
+        "2",
+        "--run-dir",
+        "run",
+        "--no-report",
+        str(DDP_TRAIN),
+        "--steps",
+        "5000",
+        "--sleep-rank",
+        "1",
+        "--sleep-s",
+        "0.02",
+        "--ready-file",
+        str(ready),
         cwd=tmp_path,
     )
     _wait_for(ready)
     time.sleep(2.0)
-    rank1 = [p for p in psutil.Process(proc.pid).children(recursive=True)
-             if "RANK" in p.environ() and p.environ()["RANK"] == "1"]
+    rank1 = [
+        p
+        for p in psutil.Process(proc.pid).children(recursive=True)
+        if "RANK" in p.environ() and p.environ()["RANK"] == "1"
+    ]
     assert rank1, "rank 1 process not found"
     os.kill(rank1[0].pid, signal.SIGKILL)
     _out, err = proc.communicate(timeout=120)

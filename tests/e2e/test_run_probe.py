@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -34,11 +35,30 @@ def recorded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp")
     facts = tmp / "facts.json"
     proc = scalescope(
-        "run", "-n", "2", "--run-dir", tmp / "run", "--no-report", DDP_TRAIN,
-        "--steps", STEPS, "--user-allreduce", 100, "--facts", facts, cwd=tmp,
+        "run",
+        "-n",
+        "2",
+        "--run-dir",
+        tmp / "run",
+        "--no-report",
+        DDP_TRAIN,
+        "--steps",
+        STEPS,
+        "--user-allreduce",
+        100,
+        "--facts",
+        facts,
+        cwd=tmp,
     )
     assert proc.returncode == 0, proc.stderr
     return load_run(tmp / "run"), json.loads(facts.read_text())
+
+
+@pytest.fixture
+def damaged_copy(recorded, tmp_path):
+    """A copy of the recorded run directory that a test may damage."""
+    run, _ = recorded
+    return Path(shutil.copytree(run.path, tmp_path / "copy"))
 
 
 def test_run_completes_with_every_rank(recorded):
@@ -106,11 +126,11 @@ def test_sequence_numbers_match_across_ranks(recorded):
     for rank in (0, 1):
         sel = ev.select(ev.rank == rank)
         order = np.argsort(sel.seq)
-        by_rank.append(list(zip(sel.seq[order], sel.strings("name"), sel.nbytes[order])))
-    names0 = [n for _, n, _ in by_rank[0]]
-    assert [s for s, _, _ in by_rank[0]] == list(range(len(by_rank[0])))
-    assert [(s, b) for s, _, b in by_rank[0]] == [(s, b) for s, _, b in by_rank[1]]
-    assert len(names0) == len(by_rank[1])
+        names = np.asarray(sel.strings("name"))[order].tolist()
+        seqs, sizes = sel.seq[order].tolist(), sel.nbytes[order].tolist()
+        by_rank.append(list(zip(seqs, names, sizes, strict=True)))
+    assert [seq for seq, _, _ in by_rank[0]] == list(range(len(by_rank[0])))
+    assert by_rank[0] == by_rank[1]
 
 
 def test_phases_tile_inside_steps(recorded):
@@ -121,7 +141,7 @@ def test_phases_tile_inside_steps(recorded):
         phases = ev.select((ev.rank == rank) & (ev.kind == Kind.PHASE))
         names = set(phases.strings("name"))
         assert {"data", "forward", "backward", "optimizer"} <= names
-        for s, start, dur in zip(steps.step, steps.start_ns, steps.dur_ns):
+        for s, start, dur in zip(steps.step, steps.start_ns, steps.dur_ns, strict=True):
             in_step = phases.select(phases.step == s)
             assert in_step.start_ns.min() >= start
             assert (in_step.start_ns + in_step.dur_ns).max() <= start + dur
@@ -131,8 +151,20 @@ def test_phases_tile_inside_steps(recorded):
 def test_user_comm_hook_composes(tmp_path: Path):
     facts = tmp_path / "facts.json"
     proc = scalescope(
-        "run", "-n", "2", "--run-dir", tmp_path / "run", "--no-report", DDP_TRAIN,
-        "--steps", 3, "--hook", "fp16", "--facts", facts, cwd=tmp_path,
+        "run",
+        "-n",
+        "2",
+        "--run-dir",
+        tmp_path / "run",
+        "--no-report",
+        DDP_TRAIN,
+        "--steps",
+        3,
+        "--hook",
+        "fp16",
+        "--facts",
+        facts,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     run, facts = load_run(tmp_path / "run"), json.loads(facts.read_text())
@@ -142,3 +174,39 @@ def test_user_comm_hook_composes(tmp_path: Path):
     for rank in (0, 1):
         for sizes in _collectives(run, rank, "gradients").values():
             assert sum(sizes) == facts["trainable_bytes"] // 2
+
+
+def test_report_of_the_run(recorded, tmp_path):
+    run, facts = recorded
+    proc = scalescope("report", run.path, "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Throughput and step time" in proc.stdout
+    assert f"{facts['trainable_bytes']:,} B" in proc.stdout  # gradients per step
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["schema"] == "scalescope.report/1"
+    grads = [t for t in doc["collectives"]["per_step"] if t["tag"] == "gradients"]
+    assert grads[0]["nbytes_per_step"] == facts["trainable_bytes"]
+
+
+def test_report_with_a_missing_rank_file(damaged_copy, tmp_path):
+    (damaged_copy / "events" / "rank-00001.arrows").unlink()
+    proc = scalescope("report", damaged_copy, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "rank 1: event file rank-00001.arrows is missing" in proc.stdout
+    assert "Throughput and step time" in proc.stdout and "all_reduce" in proc.stdout
+
+
+def test_report_with_a_truncated_rank_file(damaged_copy, tmp_path):
+    path = damaged_copy / "events" / "rank-00000.arrows"
+    path.write_bytes(path.read_bytes()[:-100])
+    proc = scalescope("report", damaged_copy, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "rank 0: rank-00000.arrows truncated after batch 0" in proc.stdout
+    assert "rank-00001" not in proc.stdout
+
+
+def test_report_of_a_directory_that_is_not_a_run(tmp_path):
+    proc = scalescope("report", tmp_path, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith("is not a scalescope run directory (no run.json)")
+    assert len(proc.stderr.strip().splitlines()) == 1

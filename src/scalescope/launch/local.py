@@ -7,7 +7,6 @@ import os
 import sys
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

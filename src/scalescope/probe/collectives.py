@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -97,8 +98,13 @@ OPS: dict[str, tuple[Callable[[Args, Kwargs], tuple], int, int]] = {
 }
 """async_op index -2 means the op always returns a Work (isend/irecv)."""
 
-_NAMES = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
-          "all_to_all_single": "all_to_all", "isend": "send", "irecv": "recv"}
+_NAMES = {
+    "all_gather_into_tensor": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "all_to_all_single": "all_to_all",
+    "isend": "send",
+    "irecv": "recv",
+}
 
 
 class GroupNames:
@@ -188,7 +194,5 @@ def _complete_on_host(row: list, start_ns: int, work: Any) -> None:
     def done(_fut: Any) -> None:
         row[4] = time.perf_counter_ns() - start_ns
 
-    try:
+    with contextlib.suppress(Exception):  # no future: completion unknown, the row stays -1
         work.get_future().add_done_callback(done)
-    except Exception:  # a backend without futures: completion is unknown, row stays -1
-        pass

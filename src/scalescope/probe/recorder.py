@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scalescope.events.schema import Kind
@@ -54,7 +54,19 @@ class Recorder:
         with self._lock:
             seq = self._seq.get(group, 0)
             self._seq[group] = seq + 1
-            row = [self.step, Kind.COLLECTIVE, op, start_ns, None, nbytes, count, dtype, group, seq, tag]
+            row = [
+                self.step,
+                Kind.COLLECTIVE,
+                op,
+                start_ns,
+                None,
+                nbytes,
+                count,
+                dtype,
+                group,
+                seq,
+                tag,
+            ]
             self.rows.append(row)
         return row
 
@@ -62,7 +74,19 @@ class Recorder:
         start = self.step_start_ns if self.step_start_ns is not None else end_ns
         rows = self.rows
         rows.append(
-            [self.step, Kind.STEP, "step", start, end_ns - start, 0, self.step_samples, "", "", -1, ""]
+            [
+                self.step,
+                Kind.STEP,
+                "step",
+                start,
+                end_ns - start,
+                0,
+                self.step_samples,
+                "",
+                "",
+                -1,
+                "",
+            ]
         )
         peak = self.memory.read_and_reset()
         if peak is not None:
@@ -70,7 +94,10 @@ class Recorder:
         self.step += 1
         self.step_start_ns = end_ns
         self.step_samples = 0
-        if self.step % self.flush_every_steps == 0 or end_ns - self._last_flush_ns > self.flush_every_ns:
+        if (
+            self.step % self.flush_every_steps == 0
+            or end_ns - self._last_flush_ns > self.flush_every_ns
+        ):
             self.flush()
 
     def flush(self, final: bool = False) -> None:

@@ -8,12 +8,11 @@ from rich.text import Text
 
 from scalescope.analyze import (
     CollectiveAnalysis,
-    RankStatus,
     RunAnalysis,
     StepAnalysis,
 )
 
-ERROR_LINES = 6
+ERROR_LINES = 4
 """Lines of a rank's error shown in the failures section."""
 NA = "n/a"
 
@@ -85,28 +84,25 @@ def _last_lines(text: str | None, n: int = ERROR_LINES) -> str:
 
 
 def _failures(a: RunAnalysis, console: Console) -> None:
-    failed = a.failed_ranks
-    if not failed and a.status not in ("failed", "interrupted"):
+    if not a.failed_ranks and a.status not in ("failed", "interrupted"):
         return
     console.print()
     console.rule(Text("Failures"))
-    table = Table(title="Ranks that did not complete", title_justify="left")
-    for col in ("rank", "host", "status", "exit code", f"error (last {ERROR_LINES} lines)"):
-        table.add_column(col)
-    not_done: list[RankStatus] = [r for r in a.ranks if r.status != "completed"]
-    for r in not_done:
-        code = NA if r.exit_code is None else str(r.exit_code)
-        table.add_row(
-            str(r.rank), Text(r.hostname or NA), Text(r.status), code, Text(_last_lines(r.error))
-        )
-    if not_done:
-        console.print(table)
-    first = a.first_failure
-    if first is not None and first.status != "interrupted":
-        code = "" if first.exit_code is None else f" with exit code {first.exit_code}"
-        console.print(Text(f"rank {first.rank} {first.status} first{code}", style="bold"))
-    else:
+    not_done = [r for r in a.ranks if r.status != "completed"]
+    if not not_done:
         console.print(Text(f"The run is {a.status}, but every rank reported completing."))
+        return
+    first = a.first_failure
+    not_done.sort(key=lambda r: r is not first)
+    for r in not_done:
+        code = "" if r.exit_code is None else f", exit code {r.exit_code}"
+        steps = "" if r.steps is None else f", {_plural(r.steps, 'step')} done"
+        why = " (first to fail)" if r is first and r.status != "interrupted" else ""
+        if r.failed_because_of_peer:
+            why = " (lost a peer)"
+        head = f"rank {r.rank} on {r.hostname or NA}: {r.status}{code}{steps}{why}"
+        console.print(Text(head, style="bold"))
+        console.print(Text(_last_lines(r.error)), soft_wrap=True)
 
 
 def _problems(a: RunAnalysis, console: Console) -> None:

@@ -35,7 +35,11 @@ def parse() -> argparse.Namespace:
 
 def model() -> nn.Module:
     return nn.Sequential(
-        nn.Linear(64, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+        nn.Linear(64, 256),
+        nn.BatchNorm1d(256),
+        nn.ReLU(),
+        nn.Linear(256, 256),
+        nn.ReLU(),
         nn.Linear(256, 10),
     )
 

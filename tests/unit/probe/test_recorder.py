@@ -68,7 +68,7 @@ def test_memory_peak_sees_a_large_allocation():
     peak = MemoryPeak()
     peak.read_and_reset()
     block = bytearray(200 * 2**20)
-    block[:: 4096] = b"x" * len(block[:: 4096])
+    block[::4096] = b"x" * len(block[::4096])
     kind, nbytes = peak.read_and_reset()
     assert kind == "rss_peak"
     assert nbytes >= 200 * 2**20

@@ -91,8 +91,8 @@ def test_failures_and_problems_come_first(tmp_path):
     failed = RankMeta(rank=3, hostname="node-1", status="failed", exit_code=1, error=error)
     text = _render(build(tmp_path, written=(0, 1, 2), status="failed", rank_status={3: failed}))
     assert text.index("Failures") < text.index("Problems") < text.index("Throughput")
-    row = _line_with(text, "node-1", "failed")
-    assert row.replace("│", " ").split()[:4] == ["3", "node-1", "failed", "1"]
+    assert "rank 3 on node-1: failed, exit code 1" in _line_with(text, "node-1", "failed")
+    assert "(first to fail)" in _line_with(text, "node-1", "failed")
     assert "RuntimeError: [rank 3] boom" in text  # the last lines, markup left alone
     assert "frame 0" not in text  # older lines are cut
     assert "rank 3: event file rank-00003.arrows is missing" in text
@@ -104,7 +104,32 @@ def test_interrupted_run_lists_its_ranks(tmp_path):
     killed = RankMeta(rank=0, status="interrupted", exit_code=-15, error="Signal 15 (SIGTERM)")
     text = _render(build(tmp_path, status="interrupted", rank_status={0: killed}))
     assert "Failures" in text
-    assert "-15" in _line_with(text, "interrupted", "SIGTERM")
+    assert "rank 0 on n/a: interrupted, exit code -15" in text
+    assert "first to fail" not in text
+    assert "Signal 15 (SIGTERM)" in text
+
+
+def test_peer_loss_is_not_the_first_failure(tmp_path):
+    lost = RankMeta(
+        rank=0,
+        hostname="node-0",
+        status="failed",
+        exit_code=1,
+        end_time=10.0,
+        error="RuntimeError: Connection closed by peer [127.0.0.1]:1234",
+    )
+    cause = RankMeta(
+        rank=1,
+        hostname="node-0",
+        status="failed",
+        exit_code=1,
+        end_time=11.0,
+        error="ValueError: bad batch",
+    )
+    text = _render(build(tmp_path, status="failed", rank_status={0: lost, 1: cause}))
+    assert "rank 1 on node-0: failed, exit code 1" in _line_with(text, "first to fail")
+    assert "(lost a peer)" in _line_with(text, "rank 0 on node-0")
+    assert text.index("rank 1 on node-0") < text.index("rank 0 on node-0")
 
 
 def test_probe_off_says_why_there_is_nothing(tmp_path):
