@@ -17,8 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/scalescope bench resnet18 -n 2 --batch-size 16 --image-size 128 \
-		--steps 40 --warmup-steps 5 --run-dir scalescope_runs/demo
-	$(VENV)/bin/scalescope report scalescope_runs/demo
+		--steps 40 --warmup-steps 5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

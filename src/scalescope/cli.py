@@ -19,6 +19,8 @@ app = typer.Typer(
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+REPORT_WIDTH = 120
+"""Width of the report when stdout is not a terminal (logs, pipes)."""
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 NPROC = typer.Option(1, "--nproc-per-node", "-n", help="Ranks to start on this node.", min=1)
@@ -49,7 +51,10 @@ def print_report(run_dir: Path, json_file: Path | None = None) -> None:
     from scalescope.report.terminal import render_terminal
 
     analysis = analyze_run(load_run(run_dir))
-    render_terminal(analysis, Console(highlight=False))
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=REPORT_WIDTH)
+    render_terminal(analysis, console)
     if json_file is not None:
         json_file.write_bytes(to_json(analysis))
 

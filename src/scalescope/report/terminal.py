@@ -204,7 +204,7 @@ def _op_table(c: CollectiveAnalysis) -> Table:
             str(o.num_ranks),
             fmt_count(o.calls_per_rank),
             f"{o.total_ms_per_rank:,.2f}",
-            fmt_bytes_exact(o.nbytes_per_rank),
+            fmt_bytes(o.nbytes_per_rank),
             str(o.incomplete_calls),
         )
     return table

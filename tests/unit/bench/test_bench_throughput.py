@@ -18,7 +18,7 @@ def numpy_reference(times: list[float], images: int) -> tuple[float, float, floa
     t = np.asarray(times)
     speeds = images / t
     mean = images / t.mean()
-    ci = 1.96 * speeds.std() / np.sqrt(len(speeds))
+    ci = speeds.std() / np.sqrt(len(speeds))  # one standard error, as tf_cnn_benchmarks
     jitter = 1.4826 * np.median(np.abs(speeds - np.median(speeds)))
     return float(mean), float(ci), float(jitter)
 

@@ -81,7 +81,7 @@ def test_collectives_in_nccl_tests_columns(tmp_path):
     assert cells[6:] == [f"{calls * ALLREDUCE_MS:.2f}", f"{algbw:.2f}", f"{busbw:.2f}"]
     per_op = _line_with(text, "all_reduce", "gradients", "MiB")
     assert f"{calls * ALLREDUCE_MS:.2f}" in per_op
-    assert fmt_bytes_exact(calls * BUCKET) in per_op
+    assert f"{calls * BUCKET / 2**20:.2f} MiB" in per_op
     assert fmt_bytes_exact(2 * BUCKET) in _line_with(text, "gradients", "8.00 MiB")
 
 

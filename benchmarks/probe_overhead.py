@@ -1,0 +1,65 @@
+"""Probe overhead: images/s of `scalescope bench` with the probe divided by images/s without.
+
+Runs A (probe) and B (--no-probe) interleaved, A B A B ..., on the same machine in one
+invocation, and prints the median of each and their ratio. Target: >= 0.99.
+
+    .venv/bin/python benchmarks/probe_overhead.py --pairs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--pairs", type=int, default=5, help="A/B pairs to run (interleaved)")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--image-size", type=int, default=128)
+    return p.parse_args()
+
+
+def images_per_sec(args: argparse.Namespace, run_dir: Path, probe: bool) -> float:
+    cmd = [
+        sys.executable, "-m", "scalescope.cli", "bench", args.model, "-n", str(args.nproc),
+        "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+        "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
+        "--run-dir", str(run_dir), "--no-report",
+    ]  # fmt: skip
+    if not probe:
+        cmd.append("--no-probe")
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return float(json.loads((run_dir / "bench.json").read_text())["images_per_sec"])
+
+
+def main() -> None:
+    args = parse()
+    with_probe: list[float] = []
+    without: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.pairs):
+            order = (True, False) if i % 2 == 0 else (False, True)
+            for probe in order:
+                value = images_per_sec(args, Path(tmp) / f"{i}-{probe}", probe)
+                (with_probe if probe else without).append(value)
+                label = "probe   " if probe else "no probe"
+                print(f"pair {i + 1}/{args.pairs}  {label}  {value:8.1f} images/s", flush=True)
+    a, b = statistics.median(with_probe), statistics.median(without)
+    print(f"\n{args.model}, {args.nproc} ranks, batch {args.batch_size}/rank, {args.image_size}px")
+    print(f"median images/s with probe:    {a:8.1f}")
+    print(f"median images/s without probe: {b:8.1f}")
+    print(f"ratio with/without: {a / b:.4f}  (target >= 0.99)")
+
+
+if __name__ == "__main__":
+    main()
