@@ -20,6 +20,18 @@ def _wait_for(path: Path, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
+def _start_long_run(tmp_path: Path, sleep_rank: int):
+    """A 2-rank run of thousands of steps, returned once it has done a few."""
+    ready = tmp_path / "ready"
+    proc = start_scalescope(
+        "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "5000",
+        "--sleep-rank", str(sleep_rank), "--sleep-s", "0.02", "--ready-file", str(ready),
+        cwd=tmp_path,
+    )  # fmt: skip
+    _wait_for(ready)
+    return proc
+
+
 def _steps(run, rank: int) -> list[int]:
     ev = run.events
     return ev.step[(ev.rank == rank) & (ev.kind == Kind.STEP)].tolist()
@@ -79,26 +91,7 @@ def test_rank_raises_at_step_3(run_cli, tmp_path):
 
 
 def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
-    ready = tmp_path / "ready"
-    proc = start_scalescope(
-        "run",
-        "-n",
-        "2",
-        "--run-dir",
-        "run",
-        "--no-report",
-        str(DDP_TRAIN),
-        "--steps",
-        "5000",
-        "--sleep-rank",
-        "0",
-        "--sleep-s",
-        "0.02",
-        "--ready-file",
-        str(ready),
-        cwd=tmp_path,
-    )
-    _wait_for(ready)
+    proc = _start_long_run(tmp_path, sleep_rank=0)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=120)
@@ -116,26 +109,7 @@ def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
 
 
 def test_rank_killed_mid_run_keeps_flushed_steps(tmp_path):
-    ready = tmp_path / "ready"
-    proc = start_scalescope(
-        "run",
-        "-n",
-        "2",
-        "--run-dir",
-        "run",
-        "--no-report",
-        str(DDP_TRAIN),
-        "--steps",
-        "5000",
-        "--sleep-rank",
-        "1",
-        "--sleep-s",
-        "0.02",
-        "--ready-file",
-        str(ready),
-        cwd=tmp_path,
-    )
-    _wait_for(ready)
+    proc = _start_long_run(tmp_path, sleep_rank=1)
     time.sleep(2.0)
     rank1 = [
         p

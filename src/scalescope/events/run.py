@@ -37,6 +37,13 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """Last lines of the traceback or signal that ended the rank."""
     steps: int = 0
     probe_errors: list[str] = msgspec.field(default_factory=list)
+    cpus: list[int] = msgspec.field(default_factory=list)
+    """CPUs the rank was allowed to run on (read back from the OS)."""
+    numa_node: int | None = None
+    bound: bool = False
+    """True when scalescope set the rank's affinity and OpenMP variables."""
+    thread_env: dict[str, str] = msgspec.field(default_factory=dict)
+    """OpenMP/MKL variables as the rank saw them at start."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):
@@ -51,6 +58,12 @@ class RunMeta(msgspec.Struct, kw_only=True):
     options: dict[str, Any] = msgspec.field(default_factory=dict)
     world_size: int = 1
     nproc_per_node: int = 1
+    nnodes: int = 1
+    launcher: str = "local"
+    """local (scalescope's elastic launch on one node), elastic (several nodes), or the
+    external launcher each rank was started by: torchrun, slurm, openmpi, mpich, ..."""
+    placements: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """The binding plan of node 0's local ranks (cpus, NUMA node, threads, variables)."""
     warmup_steps: int = 1
     probe: bool = True
     hostnames: list[str] = msgspec.field(default_factory=list)
@@ -115,10 +128,24 @@ def load_meta(run_dir: Path) -> RunMeta:
         raise RunDirError(f"{path} is not a valid run file: {exc}") from exc
 
 
+def merge_node_files(run_dir: Path, meta: RunMeta) -> None:
+    """Add the final rank status that launchers of other nodes wrote (``nodes/node-K.json``)."""
+    for path in sorted((Path(run_dir) / "nodes").glob("node-*.json")):
+        try:
+            node = msgspec.json.decode(path.read_bytes(), type=RunMeta)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        for rank, rank_meta in node.ranks.items():
+            meta.ranks.setdefault(rank, rank_meta)
+        if node.status in ("failed", "interrupted") and meta.status == "completed":
+            meta.status = node.status
+
+
 def load_run(run_dir: Path) -> Run:
     """Load everything that was recorded; say in ``problems`` what is missing or cut short."""
     run_dir = Path(run_dir)
     meta = load_meta(run_dir)
+    merge_node_files(run_dir, meta)
     symbols = SymbolTable()
     tables: list[EventTable] = []
     ranks: dict[int, RankMeta] = {}

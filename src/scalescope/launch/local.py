@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import uuid
 from dataclasses import dataclass
@@ -22,7 +21,14 @@ class LaunchOptions:
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
     """Port of the rendezvous; None picks a free one."""
-    run_id: str = ""
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    """HOST[:PORT] of the rendezvous for several nodes (torchrun's --rdzv-endpoint)."""
+    rdzv_backend: str = "c10d"
+    rdzv_id: str = ""
+    local_addr: str | None = None
+    """This node's address as the other nodes reach it (default: the master address)."""
     monitor_interval_s: float = 0.1
 
     def __post_init__(self) -> None:
@@ -30,6 +36,19 @@ class LaunchOptions:
             raise ValueError(f"--nproc-per-node must be at least 1, got {self.nproc_per_node}")
         if self.master_port is not None and not 0 < self.master_port < 65536:
             raise ValueError(f"--master-port must be in 1..65535, got {self.master_port}")
+        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(
+                f"--node-rank must be in 0..{self.nnodes - 1} for --nnodes {self.nnodes}, "
+                f"got {self.node_rank}"
+            )
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise ValueError("several nodes need --rdzv-endpoint HOST:PORT of the rendezvous")
+        if self.rdzv_backend not in ("c10d", "static"):
+            raise ValueError(f"--rdzv-backend must be c10d or static, got {self.rdzv_backend!r}")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
 
 
 @dataclass(frozen=True)
@@ -41,29 +60,33 @@ class LaunchResult:
     signal: int | None = None
 
 
-def default_threads(nproc_per_node: int) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // nproc_per_node)
+def rendezvous(options: LaunchOptions) -> dict[str, object]:
+    """torchrun's choices: one node on a free port (c10d), or static at a fixed port."""
+    if options.rdzv_endpoint:
+        endpoint = options.rdzv_endpoint
+        if ":" not in endpoint:
+            endpoint = f"{endpoint}:29400"
+        rdzv: dict[str, object] = {"rdzv_backend": options.rdzv_backend, "rdzv_endpoint": endpoint}
+    elif options.master_port is None:
+        rdzv = {"rdzv_backend": "c10d", "rdzv_endpoint": f"{options.master_addr}:0"}
+    else:
+        endpoint = f"{options.master_addr}:{options.master_port}"
+        rdzv = {"rdzv_backend": "static", "rdzv_endpoint": endpoint}
+    if rdzv["rdzv_backend"] == "static":
+        rdzv["rdzv_configs"] = {"rank": options.node_rank}
+    return rdzv
 
 
 def launch_config(options: LaunchOptions) -> LaunchConfig:
-    if options.master_port is None:
-        rdzv = {"rdzv_backend": "c10d", "rdzv_endpoint": f"{options.master_addr}:0"}
-    else:
-        rdzv = {
-            "rdzv_backend": "static",
-            "rdzv_endpoint": f"{options.master_addr}:{options.master_port}",
-            "rdzv_configs": {"rank": 0},
-        }
     values = dict(
-        min_nodes=1,
-        max_nodes=1,
+        min_nodes=options.nnodes,
+        max_nodes=options.nnodes,
         nproc_per_node=options.nproc_per_node,
-        run_id=options.run_id or uuid.uuid4().hex[:12],
+        run_id=options.rdzv_id or ("none" if options.nnodes > 1 else uuid.uuid4().hex[:12]),
         max_restarts=0,
         monitor_interval=options.monitor_interval_s,
-        local_addr=options.master_addr,
-        **rdzv,
+        local_addr=options.local_addr or options.master_addr,
+        **rendezvous(options),
     )
     known = {f.name for f in dataclasses.fields(LaunchConfig)}
     return LaunchConfig(**{k: v for k, v in values.items() if k in known})

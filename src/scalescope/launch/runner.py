@@ -12,7 +12,9 @@ from typing import Any
 
 from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
-from scalescope.launch.local import LaunchOptions, LaunchResult, default_threads, launch
+from scalescope.launch.local import LaunchOptions, LaunchResult, launch
+from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
+from scalescope.probe.binding import PLACEMENTS_ENV
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +26,8 @@ class RunSpec:
     is_module: bool = False
     args: list[str] = field(default_factory=list)
     launch: LaunchOptions = field(default_factory=LaunchOptions)
+    mapping: MappingOptions = field(default_factory=MappingOptions)
+    report_bindings: bool = False
     run_dir: Path | None = None
     probe: bool = True
     warmup_steps: int = 1
@@ -62,17 +66,14 @@ def rank_argv(spec: RunSpec, run_dir: Path) -> list[str]:
     argv = ["-m", "scalescope.probe.bootstrap", "--run-dir", str(run_dir.resolve())]
     if not spec.probe:
         argv.append("--no-probe")
+    if spec.report_bindings:
+        argv.append("--report-bindings")
     if spec.is_module:
         argv.append("-m")
     return [*argv, "--", spec.target, *spec.args]
 
 
-def set_thread_defaults(nproc_per_node: int) -> None:
-    """OMP_NUM_THREADS = usable cores / local ranks unless the user chose a value."""
-    os.environ.setdefault("OMP_NUM_THREADS", str(default_threads(nproc_per_node)))
-
-
-def start_meta(spec: RunSpec, run_dir: Path) -> RunMeta:
+def start_meta(spec: RunSpec, run_dir: Path, plan: RankPlan) -> RunMeta:
     n = spec.launch.nproc_per_node
     return RunMeta(
         run_id=run_dir.name,
@@ -81,13 +82,16 @@ def start_meta(spec: RunSpec, run_dir: Path) -> RunMeta:
         script_args=list(spec.args),
         workload=spec.workload,
         options=spec.options,
-        world_size=n,
+        world_size=spec.launch.world_size,
         nproc_per_node=n,
+        nnodes=spec.launch.nnodes,
+        launcher="local" if spec.launch.nnodes == 1 else "elastic",
+        placements=plan.as_json(),
         warmup_steps=spec.warmup_steps,
         probe=spec.probe,
         software=software_facts(),
         hardware=hardware_facts(),
-        threads=thread_facts(),
+        threads=thread_facts() | {k: v for k, v in plan.env.items() if k != PLACEMENTS_ENV},
         start_time=time.time(),
     )
 
@@ -115,15 +119,22 @@ def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
 
 
 def execute(spec: RunSpec) -> RunOutcome:
+    plan = make_plan(spec.mapping, spec.launch.nproc_per_node)
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     run_dir.mkdir(parents=True, exist_ok=True)
-    set_thread_defaults(spec.launch.nproc_per_node)
-    meta = start_meta(spec, run_dir)
-    write_json_atomic(run_dir / RUN_FILE, meta)
+    os.environ.update(plan.env)
+    meta = start_meta(spec, run_dir, plan)
+    meta_file = run_dir / meta_file_name(spec.launch.node_rank)
+    write_json_atomic(meta_file, meta)
     result = launch(spec.launch, rank_argv(spec, run_dir))
     finish_meta(meta, run_dir, result)
-    write_json_atomic(run_dir / RUN_FILE, meta)
+    write_json_atomic(meta_file, meta)
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def meta_file_name(node_rank: int) -> str:
+    """Node 0 writes run.json; other nodes sharing the directory write nodes/node-K.json."""
+    return RUN_FILE if node_rank == 0 else f"nodes/node-{node_rank:04d}.json"
 
 
 def exit_code_of(result: LaunchResult) -> int:

@@ -16,11 +16,18 @@ import sys
 import time
 import traceback
 from pathlib import Path
-
-import torch
+from typing import Any
 
 from scalescope.events.run import RankMeta, rank_meta_path, write_json_atomic
-from scalescope.probe.install import Probe
+from scalescope.probe.binding import Binding, apply_placement
+
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OMP_PROC_BIND",
+    "OMP_PLACES",
+    "KMP_AFFINITY",
+    "MKL_NUM_THREADS",
+)
 
 ERROR_LINES = 12
 
@@ -42,13 +49,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--no-probe", action="store_true")
     parser.add_argument("--flush-every", type=int, default=20)
+    parser.add_argument("--report-bindings", action="store_true")
     parser.add_argument("-m", dest="module", action="store_true")
     parser.add_argument("target")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     return parser.parse_args(argv)
 
 
-def rank_meta_from_env(probe: bool) -> RankMeta:
+def rank_meta_from_env(probe: bool, binding: Binding) -> RankMeta:
+    import torch
+
+    if binding.threads:
+        torch.set_num_threads(binding.threads)
     now_wall, now_perf = time.time_ns(), time.perf_counter_ns()
     return RankMeta(
         rank=int(os.environ.get("RANK", "0")),
@@ -60,6 +72,23 @@ def rank_meta_from_env(probe: bool) -> RankMeta:
         probe=probe,
         wall_minus_perf_ns=now_wall - now_perf,
         start_time=now_wall / 1e9,
+        cpus=binding.cpus,
+        numa_node=binding.numa_node,
+        bound=binding.applied,
+        thread_env={k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+    )
+
+
+def describe_binding(meta: RankMeta) -> str:
+    """One line per rank, like mpirun --report-bindings."""
+    from scalescope.launch.topology import format_cpulist
+
+    numa = "" if meta.numa_node is None else f" NUMA {meta.numa_node}"
+    env = " ".join(f"{k}={v}" for k, v in meta.thread_env.items())
+    how = "bound" if meta.bound else "not bound by scalescope"
+    return (
+        f"rank {meta.rank} (local {meta.local_rank}) on {meta.hostname}: cpus "
+        f"{format_cpulist(meta.cpus)}{numa}, {meta.num_threads} torch threads, {how}; {env}"
     )
 
 
@@ -78,10 +107,17 @@ def _tail(text: str, lines: int = ERROR_LINES) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    meta = rank_meta_from_env(probe=not args.no_probe)
+    binding = apply_placement()
+    meta = rank_meta_from_env(not args.no_probe, binding)
+    if args.report_bindings:
+        print(describe_binding(meta), file=sys.stderr, flush=True)
     os.environ["SCALESCOPE_RUN_DIR"] = str(args.run_dir)
     write_json_atomic(rank_meta_path(args.run_dir, meta.rank), meta)
-    probe = None if args.no_probe else Probe(args.run_dir, meta.rank, args.flush_every).install()
+    probe = None
+    if not args.no_probe:
+        from scalescope.probe.install import Probe
+
+        probe = Probe(args.run_dir, meta.rank, args.flush_every).install()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
     status, code, error = "completed", 0, None
@@ -105,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _finish(
-    run_dir: Path, meta: RankMeta, probe: Probe | None, status: str, code: int, error: str | None
+    run_dir: Path, meta: RankMeta, probe: Any, status: str, code: int, error: str | None
 ) -> None:
     if probe is not None:
         probe.close()

@@ -77,6 +77,11 @@ def _header(a: RunAnalysis, console: Console) -> None:
     console.print(_kv_grid(rows))
 
 
+def _section(console: Console, title: str) -> None:
+    console.print()
+    console.rule(Text(title))
+
+
 def _last_lines(text: str | None, n: int = ERROR_LINES) -> str:
     if not text:
         return NA
@@ -86,8 +91,7 @@ def _last_lines(text: str | None, n: int = ERROR_LINES) -> str:
 def _failures(a: RunAnalysis, console: Console) -> None:
     if not a.failed_ranks and a.status not in ("failed", "interrupted"):
         return
-    console.print()
-    console.rule(Text("Failures"))
+    _section(console, "Failures")
     not_done = [r for r in a.ranks if r.status != "completed"]
     if not not_done:
         console.print(Text(f"The run is {a.status}, but every rank reported completing."))
@@ -108,8 +112,7 @@ def _failures(a: RunAnalysis, console: Console) -> None:
 def _problems(a: RunAnalysis, console: Console) -> None:
     if not a.problems:
         return
-    console.print()
-    console.rule(Text("Problems with the recorded data"))
+    _section(console, "Problems with the recorded data")
     for problem in a.problems:
         console.print(Text(f"- {problem}"))
     console.print(Text("Everything else that was recorded is analysed below."))
@@ -181,8 +184,7 @@ def _phase_table(s: StepAnalysis) -> Table:
 
 
 def _steps(a: RunAnalysis, console: Console) -> None:
-    console.print()
-    console.rule(Text("Throughput and step time"))
+    _section(console, "Throughput and step time")
     s = a.steps
     if s is None:
         console.print(_no_data(a, "step events"))
@@ -264,8 +266,7 @@ def _incomplete_table(c: CollectiveAnalysis) -> Table:
 
 
 def _collectives(a: RunAnalysis, console: Console) -> None:
-    console.print()
-    console.rule(Text("Collectives"))
+    _section(console, "Collectives")
     c = a.collectives
     if c is None:
         console.print(_no_data(a, "collectives"))

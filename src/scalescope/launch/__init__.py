@@ -1,0 +1,1 @@
+"""Start ranks: world discovery, mapping and binding, torch's elastic launcher."""

@@ -1,0 +1,122 @@
+"""From the user's mapping options to what every local rank gets: cpus, threads, variables."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalescope.launch.mapping import (
+    MappingError,
+    Placement,
+    find_allocator,
+    omp_env,
+    plan_placements,
+    plan_to_json,
+)
+from scalescope.launch.topology import Topology, read_topology
+from scalescope.probe.binding import PLACEMENTS_ENV
+
+
+@dataclass(frozen=True, kw_only=True)
+class MappingOptions:
+    """How ranks are placed on this node's cores (mpirun's --map-by and --bind-to)."""
+
+    bind: bool = True
+    """Bind each rank to its cpus and pin its OpenMP threads; False leaves placement to the OS."""
+    map_by: str = "numa"
+    threads_per_rank: int | None = None
+    """Intra-op threads per rank; default the cores of the rank's share of its domain."""
+    numa_nodes: tuple[int, ...] | None = None
+    cpu_lists: tuple[str, ...] | None = None
+    """One cpu list per local rank ("0-11", "12-23"), replacing --map-by."""
+    oversubscribe: bool = False
+    allocator: str = "default"
+    """tcmalloc, jemalloc or default (glibc): preloaded in every rank."""
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """What the launcher puts in the ranks' environment, and the plan for run.json."""
+
+    placements: list[Placement] | None
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables for every rank: the placements (JSON), LD_PRELOAD, OMP_NUM_THREADS."""
+    topology_source: str = ""
+
+    def as_json(self) -> list[dict[str, Any]]:
+        if self.placements is None:
+            return []
+        rows = plan_to_json(self.placements)
+        for row, placement in zip(rows, self.placements, strict=True):
+            row["env"] = omp_env(placement, intel_openmp_loaded())
+        return rows
+
+
+def intel_openmp_loaded(maps: Path = Path("/proc/self/maps")) -> bool:
+    """True when Intel's OpenMP runtime (libiomp5) is loaded, as in MKL builds of torch."""
+    try:
+        return "libiomp5" in maps.read_text()
+    except OSError:
+        return False
+
+
+def user_threads(environ: Mapping[str, str]) -> int | None:
+    value = environ.get("OMP_NUM_THREADS", "")
+    if not value:
+        return None
+    try:
+        threads = int(value)
+    except ValueError as exc:
+        raise MappingError(f"OMP_NUM_THREADS={value!r} is not a whole number") from exc
+    if threads < 1:
+        raise MappingError(f"OMP_NUM_THREADS={value!r} must be at least 1")
+    return threads
+
+
+def default_threads(topology: Topology, nproc: int) -> int:
+    return max(1, topology.num_cores // nproc)
+
+
+def make_plan(
+    options: MappingOptions,
+    nproc: int,
+    environ: Mapping[str, str] = os.environ,
+    topology: Topology | None = None,
+) -> RankPlan:
+    """Placements for ``nproc`` local ranks; an explicit OMP_NUM_THREADS is honoured."""
+    topology = topology or read_topology()
+    threads = options.threads_per_rank or user_threads(environ)
+    env = allocator_env(options.allocator, environ)
+    if not options.bind:
+        env.setdefault("OMP_NUM_THREADS", str(threads or default_threads(topology, nproc)))
+        return RankPlan(None, env, topology.source)
+    placements = plan_placements(
+        topology,
+        nproc,
+        map_by=options.map_by,
+        threads_per_rank=threads,
+        numa_nodes=list(options.numa_nodes) if options.numa_nodes else None,
+        cpu_lists=list(options.cpu_lists) if options.cpu_lists else None,
+        oversubscribe=options.oversubscribe,
+    )
+    plan = RankPlan(placements, env, topology.source)
+    env[PLACEMENTS_ENV] = json.dumps(plan.as_json())
+    return plan
+
+
+def allocator_env(name: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """LD_PRELOAD with the allocator prepended; an allocator that is not installed is an error."""
+    if name == "default":
+        return {}
+    path = find_allocator(name)
+    if path is None:
+        raise MappingError(
+            f"--allocator {name}: no lib{name} found; install it (Debian: apt-get install "
+            f"{'libgoogle-perftools4' if name == 'tcmalloc' else 'libjemalloc2'}) or use default"
+        )
+    preload = environ.get("LD_PRELOAD", "")
+    return {"LD_PRELOAD": f"{path}:{preload}" if preload else str(path)}

@@ -1,0 +1,1 @@
+"""Inside each rank: record collectives, step phases and memory with low overhead."""

@@ -1,0 +1,201 @@
+"""``scalescope env``: the environment facts and their warnings, for people and programs.
+
+``render_env`` prints rich tables (software and build, CPU and memory, GPUs, threads and
+allocator, warnings); ``env_json`` encodes the same content (schema in docs/env.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from scalescope.diagnose.env_checks import EnvWarning
+from scalescope.report.terminal import fmt_bytes
+
+ENV_SCHEMA = "scalescope.env/1"
+NA = "n/a"
+
+
+def _text(value: Any) -> str:
+    if value is None or value == "":
+        return NA
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _size(nbytes: int | None) -> str:
+    return NA if nbytes is None else fmt_bytes(nbytes)
+
+
+def _kv_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False, box=None)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(Text(key), Text(_text(value)))
+    return table
+
+
+def _backends(software: dict[str, Any]) -> str:
+    backends = software.get("backends") or {}
+    have = [name for name, ok in backends.items() if ok]
+    lack = [name for name, ok in backends.items() if not ok]
+    text = ", ".join(have) or "none"
+    return f"{text} (not: {', '.join(lack)})" if lack else text
+
+
+def _software_rows(software: dict[str, Any]) -> list[tuple[str, Any]]:
+    build = software.get("build") or {}
+    onednn = software.get("mkldnn")
+    if onednn and build.get("mkldnn_version"):
+        onednn = f"yes, v{build['mkldnn_version']}"
+    capability = software.get("cpu_capability")
+    return [
+        ("python", software.get("python")),
+        ("torch", f"{software.get('torch')} ({_text(software.get('torch_git'))[:12]})"),
+        ("compiler", build.get("compiler")),
+        ("BLAS / LAPACK", f"{_text(build.get('blas'))} / {_text(build.get('lapack'))}"),
+        ("MKL", build.get("mkl_version") or software.get("mkl")),
+        ("oneDNN (MKL-DNN)", onednn),
+        ("OpenMP", build.get("openmp_version") or software.get("openmp")),
+        ("parallel backend", build.get("parallel_backend")),
+        (
+            "CPU capability",
+            f"{_text(capability)} (build: {_text(build.get('cpu_capability_usage'))})",
+        ),
+        (
+            "CUDA",
+            f"{_text(software.get('cuda'))} (available: {_text(software.get('cuda_available'))})",
+        ),
+        ("cuDNN", software.get("cudnn")),
+        ("NCCL", software.get("nccl")),
+        ("distributed backends", _backends(software)),
+    ]
+
+
+def _cpu_rows(hardware: dict[str, Any]) -> list[tuple[str, Any]]:
+    cores = (
+        f"{_text(hardware.get('physical_cores'))} physical, "
+        f"{_text(hardware.get('logical_cores'))} logical, "
+        f"{_text(hardware.get('usable_cores'))} usable by this process"
+    )
+    smt = hardware.get("hyperthreading")
+    if smt is not None:
+        smt = f"{_text(smt)} (hardware threads per core: {_text(hardware.get('threads_per_core'))})"
+    sve = hardware.get("sve_vector_bits")
+    return [
+        ("host", hardware.get("hostname")),
+        ("CPU", f"{_text(hardware.get('cpu_model'))} ({_text(hardware.get('machine'))})"),
+        ("ISA flags", " ".join(hardware.get("isa_flags") or []) or None),
+        *([("SVE vector length", f"{sve} bits")] if sve else []),
+        ("sockets", hardware.get("sockets")),
+        ("cores", cores),
+        ("hyper-threading", smt),
+        ("memory", _size(hardware.get("memory_bytes"))),
+    ]
+
+
+def _numa_table(hardware: dict[str, Any]) -> Table:
+    table = Table(title="NUMA nodes", title_justify="left")
+    for name in ("node", "cpus", "CPUs", "memory"):
+        table.add_column(name, justify="right" if name != "cpus" else "left")
+    for node in hardware.get("numa_nodes") or []:
+        table.add_row(
+            str(node.get("node")),
+            _text(node.get("cpus")),
+            _text(node.get("num_cpus")),
+            _size(node.get("memory_bytes")),
+        )
+    return table
+
+
+def _gpu_table(hardware: dict[str, Any]) -> Table:
+    table = Table(title="GPUs", title_justify="left")
+    for name in ("index", "name", "memory", "compute capability"):
+        table.add_column(name)
+    for gpu in hardware.get("gpus") or []:
+        table.add_row(
+            _text(gpu.get("index")),
+            _text(gpu.get("name")),
+            _size(gpu.get("memory_bytes")),
+            _text(gpu.get("compute_capability")),
+        )
+    return table
+
+
+def _thread_rows(software: dict[str, Any], threads: dict[str, Any]) -> list[tuple[str, Any]]:
+    runtime = software.get("runtime") or {}
+    libraries = runtime.get("openmp_libraries")
+    openmp = (
+        None
+        if libraries is None
+        else "; ".join(f"{lib['runtime']} ({lib['path']})" for lib in libraries) or "none"
+    )
+    allocator = runtime.get("allocator") or {}
+    alloc = allocator.get("name")
+    if allocator.get("path"):
+        alloc = f"{alloc} ({allocator['path']})"
+    rows: list[tuple[str, Any]] = [(name, value) for name, value in sorted(threads.items())]
+    if not rows:
+        rows.append(("variables", "none set"))
+    return [
+        *rows,
+        ("torch threads", runtime.get("torch_num_threads")),
+        ("OpenMP runtimes loaded", openmp),
+        ("allocator", alloc),
+    ]
+
+
+def _warnings_table(warnings: list[EnvWarning]) -> Table:
+    table = Table(title="Warnings", title_justify="left", show_lines=True)
+    table.add_column("level", no_wrap=True)
+    table.add_column("code", no_wrap=True)
+    table.add_column("finding", overflow="fold")
+    for warning in warnings:
+        body = Text(warning.message, style="bold")
+        body.append(f"\nevidence: {warning.evidence}", style="")
+        body.append(f"\nremedy: {warning.remedy}", style="")
+        table.add_row(warning.level, warning.code, body)
+    return table
+
+
+def render_env(facts: dict[str, Any], warnings: list[EnvWarning], console: Console) -> None:
+    """Print the facts of ``collect_environment()`` and the warnings found in them."""
+    software = facts.get("software") or {}
+    hardware = facts.get("hardware") or {}
+    console.print(_kv_table("Software / build", _software_rows(software)))
+    console.print()
+    console.print(_kv_table("CPU and memory", _cpu_rows(hardware)))
+    if hardware.get("numa_nodes"):
+        console.print(_numa_table(hardware))
+    console.print()
+    if hardware.get("gpus"):
+        console.print(_gpu_table(hardware))
+    else:
+        console.print(Text("GPUs: none visible to torch", style="bold"))
+    console.print()
+    threads = facts.get("threads") or {}
+    console.print(_kv_table("Threads and allocator", _thread_rows(software, threads)))
+    console.print()
+    if warnings:
+        console.print(_warnings_table(warnings))
+    else:
+        console.print(Text("Warnings: none", style="bold"))
+
+
+def env_json(facts: dict[str, Any], warnings: list[EnvWarning]) -> bytes:
+    """The facts and warnings as JSON, schema version first."""
+    document = {
+        "schema": ENV_SCHEMA,
+        "software": facts.get("software") or {},
+        "hardware": facts.get("hardware") or {},
+        "threads": facts.get("threads") or {},
+        "warnings": msgspec.to_builtins(warnings),
+    }
+    return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"

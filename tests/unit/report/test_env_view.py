@@ -1,0 +1,139 @@
+"""``scalescope env`` views: the terminal tables and the JSON document."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import msgspec
+from rich.console import Console
+
+from scalescope.diagnose.env_checks import EnvWarning, check_environment
+from scalescope.launch.facts import collect_environment
+from scalescope.report.env_view import ENV_SCHEMA, env_json, render_env
+
+FACTS = {
+    "software": {
+        "python": "3.11.7",
+        "torch": "2.14.1",
+        "torch_git": "5c4886908584029761b579af026dcfb627c84070",
+        "cuda": "13.0",
+        "cuda_available": True,
+        "mkldnn": True,
+        "cpu_capability": "AVX512",
+        "backends": {"gloo": True, "nccl": True, "mpi": False},
+        "cudnn": 92400,
+        "nccl": "2.27.3",
+        "build": {
+            "blas": "mkl",
+            "lapack": "mkl",
+            "mkldnn_version": "3.12.0",
+            "openmp_version": "4.5 (201511)",
+            "cpu_capability_usage": "AVX512",
+        },
+        "runtime": {
+            "openmp_libraries": [{"runtime": "libgomp", "path": "/torch/lib/libgomp.so.1"}],
+            "allocator": {"name": "glibc", "path": None},
+            "torch_num_threads": 24,
+        },
+    },
+    "hardware": {
+        "hostname": "node-7",
+        "machine": "x86_64",
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+        "isa_flags": ["avx2", "fma", "avx512f", "amx_bf16"],
+        "sockets": 2,
+        "logical_cores": 224,
+        "physical_cores": 112,
+        "usable_cores": 224,
+        "threads_per_core": 2,
+        "hyperthreading": True,
+        "memory_bytes": 512 << 30,
+        "numa_nodes": [
+            {"node": 0, "cpus": "0-55,112-167", "num_cpus": 112, "memory_bytes": 256 << 30},
+            {"node": 1, "cpus": "56-111,168-223", "num_cpus": 112, "memory_bytes": 256 << 30},
+        ],
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "memory_bytes": 80 << 30,
+                "compute_capability": "9.0",
+            }
+        ],
+    },
+    "threads": {"OMP_NUM_THREADS": "56"},
+}
+
+
+def _render(facts: dict, warnings: list[EnvWarning]) -> str:
+    console = Console(file=io.StringIO(), width=140, color_system=None)
+    render_env(facts, warnings, console)
+    return console.file.getvalue()
+
+
+def _line_with(text: str, *needles: str) -> str:
+    for line in text.splitlines():
+        if all(n in line for n in needles):
+            return line
+    raise AssertionError(f"no line with {needles!r} in:\n{text}")
+
+
+def _warnings() -> list[EnvWarning]:
+    return check_environment(**FACTS, nproc_per_node=2)
+
+
+def test_sections_and_facts_are_shown():
+    text = _render(FACTS, _warnings())
+    for title in ("Software / build", "CPU and memory", "NUMA nodes", "GPUs"):
+        assert title in text
+    assert "Threads and allocator" in text and "Warnings" in text
+    _line_with(text, "BLAS / LAPACK", "mkl / mkl")
+    _line_with(text, "oneDNN", "3.12.0")
+    _line_with(text, "CPU capability", "AVX512")
+    _line_with(text, "NCCL", "2.27.3")
+    _line_with(text, "distributed backends", "gloo, nccl", "not: mpi")
+    _line_with(text, "cores", "112 physical", "224 logical")
+    _line_with(text, "1", "56-111,168-223", "112", "256.00 GiB")
+    _line_with(text, "NVIDIA H100 80GB HBM3", "80.00 GiB", "9.0")
+    _line_with(text, "OMP_NUM_THREADS", "56")
+    _line_with(text, "OpenMP runtimes loaded", "libgomp")
+    _line_with(text, "allocator", "glibc")
+
+
+def test_each_warning_is_shown_with_evidence_and_remedy():
+    warnings = _warnings()
+    codes = [w.code for w in warnings]
+    assert {"HYPERTHREADING", "DEFAULT_ALLOCATOR", "NUMA_UNBOUND", "NO_MPI"} <= set(codes)
+    text = _render(FACTS, warnings)
+    flat = " ".join(text.split())
+    for warning in warnings:
+        _line_with(text, warning.level, warning.code)
+        assert " ".join(f"evidence: {warning.evidence}".split())[:60] in flat
+        assert "remedy:" in flat
+
+
+def test_empty_facts_and_no_warnings_render():
+    text = _render({"software": {}, "hardware": {}, "threads": {}}, [])
+    assert "Warnings: none" in text
+    assert "GPUs: none visible to torch" in text
+    _line_with(text, "variables", "none set")
+    _line_with(text, "python", "n/a")
+
+
+def test_json_round_trip():
+    warnings = _warnings()
+    document = msgspec.json.decode(env_json(FACTS, warnings))
+    assert document["schema"] == ENV_SCHEMA == "scalescope.env/1"
+    assert list(document) == ["schema", "software", "hardware", "threads", "warnings"]
+    for key in ("software", "hardware", "threads"):
+        assert document[key] == FACTS[key]
+    assert document["warnings"] == [dataclasses.asdict(w) for w in warnings]
+    assert [EnvWarning(**w) for w in document["warnings"]] == warnings
+
+
+def test_live_environment_renders():
+    environment = collect_environment()
+    warnings = check_environment(**environment)
+    assert "Software / build" in _render(environment, warnings)
+    assert msgspec.json.decode(env_json(environment, warnings))["threads"] == environment["threads"]
