@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from scalescope.launch.local import LaunchOptions
-from scalescope.launch.runner import RunOutcome, RunSpec, execute
+from scalescope.launch.plan import MappingOptions
+from scalescope.launch.runner import RunSpec
+from scalescope.launch.session import Outcome
 
 app = typer.Typer(
     help="Launch, profile and report on distributed PyTorch training.",
@@ -23,12 +26,33 @@ REPORT_WIDTH = 120
 """Width of the report when stdout is not a terminal (logs, pipes)."""
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
-NPROC = typer.Option(1, "--nproc-per-node", "-n", help="Ranks to start on this node.", min=1)
-MASTER_ADDR = typer.Option("127.0.0.1", "--master-addr", help="Address of the rendezvous.")
+NPROC = typer.Option(
+    None, "--nproc-per-node", "-n", help="Ranks to start on this node [default: 1].", min=1
+)
+MASTER_ADDR = typer.Option(None, "--master-addr", help="Address of rank 0 [default: 127.0.0.1].")
 MASTER_PORT = typer.Option(None, "--master-port", help="Port of the rendezvous (default: free).")
 RUN_DIR = typer.Option(None, "--run-dir", help="Where to record (default: scalescope_runs/…).")
 NO_PROBE = typer.Option(False, "--no-probe", help="Run without instrumentation (for A/B).")
 NO_REPORT = typer.Option(False, "--no-report", help="Do not print the report at the end.")
+NNODES = typer.Option(1, "--nnodes", help="Nodes in the job (torchrun-style).", min=1)
+NODE_RANK = typer.Option(0, "--node-rank", help="This node's index.", min=0)
+RDZV_ENDPOINT = typer.Option(None, "--rdzv-endpoint", help="HOST[:PORT] of the rendezvous.")
+RDZV_BACKEND = typer.Option("c10d", "--rdzv-backend", help="c10d or static.")
+RDZV_ID = typer.Option("", "--rdzv-id", help="Job id shared by all nodes.")
+LOCAL_ADDR = typer.Option(None, "--local-addr", help="This node's address for the others.")
+MAP_BY = typer.Option(
+    "numa", "--map-by", help="Domains to spread ranks over: node, socket, numa, core."
+)
+THREADS = typer.Option(
+    None, "--threads-per-rank", help="Threads per rank (default: its cores).", min=1
+)
+NUMA_NODES = typer.Option(None, "--numa-nodes", help="Use only these NUMA nodes, e.g. 0,1.")
+CPU_LIST = typer.Option(None, "--cpu-list", help="Cpus of one rank (repeat per rank), e.g. 0-11.")
+OVERSUBSCRIBE = typer.Option(False, "--oversubscribe", help="Allow more threads than cores.")
+NO_BIND = typer.Option(False, "--no-bind", help="Do not bind ranks to cpus.")
+ALLOCATOR = typer.Option("default", "--allocator", help="tcmalloc, jemalloc or default.")
+DRY_RUN = typer.Option(False, "--dry-run", help="Print the placement plan and start nothing.")
+REPORT_BINDINGS = typer.Option(False, "--report-bindings", help="Each rank prints its binding.")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -36,11 +60,11 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def finish(outcome: RunOutcome, show_report: bool) -> None:
-    if show_report and outcome.meta.probe:
+def finish(outcome: Outcome, show_report: bool, probe: bool) -> None:
+    if show_report and probe and outcome.report_here:
         print_report(outcome.run_dir)
-    status = outcome.meta.status
-    err.print(f"run {status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")
+    if outcome.report_here:
+        err.print(f"run {outcome.status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")
     raise typer.Exit(outcome.exit_code)
 
 
@@ -59,50 +83,110 @@ def print_report(run_dir: Path, json_file: Path | None = None) -> None:
         json_file.write_bytes(to_json(analysis))
 
 
-def run_spec_or_fail(**kwargs) -> RunSpec:
+def launch_options(p: dict[str, Any]) -> LaunchOptions:
+    return LaunchOptions(
+        nproc_per_node=p["nproc_per_node"] or 1,
+        master_addr=p["master_addr"] or "127.0.0.1",
+        master_port=p["master_port"],
+        nnodes=p["nnodes"],
+        node_rank=p["node_rank"],
+        rdzv_endpoint=p["rdzv_endpoint"],
+        rdzv_backend=p["rdzv_backend"],
+        rdzv_id=p["rdzv_id"],
+        local_addr=p["local_addr"],
+    )
+
+
+def mapping_options(p: dict[str, Any]) -> MappingOptions:
+    numa = p["numa_nodes"]
     try:
-        return RunSpec(**kwargs)
+        numa_nodes = tuple(int(n) for n in numa.split(",")) if numa else None
+    except ValueError as exc:
+        raise ValueError(f"--numa-nodes takes numbers like 0,1, got {numa!r}") from exc
+    return MappingOptions(
+        bind=not p["no_bind"],
+        map_by=p["map_by"],
+        threads_per_rank=p["threads_per_rank"],
+        numa_nodes=numa_nodes,
+        cpu_lists=tuple(p["cpu_list"]) if p["cpu_list"] else None,
+        oversubscribe=p["oversubscribe"],
+        allocator=p["allocator"],
+    )
+
+
+def launch_spec(p: dict[str, Any], **spec: Any) -> RunSpec:
+    """A RunSpec from the shared launch options of run and bench; bad values exit with 2."""
+    try:
+        return RunSpec(
+            launch=launch_options(p),
+            mapping=mapping_options(p),
+            run_dir=p["run_dir"],
+            probe=not p["no_probe"],
+            report_bindings=p["report_bindings"],
+            command=["scalescope", *sys.argv[1:]],
+            **spec,
+        )
     except ValueError as exc:
         fail(str(exc))
         raise
+
+
+def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
+    from scalescope.launch.session import dry_run, start
+
+    given = p["nproc_per_node"] is not None
+    try:
+        if p["dry_run"]:
+            from scalescope.report.plan_view import render_plan
+
+            render_plan(dry_run(spec, given, p["master_addr"]), Console(highlight=False))
+            raise typer.Exit(0)
+        outcome = start(spec, given, p["master_addr"])
+    except ValueError as exc:
+        fail(str(exc))
+    finish(outcome, not p["no_report"], spec.probe)
 
 
 @app.command(context_settings=PASSTHROUGH)
 def run(
     ctx: typer.Context,
     script: str = typer.Argument(..., help="Training script (or module with -m)."),
-    nproc_per_node: int = NPROC,
+    nproc_per_node: int | None = NPROC,
     module: bool = typer.Option(False, "--module", "-m", help="SCRIPT is a module name."),
-    master_addr: str = MASTER_ADDR,
+    warmup_steps: int = typer.Option(1, help="Steps left out of the statistics.", min=0),
+    master_addr: str | None = MASTER_ADDR,
     master_port: int | None = MASTER_PORT,
+    nnodes: int = NNODES,
+    node_rank: int = NODE_RANK,
+    rdzv_endpoint: str | None = RDZV_ENDPOINT,
+    rdzv_backend: str = RDZV_BACKEND,
+    rdzv_id: str = RDZV_ID,
+    local_addr: str | None = LOCAL_ADDR,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    cpu_list: list[str] | None = CPU_LIST,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    allocator: str = ALLOCATOR,
+    dry_run: bool = DRY_RUN,
+    report_bindings: bool = REPORT_BINDINGS,
     run_dir: Path | None = RUN_DIR,
     no_probe: bool = NO_PROBE,
-    warmup_steps: int = typer.Option(1, help="Steps left out of the statistics.", min=0),
     no_report: bool = NO_REPORT,
 ) -> None:
-    """Start N ranks of SCRIPT [ARGS] under the probe and record a run directory.
+    """Start ranks of SCRIPT [ARGS] under the probe and record a run directory.
 
-    Arguments after SCRIPT go to the script: scalescope run -n 2 train.py --epochs 1
+    Arguments after SCRIPT go to the script: scalescope run -n 2 train.py --epochs 1.
+    Under srun, mpirun or torchrun, without -n, each task joins the launcher's world as one rank.
     """
     if script.startswith("-"):
         fail(f"No such option: {script} (see scalescope run --help)")
-    try:
-        launch = LaunchOptions(
-            nproc_per_node=nproc_per_node, master_addr=master_addr, master_port=master_port
-        )
-    except ValueError as exc:
-        fail(str(exc))
-    spec = run_spec_or_fail(
-        target=script,
-        is_module=module,
-        args=list(ctx.args),
-        launch=launch,
-        run_dir=run_dir,
-        probe=not no_probe,
-        warmup_steps=warmup_steps,
-        command=["scalescope", *sys.argv[1:]],
+    params = locals()
+    spec = launch_spec(
+        params, target=script, is_module=module, args=list(ctx.args), warmup_steps=warmup_steps
     )
-    finish(execute(spec), not no_report)
+    start_or_plan(spec, params)
 
 
 @app.command()
@@ -122,7 +206,7 @@ def report(
 @app.command()
 def bench(
     model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),
-    nproc_per_node: int = NPROC,
+    nproc_per_node: int | None = NPROC,
     batch_size: int = typer.Option(32, help="Images per rank per step.", min=1),
     image_size: int = typer.Option(224, help="Height and width of the images.", min=8),
     steps: int | None = typer.Option(None, help="Steps to run (default 50).", min=1),
@@ -135,11 +219,26 @@ def bench(
     seed: int = typer.Option(0, help="Random seed."),
     data: Path | None = typer.Option(None, help="An ImageFolder (default: synthetic data)."),
     workers: int | None = typer.Option(
-        None, help="DataLoader workers (default 0 synthetic, 2).", min=0
+        None, help="Loader workers (default 0 synthetic, 2).", min=0
     ),
     pin_memory: bool = typer.Option(False, help="Pin DataLoader memory."),
-    master_addr: str = MASTER_ADDR,
+    master_addr: str | None = MASTER_ADDR,
     master_port: int | None = MASTER_PORT,
+    nnodes: int = NNODES,
+    node_rank: int = NODE_RANK,
+    rdzv_endpoint: str | None = RDZV_ENDPOINT,
+    rdzv_backend: str = RDZV_BACKEND,
+    rdzv_id: str = RDZV_ID,
+    local_addr: str | None = LOCAL_ADDR,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    cpu_list: list[str] | None = CPU_LIST,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    allocator: str = ALLOCATOR,
+    dry_run: bool = DRY_RUN,
+    report_bindings: bool = REPORT_BINDINGS,
     run_dir: Path | None = RUN_DIR,
     no_probe: bool = NO_PROBE,
     no_report: bool = NO_REPORT,
@@ -147,41 +246,47 @@ def bench(
     """Data-parallel training of a built-in torchvision model, profiled."""
     from scalescope.bench.options import BenchOptions
 
+    params = locals()
     try:
         options = BenchOptions(
-            model=model,
-            batch_size=batch_size,
-            image_size=image_size,
-            steps=steps,
-            epochs=epochs,
-            warmup_steps=warmup_steps,
-            lr=lr,
-            channels_last=channels_last,
-            bf16=bf16,
-            bucket_cap_mb=bucket_cap_mb,
-            seed=seed,
-            data=data,
-            workers=workers,
+            model=model, batch_size=batch_size, image_size=image_size, steps=steps,
+            epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
+            bf16=bf16, bucket_cap_mb=bucket_cap_mb, seed=seed, data=data, workers=workers,
             pin_memory=pin_memory,
-        )
-        launch = LaunchOptions(
-            nproc_per_node=nproc_per_node, master_addr=master_addr, master_port=master_port
-        )
+        )  # fmt: skip
     except ValueError as exc:
         fail(str(exc))
-    spec = run_spec_or_fail(
+    spec = launch_spec(
+        params,
         target="scalescope.bench.workload",
         is_module=True,
         args=options.workload_args(),
-        launch=launch,
-        run_dir=run_dir,
-        probe=not no_probe,
         warmup_steps=warmup_steps,
         workload=model,
         options=options.as_dict(),
-        command=["scalescope", *sys.argv[1:]],
     )
-    finish(execute(spec), not no_report)
+    start_or_plan(spec, params)
+
+
+@app.command()
+def env(
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the facts as JSON."),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", "-n", help="Ranks per node you plan, for the thread checks."
+    ),
+) -> None:
+    """Software build and hardware facts that decide speed, with a warning for each trap."""
+    from scalescope.diagnose.env_checks import check_environment
+    from scalescope.launch.facts import collect_environment
+    from scalescope.report.env_view import env_json, render_env
+
+    facts = collect_environment()
+    warnings = check_environment(
+        facts["software"], facts["hardware"], facts["threads"], nproc_per_node=nproc_per_node
+    )
+    render_env(facts, warnings, Console(highlight=False))
+    if json_file is not None:
+        json_file.write_bytes(env_json(facts, warnings))
 
 
 def main() -> None:

@@ -30,7 +30,11 @@ def test_bench_prints_throughput_and_report(bench_run):
     assert "Throughput and step time" in proc.stdout and "Collectives" in proc.stdout
     assert run.meta.workload == "resnet18" and run.meta.warmup_steps == WARMUP
     assert run.meta.options["batch_size"] == BATCH
-    assert run.meta.threads["OMP_NUM_THREADS"] == "1"  # 2 cores / 2 local ranks
+    for rank in (0, 1):  # 2 cores / 2 local ranks: one core and one thread each
+        meta = run.ranks[rank]
+        assert meta.bound and meta.cpus == [rank] and meta.num_threads == 1
+        assert meta.thread_env["OMP_NUM_THREADS"] == "1"
+    assert [p["cpus"] for p in run.meta.placements] == [[0], [1]]
 
 
 def test_gradient_bytes_equal_resnet18_parameters(bench_run):

@@ -40,7 +40,7 @@ import subprocess
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 DEFAULT_PORT = 29500
 """torch's customary rendezvous port, used when nothing better is known."""
@@ -620,9 +620,7 @@ def _fill(parts: list[_Part], order: list[int]) -> Iterator[str]:
         yield "".join(part for part in parts if isinstance(part, str))
         return
     slot = order[0]
-    ranges = parts[slot]
-    assert not isinstance(ranges, str)
-    for value in _range_values(ranges):
+    for value in _range_values(cast(tuple[_Range, ...], parts[slot])):
         yield from _fill([*parts[:slot], value, *parts[slot + 1 :]], order[1:])
 
 
