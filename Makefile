@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_TORCH := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test lint format clean
+.PHONY: demo test lint format clean sysdeps
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -27,7 +27,17 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format src tests benchmarks
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
-test: lint
+# Debian packages the tests use (mpirun, ip netns); installed with apt-get when missing.
+sysdeps:
+	@missing=""; \
+	command -v mpirun >/dev/null || missing="$$missing openmpi-bin"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+test: lint sysdeps
 	$(VENV)/bin/pytest -q
 
 clean:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
-from scalescope.launch.runner import RunSpec, rank_argv, start_meta
+from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
 from scalescope.launch.topology import Topology, read_topology
 from scalescope.launch.world import World, agree_master
 
@@ -80,6 +80,7 @@ def execute_rank(spec: RunSpec, world: World) -> tuple[Path, int]:
     run_dir.mkdir(parents=True, exist_ok=True)
     meta = None
     if world.rank == 0:
+        check_new_run_dir(run_dir)
         meta = world_meta(spec, run_dir, plan, world)
         write_json_atomic(run_dir / RUN_FILE, meta)
     code = run_child(rank_argv(spec, run_dir), child_env(world, plan))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import sys
 import uuid
 from dataclasses import dataclass
 
+import psutil
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -74,7 +76,24 @@ def rendezvous(options: LaunchOptions) -> dict[str, object]:
         rdzv = {"rdzv_backend": "static", "rdzv_endpoint": endpoint}
     if rdzv["rdzv_backend"] == "static":
         rdzv["rdzv_configs"] = {"rank": options.node_rank}
+    elif options.rdzv_endpoint and options.node_rank == 0 and is_local_address(endpoint):
+        rdzv["rdzv_configs"] = {"is_host": True}
     return rdzv
+
+
+def is_local_address(endpoint: str) -> bool:
+    """True when HOST of HOST:PORT is an address of one of this machine's interfaces.
+
+    torch's c10d rendezvous hosts its store only where the endpoint matches the hostname;
+    an endpoint given as an interface's IP (a second network, a namespace) must say so.
+    """
+    host = endpoint.rsplit(":", 1)[0].strip("[]")
+    try:
+        wanted = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    local = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
+    return bool(wanted & local)
 
 
 def launch_config(options: LaunchOptions) -> LaunchConfig:

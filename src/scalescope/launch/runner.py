@@ -34,6 +34,8 @@ class RunSpec:
     workload: str = "script"
     options: dict[str, Any] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
+    launcher: str = ""
+    """Who started this launcher, when not the user (e.g. slurm+elastic: one task per node)."""
 
     def __post_init__(self) -> None:
         if self.is_module:
@@ -41,10 +43,6 @@ class RunSpec:
                 raise ValueError(f"no module named {self.target!r}")
         elif not Path(self.target).is_file():
             raise ValueError(f"script not found: {self.target}")
-        if self.run_dir is not None and (Path(self.run_dir) / RUN_FILE).exists():
-            raise ValueError(
-                f"run directory {self.run_dir} already holds a run; choose another --run-dir"
-            )
         if self.warmup_steps < 0:
             raise ValueError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
 
@@ -54,6 +52,12 @@ class RunOutcome:
     run_dir: Path
     meta: RunMeta
     exit_code: int
+
+
+def check_new_run_dir(run_dir: Path, meta_file: str = RUN_FILE) -> None:
+    """Refuse to overwrite a recorded run (this node's meta file in a shared directory)."""
+    if (Path(run_dir) / meta_file).exists():
+        raise ValueError(f"run directory {run_dir} already holds a run; choose another --run-dir")
 
 
 def default_run_dir(spec: RunSpec) -> Path:
@@ -85,7 +89,7 @@ def start_meta(spec: RunSpec, run_dir: Path, plan: RankPlan) -> RunMeta:
         world_size=spec.launch.world_size,
         nproc_per_node=n,
         nnodes=spec.launch.nnodes,
-        launcher="local" if spec.launch.nnodes == 1 else "elastic",
+        launcher=spec.launcher or ("local" if spec.launch.nnodes == 1 else "elastic"),
         placements=plan.as_json(),
         warmup_steps=spec.warmup_steps,
         probe=spec.probe,
@@ -121,14 +125,15 @@ def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
 def execute(spec: RunSpec) -> RunOutcome:
     plan = make_plan(spec.mapping, spec.launch.nproc_per_node)
     run_dir = Path(spec.run_dir or default_run_dir(spec))
+    meta_file = meta_file_name(spec.launch.node_rank)
+    check_new_run_dir(run_dir, meta_file)
     run_dir.mkdir(parents=True, exist_ok=True)
     os.environ.update(plan.env)
     meta = start_meta(spec, run_dir, plan)
-    meta_file = run_dir / meta_file_name(spec.launch.node_rank)
-    write_json_atomic(meta_file, meta)
+    write_json_atomic(run_dir / meta_file, meta)
     result = launch(spec.launch, rank_argv(spec, run_dir))
     finish_meta(meta, run_dir, result)
-    write_json_atomic(meta_file, meta)
+    write_json_atomic(run_dir / meta_file, meta)
     return RunOutcome(run_dir, meta, exit_code_of(result))
 
 

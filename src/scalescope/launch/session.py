@@ -62,7 +62,7 @@ def per_node_launch(spec: RunSpec, world: World) -> RunSpec:
         rdzv_endpoint=endpoint,
         rdzv_id=world.job_id or "none",
     )
-    return replace(spec, launch=launch)
+    return replace(spec, launch=launch, launcher=f"{world.source}+elastic")
 
 
 def start(

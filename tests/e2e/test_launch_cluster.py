@@ -1,0 +1,239 @@
+"""Joining worlds that other launchers start: Slurm variables, mpirun, torchrun, two nodes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import DDP_TRAIN, cli_env
+
+from scalescope.events import Kind, load_run
+
+CLI = [sys.executable, "-m", "scalescope.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def slurm_env(rank: int, ntasks: int, nodelist: str, job_id: str = "4242") -> dict[str, str]:
+    """The variables srun sets for task ``rank`` of a one-node step of ``ntasks`` tasks."""
+    return {
+        **cli_env(),
+        "SLURM_JOB_ID": job_id,
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(rank),
+        "SLURM_NODEID": "0",
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_STEP_NUM_TASKS": str(ntasks),
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_TASKS_PER_NODE": str(ntasks),
+        "SLURM_TASKS_PER_NODE": str(ntasks),
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_STEP_NODELIST": nodelist,
+    }
+
+
+def check_world_of_two(run_dir: Path, launcher: str) -> None:
+    run = load_run(run_dir)
+    assert run.meta.launcher == launcher
+    assert run.meta.world_size == 2
+    assert sorted(run.ranks) == [0, 1]
+    assert {m.status for m in run.ranks.values()} == {"completed"}
+    assert sorted(m.rank for m in run.ranks.values()) == [0, 1]
+    ev = run.events.of_kind(Kind.COLLECTIVE)
+    grads = ev.select(ev.where("tag", "gradients"))
+    counts = [int((grads.rank == r).sum()) for r in (0, 1)]
+    assert counts[0] == counts[1] > 0, "both ranks reduced the same buckets: one world"
+
+
+def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
+    port = str(free_port())
+    procs = [
+        subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--master-port",
+                port,
+                "--report-bindings",
+                "--run-dir",
+                "run",
+                str(DDP_TRAIN),
+                "--steps",
+                "3",
+            ],
+            cwd=tmp_path,
+            env=slurm_env(rank, 2, "localhost,node[01-03,07]"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    check_world_of_two(tmp_path / "run", "slurm")
+    run = load_run(tmp_path / "run")
+    assert [run.ranks[r].cpus for r in (0, 1)] == [[0], [1]]
+    assert "rank 1 (local 1) on" in outputs[1][1] and "cpus 1" in outputs[1][1]
+    assert "Throughput and step time" in outputs[0][0], "rank 0 reports"
+    assert "Throughput and step time" not in outputs[1][0], "one report per job"
+
+
+def test_run_dir_named_after_the_slurm_job(tmp_path):
+    procs = [
+        subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--master-port",
+                str(port),
+                "--no-report",
+                str(DDP_TRAIN),
+                "--steps",
+                "2",
+            ],
+            cwd=tmp_path,
+            env=slurm_env(rank, 2, "localhost", job_id="777"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for port in [free_port()]
+        for rank in (0, 1)
+    ]
+    assert [p.wait(timeout=180) for p in procs] == [0, 0]
+    check_world_of_two(tmp_path / "scalescope_runs" / "ddp_train-slurm-777.0", "slurm")
+
+
+def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):
+    env = {**slurm_env(0, 1, "localhost"), "MASTER_PORT": str(free_port())}
+    proc = subprocess.run(
+        [*CLI, "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    check_world_of_two(tmp_path / "run", "slurm+elastic")
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
+def test_mpirun_starts_ranks_that_join_one_world(tmp_path):
+    cmd = [
+        "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", *CLI, "run",
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--run-dir", "run",
+        "--no-report", str(DDP_TRAIN), "--steps", "3",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check_world_of_two(tmp_path / "run", "openmpi")
+
+
+def test_mpi_world_without_master_address_is_refused(tmp_path):
+    env = {
+        **cli_env(),
+        "OMPI_COMM_WORLD_RANK": "0",
+        "OMPI_COMM_WORLD_SIZE": "2",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+    }
+    proc = subprocess.run(
+        [*CLI, "run", "--run-dir", "run", str(DDP_TRAIN)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "gives no master address: pass --master-addr" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_torchrun_workers_each_join_as_one_rank(tmp_path):
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "--master-port", str(free_port()), "-m", "scalescope.cli", "run", "--run-dir", "run",
+        "--no-report", str(DDP_TRAIN), "--steps", "2",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr
+    check_world_of_two(tmp_path / "run", "torchrun")
+
+
+def _netns_unavailable() -> str | None:
+    if shutil.which("ip") is None:
+        return "iproute2's ip is not installed"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    name = f"sscheck{os.getpid()}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"ip netns add is not allowed here: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], check=True)
+    return None
+
+
+@pytest.fixture
+def two_hosts():
+    """Two network namespaces joined by a veth pair: 10.211.7.1 and 10.211.7.2."""
+    reason = _netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    tag = uuid.uuid4().hex[:6]
+    hosts = [(f"ssa{tag}", f"va{tag}", "10.211.7.1"), (f"ssb{tag}", f"vb{tag}", "10.211.7.2")]
+    cmds = [
+        ["ip", "netns", "add", hosts[0][0]],
+        ["ip", "netns", "add", hosts[1][0]],
+        ["ip", "link", "add", hosts[0][1], "type", "veth", "peer", "name", hosts[1][1]],
+    ]
+    for ns, dev, addr in hosts:
+        cmds += [
+            ["ip", "link", "set", dev, "netns", ns],
+            ["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
+            ["ip", "-n", ns, "link", "set", dev, "up"],
+            ["ip", "-n", ns, "link", "set", "lo", "up"],
+        ]
+    try:
+        for cmd in cmds:
+            subprocess.run(cmd, check=True, capture_output=True)
+        yield hosts
+    finally:
+        for ns, _, _ in hosts:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.mark.parametrize("backend", ["c10d", "static"])
+def test_two_nodes_in_two_namespaces(two_hosts, tmp_path, backend):
+    endpoint = f"{two_hosts[0][2]}:{free_port()}"
+    procs = []
+    for node, (ns, dev, addr) in enumerate(two_hosts):
+        cmd = [
+            "ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *CLI, "run",
+            "--nnodes", "2", "--node-rank", str(node), "-n", "1", "--rdzv-backend", backend,
+            "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir", "run", "--no-report",
+            str(DDP_TRAIN), "--steps", "3",
+        ]  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                cwd=tmp_path,
+                env=cli_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+        )
+    outputs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    check_world_of_two(tmp_path / "run", "elastic")
+    assert (tmp_path / "run" / "nodes" / "node-0001.json").exists()

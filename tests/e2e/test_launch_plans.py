@@ -1,0 +1,81 @@
+"""Placement plans from the CLI: the dry run, bad plans refused, `scalescope env`."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import DDP_TRAIN
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(run_cli, tmp_path):
+    proc = run_cli("run", "-n", "2", "--dry-run", "--run-dir", "run", str(DDP_TRAIN))
+    assert proc.returncode == 0, proc.stderr
+    assert "OMP_PLACES={0}" in proc.stdout and "OMP_PLACES={1}" in proc.stdout
+    assert "ranks from 0 of 2" in proc.stdout
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_ranks_than_cores_is_refused(run_cli):
+    proc = run_cli("run", "-n", "4", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "4 ranks × 1 thread = 4 > 2 cores" in proc.stderr
+    assert "--oversubscribe" in proc.stderr
+
+
+def test_oversubscribe_runs_four_ranks_on_two_cores(run_cli, tmp_path):
+    proc = run_cli(
+        "run", "-n", "4", "--oversubscribe", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
+        "--steps", "2",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["world_size"] == 4
+    assert [p["cpus"] for p in meta["placements"]] == [[0], [1], [0], [1]]
+
+
+def test_missing_numa_node_is_refused(run_cli):
+    proc = run_cli("run", "-n", "1", "--numa-nodes", "3", "--dry-run", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "NUMA node" in proc.stderr and "3" in proc.stderr
+
+
+def test_overlapping_cpu_lists_are_refused(run_cli):
+    proc = run_cli(
+        "run", "-n", "2", "--cpu-list", "0-1", "--cpu-list", "1", "--dry-run", str(DDP_TRAIN)
+    )
+    assert proc.returncode == 2
+    assert "overlap on cpus 1" in proc.stderr
+
+
+def test_threads_per_rank_above_the_cores_is_refused(run_cli):
+    proc = run_cli("run", "-n", "2", "--threads-per-rank", "2", "--dry-run", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "2 ranks × 2 threads = 4 > 2 cores" in proc.stderr
+
+
+def test_unknown_map_by_is_refused(run_cli):
+    proc = run_cli("run", "--map-by", "rack", "--dry-run", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "rack" in proc.stderr
+
+
+def test_no_bind_leaves_affinity_alone(run_cli, tmp_path):
+    proc = run_cli(
+        "run", "-n", "2", "--no-bind", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
+        "--steps", "2",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for rank in (0, 1):
+        meta = json.loads((tmp_path / "run" / "ranks" / f"rank-0000{rank}.json").read_text())
+        assert meta["cpus"] == [0, 1] and not meta["bound"]
+        assert meta["thread_env"]["OMP_NUM_THREADS"] == "1"
+
+
+def test_env_command_prints_facts_and_writes_json(run_cli, tmp_path):
+    proc = run_cli("env", "-n", "4", "--json", "env.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Software / build" in proc.stdout and "NUMA nodes" in proc.stdout
+    doc = json.loads((tmp_path / "env.json").read_text())
+    assert doc["schema"] == "scalescope.env/1"
+    assert doc["hardware"]["logical_cores"] >= 1
+    assert isinstance(doc["warnings"], list)
