@@ -210,3 +210,15 @@ def test_report_of_a_directory_that_is_not_a_run(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith("is not a scalescope run directory (no run.json)")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_clock_offsets_measured_at_start_and_end(recorded):
+    """Both ranks share this machine's monotonic clock: the true offset is 0."""
+    run, _ = recorded
+    assert [(s.when, s.offset_ns) for s in run.ranks[0].clock] == [("start", 0), ("end", 0)]
+    samples = run.ranks[1].clock
+    assert [s.when for s in samples] == ["start", "end"]
+    for sample in samples:
+        assert sample.rounds == 8
+        assert 0 < sample.uncertainty_ns < 50_000_000
+        assert abs(sample.offset_ns) <= sample.uncertainty_ns

@@ -16,6 +16,16 @@ RUN_SCHEMA = "scalescope.run/1"
 RUN_FILE = "run.json"
 
 
+class ClockSync(msgspec.Struct, kw_only=True):
+    """One clock-offset measurement against rank 0 (see probe/clock.py)."""
+
+    when: str
+    offset_ns: int
+    """Add to this rank's event times to put them on rank 0's clock."""
+    uncertainty_ns: int
+    rounds: int = 0
+
+
 class RankMeta(msgspec.Struct, kw_only=True):
     """What one rank writes about itself (``ranks/rank-N.json``)."""
 
@@ -44,6 +54,8 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """True when scalescope set the rank's affinity and OpenMP variables."""
     thread_env: dict[str, str] = msgspec.field(default_factory=dict)
     """OpenMP/MKL variables as the rank saw them at start."""
+    clock: list[ClockSync] = msgspec.field(default_factory=list)
+    """Offsets of this rank's clock to rank 0's, measured at start and end."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

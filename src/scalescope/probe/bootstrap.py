@@ -15,10 +15,11 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.run import RankMeta, rank_meta_path, write_json_atomic
+from scalescope.events.run import ClockSync, RankMeta, rank_meta_path, write_json_atomic
 from scalescope.probe.binding import Binding, apply_placement
 
 THREAD_VARIABLES = (
@@ -147,6 +148,7 @@ def _finish(
         probe.close()
         meta.steps = probe.steps
         meta.probe_errors = list(probe.errors)
+        meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error
     meta.end_time = time.time()
     write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalescope.events.run import events_path
+from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.phases import PhaseHooks
@@ -19,16 +20,19 @@ class Probe:
         self.collectives = CollectiveWrapper(self.recorder)
         self.phases = PhaseHooks(self.recorder)
         self.ddp = DDPPatch(self.recorder, self.phases, self.collectives.groups)
+        self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
 
     def install(self) -> Probe:
         self.collectives.install()
         self.phases.install()
         self.ddp.install()
+        self.clock.install()
         return self
 
     def close(self) -> None:
         """Remove every patch and write what is left; safe to call twice."""
+        self.clock.uninstall()
         self.ddp.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
@@ -40,4 +44,4 @@ class Probe:
 
     @property
     def errors(self) -> list[str]:
-        return self.recorder.errors
+        return self.recorder.errors + self.clock.errors

@@ -33,8 +33,22 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def model() -> nn.Module:
+class Sleep(nn.Module):
+    """Sleeps a fixed time in every forward: a rank made slow by a known amount."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.seconds:
+            time.sleep(self.seconds)
+        return x
+
+
+def model(sleep_s: float = 0.0) -> nn.Module:
     return nn.Sequential(
+        Sleep(sleep_s),
         nn.Linear(64, 256),
         nn.BatchNorm1d(256),
         nn.ReLU(),
@@ -49,7 +63,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    net = model()
+    net = model(args.sleep_s if rank == args.sleep_rank else 0.0)
     ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb)
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -62,8 +76,6 @@ def main() -> None:
     for step, (x, y) in enumerate(loader):
         if rank == args.fail_rank and step == args.fail_step:
             raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
-        if rank == args.sleep_rank:
-            time.sleep(args.sleep_s)
         if args.ready_file and step == 2 and rank == 0:
             open(args.ready_file, "w").close()
         opt.zero_grad(set_to_none=True)

@@ -1,0 +1,217 @@
+"""Match each collective across ranks by (process group, sequence number); split its time
+into waiting for the last rank to arrive and moving the bytes once all have arrived.
+
+An *instance* is one ``(group, seq)`` completed (``dur_ns >= 0``) on every rank that
+recorded that group. Times are on the common clock (``clocks.py``). A rank *arrives* at an
+instance at ``max(issue, completion of its previous collective on the same group)``: the
+backend runs a group's collectives one after another, so DDP's asynchronous buckets queue
+behind each other and a bucket issued early is not ready before the one ahead of it is done.
+
+Everything is computed for all instances at once with sorts and segment reductions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
+from scalescope.events import EventTable, Kind, SymbolTable
+
+SEQ_BITS = 40
+"""(group id, seq) are packed into one int64 key: seq must stay below 2**40."""
+
+
+@dataclass(frozen=True)
+class WaitStats:
+    """Waiting versus transfer for one (op, tag, message size) over its matched instances."""
+
+    op: str
+    tag: str
+    nbytes: int
+    instances: int
+    """Instances seen on every rank of the group (unmatched ones are left out)."""
+    skew_avg_us: float
+    """Mean over instances of (last arrival − first arrival) on the common clock."""
+    skew_max_us: float
+    wait_avg_us: float
+    """Mean over instances and ranks of (last arrival − this rank's arrival)."""
+    transfer_avg_us: float
+    """Mean over instances and ranks of (completion − last arrival): moving the bytes."""
+    wait_share_pct: float
+    """wait / (wait + transfer) × 100."""
+
+
+@dataclass(frozen=True)
+class Matched:
+    """Rows of matched instances, sorted by instance, then arrival (the last arrival last).
+
+    Per-row arrays have one value per (instance, rank); per-instance arrays one per instance.
+    """
+
+    rank: np.ndarray
+    step: np.ndarray
+    local_start_ns: np.ndarray
+    """Issue time on the rank's own clock (to compare with its phase rows)."""
+    tag: np.ndarray
+    inst: np.ndarray
+    """Instance index of each row."""
+    wait_ns: np.ndarray
+    transfer_ns: np.ndarray
+    first: np.ndarray
+    """Index of each instance's first row."""
+    skew_ns: np.ndarray
+    lateness_ns: np.ndarray
+    """Last arrival minus the second-to-last."""
+    last_rank: np.ndarray
+    """Rank that arrived last, by more than the tie tolerance; -1 when none clearly did."""
+    op: np.ndarray
+    inst_tag: np.ndarray
+    nbytes: np.ndarray
+    unmatched: int
+    """Instances some rank of the group never recorded or never completed."""
+
+    @property
+    def num_instances(self) -> int:
+        return len(self.first)
+
+
+def _dedupe_sorted(rows: EventTable) -> EventTable:
+    """Rows sorted by (rank, group, seq), keeping the first of any repeated key."""
+    order = np.lexsort((rows.seq, rows.group, rows.rank))
+    rows = rows.select(order)
+    repeat = np.zeros(len(rows), dtype=bool)
+    repeat[1:] = (
+        (rows.rank[1:] == rows.rank[:-1])
+        & (rows.group[1:] == rows.group[:-1])
+        & (rows.seq[1:] == rows.seq[:-1])
+    )
+    return rows.select(~repeat)
+
+
+def _arrivals(rows: EventTable, issue: np.ndarray) -> np.ndarray:
+    """max(issue, completion of the previous completed row of the same rank and group)."""
+    arrival = issue.copy()
+    prev_done = np.zeros(len(rows), dtype=bool)
+    prev_done[1:] = (
+        (rows.rank[1:] == rows.rank[:-1])
+        & (rows.group[1:] == rows.group[:-1])
+        & (rows.dur_ns[:-1] >= 0)
+    )
+    prev_end = np.zeros(len(rows), dtype=np.int64)
+    prev_end[1:] = issue[:-1] + rows.dur_ns[:-1]
+    arrival[prev_done] = np.maximum(issue[prev_done], prev_end[prev_done])
+    return arrival
+
+
+def _matched_mask(rows: EventTable, keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Rows of instances completed on every rank of their group; and the unmatched count.
+
+    Groups recorded by a single rank are not cross-rank and are left out of both.
+    """
+    pairs = np.unique(np.stack([rows.group.astype(np.int64), rows.rank.astype(np.int64)]), axis=1)
+    ranks_in_group = np.bincount(pairs[0], minlength=int(rows.group.max()) + 1)
+    shared = ranks_in_group[rows.group] >= 2
+    done = shared & (rows.dur_ns >= 0)
+    uniq, inverse, counts = np.unique(keys[done], return_inverse=True, return_counts=True)
+    complete_key = counts == ranks_in_group[(uniq >> SEQ_BITS)]
+    matched = np.zeros(len(rows), dtype=bool)
+    matched[np.flatnonzero(done)] = complete_key[inverse.reshape(-1)]
+    all_instances = len(np.unique(keys[shared]))
+    return matched, all_instances - int(complete_key.sum())
+
+
+def match_collectives(
+    events: EventTable, clocks: tuple[ClockAlignment, ...], tie_ns: int
+) -> Matched | None:
+    """Match collectives across ranks; None when no collective carries a sequence number."""
+    rows = events.select((events.kind == int(Kind.COLLECTIVE)) & (events.seq >= 0))
+    if len(rows) == 0:
+        return None
+    rows = _dedupe_sorted(rows)
+    issue = aligned_start_ns(rows, clocks)
+    arrival = _arrivals(rows, issue)
+    keys = (rows.group.astype(np.int64) << SEQ_BITS) | rows.seq.astype(np.int64)
+    matched, unmatched = _matched_mask(rows, keys)
+    rows, keys = rows.select(matched), keys[matched]
+    issue, arrival = issue[matched], arrival[matched]
+    order = np.lexsort((rows.rank, arrival, keys))
+    rows, keys, issue, arrival = rows.select(order), keys[order], issue[order], arrival[order]
+    return _instances(rows, keys, issue, arrival, tie_ns, unmatched)
+
+
+def _instances(
+    rows: EventTable,
+    keys: np.ndarray,
+    issue: np.ndarray,
+    arrival: np.ndarray,
+    tie_ns: int,
+    unmatched: int,
+) -> Matched:
+    """Per-instance reductions over rows sorted by (instance, arrival)."""
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = keys[1:] != keys[:-1]
+    first = np.flatnonzero(new)
+    last_row = np.append(first[1:], len(rows)) - 1
+    inst = np.cumsum(new) - 1
+    last = arrival[last_row]
+    lateness = last - arrival[last_row - 1]  # every instance has >= 2 rows
+    wait = last[inst] - arrival
+    transfer = np.maximum(issue + rows.dur_ns - last[inst], 0)
+    return Matched(
+        rank=rows.rank,
+        step=rows.step,
+        local_start_ns=rows.start_ns,
+        tag=rows.tag,
+        inst=inst,
+        wait_ns=wait,
+        transfer_ns=transfer,
+        first=first,
+        skew_ns=last - arrival[first],
+        lateness_ns=lateness,
+        last_rank=np.where(lateness > tie_ns, rows.rank[last_row], -1),
+        op=rows.name[first],
+        inst_tag=rows.tag[first],
+        nbytes=rows.nbytes[first],
+        unmatched=unmatched,
+    )
+
+
+def wait_stats(m: Matched, inst_mask: np.ndarray, symbols: SymbolTable) -> tuple[WaitStats, ...]:
+    """WaitStats per (op, tag, nbytes) over the instances of ``inst_mask``, sorted by those."""
+    if not inst_mask.any():
+        return ()
+    keys = np.stack([m.op, m.inst_tag, m.nbytes]).astype(np.int64)[:, inst_mask]
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = len(uniq[0])
+    slot = np.full(m.num_instances, -1)
+    slot[inst_mask] = inv
+    row_slot = slot[m.inst]
+    rows_in = row_slot >= 0
+    count = np.bincount(inv, minlength=n)
+    row_count = np.bincount(row_slot[rows_in], minlength=n)
+    skew_sum = np.bincount(inv, weights=m.skew_ns[inst_mask], minlength=n)
+    skew_max = np.zeros(n)
+    np.maximum.at(skew_max, inv, m.skew_ns[inst_mask].astype(np.float64))
+    wait = np.bincount(row_slot[rows_in], weights=m.wait_ns[rows_in], minlength=n) / row_count
+    transfer = np.bincount(row_slot[rows_in], weights=m.transfer_ns[rows_in], minlength=n)
+    transfer = transfer / row_count
+    out = []
+    for i in range(n):
+        busy = wait[i] + transfer[i]
+        out.append(
+            WaitStats(
+                op=symbols[int(uniq[0, i])],
+                tag=symbols[int(uniq[1, i])],
+                nbytes=int(uniq[2, i]),
+                instances=int(count[i]),
+                skew_avg_us=float(skew_sum[i] / count[i]) / 1e3,
+                skew_max_us=float(skew_max[i]) / 1e3,
+                wait_avg_us=float(wait[i]) / 1e3,
+                transfer_avg_us=float(transfer[i]) / 1e3,
+                wait_share_pct=float(100.0 * wait[i] / busy) if busy > 0 else 0.0,
+            )
+        )
+    return tuple(sorted(out, key=lambda w: (w.op, w.tag, w.nbytes)))

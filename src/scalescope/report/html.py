@@ -1,0 +1,342 @@
+"""One self-contained HTML dashboard of a run (or two runs side by side), readable offline.
+
+plotly.js is inlined once; each chart's figure is a ``<script type="application/json">``
+block that one small script hands to ``Plotly.newPlot``. No URL is referenced anywhere
+outside plotly.js's own source (which holds map-tile and licence URLs that these charts never
+fetch). The summary, failures and the by-size table are plain HTML and work without
+JavaScript.
+
+After every chart is drawn, the page writes ``<pre id="render-status">``: a JSON object with
+the number of plotly SVG layers (``.main-svg``) per chart id and every error caught by
+``window.onerror``, unhandled promise rejections and ``console.error``. The browser test reads
+it from the DOM; a person can ignore it (it is hidden).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+from plotly.offline import get_plotlyjs
+
+from scalescope.analyze import RunAnalysis
+from scalescope.events import Run
+from scalescope.report.html_charts import (
+    Chart,
+    count_chart,
+    cross_rank_of,
+    latency_chart,
+    phases_chart,
+    straggler_chart,
+    timeline_chart,
+    waits_chart,
+)
+from scalescope.report.terminal import fmt, fmt_bytes, fmt_count
+from scalescope.report.timeline import chrome_trace, fallback_offsets, offsets_from_clocks
+
+CHART_IDS = (
+    "chart-latency",
+    "chart-count",
+    "chart-phases",
+    "chart-waits",
+    "chart-straggler",
+    "chart-timeline",
+)
+STATUS_ID = "render-status"
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:1em}
+.card{border:1px solid #ccc;border-radius:6px;padding:.6em 1em;background:#fafafa}
+.card dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;margin:0}
+.card dt{font-weight:600}.card dd{margin:0;overflow-wrap:anywhere}
+.loss{font-size:1.1em;color:#b22}.note{color:#666;font-style:italic}
+table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:2px 8px}
+td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f0f0f0}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}.chart{min-height:200px}
+"""
+
+HOOK_JS = """
+window.__scalescope = {errors: []};
+(function (s) {
+  var original = console.error;
+  console.error = function () {
+    s.errors.push(Array.prototype.map.call(arguments, String).join(" "));
+    return original.apply(console, arguments);
+  };
+  window.addEventListener("error", function (e) { s.errors.push("error: " + e.message); });
+  window.addEventListener("unhandledrejection", function (e) {
+    s.errors.push("unhandled rejection: " + String(e.reason));
+  });
+})(window.__scalescope);
+"""
+
+RENDER_JS = """
+(function (s) {
+  var charts = {}, plots = [];
+  var divs = document.querySelectorAll("[data-chart]");
+  function report() {
+    divs.forEach(function (d) { charts[d.id] = d.querySelectorAll(".main-svg").length; });
+    document.getElementById("__STATUS__").textContent =
+      JSON.stringify({charts: charts, errors: s.errors, done: true});
+  }
+  divs.forEach(function (d) {
+    try {
+      var fig = JSON.parse(document.getElementById(d.id + "-data").textContent);
+      var config = {displaylogo: false, responsive: true};
+      plots.push(Plotly.newPlot(d, fig.data, fig.layout, config).catch(function (e) {
+        s.errors.push(d.id + ": " + e);
+      }));
+    } catch (e) { s.errors.push(d.id + ": " + e); }
+  });
+  Promise.all(plots).then(report, report);
+})(window.__scalescope);
+""".replace("__STATUS__", STATUS_ID)
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def timeline_offsets(analysis: RunAnalysis, run: Run) -> dict[int, int]:
+    """Clock offsets of the cross-rank analysis, or the run's own clock facts without one."""
+    cross = cross_rank_of(analysis)
+    return offsets_from_clocks(cross.clocks) if cross is not None else fallback_offsets(run)
+
+
+def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
+    """The largest avoidable share of step time, as (what, % of step time)."""
+    steps = analysis.steps
+    if steps is None or not steps.mean_step_ms:
+        return None
+    totals: dict[str, float] = {}
+    for rank in steps.ranks:
+        for p in rank.phases:
+            totals[p.phase] = totals.get(p.phase, 0.0) + p.total_ms
+    if totals.get("step", 0.0) <= 0:
+        return None
+    pct = {name: 100.0 * ms / totals["step"] for name, ms in totals.items()}
+    shares = {
+        "input pipeline (data)": pct.get("data"),
+        "other (Python, logging, ...)": pct.get("other"),
+    }
+    cross = cross_rank_of(analysis)
+    if cross is not None and cross.ranks:
+        waits = [r.wait_ms_per_step for r in cross.ranks]
+        shares["waiting for other ranks"] = 100.0 * sum(waits) / len(waits) / steps.mean_step_ms
+    if cross is not None and cross.overlap is not None:
+        exposed = cross.overlap.exposed_ms_per_step
+        shares["exposed communication"] = 100.0 * exposed / steps.mean_step_ms
+    else:
+        shares["exposed communication (comm_wait)"] = pct.get("comm_wait")
+    known = [(name, share) for name, share in shares.items() if share is not None]
+    return max(known, key=lambda item: item[1]) if known else None
+
+
+def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
+    per_node = f" ({a.nproc_per_node} per node)" if a.nproc_per_node else ""
+    hosts = f"{len(a.hostnames)}: {', '.join(a.hostnames)}" if a.hostnames else "n/a"
+    rows = [
+        ("run id", a.run_id),
+        ("workload", a.workload),
+        ("command", " ".join(a.command) or "n/a"),
+        ("world size", f"{a.world_size} ranks{per_node}"),
+        ("hosts", hosts),
+        ("status", a.status),
+        ("duration", fmt(a.duration_s, ".1f", "s")),
+    ]
+    if a.steps is not None:
+        rows.append(("throughput", fmt(a.steps.samples_per_s, ",.1f", "samples/s")))
+        rows.append(("mean step", fmt(a.steps.mean_step_ms, ",.2f", "ms")))
+    elif not a.probe:
+        rows.append(("probe", "off: no events recorded"))
+    cross = cross_rank_of(a)
+    if cross is not None and cross.ideal is not None:
+        ideal = cross.ideal
+        text = f"{ideal.ideal_samples_per_s:,.1f} samples/s (+{ideal.gain_pct:.1f}%)"
+        rows.append(("without waiting and exposed comm", text))
+    if cross is not None and cross.straggler is not None:
+        s = cross.straggler
+        rows.append(("straggler", f"rank {s.rank}, last in {s.last_share_pct:.0f}% of collectives"))
+    return rows
+
+
+def summary_card(analysis: RunAnalysis, label: str = "") -> str:
+    """The run at a glance: facts, throughput, step time and the biggest loss."""
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in _card_rows(analysis))
+    loss = biggest_loss(analysis)
+    loss_html = (
+        f'<p class="loss">Biggest loss: {esc(loss[0])}, {loss[1]:.1f}% of step time</p>'
+        if loss is not None
+        else '<p class="note">No step breakdown, so no biggest loss.</p>'
+    )
+    head = f"<h2>{esc(label)} summary</h2>" if label else "<h2>Summary</h2>"
+    return f'<section class="card">{head}<dl>{items}</dl>{loss_html}</section>'
+
+
+def _failed_ranks(a: RunAnalysis) -> list[str]:
+    first = a.first_failure
+    out = []
+    for r in sorted(a.failed_ranks, key=lambda r: r is not first):
+        code = "" if r.exit_code is None else f", exit code {r.exit_code}"
+        why = " (first to fail)" if r is first and r.status != "interrupted" else ""
+        head = f"rank {r.rank} on {r.hostname or 'n/a'}: {r.status}{code}{why}"
+        error = f"<pre>{esc(r.error)}</pre>" if r.error else ""
+        out.append(f"<li><strong>{esc(head)}</strong>{error}</li>")
+    return out
+
+
+def failures_section(analysis: RunAnalysis, label: str = "") -> str:
+    """Failed ranks with their errors, problems with the data, calls that never completed."""
+    items = _failed_ranks(analysis)
+    items += [f"<li>{esc(p)}</li>" for p in analysis.problems]
+    coll = analysis.collectives
+    for i in coll.incomplete if coll is not None else ():
+        text = (
+            f"rank {i.rank}: {i.calls} {i.op} ({i.tag}) never completed, from step {i.first_step}"
+        )
+        items.append(f"<li>{esc(text)}</li>")
+    if not items and analysis.status in ("completed", "running"):
+        return ""
+    title = f"{label} failures and problems" if label else "Failures and problems"
+    status = f"<p>Run status: {esc(analysis.status)}</p>"
+    return f'<h2>{esc(title)}</h2>{status}<ul id="failures">{"".join(items)}</ul>'
+
+
+SIZE_COLUMNS = (
+    "op",
+    "size",
+    "count",
+    "avg (µs)",
+    "min (µs)",
+    "max (µs)",
+    "total (ms)",
+    "algbw (GB/s)",
+    "busbw (GB/s)",
+)
+
+
+def sizes_table(analysis: RunAnalysis) -> str:
+    """The nccl-tests style table: one row per op and message size, per rank."""
+    coll = analysis.collectives
+    if coll is None or not coll.sizes:
+        what = "no events were recorded (probe off)" if not analysis.probe else "none recorded"
+        return f'<p class="note">Collectives: {what}.</p>'
+    head = "".join(f"<th>{c}</th>" for c in SIZE_COLUMNS)
+    rows = []
+    for z in coll.sizes:
+        cells = [
+            fmt_bytes(z.nbytes),
+            fmt_count(z.calls_per_rank),
+            f"{z.time_avg_us:,.1f}",
+            f"{z.time_min_us:,.1f}",
+            f"{z.time_max_us:,.1f}",
+            f"{z.total_ms_per_rank:,.2f}",
+            fmt(z.algbw_gbps, ".2f"),
+            fmt(z.busbw_gbps, ".2f"),
+        ]
+        nums = "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
+        rows.append(f"<tr><td>{esc(z.op)}</td>{nums}</tr>")
+    caption = (
+        f"n = {coll.world_size} ranks; count and total per rank; time per call over all "
+        "ranks; GB = 1e9 B; busbw = algbw × nccl-tests factor"
+    )
+    return (
+        f'<table id="sizes"><caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def json_for_script(text: str) -> str:
+    """JSON made safe inside ``<script>``: no ``<``, ``>``, ``&`` or JS line separators."""
+    for char, escaped in (
+        ("&", "\\u0026"),
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(char, escaped)
+    return text
+
+
+def chart_html(chart: Chart) -> str:
+    """A chart's heading and div with its figure's JSON, or the note when it has none."""
+    title = f"<h2>{html.escape(chart.title)}</h2>"
+    if chart.figure is None:
+        return f'{title}<p class="note" id="{chart.chart_id}-note">{html.escape(chart.note)}</p>'
+    data = json_for_script(chart.figure.to_json())
+    return (
+        f'{title}<div class="chart" id="{chart.chart_id}" data-chart></div>\n'
+        f'<script type="application/json" id="{chart.chart_id}-data">{data}</script>'
+    )
+
+
+def page(title: str, body: Iterable[str]) -> str:
+    """The whole document: styles, the error hook, plotly.js, the body, the render script."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{html.escape(title)}</title>",
+            f"<style>{CSS}</style>",
+            f"<script>{HOOK_JS}</script>",
+            f"<script>{get_plotlyjs()}</script>",
+            "</head><body>",
+            "<noscript><p>Charts need JavaScript; the summary and tables do not.</p></noscript>",
+            *body,
+            f'<pre id="{STATUS_ID}" hidden></pre>',
+            f"<script>{RENDER_JS}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def render_html(analysis: RunAnalysis, run: Run, steps: range | None = None) -> str:
+    """The dashboard of one run; the timeline covers ``steps`` (default: as chrome_trace)."""
+    trace = chrome_trace(run, timeline_offsets(analysis, run), steps)
+    charts = [
+        latency_chart([("", analysis)]),
+        count_chart(analysis),
+        phases_chart([("", analysis)]),
+        waits_chart(analysis),
+        straggler_chart(analysis),
+        timeline_chart(trace),
+    ]
+    body = [
+        f"<h1>scalescope report: run {html.escape(analysis.run_id)}</h1>",
+        '<div class="cards">',
+        summary_card(analysis),
+        "</div>",
+        failures_section(analysis),
+        *(chart_html(c) for c in charts[:2]),
+        "<h2>Collectives by message size (per rank)</h2>",
+        sizes_table(analysis),
+        *(chart_html(c) for c in charts[2:]),
+    ]
+    return page(f"scalescope {analysis.run_id}", body)
+
+
+def render_compare_html(
+    a_analysis: RunAnalysis, a_run: Run, b_analysis: RunAnalysis, b_run: Run
+) -> str:
+    """Two runs side by side: summary cards, overlaid latency curves, phase bars per run.
+
+    The runs are taken for symmetry with ``render_html``; the comparison uses no events.
+    """
+    runs = [("A: ", a_analysis), ("B: ", b_analysis)]
+    ids = " vs ".join(html.escape(a.run_id) for _, a in runs)
+    body = [
+        f"<h1>scalescope compare: {ids}</h1>",
+        '<div class="cards">',
+        summary_card(a_analysis, "A"),
+        summary_card(b_analysis, "B"),
+        "</div>",
+        failures_section(a_analysis, "A"),
+        failures_section(b_analysis, "B"),
+        chart_html(latency_chart(runs)),
+        chart_html(phases_chart(runs)),
+    ]
+    return page(f"scalescope compare {a_analysis.run_id} vs {b_analysis.run_id}", body)

@@ -1,0 +1,311 @@
+"""Plotly figures of the HTML report, one builder per chart.
+
+A builder returns a ``Chart`` holding a figure, or a short note saying why there is none
+(never an empty or broken chart). Every string that came from the user or the run (op and
+tag names, host names) is HTML-escaped before it goes into a figure: plotly renders a subset
+of HTML in labels and decodes entities, so escaped text shows as typed.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from scalescope.analyze import RunAnalysis
+from scalescope.analyze.cross_rank import CrossRankAnalysis
+from scalescope.analyze.steps import OTHER
+from scalescope.events import PHASES
+from scalescope.report.terminal import fmt_bytes
+
+PHASE_COLORS = {
+    "data": "#e45756",
+    "forward": "#4c78a8",
+    "backward": "#72b7b2",
+    "comm_wait": "#f58518",
+    "optimizer": "#54a24b",
+    OTHER: "#bab0ac",
+}
+WAIT_COLOR, TRANSFER_COLOR, STRAGGLER_COLOR, RANK_COLOR = "#f58518", "#4c78a8", "#e45756", "#72b7b2"
+HEIGHT = 380
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of the page: a figure, or a note saying why it is missing."""
+
+    chart_id: str
+    title: str
+    figure: go.Figure | None
+    note: str = ""
+
+
+def esc(text: str) -> str:
+    """Escape a user string for a plotly label (plotly decodes the entities back)."""
+    return html.escape(str(text), quote=False)
+
+
+def cross_rank_of(analysis: RunAnalysis) -> CrossRankAnalysis | None:
+    """The cross-rank analysis when the run has one (field added to RunAnalysis later)."""
+    return getattr(analysis, "cross_rank", None)
+
+
+def no_events_note(analysis: RunAnalysis, what: str) -> str:
+    if not analysis.probe:
+        return "The run was launched without the probe: no events were recorded."
+    return f"No {what} were recorded in this run."
+
+
+def layout(fig: go.Figure, **kwargs: Any) -> go.Figure:
+    """Shared look; no template (it would add ~6 kB of JSON per chart)."""
+    fig.update_layout(
+        template=None,
+        height=HEIGHT,
+        margin={"l": 70, "r": 20, "t": 30, "b": 60},
+        legend={"orientation": "h", "y": -0.2},
+        hovermode="closest",
+        **kwargs,
+    )
+    return fig
+
+
+def latency_chart(runs: list[tuple[str, RunAnalysis]], chart_id: str = "chart-latency") -> Chart:
+    """Mean time per call against message size, per op (log-log), min/max as error bars."""
+    title = "Latency by message size (time per call, µs)"
+    fig = go.Figure()
+    for label, analysis in runs:
+        coll = analysis.collectives
+        for op in sorted({s.op for s in coll.sizes} if coll else ()):
+            rows = [s for s in coll.sizes if s.op == op and s.nbytes > 0]
+            if not rows:
+                continue
+            avg = [s.time_avg_us for s in rows]
+            fig.add_trace(
+                go.Scatter(
+                    x=[s.nbytes for s in rows],
+                    y=avg,
+                    name=esc(f"{label}{op}"),
+                    mode="lines+markers",
+                    line={"dash": "dash" if label.startswith("B") else None},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [s.time_max_us - a for s, a in zip(rows, avg, strict=True)],
+                        "arrayminus": [a - s.time_min_us for s, a in zip(rows, avg, strict=True)],
+                    },
+                )
+            )
+    if not fig.data:
+        return Chart(
+            chart_id, title, None, no_events_note(runs[0][1], "collectives with a payload")
+        )
+    layout(
+        fig,
+        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
+        yaxis={"type": "log", "title": {"text": "µs per call (min–max bars)"}},
+    )
+    return Chart(chart_id, title, fig)
+
+
+def count_chart(analysis: RunAnalysis) -> Chart:
+    """Calls per rank against message size, per op."""
+    title = "Count by message size (calls per rank)"
+    coll = analysis.collectives
+    if coll is None or not any(s.nbytes > 0 for s in coll.sizes):
+        return Chart("chart-count", title, None, no_events_note(analysis, "collectives"))
+    fig = go.Figure()
+    for op in sorted({s.op for s in coll.sizes}):
+        rows = [s for s in coll.sizes if s.op == op and s.nbytes > 0]
+        if rows:
+            fig.add_trace(
+                go.Scatter(
+                    x=[s.nbytes for s in rows],
+                    y=[s.calls_per_rank for s in rows],
+                    name=esc(op),
+                    mode="lines+markers",
+                )
+            )
+    layout(
+        fig,
+        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
+        yaxis={"title": {"text": "calls per rank"}, "rangemode": "tozero"},
+    )
+    return Chart("chart-count", title, fig)
+
+
+def phases_chart(runs: list[tuple[str, RunAnalysis]], chart_id: str = "chart-phases") -> Chart:
+    """Mean ms per step of each phase, stacked, one bar per rank (per run when comparing)."""
+    title = "Step phases per rank (mean ms per measured step)"
+    bars = [
+        (esc(f"{label}rank {r.rank}"), {p.phase: p.mean_ms for p in r.phases})
+        for label, analysis in runs
+        if analysis.steps is not None
+        for r in analysis.steps.ranks
+        if r.num_steps > 0
+    ]
+    if not bars:
+        return Chart(chart_id, title, None, no_events_note(runs[0][1], "steps"))
+    fig = go.Figure()
+    for phase in (*PHASES, OTHER):
+        if any(phase in means for _, means in bars):
+            fig.add_trace(
+                go.Bar(
+                    x=[x for x, _ in bars],
+                    y=[m.get(phase, 0.0) for _, m in bars],
+                    name=phase,
+                    marker_color=PHASE_COLORS.get(phase),
+                )
+            )
+    layout(fig, barmode="stack", yaxis={"title": {"text": "ms per step"}})
+    return Chart(chart_id, title, fig)
+
+
+def waits_chart(analysis: RunAnalysis) -> Chart:
+    """Per op, tag and size: mean wait for the last rank versus mean transfer, stacked."""
+    title = "Waiting for other ranks versus transfer, per collective (mean µs per call)"
+    cross = cross_rank_of(analysis)
+    if cross is None or not cross.waits:
+        note = "No cross-rank analysis: it needs collectives matched across at least 2 ranks."
+        return Chart("chart-waits", title, None, note)
+    labels = [esc(f"{w.op} {fmt_bytes(w.nbytes)} ({w.tag})") for w in cross.waits]
+    hover = [
+        f"{w.instances} instances, skew avg {w.skew_avg_us:.1f} µs, max "
+        f"{w.skew_max_us:.1f} µs, waiting {w.wait_share_pct:.1f}%"
+        for w in cross.waits
+    ]
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=labels,
+                y=[w.wait_avg_us for w in cross.waits],
+                name="waiting",
+                marker_color=WAIT_COLOR,
+                hovertext=hover,
+            ),
+            go.Bar(
+                x=labels,
+                y=[w.transfer_avg_us for w in cross.waits],
+                name="transfer",
+                marker_color=TRANSFER_COLOR,
+                hovertext=hover,
+            ),
+        ]
+    )
+    layout(fig, barmode="stack", yaxis={"title": {"text": "µs per call"}})
+    return Chart("chart-waits", title, fig)
+
+
+def straggler_chart(analysis: RunAnalysis) -> Chart:
+    """Per rank: share of collectives it arrived at last, and its waiting per step."""
+    title = "Stragglers: who arrives last, who waits"
+    cross = cross_rank_of(analysis)
+    if cross is None or not cross.ranks:
+        note = "No cross-rank analysis: it needs collectives matched across at least 2 ranks."
+        return Chart("chart-straggler", title, None, note)
+    slow = cross.straggler.rank if cross.straggler else None
+    x = [f"rank {r.rank}" for r in cross.ranks]
+    colors = [STRAGGLER_COLOR if r.rank == slow else RANK_COLOR for r in cross.ranks]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("last to arrive (% of collectives)", "waiting in collectives (ms/step)"),
+    )
+    fig.add_trace(
+        go.Bar(x=x, y=[r.last_share_pct for r in cross.ranks], marker_color=colors, name="last %"),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[r.wait_ms_per_step for r in cross.ranks],
+            marker_color=colors,
+            name="wait ms/step",
+        ),
+        row=1,
+        col=2,
+    )
+    layout(fig, showlegend=False)
+    return Chart("chart-straggler", title, fig)
+
+
+def _timeline_rows(trace: dict[str, Any]) -> dict[tuple[int, int], str]:
+    """(pid, tid) -> row label "rank N · track", in display order."""
+    ranks = {
+        e["pid"]: e["args"]["sort_index"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "process_sort_index"
+    }
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    keys = sorted(threads, key=lambda k: (ranks.get(k[0], k[0]), k[1]))
+    return {k: f"rank {ranks.get(k[0], k[0])} · {esc(threads[k])}" for k in keys}
+
+
+def _hover(e: dict[str, Any]) -> str:
+    args = e.get("args", {})
+    text = f"{esc(e['name'])} · step {args.get('step')} · at {e['ts'] / 1e3:.3f} ms"
+    if "dur" in e:
+        text += f" · {e['dur'] / 1e3:.3f} ms"
+    if "bytes" in args:
+        text += f"<br>{fmt_bytes(args['bytes'])} {esc(args['tag'])} seq {args['seq']}"
+    return text
+
+
+def timeline_chart(trace: dict[str, Any]) -> Chart:
+    """Horizontal bars per rank and track from a ``chrome_trace`` (same steps, same clock)."""
+    first, stop = trace["metadata"]["steps"]
+    title = f"Timeline of steps {first}–{stop - 1} (aligned clock, ms)"
+    rows = _timeline_rows(trace)
+    bars: dict[str, dict[str, list[Any]]] = {}
+    marks: dict[str, list[Any]] = {"x": [], "y": [], "hovertext": []}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            key = "step" if e["cat"] == "step" else e["name"]
+            bar = bars.setdefault(key, {"x": [], "base": [], "y": [], "hovertext": []})
+            bar["x"].append(round(e["dur"] / 1e3, 4))
+            bar["base"].append(round(e["ts"] / 1e3, 4))
+        elif e["ph"] == "i":
+            bar = marks
+            bar["x"].append(round(e["ts"] / 1e3, 4))
+        else:
+            continue
+        bar["y"].append(rows[(e["pid"], e["tid"])])
+        bar["hovertext"].append(_hover(e))
+    if not bars and not marks["x"]:
+        return Chart("chart-timeline", title, None, "No events were recorded in these steps.")
+    fig = go.Figure()
+    for name, bar in bars.items():
+        color = PHASE_COLORS.get(name, "#dddddd" if name == "step" else None)
+        fig.add_trace(
+            go.Bar(orientation="h", name=esc(name), marker_color=color, hoverinfo="text", **bar)
+        )
+    if marks["x"]:
+        fig.add_trace(
+            go.Scatter(
+                mode="markers",
+                name="never completed",
+                hoverinfo="text",
+                marker={"symbol": "x", "size": 10, "color": "#d62728"},
+                **marks,
+            )
+        )
+    height = max(HEIGHT, 24 * len(rows) + 120)
+    layout(
+        fig,
+        barmode="overlay",
+        height=height,
+        xaxis={"title": {"text": "ms"}},
+        yaxis={
+            "categoryorder": "array",
+            "categoryarray": list(rows.values()),
+            "autorange": "reversed",
+        },
+    )
+    return Chart("chart-timeline", title, fig)
