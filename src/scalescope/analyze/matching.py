@@ -153,7 +153,7 @@ def _instances(
     new = np.ones(len(rows), dtype=bool)
     new[1:] = keys[1:] != keys[:-1]
     first = np.flatnonzero(new)
-    last_row = np.append(first[1:], len(rows)) - 1
+    last_row = np.append(first[1:], len(rows)).astype(np.int64)[: len(first)] - 1
     inst = np.cumsum(new) - 1
     last = arrival[last_row]
     lateness = last - arrival[last_row - 1]  # every instance has >= 2 rows

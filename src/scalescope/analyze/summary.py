@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
+from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.events import Run
 
@@ -57,6 +58,8 @@ class RunAnalysis:
     """Missing or truncated rank files, as the loader found them."""
     steps: StepAnalysis | None
     collectives: CollectiveAnalysis | None
+    cross_rank: CrossRankAnalysis | None = None
+    """Clocks, waiting versus transfer, stragglers, overlap; None with fewer than 2 ranks."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -131,4 +134,5 @@ def analyze_run(run: Run) -> RunAnalysis:
         problems=tuple(run.problems),
         steps=analyze_steps(run.events, meta.warmup_steps),
         collectives=analyze_collectives(run.events, meta.world_size, meta.warmup_steps),
+        cross_rank=analyze_cross_rank(run, meta.warmup_steps),
     )

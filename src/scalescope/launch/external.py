@@ -20,7 +20,7 @@ from pathlib import Path
 from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
-from scalescope.launch.topology import Topology, read_topology
+from scalescope.launch.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.world import World, agree_master
 
 
@@ -38,12 +38,14 @@ def run_dir_for(spec: RunSpec, world: World) -> Path:
 
 
 def launcher_bound(topology: Topology) -> bool:
-    """True when the launcher already restricted this process to part of the node."""
+    """True when the launcher already restricted this process to part of the node.
+
+    A task's affinity narrower than the node's online cpus means srun's --cpu-bind or
+    mpirun's --bind-to chose its cpus; that choice is kept rather than replaced.
+    """
     online = Path("/sys/devices/system/cpu/online")
     total = os.cpu_count() or len(topology.cpu_ids)
     if online.exists():
-        from scalescope.launch.topology import parse_cpulist
-
         total = len(parse_cpulist(online.read_text()))
     return len(topology.cpu_ids) < total
 

@@ -7,8 +7,9 @@ fetch). The summary, failures and the by-size table are plain HTML and work with
 JavaScript.
 
 After every chart is drawn, the page writes ``<pre id="render-status">``: a JSON object with
-the number of plotly SVG layers (``.main-svg``) per chart id and every error caught by
-``window.onerror``, unhandled promise rejections and ``console.error``. The browser test reads
+the number of plotly SVG layers (``.main-svg``) per chart id, every error caught by
+``window.onerror``, unhandled promise rejections and ``console.error``, and the resources
+the page fetched (``performance`` resource entries: none is expected). The browser test reads
 it from the DOM; a person can ignore it (it is hidden).
 """
 
@@ -32,7 +33,13 @@ from scalescope.report.html_charts import (
     waits_chart,
 )
 from scalescope.report.terminal import fmt, fmt_bytes, fmt_count
-from scalescope.report.timeline import chrome_trace, fallback_offsets, offsets_from_clocks
+from scalescope.report.timeline import (
+    DEFAULT_NUM_STEPS,
+    chrome_trace,
+    default_steps,
+    offsets_from_clocks,
+    run_offsets,
+)
 
 CHART_IDS = (
     "chart-latency",
@@ -43,6 +50,9 @@ CHART_IDS = (
     "chart-timeline",
 )
 STATUS_ID = "render-status"
+TIMELINE_MAX_RANKS = 8
+TIMELINE_RANK_STEPS = 40
+"""Ranks x steps in the page's timeline when no steps are given: ~1.3 kB of page each."""
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em;color:#222}
@@ -78,8 +88,9 @@ RENDER_JS = """
   var divs = document.querySelectorAll("[data-chart]");
   function report() {
     divs.forEach(function (d) { charts[d.id] = d.querySelectorAll(".main-svg").length; });
+    var fetched = performance.getEntriesByType("resource").map(function (e) { return e.name; });
     document.getElementById("__STATUS__").textContent =
-      JSON.stringify({charts: charts, errors: s.errors, done: true});
+      JSON.stringify({charts: charts, errors: s.errors, resources: fetched, done: true});
   }
   divs.forEach(function (d) {
     try {
@@ -100,9 +111,36 @@ def esc(value: object) -> str:
 
 
 def timeline_offsets(analysis: RunAnalysis, run: Run) -> dict[int, int]:
-    """Clock offsets of the cross-rank analysis, or the run's own clock facts without one."""
+    """Clock offsets of the cross-rank analysis, or ``align_clocks`` without one."""
     cross = cross_rank_of(analysis)
-    return offsets_from_clocks(cross.clocks) if cross is not None else fallback_offsets(run)
+    return offsets_from_clocks(cross.clocks) if cross is not None else run_offsets(run)
+
+
+def timeline_scope(
+    analysis: RunAnalysis, run: Run, steps: range | None
+) -> tuple[range, list[int] | None]:
+    """Steps and ranks of the page's timeline, bounded so the page stays small: at most
+    TIMELINE_MAX_RANKS ranks (the first ones, the straggler replacing the last) and, unless
+    ``steps`` is given, about TIMELINE_RANK_STEPS rank-steps (between 2 and 10 steps)."""
+    ranks = sorted(set(run.events.ranks()) | set(run.ranks))
+    shown = None
+    if len(ranks) > TIMELINE_MAX_RANKS:
+        cross = cross_rank_of(analysis)
+        shown = ranks[:TIMELINE_MAX_RANKS]
+        if cross is not None and cross.straggler is not None and cross.straggler.rank not in shown:
+            shown[-1] = cross.straggler.rank
+    if steps is None:
+        per_rank = TIMELINE_RANK_STEPS // max(len(shown or ranks), 1)
+        num_steps = max(2, min(DEFAULT_NUM_STEPS, per_rank))
+        steps = default_steps(run.events, run.meta.warmup_steps, num_steps)
+    return steps, shown
+
+
+def shown_ranks_note(run: Run, shown: list[int] | None) -> str:
+    if shown is None:
+        return ""
+    total = len(set(run.events.ranks()) | set(run.ranks))
+    return f"ranks {', '.join(map(str, shown))} of {total}"
 
 
 def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
@@ -296,14 +334,15 @@ def page(title: str, body: Iterable[str]) -> str:
 
 def render_html(analysis: RunAnalysis, run: Run, steps: range | None = None) -> str:
     """The dashboard of one run; the timeline covers ``steps`` (default: as chrome_trace)."""
-    trace = chrome_trace(run, timeline_offsets(analysis, run), steps)
+    steps, ranks = timeline_scope(analysis, run, steps)
+    trace = chrome_trace(run, timeline_offsets(analysis, run), steps, ranks)
     charts = [
         latency_chart([("", analysis)]),
         count_chart(analysis),
         phases_chart([("", analysis)]),
         waits_chart(analysis),
         straggler_chart(analysis),
-        timeline_chart(trace),
+        timeline_chart(trace, shown_ranks_note(run, ranks)),
     ]
     body = [
         f"<h1>scalescope report: run {html.escape(analysis.run_id)}</h1>",

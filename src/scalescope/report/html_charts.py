@@ -49,8 +49,8 @@ def esc(text: str) -> str:
 
 
 def cross_rank_of(analysis: RunAnalysis) -> CrossRankAnalysis | None:
-    """The cross-rank analysis when the run has one (field added to RunAnalysis later)."""
-    return getattr(analysis, "cross_rank", None)
+    """The cross-rank analysis; None with fewer than 2 ranks or no matched collectives."""
+    return analysis.cross_rank
 
 
 def no_events_note(analysis: RunAnalysis, what: str) -> str:
@@ -61,14 +61,15 @@ def no_events_note(analysis: RunAnalysis, what: str) -> str:
 
 def layout(fig: go.Figure, **kwargs: Any) -> go.Figure:
     """Shared look; no template (it would add ~6 kB of JSON per chart)."""
-    fig.update_layout(
-        template=None,
-        height=HEIGHT,
-        margin={"l": 70, "r": 20, "t": 30, "b": 60},
-        legend={"orientation": "h", "y": -0.2},
-        hovermode="closest",
-        **kwargs,
-    )
+    shared: dict[str, Any] = {
+        "template": None,
+        "height": HEIGHT,
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 60},
+        "legend": {"orientation": "h", "y": -0.2, "traceorder": "normal"},
+        "hovermode": "closest",
+    }
+    fig.update_layout(**(shared | kwargs))
+    fig.update_yaxes(automargin=True)
     return fig
 
 
@@ -233,7 +234,7 @@ def straggler_chart(analysis: RunAnalysis) -> Chart:
 
 
 def _timeline_rows(trace: dict[str, Any]) -> dict[tuple[int, int], str]:
-    """(pid, tid) -> row label "rank N · track", in display order."""
+    """(pid, tid) -> row label "rank N: track", in display order."""
     ranks = {
         e["pid"]: e["args"]["sort_index"]
         for e in trace["traceEvents"]
@@ -245,67 +246,70 @@ def _timeline_rows(trace: dict[str, Any]) -> dict[tuple[int, int], str]:
         if e["ph"] == "M" and e["name"] == "thread_name"
     }
     keys = sorted(threads, key=lambda k: (ranks.get(k[0], k[0]), k[1]))
-    return {k: f"rank {ranks.get(k[0], k[0])} · {esc(threads[k])}" for k in keys}
+    return {k: f"rank {ranks.get(k[0], k[0])}: {esc(threads[k])}" for k in keys}
 
 
 def _hover(e: dict[str, Any]) -> str:
+    """Short (it is repeated per bar): name, step, duration or start, message."""
     args = e.get("args", {})
-    text = f"{esc(e['name'])} · step {args.get('step')} · at {e['ts'] / 1e3:.3f} ms"
-    if "dur" in e:
-        text += f" · {e['dur'] / 1e3:.3f} ms"
+    name = "" if e["cat"] == "step" else f"{esc(e['name'])}, "
+    when = f"{e['dur'] / 1e3:.3f} ms" if "dur" in e else f"at {e['ts'] / 1e3:.3f} ms"
+    text = f"{name}step {args.get('step')}, {when}"
     if "bytes" in args:
-        text += f"<br>{fmt_bytes(args['bytes'])} {esc(args['tag'])} seq {args['seq']}"
+        text += f"<br>{fmt_bytes(args['bytes'])} {esc(args['tag'])}, seq {args['seq']}"
     return text
 
 
-def timeline_chart(trace: dict[str, Any]) -> Chart:
-    """Horizontal bars per rank and track from a ``chrome_trace`` (same steps, same clock)."""
-    first, stop = trace["metadata"]["steps"]
-    title = f"Timeline of steps {first}–{stop - 1} (aligned clock, ms)"
+Series = dict[str, list[Any]]
+
+
+def _timeline_series(trace: dict[str, Any]) -> tuple[dict[str, Series], Series, list[str]]:
+    """Bars by name (all steps as one "step" series), never-completed marks, row labels."""
     rows = _timeline_rows(trace)
-    bars: dict[str, dict[str, list[Any]]] = {}
-    marks: dict[str, list[Any]] = {"x": [], "y": [], "hovertext": []}
+    bars: dict[str, Series] = {}
+    marks: Series = {"x": [], "y": [], "hovertext": []}
     for e in trace["traceEvents"]:
         if e["ph"] == "X":
             key = "step" if e["cat"] == "step" else e["name"]
-            bar = bars.setdefault(key, {"x": [], "base": [], "y": [], "hovertext": []})
-            bar["x"].append(round(e["dur"] / 1e3, 4))
-            bar["base"].append(round(e["ts"] / 1e3, 4))
+            series = bars.setdefault(key, {"x": [], "base": [], "y": [], "hovertext": []})
+            series["x"].append(round(e["dur"] / 1e3, 4))
+            series["base"].append(round(e["ts"] / 1e3, 4))
         elif e["ph"] == "i":
-            bar = marks
-            bar["x"].append(round(e["ts"] / 1e3, 4))
+            series = marks
+            series["x"].append(round(e["ts"] / 1e3, 4))
         else:
             continue
-        bar["y"].append(rows[(e["pid"], e["tid"])])
-        bar["hovertext"].append(_hover(e))
+        series["y"].append(rows[(e["pid"], e["tid"])])
+        series["hovertext"].append(_hover(e))
+    return bars, marks, list(rows.values())
+
+
+def timeline_chart(trace: dict[str, Any], ranks_note: str = "") -> Chart:
+    """Horizontal bars per rank and track from a ``chrome_trace`` (same steps, same clock)."""
+    first, stop = trace["metadata"]["steps"]
+    title = f"Timeline of steps {first}–{stop - 1} (aligned clock, ms)"
+    title += f"; {ranks_note}" if ranks_note else ""
+    bars, marks, rows = _timeline_series(trace)
     if not bars and not marks["x"]:
         return Chart("chart-timeline", title, None, "No events were recorded in these steps.")
     fig = go.Figure()
-    for name, bar in bars.items():
+    for name, series in bars.items():
         color = PHASE_COLORS.get(name, "#dddddd" if name == "step" else None)
         fig.add_trace(
-            go.Bar(orientation="h", name=esc(name), marker_color=color, hoverinfo="text", **bar)
+            go.Bar(orientation="h", name=esc(name), marker_color=color, hoverinfo="text", **series)
         )
     if marks["x"]:
+        never = {"symbol": "x", "size": 10, "color": "#d62728"}
         fig.add_trace(
             go.Scatter(
-                mode="markers",
-                name="never completed",
-                hoverinfo="text",
-                marker={"symbol": "x", "size": 10, "color": "#d62728"},
-                **marks,
+                mode="markers", name="never completed", hoverinfo="text", marker=never, **marks
             )
         )
-    height = max(HEIGHT, 24 * len(rows) + 120)
     layout(
         fig,
         barmode="overlay",
-        height=height,
+        height=max(HEIGHT, 24 * len(rows) + 120),
         xaxis={"title": {"text": "ms"}},
-        yaxis={
-            "categoryorder": "array",
-            "categoryarray": list(rows.values()),
-            "autorange": "reversed",
-        },
+        yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed"},
     )
     return Chart("chart-timeline", title, fig)

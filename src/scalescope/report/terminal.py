@@ -287,3 +287,6 @@ def render_terminal(analysis: RunAnalysis, console: Console) -> None:
     _problems(analysis, console)
     _steps(analysis, console)
     _collectives(analysis, console)
+    from scalescope.report.cross_rank_view import render_cross_rank  # it imports our helpers
+
+    render_cross_rank(analysis, console)

@@ -15,14 +15,14 @@ rank.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from scalescope.analyze.cross_rank import ClockAlignment
+from scalescope.analyze.clocks import ClockAlignment, align_clocks
 from scalescope.events import EventTable, Kind, Run
 
 DEFAULT_NUM_STEPS = 10
@@ -48,24 +48,9 @@ def offsets_from_clocks(clocks: Iterable[ClockAlignment]) -> dict[int, int]:
     return {c.rank: c.offset_ns for c in clocks}
 
 
-def fallback_offsets(run: Run) -> dict[int, int]:
-    """Offsets from the run's own clock facts, for when no cross-rank alignment exists.
-
-    Per rank: the probe's ping-pong sample taken at start, else the difference of the ranks'
-    ``wall_minus_perf_ns`` (exact on one host, NTP-good across hosts), else 0.
-    """
-    metas = {r: m for r, m in run.ranks.items()}
-    wall0 = metas[0].wall_minus_perf_ns if 0 in metas else 0
-    out: dict[int, int] = {}
-    for rank, meta in metas.items():
-        start = [c for c in meta.clock if c.when == "start"] or meta.clock
-        if start:
-            out[rank] = start[0].offset_ns
-        elif wall0 and meta.wall_minus_perf_ns:
-            out[rank] = meta.wall_minus_perf_ns - wall0
-        else:
-            out[rank] = 0
-    return out
+def run_offsets(run: Run) -> dict[int, int]:
+    """{rank: offset_ns} of ``align_clocks``: the probe's clock samples, else the wall clock."""
+    return offsets_from_clocks(align_clocks(run))
 
 
 def default_steps(
@@ -201,24 +186,32 @@ def _process_metadata(run: Run, rank: int) -> list[TraceEvent]:
     ]
 
 
-def _selected(run: Run, steps: range) -> EventTable:
+def _selected(run: Run, steps: range, ranks: Collection[int] | None) -> EventTable:
     events = run.events
-    kinds = np.isin(events.kind, [int(k) for k in TRACKS])
-    in_steps = (events.step >= steps.start) & (events.step < steps.stop)
+    keep = np.isin(events.kind, [int(k) for k in TRACKS])
+    keep &= (events.step >= steps.start) & (events.step < steps.stop)
     if steps.step != 1:
-        in_steps &= np.isin(events.step, np.asarray(steps, dtype=np.int64))
-    return events.select(kinds & in_steps)
+        keep &= np.isin(events.step, np.asarray(steps, dtype=np.int64))
+    if ranks is not None:
+        keep &= np.isin(events.rank, np.asarray(list(ranks), dtype=np.int64))
+    return events.select(keep)
 
 
 def _aligned_ns(rows: EventTable, offsets_ns: dict[int, int]) -> np.ndarray:
-    offsets = np.array([offsets_ns.get(int(r), 0) for r in rows.rank], dtype=np.int64)
+    offsets = np.zeros(len(rows), dtype=np.int64)
+    for rank, offset in offsets_ns.items():
+        offsets[rows.rank == rank] = offset
     return rows.start_ns.astype(np.int64) + offsets
 
 
 def chrome_trace(
-    run: Run, offsets_ns: dict[int, int] | None = None, steps: range | None = None
+    run: Run,
+    offsets_ns: dict[int, int] | None = None,
+    steps: range | None = None,
+    ranks: Collection[int] | None = None,
 ) -> dict[str, Any]:
-    """The trace of ``steps`` (default: the first 10 measured steps) of every rank.
+    """The trace of ``steps`` (default: the first 10 measured steps) of ``ranks`` (default:
+    every rank that recorded events or wrote a meta file).
 
     ``offsets_ns[rank]`` is added to the rank's ``start_ns`` to put it on the common clock
     (missing ranks: 0); times are then shifted so the earliest event is at 0.
@@ -226,10 +219,12 @@ def chrome_trace(
     offsets_ns = offsets_ns or {}
     if steps is None:
         steps = default_steps(run.events, run.meta.warmup_steps)
-    rows = _selected(run, steps)
+    rows = _selected(run, steps, ranks)
     aligned = _aligned_ns(rows, offsets_ns)
     origin = int(aligned.min()) if len(rows) else 0
-    ranks = sorted(set(run.events.ranks()) | set(run.ranks) | set(rows.ranks()))
+    if ranks is None:
+        ranks = set(run.events.ranks()) | set(run.ranks)
+    ranks = sorted(ranks)
     trace_events: list[TraceEvent] = []
     for rank in ranks:
         pid, mine = pid_of(rank), rows.rank == rank

@@ -1,0 +1,184 @@
+"""Terminal sections of the cross-rank analysis: clocks, waiting versus transfer, stragglers,
+load imbalance, overlap and the throughput without waiting."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from scalescope.analyze import RunAnalysis
+from scalescope.analyze.cross_rank import (
+    ClockAlignment,
+    CrossRankAnalysis,
+    straggler_min_share_pct,
+)
+from scalescope.report.terminal import NA, _kv_grid, _section, fmt
+
+CLOCK_RANKS_LISTED = 8
+"""Up to this many ranks, one clock line each; beyond, one line per method with ranges."""
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f} µs"
+
+
+def _offset(ns: int) -> str:
+    return f"{ns / 1e6:+,.3f} ms"
+
+
+def _clock(c: ClockAlignment) -> str:
+    if c.method == "reference":
+        return "reference (rank 0's clock)"
+    if c.method == "none":
+        return "not aligned (no clock measurement or rank meta file): own clock used"
+    text = _offset(c.offset_ns)
+    text += f" ± {_us(c.uncertainty_ns)}" if c.uncertainty_ns is not None else " ± unknown"
+    if c.drift_ns is not None:
+        text += f", drift {c.drift_ns / 1e3:+,.1f} µs"
+    return f"{text} ({c.method})"
+
+
+def _clock_summary(method: str, clocks: list[ClockAlignment]) -> str:
+    ranks = ", ".join(str(c.rank) for c in clocks[:3]) + (", ..." if len(clocks) > 3 else "")
+    offsets = [c.offset_ns for c in clocks]
+    text = (
+        f"{len(clocks)} ranks ({ranks}): offsets {_offset(min(offsets))} to {_offset(max(offsets))}"
+    )
+    known = [c.uncertainty_ns for c in clocks if c.uncertainty_ns is not None]
+    text += f", uncertainty up to {_us(max(known))}" if known else ", uncertainty unknown"
+    drifts = [abs(c.drift_ns) for c in clocks if c.drift_ns is not None]
+    text += f", |drift| up to {_us(max(drifts))}" if drifts else ""
+    return f"{method}: {text}"
+
+
+def _clock_rows(clocks: tuple[ClockAlignment, ...]) -> list[tuple[str, str]]:
+    if len(clocks) <= CLOCK_RANKS_LISTED:
+        return [(f"clock rank {c.rank}", _clock(c)) for c in clocks]
+    by_method: dict[str, list[ClockAlignment]] = {}
+    for c in clocks:
+        by_method.setdefault(c.method, []).append(c)
+    return [("clocks", _clock_summary(m, cs)) for m, cs in by_method.items()]
+
+
+def straggler_line(c: CrossRankAnalysis) -> str:
+    s = c.straggler
+    if s is None:
+        need = straggler_min_share_pct(len(c.ranks))
+        return (
+            "no straggler: no rank is clearly last (by more than "
+            f"{c.tie_tolerance_us:,.0f} µs) in {need:.0f}% or more of the collectives"
+        )
+    mine = next((r for r in c.ranks if r.rank == s.rank), None)
+    counts = f" ({mine.last_count:,} of {mine.instances:,} instances)" if mine else ""
+    text = (
+        f"rank {s.rank} is last in {s.last_share_pct:.0f}% of the collectives with a clearly "
+        f"last rank{counts}, {s.lateness_avg_ms:,.2f} ms late on average"
+    )
+    if s.phase is None or s.phase_excess_ms is None:
+        return text + "; no phase of it takes longer than on the others"
+    return (
+        text + f"; it spends {s.phase_excess_ms:,.2f} ms more per step in {s.phase} than the others"
+    )
+
+
+def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
+    rows = _clock_rows(c.clocks)
+    rows.append(
+        (
+            "instances",
+            f"{c.matched_instances:,} matched on every rank of their group "
+            f"({c.measured_instances:,} in measured steps), {c.unmatched_instances:,} unmatched",
+        )
+    )
+    rows.append(("straggler", straggler_line(c)))
+    imbalance = fmt(c.load_imbalance_pct, ".1f", "%")
+    rows.append(("load imbalance", f"{imbalance} ((max - mean) / mean of busy time per step)"))
+    if c.overlap is not None:
+        o = c.overlap
+        rows.append(
+            (
+                "overlap",
+                f"gradient communication {o.comm_ms_per_step:,.2f} ms/step: "
+                f"{o.hidden_ms_per_step:,.2f} ms hidden under backward ({o.hidden_pct:.1f}%), "
+                f"{o.exposed_ms_per_step:,.2f} ms exposed after it (comm_wait)",
+            )
+        )
+    if c.ideal is not None:
+        i = c.ideal
+        rows.append(
+            (
+                "ideal throughput",
+                f"{i.achieved_samples_per_s:,.1f} samples/s achieved; "
+                f"{i.ideal_samples_per_s:,.1f} with no exposed communication and no waiting "
+                f"({i.gain_pct:+.1f}%)",
+            )
+        )
+    return rows
+
+
+def _waits_table(c: CrossRankAnalysis) -> Table:
+    title = "Waiting for the last rank versus transfer, per op and size (measured steps)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("op", no_wrap=True)
+    table.add_column("tag")
+    cols = ("size (B)", "instances", "skew avg (µs)", "skew max (µs)", "wait avg (µs)")
+    for col in (*cols, "transfer avg (µs)", "wait share (%)"):
+        table.add_column(col, justify="right")
+    for w in c.waits:
+        table.add_row(
+            Text(w.op),
+            Text(w.tag or NA),
+            f"{w.nbytes:,}",
+            f"{w.instances:,}",
+            f"{w.skew_avg_us:,.1f}",
+            f"{w.skew_max_us:,.1f}",
+            f"{w.wait_avg_us:,.1f}",
+            f"{w.transfer_avg_us:,.1f}",
+            f"{w.wait_share_pct:.1f}",
+        )
+    table.caption = (
+        "on rank 0's clock; arrival = issue, or the completion of the rank's previous "
+        "collective of the group if later; wait = last arrival - arrival; "
+        "transfer = completion - last arrival; averages over instances and ranks"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+def _ranks_table(c: CrossRankAnalysis) -> Table:
+    table = Table(title="Per rank (measured steps)", title_justify="left")
+    cols = ("rank", "last", "last share (%)", "lateness avg (ms)")
+    for col in (*cols, "wait (ms/step)", "busy (ms/step)"):
+        table.add_column(col, justify="right")
+    for r in c.ranks:
+        table.add_row(
+            str(r.rank),
+            f"{r.last_count:,} of {r.instances:,}",
+            f"{r.last_share_pct:.1f}",
+            f"{r.lateness_avg_us / 1e3:,.2f}" if r.last_count else NA,
+            f"{r.wait_ms_per_step:,.2f}",
+            f"{r.busy_ms_per_step:,.2f}",
+        )
+    table.caption = (
+        f"last: instances the rank arrived at last by more than {c.tie_tolerance_us:,.0f} µs; "
+        "share of the instances with such a rank; busy = data + forward + backward + optimizer"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+def render_cross_rank(analysis: RunAnalysis, console: Console) -> None:
+    """Print the cross-rank sections; a single-rank or probe-off run prints nothing."""
+    c = analysis.cross_rank
+    if c is None:
+        if analysis.probe and analysis.world_size > 1:
+            _section(console, "Across ranks")
+            console.print(Text("No cross-rank analysis: fewer than two ranks recorded events."))
+        return
+    _section(console, "Across ranks: waiting versus transfer")
+    console.print(_kv_grid(_summary_rows(c)))
+    if c.waits:
+        console.print(_waits_table(c))
+    if c.ranks:
+        console.print(_ranks_table(c))

@@ -1,0 +1,73 @@
+"""Waiting versus transfer on real ranks where the truth is known: rank 1 sleeps in forward."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DDP_TRAIN, scalescope
+
+from scalescope.analyze import analyze_run
+from scalescope.events import load_run
+
+SLEEP_S = 0.05
+STEPS = 14
+
+
+def _analysed(tmp, *script_args: str):
+    proc = scalescope(
+        "run", "-n", "2", "--run-dir", tmp / "run", "--warmup-steps", "2", "--no-report",
+        DDP_TRAIN, "--steps", STEPS, *script_args, cwd=tmp,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return analyze_run(load_run(tmp / "run"))
+
+
+@pytest.fixture(scope="module")
+def slow_rank(tmp_path_factory):
+    return _analysed(tmp_path_factory.mktemp("slow"), "--sleep-rank", "1", "--sleep-s", SLEEP_S)
+
+
+@pytest.fixture(scope="module")
+def balanced(tmp_path_factory):
+    return _analysed(tmp_path_factory.mktemp("balanced"))
+
+
+def test_sleeping_rank_is_the_straggler(slow_rank):
+    cross = slow_rank.cross_rank
+    assert cross is not None and cross.straggler is not None
+    assert cross.straggler.rank == 1
+    assert cross.straggler.phase == "forward"
+    assert cross.straggler.phase_excess_ms == pytest.approx(SLEEP_S * 1e3, rel=0.1)
+    assert cross.straggler.last_share_pct > 90
+
+
+def test_other_rank_waits_the_sleep(slow_rank):
+    waits = {r.rank: r for r in slow_rank.cross_rank.ranks}
+    assert waits[0].wait_ms_per_step == pytest.approx(SLEEP_S * 1e3, rel=0.1)
+    assert waits[1].wait_ms_per_step < 0.1 * SLEEP_S * 1e3
+
+
+def _gradient_transfers(analysis) -> dict[int, float]:
+    return {w.nbytes: w.transfer_avg_us for w in analysis.cross_rank.waits if w.tag == "gradients"}
+
+
+def test_transfer_time_unchanged_by_the_sleep(slow_rank, balanced):
+    slow, calm = _gradient_transfers(slow_rank), _gradient_transfers(balanced)
+    assert slow.keys() == calm.keys() and slow
+    for nbytes in slow:
+        assert abs(slow[nbytes] - calm[nbytes]) <= 0.5 * max(slow[nbytes], calm[nbytes]) + 1000
+
+
+def test_balanced_run_waits_near_zero(balanced):
+    cross = balanced.cross_rank
+    assert cross.straggler is None
+    step_ms = balanced.steps.mean_step_ms
+    for rank in cross.ranks:
+        assert rank.wait_ms_per_step < max(0.1 * step_ms, 2.0)
+
+
+def test_clocks_aligned_by_ping_pong(slow_rank):
+    clocks = {c.rank: c for c in slow_rank.cross_rank.clocks}
+    assert clocks[0].method == "reference" and clocks[0].offset_ns == 0
+    assert clocks[1].method == "ping-pong"
+    assert abs(clocks[1].offset_ns) <= clocks[1].uncertainty_ns
+    assert clocks[1].drift_ns is not None

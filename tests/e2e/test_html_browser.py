@@ -1,0 +1,113 @@
+"""The HTML dashboard in a real browser: Debian's chromium, headless, offline.
+
+Chromium loads the file with every host name unresolvable, runs its scripts
+(``--virtual-time-budget``) and prints the DOM (``--dump-dom``). The page writes a JSON
+status into ``<pre id="render-status">`` once every chart is drawn: plotly SVG layers per
+chart, errors caught by ``window.onerror`` / unhandled rejections / ``console.error``, and
+the resources it fetched. The test also fails on any console message chromium logs to
+stderr (``--enable-logging=stderr`` prints every message as ``INFO:CONSOLE``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "report"))
+
+from test_html import EVIL, full_page  # noqa: E402
+from test_timeline import build_run  # noqa: E402
+
+from scalescope.analyze import analyze_run  # noqa: E402
+from scalescope.report.html import CHART_IDS, STATUS_ID, render_compare_html  # noqa: E402
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)"
+)
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=5000",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+)
+CONSOLE = re.compile(r":CONSOLE[:(\]].*")
+
+
+def open_in_chromium(page: Path, tmp_path: Path) -> tuple[dict, str, list[str]]:
+    """(render status, dumped DOM, console lines) of ``page`` loaded by headless chromium."""
+    cmd = [
+        CHROMIUM,
+        *FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        page.resolve().as_uri(),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    match = re.search(rf'<pre id="{STATUS_ID}"[^>]*>(.*?)</pre>', done.stdout, flags=re.S)
+    assert match, "no render status in the DOM: the render script did not run"
+    assert match.group(1), "render status empty: the charts never finished drawing"
+    status = json.loads(html.unescape(match.group(1)))
+    console = [m.group(0) for m in CONSOLE.finditer(done.stderr)]
+    return status, done.stdout, console
+
+
+def check_rendered(status: dict, console: list[str], chart_ids: tuple[str, ...]) -> None:
+    assert status["done"] is True
+    assert status["errors"] == []
+    assert console == []
+    assert status["resources"] == []
+    assert set(status["charts"]) == set(chart_ids)
+    assert all(n >= 1 for n in status["charts"].values()), status["charts"]
+
+
+def test_dashboard_renders_every_chart(tmp_path):
+    page_html, _ = full_page(tmp_path / "run")
+    page = tmp_path / "report.html"
+    page.write_text(page_html, encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, CHART_IDS)
+    assert "Biggest loss:" in dom and '<table id="sizes">' in dom
+
+
+def test_hostile_strings_stay_text(tmp_path):
+    page_html, _ = full_page(
+        tmp_path / "evil",
+        run_id=EVIL,
+        hostnames=(EVIL, "b"),
+        script_args=("--x", EVIL),
+        errors={1: f"RuntimeError: {EVIL}"},
+    )
+    page = tmp_path / "evil.html"
+    page.write_text(page_html, encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, CHART_IDS)
+    assert "<img" not in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_compare_page_renders(tmp_path):
+    run_a = build_run(tmp_path / "a", run_id="a")
+    run_b = build_run(tmp_path / "b", run_id="b", num_steps=8)
+    page = tmp_path / "compare.html"
+    page.write_text(
+        render_compare_html(analyze_run(run_a), run_a, analyze_run(run_b), run_b), encoding="utf-8"
+    )
+    status, _, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, ("chart-latency", "chart-phases"))

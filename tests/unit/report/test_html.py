@@ -1,0 +1,262 @@
+"""HTML dashboard: structure, charts or notes, escaping of user strings, no URL, size.
+
+``full_page`` (also used by the browser test) renders a 2-rank run with a straggler, a hung
+collective, a failed rank and a hand-built cross-rank analysis, so every chart is present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+from plotly.offline import get_plotlyjs
+from test_timeline import BUCKETS, build_run
+
+from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze.cross_rank import (
+    ClockAlignment,
+    CrossRankAnalysis,
+    IdealThroughput,
+    Overlap,
+    RankWaits,
+    Straggler,
+    WaitStats,
+)
+from scalescope.report.html import (
+    CHART_IDS,
+    STATUS_ID,
+    render_compare_html,
+    render_html,
+    timeline_scope,
+)
+
+EVIL = "<script>alert(1)</script></script><img src=x onerror=alert(2)>&amp;\"'"
+SIZE_LIMIT = 5_000_000
+
+
+def fake_cross_rank(op: str = "all_reduce", tag: str = "gradients") -> CrossRankAnalysis:
+    """Numbers in the shape analyze_cross_rank returns, with rank 1 as the straggler."""
+    waits = tuple(
+        WaitStats(op, tag, nbytes, 13, 900.0, 1500.0, 450.0 + i, 3000.0, 13.0)
+        for i, nbytes in enumerate(sorted(BUCKETS.values()))
+    )
+    return CrossRankAnalysis(
+        clocks=(
+            ClockAlignment(0, 0, 0, 0, "reference"),
+            ClockAlignment(1, 7_000_000, 1000, 50, "ping-pong"),
+        ),
+        waits=waits,
+        ranks=(
+            RankWaits(
+                rank=0,
+                last_count=0,
+                last_share_pct=0.0,
+                lateness_avg_us=0.0,
+                wait_ms_per_step=60.0,
+                busy_ms_per_step=60.0,
+            ),
+            RankWaits(
+                rank=1,
+                last_count=39,
+                last_share_pct=100.0,
+                lateness_avg_us=10.0,
+                wait_ms_per_step=0.0,
+                busy_ms_per_step=70.0,
+            ),
+        ),
+        matched_instances=39,
+        unmatched_instances=1,
+        load_imbalance_pct=7.7,
+        straggler=Straggler(1, 100.0, 10.0, "forward", 10.0),
+        overlap=Overlap(20.0, 10.0, 10.0, 50.0),
+        ideal=IdealThroughput(640.0, 800.0, 25.0),
+    )
+
+
+def full_page(run_dir: Path, **kwargs) -> tuple[str, RunAnalysis]:
+    """The dashboard of a ``build_run`` run (straggler, hung collective) with its real
+    cross-rank analysis."""
+    run = build_run(run_dir, **({"num_steps": 8, "hang": True} | kwargs))
+    analysis = analyze_run(run)
+    assert analysis.cross_rank is not None and analysis.cross_rank.straggler is not None
+    return render_html(analysis, run), analysis
+
+
+def figure(page: str, chart_id: str) -> dict:
+    match = re.search(rf'<script type="application/json" id="{chart_id}-data">(.*?)</script>', page)
+    assert match, f"no figure for {chart_id}"
+    return json.loads(match.group(1))
+
+
+def without_plotly(page: str) -> str:
+    js = get_plotlyjs()
+    assert page.count(js) == 1
+    return page.replace(js, "")
+
+
+def test_every_chart_and_section_is_present(tmp_path):
+    page, _ = full_page(tmp_path / "run")
+    assert page.startswith("<!DOCTYPE html>")
+    for chart_id in CHART_IDS:
+        assert f'id="{chart_id}" data-chart' in page
+        assert figure(page, chart_id)["data"], chart_id
+    assert f'<pre id="{STATUS_ID}" hidden></pre>' in page
+    assert '<table id="sizes">' in page and "Failures and problems" in page
+    assert "rank 0: 1 all_reduce (gradients) never completed, from step 8" in page
+    # other = 100 ms - (5 + 20|30 + 30 + 13|3 + 5) = 27 ms on both ranks
+    assert "Biggest loss: other (Python, logging, ...), 27.0% of step time" in page
+    assert "rank 1, last in 100% of collectives" in page
+
+
+def test_biggest_loss_can_be_waiting(tmp_path):
+    run = build_run(tmp_path / "run")
+    analysis = dataclasses.replace(analyze_run(run), cross_rank=fake_cross_rank())
+    page = render_html(analysis, run)
+    assert "Biggest loss: waiting for other ranks, 30.0% of step time" in page
+    assert "800.0 samples/s (+25.0%)" in page
+
+
+def test_summary_and_table_are_plain_html(tmp_path):
+    page, analysis = full_page(tmp_path / "run")
+    text = without_plotly(page)
+    no_scripts = re.sub(r"<script.*?</script>", "", text, flags=re.S)
+    assert "run-1" in no_scripts and "node-a, node-b" in no_scripts
+    assert "scalescope run train.py --epochs 1" in no_scripts
+    rows = re.findall(r"<tr><td>(.*?)</td>", no_scripts)
+    assert rows == [s.op for s in analysis.collectives.sizes]
+    assert "4.00 MiB" in no_scripts and "8.00 MiB" in no_scripts
+
+
+def test_charts_hold_the_analysis_numbers(tmp_path):
+    page, analysis = full_page(tmp_path / "run")
+    latency = figure(page, "chart-latency")
+    assert latency["layout"]["xaxis"]["type"] == latency["layout"]["yaxis"]["type"] == "log"
+    [all_reduce] = [t for t in latency["data"] if t["name"] == "all_reduce"]
+    sizes = [s for s in analysis.collectives.sizes if s.op == "all_reduce"]
+    assert all_reduce["x"] == [s.nbytes for s in sizes]
+    assert all_reduce["y"] == pytest.approx([s.time_avg_us for s in sizes])
+    phases = figure(page, "chart-phases")
+    assert [t["name"] for t in phases["data"]][:5] == [
+        "data",
+        "forward",
+        "backward",
+        "comm_wait",
+        "optimizer",
+    ]
+    assert phases["layout"]["barmode"] == "stack"
+    timeline = figure(page, "chart-timeline")
+    names = {t["name"] for t in timeline["data"]}
+    assert {"step", "data", "all_reduce", "never completed"} <= names
+
+
+def test_missing_data_gives_notes_not_charts(tmp_path):
+    run = build_run(tmp_path / "off", probe=False)
+    page = render_html(analyze_run(run), run)
+    assert "data-chart" not in without_plotly(page).replace("[data-chart]", "")
+    for chart_id in CHART_IDS:
+        assert f'id="{chart_id}-note"' in page
+    assert "without the probe" in page
+
+
+def test_no_cross_rank_gives_notes_for_its_charts(tmp_path):
+    run = build_run(tmp_path / "run")
+    page = render_html(dataclasses.replace(analyze_run(run), cross_rank=None), run)
+    for chart_id in ("chart-waits", "chart-straggler"):
+        assert f'id="{chart_id}-note"' in page
+    for chart_id in ("chart-latency", "chart-count", "chart-phases", "chart-timeline"):
+        assert f'id="{chart_id}" data-chart' in page
+    assert "Biggest loss: other (Python, logging, ...), 27.0%" in page
+    assert "Failures and problems" not in page
+
+
+def test_user_strings_are_escaped(tmp_path):
+    page, _ = full_page(
+        tmp_path / "evil",
+        run_id=EVIL,
+        hostnames=(EVIL, "b"),
+        script_args=("--x", EVIL),
+        errors={1: f"RuntimeError: {EVIL}"},
+    )
+    text = without_plotly(page)
+    assert "<script>alert" not in text and "<img" not in text
+    assert html_escaped(EVIL) in text
+    assert text.count("</script>") == text.count("<script")
+    blocks = re.findall(r'<script type="application/json" id="[a-z-]+">(.*?)</script>', text)
+    assert blocks and all("<" not in b and ">" not in b and "&" not in b for b in blocks)
+    assert "Failures and problems" in text and "RuntimeError: &lt;script&gt;" in text
+
+
+def html_escaped(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_escaped_strings_survive_in_figures(tmp_path):
+    run = build_run(tmp_path / "evil", hostnames=(EVIL, "b"))
+    analysis = dataclasses.replace(analyze_run(run), cross_rank=fake_cross_rank(op=EVIL, tag=EVIL))
+    page = render_html(analysis, run)
+    waits = figure(page, "chart-waits")
+    assert all(x.startswith("&lt;script&gt;") for x in waits["data"][0]["x"])
+
+
+def test_no_url_outside_plotly(tmp_path):
+    page, _ = full_page(tmp_path / "run")
+    text = without_plotly(page)
+    assert "http://" not in text and "https://" not in text
+    assert not re.search(r"\b(src|href)\s*=", text, flags=re.I)
+    assert not re.search(r"@import|url\(", text)
+
+
+def test_plotly_fetches_nothing_by_itself():
+    """plotly.js mentions URLs (licence comments, map tiles, attribution links): none loads
+    a resource as a page element; maps are never drawn here."""
+    js = get_plotlyjs()
+    assert "</script" not in js.lower()
+    assert not re.search(r"""<(script|link|img)[^>]*(src|href)=["']?https?:""", js)
+
+
+def test_size_is_bounded(tmp_path):
+    page, _ = full_page(tmp_path / "run")
+    data = len(without_plotly(page).encode())
+    assert len(page.encode()) < SIZE_LIMIT
+    assert data < 150_000
+
+
+def test_compare_page(tmp_path):
+    run_a = build_run(tmp_path / "a", run_id="run-a")
+    run_b = build_run(tmp_path / "b", run_id=EVIL)
+    page = render_compare_html(analyze_run(run_a), run_a, analyze_run(run_b), run_b)
+    assert page.count(get_plotlyjs()) == 1
+    latency = figure(page, "chart-latency")
+    assert {t["name"] for t in latency["data"]} >= {"A: all_reduce", "B: all_reduce"}
+    phases = figure(page, "chart-phases")
+    assert "A: rank 0" in phases["data"][0]["x"] and "B: rank 1" in phases["data"][0]["x"]
+    assert "<script>alert" not in without_plotly(page)
+    assert page.count('class="card"') == 2
+
+
+def test_timeline_is_bounded_to_eight_ranks_and_forty_rank_steps(tmp_path):
+    run = build_run(tmp_path / "ten", world_size=10, num_steps=12)
+    analysis = analyze_run(run)
+    assert timeline_scope(analysis, run, None) == (range(1, 6), list(range(8)))
+    timeline = figure(render_html(analysis, run), "chart-timeline")
+    rows = timeline["layout"]["yaxis"]["categoryarray"]
+    assert {r.split(":")[0] for r in rows} == {f"rank {r}" for r in range(8)}
+    assert {
+        h.split("step ")[1].split(",")[0] for t in timeline["data"] for h in t["hovertext"]
+    } == {str(s) for s in range(1, 6)}
+    late = dataclasses.replace(analysis.cross_rank.straggler, rank=9)
+    slow = dataclasses.replace(
+        analysis, cross_rank=dataclasses.replace(analysis.cross_rank, straggler=late)
+    )
+    assert timeline_scope(slow, run, range(3, 4)) == (range(3, 4), [0, 1, 2, 3, 4, 5, 6, 9])
+    assert "ranks 0, 1, 2, 3, 4, 5, 6, 9 of 10" in render_html(slow, run)
+
+
+def test_small_runs_show_every_rank_and_ten_steps(tmp_path):
+    run = build_run(tmp_path / "run", num_steps=14)
+    assert timeline_scope(analyze_run(run), run, None) == (range(1, 11), None)
