@@ -22,8 +22,6 @@ app = typer.Typer(
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-REPORT_WIDTH = 120
-"""Width of the report when stdout is not a terminal (logs, pipes)."""
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 NPROC = typer.Option(
@@ -68,19 +66,10 @@ def finish(outcome: Outcome, show_report: bool, probe: bool) -> None:
     raise typer.Exit(outcome.exit_code)
 
 
-def print_report(run_dir: Path, json_file: Path | None = None) -> None:
-    from scalescope.analyze.summary import analyze_run
-    from scalescope.events.run import load_run
-    from scalescope.report.json_report import to_json
-    from scalescope.report.terminal import render_terminal
+def print_report(run_dir: Path) -> None:
+    from scalescope.report.outputs import ReportFiles, report_run
 
-    analysis = analyze_run(load_run(run_dir))
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=REPORT_WIDTH)
-    render_terminal(analysis, console)
-    if json_file is not None:
-        json_file.write_bytes(to_json(analysis))
+    report_run(run_dir, ReportFiles())
 
 
 def launch_options(p: dict[str, Any]) -> LaunchOptions:
@@ -193,12 +182,40 @@ def run(
 def report(
     run_dir: Path = typer.Argument(..., help="A run directory written by run or bench."),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
+    timeline: Path | None = typer.Option(
+        None, "--timeline", help="Also write a Chrome/Perfetto trace of a few steps."
+    ),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Steps in the timelines (default: 10 after warm-up).", min=1
+    ),
 ) -> None:
-    """Print where the time went in a recorded run."""
+    """Print where the time went in a recorded run; optionally write JSON, HTML, timeline."""
     from scalescope.events.run import RunDirError
+    from scalescope.report.outputs import ReportFiles, report_run
+
+    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    try:
+        written = report_run(run_dir, files)
+    except RunDirError as exc:
+        fail(str(exc))
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+@app.command()
+def compare(
+    run_a: Path = typer.Argument(..., help="The baseline run directory."),
+    run_b: Path = typer.Argument(..., help="The run to compare with it."),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the comparison."),
+    html: Path | None = typer.Option(None, "--html", help="Also write a side-by-side dashboard."),
+) -> None:
+    """The same tables for two runs side by side, with ratios B / A."""
+    from scalescope.events.run import RunDirError
+    from scalescope.report.outputs import compare_run_dirs
 
     try:
-        print_report(run_dir, json_file)
+        compare_run_dirs(run_a, run_b, json_file, html)
     except RunDirError as exc:
         fail(str(exc))
 
