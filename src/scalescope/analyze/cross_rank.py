@@ -12,11 +12,18 @@ Thresholds (module constants, documented in docs/report-schema.md):
   later than the second-to-last by more than max(50 µs, 2 × the largest clock
   uncertainty). Closer arrivals cannot be ordered reliably (clock error, queued buckets
   that all become ready when the one ahead completes).
-- A rank is reported as the straggler when it is the clearly-last rank of the most
-  instances, its share of the clearly-last instances is at least ``straggler_min_share_pct``
-  = max(150 / num_ranks, 50) % (1.5 times its fair share, and a majority), and it was
-  clearly last in at least ``MIN_LAST_FRACTION`` (10 %) of the measured instances it took
-  part in (so a handful of jittery instances in a balanced run name no one).
+- *Lateness* of a rank: the sum, over the instances it is clearly last at, of how much
+  later it arrived than the second-to-last rank: the time it kept the others waiting.
+- The straggler is the rank with the most lateness, named only when it holds at least
+  ``straggler_min_share_pct`` = max(150 / num_ranks, 50) % of all ranks' lateness
+  (1.5 times its fair share, and a majority) and its lateness per measured step is at
+  least ``STRAGGLER_MIN_STEP_PCT`` (10 %) of the mean step time and ``STRAGGLER_MIN_NS``
+  (100 µs). Counting instances instead of weighing them misleads on real runs: after
+  the one instance where a slow rank is 50 ms late, the next few are decided by
+  sub-millisecond jitter in which rank is notified first.
+- Busy time and a straggler's phase use each phase's *own* time: the phase less the
+  waiting in blocking collectives issued inside it (forward holds DDP's buffer broadcast,
+  so the ranks that wait for a late rank there would otherwise look slow in forward).
 """
 
 from __future__ import annotations
@@ -32,11 +39,14 @@ from scalescope.analyze.step_slots import (
     StepSlots,
     measured_slots,
     overlap_per_slot,
-    sync_wait_per_slot,
+    with_sync_waits,
 )
 from scalescope.events import Run
 
 __all__ = [
+    "STRAGGLER_MIN_NS",
+    "STRAGGLER_MIN_STEP_PCT",
+    "TIE_FLOOR_NS",
     "ClockAlignment",
     "CrossRankAnalysis",
     "IdealThroughput",
@@ -49,11 +59,12 @@ __all__ = [
 ]
 
 TIE_FLOOR_NS = 50_000
-MIN_LAST_FRACTION = 0.10
+STRAGGLER_MIN_STEP_PCT = 10.0
+STRAGGLER_MIN_NS = 100_000
 
 
 def straggler_min_share_pct(num_ranks: int) -> float:
-    """Share of the clearly-last instances a rank needs to be named the straggler."""
+    """Share of all ranks' lateness a rank needs to be named the straggler."""
     return max(150.0 / max(num_ranks, 1), 50.0)
 
 
@@ -69,20 +80,31 @@ class RankWaits:
     wait_ms_per_step: float
     """Time this rank spent waiting for others in collectives, per measured step."""
     busy_ms_per_step: float
-    """data + forward + backward + optimizer per measured step (what the rank does itself)."""
+    """data + forward + backward + optimizer per measured step (what the rank does itself),
+    less its waiting in blocking collectives issued inside those phases."""
     instances: int = 0
     """Added: matched instances of measured steps this rank took part in."""
+    lateness_ms_per_step: float = 0.0
+    """Added: its lateness (summed over the instances it was clearly last at) per step."""
+    lateness_share_pct: float = 0.0
+    """Added: its share of the lateness of all ranks (0 when no rank was ever late)."""
 
 
 @dataclass(frozen=True)
 class Straggler:
     rank: int
     last_share_pct: float
+    """As RankWaits.last_share_pct: a share of instance counts, not of time."""
     lateness_avg_ms: float
     phase: str | None
-    """The phase in which it spends the most time above the other ranks' mean."""
+    """The phase (data, forward, backward, optimizer, or other: outside every phase) in
+    which it spends the most own time above the other ranks' mean."""
     phase_excess_ms: float | None
-    """Per step, that phase's time on the straggler minus the others' mean."""
+    """Per step, that phase's own time on the straggler minus the others' mean."""
+    lateness_share_pct: float = 0.0
+    """Added: its share of all ranks' lateness (what names it)."""
+    lateness_ms_per_step: float = 0.0
+    """Added: how long per measured step it kept the others waiting."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +137,7 @@ class CrossRankAnalysis:
     load_imbalance_pct: float | None
     """(max − mean) / mean of per-rank busy time, × 100."""
     straggler: Straggler | None
-    """None when no rank is last clearly more often than the others."""
+    """None when no rank passes the straggler thresholds (module doc)."""
     overlap: Overlap | None
     ideal: IdealThroughput | None
     tie_tolerance_us: float = TIE_FLOOR_NS / 1e3
@@ -132,38 +154,56 @@ def _measured_instances(m: Matched, slots: StepSlots) -> np.ndarray:
     return np.minimum.reduceat(inside, m.first) > 0
 
 
-def _rank_waits(rank: int, slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> RankWaits:
-    num_steps = int((slots.rank == rank).sum())
-    busy_ms = slots.per_rank_mean_ms(rank, BUSY_PHASES)
+def _per_rank(ranks: np.ndarray, of: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Count (or sum ``weights``) per rank of ``ranks`` for entries owned by ranks ``of``."""
+    return np.bincount(np.searchsorted(ranks, of), weights=weights, minlength=len(ranks))
+
+
+def _rank_waits(slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> tuple[RankWaits, ...]:
+    """Figures of every rank of ``slots.ranks``, all ranks at once."""
+    ranks = slots.ranks
+    steps = slots.steps_per_rank().astype(np.float64)
+    busy = slots.own_ms_per_step(BUSY_PHASES)
     if m is None:
-        return RankWaits(rank, 0, 0.0, 0.0, 0.0, busy_ms, 0)
-    mine = (m.rank == rank) & inst_ok[m.inst]
-    took_part = np.zeros(m.num_instances, dtype=bool)
-    took_part[m.inst[mine]] = True
-    clear = int((took_part & (m.last_rank >= 0)).sum())
-    last = inst_ok & (m.last_rank == rank)
-    last_count = int(last.sum())
-    wait_ns = float(m.wait_ns[mine].sum())
-    return RankWaits(
-        rank=rank,
-        last_count=last_count,
-        last_share_pct=100.0 * last_count / clear if clear else 0.0,
-        lateness_avg_us=float(m.lateness_ns[last].mean()) / 1e3 if last_count else 0.0,
-        wait_ms_per_step=wait_ns / num_steps / 1e6 if num_steps else 0.0,
-        busy_ms_per_step=busy_ms,
-        instances=int(took_part.sum()),
+        return tuple(
+            RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b)) for r, b in zip(ranks, busy, strict=True)
+        )
+    rows = inst_ok[m.inst]  # rows of measured instances
+    took_part = _per_rank(ranks, m.rank[rows])
+    clear_rows = rows & (m.last_rank[m.inst] >= 0)
+    clear = _per_rank(ranks, m.rank[clear_rows])
+    wait_ns = _per_rank(ranks, m.rank[rows], m.wait_ns[rows].astype(np.float64))
+    last = inst_ok & (m.last_rank >= 0)
+    last_count = _per_rank(ranks, m.last_rank[last])
+    late_ns = _per_rank(ranks, m.last_rank[last], m.lateness_ns[last].astype(np.float64))
+    late_total = float(late_ns.sum())
+    per_step = np.where(steps > 0, 1e6 * steps, np.inf)  # ns per rank-step -> ms per step
+    return tuple(
+        RankWaits(
+            rank=int(ranks[i]),
+            last_count=int(last_count[i]),
+            last_share_pct=float(100.0 * last_count[i] / clear[i]) if clear[i] else 0.0,
+            lateness_avg_us=float(late_ns[i] / last_count[i] / 1e3) if last_count[i] else 0.0,
+            wait_ms_per_step=float(wait_ns[i] / per_step[i]),
+            busy_ms_per_step=float(busy[i]),
+            instances=int(took_part[i]),
+            lateness_ms_per_step=float(late_ns[i] / per_step[i]),
+            lateness_share_pct=float(100.0 * late_ns[i] / late_total) if late_total > 0 else 0.0,
+        )
+        for i in range(len(ranks))
     )
 
 
 def _straggler(waits: tuple[RankWaits, ...], slots: StepSlots) -> Straggler | None:
-    """The rank clearly last most often, if it passes the thresholds of the module doc."""
-    if not waits:
+    """The rank with the most lateness, if it passes the thresholds of the module doc."""
+    if not waits or len(slots.keys) == 0:
         return None
-    top = max(waits, key=lambda w: (w.last_count, -w.rank))
+    top = max(waits, key=lambda w: (w.lateness_share_pct, -w.rank))
+    mean_step_ms = float(slots.dur_ns.mean()) / 1e6
+    floor_ms = max(STRAGGLER_MIN_STEP_PCT / 100.0 * mean_step_ms, STRAGGLER_MIN_NS / 1e6)
     if (
-        top.last_count == 0
-        or top.last_share_pct < straggler_min_share_pct(len(waits))
-        or top.last_count < MIN_LAST_FRACTION * top.instances
+        top.lateness_share_pct < straggler_min_share_pct(len(waits))
+        or top.lateness_ms_per_step < floor_ms
     ):
         return None
     phase, excess = slots.largest_excess(top.rank)
@@ -173,37 +213,39 @@ def _straggler(waits: tuple[RankWaits, ...], slots: StepSlots) -> Straggler | No
         lateness_avg_ms=top.lateness_avg_us / 1e3,
         phase=phase,
         phase_excess_ms=excess,
+        lateness_share_pct=top.lateness_share_pct,
+        lateness_ms_per_step=top.lateness_ms_per_step,
     )
 
 
 def _load_imbalance(waits: tuple[RankWaits, ...], slots: StepSlots) -> float | None:
-    busy = np.array([w.busy_ms_per_step for w in waits if (slots.rank == w.rank).any()])
+    busy = np.array([w.busy_ms_per_step for w in waits])[slots.steps_per_rank() > 0]
     if len(busy) < 2 or busy.mean() <= 0:
         return None
     return float(100.0 * (busy.max() - busy.mean()) / busy.mean())
 
 
 def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
+    """Per-rank means over measured steps, averaged over the ranks with measured steps."""
     per_slot = overlap_per_slot(run.events, slots)
     if per_slot is None:
         return None
     comm, hidden = per_slot
-    exposed = slots.phase_ns["comm_wait"]
-    ranks = np.unique(slots.rank)
-    comm_ms = float(np.mean([comm[slots.rank == r].mean() for r in ranks])) / 1e6
-    hidden_ms = float(np.mean([hidden[slots.rank == r].mean() for r in ranks])) / 1e6
-    exposed_ms = float(np.mean([exposed[slots.rank == r].mean() for r in ranks])) / 1e6
+    has_steps = slots.steps_per_rank() > 0
+
+    def mean_ms(per: np.ndarray) -> float:
+        return float(slots.per_rank_mean(per)[has_steps].mean()) / 1e6
+
+    comm_ms, hidden_ms = mean_ms(comm), mean_ms(hidden)
     return Overlap(
         comm_ms_per_step=comm_ms,
         hidden_ms_per_step=hidden_ms,
-        exposed_ms_per_step=exposed_ms,
+        exposed_ms_per_step=mean_ms(slots.phase_ns["comm_wait"]),
         hidden_pct=100.0 * hidden_ms / comm_ms if comm_ms > 0 else 0.0,
     )
 
 
-def _ideal(
-    run: Run, slots: StepSlots, m: Matched | None, inst_ok: np.ndarray
-) -> IdealThroughput | None:
+def _ideal(slots: StepSlots) -> IdealThroughput | None:
     """Samples / the slowest rank's summed step time, as recorded and without waiting.
 
     A rank's ideal step drops its exposed communication (comm_wait) and its waits in
@@ -213,11 +255,10 @@ def _ideal(
     samples = int(slots.samples.sum())
     if samples == 0 or len(slots.keys) == 0:
         return None
-    sync_wait = sync_wait_per_slot(run.events, slots, m, inst_ok)
-    ideal = np.maximum(slots.dur_ns - slots.phase_ns["comm_wait"] - sync_wait, 0.0)
-    ranks = np.unique(slots.rank)
-    achieved_ns = max(float(slots.dur_ns[slots.rank == r].sum()) for r in ranks)
-    ideal_ns = max(float(ideal[slots.rank == r].sum()) for r in ranks)
+    blocking = slots.blocking_wait_ns()
+    ideal = np.maximum(slots.dur_ns - slots.phase_ns["comm_wait"] - blocking, 0.0)
+    achieved_ns = float(slots.per_rank_sum(slots.dur_ns).max())
+    ideal_ns = float(slots.per_rank_sum(ideal).max())
     if achieved_ns <= 0 or ideal_ns <= 0:
         return None
     achieved, best = samples / achieved_ns * 1e9, samples / ideal_ns * 1e9
@@ -226,15 +267,15 @@ def _ideal(
 
 def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events."""
-    ranks = run.events.ranks()
-    if len(ranks) < 2:
+    if len(run.events.ranks()) < 2:
         return None
     clocks = align_clocks(run)
     tie_ns = tie_tolerance_ns(clocks, TIE_FLOOR_NS)
     slots = measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)
     inst_ok = _measured_instances(m, slots) if m is not None else np.zeros(0, dtype=bool)
-    waits = tuple(_rank_waits(r, slots, m, inst_ok) for r in ranks)
+    slots = with_sync_waits(run.events, slots, m, inst_ok)
+    waits = _rank_waits(slots, m, inst_ok)
     return CrossRankAnalysis(
         clocks=clocks,
         waits=wait_stats(m, inst_ok, run.events.symbols) if m is not None else (),
@@ -244,7 +285,7 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
         load_imbalance_pct=_load_imbalance(waits, slots),
         straggler=_straggler(waits, slots),
         overlap=_overlap(run, slots),
-        ideal=_ideal(run, slots, m, inst_ok),
+        ideal=_ideal(slots),
         tie_tolerance_us=tie_ns / 1e3,
         measured_instances=int(inst_ok.sum()),
     )

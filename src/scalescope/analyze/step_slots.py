@@ -6,7 +6,7 @@ every rank come out of a single ``bincount`` instead of a loop over ranks and st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,37 +43,68 @@ class StepSlots:
     samples: np.ndarray
     phase_ns: dict[str, np.ndarray]
     """Per-slot sum of each phase of PHASES (float ns; 0 where a step has no such row)."""
+    ranks: np.ndarray
+    """Every rank of the event table, sorted (some may have no measured step)."""
+    sync_wait_ns: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-slot waiting in blocking collectives (all but gradient buckets), by the phase
+    they were issued in (``other``: outside every phase); see ``with_sync_waits``."""
 
     def slot_of(self, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Slot index of each (rank, step); -1 where it is not a measured step."""
         return _slot_of(self.keys, rank, step)
 
-    def per_rank_mean_ms(self, rank: int, phases: tuple[str, ...]) -> float:
-        """Mean per measured step of the summed ``phases`` of one rank (0 without steps)."""
-        mine = self.rank == rank
-        if not mine.any():
-            return 0.0
-        total = sum(float(self._phase(p)[mine].sum()) for p in phases)
-        return total / int(mine.sum()) / 1e6
-
-    def _phase(self, phase: str) -> np.ndarray:
+    def own_ns(self, phase: str) -> np.ndarray:
+        """Per slot: the phase (or ``other``) less the waiting for other ranks inside it,
+        so a rank kept waiting in forward's buffer broadcast does not look slow in forward."""
         if phase == OTHER:
             covered = sum(self.phase_ns[p] for p in PHASES)
-            return np.maximum(self.dur_ns - covered, 0.0)
-        return self.phase_ns[phase]
+            raw = np.maximum(self.dur_ns - covered, 0.0)
+        else:
+            raw = self.phase_ns[phase]
+        wait = self.sync_wait_ns.get(phase)
+        return raw if wait is None else np.maximum(raw - wait, 0.0)
+
+    def blocking_wait_ns(self) -> np.ndarray:
+        """Per slot: waiting in blocking collectives issued outside backward and comm_wait
+        (waits of those two are hidden or already in comm_wait)."""
+        total = np.zeros(len(self.keys))
+        for phase, wait in self.sync_wait_ns.items():
+            if phase not in ("backward", "comm_wait"):
+                total += wait
+        return total
+
+    def steps_per_rank(self) -> np.ndarray:
+        """Measured steps of each rank of ``ranks``."""
+        return np.bincount(np.searchsorted(self.ranks, self.rank), minlength=len(self.ranks))
+
+    def per_rank_sum(self, per_slot: np.ndarray) -> np.ndarray:
+        """Sum of a per-slot value over each rank's slots, for each rank of ``ranks``."""
+        idx = np.searchsorted(self.ranks, self.rank)
+        return np.bincount(idx, weights=per_slot, minlength=len(self.ranks))
+
+    def per_rank_mean(self, per_slot: np.ndarray) -> np.ndarray:
+        """Mean of a per-slot value over each rank's slots; 0 for a rank without steps."""
+        steps = self.steps_per_rank()
+        return self.per_rank_sum(per_slot) / np.maximum(steps, 1)
+
+    def own_ms_per_step(self, phases: tuple[str, ...]) -> np.ndarray:
+        """Per rank of ``ranks``: mean own time of ``phases`` per measured step, in ms."""
+        per_slot = sum((self.own_ns(p) for p in phases), np.zeros(len(self.keys)))
+        return self.per_rank_mean(per_slot) / 1e6
 
     def largest_excess(self, rank: int) -> tuple[str | None, float | None]:
-        """The phase (busy phases and ``other``) where ``rank`` spends the most time per step
-        above the mean of the other ranks, and that excess in ms; None when it spends no
-        more anywhere or no other rank has measured steps."""
-        others = [int(r) for r in np.unique(self.rank) if r != rank]
-        if not others or not (self.rank == rank).any():
+        """The phase (busy phases and ``other``) where ``rank`` spends the most own time per
+        step above the mean of the other ranks, and that excess in ms; None when it spends
+        no more anywhere or no other rank has measured steps."""
+        has_steps = self.steps_per_rank() > 0
+        me = self.ranks == rank
+        others = has_steps & ~me
+        if not others.any() or not (has_steps & me).any():
             return None, None
-        excess = {
-            p: self.per_rank_mean_ms(rank, (p,))
-            - float(np.mean([self.per_rank_mean_ms(r, (p,)) for r in others]))
-            for p in (*BUSY_PHASES, OTHER)
-        }
+        excess = {}
+        for p in (*BUSY_PHASES, OTHER):
+            ms = self.own_ms_per_step((p,))
+            excess[p] = float(ms[me][0] - ms[others].mean())
         phase = max(excess, key=lambda p: excess[p])
         return (phase, excess[phase]) if excess[phase] > 0 else (None, None)
 
@@ -97,6 +128,7 @@ def measured_slots(events: EventTable, warmup_steps: int) -> StepSlots:
         dur_ns=rows.dur_ns[first].astype(np.float64),
         samples=rows.count[first].astype(np.int64),
         phase_ns=phase_ns,
+        ranks=np.asarray(events.ranks(), dtype=np.int64),
     )
 
 
@@ -149,36 +181,57 @@ def overlap_per_slot(events: EventTable, slots: StepSlots) -> tuple[np.ndarray, 
     )  # fmt: skip
 
 
-def _inside(
-    events: EventTable, rank: np.ndarray, t: np.ndarray, names: tuple[str, ...]
-) -> np.ndarray:
-    """Whether each (rank, own-clock time) falls in a PHASE row of ``names`` of that rank."""
+def _phase_at(events: EventTable, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Name id of the PHASE row of the same rank containing each own-clock time; -1 if none.
+
+    A rank's phases follow each other without overlapping, so the only candidate is the
+    row of that rank that started last at or before ``t``: found for all queries at once
+    by sorting phase starts and queries by (rank, time) and carrying the position of the
+    latest phase start forward.
+    """
     phases = events.of_kind(Kind.PHASE)
-    phases = phases.select(np.isin(phases.name, [phases.symbols.id_of(n) for n in names]))
-    out = np.zeros(len(t), dtype=bool)
-    for r in np.unique(rank):
-        mine = phases.select(phases.rank == r)
-        if len(mine) == 0:
-            continue
-        order = np.argsort(mine.start_ns, kind="stable")
-        starts = mine.start_ns[order]
-        ends = np.maximum.accumulate((mine.start_ns + mine.dur_ns)[order])
-        sel = rank == r
-        idx = np.searchsorted(starts, t[sel], side="right") - 1
-        out[sel] = (idx >= 0) & (t[sel] <= ends[np.maximum(idx, 0)])
+    n_p = len(phases)
+    out = np.full(len(t), -1, dtype=np.int64)
+    if n_p == 0 or len(t) == 0:
+        return out
+    ranks = np.concatenate([phases.rank, rank]).astype(np.int64)
+    times = np.concatenate([phases.start_ns, t]).astype(np.int64)
+    is_query = np.concatenate([np.zeros(n_p, np.int8), np.ones(len(t), np.int8)])
+    order = np.lexsort((is_query, times, ranks))  # a phase starting at t comes first
+    pos = np.where(order < n_p, np.arange(len(order)), -1)
+    latest = np.maximum.accumulate(pos)
+    queries = np.flatnonzero(order >= n_p)
+    q, found = order[queries] - n_p, latest[queries]
+    row = np.where(found >= 0, order[np.maximum(found, 0)], 0)  # a phase row when found
+    hit = (
+        (found >= 0)
+        & (phases.rank[row] == rank[q])
+        & (t[q] <= (phases.start_ns + phases.dur_ns)[row])
+    )
+    out[q[hit]] = phases.name[row[hit]]
     return out
 
 
-def sync_wait_per_slot(
+def with_sync_waits(
     events: EventTable, slots: StepSlots, m: Matched | None, inst_ok: np.ndarray
-) -> np.ndarray:
-    """Per slot: waiting in collectives that block the step (not gradient buckets, issued
-    outside backward and comm_wait), over the matched instances of measured steps."""
-    n = len(slots.keys)
+) -> StepSlots:
+    """``slots`` with the waiting in blocking collectives (everything but gradient buckets,
+    whose waiting overlaps backward or shows in comm_wait) per slot and phase of issue,
+    over the matched instances of measured steps."""
     if m is None:
-        return np.zeros(n)
-    rows = inst_ok[m.inst] & (m.tag != events.symbols.id_of("gradients"))
-    rank, step, t = m.rank[rows], m.step[rows], m.local_start_ns[rows]
-    slot = slots.slot_of(rank, step)
-    keep = (slot >= 0) & ~_inside(events, rank, t, ("backward", "comm_wait"))
-    return np.bincount(slot[keep], weights=m.wait_ns[rows][keep].astype(np.float64), minlength=n)
+        return slots
+    rows = np.flatnonzero(inst_ok[m.inst] & (m.tag != events.symbols.id_of("gradients")))
+    slot = slots.slot_of(m.rank[rows], m.step[rows])
+    rows, slot = rows[slot >= 0], slot[slot >= 0]
+    phase = _phase_at(events, m.rank[rows], m.local_start_ns[rows])
+    wait = m.wait_ns[rows].astype(np.float64)
+    n = len(slots.keys)
+    waits = {}
+    for name in (*PHASES, OTHER):
+        sid = events.symbols.id_of(name) if name != OTHER else -1
+        if sid == -1 and name != OTHER:
+            continue  # no row has this phase
+        mask = phase == sid
+        if mask.any():
+            waits[name] = np.bincount(slot[mask], weights=wait[mask], minlength=n)
+    return replace(slots, sync_wait_ns=waits)

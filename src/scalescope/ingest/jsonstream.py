@@ -48,7 +48,8 @@ class ByteSource:
     def __init__(self, path: Path) -> None:
         with open(path, "rb") as probe:
             self.gzipped = probe.read(2) == _GZIP_MAGIC
-        self._file: IO[bytes] = gzip.open(path, "rb") if self.gzipped else open(path, "rb")
+        opener = gzip.open if self.gzipped else open
+        self._file: IO[bytes] = opener(path, "rb")  # noqa: SIM115 (closed by close())
         self.error: str | None = None
 
     def read(self, size: int) -> bytes:

@@ -133,21 +133,31 @@ class RowBuilder:
         return len(self._ints["step"])
 
     def table(self) -> EventTable:
-        n = len(self)
-        ints = {c: np.frombuffer(a, dtype=np.int64) if n else np.zeros(0) for c, a in self._ints.items()}
+        ints = {c: _column(a, np.int64) for c, a in self._ints.items()}
+        strs = {c: _column(a, np.int32) for c, a in self._strs.items()}
         return EventTable(
-            rank=np.full(n, self.rank, dtype=np.int32),
+            rank=np.full(len(self), self.rank, dtype=np.int32),
             step=ints["step"].astype(np.int32),
             kind=ints["kind"].astype(np.int8),
-            start_ns=ints["start_ns"].astype(np.int64),
-            dur_ns=ints["dur_ns"].astype(np.int64),
-            nbytes=ints["nbytes"].astype(np.int64),
-            count=ints["count"].astype(np.int64),
-            seq=ints["seq"].astype(np.int64),
-            **{c: np.frombuffer(a, dtype=np.int32).copy() if n else np.zeros(0, np.int32)
-               for c, a in self._strs.items()},
+            start_ns=ints["start_ns"],
+            dur_ns=ints["dur_ns"],
+            nbytes=ints["nbytes"],
+            count=ints["count"],
+            seq=ints["seq"],
+            **strs,
             symbols=self.symbols,
         )
+
+
+def _column(values: array, dtype: type) -> np.ndarray:
+    return np.frombuffer(values, dtype=dtype).copy() if len(values) else np.zeros(0, dtype)
+
+
+def _ranks_per_host(ranks: dict[int, RankMeta]) -> int:
+    hosts: dict[str, int] = {}
+    for meta in ranks.values():
+        hosts[meta.hostname] = hosts.get(meta.hostname, 0) + 1
+    return max(hosts.values(), default=1)
 
 
 def make_run(
@@ -173,7 +183,7 @@ def make_run(
         workload=fmt,
         options={"source": str(path), **extra},
         world_size=world_size,
-        nproc_per_node=max(len(ranks), 1),
+        nproc_per_node=_ranks_per_host(ranks),
         launcher=fmt,
         warmup_steps=0,
         hostnames=sorted({r.hostname for r in ranks.values() if r.hostname}),

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import (
+    STRAGGLER_MIN_STEP_PCT,
     ClockAlignment,
     CrossRankAnalysis,
     straggler_min_share_pct,
@@ -62,18 +63,20 @@ def _clock_rows(clocks: tuple[ClockAlignment, ...]) -> list[tuple[str, str]]:
 
 
 def straggler_line(c: CrossRankAnalysis) -> str:
+    """One sentence: who keeps the others waiting, by how much, and in which phase."""
     s = c.straggler
     if s is None:
         need = straggler_min_share_pct(len(c.ranks))
         return (
-            "no straggler: no rank is clearly last (by more than "
-            f"{c.tie_tolerance_us:,.0f} µs) in {need:.0f}% or more of the collectives"
+            f"no straggler: no rank causes {need:.0f}% or more of the waiting for late ranks "
+            f"at {STRAGGLER_MIN_STEP_PCT:.0f}% of a step or more"
         )
     mine = next((r for r in c.ranks if r.rank == s.rank), None)
-    counts = f" ({mine.last_count:,} of {mine.instances:,} instances)" if mine else ""
+    counts = f"{mine.last_count:,} of {mine.instances:,}" if mine else f"{s.last_share_pct:.0f}% of"
     text = (
-        f"rank {s.rank} is last in {s.last_share_pct:.0f}% of the collectives with a clearly "
-        f"last rank{counts}, {s.lateness_avg_ms:,.2f} ms late on average"
+        f"rank {s.rank} causes {s.lateness_share_pct:.0f}% of the waiting "
+        f"({s.lateness_ms_per_step:,.2f} ms per step): last at {counts} collectives, "
+        f"{s.lateness_avg_ms:,.2f} ms late on average"
     )
     if s.phase is None or s.phase_excess_ms is None:
         return text + "; no phase of it takes longer than on the others"
@@ -148,8 +151,8 @@ def _waits_table(c: CrossRankAnalysis) -> Table:
 
 def _ranks_table(c: CrossRankAnalysis) -> Table:
     table = Table(title="Per rank (measured steps)", title_justify="left")
-    cols = ("rank", "last", "last share (%)", "lateness avg (ms)")
-    for col in (*cols, "wait (ms/step)", "busy (ms/step)"):
+    cols = ("rank", "last", "last share (%)", "lateness avg (ms)", "lateness (ms/step)")
+    for col in (*cols, "lateness share (%)", "wait (ms/step)", "busy (ms/step)"):
         table.add_column(col, justify="right")
     for r in c.ranks:
         table.add_row(
@@ -157,12 +160,15 @@ def _ranks_table(c: CrossRankAnalysis) -> Table:
             f"{r.last_count:,} of {r.instances:,}",
             f"{r.last_share_pct:.1f}",
             f"{r.lateness_avg_us / 1e3:,.2f}" if r.last_count else NA,
+            f"{r.lateness_ms_per_step:,.2f}",
+            f"{r.lateness_share_pct:.1f}",
             f"{r.wait_ms_per_step:,.2f}",
             f"{r.busy_ms_per_step:,.2f}",
         )
     table.caption = (
-        f"last: instances the rank arrived at last by more than {c.tie_tolerance_us:,.0f} µs; "
-        "share of the instances with such a rank; busy = data + forward + backward + optimizer"
+        f"last: instances the rank arrived at last by more than {c.tie_tolerance_us:,.0f} µs "
+        "(share: of the instances with such a rank); lateness: how much later than the "
+        "second-to-last; busy: data + forward + backward + optimizer, less waiting in them"
     )
     table.caption_justify = "left"
     return table

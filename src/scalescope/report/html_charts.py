@@ -43,7 +43,7 @@ class Chart:
     note: str = ""
 
 
-def esc(text: str) -> str:
+def plotly_text(text: str) -> str:
     """Escape a user string for a plotly label (plotly decodes the entities back)."""
     return html.escape(str(text), quote=False)
 
@@ -88,7 +88,7 @@ def latency_chart(runs: list[tuple[str, RunAnalysis]], chart_id: str = "chart-la
                 go.Scatter(
                     x=[s.nbytes for s in rows],
                     y=avg,
-                    name=esc(f"{label}{op}"),
+                    name=plotly_text(f"{label}{op}"),
                     mode="lines+markers",
                     line={"dash": "dash" if label.startswith("B") else None},
                     error_y={
@@ -125,7 +125,7 @@ def count_chart(analysis: RunAnalysis) -> Chart:
                 go.Scatter(
                     x=[s.nbytes for s in rows],
                     y=[s.calls_per_rank for s in rows],
-                    name=esc(op),
+                    name=plotly_text(op),
                     mode="lines+markers",
                 )
             )
@@ -141,7 +141,7 @@ def phases_chart(runs: list[tuple[str, RunAnalysis]], chart_id: str = "chart-pha
     """Mean ms per step of each phase, stacked, one bar per rank (per run when comparing)."""
     title = "Step phases per rank (mean ms per measured step)"
     bars = [
-        (esc(f"{label}rank {r.rank}"), {p.phase: p.mean_ms for p in r.phases})
+        (plotly_text(f"{label}rank {r.rank}"), {p.phase: p.mean_ms for p in r.phases})
         for label, analysis in runs
         if analysis.steps is not None
         for r in analysis.steps.ranks
@@ -171,7 +171,7 @@ def waits_chart(analysis: RunAnalysis) -> Chart:
     if cross is None or not cross.waits:
         note = "No cross-rank analysis: it needs collectives matched across at least 2 ranks."
         return Chart("chart-waits", title, None, note)
-    labels = [esc(f"{w.op} {fmt_bytes(w.nbytes)} ({w.tag})") for w in cross.waits]
+    labels = [plotly_text(f"{w.op} {fmt_bytes(w.nbytes)} ({w.tag})") for w in cross.waits]
     hover = [
         f"{w.instances} instances, skew avg {w.skew_avg_us:.1f} µs, max "
         f"{w.skew_max_us:.1f} µs, waiting {w.wait_share_pct:.1f}%"
@@ -246,17 +246,17 @@ def _timeline_rows(trace: dict[str, Any]) -> dict[tuple[int, int], str]:
         if e["ph"] == "M" and e["name"] == "thread_name"
     }
     keys = sorted(threads, key=lambda k: (ranks.get(k[0], k[0]), k[1]))
-    return {k: f"rank {ranks.get(k[0], k[0])}: {esc(threads[k])}" for k in keys}
+    return {k: f"rank {ranks.get(k[0], k[0])}: {plotly_text(threads[k])}" for k in keys}
 
 
 def _hover(e: dict[str, Any]) -> str:
     """Short (it is repeated per bar): name, step, duration or start, message."""
     args = e.get("args", {})
-    name = "" if e["cat"] == "step" else f"{esc(e['name'])}, "
+    name = "" if e["cat"] == "step" else f"{plotly_text(e['name'])}, "
     when = f"{e['dur'] / 1e3:.3f} ms" if "dur" in e else f"at {e['ts'] / 1e3:.3f} ms"
     text = f"{name}step {args.get('step')}, {when}"
     if "bytes" in args:
-        text += f"<br>{fmt_bytes(args['bytes'])} {esc(args['tag'])}, seq {args['seq']}"
+        text += f"<br>{fmt_bytes(args['bytes'])} {plotly_text(args['tag'])}, seq {args['seq']}"
     return text
 
 
@@ -296,7 +296,13 @@ def timeline_chart(trace: dict[str, Any], ranks_note: str = "") -> Chart:
     for name, series in bars.items():
         color = PHASE_COLORS.get(name, "#dddddd" if name == "step" else None)
         fig.add_trace(
-            go.Bar(orientation="h", name=esc(name), marker_color=color, hoverinfo="text", **series)
+            go.Bar(
+                orientation="h",
+                name=plotly_text(name),
+                marker_color=color,
+                hoverinfo="text",
+                **series,
+            )
         )
     if marks["x"]:
         never = {"symbol": "x", "size": 10, "color": "#d62728"}

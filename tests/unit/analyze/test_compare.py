@@ -96,7 +96,7 @@ def test_collectives_only_sizes_in_both_are_compared(runs):
 
 def test_cross_rank_waits_side_by_side(runs):
     x = compare_runs(*runs).cross_rank
-    assert x.straggler_a is None and x.straggler_b == 1  # late at every 4 MiB call
+    assert x.straggler_a is None and x.straggler_b is None  # B: 1 ms late per 50 ms step < 10 %
     w = next(w for w in x.waits if w.nbytes == 4 * MIB)
     assert (w.op, w.tag) == ("all_reduce", "gradients")
     assert w.wait_avg_us.a == 0.0 and w.wait_avg_us.ratio is None  # nothing to divide by

@@ -11,6 +11,8 @@ wait for bucket 1, not for rank 1: only bucket 1 and the broadcast have waiting.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from analyze_runs import coll_row, make_run, phase_row, step_row
@@ -168,16 +170,21 @@ def test_per_rank_waits_straggler_and_imbalance(scenario):
     assert ranks[1].last_share_pct == _approx(100.0)
     assert ranks[1].lateness_avg_us == _approx((200 + 10_000) / 2)
     assert [ranks[r].instances for r in range(3)] == [4 * (STEPS - WARMUP)] * 3
-    busy = {0: 1 + 9 + 12 + 4, 1: 1.3 + 18.7 + 11 + 4, 2: 1.1 + 8.9 + 12 + 4}
+    # busy: own time of data, forward, backward, optimizer; the broadcast's waiting is
+    # taken out of forward (ranks 0 and 2 wait there for rank 1)
+    busy = {0: 1 + (9 - 0.3) + 12 + 4, 1: 1.3 + 18.7 + 11 + 4, 2: 1.1 + (8.9 - 0.2) + 12 + 4}
     for r, ms in busy.items():
         assert ranks[r].busy_ms_per_step == _approx(ms)
     mean = sum(busy.values()) / 3
     assert cross.load_imbalance_pct == _approx(100 * (35 - mean) / mean)
+    assert ranks[1].lateness_ms_per_step == _approx(10.2)
+    assert [ranks[r].lateness_share_pct for r in range(3)] == [0.0, 100.0, 0.0]
     s = cross.straggler
     assert (s.rank, s.phase) == (1, "forward")
     assert s.last_share_pct == _approx(100.0)
     assert s.lateness_avg_ms == _approx(5.1)
-    assert s.phase_excess_ms == _approx(18.7 - (9 + 8.9) / 2)
+    assert (s.lateness_share_pct, s.lateness_ms_per_step) == (100.0, _approx(10.2))
+    assert s.phase_excess_ms == _approx(18.7 - 8.7)
 
 
 def test_overlap_of_gradient_communication_with_backward(scenario):
@@ -246,6 +253,50 @@ def test_jitter_in_a_balanced_run_names_no_straggler(tmp_path):
     assert cross.straggler is None
 
 
+def _two_ranks(tmp_path, change) -> object:
+    """Two ranks on rank 0's timeline (9 steps); ``change(rank, row)`` edits a row."""
+    rows = {r: [[change(r, row) for row in rank_rows(0, steps=9)]] for r in range(2)}
+    return analyze_cross_rank(make_run(tmp_path, rows, world_size=2, warmup_steps=1), 1)
+
+
+def test_small_steady_lateness_is_no_straggler(tmp_path):
+    """Rank 1 is always 100 µs late at the broadcast: 0.1 ms per 40 ms step, under 10 %."""
+
+    def late_broadcast(rank: int, row: tuple) -> tuple:
+        if rank == 1 and row[2] == "broadcast":
+            return (*row[:3], row[3] + 100 * US, row[4] - 100 * US, *row[5:])
+        return row
+
+    cross = _two_ranks(tmp_path, late_broadcast)
+    late = cross.ranks[1]
+    assert (late.last_share_pct, late.lateness_share_pct) == (100.0, 100.0)
+    assert late.lateness_ms_per_step == _approx(0.1)
+    assert cross.straggler is None
+
+
+def test_lateness_not_counts_names_the_straggler(tmp_path):
+    """Rank 0 is last at two instances a step by 0.2 and 0.3 ms; rank 1 at one, by 10 ms."""
+
+    def change(rank: int, row: tuple) -> tuple:
+        op, nbytes = row[2], row[5]
+        if rank == 0 and op == "broadcast":  # 200 µs late
+            return (*row[:3], row[3] + 200 * US, row[4] - 200 * US, *row[5:])
+        if rank == 0 and op == "all_reduce" and nbytes == BUCKETS[0]:  # completes 300 µs late
+            return (*row[:4], row[4] + 300 * US, *row[5:])
+        if rank == 1 and op == "all_reduce" and nbytes == BUCKETS[0]:  # issued 10 ms late
+            return (*row[:3], row[3] + 10 * MS, row[4] - 10 * MS, *row[5:])
+        return row
+
+    cross = _two_ranks(tmp_path, change)
+    counts = [(r.last_count, round(r.last_share_pct, 6)) for r in cross.ranks]
+    assert counts == [(16, round(200 / 3, 6)), (8, round(100 / 3, 6))]
+    assert cross.ranks[1].lateness_share_pct == _approx(100 * 10 / 10.5)
+    s = cross.straggler
+    assert (s.rank, s.lateness_ms_per_step) == (1, _approx(10.0))
+    assert s.last_share_pct == _approx(100 / 3)
+    assert (s.phase, s.phase_excess_ms) == (None, None)  # its phases are no longer
+
+
 def test_straggler_threshold():
     assert straggler_min_share_pct(2) == 75.0
     assert straggler_min_share_pct(3) == 50.0
@@ -262,3 +313,29 @@ def test_analyze_run_carries_the_cross_rank_analysis(scenario):
     a = analyze_run(scenario)
     assert a.cross_rank == analyze_cross_rank(scenario, WARMUP)
     assert a.cross_rank.straggler.rank == 1
+
+
+def _plain_types(obj) -> set[type]:
+    """Types of every leaf value of a result (numpy scalars must not leak into results)."""
+    if dataclasses.is_dataclass(obj):
+        return set().union(*(_plain_types(getattr(obj, f.name)) for f in dataclasses.fields(obj)))
+    if isinstance(obj, tuple):
+        return set().union(set(), *(_plain_types(v) for v in obj))
+    return {type(obj)}
+
+
+def test_results_hold_plain_python_values(scenario):
+    assert _plain_types(analyze_cross_rank(scenario, WARMUP)) <= {int, float, str, type(None)}
+
+
+def test_no_complete_instance_and_no_step_rows(tmp_path):
+    incomplete = [(*r[:4], -1, *r[5:]) if r[1] == 1 else r for r in rank_rows(1)]
+    run = make_run(tmp_path, {0: [rank_rows(0)], 1: [incomplete]}, world_size=2)
+    cross = analyze_cross_rank(run, WARMUP)
+    assert (cross.matched_instances, cross.unmatched_instances) == (0, 4 * STEPS)
+    assert cross.waits == () and cross.straggler is None
+    assert [r.wait_ms_per_step for r in cross.ranks] == [0.0, 0.0]
+    no_steps = {r: [[row for row in rank_rows(r) if row[1] != 2]] for r in range(2)}
+    cross = analyze_cross_rank(make_run(tmp_path, no_steps, world_size=2), WARMUP)
+    assert cross.matched_instances == 4 * STEPS and cross.measured_instances == 0
+    assert (cross.overlap, cross.ideal, cross.load_imbalance_pct, cross.straggler) == (None,) * 4

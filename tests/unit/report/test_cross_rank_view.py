@@ -51,13 +51,13 @@ CROSS = CrossRankAnalysis(
         ),
     ),  # fmt: skip
     ranks=(
-        RankWaits(0, 0, 0.0, 0.0, 50.25, 26.0, 40),
-        RankWaits(1, 39, 97.5, 50_200.0, 0.1, 76.0, 40),
+        RankWaits(0, 0, 0.0, 0.0, 50.25, 26.0, 40, 0.0, 0.0),
+        RankWaits(1, 39, 97.5, 50_200.0, 0.1, 76.0, 40, 48.94, 100.0),
     ),
     matched_instances=44,
     unmatched_instances=3,
     load_imbalance_pct=49.0,
-    straggler=Straggler(1, 97.5, 50.2, "forward", 50.1),
+    straggler=Straggler(1, 97.5, 50.2, "forward", 50.1, 100.0, 48.94),
     overlap=Overlap(12.5, 2.5, 10.0, 20.0),
     ideal=IdealThroughput(400.0, 500.0, 25.0),
     tie_tolerance_us=50.0,
@@ -91,10 +91,10 @@ def test_straggler_clocks_overlap_and_ideal_lines(tmp_path):
     analysis = dataclasses.replace(build(tmp_path, world_size=3), cross_rank=CROSS)
     text = _render(analysis)
     straggler = _line_with(text, "straggler")
-    assert "rank 1 is last in 98% of the collectives with a clearly last rank" in straggler
-    assert "(39 of 40 instances), 50.20 ms late on average" in straggler
+    assert "rank 1 causes 100% of the waiting (48.94 ms per step): last at 39 of 40" in straggler
     flat = " ".join(text.split())  # the straggler sentence wraps in the grid
-    assert "late on average; it spends 50.10 ms more per step in forward than the others" in flat
+    sentence = "39 of 40 collectives, 50.20 ms late on average; it spends 50.10 ms more per step"
+    assert f"{sentence} in forward than the others" in flat
     assert "+5.000 ms ± 10.0 µs, drift +0.4 µs (ping-pong)" in _line_with(text, "clock rank 1")
     assert "-2.000 ms ± unknown (wall-clock)" in _line_with(text, "clock rank 2")
     assert "44 matched" in text and "(40 in measured steps), 3 unmatched" in text
@@ -106,7 +106,7 @@ def test_straggler_clocks_overlap_and_ideal_lines(tmp_path):
     row = _cells(_line_with(text, "all_reduce", "1,048,576"))
     assert row[2:] == ["1,048,576", "30", "10,000.0", "12,500.0", "6,666.7", "2,000.0", "76.9"]
     rank1 = _cells(_line_with(text, "│    1 │"))
-    assert rank1 == ["1", "39", "of", "40", "97.5", "50.20", "0.10", "76.00"]
+    assert rank1 == ["1", "39", "of", "40", "97.5", "50.20", "48.94", "100.0", "0.10", "76.00"]
     assert _cells(_line_with(text, "│    0 │"))[5] == "n/a"  # never last: no lateness
 
 
@@ -115,7 +115,7 @@ def test_no_phase_and_many_ranks(tmp_path):
         ClockAlignment(r, r * 1_000, 20_000 + r, -r, "ping-pong") for r in range(1, 12)
     )
     cross = dataclasses.replace(
-        CROSS, clocks=clocks, straggler=Straggler(1, 97.5, 50.2, None, None)
+        CROSS, clocks=clocks, straggler=Straggler(1, 97.5, 50.2, None, None, 100.0, 48.94)
     )
     text = _render(dataclasses.replace(build(tmp_path), cross_rank=cross))
     assert "no phase of it takes longer than on the others" in " ".join(text.split())
@@ -146,6 +146,8 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "lateness_avg_ms": 50.2,
         "phase": "forward",
         "phase_excess_ms": 50.1,
+        "lateness_share_pct": 100.0,
+        "lateness_ms_per_step": 48.94,
     }
     assert cross["clocks"][2] == {
         "rank": 2,
@@ -155,5 +157,6 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "method": "wall-clock",
     }
     assert cross["ranks"][1]["instances"] == 40
+    assert cross["ranks"][1]["lateness_share_pct"] == 100.0
     assert (cross["tie_tolerance_us"], cross["measured_instances"]) == (50.0, 40)
     assert json.loads(to_json(build(tmp_path / "one", world_size=1)))["cross_rank"] is None

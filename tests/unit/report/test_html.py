@@ -1,12 +1,14 @@
 """HTML dashboard: structure, charts or notes, escaping of user strings, no URL, size.
 
-``full_page`` (also used by the browser test) renders a 2-rank run with a straggler, a hung
-collective, a failed rank and a hand-built cross-rank analysis, so every chart is present.
+``full_page`` (also used by the browser test) renders a 2-rank run with a straggler and a
+hung collective, analysed for real (cross-rank included), so every chart is present.
+``fake_cross_rank`` is a hand-built cross-rank analysis for cases the run cannot produce.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 from pathlib import Path
@@ -182,17 +184,11 @@ def test_user_strings_are_escaped(tmp_path):
     )
     text = without_plotly(page)
     assert "<script>alert" not in text and "<img" not in text
-    assert html_escaped(EVIL) in text
+    assert html.escape(EVIL) in text
     assert text.count("</script>") == text.count("<script")
     blocks = re.findall(r'<script type="application/json" id="[a-z-]+">(.*?)</script>', text)
     assert blocks and all("<" not in b and ">" not in b and "&" not in b for b in blocks)
     assert "Failures and problems" in text and "RuntimeError: &lt;script&gt;" in text
-
-
-def html_escaped(text: str) -> str:
-    import html
-
-    return html.escape(text)
 
 
 def test_escaped_strings_survive_in_figures(tmp_path):
