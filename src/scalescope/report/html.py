@@ -196,7 +196,10 @@ def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
         rows.append(("without waiting and exposed comm", text))
     if cross is not None and cross.straggler is not None:
         s = cross.straggler
-        rows.append(("straggler", f"rank {s.rank}, last in {s.last_share_pct:.0f}% of collectives"))
+        late = f"{s.lateness_ms_per_step:.2f} ms/step late"
+        rows.append(
+            ("straggler", f"rank {s.rank}, {late}, {s.lateness_share_pct:.0f}% of all waiting")
+        )
     return rows
 
 

@@ -212,10 +212,15 @@ def straggler_chart(analysis: RunAnalysis) -> Chart:
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=("last to arrive (% of collectives)", "waiting in collectives (ms/step)"),
+        subplot_titles=(
+            "share of the time others waited for it (%)",
+            "waiting in collectives (ms/step)",
+        ),
     )
     fig.add_trace(
-        go.Bar(x=x, y=[r.last_share_pct for r in cross.ranks], marker_color=colors, name="last %"),
+        go.Bar(
+            x=x, y=[r.lateness_share_pct for r in cross.ranks], marker_color=colors, name="late %"
+        ),
         row=1,
         col=1,
     )

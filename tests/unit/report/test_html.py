@@ -72,7 +72,7 @@ def fake_cross_rank(op: str = "all_reduce", tag: str = "gradients") -> CrossRank
         matched_instances=39,
         unmatched_instances=1,
         load_imbalance_pct=7.7,
-        straggler=Straggler(1, 100.0, 10.0, "forward", 10.0),
+        straggler=Straggler(1, 100.0, 10.0, "forward", 10.0, 97.0, 9.5),
         overlap=Overlap(20.0, 10.0, 10.0, 50.0),
         ideal=IdealThroughput(640.0, 800.0, 25.0),
     )
@@ -110,7 +110,7 @@ def test_every_chart_and_section_is_present(tmp_path):
     assert "rank 0: 1 all_reduce (gradients) never completed, from step 8" in page
     # other = 100 ms - (5 + 20|30 + 30 + 13|3 + 5) = 27 ms on both ranks
     assert "Biggest loss: other (Python, logging, ...), 27.0% of step time" in page
-    assert "rank 1, last in 100% of collectives" in page
+    assert "rank 1, 9.50 ms/step late, 97% of all waiting" in page
 
 
 def test_biggest_loss_can_be_waiting(tmp_path):
