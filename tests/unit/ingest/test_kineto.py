@@ -32,7 +32,7 @@ needs_traces = pytest.mark.skipif(
     reason=f"real traces not found at {TRACES} (a clone outside the workspace has no ../shared)",
 )
 SIZES = {
-    "float": 4, "Float": 4, "double": 8, "Double": 8, "long int": 8, "Long": 8, "int": 4,
+    "float": 4, "Float": 4, "double": 8, "Double": 8, "long int": 8, "Long": 8, "long": 8, "int": 4,
     "Int": 4, "c10::BFloat16": 2, "BFloat16": 2, "c10::Half": 2, "Half": 2,
     "unsigned char": 1, "Byte": 1, "signed char": 1, "Char": 1,
 }  # fmt: skip
