@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/scalescope bench resnet18 -n 2 --batch-size 16 --image-size 128 \
-		--steps 40 --warmup-steps 5
+		--steps 40 --warmup-steps 5 --html scalescope_runs/demo-dashboard.html
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

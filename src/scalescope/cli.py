@@ -32,6 +32,7 @@ MASTER_PORT = typer.Option(None, "--master-port", help="Port of the rendezvous (
 RUN_DIR = typer.Option(None, "--run-dir", help="Where to record (default: scalescope_runs/…).")
 NO_PROBE = typer.Option(False, "--no-probe", help="Run without instrumentation (for A/B).")
 NO_REPORT = typer.Option(False, "--no-report", help="Do not print the report at the end.")
+HTML = typer.Option(None, "--html", help="Also write the HTML dashboard of the run here.")
 NNODES = typer.Option(1, "--nnodes", help="Nodes in the job (torchrun-style).", min=1)
 NODE_RANK = typer.Option(0, "--node-rank", help="This node's index.", min=0)
 RDZV_ENDPOINT = typer.Option(None, "--rdzv-endpoint", help="HOST[:PORT] of the rendezvous.")
@@ -58,18 +59,15 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def finish(outcome: Outcome, show_report: bool, probe: bool) -> None:
-    if show_report and probe and outcome.report_here:
-        print_report(outcome.run_dir)
+def finish(outcome: Outcome, show_report: bool, probe: bool, html: Path | None) -> None:
+    if probe and outcome.report_here and (show_report or html):
+        from scalescope.report.outputs import ReportFiles, report_run
+
+        for path in report_run(outcome.run_dir, ReportFiles(html=html), terminal=show_report):
+            err.print(f"wrote {path}")
     if outcome.report_here:
         err.print(f"run {outcome.status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")
     raise typer.Exit(outcome.exit_code)
-
-
-def print_report(run_dir: Path) -> None:
-    from scalescope.report.outputs import ReportFiles, report_run
-
-    report_run(run_dir, ReportFiles())
 
 
 def launch_options(p: dict[str, Any]) -> LaunchOptions:
@@ -133,7 +131,7 @@ def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
         outcome = start(spec, given, p["master_addr"])
     except ValueError as exc:
         fail(str(exc))
-    finish(outcome, not p["no_report"], spec.probe)
+    finish(outcome, not p["no_report"], spec.probe, p["html"])
 
 
 @app.command(context_settings=PASSTHROUGH)
@@ -163,6 +161,7 @@ def run(
     run_dir: Path | None = RUN_DIR,
     no_probe: bool = NO_PROBE,
     no_report: bool = NO_REPORT,
+    html: Path | None = HTML,
 ) -> None:
     """Start ranks of SCRIPT [ARGS] under the probe and record a run directory.
 
@@ -259,6 +258,7 @@ def bench(
     run_dir: Path | None = RUN_DIR,
     no_probe: bool = NO_PROBE,
     no_report: bool = NO_REPORT,
+    html: Path | None = HTML,
 ) -> None:
     """Data-parallel training of a built-in torchvision model, profiled."""
     from scalescope.bench.options import BenchOptions

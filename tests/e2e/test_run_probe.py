@@ -222,3 +222,19 @@ def test_clock_offsets_measured_at_start_and_end(recorded):
         assert sample.rounds == 8
         assert 0 < sample.uncertainty_ns < 50_000_000
         assert abs(sample.offset_ns) <= sample.uncertainty_ns
+
+
+def test_report_writes_dashboard_and_timeline(recorded, tmp_path):
+    run, _ = recorded
+    proc = scalescope(
+        "report", run.path, "--html", tmp_path / "d.html", "--timeline", tmp_path / "t.json",
+        "--steps", 2, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "d.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'id="chart-latency"' in page
+    assert 'src="http' not in page and 'href="http' not in page
+    trace = json.loads((tmp_path / "t.json").read_text())
+    steps = {e["args"]["step"] for e in trace["traceEvents"] if "step" in e.get("args", {})}
+    assert steps == {1, 2}, "two steps after the one warm-up step"
+    assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}

@@ -163,8 +163,6 @@ def _keep(scan: FileScan, ev: KinetoEvent) -> None:
     if ev.cat == "gpu_user_annotation":
         return
     name, span = ev.name, Span(ev.ts, ev.ts + ev.dur, ev.tid)
-    scan.first_us = min(scan.first_us, span.start_us)
-    scan.last_us = max(scan.last_us, span.end_us)
     if isinstance(ev.pid, int):
         scan.pids.add(ev.pid)
     if name.startswith(STEP):
@@ -228,10 +226,15 @@ def _keep_kernel(scan: FileScan, ev: KinetoEvent) -> None:
 
 def _scan_batch(scan: FileScan, batch: list[KinetoEvent]) -> None:
     prefixes, complete = _PREFIXES, 0
+    lo, hi = scan.first_us, scan.last_us
     for ev in batch:
         if ev.ph != "X" or ev.cat == "Trace":
             continue
         complete += 1
+        if ev.ts < lo:
+            lo = ev.ts
+        if ev.ts + ev.dur > hi:
+            hi = ev.ts + ev.dur
         name = ev.name
         if name.startswith(prefixes):
             _keep(scan, ev)
@@ -241,6 +244,7 @@ def _scan_batch(scan: FileScan, batch: list[KinetoEvent]) -> None:
         elif ev.cat == "kernel":
             _keep_kernel(scan, ev)
     scan.complete_events += complete
+    scan.first_us, scan.last_us = lo, hi
 
 
 def scan_file(path: Path) -> FileScan:
