@@ -202,6 +202,20 @@ def _sve_vector_bits() -> int | None:
     return int(text.strip()) * 8 if text and text.strip().isdigit() else None
 
 
+def cpu_mhz(cpu_root: Path = SYS_CPU, cpuinfo_text: str | None = None) -> float | None:
+    """The CPU's clock in MHz: cpufreq's ``cpuinfo_max_freq`` (kHz), else /proc/cpuinfo's
+    ``cpu MHz`` (the current clock; virtual machines without cpufreq show the nominal one)."""
+    khz = _read(cpu_root / "cpu0" / "cpufreq" / "cpuinfo_max_freq")
+    if khz and khz.strip().isdigit():
+        return int(khz.strip()) / 1000.0
+    text = cpuinfo_text if cpuinfo_text is not None else _read(CPUINFO) or ""
+    value = cpuinfo_field(text, "cpu MHz")
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
 def hardware_facts() -> dict[str, Any]:
     logical = psutil.cpu_count(logical=True)
     physical = psutil.cpu_count(logical=False)
@@ -211,6 +225,7 @@ def hardware_facts() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
         "isa_flags": isa_flags(_read(CPUINFO) or ""),
+        "cpu_mhz": cpu_mhz(),
         "sve_vector_bits": _sve_vector_bits(),
         "sockets": count_sockets(),
         "logical_cores": logical,

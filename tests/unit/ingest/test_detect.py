@@ -38,9 +38,7 @@ def test_detection_ignores_the_file_name(tmp_path: Path) -> None:
     kineto = tmp_path / "looks_like.log"
     shutil.copy(TRACES / "hta_cpu_only_gloo_rank-34.json.gz", kineto)  # gzip, odd name
     horovod = tmp_path / "timeline.json.gz.txt"
-    horovod.write_bytes(
-        gzip.compress((TRACES / "horovod_timeline_cpu_8workers.json").read_bytes())
-    )
+    horovod.write_bytes(gzip.compress((TRACES / "horovod_timeline_cpu_8workers.json").read_bytes()))
     assert detect(kineto) == KINETO
     assert detect(horovod) == HOROVOD
 

@@ -139,7 +139,9 @@ def test_a_timeline_cut_mid_array_keeps_every_complete_event(tmp_path: Path) -> 
     cut.write_text(text[:cut_at])
     expected = replay(complete_elements(text[:cut_at]))
     result = ingest(cut)
-    assert any("before the array is closed" in p and "stopped at byte" in p for p in result.problems)
+    assert any(
+        "before the array is closed" in p and "stopped at byte" in p for p in result.problems
+    )
     assert any("still open" in p for p in result.problems)
     rows = result.run.events.of_kind(Kind.COLLECTIVE)
     done = rows.select(rows.dur_ns >= 0)

@@ -46,7 +46,7 @@ TIMES_WORLD = {"all_gather", "gather", "scatter"}
 PARAM_BYTES = 4 * (64 * 256 + 256 + 2 * 256 + 256 * 256 + 256 + 256 * 10 + 10)
 """ddp_profiled.py's model: the gradient bytes DDP all-reduces per step."""
 
-OPS_SCRIPT = '''
+OPS_SCRIPT = """
 import sys, torch, torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
 dist.init_process_group("gloo")
@@ -68,7 +68,7 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_rea
     dist.gather(torch.ones(4), [torch.zeros(4) for _ in range(world)] if rank == 0 else None, dst=0)
     dist.all_reduce(torch.ones(50), async_op=True).wait()
 dist.destroy_process_group()
-'''
+"""
 
 
 def torchrun(script: Path, *args: str) -> None:
