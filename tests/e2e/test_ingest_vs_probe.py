@@ -97,7 +97,9 @@ def test_message_sizes_match_the_probe(both) -> None:
         for events in (traced.run.events, probe.events):
             coll = rows(events, rank, Kind.COLLECTIVE)
             sizes.append(
-                Counter(zip(coll.step.tolist(), coll.strings("name"), coll.nbytes.tolist()))
+                Counter(
+                    zip(coll.step.tolist(), coll.strings("name"), coll.nbytes.tolist(), strict=True)
+                )
             )
         trace_sizes, probe_sizes = sizes
         assert {k: v for k, v in trace_sizes.items() if k[1] == "all_reduce"} == {

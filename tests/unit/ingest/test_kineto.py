@@ -58,7 +58,8 @@ with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_rea
     dist.broadcast(torch.ones(10, dtype=torch.float64), 0)
     dist.all_gather([torch.zeros(10) for _ in range(world)], torch.ones(10))
     dist.all_gather_into_tensor(torch.zeros(10 * world), torch.ones(10))
-    dist.all_to_all_single(torch.zeros(8 * world, dtype=torch.int64), torch.ones(8 * world, dtype=torch.int64))
+    longs = torch.ones(8 * world, dtype=torch.int64)
+    dist.all_to_all_single(torch.zeros_like(longs), longs)
     dist.barrier()
     if rank == 0:
         dist.send(torch.ones(7, dtype=torch.int32), 1)
@@ -192,7 +193,13 @@ def test_sequence_numbers_match_across_ranks(runs) -> None:
     for rank in (0, 1):
         rows = ev.select(ev.rank == rank)
         per_rank.append(
-            dict(zip(rows.seq.tolist(), zip(rows.strings("name"), rows.nbytes.tolist())))
+            dict(
+                zip(
+                    rows.seq.tolist(),
+                    zip(rows.strings("name"), rows.nbytes.tolist(), strict=True),
+                    strict=True,
+                )
+            )
         )
     assert per_rank[0] == per_rank[1]
     assert sorted(per_rank[0]) == list(range(len(per_rank[0])))

@@ -1,0 +1,97 @@
+"""Every threshold of the run diagnosis, in one place (documented in docs/diagnosis.md).
+
+A rule fires when a measured value crosses one of these; the finding states both. Change
+one with ``Thresholds(data_share_pct=20)`` (keyword-only; bad values raise ``ValueError``).
+The environment checks keep theirs in ``env_checks.EnvThresholds``; the cross-rank analysis
+names a straggler with its own rule (``analyze/cross_rank.py``), which this one reuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PERCENT_FIELDS = (
+    "data_share_pct",
+    "exposed_comm_share_pct",
+    "small_message_time_pct",
+    "straggler_cost_pct",
+    "imbalance_pct",
+    "compute_share_pct",
+)
+FRACTION_FIELDS = (
+    "busbw_link_fraction",
+    "memory_fraction",
+    "flops_low_fraction",
+    "flops_expected_fraction",
+    "min_core_use",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thresholds:
+    """The limits the diagnosis rules compare measurements with."""
+
+    data_share_pct: float = 10.0
+    """Input-bound when the step waits for the DataLoader at least this share of its time.
+    A prefetching loader should hide loading entirely; 10% is a cost worth a change."""
+    exposed_comm_share_pct: float = 10.0
+    """Communication-bound when exposed communication (``comm_wait`` of the rank that waits
+    least for others) is at least this share of the step."""
+    small_message_bytes: int = 1 << 20
+    """Collectives below this size (1 MiB) are latency-dominated: on gloo/TCP and NCCL alike
+    the per-call cost exceeds the transfer time of 1 MiB on a 10-100 Gb/s link."""
+    small_message_time_pct: float = 50.0
+    """Exposed communication is judged latency-bound (not bandwidth-bound) when at least this
+    share of the collective time goes to messages below ``small_message_bytes``."""
+    many_calls_per_step: float = 8.0
+    """Gradient collectives per step from which fusing them (larger DDP buckets) is advised;
+    DDP's default 25 MB buckets give a few calls per step for most CNNs."""
+    busbw_link_fraction: float = 0.5
+    """Large messages whose busbw is below this fraction of the link's bandwidth are flagged
+    (only when the link's bandwidth is known: hardware facts ``link_gbps``)."""
+    straggler_cost_pct: float = 10.0
+    """A straggler named by the cross-rank analysis is reported when the others wait for it
+    at least this share of the step (the analysis' own naming floor is also 10%)."""
+    imbalance_pct: float = 10.0
+    """Load imbalance ((max - mean) / mean of per-rank busy time) from which it is reported
+    when no single straggler is named."""
+    compute_share_pct: float = 70.0
+    """Compute-bound when forward + backward + optimizer take at least this share of the
+    step: data, communication and waiting together take less than 30%."""
+    flops_low_fraction: float = 0.15
+    """Compute is flagged as inefficient (a warning, not just information) below this
+    fraction of the estimated peak FLOP/s: half the low end of what tuned fp32 training
+    reaches on CPUs (30-45%: ResNet-50 on A64FX ~ 2.2 of 5.4 TFLOP/s)."""
+    flops_expected_fraction: float = 0.30
+    """The efficiency a tuned fp32 run reaches (low end of 30-45% of peak on CPUs). Savings
+    of compute and placement findings are estimated as the time above it:
+    compute time x (1 - achieved / (this x peak))."""
+    memory_fraction: float = 0.85
+    """Peak memory of the ranks of a host (or of a GPU) from this fraction of its capacity:
+    the allocator, the page cache and the OS need the rest; beyond it a larger batch fails."""
+    max_threads_per_core: float = 1.0
+    """Oversubscribed when the compute threads of a host's ranks exceed its physical cores
+    times this (OpenMP threads that share a core spin against each other at barriers)."""
+    min_core_use: float = 0.5
+    """Idle cores when a host's ranks run fewer threads than this fraction of its cores."""
+
+    def __post_init__(self) -> None:
+        for name in PERCENT_FIELDS:
+            value = getattr(self, name)
+            if not 0 < value <= 100:
+                raise ValueError(f"{name} must be in (0, 100], got {value}")
+        for name in FRACTION_FIELDS:
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if self.small_message_bytes < 1:
+            raise ValueError(f"small_message_bytes must be >= 1, got {self.small_message_bytes}")
+        for name in ("many_calls_per_step", "max_threads_per_core"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.flops_low_fraction > self.flops_expected_fraction:
+            raise ValueError("flops_low_fraction must not exceed flops_expected_fraction")
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
