@@ -121,6 +121,23 @@ def pick_run(scans: list[FileScan], ranks: dict[int, int], problems: list[str]) 
     return kept
 
 
+def one_process(rank: int, scans: list[FileScan], problems: list[str]) -> list[FileScan]:
+    """Files of one rank from several processes (copies of two jobs that ran at the same
+    time): keep the process with the most events, name the others."""
+    by_pid: dict[int, list[FileScan]] = defaultdict(list)
+    for scan in scans:
+        by_pid[min(scan.pids, default=0)].append(scan)
+    if len(by_pid) == 1:
+        return scans
+    pid, best = max(by_pid.items(), key=lambda kv: sum(s.complete_events for s in kv[1]))
+    others = [s.path.name for p, group in by_pid.items() if p != pid for s in group]
+    problems.append(
+        f"rank {rank}: traces from {len(by_pid)} processes; kept pid {pid}, "
+        f"left out {', '.join(others)}"
+    )
+    return best
+
+
 def _ranges(values: list[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
     parts, i = [], 0
@@ -174,6 +191,8 @@ def ingest_kineto(root: Path, files: list[Path], problems: list[str]) -> IngestR
     by_rank: dict[int, list[FileScan]] = defaultdict(list)
     for i in kept:
         by_rank[ranks[i]].append(scans[i])
+    for rank, files_of_rank in by_rank.items():
+        by_rank[rank] = one_process(rank, files_of_rank, problems)
     worlds = [w for i in kept if (w := _world(scans[i])) is not None]
     world = max(worlds) if worlds else max(by_rank) + 1
     missing = sorted(set(range(world)) - set(by_rank))

@@ -14,7 +14,7 @@ Two sources, as the trace has them:
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass
 
 from scalescope.ingest.kineto_scan import CommRecord, FileScan, OpRecord, Span, Tid
@@ -120,18 +120,37 @@ def _backend_size(ann: OpRecord, issuer: OpRecord | None, op: str, world: int) -
     return count, dtype, size, True
 
 
+def _numels(dims: list) -> set[int]:
+    """Element counts of every tensor shape in recorded ``Input Dims`` (lists nest)."""
+    if dims and all(isinstance(d, int) for d in dims):
+        return {numel(dims)}
+    out: set[int] = set()
+    for item in dims:
+        if isinstance(item, list) and item:
+            out |= _numels(item)
+    return out
+
+
+PAIR_WINDOW = 16
+"""Unpaired issuing ops looked at per annotation (leftovers never block pairing)."""
+
+
 def _pair_issuers(anns: list[OpRecord], c10d: list[OpRecord]) -> list[OpRecord | None]:
-    """The c10d op that issued each annotation: same op, earliest unpaired, not later."""
-    queues: dict[str, deque[OpRecord]] = defaultdict(deque)
+    """The c10d op that issued each annotation: same op, not later, same tensor size when
+    the shapes say so (gloo runs works on two threads: starts can swap), earliest first."""
+    queues: dict[str, list[OpRecord]] = defaultdict(list)
     for op in sorted(c10d, key=lambda o: o.span.start_us):
         queues[normalize_op(op.op_raw)].append(op)
     paired: list[OpRecord | None] = []
     for ann in anns:
         queue = queues[normalize_op(ann.op_raw.split(":", 1)[1])]
-        if queue and queue[0].span.start_us <= ann.span.start_us:
-            paired.append(queue.popleft())
-        else:
-            paired.append(None)
+        size = _numels(ann.dims[:1])
+        window = [o for o in queue[:PAIR_WINDOW] if o.span.start_us <= ann.span.start_us]
+        same = [o for o in window if size & _numels(o.dims)]
+        pick = (same or window or [None])[0]
+        if pick is not None:
+            queue.remove(pick)
+        paired.append(pick)
     return paired
 
 

@@ -22,7 +22,7 @@ from scalescope.ingest.kineto_collectives import (
     number,
     to_ns,
 )
-from scalescope.ingest.kineto_scan import FileScan, Span
+from scalescope.ingest.kineto_scan import FileScan
 from scalescope.ingest.rows import RowBuilder
 
 Interval = tuple[int, int]
@@ -158,7 +158,9 @@ def _tags(scans: list[FileScan], colls: list[Collective]) -> list[str]:
     return tags
 
 
-def _add_collectives(rows: RowBuilder, clock: StepClock, colls: list[Collective], tags) -> None:
+def _add_collectives(
+    rows: RowBuilder, clock: StepClock, colls: list[Collective], tags: list[str]
+) -> None:
     for c, seq, tag in zip(colls, number(colls), tags, strict=True):
         rows.add(
             clock.step_of(c.issue_ns),
@@ -195,7 +197,3 @@ def rank_rows(rows: RowBuilder, scans: list[FileScan], world: int) -> RankSummar
             rows.add(clock.step_of(start), Kind.PHASE, phase, start, end - start)
     unsized = sum(1 for c in colls if not c.sized)
     return RankSummary(len(steps), len(colls), unsized, tuple(sorted(phases)))
-
-
-def file_span(scan: FileScan) -> Span:
-    return Span(scan.first_us, scan.last_us, None)

@@ -41,20 +41,34 @@ class KinetoEvent(msgspec.Struct):
     ts: float = 0.0
     """Microseconds, relative to ``baseTimeNanoseconds`` when the file has it."""
     dur: float = 0.0
-    args: KinetoArgs | None = None
+    args: msgspec.Raw = msgspec.Raw()
+    """Decoded (as KinetoArgs) only for the few events that are kept: most events' args
+    are skipped over, not parsed."""
+
+
+_ARGS = msgspec.json.Decoder(KinetoArgs)
+
+
+def args_of(ev: KinetoEvent) -> KinetoArgs:
+    if not ev.args:
+        return KinetoArgs()
+    try:
+        return _ARGS.decode(ev.args)
+    except msgspec.DecodeError:
+        return KinetoArgs()
 
 
 Tid = int | str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     start_us: float
     end_us: float
     tid: Tid
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommRecord:
     """A ``record_param_comms`` op carrying ``Collective name`` (the issue on the CPU)."""
 
@@ -69,7 +83,7 @@ class CommRecord:
     external_id: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpRecord:
     """A ``gloo:*``/``nccl:*`` annotation or a ``c10d::*`` op, with its recorded shapes."""
 
@@ -180,13 +194,12 @@ def _keep(scan: FileScan, ev: KinetoEvent) -> None:
     elif name.startswith(REDUCER):
         scan.reducer.append(span)
     elif name.startswith(("gloo:", "nccl:")):
-        if ev.args is not None:
-            args = ev.args
-            scan.backend_ops.append(
-                OpRecord(span, name, _raw_list(args.input_dims), _raw_list(args.input_type))
-            )
+        args = args_of(ev)
+        scan.backend_ops.append(
+            OpRecord(span, name, _raw_list(args.input_dims), _raw_list(args.input_type))
+        )
     elif name.startswith("c10d::"):
-        dims = _raw_list(ev.args.input_dims) if ev.args is not None else []
+        dims = _raw_list(args_of(ev).input_dims)
         scan.c10d_ops.append(OpRecord(span, name[len("c10d::") :], dims, []))
     else:
         for prefix, phase in BUILTIN.items():
@@ -195,8 +208,8 @@ def _keep(scan: FileScan, ev: KinetoEvent) -> None:
 
 
 def _keep_comm(scan: FileScan, ev: KinetoEvent) -> None:
-    args = ev.args
-    if args is None or args.collective is None or args.collective in _SKIPPED_COLLECTIVES:
+    args = args_of(ev)
+    if args.collective is None or args.collective in _SKIPPED_COLLECTIVES:
         return
     span = Span(ev.ts, ev.ts + ev.dur, ev.tid)
     scan.comms.append(
@@ -215,8 +228,9 @@ def _keep_comm(scan: FileScan, ev: KinetoEvent) -> None:
 
 
 def _keep_kernel(scan: FileScan, ev: KinetoEvent) -> None:
-    args = ev.args
-    if args is None or args.external_id is None:
+    """NCCL kernels: their end is the completion of the collective with their External id."""
+    args = args_of(ev)
+    if args.external_id is None:
         return
     if args.collective is not None or ev.name.startswith("nccl"):
         end = ev.ts + ev.dur
@@ -241,7 +255,7 @@ def _scan_batch(scan: FileScan, batch: list[KinetoEvent]) -> None:
         elif name == "record_param_comms":
             if ev.cat == "cpu_op":
                 _keep_comm(scan, ev)
-        elif ev.cat == "kernel":
+        elif ev.cat == "kernel" and name.startswith("nccl"):
             _keep_kernel(scan, ev)
     scan.complete_events += complete
     scan.first_us, scan.last_us = lo, hi

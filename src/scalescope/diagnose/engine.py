@@ -1,0 +1,123 @@
+"""Diagnose a run: gather its inputs, run the rules, rank the findings.
+
+``diagnose_run(run, analysis)`` is the entry point of ``report``, ``run``, ``bench`` and
+``analyze``; ``diagnose(ctx)`` is the pure part (tests build ``DiagnosisInput`` by hand).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from scalescope.analyze.summary import RunAnalysis
+from scalescope.diagnose.findings import LEVELS, Diagnosis, Finding, verdict
+from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
+from scalescope.diagnose.rules_flops import count_model_flops
+from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
+from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from scalescope.events import Run
+
+BENCH_FILE = "bench.json"
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+MAX_FILES_SCANNED = 100_000
+"""Files of an image folder looked at for their count and mean size (a sample beyond)."""
+COMPUTE_CAUSES = ("OVERSUBSCRIBED", "IDLE_CORES", "UNBOUND", "NUMA_SPAN")
+"""Findings (with every ``BUILD_*``) that explain low compute FLOP/s: when one fires, the
+compute finding's shortfall is theirs, not a separate saving."""
+SHARED_CORES = ("OVERSUBSCRIBED", "UNBOUND")
+"""Findings of ranks sharing cores: which of them is late is then a consequence."""
+
+
+def _bench(run: Run) -> dict[str, Any] | None:
+    path = Path(run.path) / BENCH_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _data_files(options: dict[str, Any]) -> DataFiles | None:
+    root = Path(str(options.get("data") or ""))
+    if not options.get("data") or not root.is_dir():
+        return None
+    sizes = []
+    for path in root.rglob("*"):
+        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file():
+            sizes.append(path.stat().st_size)
+            if len(sizes) >= MAX_FILES_SCANNED:
+                break
+    if not sizes:
+        return None
+    return DataFiles(path=str(root), files=len(sizes), mean_bytes=sum(sizes) / len(sizes))
+
+
+def diagnosis_input(
+    run: Run, analysis: RunAnalysis, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> DiagnosisInput:
+    """Everything the rules read, from a loaded run and its analysis."""
+    meta = run.meta
+    bench_run = meta.workload != "script"
+    return DiagnosisInput(
+        analysis=analysis,
+        meta=meta,
+        ranks=dict(run.ranks),
+        bench=_bench(run) if bench_run else None,
+        model_flops=count_model_flops(meta.workload, meta.options) if bench_run else None,
+        data_files=_data_files(meta.options) if bench_run else None,
+        thresholds=thresholds,
+    )
+
+
+def _explained(finding: Finding, causes: list[str]) -> Finding:
+    return replace(
+        finding, level="info", saved_ms_per_step=None, basis=f"explained by {', '.join(causes)}"
+    )
+
+
+def attribute(findings: list[Finding]) -> list[Finding]:
+    """Give symptoms to their cause, so one loss is not counted twice: low compute FLOP/s
+    to a placement or build finding, a straggler or imbalance to ranks sharing cores."""
+    codes = [f.code for f in findings]
+    compute_causes = [c for c in codes if c in COMPUTE_CAUSES or c.startswith("BUILD_")]
+    shared = [c for c in codes if c in SHARED_CORES]
+    out = []
+    for f in findings:
+        if f.code == "COMPUTE" and compute_causes:
+            f = _explained(f, compute_causes)
+        elif f.code in ("STRAGGLER", "LOAD_IMBALANCE") and shared:
+            f = _explained(f, shared)
+        out.append(f)
+    return out
+
+
+def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:
+    """Warnings before information; then largest saving first, estimated ones before
+    those without an estimate, then by share of step time."""
+    return tuple(
+        sorted(
+            findings,
+            key=lambda f: (
+                LEVELS.index(f.level),
+                f.saved_ms_per_step is None,
+                -(f.saved_ms_per_step or 0.0),
+                -(f.share_pct or 0.0),
+            ),
+        )
+    )
+
+
+def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
+    """Run ``rules`` on ``ctx``: findings best first, what was not judged, a verdict."""
+    found, not_judged = evaluate_rules(ctx, rules)
+    findings = rank_findings(attribute(found))
+    return Diagnosis(findings=findings, not_judged=tuple(not_judged), verdict=verdict(findings))
+
+
+def diagnose_run(
+    run: Run, analysis: RunAnalysis, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> Diagnosis:
+    """The diagnosis of a loaded run (scalescope's own or an ingested trace)."""
+    return diagnose(diagnosis_input(run, analysis, thresholds))

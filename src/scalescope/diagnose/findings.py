@@ -1,0 +1,187 @@
+"""What the diagnosis says: findings with their evidence, and the words for them.
+
+``Evidence``, ``Finding`` and ``Diagnosis`` are frozen, JSON-able results (msgspec encodes
+them; docs/report-schema.md, "findings"). The rest of this module is the only prose of the
+diagnosis: bottleneck names, summary templates and remedy templates, filled in by the rules
+with the numbers they measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+LEVELS = ("warning", "info")
+NO_CLEAR_BOTTLENECK = "no clear bottleneck"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One measured value, with the threshold it was compared with (if any)."""
+
+    name: str
+    value: float | str
+    unit: str = ""
+    """Appended to value and threshold: ``%`` of step time, ``ms/step``, ``GB/s``, ..."""
+    threshold: float | None = None
+    comparison: str = ""
+    """How value relates to threshold for the finding to hold: ``>=``, ``<``, ... or ``""``."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One bottleneck: what it costs, the numbers that show it, what to change."""
+
+    code: str
+    bottleneck: str
+    summary: str
+    share_pct: float | None
+    """Share of step time it costs; None when it cannot be put in time (memory, build)."""
+    saved_ms_per_step: float | None
+    """Estimated time per step the remedies would save; None when not estimated."""
+    evidence: tuple[Evidence, ...]
+    remedies: tuple[str, ...]
+    rank: int | None = None
+    """The rank it concerns (straggler, NUMA span), None for the whole job."""
+    level: str = "warning"
+    """``warning``: a threshold crossed, worth changing. ``info``: the state a healthy run
+    is in (compute-bound) with the next levers; never a false alarm."""
+    basis: str = ""
+    """How share and saving were estimated (``estimate: ...``), when not measured directly."""
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    findings: tuple[Finding, ...]
+    """Warnings first, then information; each group by estimated saving, largest first."""
+    not_judged: tuple[str, ...]
+    """What could not be judged, and why (inputs never measured)."""
+    verdict: str
+    """One line: the first warning, or ``no clear bottleneck`` (with a compute-bound note)."""
+
+
+BOTTLENECKS: dict[str, str] = {
+    "INPUT_BOUND": "input pipeline",
+    "COMM_LATENCY": "communication latency",
+    "COMM_BANDWIDTH": "communication bandwidth",
+    "STRAGGLER": "straggler",
+    "LOAD_IMBALANCE": "load imbalance",
+    "COMPUTE": "compute",
+    "MEMORY_SIZE": "memory size",
+    "OVERSUBSCRIBED": "CPU placement",
+    "UNBOUND": "CPU placement",
+    "IDLE_CORES": "CPU placement",
+    "NUMA_SPAN": "CPU placement",
+}
+"""Bottleneck of each finding code; ``BUILD_*`` codes are ``build``."""
+
+SUMMARIES: dict[str, str] = {
+    "INPUT_BOUND": "ranks wait {share:.0f}% of each step for the DataLoader",
+    "COMM_LATENCY": "exposed communication takes {share:.0f}% of the step, mostly in small "
+    "messages ({calls:.0f} collectives per step)",
+    "COMM_BANDWIDTH": "exposed communication takes {share:.0f}% of the step moving "
+    "{mbytes:.1f} MB per step",
+    "STRAGGLER": "rank {rank} is late: it works {share:.0f}% of a step longer than the "
+    "others, who wait for it",
+    "LOAD_IMBALANCE": "busy time per step differs across ranks by {imbalance:.0f}%: the "
+    "fastest wait for the slowest",
+    "COMPUTE": "compute takes {share:.0f}% of the step{efficiency}",
+    "MEMORY_SIZE": "peak memory of {where} is {pct:.0f}% of its {capacity}",
+    "OVERSUBSCRIBED": "{threads} compute threads on {cores} physical cores of {host}: threads "
+    "of the ranks share cores",
+    "UNBOUND": "{ranks} ranks on {host} are not bound to cores: the OS moves their threads "
+    "and their memory",
+    "IDLE_CORES": "{threads} compute threads on {cores} physical cores of {host}: most cores idle",
+    "NUMA_SPAN": "rank {rank}'s cpus span NUMA nodes {nodes}: half its memory accesses are remote",
+}
+
+REMEDIES: dict[str, str] = {
+    "workers": "load batches while the step runs: `scalescope bench --workers {n}`, i.e. "
+    "DataLoader(num_workers={n}, persistent_workers=True, prefetch_factor=2)",
+    "more_workers": "the {n} workers per rank do not keep up: raise `--workers` "
+    "(num_workers) or make each sample cheaper",
+    "worker_cores": "workers need cores of their own ({spare} idle on the host): lower "
+    "`--threads-per-rank` to free some, or make each sample cheaper",
+    "cheaper_samples": "make each sample cheaper: store images pre-resized near the training "
+    "size, decode with torchvision.io.decode_jpeg or pillow-simd, augment on the device",
+    "pack_files": "{files} files of {size} on average: pack them into shards (WebDataset "
+    "tar, HDF5, LMDB) and stage them to local disk or RAM (/dev/shm) before training",
+    "pin_memory": "`--pin-memory` (DataLoader(pin_memory=True)) for faster copies to the GPU",
+    "bucket": "fuse gradients into fewer, larger messages: "
+    "`DistributedDataParallel(bucket_cap_mb={mb:g})` (`scalescope bench --bucket-cap-mb "
+    "{mb:g}`); Horovod's fusion buffer (HOROVOD_FUSION_THRESHOLD) is the same knob",
+    "accumulate": "synchronise less often: accumulate gradients over k micro-batches under "
+    "`with ddp.no_sync():` and all-reduce once per k",
+    "fewer_syncs": "drop per-step collectives outside DDP (reduced loss `.item()`, metrics), "
+    "and `DistributedDataParallel(broadcast_buffers=False)` when buffers need no sync",
+    "compress": "send half the bytes: `ddp.register_comm_hook(None, bf16_compress_hook)` "
+    "(torch.distributed.algorithms.ddp_comm_hooks.default_hooks)",
+    "hierarchical": "keep traffic on the fastest links: more ranks per node and fewer "
+    "nodes, and with gloo the fast interface (GLOO_SOCKET_IFNAME)",
+    "link_slow": "busbw {busbw:.3g} GB/s is {pct:.0f}% of the link's {link:.3g} GB/s: check "
+    "the interface gloo/NCCL picked (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_IB_HCA)",
+    "inspect_host": "find what else runs where rank {rank} runs ({where}): `top -H`, "
+    "`ps -eo pid,psr,pcpu,args`; move it away or give the rank exclusive cores "
+    "(`--cpu-list`)",
+    "fewer_cores": "rank {rank} has {n} cores, the others {m}: give every rank the same "
+    "share (`--map-by numa`, or `--cpu-list` per rank)",
+    "slow_data": "rank {rank} spends {ms:.1f} ms/step longer loading data: check its "
+    "storage, or give its loader more workers",
+    "slow_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others: "
+    "its cores are shared or slower; run on homogeneous, otherwise idle nodes",
+    "balance": "give every rank the same work and the same cores: equal batches "
+    "(DistributedSampler(drop_last=True)), `--map-by numa`, homogeneous nodes",
+    "channels_last": "`--channels-last` (model.to(memory_format=torch.channels_last)): "
+    "oneDNN's convolutions are fastest in NHWC",
+    "bf16": "`--bf16` (torch.autocast('cpu', dtype=torch.bfloat16)): this CPU has {isa}",
+    "batch": "a larger batch per rank (`--batch-size {n}`) keeps the kernels busier; scale "
+    "the learning rate with it",
+    "compile": "`torch.compile(model)` fuses elementwise layers into the convolutions",
+    "build": "a torch build with oneDNN/MKL and kernels for the CPU's vector ISA "
+    "(`scalescope env` checks it)",
+    "smaller_batch": "a smaller batch per rank with gradient accumulation (`no_sync()` "
+    "over k micro-batches) keeps the global batch",
+    "checkpoint": "activation checkpointing (`torch.utils.checkpoint`) on the largest blocks "
+    "trades recomputation for memory",
+    "bf16_memory": "bfloat16 autocast halves activation memory",
+    "fewer_ranks": "fewer ranks per node (`--nproc-per-node`), each with more threads",
+    "threads": "one compute thread per physical core: `--threads-per-rank {n}` "
+    "(OMP_NUM_THREADS={n}) for {ranks} ranks on {cores} cores, without `--oversubscribe`",
+    "bind": "bind each rank to its own cores: leave out `--no-bind` (ranks are bound by "
+    "`--map-by numa` by default) or give `--cpu-list` per rank",
+    "use_cores": "run as many threads as cores: `--threads-per-rank {n}` (torchrun sets "
+    "OMP_NUM_THREADS=1 when you do not)",
+    "numa": "one rank per NUMA domain with threads = its cores: `--map-by numa`",
+    "allocator": "`--allocator tcmalloc` (or jemalloc) for many threads allocating at once",
+}
+
+
+def remedy(key: str, **values: Any) -> str:
+    """The remedy ``key`` with its numbers filled in."""
+    return REMEDIES[key].format(**values)
+
+
+def summary(code: str, **values: Any) -> str:
+    return SUMMARIES[code].format(**values)
+
+
+def bottleneck(code: str) -> str:
+    return "build" if code.startswith("BUILD_") else BOTTLENECKS[code]
+
+
+def verdict(findings: tuple[Finding, ...]) -> str:
+    """``no clear bottleneck`` unless a warning stands out; then the first warning."""
+    warnings = [f for f in findings if f.level == "warning"]
+    if warnings:
+        first = warnings[0]
+        saving = (
+            f" (~{first.saved_ms_per_step:.0f} ms/step to gain)" if first.saved_ms_per_step else ""
+        )
+        return f"{first.bottleneck}: {first.summary}{saving}"
+    if findings:
+        return f"{NO_CLEAR_BOTTLENECK}: {findings[0].summary}"
+    return NO_CLEAR_BOTTLENECK

@@ -1,0 +1,209 @@
+"""Compute-bound (with achieved FLOP/s against the estimated peak) and memory size."""
+
+from __future__ import annotations
+
+from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.rules_flops import Efficiency, efficiency, shortfall_ms
+from scalescope.diagnose.rules_input import (
+    LOCAL_HOST,
+    DiagnosisInput,
+    bench_option,
+    mean_compute,
+    mean_step,
+    rank_times,
+    share_pct,
+)
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "svebf16")
+SMALL_BATCH = 32
+"""A batch per rank below this leaves room for a larger one in the compute remedies."""
+
+
+def _efficiency_evidence(ctx: DiagnosisInput, eff: Efficiency) -> list[Evidence]:
+    p = eff.peak
+    out = [
+        Evidence(
+            "compute FLOP/s of estimated peak",
+            round(100 * eff.fraction, 1),
+            "%",
+            100 * ctx.thresholds.flops_low_fraction,
+            "<" if eff.fraction < ctx.thresholds.flops_low_fraction else ">=",
+        ),
+        Evidence("FLOP/s while computing", round(eff.compute_flops_per_s / 1e9, 1), "GFLOP/s"),
+        Evidence(
+            f"estimated fp32 peak ({p.cores} cores x {p.flops_per_cycle} FLOP/cycle "
+            f"{p.isa} x {p.ghz:.2f} GHz)",
+            round(p.flops_per_s / 1e9, 1),
+            "GFLOP/s",
+        ),
+        Evidence(
+            "model FLOPs per sample (forward + backward = 3 x forward)",
+            round(eff.flops_per_sample / 1e9, 3),
+            "GFLOP",
+        ),
+    ]
+    if eff.achieved_flops_per_s is not None:
+        out.insert(
+            1,
+            Evidence(
+                "achieved FLOP/s over the run", round(eff.achieved_flops_per_s / 1e9, 1), "GFLOP/s"
+            ),
+        )
+    return out
+
+
+def _compute_remedies(ctx: DiagnosisInput) -> tuple[str, ...]:
+    out = []
+    if not bench_option(ctx, "channels_last"):
+        out.append(remedy("channels_last"))
+    flags = [f for f in BF16_FLAGS if f in (ctx.meta.hardware.get("isa_flags") or ())]
+    if flags and not bench_option(ctx, "bf16"):
+        out.append(remedy("bf16", isa=", ".join(flags)))
+    batch = bench_option(ctx, "batch_size")
+    if isinstance(batch, int) and batch < SMALL_BATCH:
+        out.append(remedy("batch", n=2 * batch))
+    out.extend((remedy("compile"), remedy("build")))
+    return tuple(out)
+
+
+class ComputeRule:
+    """Compute-bound: forward + backward + optimizer take ``compute_share_pct`` or more.
+
+    ``info`` when the FLOP/s reach ``flops_low_fraction`` of the estimated peak (or cannot
+    be judged): the state a healthy data-parallel run is in. A ``warning`` below it, with
+    the saving estimated as the compute time above ``flops_expected_fraction`` of peak."""
+
+    name = "compute"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        times = rank_times(ctx.analysis)
+        if not times:
+            return (f"{self.name}: no step timing was recorded",)
+        if mean_compute(times) is None:
+            return (f"{self.name}: the forward and backward phases were not recorded",)
+        eff = efficiency(ctx)
+        return (f"achieved FLOP/s: {eff}",) if isinstance(eff, str) else ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        times = rank_times(ctx.analysis)
+        compute_ms, step_ms = mean_compute(times), mean_step(times)
+        if compute_ms is None or not step_ms:
+            return None
+        share = share_pct(compute_ms, step_ms)
+        t = ctx.thresholds
+        if share < t.compute_share_pct:
+            return None
+        evidence = [
+            Evidence(
+                "compute (forward + backward + optimizer)",
+                round(share, 1),
+                "% of step time",
+                t.compute_share_pct,
+                ">=",
+            )
+        ]
+        eff = efficiency(ctx)
+        text, level, saved, basis = "", "info", None, ""
+        if isinstance(eff, Efficiency):
+            evidence.extend(_efficiency_evidence(ctx, eff))
+            text = f" at {100 * eff.fraction:.0f}% of the estimated peak FLOP/s"
+            saved = shortfall_ms(ctx, eff)
+            level = "warning" if eff.fraction < t.flops_low_fraction else "info"
+            basis = (
+                f"estimate: compute time above the time of the same FLOPs at "
+                f"{100 * t.flops_expected_fraction:.0f}% of the estimated fp32 peak"
+            )
+        return Finding(
+            code="COMPUTE",
+            bottleneck=bottleneck("COMPUTE"),
+            summary=summary("COMPUTE", share=share, efficiency=text),
+            share_pct=share,
+            saved_ms_per_step=saved,
+            evidence=tuple(evidence),
+            remedies=_compute_remedies(ctx),
+            level=level,
+            basis=basis,
+        )
+
+
+def _host_of(ctx: DiagnosisInput, rank: int) -> str:
+    meta = ctx.ranks.get(rank)
+    return (meta.hostname if meta else "") or LOCAL_HOST
+
+
+def _peaks(ctx: DiagnosisInput) -> tuple[dict[str, int], dict[int, int]]:
+    """Peak resident memory summed per host, and CUDA peak per rank (bytes)."""
+    per_host: dict[str, int] = {}
+    per_gpu: dict[int, int] = {}
+    for rs in ctx.analysis.steps.ranks if ctx.analysis.steps else ():
+        for peak in rs.memory:
+            if peak.name == "rss_peak":
+                host = _host_of(ctx, rs.rank)
+                per_host[host] = per_host.get(host, 0) + peak.peak_bytes
+            elif peak.name == "cuda_max_allocated":
+                per_gpu[rs.rank] = peak.peak_bytes
+    return per_host, per_gpu
+
+
+def _gpu_capacity(ctx: DiagnosisInput, rank: int) -> int | None:
+    gpus = ctx.meta.hardware.get("gpus") or []
+    meta = ctx.ranks.get(rank)
+    index = meta.local_rank if meta else rank
+    return gpus[index].get("memory_bytes") if index < len(gpus) else None
+
+
+def _memory_use(ctx: DiagnosisInput) -> list[tuple[str, int, int]]:
+    """(where, peak bytes, capacity bytes) for every host and GPU with both known."""
+    per_host, per_gpu = _peaks(ctx)
+    out = []
+    capacity = ctx.meta.hardware.get("memory_bytes")
+    if isinstance(capacity, int) and capacity > 0:
+        out += [(f"host {h}", b, capacity) for h, b in per_host.items()]
+    for rank, used in per_gpu.items():
+        gpu = _gpu_capacity(ctx, rank)
+        if gpu:
+            out.append((f"rank {rank}'s GPU", used, gpu))
+    return out
+
+
+class MemoryRule:
+    """Peak memory at ``memory_fraction`` or more of a host's RAM or a GPU's memory."""
+
+    name = "memory size"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        per_host, per_gpu = _peaks(ctx)
+        if not per_host and not per_gpu:
+            return (f"{self.name}: no memory peak was recorded",)
+        if not _memory_use(ctx):
+            return (f"{self.name}: the memory capacity is not in the hardware facts",)
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        limit = ctx.thresholds.memory_fraction
+        over = [(w, b, c) for w, b, c in _memory_use(ctx) if b >= limit * c]
+        if not over:
+            return None
+        where, used, capacity = max(over, key=lambda u: u[1] / u[2])
+        pct = 100.0 * used / capacity
+        return Finding(
+            code="MEMORY_SIZE",
+            bottleneck=bottleneck("MEMORY_SIZE"),
+            summary=summary(
+                "MEMORY_SIZE", where=where, pct=pct, capacity=f"{capacity / 2**30:.1f} GiB"
+            ),
+            share_pct=None,
+            saved_ms_per_step=None,
+            evidence=(
+                Evidence(
+                    f"peak memory of {where}", round(pct, 1), "% of capacity", 100 * limit, ">="
+                ),
+                Evidence("peak", round(used / 2**30, 2), "GiB"),
+            ),
+            remedies=(
+                remedy("smaller_batch"),
+                remedy("checkpoint"),
+                remedy("bf16_memory"),
+                remedy("fewer_ranks"),
+            ),
+        )

@@ -1,0 +1,191 @@
+"""Across ranks: one rank late (a straggler), or busy time spread unevenly.
+
+The cross-rank analysis names the straggler with its own rule (analyze/cross_rank.py); these
+rules put a cost on it (what the others wait per step) and look for a likely cause in what
+the ranks recorded about themselves: fewer cores, a busier host, a slower phase.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from scalescope.analyze.cross_rank import CrossRankAnalysis, Straggler, straggler_min_share_pct
+from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.rules_input import DiagnosisInput, hosts, mean_step, rank_times, share_pct
+
+
+def _needs(ctx: DiagnosisInput, name: str) -> tuple[str, ...]:
+    if ctx.analysis.world_size < 2:
+        return (f"{name}: one rank",)
+    if ctx.analysis.cross_rank is None:
+        return (f"{name}: no cross-rank analysis (fewer than two ranks recorded events)",)
+    return ()
+
+
+def _cpus(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus[:8])) + ("..." if len(cpus) > 8 else "")
+
+
+def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
+    """Remedies for the likely causes, most specific first."""
+    out = []
+    mine = ctx.ranks.get(s.rank)
+    others = [len(m.cpus) for r, m in ctx.ranks.items() if r != s.rank and m.cpus]
+    if mine and mine.cpus and others and len(mine.cpus) < statistics.median(others):
+        out.append(
+            remedy("fewer_cores", rank=s.rank, n=len(mine.cpus), m=int(statistics.median(others)))
+        )
+    if s.phase == "data" and s.phase_excess_ms:
+        out.append(remedy("slow_data", rank=s.rank, ms=s.phase_excess_ms))
+    elif s.phase and s.phase_excess_ms:
+        out.append(
+            remedy("slow_phase", rank=s.rank, ms=s.phase_excess_ms, phase=_in_phase(s.phase))
+        )
+    if mine is not None:
+        host = mine.hostname or "its host"
+        where = f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
+        out.append(remedy("inspect_host", rank=s.rank, where=where))
+    return out
+
+
+def _in_phase(phase: str) -> str:
+    """``in backward``, or ``outside the recorded phases`` for ``other``."""
+    return "outside the recorded phases" if phase == "other" else f"in {phase}"
+
+
+def _evidence(
+    ctx: DiagnosisInput,
+    cr: CrossRankAnalysis,
+    s: Straggler,
+    share: float,
+    cost_ms: float,
+    wait_ms: float,
+) -> tuple[Evidence, ...]:
+    n = len(cr.ranks)
+    out = [
+        Evidence(
+            "its busy time above the others'",
+            round(share, 1),
+            "% of step time",
+            ctx.thresholds.straggler_cost_pct,
+            ">=",
+        ),
+        Evidence("its busy time above the others' per step", round(cost_ms, 1), "ms"),
+        Evidence("others' wait in collectives per step", round(wait_ms, 1), "ms"),
+        Evidence(
+            "its share of all ranks' lateness",
+            round(getattr(s, "lateness_share_pct", 0.0), 1),
+            "%",
+            straggler_min_share_pct(n),
+            ">=",
+        ),
+        Evidence("instances it arrived at last", round(s.last_share_pct, 1), "%"),
+        Evidence("mean lateness when last", round(s.lateness_avg_ms, 2), "ms"),
+    ]
+    if s.phase and s.phase_excess_ms is not None:
+        out.append(
+            Evidence(
+                f"its extra time {_in_phase(s.phase)} per step", round(s.phase_excess_ms, 1), "ms"
+            )
+        )
+    mine = ctx.ranks.get(s.rank)
+    if mine is not None:
+        host = hosts(ctx).get(mine.hostname or "this host", [])
+        out.append(Evidence(f"ranks on its host {mine.hostname or ''}".rstrip(), len(host)))
+        if mine.cpus:
+            out.append(Evidence("its cpus", _cpus(mine.cpus)))
+    return tuple(out)
+
+
+def others_wait(cr: CrossRankAnalysis, rank: int) -> float | None:
+    """Mean over the other ranks of their wait in collectives per step (ms)."""
+    waits = [w.wait_ms_per_step for w in cr.ranks if w.rank != rank]
+    return sum(waits) / len(waits) if waits else None
+
+
+def straggler_cost(cr: CrossRankAnalysis, rank: int) -> float | None:
+    """What the straggler costs per step (ms): its busy time above the others' mean,
+    capped by the others' wait in collectives (they cannot lose more than they wait).
+
+    The wait alone overstates it: waits at asynchronous gradient buckets overlap the
+    waiting rank's own backward. In a balanced 2-rank run the others waited 85 ms/step
+    while the straggler's busy time exceeded theirs by 33 ms."""
+    mine = next((w for w in cr.ranks if w.rank == rank), None)
+    others = [w.busy_ms_per_step for w in cr.ranks if w.rank != rank]
+    wait = others_wait(cr, rank)
+    if mine is None or not others or wait is None:
+        return None
+    return max(0.0, min(mine.busy_ms_per_step - sum(others) / len(others), wait))
+
+
+class StragglerRule:
+    """A rank named straggler by the analysis, costing ``straggler_cost_pct`` or more."""
+
+    name = "straggler"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return _needs(ctx, self.name)
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        cr = ctx.analysis.cross_rank
+        step_ms = mean_step(rank_times(ctx.analysis))
+        if cr is None or cr.straggler is None or not step_ms:
+            return None
+        s = cr.straggler
+        cost_ms, wait_ms = straggler_cost(cr, s.rank), others_wait(cr, s.rank)
+        if cost_ms is None or wait_ms is None:
+            return None
+        share = share_pct(cost_ms, step_ms)
+        if share < ctx.thresholds.straggler_cost_pct:
+            return None
+        return Finding(
+            code="STRAGGLER",
+            bottleneck=bottleneck("STRAGGLER"),
+            summary=summary("STRAGGLER", rank=s.rank, share=share),
+            share_pct=share,
+            saved_ms_per_step=cost_ms,
+            evidence=_evidence(ctx, cr, s, share, cost_ms, wait_ms),
+            remedies=tuple(_causes(ctx, s)),
+            rank=s.rank,
+            basis="its busy time per step above the other ranks' mean, at most their wait",
+        )
+
+
+class ImbalanceRule:
+    """Busy time uneven across ranks (``imbalance_pct``) with no single straggler named."""
+
+    name = "load imbalance"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return _needs(ctx, self.name)
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        cr = ctx.analysis.cross_rank
+        step_ms = mean_step(rank_times(ctx.analysis))
+        if cr is None or cr.straggler is not None or cr.load_imbalance_pct is None or not step_ms:
+            return None
+        if cr.load_imbalance_pct < ctx.thresholds.imbalance_pct:
+            return None
+        busy = [w.busy_ms_per_step for w in cr.ranks]
+        excess = max(busy) - sum(busy) / len(busy)
+        share = share_pct(excess, step_ms)
+        evidence = (
+            Evidence(
+                "load imbalance",
+                round(cr.load_imbalance_pct, 1),
+                "%",
+                ctx.thresholds.imbalance_pct,
+                ">=",
+            ),
+            Evidence("slowest rank's busy time above the mean", round(excess, 1), "ms/step"),
+        )
+        return Finding(
+            code="LOAD_IMBALANCE",
+            bottleneck=bottleneck("LOAD_IMBALANCE"),
+            summary=summary("LOAD_IMBALANCE", imbalance=cr.load_imbalance_pct),
+            share_pct=share,
+            saved_ms_per_step=excess,
+            evidence=evidence,
+            remedies=(remedy("balance"),),
+            basis="the slowest rank's busy time above the mean, per step",
+        )

@@ -1,0 +1,196 @@
+"""Test helper (not a test module): real runs for the diagnosis tests, with the machine's
+other load measured, and independent measurements of the truth.
+
+The machine is shared (2 cores, other test suites): a run during which other processes used
+more than ``MAX_EXTERNAL_PCT`` of the CPUs is repeated once, then the test is skipped with
+the load it saw, because its timings are not the run's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import cli_env
+
+from scalescope.analyze.summary import analyze_run
+from scalescope.diagnose import Diagnosis, diagnose_run
+from scalescope.events import load_run
+
+CLI = [sys.executable, "-m", "scalescope.cli"]
+MAX_EXTERNAL_PCT = 15.0
+ATTEMPTS = 2
+BUSY_LOOP = (
+    "import os, sys, time\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    "end = time.monotonic() + float(sys.argv[2])\n"
+    "while time.monotonic() < end:\n"
+    "    pass\n"
+)
+
+
+def _busy_cpu_s() -> float:
+    """CPU time the whole machine spent busy since boot (/proc/stat), seconds."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class ExternalLoad:
+    """Share of the machine's CPUs that processes other than ours used in a window."""
+
+    def __enter__(self) -> ExternalLoad:
+        self._t, self._busy, self._ours = time.monotonic(), _busy_cpu_s(), self._own()
+        return self
+
+    @staticmethod
+    def _own() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return _children_cpu_s() + own.ru_utime + own.ru_stime
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.monotonic() - self._t
+        external = (_busy_cpu_s() - self._busy) - (self._own() - self._ours)
+        self.pct = max(0.0, 100.0 * external / (wall * (os.cpu_count() or 1)))
+
+
+@dataclass
+class RealRun:
+    run_dir: Path
+    diagnosis: Diagnosis
+    step_ms: float
+    """Mean measured step time from bench.json: the workload's own timing."""
+    external_pct: float
+
+
+def bench_step_ms(run_dir: Path) -> float:
+    bench = json.loads((run_dir / "bench.json").read_text())
+    return 1e3 * statistics.fmean(bench["step_times_s"][bench["warmup_steps"] :])
+
+
+def diagnose_dir(run_dir: Path) -> Diagnosis:
+    run = load_run(run_dir)
+    return diagnose_run(run, analyze_run(run))
+
+
+def _once(args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str]) -> RealRun:
+    run_dir = cwd / f"run-{len(list(cwd.glob('run-*')))}"
+    with ExternalLoad() as load:
+        busy = None
+        if busy_cpu is not None:
+            loop = [sys.executable, "-c", BUSY_LOOP, str(busy_cpu), "240"]
+            busy = subprocess.Popen(loop)
+        try:
+            proc = subprocess.run([*CLI, *args, "--run-dir", str(run_dir), "--no-report"],
+                                  cwd=cwd, env=env, capture_output=True, text=True, timeout=240)  # fmt: skip
+        finally:
+            if busy is not None:
+                busy.kill()
+                busy.wait()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return RealRun(run_dir, diagnose_dir(run_dir), bench_step_ms(run_dir), load.pct)
+
+
+def real_run(
+    args: list[str], cwd: Path, busy_cpu: int | None = None, env: dict[str, str] | None = None
+) -> RealRun:
+    """Run ``scalescope ARGS`` (bench) under the load monitor; retry or skip when busy."""
+    seen = []
+    for _ in range(ATTEMPTS):
+        run = _once(args, cwd, busy_cpu, env or cli_env())
+        if run.external_pct <= MAX_EXTERNAL_PCT:
+            return run
+        seen.append(f"{run.external_pct:.0f}%")
+    pytest.skip(f"other processes used {', '.join(seen)} of the CPUs during the runs")
+    raise AssertionError("unreachable")
+
+
+def warnings(d: Diagnosis) -> list[str]:
+    return [f.code for f in d.findings if f.level == "warning"]
+
+
+def noise_images(root: Path, count: int, width: int, height: int) -> Path:
+    """An ImageFolder of ``count`` JPEGs of random noise in 2 classes (costly to decode)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        folder = root / f"class{i % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"{i:03d}.jpg", quality=90)
+    return root
+
+
+class OneCore:
+    """Run the test process on one cpu with one torch thread, as one bound rank runs."""
+
+    def __init__(self, cpu: int = 0, threads: int = 1) -> None:
+        self.cpus, self.threads = {cpu} if threads == 1 else set(range(threads)), threads
+
+    def __enter__(self) -> OneCore:
+        import torch
+
+        self._cpus, self._threads = os.sched_getaffinity(0), torch.get_num_threads()
+        os.sched_setaffinity(0, self.cpus)
+        torch.set_num_threads(self.threads)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        os.sched_setaffinity(0, self._cpus)
+        torch.set_num_threads(self._threads)
+
+
+def time_loader_ms(data: Path, image_size: int, batch: int, batches: int = 6) -> float:
+    """Mean time of one batch of the bench's own ImageFolder pipeline, 0 workers, 1 core."""
+    from torch.utils.data import DataLoader
+
+    from scalescope.bench.data import image_folder
+
+    loader = DataLoader(image_folder(data, image_size), batch_size=batch, shuffle=True)
+    with OneCore():
+        it = iter(loader)
+        next(it)
+        start = time.perf_counter()
+        for _ in range(batches):
+            next(it)
+        return 1e3 * (time.perf_counter() - start) / batches
+
+
+def time_training_step_ms(model: str, batch: int, image_size: int, threads: int) -> float:
+    """Mean forward + backward + SGD step of the bench's model, synthetic batch, no DDP."""
+    import torch
+
+    from scalescope.bench.models import build_model
+
+    torch.manual_seed(0)
+    net = build_model(model, 1000, image_size=image_size)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(batch, 3, image_size, image_size)
+    labels = torch.randint(0, 1000, (batch,))
+    times = []
+    with OneCore(threads=threads):
+        for _ in range(4):
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(net(images), labels).backward()
+            opt.step()
+            times.append(time.perf_counter() - start)
+    return 1e3 * statistics.fmean(times[1:])

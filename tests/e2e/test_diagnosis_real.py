@@ -1,0 +1,227 @@
+"""Each bottleneck made for real on this machine, run through the CLI, and named first by the
+diagnosis with its share of step time within ``TOLERANCE`` points of an independent truth.
+
+Truths: the input-bound share is the bench's own loader timed alone in this process over
+the workload's own step time (bench.json); the compute share is the model's forward +
+backward + optimizer step timed in this process; the cost of oversubscription or of a
+straggler is the step time lost against a well-placed reference run of the same workload
+(bench.json of both); the communication share is a plain gloo all_reduce of the model's
+gradient bytes over the same throttled link, timed alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import cli_env
+from real_runs import (
+    RealRun,
+    noise_images,
+    real_run,
+    time_loader_ms,
+    time_training_step_ms,
+    warnings,
+)
+
+from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK
+from scalescope.events import load_run
+
+TOLERANCE = 10.0
+"""Points of step-time share the reported cost may differ from the truth."""
+RESNET18 = ["bench", "resnet18", "-n", "2", "--batch-size", "8", "--image-size", "128",
+            "--steps", "7", "--warmup-steps", "2"]  # fmt: skip
+"""The balanced workload: one bound core and one thread per rank, little communication."""
+
+pytestmark = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="the scenarios need two cpus (one per rank)"
+)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> RealRun:
+    """The balanced, well-configured run: also the reference for placement and straggler."""
+    run = real_run(RESNET18, tmp_path_factory.mktemp("reference"))
+    placed = load_run(run.run_dir).ranks
+    if [placed[r].cpus for r in (0, 1)] != [[0], [1]]:
+        pytest.skip(f"ranks were not bound to cpus 0 and 1: {[placed[r].cpus for r in placed]}")
+    return run
+
+
+def lost_share(slow: RealRun, reference: RealRun) -> float:
+    """Truth of what a bottleneck costs: the step time lost against the reference, in %."""
+    return 100.0 * (slow.step_ms - reference.step_ms) / slow.step_ms
+
+
+def test_balanced_run_raises_no_false_alarm(reference):
+    d = reference.diagnosis
+    assert warnings(d) == [], [(f.code, f.summary) for f in d.findings]
+    assert d.verdict.startswith(NO_CLEAR_BOTTLENECK)
+    assert all(f.code == "COMPUTE" for f in d.findings), "only the compute-bound info"
+
+
+def test_input_bound_jpeg_folder_with_no_workers(tmp_path):
+    data = noise_images(tmp_path / "images", 64, 1024, 768)
+    truth_ms = time_loader_ms(data, image_size=64, batch=8)
+    run = real_run(["bench", "resnet18", "-n", "2", "--data", str(data), "--workers", "0",
+                    "--image-size", "64", "--batch-size", "8", "--steps", "8",
+                    "--warmup-steps", "2"], tmp_path)  # fmt: skip
+    first = run.diagnosis.findings[0]
+    truth = 100.0 * truth_ms / run.step_ms
+    print(f"input-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+          f"({truth_ms:.0f} of {run.step_ms:.0f} ms)")  # fmt: skip
+    assert first.code == "INPUT_BOUND"
+    assert abs(first.share_pct - truth) <= TOLERANCE
+    assert any("--workers" in r for r in first.remedies)
+
+
+def test_oversubscribed_threads_named_first(reference, tmp_path):
+    run = real_run([*RESNET18, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"],
+                   tmp_path)  # fmt: skip
+    first, truth = run.diagnosis.findings[0], lost_share(run, reference)
+    print(f"oversubscribed: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+          f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)")  # fmt: skip
+    assert first.code == "OVERSUBSCRIBED" and first.bottleneck == "CPU placement"
+    assert abs(first.share_pct - truth) <= TOLERANCE
+    assert "--threads-per-rank 1" in first.remedies[0]
+
+
+def test_straggler_on_a_shared_core_is_rank_1(reference, tmp_path):
+    run = real_run(RESNET18, tmp_path, busy_cpu=1)
+    first, truth = run.diagnosis.findings[0], lost_share(run, reference)
+    print(f"straggler: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+          f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)")  # fmt: skip
+    assert (first.code, first.rank) == ("STRAGGLER", 1)
+    assert abs(first.share_pct - truth) <= TOLERANCE
+    assert any("cpus 1" in r for r in first.remedies)
+
+
+def test_compute_bound_resnet50_comes_first(tmp_path):
+    truth_ms = time_training_step_ms("resnet50", batch=16, image_size=96, threads=2)
+    run = real_run(["bench", "resnet50", "-n", "1", "--batch-size", "16", "--image-size", "96",
+                    "--steps", "6", "--warmup-steps", "2"], tmp_path)  # fmt: skip
+    first = run.diagnosis.findings[0]
+    truth = 100.0 * truth_ms / run.step_ms
+    print(f"compute-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+          f"({truth_ms:.0f} of {run.step_ms:.0f} ms)")  # fmt: skip
+    assert first.code == "COMPUTE", [(f.code, f.summary) for f in run.diagnosis.findings]
+    assert abs(first.share_pct - min(truth, 100.0)) <= TOLERANCE
+    assert any(e.name.startswith("estimated fp32 peak") for e in first.evidence)
+
+
+# --- communication over a throttled link between two network namespaces ------------------
+
+RATE = "40mbit"
+COMM_MODEL = "squeezenet1_1"
+"""1.24 M parameters: 4.9 MB of gradients per step, ~1 s on a 40 Mbit/s link."""
+ALLREDUCE = (
+    "import sys, time, torch, torch.distributed as dist\n"
+    "rank, addr, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])\n"
+    "dist.init_process_group('gloo', init_method=f'tcp://{addr}', rank=rank, world_size=2)\n"
+    "t, times = torch.ones(n), []\n"
+    "for _ in range(3):\n"
+    "    start = time.perf_counter(); dist.all_reduce(t); times.append(time.perf_counter() - start)\n"
+    "print(sum(times[1:]) / 2)\n"
+    "dist.destroy_process_group()\n"
+)
+
+
+def _netns_unavailable() -> str | None:
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"{tool} (iproute2) is not installed"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    probe = subprocess.run(["ip", "netns", "add", f"ssdiag{os.getpid()}"], capture_output=True)
+    if probe.returncode != 0:
+        return f"ip netns add is not allowed here: {probe.stderr.decode().strip()}"
+    subprocess.run(["ip", "netns", "del", f"ssdiag{os.getpid()}"], check=True)
+    return None
+
+
+def _link_cmds(hosts: list[tuple[str, str, str]]) -> list[list[str]]:
+    (ns_a, dev_a, _), (ns_b, dev_b, _) = hosts
+    cmds = [["ip", "netns", "add", ns_a], ["ip", "netns", "add", ns_b],
+            ["ip", "link", "add", dev_a, "type", "veth", "peer", "name", dev_b]]  # fmt: skip
+    for ns, dev, addr in hosts:
+        cmds += [
+            ["ip", "link", "set", dev, "netns", ns],
+            ["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
+            ["ip", "-n", ns, "link", "set", dev, "up"],
+            ["ip", "-n", ns, "link", "set", "lo", "up"],
+        ]
+    return cmds
+
+
+@pytest.fixture
+def throttled_hosts():
+    """Two namespaces joined by a veth pair, each end limited by tbf to ``RATE``."""
+    reason = _netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    tag = uuid.uuid4().hex[:6]
+    hosts = [(f"sda{tag}", f"da{tag}", "10.211.8.1"), (f"sdb{tag}", f"db{tag}", "10.211.8.2")]
+    try:
+        for cmd in _link_cmds(hosts):
+            subprocess.run(cmd, check=True, capture_output=True)
+        for ns, dev, _ in hosts:
+            tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                   "rate", RATE, "burst", "32kbit", "latency", "400ms"]  # fmt: skip
+            done = subprocess.run(tbf, capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"tc tbf is not available: {done.stderr.strip()}")
+        yield hosts
+    finally:
+        for ns, _, _ in hosts:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _in_both(hosts, argv_of) -> list[str]:
+    """Run ``argv_of(node, addr)`` in both namespaces at once; their stdout, in node order."""
+    procs = [
+        subprocess.Popen(["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}",
+                          *argv_of(node, addr)], env=cli_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        for node, (ns, dev, addr) in enumerate(hosts)
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    return [out for out, _ in outs]
+
+
+def test_communication_bound_over_a_throttled_link(throttled_hosts, tmp_path):
+    import torchvision
+
+    numel = sum(p.numel() for p in torchvision.models.get_model(COMM_MODEL).parameters())
+    endpoint = f"{throttled_hosts[0][2]}:{_port()}"
+    outs = _in_both(throttled_hosts, lambda node, addr: [
+        sys.executable, "-c", ALLREDUCE, str(node), endpoint, str(numel)])  # fmt: skip
+    truth_ms = 1e3 * float(outs[0].strip().splitlines()[-1])
+    endpoint = f"{throttled_hosts[0][2]}:{_port()}"
+    run_dir = tmp_path / "run"
+    _in_both(throttled_hosts, lambda node, addr: [
+        sys.executable, "-m", "scalescope.cli", "bench", COMM_MODEL, "--nnodes", "2",
+        "--node-rank", str(node), "-n", "1", "--rdzv-endpoint", endpoint, "--local-addr", addr,
+        "--run-dir", str(run_dir), "--no-report", "--image-size", "64", "--batch-size", "8",
+        "--steps", "5", "--warmup-steps", "1"])  # fmt: skip
+    from real_runs import bench_step_ms, diagnose_dir
+
+    d, step_ms = diagnose_dir(run_dir), bench_step_ms(run_dir)
+    first, truth = d.findings[0], 100.0 * truth_ms / step_ms
+    print(f"communication: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+          f"(all_reduce {truth_ms:.0f} of {step_ms:.0f} ms)")  # fmt: skip
+    assert first.code == "COMM_BANDWIDTH", [(f.code, f.summary) for f in d.findings]
+    assert abs(first.share_pct - truth) <= TOLERANCE
+    assert "bf16_compress_hook" in first.remedies[0]

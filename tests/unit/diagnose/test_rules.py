@@ -1,0 +1,377 @@
+"""Each diagnosis rule on hand-built analyses: it fires with the right evidence, abstains
+(with a reason) when its inputs were never measured, and findings rank by saving."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import msgspec
+import pytest
+from diagnose_inputs import (
+    GIB,
+    HARDWARE,
+    PEAK_FLOPS,
+    SOFTWARE,
+    analysis,
+    collectives,
+    cross_rank,
+    good_ranks,
+    make_input,
+    rank_meta,
+    rank_steps,
+    run_meta,
+)
+
+from scalescope.analyze.steps import MemoryPeak
+from scalescope.diagnose import Diagnosis, Thresholds, diagnose
+from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK, Evidence, Finding
+from scalescope.diagnose.rules_comm import CommBandwidthRule, CommLatencyRule
+from scalescope.diagnose.rules_compute import ComputeRule, MemoryRule
+from scalescope.diagnose.rules_flops import clock_ghz, isa_rate, peak_flops
+from scalescope.diagnose.rules_pipeline import InputRule
+from scalescope.diagnose.rules_placement import (
+    IdleCoresRule,
+    NumaSpanRule,
+    OversubscribedRule,
+    UnboundRule,
+)
+from scalescope.diagnose.rules_ranks import ImbalanceRule, StragglerRule
+
+COMPUTE = {"forward": 30.0, "backward": 55.0, "optimizer": 5.0}
+"""90 ms of a 100 ms step: compute-bound."""
+
+
+def evidence(finding: Finding, name: str) -> Evidence:
+    return next(e for e in finding.evidence if e.name.startswith(name))
+
+
+def input_bound() -> list:
+    return [rank_steps(r, data=40.0, forward=20.0, backward=30.0, optimizer=5.0) for r in (0, 1)]
+
+
+# --- input pipeline ---------------------------------------------------------------------
+
+
+def test_input_rule_fires_with_the_data_share_and_its_threshold():
+    ctx = make_input(analysis(input_bound()), ranks=good_ranks())
+    f = InputRule().evaluate(ctx)
+    assert f is not None and f.code == "INPUT_BOUND"
+    assert f.share_pct == pytest.approx(40.0)
+    assert f.saved_ms_per_step == pytest.approx(40.0)
+    wait = evidence(f, "data wait")
+    assert (wait.value, wait.unit, wait.threshold, wait.comparison) == (
+        40.0, "% of step time", 10.0, ">=",
+    )  # fmt: skip
+    assert "num_workers=1" in f.remedies[0]
+    assert InputRule().not_judged(ctx) == ()
+
+
+def test_input_rule_abstains_without_a_data_phase_or_without_steps():
+    no_data = make_input(analysis([rank_steps(0, forward=40.0, backward=50.0)]))
+    assert InputRule().evaluate(no_data) is None
+    assert "data phase" in InputRule().not_judged(no_data)[0]
+    no_steps = make_input(analysis(None))
+    assert InputRule().evaluate(no_steps) is None
+    assert "no step timing" in InputRule().not_judged(no_steps)[0]
+
+
+def test_input_rule_stays_quiet_below_its_threshold():
+    ctx = make_input(analysis([rank_steps(0, data=5.0, **COMPUTE)]))
+    assert InputRule().evaluate(ctx) is None
+    assert InputRule().not_judged(ctx) == ()
+
+
+# --- communication ----------------------------------------------------------------------
+
+
+def comm_run(sizes: list[tuple[int, float, float]], calls: float) -> list:
+    ranks = [
+        rank_steps(0, forward=20.0, backward=40.0, comm_wait=30.0, optimizer=5.0),
+        rank_steps(1, forward=20.0, backward=30.0, comm_wait=45.0, optimizer=5.0),
+    ]
+    return [analysis(ranks, collectives=collectives(sizes, calls))]
+
+
+def test_many_small_messages_are_latency_bound_and_get_bigger_buckets():
+    (a,) = comm_run([(64 * 1024, 30.0, 0.5), (4 * 1024 * 1024, 5.0, 1.0)], calls=40)
+    ctx = make_input(a)
+    assert CommBandwidthRule().evaluate(ctx) is None
+    f = CommLatencyRule().evaluate(ctx)
+    assert f is not None and f.code == "COMM_LATENCY"
+    assert f.share_pct == pytest.approx(30.0), "the rank that waits least: transfer only"
+    assert f.saved_ms_per_step == pytest.approx(30.0)
+    small = evidence(f, "collective time in messages <")
+    assert small.value == pytest.approx(85.7) and small.threshold == 50.0
+    calls = evidence(f, "collectives per step")
+    assert (calls.value, calls.threshold) == (40.0, 8.0)
+    assert "bucket_cap_mb=100" in f.remedies[0]
+
+
+def test_large_messages_are_bandwidth_bound_and_get_compression():
+    (a,) = comm_run([(25 * 1024 * 1024, 60.0, 0.8)], calls=2)
+    ctx = make_input(a)
+    assert CommLatencyRule().evaluate(ctx) is None
+    f = CommBandwidthRule().evaluate(ctx)
+    assert f is not None and f.code == "COMM_BANDWIDTH"
+    assert evidence(f, "busbw").value == pytest.approx(0.8)
+    assert "bf16_compress_hook" in f.remedies[0]
+    assert any("link_gbps" in r for r in CommBandwidthRule().not_judged(ctx))
+
+
+def test_slow_busbw_against_a_known_link_is_named():
+    (a,) = comm_run([(25 * 1024 * 1024, 60.0, 0.8)], calls=2)
+    ctx = make_input(a, meta=run_meta(hardware={**HARDWARE, "link_gbps": 12.5}))
+    f = CommBandwidthRule().evaluate(ctx)
+    assert any("6% of the link's 12.5 GB/s" in r for r in f.remedies)
+    assert CommBandwidthRule().not_judged(ctx) == ()
+
+
+def test_communication_rules_abstain_on_one_rank_and_without_comm_wait():
+    one = make_input(analysis([rank_steps(0, **COMPUTE)]))
+    assert CommBandwidthRule().evaluate(one) is None
+    assert "one rank" in CommLatencyRule().not_judged(one)[0]
+    two = make_input(analysis([rank_steps(r, **COMPUTE) for r in (0, 1)]))
+    assert CommBandwidthRule().evaluate(two) is None
+    assert "comm_wait" in CommBandwidthRule().not_judged(two)[0]
+
+
+# --- stragglers and imbalance -----------------------------------------------------------
+
+
+def test_straggler_named_with_its_cost_and_cause():
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
+    cr = cross_rank(busy_ms=[60.0, 90.0], wait_ms=[35.0, 2.0], straggler=1)
+    metas = {0: rank_meta(0, [0, 1, 2, 3], 4), 1: rank_meta(1, [4, 5], 2)}
+    f = StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr), ranks=metas))
+    assert f is not None and f.code == "STRAGGLER" and f.rank == 1
+    assert f.saved_ms_per_step == pytest.approx(30.0), "its busy time above the others'"
+    assert f.share_pct == pytest.approx(30.0)
+    assert evidence(f, "others' wait").value == 35.0
+    assert "rank 1 has 2 cores, the others 4" in f.remedies[0]
+
+
+def test_straggler_cost_is_capped_by_the_others_wait():
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
+    cr = cross_rank(busy_ms=[40.0, 90.0], wait_ms=[20.0, 1.0], straggler=1)
+    f = StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr)))
+    assert f.saved_ms_per_step == pytest.approx(20.0)
+
+
+def test_a_cheap_straggler_is_no_finding():
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
+    cr = cross_rank(busy_ms=[80.0, 85.0], wait_ms=[30.0, 1.0], straggler=1)
+    assert StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr))) is None
+
+
+def test_rank_rules_abstain_without_cross_rank_analysis():
+    ctx = make_input(analysis([rank_steps(r, **COMPUTE) for r in (0, 1)]))
+    assert StragglerRule().evaluate(ctx) is None
+    assert "no cross-rank analysis" in StragglerRule().not_judged(ctx)[0]
+    assert ImbalanceRule().evaluate(ctx) is None
+
+
+def test_imbalance_without_a_straggler():
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1, 2)]
+    cr = cross_rank(busy_ms=[60.0, 60.0, 90.0], wait_ms=[20.0, 20.0, 1.0])
+    f = ImbalanceRule().evaluate(make_input(analysis(ranks, cross_rank=cr)))
+    assert f is not None and f.code == "LOAD_IMBALANCE"
+    assert evidence(f, "load imbalance").value == pytest.approx(28.6)
+    assert f.saved_ms_per_step == pytest.approx(20.0)
+
+
+# --- compute and memory -----------------------------------------------------------------
+
+
+def compute_input(forward_gflops: float | None):
+    a = analysis([rank_steps(r, data=2.0, **COMPUTE) for r in (0, 1)])
+    return make_input(a, ranks=good_ranks(), forward_gflops=forward_gflops)
+
+
+def test_compute_at_low_efficiency_is_a_warning_with_the_shortfall():
+    # 2 ranks x 8 samples x 3 x 0.192 GFLOP in 90 ms = 102.4 GFLOP/s = 10% of 1,024
+    ctx = compute_input(0.192)
+    f = ComputeRule().evaluate(ctx)
+    assert f is not None and f.level == "warning"
+    assert evidence(f, "compute FLOP/s of estimated peak").value == pytest.approx(10.0)
+    assert evidence(f, "compute FLOP/s of estimated peak").comparison == "<"
+    assert evidence(f, "estimated fp32 peak").value == pytest.approx(PEAK_FLOPS / 1e9)
+    ideal_ms = 1e3 * 2 * 8 * 3 * 0.192e9 / (0.40 * PEAK_FLOPS)
+    assert f.saved_ms_per_step == pytest.approx(90.0 - ideal_ms)
+    assert f.basis.startswith("estimate:")
+
+
+def test_compute_at_good_efficiency_is_information_without_saving():
+    f = ComputeRule().evaluate(compute_input(0.768))
+    assert f.level == "info" and f.saved_ms_per_step == 0.0
+
+
+def test_compute_of_a_script_does_not_judge_flops():
+    ctx = compute_input(None)
+    f = ComputeRule().evaluate(ctx)
+    assert f.level == "info" and f.saved_ms_per_step is None
+    assert [e.name for e in f.evidence] == ["compute (forward + backward + optimizer)"]
+    assert "bench runs only" in ComputeRule().not_judged(ctx)[0]
+
+
+def test_memory_near_the_host_limit():
+    mem = (MemoryPeak("rss_peak", 28 * GIB),)
+    a = analysis([rank_steps(r, memory=mem, **COMPUTE) for r in (0, 1)])
+    f = MemoryRule().evaluate(make_input(a, ranks=good_ranks()))
+    assert f is not None and f.code == "MEMORY_SIZE" and f.share_pct is None
+    assert evidence(f, "peak memory of host node-a").value == pytest.approx(87.5)
+    low = analysis([rank_steps(r, memory=(MemoryPeak("rss_peak", GIB),), **COMPUTE) for r in (0, 1)])
+    assert MemoryRule().evaluate(make_input(low, ranks=good_ranks())) is None
+
+
+def test_memory_rule_abstains_without_peaks():
+    ctx = make_input(analysis([rank_steps(0, **COMPUTE)]))
+    assert MemoryRule().evaluate(ctx) is None
+    assert "no memory peak" in MemoryRule().not_judged(ctx)[0]
+
+
+# --- placement and build ----------------------------------------------------------------
+
+
+def placement(ranks: dict, forward_gflops: float | None = None):
+    a = analysis([rank_steps(r, **COMPUTE) for r in ranks])
+    return make_input(a, ranks=ranks, forward_gflops=forward_gflops)
+
+
+def test_oversubscription_estimated_roughly_from_counts():
+    ranks = {r: rank_meta(r, list(range(8)), 8, bound=False) for r in (0, 1)}
+    f = OversubscribedRule().evaluate(placement(ranks))
+    assert f is not None and f.code == "OVERSUBSCRIBED"
+    assert (evidence(f, "compute threads per physical core").value, f.evidence[0].threshold) == (
+        2.0, 1.0,
+    )  # fmt: skip
+    assert f.saved_ms_per_step == pytest.approx(45.0), "90 ms x (1 - 8 cores / 16 threads)"
+    assert f.basis.startswith("rough estimate")
+    assert "--threads-per-rank 4" in f.remedies[0]
+    assert UnboundRule().evaluate(placement(ranks)).code == "UNBOUND"
+
+
+def test_oversubscription_estimated_from_the_flops_shortfall():
+    ranks = {r: rank_meta(r, list(range(8)), 8, bound=False) for r in (0, 1)}
+    f = OversubscribedRule().evaluate(placement(ranks, forward_gflops=0.192))
+    ideal_ms = 1e3 * 2 * 8 * 3 * 0.192e9 / (0.40 * PEAK_FLOPS)
+    assert f.saved_ms_per_step == pytest.approx(100.0 - ideal_ms)
+    assert "now 10%" in f.basis
+
+
+def test_idle_cores_under_omp_one_thread():
+    ranks = {0: rank_meta(0, [0, 1, 2, 3], 1, omp="1"), 1: rank_meta(1, [4, 5, 6, 7], 1, omp="1")}
+    f = IdleCoresRule().evaluate(placement(ranks))
+    assert f is not None and f.code == "IDLE_CORES"
+    assert evidence(f, "cores with a compute thread").value == 25.0
+    assert evidence(f, "OMP_NUM_THREADS").value == "1"
+    assert "--threads-per-rank 4" in f.remedies[0]
+
+
+def test_well_placed_ranks_raise_nothing():
+    ctx = placement(good_ranks())
+    rules = (OversubscribedRule(), UnboundRule(), IdleCoresRule(), NumaSpanRule())
+    assert [r.evaluate(ctx) for r in rules] == [None] * 4
+
+
+def test_a_rank_spanning_numa_nodes():
+    nodes = [{"node": 0, "cpus": "0-3"}, {"node": 1, "cpus": "4-7"}]
+    ranks = {0: rank_meta(0, [2, 3, 4, 5], 4), 1: rank_meta(1, [0, 1, 6, 7], 4)}
+    a = analysis([rank_steps(r, **COMPUTE) for r in ranks])
+    meta = run_meta(hardware={**HARDWARE, "numa_nodes": nodes})
+    f = NumaSpanRule().evaluate(make_input(a, meta=meta, ranks=ranks))
+    assert f is not None and f.rank == 0 and "NUMA nodes 0,1" in f.summary
+
+
+def test_placement_abstains_without_rank_files():
+    ctx = placement({})
+    assert OversubscribedRule().evaluate(ctx) is None
+    assert "rank files" in OversubscribedRule().not_judged(ctx)[0]
+
+
+def test_a_build_without_onednn_is_a_build_finding():
+    a = analysis([rank_steps(0, **COMPUTE)])
+    meta = run_meta(software={**SOFTWARE, "mkldnn": False})
+    d = diagnose(make_input(a, meta=meta, ranks=good_ranks(1)))
+    codes = [f.code for f in d.findings]
+    assert codes[0] == "BUILD_NO_ONEDNN"
+    compute = d.findings[codes.index("COMPUTE")]
+    assert compute.level == "info" and compute.basis == "explained by BUILD_NO_ONEDNN"
+
+
+# --- the whole diagnosis ----------------------------------------------------------------
+
+
+def test_findings_rank_by_saving_warnings_first():
+    ranks = [
+        rank_steps(0, data=40.0, forward=10.0, backward=15.0, comm_wait=30.0, optimizer=5.0),
+        rank_steps(1, data=40.0, forward=10.0, backward=15.0, comm_wait=30.0, optimizer=5.0),
+    ]
+    a = analysis(ranks, collectives=collectives([(25 * 1024 * 1024, 30.0, 0.8)], 2))
+    metas = {r: rank_meta(r, list(range(8)), 8, bound=False) for r in (0, 1)}
+    d = diagnose(make_input(a, ranks=metas))
+    assert [f.code for f in d.findings] == [
+        "INPUT_BOUND", "COMM_BANDWIDTH", "OVERSUBSCRIBED", "UNBOUND",
+    ]  # fmt: skip
+    assert [f.saved_ms_per_step for f in d.findings[:3]] == pytest.approx([40.0, 30.0, 15.0])
+    assert d.verdict.startswith("input pipeline: ranks wait 40% of each step")
+
+
+def test_a_compute_bound_well_placed_run_has_no_clear_bottleneck():
+    d = diagnose(compute_input(0.768))
+    assert [(f.code, f.level) for f in d.findings] == [("COMPUTE", "info")]
+    assert d.verdict.startswith(f"{NO_CLEAR_BOTTLENECK}: compute takes 90% of the step")
+
+
+def test_nothing_stands_out():
+    a = analysis([rank_steps(r, data=5.0, forward=25.0, backward=30.0) for r in (0, 1)])
+    d = diagnose(make_input(a, ranks=good_ranks()))
+    assert d.findings == () and d.verdict == NO_CLEAR_BOTTLENECK
+
+
+def test_a_trace_without_rank_files_or_facts_says_what_it_could_not_judge():
+    a = analysis([rank_steps(r, **COMPUTE) for r in (0, 1)], world_size=2)
+    d = diagnose(make_input(a, meta=run_meta(hardware={}, software={})))
+    text = "\n".join(d.not_judged)
+    for missing in ("data phase", "comm_wait", "cross-rank", "memory peak", "rank files", "build"):
+        assert missing in text
+
+
+def test_thresholds_change_what_fires_and_bad_ones_are_refused():
+    ctx = make_input(analysis(input_bound()), thresholds=Thresholds(data_share_pct=50))
+    assert InputRule().evaluate(ctx) is None
+    with pytest.raises(ValueError, match="data_share_pct"):
+        Thresholds(data_share_pct=0)
+    with pytest.raises(ValueError, match="flops_low_fraction"):
+        Thresholds(flops_low_fraction=0.5, flops_expected_fraction=0.4)
+
+
+def test_diagnosis_encodes_to_json_and_back():
+    d = diagnose(make_input(analysis(input_bound()), ranks=good_ranks()))
+    back = msgspec.json.decode(msgspec.json.encode(d), type=Diagnosis)
+    assert back == d
+    assert dataclasses.asdict(back)["findings"][0]["code"] == "INPUT_BOUND"
+
+
+@pytest.mark.parametrize(
+    ("flags", "bits", "expected"),
+    [
+        (["avx2", "fma", "avx512f"], None, (64, "AVX-512")),
+        (["avx2", "fma"], None, (32, "AVX2")),
+        (["asimd", "sve"], 512, (64, "SVE-512")),
+        (["asimd"], None, (16, "NEON")),
+        (["sse4_2"], None, None),
+    ],
+)
+def test_fp32_flops_per_cycle_by_isa(flags, bits, expected):
+    assert isa_rate({"isa_flags": flags, "sve_vector_bits": bits}) == expected
+
+
+def test_clock_from_facts_or_model_name_and_a64fx_peak():
+    assert clock_ghz({"cpu_mhz": 2100.0}) == pytest.approx(2.1)
+    assert clock_ghz({"cpu_model": "Intel(R) Xeon(R) Processor @ 2.10GHz"}) == pytest.approx(2.1)
+    assert clock_ghz({"cpu_model": "A64FX"}) is None
+    a64fx = {"isa_flags": ["asimd", "sve"], "sve_vector_bits": 512, "cpu_mhz": 1800.0,
+             "physical_cores": 48, "usable_cores": 48}  # fmt: skip
+    ctx = make_input(analysis(None), meta=run_meta(hardware=a64fx))
+    peak = peak_flops(ctx)
+    assert peak.flops_per_s == pytest.approx(5.53e12, rel=0.01), "A64FX's fp32 peak"

@@ -1,0 +1,95 @@
+"""The Findings section, rendered to a fixed-width console."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import msgspec
+from rich.console import Console
+
+from scalescope.diagnose.findings import Diagnosis, Evidence, Finding
+from scalescope.report.diagnosis_view import (
+    cost_line,
+    diagnosis_builtins,
+    evidence_line,
+    render_diagnosis,
+)
+
+INPUT = Finding(
+    code="INPUT_BOUND",
+    bottleneck="input pipeline",
+    summary="ranks wait 34% of each step for the DataLoader",
+    share_pct=34.2,
+    saved_ms_per_step=120.5,
+    evidence=(
+        Evidence("data wait", 34.2, "% of step time", 10.0, ">="),
+        Evidence("data wait per step", 120.5, "ms"),
+        Evidence("mean file size", 705.6, "kB", 1048.576, "<"),
+        Evidence("OMP_NUM_THREADS", "1"),
+    ),
+    remedies=("load batches while the step runs: `scalescope bench --workers 2` [sic]",),
+    basis="the data wait per step",
+)
+COMPUTE = Finding(
+    code="COMPUTE",
+    bottleneck="compute",
+    summary="compute takes 60% of the step",
+    share_pct=60.0,
+    saved_ms_per_step=None,
+    evidence=(),
+    remedies=(),
+    level="info",
+)
+
+
+def _render(diagnosis: Diagnosis) -> str:
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    render_diagnosis(diagnosis, console)
+    return console.file.getvalue()
+
+
+def test_evidence_lines_state_value_and_threshold():
+    assert evidence_line(INPUT.evidence[0]) == "data wait 34.2% of step time (threshold 10%)"
+    assert evidence_line(INPUT.evidence[1]) == "data wait per step 120.5 ms"
+    assert evidence_line(INPUT.evidence[2]) == "mean file size 705.6 kB (threshold 1,048.6 kB)"
+    assert evidence_line(INPUT.evidence[3]) == "OMP_NUM_THREADS 1"
+
+
+def test_cost_line_with_share_saving_and_basis():
+    assert cost_line(INPUT) == "34.2% of step time; saves ~120.5 ms/step (the data wait per step)"
+    assert cost_line(COMPUTE) == "60.0% of step time"
+
+
+def test_findings_are_numbered_best_first_with_evidence_remedies_and_verdict():
+    d = Diagnosis((INPUT, COMPUTE), ("straggler: one rank",), "input pipeline: ranks wait")
+    text = _render(d)
+    assert "Findings" in text.splitlines()[1]
+    assert "1. input pipeline: ranks wait 34% of each step for the DataLoader" in text
+    assert "     - data wait 34.2% of step time (threshold 10%)" in text
+    assert "`scalescope bench --workers 2` [sic]" in text, "remedies are not rich markup"
+    assert "2. compute (info): compute takes 60% of the step" in text
+    assert text.index("1. input") < text.index("2. compute") < text.index("not judged:")
+    assert "  - straggler: one rank" in text
+    assert text.rstrip().endswith("verdict: input pipeline: ranks wait")
+
+
+def test_no_finding_prints_the_verdict_only():
+    text = _render(Diagnosis((), (), "no clear bottleneck"))
+    assert "1." not in text and "not judged" not in text
+    assert "verdict: no clear bottleneck" in text
+
+
+def test_json_builtins_keep_every_field():
+    d = Diagnosis((INPUT,), (), "v")
+    doc = json.loads(msgspec.json.encode(diagnosis_builtins(d)))
+    assert list(doc) == ["findings", "not_judged", "verdict"]
+    finding = doc["findings"][0]
+    assert list(finding) == [
+        "code", "bottleneck", "summary", "share_pct", "saved_ms_per_step", "evidence",
+        "remedies", "rank", "level", "basis",
+    ]  # fmt: skip
+    assert finding["evidence"][0] == {
+        "name": "data wait", "value": 34.2, "unit": "% of step time", "threshold": 10.0,
+        "comparison": ">=",
+    }  # fmt: skip
