@@ -203,6 +203,29 @@ def report(
 
 
 @app.command()
+def analyze(
+    path: Path = typer.Argument(
+        ..., help="A torch.profiler trace (file or per-rank directory) or a Horovod timeline."
+    ),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
+    timeline: Path | None = typer.Option(None, "--timeline", help="Also write a Chrome trace."),
+    steps: int | None = typer.Option(None, "--steps", help="Steps in the timelines.", min=1),
+) -> None:
+    """The same report for traces from other tools (torch.profiler/Kineto, Horovod)."""
+    from scalescope.ingest import IngestError
+    from scalescope.report.outputs import ReportFiles, analyze_trace
+
+    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    try:
+        written = analyze_trace(path, files)
+    except IngestError as exc:
+        fail(str(exc))
+    for out in written:
+        err.print(f"wrote {out}")
+
+
+@app.command()
 def compare(
     run_a: Path = typer.Argument(..., help="The baseline run directory."),
     run_b: Path = typer.Argument(..., help="The run to compare with it."),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -77,3 +77,33 @@ def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Pat
         json_file.write_bytes(comparison_json(comparison))
     if html is not None:
         html.write_text(render_compare_html(a, run_a, b, run_b), encoding="utf-8")
+
+
+def analyze_trace(path: Path, files: ReportFiles) -> list[Path]:
+    """Ingest another tool's trace and give it the same views as a recorded run."""
+    import msgspec
+
+    from scalescope.ingest import ingest
+    from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
+    from scalescope.report.json_report import to_json
+    from scalescope.report.terminal import render_terminal
+
+    result = ingest(path)
+    console = report_console()
+    render_ingest_source(result, console)
+    analysis = analyze_run(result.run)
+    render_terminal(analysis, console)
+    render_horovod_phases(result, console)
+    written = write_outputs(analysis, result.run, replace(files, json=None))
+    if files.json is not None:
+        doc = msgspec.json.decode(to_json(analysis))
+        doc["ingest"] = {
+            "format": result.format,
+            "files": [str(f) for f in result.files],
+            "problems": list(result.problems),
+            "horovod_phases": msgspec.to_builtins(result.horovod_phases),
+            "horovod_waits": msgspec.to_builtins(result.horovod_waits),
+        }
+        files.json.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
+        written.append(files.json)
+    return written
