@@ -17,13 +17,15 @@ import socket
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from conftest import cli_env
 from real_runs import (
     RealRun,
+    bench_step_ms,
+    diagnose_dir,
     noise_images,
+    quietly,
     real_run,
     time_loader_ms,
     time_training_step_ms,
@@ -35,8 +37,20 @@ from scalescope.events import load_run
 
 TOLERANCE = 10.0
 """Points of step-time share the reported cost may differ from the truth."""
-RESNET18 = ["bench", "resnet18", "-n", "2", "--batch-size", "8", "--image-size", "128",
-            "--steps", "7", "--warmup-steps", "2"]  # fmt: skip
+RESNET18 = [
+    "bench",
+    "resnet18",
+    "-n",
+    "2",
+    "--batch-size",
+    "8",
+    "--image-size",
+    "128",
+    "--steps",
+    "7",
+    "--warmup-steps",
+    "2",
+]
 """The balanced workload: one bound core and one thread per rank, little communication."""
 
 pytestmark = pytest.mark.skipif(
@@ -68,25 +82,46 @@ def test_balanced_run_raises_no_false_alarm(reference):
 
 def test_input_bound_jpeg_folder_with_no_workers(tmp_path):
     data = noise_images(tmp_path / "images", 64, 1024, 768)
-    truth_ms = time_loader_ms(data, image_size=64, batch=8)
-    run = real_run(["bench", "resnet18", "-n", "2", "--data", str(data), "--workers", "0",
-                    "--image-size", "64", "--batch-size", "8", "--steps", "8",
-                    "--warmup-steps", "2"], tmp_path)  # fmt: skip
+    truth_ms = quietly(time_loader_ms, data, image_size=64, batch=8)
+    run = real_run(
+        [
+            "bench",
+            "resnet18",
+            "-n",
+            "2",
+            "--data",
+            str(data),
+            "--workers",
+            "0",
+            "--image-size",
+            "64",
+            "--batch-size",
+            "8",
+            "--steps",
+            "8",
+            "--warmup-steps",
+            "2",
+        ],
+        tmp_path,
+    )
     first = run.diagnosis.findings[0]
     truth = 100.0 * truth_ms / run.step_ms
-    print(f"input-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-          f"({truth_ms:.0f} of {run.step_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"input-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+        f"({truth_ms:.0f} of {run.step_ms:.0f} ms)"
+    )
     assert first.code == "INPUT_BOUND"
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert any("--workers" in r for r in first.remedies)
 
 
 def test_oversubscribed_threads_named_first(reference, tmp_path):
-    run = real_run([*RESNET18, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"],
-                   tmp_path)  # fmt: skip
+    run = real_run([*RESNET18, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"], tmp_path)
     first, truth = run.diagnosis.findings[0], lost_share(run, reference)
-    print(f"oversubscribed: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-          f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"oversubscribed: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+        f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)"
+    )
     assert first.code == "OVERSUBSCRIBED" and first.bottleneck == "CPU placement"
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert "--threads-per-rank 1" in first.remedies[0]
@@ -95,21 +130,40 @@ def test_oversubscribed_threads_named_first(reference, tmp_path):
 def test_straggler_on_a_shared_core_is_rank_1(reference, tmp_path):
     run = real_run(RESNET18, tmp_path, busy_cpu=1)
     first, truth = run.diagnosis.findings[0], lost_share(run, reference)
-    print(f"straggler: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-          f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"straggler: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+        f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)"
+    )
     assert (first.code, first.rank) == ("STRAGGLER", 1)
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert any("cpus 1" in r for r in first.remedies)
 
 
 def test_compute_bound_resnet50_comes_first(tmp_path):
-    truth_ms = time_training_step_ms("resnet50", batch=16, image_size=96, threads=2)
-    run = real_run(["bench", "resnet50", "-n", "1", "--batch-size", "16", "--image-size", "96",
-                    "--steps", "6", "--warmup-steps", "2"], tmp_path)  # fmt: skip
+    truth_ms = quietly(time_training_step_ms, "resnet50", batch=16, image_size=96, threads=2)
+    run = real_run(
+        [
+            "bench",
+            "resnet50",
+            "-n",
+            "1",
+            "--batch-size",
+            "16",
+            "--image-size",
+            "96",
+            "--steps",
+            "6",
+            "--warmup-steps",
+            "2",
+        ],
+        tmp_path,
+    )
     first = run.diagnosis.findings[0]
     truth = 100.0 * truth_ms / run.step_ms
-    print(f"compute-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-          f"({truth_ms:.0f} of {run.step_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"compute-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+        f"({truth_ms:.0f} of {run.step_ms:.0f} ms)"
+    )
     assert first.code == "COMPUTE", [(f.code, f.summary) for f in run.diagnosis.findings]
     assert abs(first.share_pct - min(truth, 100.0)) <= TOLERANCE
     assert any(e.name.startswith("estimated fp32 peak") for e in first.evidence)
@@ -126,7 +180,9 @@ ALLREDUCE = (
     "dist.init_process_group('gloo', init_method=f'tcp://{addr}', rank=rank, world_size=2)\n"
     "t, times = torch.ones(n), []\n"
     "for _ in range(3):\n"
-    "    start = time.perf_counter(); dist.all_reduce(t); times.append(time.perf_counter() - start)\n"
+    "    start = time.perf_counter()\n"
+    "    dist.all_reduce(t)\n"
+    "    times.append(time.perf_counter() - start)\n"
     "print(sum(times[1:]) / 2)\n"
     "dist.destroy_process_group()\n"
 )
@@ -147,8 +203,11 @@ def _netns_unavailable() -> str | None:
 
 def _link_cmds(hosts: list[tuple[str, str, str]]) -> list[list[str]]:
     (ns_a, dev_a, _), (ns_b, dev_b, _) = hosts
-    cmds = [["ip", "netns", "add", ns_a], ["ip", "netns", "add", ns_b],
-            ["ip", "link", "add", dev_a, "type", "veth", "peer", "name", dev_b]]  # fmt: skip
+    cmds = [
+        ["ip", "netns", "add", ns_a],
+        ["ip", "netns", "add", ns_b],
+        ["ip", "link", "add", dev_a, "type", "veth", "peer", "name", dev_b],
+    ]
     for ns, dev, addr in hosts:
         cmds += [
             ["ip", "link", "set", dev, "netns", ns],
@@ -171,8 +230,25 @@ def throttled_hosts():
         for cmd in _link_cmds(hosts):
             subprocess.run(cmd, check=True, capture_output=True)
         for ns, dev, _ in hosts:
-            tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
-                   "rate", RATE, "burst", "32kbit", "latency", "400ms"]  # fmt: skip
+            tbf = [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                RATE,
+                "burst",
+                "32kbit",
+                "latency",
+                "400ms",
+            ]
             done = subprocess.run(tbf, capture_output=True, text=True)
             if done.returncode != 0:
                 pytest.skip(f"tc tbf is not available: {done.stderr.strip()}")
@@ -191,9 +267,13 @@ def _port() -> int:
 def _in_both(hosts, argv_of) -> list[str]:
     """Run ``argv_of(node, addr)`` in both namespaces at once; their stdout, in node order."""
     procs = [
-        subprocess.Popen(["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}",
-                          *argv_of(node, addr)], env=cli_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *argv_of(node, addr)],
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for node, (ns, dev, addr) in enumerate(hosts)
     ]
     outs = [p.communicate(timeout=240) for p in procs]
@@ -206,22 +286,50 @@ def test_communication_bound_over_a_throttled_link(throttled_hosts, tmp_path):
 
     numel = sum(p.numel() for p in torchvision.models.get_model(COMM_MODEL).parameters())
     endpoint = f"{throttled_hosts[0][2]}:{_port()}"
-    outs = _in_both(throttled_hosts, lambda node, addr: [
-        sys.executable, "-c", ALLREDUCE, str(node), endpoint, str(numel)])  # fmt: skip
+    outs = _in_both(
+        throttled_hosts,
+        lambda node, addr: [sys.executable, "-c", ALLREDUCE, str(node), endpoint, str(numel)],
+    )
     truth_ms = 1e3 * float(outs[0].strip().splitlines()[-1])
     endpoint = f"{throttled_hosts[0][2]}:{_port()}"
     run_dir = tmp_path / "run"
-    _in_both(throttled_hosts, lambda node, addr: [
-        sys.executable, "-m", "scalescope.cli", "bench", COMM_MODEL, "--nnodes", "2",
-        "--node-rank", str(node), "-n", "1", "--rdzv-endpoint", endpoint, "--local-addr", addr,
-        "--run-dir", str(run_dir), "--no-report", "--image-size", "64", "--batch-size", "8",
-        "--steps", "5", "--warmup-steps", "1"])  # fmt: skip
-    from real_runs import bench_step_ms, diagnose_dir
-
+    _in_both(
+        throttled_hosts,
+        lambda node, addr: [
+            sys.executable,
+            "-m",
+            "scalescope.cli",
+            "bench",
+            COMM_MODEL,
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node),
+            "-n",
+            "1",
+            "--rdzv-endpoint",
+            endpoint,
+            "--local-addr",
+            addr,
+            "--run-dir",
+            str(run_dir),
+            "--no-report",
+            "--image-size",
+            "64",
+            "--batch-size",
+            "8",
+            "--steps",
+            "5",
+            "--warmup-steps",
+            "1",
+        ],
+    )
     d, step_ms = diagnose_dir(run_dir), bench_step_ms(run_dir)
     first, truth = d.findings[0], 100.0 * truth_ms / step_ms
-    print(f"communication: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-          f"(all_reduce {truth_ms:.0f} of {step_ms:.0f} ms)")  # fmt: skip
+    print(
+        f"communication: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+        f"(all_reduce {truth_ms:.0f} of {step_ms:.0f} ms)"
+    )
     assert first.code == "COMM_BANDWIDTH", [(f.code, f.summary) for f in d.findings]
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert "bf16_compress_hook" in first.remedies[0]

@@ -22,7 +22,7 @@ DDP_PROFILED = SCRIPTS / "ddp_profiled.py"
 STEPS, WAIT, WARMUP, ACTIVE = 8, 1, 1, 4
 PROFILED = list(range(WAIT + WARMUP, WAIT + WARMUP + ACTIVE))
 PHASE_SLACK_MS_PER_STEP = 0.5
-STEP_SLACK_MS = 1.0
+STEP_SLACK_MS = 2.0
 RELATIVE_SLACK = 0.10
 """Tolerances, and why. Both tools watch the same execution, so they differ only by where
 each one stands and by what the profiler itself costs:
@@ -36,7 +36,8 @@ each one stands and by what the profiler itself costs:
   the active window: starting the trace), the probe's step when ``optimizer.step()``
   returned.
 Each is tens to a few hundred microseconds per step on this machine, hence 0.5 ms per phase
-and step (1 ms for a whole step) plus 10 % for a loaded CI machine."""
+and step (2 ms for a whole step: scheduling jitter of a loaded 2-core machine lands on the
+step boundaries) plus 10 %."""
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +116,6 @@ def test_buffer_broadcast_bytes_match_the_probe(both) -> None:
             assert per_op(traced.run.events, rank)[key][1] == per_op(probe.events, rank)[key][1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="probe records DDP's _broadcast_coalesced as one broadcast; gloo runs one per "
-    "dtype bucket (float32 running stats, int64 num_batches_tracked), as the trace shows",
-)
 def test_buffer_broadcast_counts_match_the_probe(both) -> None:
     probe, traced = both
     for rank in (0, 1):

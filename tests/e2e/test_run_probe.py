@@ -98,14 +98,17 @@ def test_bucket_allreduces_match_ddp_buckets(recorded):
 
 
 def test_parameter_broadcast_counted_once(recorded):
+    """One broadcast per dtype (c10d coalesces same-dtype tensors), every byte once."""
     run, facts = recorded
+    dtypes = 2  # float32 weights and running stats, int64 num_batches_tracked
     for rank in (0, 1):
         sizes = _collectives(run, rank, "parameters")
-        assert sum(len(v) for v in sizes.values()) == 1
-        assert sizes[0] == [facts["param_bytes"] + facts["buffer_bytes"]]
+        assert list(sizes) == [0] and len(sizes[0]) == dtypes
+        assert sum(sizes[0]) == facts["param_bytes"] + facts["buffer_bytes"]
+        assert sizes[0][0] == 8, "int64 num_batches_tracked goes first, as in take_tensors"
         buffers = _collectives(run, rank, "buffers")
-        assert all(v == [facts["buffer_bytes"]] for v in buffers.values())
         assert len(buffers) == STEPS
+        assert all(v == [8, facts["buffer_bytes"] - 8] for v in buffers.values())
 
 
 def test_user_allreduce_exact_size_and_tag(recorded):

@@ -12,6 +12,7 @@ import functools
 import time
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -99,20 +100,69 @@ class DDPPatch:
         recorder, groups = self.recorder, self.groups
 
         @functools.wraps(original)
-        def broadcast_coalesced(process_group: Any, tensors: list, *args: Any, **kwargs: Any):
+        def broadcast_coalesced(
+            process_group: Any, tensors: list, buffer_size: int, *args: Any, **kwargs: Any
+        ) -> Any:
             tag = current_tag()
             tag = "buffers" if tag == "user" else tag
-            nbytes = sum(t.numel() * t.element_size() for t in tensors)
-            count = sum(t.numel() for t in tensors)
-            dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
-            start = time.perf_counter_ns()
             group = groups.label(process_group)
-            row = recorder.collective("broadcast", nbytes, count, dtype, group, tag, start)
-            result = original(process_group, tensors, *args, **kwargs)
-            row[4] = time.perf_counter_ns() - start
+            start = time.perf_counter_ns()
+            rows = [
+                recorder.collective("broadcast", nbytes, count, dtype, group, tag, start)
+                for dtype, nbytes, count in coalesced_chunks(tensors, buffer_size)
+            ]
+            result = original(process_group, tensors, buffer_size, *args, **kwargs)
+            share_rows(rows, start, time.perf_counter_ns())
             return result
 
         return broadcast_coalesced
+
+
+def coalesced_chunks(tensors: list, limit: int) -> list[tuple[str, int, int]]:
+    """(dtype, nbytes, count) of each broadcast c10d's broadcast_coalesced issues, in order.
+
+    As torch's ``take_tensors``: tensors are grouped by dtype; a group that reaches the
+    size limit goes out at once, the rest at the end in dtype-id order.
+    """
+    chunks: list[tuple[str, int, int]] = []
+    open_groups: dict[Any, list[int]] = {}
+    for t in tensors:
+        group = open_groups.setdefault(t.dtype, [0, 0])
+        group[0] += t.numel() * t.element_size()
+        group[1] += t.numel()
+        if group[0] >= limit:
+            chunks.append((_dtype_name(t.dtype), group[0], group[1]))
+            del open_groups[t.dtype]
+    for dtype in sorted(open_groups, key=_dtype_id):
+        nbytes, count = open_groups[dtype]
+        chunks.append((_dtype_name(dtype), nbytes, count))
+    return chunks
+
+
+_SCALAR_TYPE_ORDER = [
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+    torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
+    torch.bool, torch.qint8, torch.quint8, torch.qint32, torch.bfloat16,
+]  # fmt: skip
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _dtype_id(dtype: Any) -> int:
+    """Position in c10's ScalarType enum, which orders take_tensors' leftover groups."""
+    return _SCALAR_TYPE_ORDER.index(dtype) if dtype in _SCALAR_TYPE_ORDER else 1000
+
+
+def share_rows(rows: list[list], start_ns: int, end_ns: int) -> None:
+    """One C++ call issues every chunk: each gets an equal, consecutive slice of its time."""
+    if not rows:
+        return
+    span = (end_ns - start_ns) / len(rows)
+    for i, row in enumerate(rows):
+        row[3] = start_ns + int(i * span)
+        row[4] = int(span)
 
 
 def _patched_register(original: Any) -> Any:

@@ -70,7 +70,9 @@ def rank_steps(
     )
     samples = 10 * samples_per_step
     span = step_ms * 10 / 1e3
-    return RankSteps(rank, 10, 1, 10, samples, span, samples / span, step_ms, phases, missing, memory)
+    return RankSteps(
+        rank, 10, 1, 10, samples, span, samples / span, step_ms, phases, missing, memory
+    )
 
 
 def analysis(

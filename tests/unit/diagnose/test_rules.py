@@ -219,7 +219,9 @@ def test_memory_near_the_host_limit():
     f = MemoryRule().evaluate(make_input(a, ranks=good_ranks()))
     assert f is not None and f.code == "MEMORY_SIZE" and f.share_pct is None
     assert evidence(f, "peak memory of host node-a").value == pytest.approx(87.5)
-    low = analysis([rank_steps(r, memory=(MemoryPeak("rss_peak", GIB),), **COMPUTE) for r in (0, 1)])
+    low = analysis(
+        [rank_steps(r, memory=(MemoryPeak("rss_peak", GIB),), **COMPUTE) for r in (0, 1)]
+    )
     assert MemoryRule().evaluate(make_input(low, ranks=good_ranks())) is None
 
 
