@@ -28,8 +28,8 @@ from scalescope.diagnose import Diagnosis, diagnose_run
 from scalescope.events import load_run
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
-MAX_EXTERNAL_PCT = 15.0
-ATTEMPTS = 2
+MAX_EXTERNAL_PCT = 5.0
+ATTEMPTS = 3
 BUSY_LOOP = (
     "import os, sys, time\n"
     "os.sched_setaffinity(0, {int(sys.argv[1])})\n"

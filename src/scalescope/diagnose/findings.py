@@ -85,7 +85,7 @@ SUMMARIES: dict[str, str] = {
     "messages ({calls:.0f} collectives per step)",
     "COMM_BANDWIDTH": "exposed communication takes {share:.0f}% of the step moving "
     "{mbytes:.1f} MB per step",
-    "STRAGGLER": "rank {rank} is late: it works {share:.0f}% of a step longer than the "
+    "STRAGGLER": "rank {rank} is late: it is busy {share:.0f}% of a step longer than the "
     "others, who wait for it",
     "LOAD_IMBALANCE": "busy time per step differs across ranks by {imbalance:.0f}%: the "
     "fastest wait for the slowest",

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from plotly.offline import get_plotlyjs
 
 from scalescope.analyze import RunAnalysis
+from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
 from scalescope.report.html_charts import (
     Chart,
@@ -335,7 +336,35 @@ def page(title: str, body: Iterable[str]) -> str:
     )
 
 
-def render_html(analysis: RunAnalysis, run: Run, steps: range | None = None) -> str:
+def findings_section(diagnosis: Diagnosis | None) -> str:
+    """The findings, best first, each with its cost, evidence and remedies (all escaped)."""
+    if diagnosis is None:
+        return ""
+    from scalescope.report.diagnosis_view import cost_line, evidence_line
+
+    items = []
+    for f in diagnosis.findings:
+        evidence = "".join(f"<li>{html.escape(evidence_line(e))}</li>" for e in f.evidence)
+        remedies = "".join(f"<li>{html.escape(r)}</li>" for r in f.remedies)
+        items.append(
+            f'<li class="finding {html.escape(f.level)}"><b>{html.escape(f.summary)}</b>'
+            f"<br>{html.escape(cost_line(f))}<ul>{evidence}</ul>"
+            f"<p>What to change:</p><ul>{remedies}</ul></li>"
+        )
+    not_judged = "".join(f"<li>{html.escape(n)}</li>" for n in diagnosis.not_judged)
+    parts = ['<h2 id="findings">Findings</h2>', f"<ol>{''.join(items)}</ol>" if items else ""]
+    parts.append(f"<p><b>Verdict:</b> {html.escape(diagnosis.verdict)}</p>")
+    if not_judged:
+        parts.append(f"<p>Not judged:</p><ul>{not_judged}</ul>")
+    return "".join(parts)
+
+
+def render_html(
+    analysis: RunAnalysis,
+    run: Run,
+    steps: range | None = None,
+    diagnosis: Diagnosis | None = None,
+) -> str:
     """The dashboard of one run; the timeline covers ``steps`` (default: as chrome_trace)."""
     steps, ranks = timeline_scope(analysis, run, steps)
     trace = chrome_trace(run, timeline_offsets(analysis, run), steps, ranks)
@@ -353,6 +382,7 @@ def render_html(analysis: RunAnalysis, run: Run, steps: range | None = None) -> 
         summary_card(analysis),
         "</div>",
         failures_section(analysis),
+        findings_section(diagnosis),
         *(chart_html(c) for c in charts[:2]),
         "<h2>Collectives by message size (per rank)</h2>",
         sizes_table(analysis),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 
 from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.diagnose.findings import Diagnosis
 from scalescope.events.run import Run, load_run
 
 REPORT_WIDTH = 120
@@ -28,9 +30,23 @@ def report_console() -> Console:
     return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
 
 
-def write_outputs(analysis: RunAnalysis, run: Run, files: ReportFiles) -> list[Path]:
+def report_json(analysis: RunAnalysis, diagnosis: Diagnosis | None) -> dict:
+    """The report JSON (docs/report-schema.md) with the findings as ``diagnosis``."""
+    from scalescope.report.diagnosis_view import diagnosis_builtins
     from scalescope.report.json_report import to_json
 
+    doc = msgspec.json.decode(to_json(analysis))
+    doc["diagnosis"] = diagnosis_builtins(diagnosis) if diagnosis is not None else None
+    return doc
+
+
+def dump_json(path: Path, doc: dict) -> None:
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
+
+
+def write_outputs(
+    analysis: RunAnalysis, run: Run, files: ReportFiles, diagnosis: Diagnosis | None = None
+) -> list[Path]:
     written = []
     steps = None
     if files.steps is not None:
@@ -38,12 +54,13 @@ def write_outputs(analysis: RunAnalysis, run: Run, files: ReportFiles) -> list[P
 
         steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
     if files.json is not None:
-        files.json.write_bytes(to_json(analysis))
+        dump_json(files.json, report_json(analysis, diagnosis))
         written.append(files.json)
     if files.html is not None:
         from scalescope.report.html import render_html
 
-        files.html.write_text(render_html(analysis, run, steps), encoding="utf-8")
+        page = render_html(analysis, run, steps, diagnosis)
+        files.html.write_text(page, encoding="utf-8")
         written.append(files.html)
     if files.timeline is not None:
         from scalescope.report.timeline import chrome_trace, run_offsets, write_timeline
@@ -53,15 +70,24 @@ def write_outputs(analysis: RunAnalysis, run: Run, files: ReportFiles) -> list[P
     return written
 
 
-def report_run(run_dir: Path, files: ReportFiles, terminal: bool = True) -> list[Path]:
-    """Analyse a run directory and write every view asked for."""
+def analyse_and_render(run: Run, files: ReportFiles, terminal: bool = True) -> list[Path]:
+    """Analyse, diagnose, print (report then findings) and write every view asked for."""
+    from scalescope.diagnose import diagnose_run
+    from scalescope.report.diagnosis_view import render_diagnosis
     from scalescope.report.terminal import render_terminal
 
-    run = load_run(run_dir)
     analysis = analyze_run(run)
+    diagnosis = diagnose_run(run, analysis)
     if terminal:
-        render_terminal(analysis, report_console())
-    return write_outputs(analysis, run, files)
+        console = report_console()
+        render_terminal(analysis, console)
+        render_diagnosis(diagnosis, console)
+    return write_outputs(analysis, run, files, diagnosis)
+
+
+def report_run(run_dir: Path, files: ReportFiles, terminal: bool = True) -> list[Path]:
+    """Analyse a run directory and write every view asked for."""
+    return analyse_and_render(load_run(run_dir), files, terminal)
 
 
 def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Path | None) -> None:
@@ -81,22 +107,15 @@ def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Pat
 
 def analyze_trace(path: Path, files: ReportFiles) -> list[Path]:
     """Ingest another tool's trace and give it the same views as a recorded run."""
-    import msgspec
-
     from scalescope.ingest import ingest
     from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
-    from scalescope.report.json_report import to_json
-    from scalescope.report.terminal import render_terminal
 
     result = ingest(path)
-    console = report_console()
-    render_ingest_source(result, console)
-    analysis = analyze_run(result.run)
-    render_terminal(analysis, console)
-    render_horovod_phases(result, console)
-    written = write_outputs(analysis, result.run, replace(files, json=None))
+    render_ingest_source(result, report_console())
+    written = analyse_and_render(result.run, files)
+    render_horovod_phases(result, report_console())
     if files.json is not None:
-        doc = msgspec.json.decode(to_json(analysis))
+        doc = msgspec.json.decode(files.json.read_bytes())
         doc["ingest"] = {
             "format": result.format,
             "files": [str(f) for f in result.files],
@@ -104,6 +123,5 @@ def analyze_trace(path: Path, files: ReportFiles) -> list[Path]:
             "horovod_phases": msgspec.to_builtins(result.horovod_phases),
             "horovod_waits": msgspec.to_builtins(result.horovod_waits),
         }
-        files.json.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
-        written.append(files.json)
+        dump_json(files.json, doc)
     return written

@@ -146,8 +146,12 @@ def test_straggler_named_with_its_cost_and_cause():
     assert f is not None and f.code == "STRAGGLER" and f.rank == 1
     assert f.saved_ms_per_step == pytest.approx(30.0), "its busy time above the others'"
     assert f.share_pct == pytest.approx(30.0)
+    cost = evidence(f, "its busy time above the others'")
+    assert (cost.value, cost.threshold, cost.comparison) == (30.0, 10.0, ">=")
     assert evidence(f, "others' wait").value == 35.0
+    assert evidence(f, "its extra time in backward").value == 30.0
     assert "rank 1 has 2 cores, the others 4" in f.remedies[0]
+    assert "(cpus 4,5 on node-a)" in f.remedies[-1]
 
 
 def test_straggler_cost_is_capped_by_the_others_wait():
