@@ -24,7 +24,14 @@ import pytest
 from conftest import cli_env
 
 from scalescope.analyze.summary import analyze_run
-from scalescope.diagnose import Diagnosis, diagnose_run
+from scalescope.diagnose import (
+    DEFAULT_THRESHOLDS,
+    Diagnosis,
+    Thresholds,
+    diagnose_run,
+    diagnosis_input,
+)
+from scalescope.diagnose.rules_flops import efficiency
 from scalescope.events import load_run
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
@@ -84,9 +91,17 @@ def bench_step_ms(run_dir: Path) -> float:
     return 1e3 * statistics.fmean(bench["step_times_s"][bench["warmup_steps"] :])
 
 
-def diagnose_dir(run_dir: Path) -> Diagnosis:
+def diagnose_dir(run_dir: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Diagnosis:
     run = load_run(run_dir)
-    return diagnose_run(run, analyze_run(run))
+    return diagnose_run(run, analyze_run(run), thresholds)
+
+
+def compute_efficiency(run_dir: Path) -> float:
+    """Fraction of the estimated peak FLOP/s a run reached while computing."""
+    run = load_run(run_dir)
+    eff = efficiency(diagnosis_input(run, analyze_run(run)))
+    assert not isinstance(eff, str), eff
+    return eff.fraction
 
 
 def _once(args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str]) -> RealRun:
@@ -207,10 +222,10 @@ def time_training_step_ms(model: str, batch: int, image_size: int, threads: int)
     labels = torch.randint(0, 1000, (batch,))
     times = []
     with OneCore(threads=threads):
-        for _ in range(4):
+        for _ in range(6):
             start = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             torch.nn.functional.cross_entropy(net(images), labels).backward()
             opt.step()
             times.append(time.perf_counter() - start)
-    return 1e3 * statistics.fmean(times[1:])
+    return 1e3 * statistics.fmean(times[2:])

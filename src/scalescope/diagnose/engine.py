@@ -23,9 +23,18 @@ BENCH_FILE = "bench.json"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 MAX_FILES_SCANNED = 100_000
 """Files of an image folder looked at for their count and mean size (a sample beyond)."""
-COMPUTE_CAUSES = ("OVERSUBSCRIBED", "IDLE_CORES", "UNBOUND", "NUMA_SPAN")
-"""Findings (with every ``BUILD_*``) that explain low compute FLOP/s: when one fires, the
-compute finding's shortfall is theirs, not a separate saving."""
+COMPUTE_CAUSES = (
+    "OVERSUBSCRIBED",
+    "IDLE_CORES",
+    "UNBOUND",
+    "NUMA_SPAN",
+    "BUILD_NO_ONEDNN",
+    "BUILD_ISA_UNDERUSED",
+    "BUILD_SLOW_BLAS",
+    "BUILD_OPENMP_RUNTIMES",
+)
+"""Findings that explain low compute FLOP/s: when one fires, the compute finding's shortfall
+is theirs, not a separate saving."""
 SHARED_CORES = ("OVERSUBSCRIBED", "UNBOUND")
 """Findings of ranks sharing cores: which of them is late is then a consequence."""
 
@@ -51,7 +60,12 @@ def _data_files(options: dict[str, Any]) -> DataFiles | None:
                 break
     if not sizes:
         return None
-    return DataFiles(path=str(root), files=len(sizes), mean_bytes=sum(sizes) / len(sizes))
+    return DataFiles(
+        path=str(root),
+        files=len(sizes),
+        mean_bytes=sum(sizes) / len(sizes),
+        complete=len(sizes) < MAX_FILES_SCANNED,
+    )
 
 
 def diagnosis_input(
@@ -81,7 +95,7 @@ def attribute(findings: list[Finding]) -> list[Finding]:
     """Give symptoms to their cause, so one loss is not counted twice: low compute FLOP/s
     to a placement or build finding, a straggler or imbalance to ranks sharing cores."""
     codes = [f.code for f in findings]
-    compute_causes = [c for c in codes if c in COMPUTE_CAUSES or c.startswith("BUILD_")]
+    compute_causes = [c for c in codes if c in COMPUTE_CAUSES]
     shared = [c for c in codes if c in SHARED_CORES]
     out = []
     for f in findings:

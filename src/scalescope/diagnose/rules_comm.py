@@ -157,9 +157,10 @@ class CommLatencyRule:
             evidence.append(
                 Evidence("collectives per step", round(calls, 1), "", t.many_calls_per_step, ">=")
             )
-        if calls >= t.many_calls_per_step:
+        if calls >= 2:
             cap = float(ctx.meta.options.get("bucket_cap_mb") or 25.0)
-            remedies.insert(0, remedy("bucket", mb=max(4 * cap, 100.0)))
+            where = 0 if calls >= t.many_calls_per_step else 1
+            remedies.insert(where, remedy("bucket", mb=max(4 * cap, 100.0)))
         return _finding("COMM_LATENCY", exp, evidence, remedies, calls=calls)
 
 

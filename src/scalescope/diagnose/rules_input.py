@@ -43,6 +43,8 @@ class DataFiles:
     path: str
     files: int
     mean_bytes: float
+    complete: bool = True
+    """False when counting stopped early: the folder holds at least ``files`` files."""
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,23 @@ def _spare_cores(ctx: DiagnosisInput) -> int | None:
     return max(min(spare), 0) if spare else None
 
 
+def loader_workers(ctx: DiagnosisInput) -> int | None:
+    """Workers per rank the bench's loader ran with (bench.json), else as asked."""
+    ran = ((ctx.bench or {}).get("options") or {}).get("workers")
+    return ran if isinstance(ran, int) else bench_option(ctx, "workers")
+
+
+def _many_small_files(ctx: DiagnosisInput) -> bool:
+    files, t = ctx.data_files, ctx.thresholds
+    return bool(files and files.files >= t.many_files and files.mean_bytes < t.small_file_bytes)
+
+
 def _size(nbytes: float) -> str:
     return f"{nbytes / 1e6:.2f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:.0f} kB"
 
 
 def _remedies(ctx: DiagnosisInput, data_ms: float, step_ms: float) -> tuple[str, ...]:
-    workers = bench_option(ctx, "workers")
+    workers = loader_workers(ctx)
     needed = max(1, math.ceil(data_ms / max(step_ms - data_ms, 1e-3)))
     out = []
     if workers:
@@ -47,7 +58,7 @@ def _remedies(ctx: DiagnosisInput, data_ms: float, step_ms: float) -> tuple[str,
         out.append(remedy("worker_cores", spare=spare))
     out.append(remedy("cheaper_samples"))
     files = ctx.data_files
-    if files and files.mean_bytes < ctx.thresholds.small_file_bytes:
+    if files and _many_small_files(ctx):
         out.append(remedy("pack_files", files=files.files, size=_size(files.mean_bytes)))
     if ctx.meta.hardware.get("gpus") and not bench_option(ctx, "pin_memory"):
         out.append(remedy("pin_memory"))
@@ -60,7 +71,7 @@ def _evidence(ctx: DiagnosisInput, share: float, data_ms: float) -> tuple[Eviden
         Evidence("data wait", round(share, 1), "% of step time", t.data_share_pct, ">="),
         Evidence("data wait per step", round(data_ms, 1), "ms"),
     ]
-    workers = bench_option(ctx, "workers")
+    workers = loader_workers(ctx)
     if workers is not None:
         out.append(Evidence("loader workers per rank", workers))
     spare = _spare_cores(ctx)
@@ -68,16 +79,14 @@ def _evidence(ctx: DiagnosisInput, share: float, data_ms: float) -> tuple[Eviden
         out.append(Evidence("cores not used by compute threads", spare))
     if ctx.data_files:
         files = ctx.data_files
-        out.append(Evidence("image files", files.files))
-        out.append(
-            Evidence(
-                "mean file size",
-                round(files.mean_bytes / 1e3, 1),
-                "kB",
-                t.small_file_bytes / 1e3,
-                "<",
-            )
-        )
+        many = _many_small_files(ctx)
+        out += [
+            Evidence("image files" if files.complete else "image files (at least)",
+                     files.files, "", t.many_files if many else None,
+                     ">=" if many else ""),
+            Evidence("mean file size", round(files.mean_bytes / 1e3, 1), "kB",
+                     t.small_file_bytes / 1e3 if many else None, "<" if many else ""),
+        ]  # fmt: skip
     return tuple(out)
 
 

@@ -35,20 +35,23 @@ class Thresholds:
     """Input-bound when the step waits for the DataLoader at least this share of its time.
     A prefetching loader should hide loading entirely; 10% is a cost worth a change."""
     small_file_bytes: int = 1 << 20
-    """An input-bound run reading image files smaller than this on average (1 MiB) is told
-    to pack them into shards: per-file opens, not bytes, limit shared file systems."""
+    """An input-bound run reading image files smaller than this on average (1 MiB) ..."""
+    many_files: int = 10_000
+    """... from a folder of at least this many is told to pack them into shards: per-file
+    opens, not bytes, limit shared parallel file systems."""
     exposed_comm_share_pct: float = 10.0
     """Communication-bound when exposed communication (``comm_wait`` of the rank that waits
     least for others) is at least this share of the step."""
     small_message_bytes: int = 1 << 20
-    """Collectives below this size (1 MiB) are latency-dominated: on gloo/TCP and NCCL alike
-    the per-call cost exceeds the transfer time of 1 MiB on a 10-100 Gb/s link."""
+    """Collectives below this size (1 MiB) are latency-dominated: 1 MiB moves in ~85 us at
+    100 Gb/s, about the fixed cost of a few ring steps on gloo/TCP; DDP's first bucket is
+    1 MiB, its others 25 MB by default."""
     small_message_time_pct: float = 50.0
     """Exposed communication is judged latency-bound (not bandwidth-bound) when at least this
     share of the collective time goes to messages below ``small_message_bytes``."""
     many_calls_per_step: float = 8.0
-    """Gradient collectives per step from which fusing them (larger DDP buckets) is advised;
-    DDP's default 25 MB buckets give a few calls per step for most CNNs."""
+    """Collectives per step from which fusing them (larger DDP buckets) is the first remedy
+    of a latency-bound run; DDP's default 25 MB buckets give a few per step for most CNNs."""
     busbw_link_fraction: float = 0.5
     """Large messages whose busbw is below this fraction of the link's bandwidth are flagged
     (only when the link's bandwidth is known: hardware facts ``link_gbps``)."""
@@ -89,7 +92,7 @@ class Thresholds:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
-        for name in ("small_message_bytes", "small_file_bytes"):
+        for name in ("small_message_bytes", "small_file_bytes", "many_files"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("many_calls_per_step", "max_threads_per_core"):
