@@ -79,3 +79,15 @@ def test_env_command_prints_facts_and_writes_json(run_cli, tmp_path):
     assert doc["schema"] == "scalescope.env/1"
     assert doc["hardware"]["logical_cores"] >= 1
     assert isinstance(doc["warnings"], list)
+
+
+def test_allocator_that_is_not_installed_is_refused(run_cli):
+    from scalescope.launch.mapping import find_allocator
+
+    if find_allocator("jemalloc") is not None:
+        proc = run_cli("run", "-n", "1", "--allocator", "jemalloc", "--dry-run", str(DDP_TRAIN))
+        assert proc.returncode == 0 and "LD_PRELOAD=" in proc.stdout
+        return
+    proc = run_cli("run", "-n", "1", "--allocator", "jemalloc", "--dry-run", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "--allocator jemalloc: no libjemalloc found" in proc.stderr

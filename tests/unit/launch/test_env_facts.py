@@ -175,3 +175,13 @@ def test_collect_environment_is_json_able():
     environment = facts.collect_environment()
     assert set(environment) == {"software", "hardware", "threads"}
     assert msgspec.json.decode(msgspec.json.encode(environment)) == environment
+
+
+def test_cpu_mhz_prefers_cpufreq_then_cpuinfo(tmp_path):
+    freq = tmp_path / "cpu0" / "cpufreq"
+    freq.mkdir(parents=True)
+    cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2100.000\n"
+    assert facts.cpu_mhz(tmp_path, cpuinfo) == 2100.0
+    (freq / "cpuinfo_max_freq").write_text("3500000\n")
+    assert facts.cpu_mhz(tmp_path, cpuinfo) == 3500.0
+    assert facts.cpu_mhz(tmp_path / "none", "no clock here") is None
