@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,3 +44,42 @@ def run_cli(tmp_path: Path):
         return scalescope(*args, cwd=tmp_path, timeout=timeout)
 
     return run
+
+
+def netns_unavailable(tools: tuple[str, ...] = ("ip",)) -> str | None:
+    """Why two network namespaces cannot be made here, or None when they can."""
+    for tool in tools:
+        if shutil.which(tool) is None:
+            return f"{tool} (iproute2) is not installed"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    name = f"sscheck{os.getpid()}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"ip netns add is not allowed here: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], check=True)
+    return None
+
+
+@contextmanager
+def veth_hosts(subnet: str, prefix: str) -> Iterator[list[tuple[str, str, str]]]:
+    """Two namespaces joined by a veth pair: (namespace, device, SUBNET.1 / SUBNET.2)."""
+    tag = uuid.uuid4().hex[:6]
+    hosts = [(f"{prefix}a{tag}", f"v{prefix}a{tag}", f"{subnet}.1")]
+    hosts.append((f"{prefix}b{tag}", f"v{prefix}b{tag}", f"{subnet}.2"))
+    cmds = [["ip", "netns", "add", ns] for ns, _, _ in hosts]
+    cmds.append(["ip", "link", "add", hosts[0][1], "type", "veth", "peer", "name", hosts[1][1]])
+    for ns, dev, addr in hosts:
+        cmds += [
+            ["ip", "link", "set", dev, "netns", ns],
+            ["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
+            ["ip", "-n", ns, "link", "set", dev, "up"],
+            ["ip", "-n", ns, "link", "set", "lo", "up"],
+        ]
+    try:
+        for cmd in cmds:
+            subprocess.run(cmd, check=True, capture_output=True)
+        yield hosts
+    finally:
+        for ns, _, _ in hosts:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

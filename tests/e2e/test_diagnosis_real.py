@@ -12,14 +12,12 @@ gradient bytes over the same throttled link, timed alone.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import uuid
 
 import pytest
-from conftest import cli_env
+from conftest import cli_env, netns_unavailable, veth_hosts
 from real_runs import (
     RealRun,
     bench_step_ms,
@@ -187,47 +185,13 @@ ALLREDUCE = (
 )
 
 
-def _netns_unavailable() -> str | None:
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"{tool} (iproute2) is not installed"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    probe = subprocess.run(["ip", "netns", "add", f"ssdiag{os.getpid()}"], capture_output=True)
-    if probe.returncode != 0:
-        return f"ip netns add is not allowed here: {probe.stderr.decode().strip()}"
-    subprocess.run(["ip", "netns", "del", f"ssdiag{os.getpid()}"], check=True)
-    return None
-
-
-def _link_cmds(hosts: list[tuple[str, str, str]]) -> list[list[str]]:
-    (ns_a, dev_a, _), (ns_b, dev_b, _) = hosts
-    cmds = [
-        ["ip", "netns", "add", ns_a],
-        ["ip", "netns", "add", ns_b],
-        ["ip", "link", "add", dev_a, "type", "veth", "peer", "name", dev_b],
-    ]
-    for ns, dev, addr in hosts:
-        cmds += [
-            ["ip", "link", "set", dev, "netns", ns],
-            ["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
-            ["ip", "-n", ns, "link", "set", dev, "up"],
-            ["ip", "-n", ns, "link", "set", "lo", "up"],
-        ]
-    return cmds
-
-
 @pytest.fixture
 def throttled_hosts():
     """Two namespaces joined by a veth pair, each end limited by tbf to ``RATE``."""
-    reason = _netns_unavailable()
+    reason = netns_unavailable(("ip", "tc"))
     if reason:
         pytest.skip(reason)
-    tag = uuid.uuid4().hex[:6]
-    hosts = [(f"sda{tag}", f"da{tag}", "10.211.8.1"), (f"sdb{tag}", f"db{tag}", "10.211.8.2")]
-    try:
-        for cmd in _link_cmds(hosts):
-            subprocess.run(cmd, check=True, capture_output=True)
+    with veth_hosts("10.211.8", "sd") as hosts:
         for ns, dev, _ in hosts:
             tbf = [
                 "ip",
@@ -252,9 +216,6 @@ def throttled_hosts():
             if done.returncode != 0:
                 pytest.skip(f"tc tbf is not available: {done.stderr.strip()}")
         yield hosts
-    finally:
-        for ns, _, _ in hosts:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def _port() -> int:

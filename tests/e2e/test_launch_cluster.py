@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
-from conftest import DDP_TRAIN, cli_env
+from conftest import DDP_TRAIN, cli_env, netns_unavailable, veth_hosts
 
 from scalescope.events import Kind, load_run
 
@@ -170,46 +168,14 @@ def test_torchrun_workers_each_join_as_one_rank(tmp_path):
     check_world_of_two(tmp_path / "run", "torchrun")
 
 
-def _netns_unavailable() -> str | None:
-    if shutil.which("ip") is None:
-        return "iproute2's ip is not installed"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    name = f"sscheck{os.getpid()}"
-    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"ip netns add is not allowed here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", name], check=True)
-    return None
-
-
 @pytest.fixture
 def two_hosts():
     """Two network namespaces joined by a veth pair: 10.211.7.1 and 10.211.7.2."""
-    reason = _netns_unavailable()
+    reason = netns_unavailable()
     if reason:
         pytest.skip(reason)
-    tag = uuid.uuid4().hex[:6]
-    hosts = [(f"ssa{tag}", f"va{tag}", "10.211.7.1"), (f"ssb{tag}", f"vb{tag}", "10.211.7.2")]
-    cmds = [
-        ["ip", "netns", "add", hosts[0][0]],
-        ["ip", "netns", "add", hosts[1][0]],
-        ["ip", "link", "add", hosts[0][1], "type", "veth", "peer", "name", hosts[1][1]],
-    ]
-    for ns, dev, addr in hosts:
-        cmds += [
-            ["ip", "link", "set", dev, "netns", ns],
-            ["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
-            ["ip", "-n", ns, "link", "set", dev, "up"],
-            ["ip", "-n", ns, "link", "set", "lo", "up"],
-        ]
-    try:
-        for cmd in cmds:
-            subprocess.run(cmd, check=True, capture_output=True)
+    with veth_hosts("10.211.7", "ss") as hosts:
         yield hosts
-    finally:
-        for ns, _, _ in hosts:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 @pytest.mark.parametrize("backend", ["c10d", "static"])
