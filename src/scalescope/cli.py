@@ -49,6 +49,9 @@ NUMA_NODES = typer.Option(None, "--numa-nodes", help="Use only these NUMA nodes,
 CPU_LIST = typer.Option(None, "--cpu-list", help="Cpus of one rank (repeat per rank), e.g. 0-11.")
 OVERSUBSCRIBE = typer.Option(False, "--oversubscribe", help="Allow more threads than cores.")
 NO_BIND = typer.Option(False, "--no-bind", help="Do not bind ranks to cpus.")
+BIND_TO = typer.Option(
+    "domain", "--bind-to", help="domain: the rank's NUMA node/socket; core: its own cores."
+)
 ALLOCATOR = typer.Option("default", "--allocator", help="tcmalloc, jemalloc or default.")
 DRY_RUN = typer.Option(False, "--dry-run", help="Print the placement plan and start nothing.")
 REPORT_BINDINGS = typer.Option(False, "--report-bindings", help="Each rank prints its binding.")
@@ -92,6 +95,7 @@ def mapping_options(p: dict[str, Any]) -> MappingOptions:
         raise ValueError(f"--numa-nodes takes numbers like 0,1, got {numa!r}") from exc
     return MappingOptions(
         bind=not p["no_bind"],
+        bind_to=p["bind_to"],
         map_by=p["map_by"],
         threads_per_rank=p["threads_per_rank"],
         numa_nodes=numa_nodes,
@@ -155,6 +159,7 @@ def run(
     cpu_list: list[str] | None = CPU_LIST,
     oversubscribe: bool = OVERSUBSCRIBE,
     no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
     allocator: str = ALLOCATOR,
     dry_run: bool = DRY_RUN,
     report_bindings: bool = REPORT_BINDINGS,
@@ -275,6 +280,7 @@ def bench(
     cpu_list: list[str] | None = CPU_LIST,
     oversubscribe: bool = OVERSUBSCRIBE,
     no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
     allocator: str = ALLOCATOR,
     dry_run: bool = DRY_RUN,
     report_bindings: bool = REPORT_BINDINGS,

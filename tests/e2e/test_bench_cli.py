@@ -17,8 +17,9 @@ STEPS, WARMUP, BATCH = 8, 2, 4
 def bench_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     proc = scalescope(
-        "bench", "resnet18", "-n", "2", "--batch-size", BATCH, "--image-size", 32,
-        "--steps", STEPS, "--warmup-steps", WARMUP, "--run-dir", tmp / "run", cwd=tmp,
+        "bench", "resnet18", "-n", "2", "--bind-to", "core", "--batch-size", BATCH,
+        "--image-size", 32, "--steps", STEPS, "--warmup-steps", WARMUP, "--run-dir", tmp / "run",
+        cwd=tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc, load_run(tmp / "run")

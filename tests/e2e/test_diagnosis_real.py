@@ -37,7 +37,9 @@ from scalescope.events import load_run
 
 TOLERANCE = 10.0
 """Points of step-time share the reported cost may differ from the truth."""
-RESNET18 = "bench resnet18 -n 2 --batch-size 16 --image-size 112 --steps 7 --warmup-steps 2"
+RESNET18 = (
+    "bench resnet18 -n 2 --bind-to core --batch-size 16 --image-size 112 --steps 7 --warmup-steps 2"
+)
 RESNET18_ARGS = RESNET18.split()
 """The balanced workload: one bound core and one thread per rank; 47 MB of gradients per
 step are ~6% of its ~0.75 s step once exposed (at batch 8 and 128 px they were 11%)."""

@@ -64,6 +64,8 @@ def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
                 "--master-port",
                 port,
                 "--report-bindings",
+                "--bind-to",
+                "core",
                 "--run-dir",
                 "run",
                 str(DDP_TRAIN),

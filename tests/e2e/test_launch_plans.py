@@ -8,7 +8,9 @@ from conftest import DDP_TRAIN
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(run_cli, tmp_path):
-    proc = run_cli("run", "-n", "2", "--dry-run", "--run-dir", "run", str(DDP_TRAIN))
+    proc = run_cli(
+        "run", "-n", "2", "--bind-to", "core", "--dry-run", "--run-dir", "run", str(DDP_TRAIN)
+    )
     assert proc.returncode == 0, proc.stderr
     assert "OMP_PLACES={0}" in proc.stdout and "OMP_PLACES={1}" in proc.stdout
     assert "ranks from 0 of 2" in proc.stdout
@@ -24,8 +26,8 @@ def test_more_ranks_than_cores_is_refused(run_cli):
 
 def test_oversubscribe_runs_four_ranks_on_two_cores(run_cli, tmp_path):
     proc = run_cli(
-        "run", "-n", "4", "--oversubscribe", "--run-dir", "run", "--no-report", str(DDP_TRAIN),
-        "--steps", "2",
+        "run", "-n", "4", "--oversubscribe", "--bind-to", "core", "--run-dir", "run",
+        "--no-report", str(DDP_TRAIN), "--steps", "2",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -91,3 +93,18 @@ def test_allocator_that_is_not_installed_is_refused(run_cli):
     proc = run_cli("run", "-n", "1", "--allocator", "jemalloc", "--dry-run", str(DDP_TRAIN))
     assert proc.returncode == 2
     assert "--allocator jemalloc: no libjemalloc found" in proc.stderr
+
+
+def test_default_binds_each_rank_to_its_domain(run_cli):
+    """One NUMA node here: both ranks may use both cpus, one OpenMP thread each, unpinned."""
+    proc = run_cli("run", "-n", "2", "--dry-run", str(DDP_TRAIN))
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if "OMP_NUM_THREADS=1" in line]
+    assert len(rows) == 2 and all(" 0-1 " in row for row in rows)
+    assert "OMP_PLACES" not in proc.stdout
+
+
+def test_unknown_bind_to_is_refused(run_cli):
+    proc = run_cli("run", "--bind-to", "socket", "--dry-run", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "--bind-to must be domain or core" in proc.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,12 @@ class MappingOptions:
     """How ranks are placed on this node's cores (mpirun's --map-by and --bind-to)."""
 
     bind: bool = True
-    """Bind each rank to its cpus and pin its OpenMP threads; False leaves placement to the OS."""
+    """Bind each rank (see ``bind_to``); False leaves placement to the OS."""
+    bind_to: str = "domain"
+    """domain: a rank may run on every cpu of its --map-by domain (its NUMA node, socket or
+    node), with threads = its share; core: only on its share, OpenMP threads pinned to it.
+    Core binding leaves a rank's communication threads no spare core: measured slower on a
+    2-core machine with 2 ranks (benchmarks/threads_mapping.py)."""
     map_by: str = "numa"
     threads_per_rank: int | None = None
     """Intra-op threads per rank; default the cores of the rank's share of its domain."""
@@ -37,6 +42,10 @@ class MappingOptions:
     allocator: str = "default"
     """tcmalloc, jemalloc or default (glibc): preloaded in every rank."""
 
+    def __post_init__(self) -> None:
+        if self.bind_to not in ("domain", "core"):
+            raise MappingError(f"--bind-to must be domain or core, got {self.bind_to!r}")
+
 
 @dataclass(frozen=True)
 class RankPlan:
@@ -46,14 +55,30 @@ class RankPlan:
     env: dict[str, str] = field(default_factory=dict)
     """Variables for every rank: the placements (JSON), LD_PRELOAD, OMP_NUM_THREADS."""
     topology_source: str = ""
+    pin_threads: bool = True
+    """Pin OpenMP threads to the rank's cpus (core binding); else only their number is set."""
 
     def as_json(self) -> list[dict[str, Any]]:
         if self.placements is None:
             return []
         rows = plan_to_json(self.placements)
         for row, placement in zip(rows, self.placements, strict=True):
-            row["env"] = omp_env(placement, intel_openmp_loaded())
+            if self.pin_threads:
+                row["env"] = omp_env(placement, intel_openmp_loaded())
+            else:
+                row["env"] = {"OMP_NUM_THREADS": str(placement.threads)}
         return rows
+
+
+def widen_to_domain(placement: Placement, topology: Topology, map_by: str) -> Placement:
+    """The rank may use every cpu of the domain its share lies in (not only the share)."""
+    if map_by == "numa" and placement.numa_node is not None:
+        cpus = topology.numa_cpus(placement.numa_node)
+    elif map_by == "socket" and placement.socket is not None:
+        cpus = topology.socket_cpus(placement.socket)
+    else:
+        cpus = topology.cpu_ids
+    return replace(placement, cpus=tuple(cpus))
 
 
 def intel_openmp_loaded(maps: Path = Path("/proc/self/maps")) -> bool:
@@ -103,7 +128,10 @@ def make_plan(
         cpu_lists=list(options.cpu_lists) if options.cpu_lists else None,
         oversubscribe=options.oversubscribe,
     )
-    plan = RankPlan(placements, env, topology.source)
+    by_domain = options.bind_to == "domain" and options.map_by != "core" and not options.cpu_lists
+    if by_domain:
+        placements = [widen_to_domain(p, topology, options.map_by) for p in placements]
+    plan = RankPlan(placements, env, topology.source, pin_threads=not by_domain)
     env[PLACEMENTS_ENV] = json.dumps(plan.as_json())
     return plan
 
