@@ -95,12 +95,7 @@ def test_input_bound_jpeg_folder_with_no_workers(tmp_path):
         ],
         tmp_path,
     )
-    first = run.diagnosis.findings[0]
-    truth = 100.0 * truth_ms / run.step_ms
-    print(
-        f"input-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-        f"({truth_ms:.0f} of {run.step_ms:.0f} ms)"
-    )
+    first, truth = first_and_truth(run, truth_ms, "input-bound")
     assert first.code == "INPUT_BOUND"
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert any("--workers" in r for r in first.remedies)
@@ -157,12 +152,7 @@ def test_compute_bound_resnet50_comes_first(tmp_path):
         ],
         tmp_path,
     )
-    first = run.diagnosis.findings[0]
-    truth = 100.0 * truth_ms / run.step_ms
-    print(
-        f"compute-bound: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
-        f"({truth_ms:.0f} of {run.step_ms:.0f} ms)"
-    )
+    first, truth = first_and_truth(run, truth_ms, "compute-bound")
     assert first.code == "COMPUTE", [(f.code, f.summary) for f in run.diagnosis.findings]
     assert abs(first.share_pct - min(truth, 100.0)) <= TOLERANCE
     assert any(e.name.startswith("estimated fp32 peak") for e in first.evidence)
@@ -185,6 +175,17 @@ ALLREDUCE = (
     "print(sum(times[1:]) / 2)\n"
     "dist.destroy_process_group()\n"
 )
+
+
+def first_and_truth(run, truth_ms: float, label: str):
+    """The first finding and the true share (%) of ``truth_ms`` in the step, printed together."""
+    first = run.diagnosis.findings[0]
+    truth = 100.0 * truth_ms / run.step_ms
+    print(
+        f"{label}: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
+        f"({truth_ms:.0f} of {run.step_ms:.0f} ms)"
+    )
+    return first, truth
 
 
 @pytest.fixture
