@@ -86,9 +86,10 @@ class RealRun:
     external_pct: float
 
 
-def bench_step_ms(run_dir: Path) -> float:
+def bench_step_ms(run_dir: Path, key: str = "step_times_s") -> float:
+    """Mean of the workload's own per-step timing (bench.json) after its warmup, ms."""
     bench = json.loads((run_dir / "bench.json").read_text())
-    return 1e3 * statistics.fmean(bench["step_times_s"][bench["warmup_steps"] :])
+    return 1e3 * statistics.fmean(bench[key][bench["warmup_steps"] :])
 
 
 def diagnose_dir(run_dir: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Diagnosis:
@@ -176,15 +177,15 @@ def noise_images(root: Path, count: int, width: int, height: int) -> Path:
 class OneCore:
     """Run the test process on one cpu with one torch thread, as one bound rank runs."""
 
-    def __init__(self, cpu: int = 0, threads: int = 1) -> None:
-        self.cpus, self.threads = {cpu} if threads == 1 else set(range(threads)), threads
+    def __init__(self, cpu: int = 0) -> None:
+        self.cpus = {cpu}
 
     def __enter__(self) -> OneCore:
         import torch
 
         self._cpus, self._threads = os.sched_getaffinity(0), torch.get_num_threads()
         os.sched_setaffinity(0, self.cpus)
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(1)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -207,25 +208,3 @@ def time_loader_ms(data: Path, image_size: int, batch: int, epochs: int = 2) -> 
         for _ in range(epochs):
             batches += sum(1 for _ in loader)
         return 1e3 * (time.perf_counter() - start) / batches
-
-
-def time_training_step_ms(model: str, batch: int, image_size: int, threads: int) -> float:
-    """Mean forward + backward + SGD step of the bench's model, synthetic batch, no DDP."""
-    import torch
-
-    from scalescope.bench.models import build_model
-
-    torch.manual_seed(0)
-    net = build_model(model, 1000, image_size=image_size)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    images = torch.randn(batch, 3, image_size, image_size)
-    labels = torch.randint(0, 1000, (batch,))
-    times = []
-    with OneCore(threads=threads):
-        for _ in range(6):
-            start = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(net(images), labels).backward()
-            opt.step()
-            times.append(time.perf_counter() - start)
-    return 1e3 * statistics.fmean(times[2:])

@@ -48,6 +48,8 @@ def check_bench(run_dir: Path, stdout: str, steps: int, warmup: int, global_batc
     bench = json.loads((run_dir / "bench.json").read_text())
     times = bench["step_times_s"]
     assert (bench["steps"], bench["warmup_steps"], len(times)) == (steps, warmup, steps)
+    compute = bench["compute_times_s"]
+    assert len(compute) == steps and all(0 < c <= t for c, t in zip(compute, times, strict=True))
     assert bench["world_size"] == 2 and bench["batch_size"] * 2 == global_batch
     expected = global_batch * (steps - warmup) / math.fsum(times[warmup:])
     assert bench["images_per_sec"] == pytest.approx(expected, rel=1e-9)

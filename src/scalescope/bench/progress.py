@@ -60,6 +60,9 @@ class StepReporter:
 
     A step's time runs from the end of the previous step's reporting to the end of
     `optimizer.step()`, so it covers waiting for data but not this class's own output.
+    Its compute time runs from `compute_starts()` (the batch is on the device) to the same
+    end: the workload's own measure of forward, backward (with DDP's communication inside
+    it) and optimizer, independent of the probe.
     The loss is kept as a tensor and read once per line, so steps never wait on it.
     """
 
@@ -76,15 +79,23 @@ class StepReporter:
         self.warmup, self.total = warmup, total
         self.images_per_step, self.display_every = images_per_step, display_every
         self.step_times: list[float] = []
+        self.compute_times: list[float] = []
+        self.compute_start: float | None = None
         self.loss_sum: torch.Tensor | None = None
         self.loss_count = 0
         self.last_loss: torch.Tensor | None = None
         self.clock = time.perf_counter()
 
+    def compute_starts(self) -> None:
+        self.compute_start = time.perf_counter()
+
     def after_step(self, loss: torch.Tensor) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.step_times.append(time.perf_counter() - self.clock)
+        end = time.perf_counter()
+        self.step_times.append(end - self.clock)
+        if self.compute_start is not None:
+            self.compute_times.append(end - self.compute_start)
         self.last_loss = loss.detach()
         self.loss_sum = self.last_loss if self.loss_sum is None else self.loss_sum + self.last_loss
         self.loss_count += 1

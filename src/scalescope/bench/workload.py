@@ -233,6 +233,7 @@ def train(
         for images, labels in loader:
             images = images.to(device, non_blocking=True, memory_format=memory_format)
             labels = labels.to(device, non_blocking=True)
+            reporter.compute_starts()
             optimizer.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 out = model(images)
@@ -264,6 +265,7 @@ def bench_record(args: argparse.Namespace, world: World, reporter: StepReporter)
         "images_per_sec_ci": stats.ci,
         "images_per_sec_jitter": stats.jitter,
         "step_times_s": reporter.step_times,
+        "compute_times_s": reporter.compute_times,
         "final_loss": final_loss if math.isfinite(final_loss) else None,
         "options": {
             "channels_last": args.channels_last,
