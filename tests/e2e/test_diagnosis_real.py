@@ -3,10 +3,10 @@ diagnosis with its share of step time within ``TOLERANCE`` points of an independ
 
 Truths: the input-bound share is the bench's own loader timed alone in this process over
 the workload's own step time (bench.json); the compute share is the workload's own timing
-of forward + backward + optimizer over its step time (bench.json); the cost of oversubscription or of a
-straggler is the step time lost against a well-placed reference run of the same workload
-(bench.json of both); the communication share is a plain gloo all_reduce of the model's
-gradient bytes over the same throttled link, timed alone.
+of forward + backward + optimizer over its step time (bench.json); the cost of
+oversubscription or of a straggler is the step time lost against a well-placed reference
+run of the same workload (bench.json of both); the communication share is a plain gloo
+all_reduce of the model's gradient bytes over the same throttled link, timed alone.
 """
 
 from __future__ import annotations
