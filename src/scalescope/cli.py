@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -13,6 +13,9 @@ from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import Outcome
+
+if TYPE_CHECKING:
+    from scalescope.diagnose.thresholds import Thresholds
 
 app = typer.Typer(
     help="Launch, profile and report on distributed PyTorch training.",
@@ -55,6 +58,35 @@ BIND_TO = typer.Option(
 ALLOCATOR = typer.Option("default", "--allocator", help="tcmalloc, jemalloc or default.")
 DRY_RUN = typer.Option(False, "--dry-run", help="Print the placement plan and start nothing.")
 REPORT_BINDINGS = typer.Option(False, "--report-bindings", help="Each rank prints its binding.")
+THRESHOLD = typer.Option(
+    None,
+    "--threshold",
+    "-t",
+    help="Set a diagnosis threshold, NAME=VALUE (repeat), e.g. data_share_pct=20; "
+    "names in docs/diagnosis.md.",
+)
+BASELINE = typer.Option(
+    None,
+    "--baseline",
+    help="A good bench run on this machine: its FLOP/s become the expected ones.",
+)
+
+
+def diagnosis_thresholds(items: list[str] | None, baseline: Path | None) -> Thresholds:
+    """The thresholds from --threshold and --baseline (a bad one fails with its reason)."""
+    from scalescope.diagnose.calibrate import calibrate, parse_overrides
+    from scalescope.events.run import RunDirError
+
+    try:
+        thresholds = parse_overrides(items or [])
+        if baseline is None:
+            return thresholds
+        calibration = calibrate(baseline, thresholds)
+    except (ValueError, RunDirError) as exc:
+        fail(str(exc))
+        raise
+    err.print(calibration.note)
+    return calibration.thresholds
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -193,14 +225,17 @@ def report(
     steps: int | None = typer.Option(
         None, "--steps", help="Steps in the timelines (default: 10 after warm-up).", min=1
     ),
+    threshold: list[str] | None = THRESHOLD,
+    baseline: Path | None = BASELINE,
 ) -> None:
     """Print where the time went in a recorded run; optionally write JSON, HTML, timeline."""
     from scalescope.events.run import RunDirError
     from scalescope.report.outputs import ReportFiles, report_run
 
     files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    thresholds = diagnosis_thresholds(threshold, baseline)
     try:
-        written = report_run(run_dir, files)
+        written = report_run(run_dir, files, thresholds=thresholds)
     except RunDirError as exc:
         fail(str(exc))
     for path in written:
@@ -216,14 +251,17 @@ def analyze(
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Also write a Chrome trace."),
     steps: int | None = typer.Option(None, "--steps", help="Steps in the timelines.", min=1),
+    threshold: list[str] | None = THRESHOLD,
+    baseline: Path | None = BASELINE,
 ) -> None:
     """The same report for traces from other tools (torch.profiler/Kineto, Horovod)."""
     from scalescope.ingest import IngestError
     from scalescope.report.outputs import ReportFiles, analyze_trace
 
     files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    thresholds = diagnosis_thresholds(threshold, baseline)
     try:
-        written = analyze_trace(path, files)
+        written = analyze_trace(path, files, thresholds)
     except IngestError as exc:
         fail(str(exc))
     for out in written:

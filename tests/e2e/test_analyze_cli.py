@@ -15,13 +15,13 @@ needs_traces = pytest.mark.skipif(
 
 @needs_traces
 def test_horovod_timeline_report(run_cli, tmp_path):
-    proc = run_cli(
-        "analyze", str(TRACES / "horovod_timeline_cpu_8workers.json"), "--json", "h.json"
-    )
+    trace = str(TRACES / "horovod_timeline_cpu_8workers.json")
+    proc = run_cli("analyze", trace, "--json", "h.json", "--threshold", "imbalance_pct=5")
     assert proc.returncode == 0, proc.stderr
     assert "NEGOTIATE_ALLREDUCE" in proc.stdout and "MPI_ALLREDUCE" in proc.stdout
     doc = json.loads((tmp_path / "h.json").read_text())
     assert doc["ingest"]["format"] == "horovod"
+    assert doc["diagnosis"]["thresholds"]["imbalance_pct"] == 5.0
     phases = {p["phase"]: p for p in doc["ingest"]["horovod_phases"]}
     raw = json.loads((TRACES / "horovod_timeline_cpu_8workers.json").read_text())
     begins = sum(1 for e in raw if e.get("ph") == "B" and e.get("name") == "MPI_ALLREDUCE")

@@ -60,6 +60,36 @@ def test_report_throughput_agrees_with_the_workloads_own_timing(bench_run, tmp_p
     assert report["steps"]["samples_per_s"] == pytest.approx(bench["images_per_sec"], rel=0.1)
 
 
+def test_report_with_itself_as_baseline_and_a_threshold(bench_run, tmp_path):
+    """--baseline takes the FLOP/s fraction the run reached as the expected one: the same
+    diagnosis as setting that fraction with --threshold; -t values land in the JSON."""
+    _, run = bench_run
+    calibrated, explicit = tmp_path / "calibrated.json", tmp_path / "explicit.json"
+    proc = scalescope("report", run.path, "--baseline", run.path, "-t", "data_share_pct=20",
+                      "--json", calibrated, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    used = json.loads(calibrated.read_text())["diagnosis"]["thresholds"]
+    fraction = used["flops_expected_fraction"]
+    assert 0 < fraction <= 1 and used["data_share_pct"] == 20.0
+    assert used["flops_low_fraction"] == pytest.approx(min(0.25, fraction / 2))
+    assert f"expected FLOP/s: {100 * fraction:.0f}% of the estimated peak" in proc.stderr
+    proc = scalescope("report", run.path, "-t", f"flops_expected_fraction={fraction!r}",
+                      "-t", f"flops_low_fraction={used['flops_low_fraction']!r}",
+                      "-t", "data_share_pct=20", "--json", explicit, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        json.loads(explicit.read_text())["diagnosis"]
+        == json.loads(calibrated.read_text())["diagnosis"]
+    )
+
+
+def test_report_refuses_an_unknown_threshold(bench_run, tmp_path):
+    _, run = bench_run
+    proc = scalescope("report", run.path, "-t", "speed=11", cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "--threshold 'speed=11': expected NAME=VALUE with NAME one of" in proc.stderr
+
+
 def test_no_probe_runs_the_same_workload_without_events(run_cli, tmp_path):
     proc = run_cli(
         "bench", "resnet18", "-n", "2", "--batch-size", "2", "--image-size", "32",

@@ -11,6 +11,7 @@ all_reduce of the model's gradient bytes over the same throttled link, timed alo
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import sys
 import pytest
 from conftest import cli_env, netns_unavailable, veth_hosts
 from real_runs import (
+    CLI,
     RealRun,
     bench_step_ms,
     compute_efficiency,
@@ -30,7 +32,6 @@ from real_runs import (
     warnings,
 )
 
-from scalescope.diagnose import Thresholds
 from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK
 from scalescope.events import load_run
 
@@ -103,19 +104,26 @@ def test_input_bound_jpeg_folder_with_no_workers(tmp_path):
 def test_oversubscribed_threads_named_first(reference, tmp_path):
     """Named first with the default thresholds. Its cost is estimated against a run that
     computes at ``flops_expected_fraction`` of the estimated peak; this VM's peak comes from
-    its nominal clock, so the share is checked with that fraction set to what the
-    well-placed reference reached (the calibration docs/diagnosis.md describes)."""
+    its nominal clock, so the share is checked as a user gets it with ``--baseline``: the
+    fraction the well-placed reference reached becomes the expected one."""
     run = real_run([*RESNET18_ARGS, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"],
                    tmp_path)  # fmt: skip
     first, truth = run.diagnosis.findings[0], lost_share(run, reference)
     assert first.code == "OVERSUBSCRIBED" and first.bottleneck == "CPU placement"
     assert "--threads-per-rank 1" in first.remedies[0]
+    out = tmp_path / "calibrated.json"
+    args = ["report", str(run.run_dir), "--baseline", str(reference.run_dir), "--json", str(out)]
+    report = subprocess.run(
+        [*CLI, *args], env=cli_env(), capture_output=True, text=True, timeout=120
+    )
+    assert report.returncode == 0, report.stderr
     achieved = compute_efficiency(reference.run_dir)
-    calibrated = Thresholds(flops_expected_fraction=min(achieved, 1.0),
-                            flops_low_fraction=min(achieved, 1.0) / 2)  # fmt: skip
-    share = diagnose_dir(run.run_dir, calibrated).findings[0].share_pct
+    assert f"expected FLOP/s: {100 * achieved:.0f}% of the estimated peak" in report.stderr
+    calibrated = json.loads(out.read_text())["diagnosis"]["findings"][0]
+    assert calibrated["code"] == "OVERSUBSCRIBED"
+    share = calibrated["share_pct"]
     print(f"oversubscribed: reported {first.share_pct:.1f}% (default), {share:.1f}% "
-          f"(expected {100 * achieved:.0f}% of peak), truth {truth:.1f}% "
+          f"(--baseline: {100 * achieved:.0f}% of peak), truth {truth:.1f}% "
           f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)")  # fmt: skip
     assert abs(share - truth) <= TOLERANCE
 

@@ -243,3 +243,13 @@ def test_report_writes_dashboard_and_timeline(recorded, tmp_path):
     steps = {e["args"]["step"] for e in trace["traceEvents"] if "step" in e.get("args", {})}
     assert steps == {1, 2}, "two steps after the one warm-up step"
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {1, 2}
+
+
+def test_baseline_of_a_script_run_is_refused(recorded, tmp_path):
+    run, _ = recorded
+    proc = scalescope("report", run.path, "--baseline", run.path, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: --baseline {run.path}: its FLOP/s cannot be judged: model FLOPs are "
+        "counted for bench runs only (a script's model is unknown)"
+    )

@@ -127,7 +127,12 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     """Run ``rules`` on ``ctx``: findings best first, what was not judged, a verdict."""
     found, not_judged = evaluate_rules(ctx, rules)
     findings = rank_findings(attribute(found))
-    return Diagnosis(findings=findings, not_judged=tuple(not_judged), verdict=verdict(findings))
+    return Diagnosis(
+        findings=findings,
+        not_judged=tuple(not_judged),
+        verdict=verdict(findings),
+        thresholds=ctx.thresholds,
+    )
 
 
 def diagnose_run(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
+
 LEVELS = ("warning", "info")
 NO_CLEAR_BOTTLENECK = "no clear bottleneck"
 
@@ -62,6 +64,8 @@ class Diagnosis:
     """What could not be judged, and why (inputs never measured)."""
     verdict: str
     """One line: the first warning, or ``no clear bottleneck`` (with a compute-bound note)."""
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    """The thresholds the rules compared with (defaults, ``--threshold``, ``--baseline``)."""
 
 
 BOTTLENECKS: dict[str, str] = {

@@ -88,5 +88,6 @@ def render_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
 
 
 def diagnosis_builtins(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The diagnosis as JSON-able builtins (``findings``, ``not_judged``, ``verdict``)."""
+    """The diagnosis as JSON-able builtins (``findings``, ``not_judged``, ``verdict``,
+    ``thresholds``)."""
     return msgspec.to_builtins(diagnosis)

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.diagnose.findings import Diagnosis
+from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import Run, load_run
 
 REPORT_WIDTH = 120
@@ -70,14 +71,19 @@ def write_outputs(
     return written
 
 
-def analyse_and_render(run: Run, files: ReportFiles, terminal: bool = True) -> list[Path]:
+def analyse_and_render(
+    run: Run,
+    files: ReportFiles,
+    terminal: bool = True,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> list[Path]:
     """Analyse, diagnose, print (report then findings) and write every view asked for."""
     from scalescope.diagnose import diagnose_run
     from scalescope.report.diagnosis_view import render_diagnosis
     from scalescope.report.terminal import render_terminal
 
     analysis = analyze_run(run)
-    diagnosis = diagnose_run(run, analysis)
+    diagnosis = diagnose_run(run, analysis, thresholds)
     if terminal:
         console = report_console()
         render_terminal(analysis, console)
@@ -85,9 +91,14 @@ def analyse_and_render(run: Run, files: ReportFiles, terminal: bool = True) -> l
     return write_outputs(analysis, run, files, diagnosis)
 
 
-def report_run(run_dir: Path, files: ReportFiles, terminal: bool = True) -> list[Path]:
+def report_run(
+    run_dir: Path,
+    files: ReportFiles,
+    terminal: bool = True,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> list[Path]:
     """Analyse a run directory and write every view asked for."""
-    return analyse_and_render(load_run(run_dir), files, terminal)
+    return analyse_and_render(load_run(run_dir), files, terminal, thresholds)
 
 
 def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Path | None) -> None:
@@ -105,14 +116,16 @@ def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Pat
         html.write_text(render_compare_html(a, run_a, b, run_b), encoding="utf-8")
 
 
-def analyze_trace(path: Path, files: ReportFiles) -> list[Path]:
+def analyze_trace(
+    path: Path, files: ReportFiles, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[Path]:
     """Ingest another tool's trace and give it the same views as a recorded run."""
     from scalescope.ingest import ingest
     from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
 
     result = ingest(path)
     render_ingest_source(result, report_console())
-    written = analyse_and_render(result.run, files)
+    written = analyse_and_render(result.run, files, thresholds=thresholds)
     render_horovod_phases(result, report_console())
     if files.json is not None:
         doc = msgspec.json.decode(files.json.read_bytes())

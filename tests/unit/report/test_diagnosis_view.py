@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import fields
 
 import msgspec
 from rich.console import Console
 
 from scalescope.diagnose.findings import Diagnosis, Evidence, Finding
+from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS
 from scalescope.report.diagnosis_view import (
     cost_line,
     diagnosis_builtins,
@@ -83,7 +85,10 @@ def test_no_finding_prints_the_verdict_only():
 def test_json_builtins_keep_every_field():
     d = Diagnosis((INPUT,), (), "v")
     doc = json.loads(msgspec.json.encode(diagnosis_builtins(d)))
-    assert list(doc) == ["findings", "not_judged", "verdict"]
+    assert list(doc) == ["findings", "not_judged", "verdict", "thresholds"]
+    assert doc["thresholds"] == {
+        f.name: getattr(DEFAULT_THRESHOLDS, f.name) for f in fields(DEFAULT_THRESHOLDS)
+    }
     finding = doc["findings"][0]
     assert list(finding) == [
         "code", "bottleneck", "summary", "share_pct", "saved_ms_per_step", "evidence",
