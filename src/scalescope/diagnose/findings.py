@@ -131,6 +131,12 @@ REMEDIES: dict[str, str] = {
     "inspect_host": "find what else runs where rank {rank} runs ({where}): `top -H`, "
     "`ps -eo pid,psr,pcpu,args`; move it away or give the rank exclusive cores "
     "(`--cpu-list`)",
+    "preempted": "rank {rank}'s threads were preempted {n:,} times, the others' {m:,}: "
+    "another process runs on its cpus ({where}); find it (`top -H`, `ps -eo pid,psr,pcpu,args`)"
+    " and move it away, or give the rank exclusive cores (`--cpu-list`)",
+    "slower_cpu": "rank {rank} used {pct:.0f}% more CPU time than the others for the same "
+    "work: its cores ran slower (a virtual machine's physical core shared with a neighbour, "
+    "a lower clock, thermal limits); run on homogeneous, otherwise idle nodes",
     "fewer_cores": "rank {rank} has {n} cores, the others {m}: give every rank the same "
     "share (`--map-by numa`, or `--cpu-list` per rank)",
     "slow_data": "rank {rank} spends {ms:.1f} ms/step longer loading data: check its "

@@ -8,6 +8,7 @@ the ranks recorded about themselves: fewer cores, a busier host, a slower phase.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import CrossRankAnalysis, Straggler, straggler_min_share_pct
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
@@ -26,10 +27,82 @@ def _cpus(cpus: list[int]) -> str:
     return ",".join(map(str, cpus[:8])) + ("..." if len(cpus) > 8 else "")
 
 
+@dataclass(frozen=True)
+class CpuUse:
+    """The straggler's CPU use at the end of the run against the other ranks'."""
+
+    switches: int
+    others_switches: float
+    """Median over the other ranks of their involuntary context switches."""
+    cpu_excess_pct: float
+    """Its CPU time above the others' mean, % of that mean."""
+
+
+def cpu_use(ctx: DiagnosisInput, rank: int) -> CpuUse | None:
+    """None when a rank file lacks the CPU time or context switches (older or ingested)."""
+    mine = ctx.ranks.get(rank)
+    others = [m for r, m in ctx.ranks.items() if r != rank]
+    metas = [mine, *others]
+    if (
+        mine is None
+        or not others
+        or any(m is None or m.cpu_s is None or m.involuntary_switches is None for m in metas)
+    ):
+        return None
+    others_cpu = statistics.fmean(m.cpu_s or 0.0 for m in others)
+    if others_cpu <= 0:
+        return None
+    return CpuUse(
+        switches=mine.involuntary_switches or 0,
+        others_switches=statistics.median(m.involuntary_switches or 0 for m in others),
+        cpu_excess_pct=100.0 * ((mine.cpu_s or 0.0) - others_cpu) / others_cpu,
+    )
+
+
+def _cpu_cause(ctx: DiagnosisInput, rank: int) -> tuple[str, str] | None:
+    """(kind, remedy) when the rank's CPU use points at a cause: ``preempted`` by another
+    process on its cpus, or ``slower_cpu`` (more CPU time for the same work)."""
+    use = cpu_use(ctx, rank)
+    if use is None:
+        return None
+    t = ctx.thresholds
+    if use.switches >= t.preempted_ratio * max(use.others_switches, 1.0):
+        n, m, where = use.switches, int(use.others_switches), _where(ctx, rank)
+        return "preempted", remedy("preempted", rank=rank, n=n, m=m, where=where)
+    if use.cpu_excess_pct >= t.slower_cpu_pct:
+        return "slower_cpu", remedy("slower_cpu", rank=rank, pct=use.cpu_excess_pct)
+    return None
+
+
+def _cpu_evidence(ctx: DiagnosisInput, rank: int) -> list[Evidence]:
+    use = cpu_use(ctx, rank)
+    if use is None:
+        return []
+    t = ctx.thresholds
+    return [
+        Evidence("its involuntary context switches", use.switches, "",
+                 round(t.preempted_ratio * max(use.others_switches, 1.0)), ">="),
+        Evidence("the others' (median)", round(use.others_switches)),
+        Evidence("its CPU time above the others'", round(use.cpu_excess_pct, 1), "%",
+                 t.slower_cpu_pct, ">="),
+    ]  # fmt: skip
+
+
+def _where(ctx: DiagnosisInput, rank: int) -> str:
+    mine = ctx.ranks.get(rank)
+    if mine is None:
+        return "its host"
+    host = mine.hostname or "its host"
+    return f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
+
+
 def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
     """Remedies for the likely causes, most specific first."""
     out = []
     mine = ctx.ranks.get(s.rank)
+    cpu = _cpu_cause(ctx, s.rank)
+    if cpu and cpu[0] == "preempted":
+        out.append(cpu[1])
     others = [len(m.cpus) for r, m in ctx.ranks.items() if r != s.rank and m.cpus]
     if mine and mine.cpus and others and len(mine.cpus) < statistics.median(others):
         out.append(
@@ -41,10 +114,10 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         out.append(
             remedy("slow_phase", rank=s.rank, ms=s.phase_excess_ms, phase=_in_phase(s.phase))
         )
-    if mine is not None:
-        host = mine.hostname or "its host"
-        where = f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
-        out.append(remedy("inspect_host", rank=s.rank, where=where))
+    if cpu and cpu[0] == "slower_cpu":
+        out.append(cpu[1])
+    if mine is not None and not (cpu and cpu[0] == "preempted"):
+        out.append(remedy("inspect_host", rank=s.rank, where=_where(ctx, s.rank)))
     return out
 
 
@@ -94,6 +167,7 @@ def _evidence(
         out.append(Evidence(f"ranks on its host {mine.hostname or ''}".rstrip(), len(host)))
         if mine.cpus:
             out.append(Evidence("its cpus", _cpus(mine.cpus)))
+    out.extend(_cpu_evidence(ctx, s.rank))
     return tuple(out)
 
 

@@ -17,6 +17,7 @@ PERCENT_FIELDS = (
     "straggler_cost_pct",
     "imbalance_pct",
     "compute_share_pct",
+    "slower_cpu_pct",
 )
 FRACTION_FIELDS = (
     "busbw_link_fraction",
@@ -59,6 +60,17 @@ class Thresholds:
     """A straggler named by the cross-rank analysis is reported when its busy time exceeds
     the others' by at least this share of the step (balanced runs on an idle 2-core VM: up
     to 7%; the analysis' own naming floor is 10% of lateness per step)."""
+    preempted_ratio: float = 1.5
+    """A straggler whose threads were preempted (involuntary context switches over the whole
+    rank) this many times as often as the other ranks' median shares its cpus with another
+    process. resnet18, 2 ranks bound one core each on a 2-core VM, 20 s runs: a busy loop
+    on rank 1's core gave 1.9-2.0x; balanced runs stayed within 1.15x (gloo's and the
+    loader's threads preempt a rank's compute thread ~1,500 times in either case)."""
+    slower_cpu_pct: float = 10.0
+    """A straggler that used this much more CPU time than the others' mean for the same
+    work ran on slower cores (a virtual machine's shared physical core, a lower clock). The
+    same VM's "balanced" runs that named a straggler: 11% and 29% more CPU time; the others
+    within 6%."""
     imbalance_pct: float = 10.0
     """Load imbalance ((max - mean) / mean of per-rank busy time) from which it is reported
     when no single straggler is named."""
@@ -95,7 +107,7 @@ class Thresholds:
         for name in ("small_message_bytes", "small_file_bytes", "many_files"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("many_calls_per_step", "max_threads_per_core"):
+        for name in ("many_calls_per_step", "max_threads_per_core", "preempted_ratio"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.flops_low_fraction > self.flops_expected_fraction:

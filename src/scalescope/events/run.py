@@ -56,6 +56,10 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """OpenMP/MKL variables as the rank saw them at start."""
     clock: list[ClockSync] = msgspec.field(default_factory=list)
     """Offsets of this rank's clock to rank 0's, measured at start and end."""
+    cpu_s: float | None = None
+    """User + system CPU time of the rank's process (all its threads) at its end, seconds."""
+    involuntary_switches: int | None = None
+    """Times the OS took a cpu from the rank's threads to run something else (ru_nivcsw)."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

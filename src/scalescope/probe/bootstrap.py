@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import runpy
 import signal
 import socket
@@ -151,6 +152,8 @@ def _finish(
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error
     meta.end_time = time.time()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    meta.cpu_s, meta.involuntary_switches = usage.ru_utime + usage.ru_stime, usage.ru_nivcsw
     write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
 
 

@@ -389,3 +389,42 @@ def test_diagnosis_encodes_to_json_and_back():
     back = msgspec.json.decode(msgspec.json.encode(d), type=Diagnosis)
     assert back == d
     assert dataclasses.asdict(back)["findings"][0]["code"] == "INPUT_BOUND"
+
+
+def _with_cpu_use(meta, cpu_s: float, switches: int):
+    meta.cpu_s, meta.involuntary_switches = cpu_s, switches
+    return meta
+
+
+def _straggler_with_cpu_use(rank1_cpu_s: float, rank1_switches: int):
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1, 2)]
+    cr = cross_rank(busy_ms=[60.0, 90.0, 60.0], wait_ms=[35.0, 2.0, 35.0], straggler=1)
+    metas = {
+        0: _with_cpu_use(rank_meta(0, [0, 1], 2), 20.0, 100),
+        1: _with_cpu_use(rank_meta(1, [2, 3], 2), rank1_cpu_s, rank1_switches),
+        2: _with_cpu_use(rank_meta(2, [4, 5], 2), 22.0, 300),
+    }
+    return StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr), ranks=metas))
+
+
+def test_straggler_preempted_by_another_process_on_its_cpus():
+    f = _straggler_with_cpu_use(rank1_cpu_s=21.0, rank1_switches=5000)
+    assert f.remedies[0].startswith("rank 1's threads were preempted 5,000 times, the others' 200")
+    assert "(cpus 2,3 on node-a)" in f.remedies[0]
+    assert not any(r.startswith("find what else runs") for r in f.remedies)
+    switches = evidence(f, "its involuntary context switches")
+    assert (switches.value, switches.threshold, switches.comparison) == (5000, 300, ">=")
+    assert evidence(f, "its CPU time above the others'").value == 0.0
+
+
+def test_straggler_on_slower_cores_used_more_cpu_time():
+    f = _straggler_with_cpu_use(rank1_cpu_s=26.25, rank1_switches=250)
+    assert "rank 1 used 25% more CPU time than the others" in f.remedies[-2]
+    assert f.remedies[-1].startswith("find what else runs where rank 1 runs")
+    assert evidence(f, "its CPU time above the others'").value == 25.0
+
+
+def test_straggler_without_cpu_use_keeps_the_general_causes():
+    f = _straggler_with_cpu_use(rank1_cpu_s=21.5, rank1_switches=250)
+    assert not any("preempted" in r or "more CPU time" in r for r in f.remedies)
+    assert f.remedies[-1].startswith("find what else runs where rank 1 runs")
