@@ -117,6 +117,10 @@ class Overlap:
     exposed_ms_per_step: float
     """The comm_wait phase."""
     hidden_pct: float
+    exposed_transfer_ms_per_step: float | None = None
+    """Per step, the least comm_wait over the ranks, averaged over the steps all ranks
+    measured: the rank that arrives last waits only for the bytes, so this is exposed
+    transfer without the waiting for late ranks that the others' comm_wait also holds."""
 
 
 @dataclass(frozen=True)
@@ -237,11 +241,13 @@ def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
         return float(slots.per_rank_mean(per)[has_steps].mean()) / 1e6
 
     comm_ms, hidden_ms = mean_ms(comm), mean_ms(hidden)
+    least = slots.least_over_ranks(slots.phase_ns["comm_wait"])
     return Overlap(
         comm_ms_per_step=comm_ms,
         hidden_ms_per_step=hidden_ms,
         exposed_ms_per_step=mean_ms(slots.phase_ns["comm_wait"]),
         hidden_pct=100.0 * hidden_ms / comm_ms if comm_ms > 0 else 0.0,
+        exposed_transfer_ms_per_step=float(least.mean()) / 1e6 if len(least) else None,
     )
 
 

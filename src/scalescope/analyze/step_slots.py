@@ -87,6 +87,18 @@ class StepSlots:
         steps = self.steps_per_rank()
         return self.per_rank_sum(per_slot) / np.maximum(steps, 1)
 
+    def least_over_ranks(self, per_slot: np.ndarray) -> np.ndarray:
+        """Per step number that every rank with measured steps has: the least value of
+        ``per_slot`` over the ranks (in step order)."""
+        if len(self.keys) == 0:
+            return np.zeros(0)
+        step = self.keys & ((1 << STEP_BITS) - 1)
+        numbers, idx = np.unique(step, return_inverse=True)
+        least = np.full(len(numbers), np.inf)
+        np.minimum.at(least, idx, per_slot)
+        everyone = np.bincount(idx, minlength=len(numbers)) == len(np.unique(self.rank))
+        return least[everyone]
+
     def own_ms_per_step(self, phases: tuple[str, ...]) -> np.ndarray:
         """Per rank of ``ranks``: mean own time of ``phases`` per measured step, in ms."""
         per_slot = sum((self.own_ns(p) for p in phases), np.zeros(len(self.keys)))

@@ -77,7 +77,7 @@ def host_loads(ctx: DiagnosisInput) -> list[HostLoad]:
 def _kept_ms(ctx: DiagnosisInput) -> float:
     """Data wait and exposed communication per step, which placement does not cause."""
     times = rank_times(ctx.analysis)
-    comm = exposed(times)
+    comm = exposed(ctx.analysis)
     return (mean_phase(times, "data") or 0.0) + (comm.ms if comm else 0.0)
 
 

@@ -20,6 +20,12 @@ CLOCK_RANKS_LISTED = 8
 """Up to this many ranks, one clock line each; beyond, one line per method with ranges."""
 
 
+def _transfer(ms: float | None) -> str:
+    if ms is None:
+        return ""
+    return f", of which {ms:,.2f} ms moving bytes (the least per step over the ranks)"
+
+
 def _us(ns: float) -> str:
     return f"{ns / 1e3:,.1f} µs"
 
@@ -104,7 +110,8 @@ def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
                 "overlap",
                 f"gradient communication {o.comm_ms_per_step:,.2f} ms/step: "
                 f"{o.hidden_ms_per_step:,.2f} ms hidden under backward ({o.hidden_pct:.1f}%), "
-                f"{o.exposed_ms_per_step:,.2f} ms exposed after it (comm_wait)",
+                f"{o.exposed_ms_per_step:,.2f} ms exposed after it (comm_wait)"
+                + _transfer(o.exposed_transfer_ms_per_step),
             )
         )
     if c.ideal is not None:

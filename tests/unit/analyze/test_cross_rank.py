@@ -194,6 +194,21 @@ def test_overlap_of_gradient_communication_with_backward(scenario):
     assert o.hidden_ms_per_step == _approx((2 + 1 + 2) / 3)
     assert o.exposed_ms_per_step == _approx((14 + 5 + 14) / 3)
     assert o.hidden_pct == _approx(100 * 5 / 38)
+    assert o.exposed_transfer_ms_per_step == _approx(5), "rank 1 arrives last every step"
+
+
+def test_exposed_transfer_is_the_least_comm_wait_of_each_step(tmp_path):
+    """The ranks take turns arriving late: each waits 14 ms in comm_wait in half the steps
+    and 2 ms (the transfer) in the others. Their means are 8 ms; the transfer is 2 ms."""
+
+    def late_in_turn(rank, row):
+        if row[2] == "comm_wait" and row[0] % 2 == rank:
+            return (*row[:4], 2 * MS, *row[5:])
+        return row
+
+    o = _two_ranks(tmp_path, late_in_turn).overlap
+    assert o.exposed_ms_per_step == _approx(8.0)
+    assert o.exposed_transfer_ms_per_step == _approx(2.0)
 
 
 def test_ideal_throughput_drops_exposed_comm_and_sync_waits(scenario):

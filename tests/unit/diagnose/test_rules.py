@@ -22,6 +22,7 @@ from diagnose_inputs import (
     run_meta,
 )
 
+from scalescope.analyze.cross_rank import Overlap
 from scalescope.analyze.steps import MemoryPeak
 from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds, diagnose
 from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK, Evidence, Finding
@@ -146,6 +147,21 @@ def test_slow_busbw_against_a_known_link_is_named():
     f = CommBandwidthRule().evaluate(ctx)
     assert any("6% of the link's 12.5 GB/s" in r for r in f.remedies)
     assert CommBandwidthRule().not_judged(ctx) == ()
+
+
+def test_exposed_communication_is_the_least_comm_wait_of_each_step():
+    """Means of 30 and 45 ms of comm_wait, but per step the least is 4 ms: the ranks took
+    turns being late, which is waiting, not moving bytes."""
+    (a,) = comm_run([(25 * 1024 * 1024, 60.0, 0.8)], calls=2)
+    overlap = Overlap(50.0, 10.0, 37.5, 20.0, exposed_transfer_ms_per_step=4.0)
+    cr = dataclasses.replace(cross_rank([60.0, 50.0], [30.0, 45.0]), overlap=overlap)
+    ctx = make_input(dataclasses.replace(a, cross_rank=cr))
+    assert CommBandwidthRule().evaluate(ctx) is None and CommLatencyRule().evaluate(ctx) is None
+    overlap = dataclasses.replace(overlap, exposed_transfer_ms_per_step=12.0)
+    cr = dataclasses.replace(cr, overlap=overlap)
+    f = CommBandwidthRule().evaluate(make_input(dataclasses.replace(a, cross_rank=cr)))
+    assert f.share_pct == pytest.approx(12.0) and f.saved_ms_per_step == pytest.approx(12.0)
+    assert evidence(f, "comm_wait per step (the least over the ranks in each step)").value == 12.0
 
 
 def test_communication_rules_abstain_on_one_rank_and_without_comm_wait():

@@ -58,7 +58,7 @@ CROSS = CrossRankAnalysis(
     unmatched_instances=3,
     load_imbalance_pct=49.0,
     straggler=Straggler(1, 97.5, 50.2, "forward", 50.1, 100.0, 48.94),
-    overlap=Overlap(12.5, 2.5, 10.0, 20.0),
+    overlap=Overlap(12.5, 2.5, 10.0, 20.0, exposed_transfer_ms_per_step=3.25),
     ideal=IdealThroughput(400.0, 500.0, 25.0),
     tie_tolerance_us=50.0,
     measured_instances=40,
@@ -101,6 +101,8 @@ def test_straggler_clocks_overlap_and_ideal_lines(tmp_path):
     assert "49.0 %" in _line_with(text, "load imbalance")
     overlap = _line_with(text, "overlap")
     assert "12.50 ms/step: 2.50 ms hidden under backward (20.0%), 10.00 ms exposed" in overlap
+    flat = " ".join(text.split())
+    assert "of which 3.25 ms moving bytes (the least per step over the ranks)" in flat
     ideal = _line_with(text, "ideal throughput")
     assert "400.0 samples/s achieved; 500.0 with no exposed" in ideal and "(+25.0%)" in ideal
     row = _cells(_line_with(text, "all_reduce", "1,048,576"))
