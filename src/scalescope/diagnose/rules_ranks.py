@@ -2,7 +2,8 @@
 
 The cross-rank analysis names the straggler with its own rule (analyze/cross_rank.py); these
 rules put a cost on it (what the others wait per step) and look for a likely cause in what
-the ranks recorded about themselves: fewer cores, a busier host, a slower phase.
+the ranks recorded about themselves: preempted by another process (involuntary context
+switches), fewer cores, a slower phase, slower cores (more CPU time for the same work).
 """
 
 from __future__ import annotations
