@@ -111,3 +111,18 @@ def test_compare_page_renders(tmp_path):
     )
     status, _, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, ("chart-latency", "chart-phases"))
+
+
+def test_a_browser_without_decompression_stream_gets_a_note(tmp_path):
+    """plotly.js is inlined gzipped: a browser that cannot inflate it says so on the page
+    and keeps the plain-HTML summary and tables."""
+    page_html, _ = full_page(tmp_path / "run")
+    old = "<script>window.DecompressionStream = undefined;</script>"
+    page = tmp_path / "old-browser.html"
+    page.write_text(page_html.replace("<head>", "<head>" + old, 1), encoding="utf-8")
+    status, dom, _ = open_in_chromium(page, tmp_path)
+    assert status["done"] is True
+    assert len(status["errors"]) == 1 and "no DecompressionStream" in status["errors"][0]
+    assert '<p class="note">this browser cannot inflate the charts' in dom
+    assert all(n == 0 for n in status["charts"].values())
+    assert "Biggest loss:" in dom and '<table id="sizes">' in dom

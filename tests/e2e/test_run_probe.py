@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import DDP_TRAIN, scalescope
-from plotly.offline import get_plotlyjs
 
 from scalescope.events import Kind, load_run
+from scalescope.report.html import plotly_payload
 
 STEPS = 6
 
@@ -237,7 +237,7 @@ def test_report_writes_dashboard_and_timeline(recorded, tmp_path):
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "d.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and 'id="chart-latency"' in page
-    ours = page.replace(get_plotlyjs(), "")
+    ours = page.replace(plotly_payload(), "")
     assert 'src="http' not in ours and 'href="http' not in ours
     trace = json.loads((tmp_path / "t.json").read_text())
     steps = {e["args"]["step"] for e in trace["traceEvents"] if "step" in e.get("args", {})}

@@ -7,7 +7,9 @@ hung collective, analysed for real (cross-rank included), so every chart is pres
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import html
 import json
 import re
@@ -30,6 +32,7 @@ from scalescope.analyze.cross_rank import (
 from scalescope.report.html import (
     CHART_IDS,
     STATUS_ID,
+    plotly_payload,
     render_compare_html,
     render_html,
     timeline_scope,
@@ -94,9 +97,9 @@ def figure(page: str, chart_id: str) -> dict:
 
 
 def without_plotly(page: str) -> str:
-    js = get_plotlyjs()
-    assert page.count(js) == 1
-    return page.replace(js, "")
+    packed = plotly_payload()
+    assert page.count(packed) == 1
+    return page.replace(packed, "")
 
 
 def test_every_chart_and_section_is_present(tmp_path):
@@ -218,6 +221,13 @@ def test_plotly_fetches_nothing_by_itself():
     assert not re.search(r"""<(script|link|img)[^>]*(src|href)=["']?https?:""", js)
 
 
+def test_plotly_is_inlined_gzipped_and_whole():
+    packed = base64.b64decode(plotly_payload(), validate=True)
+    assert gzip.decompress(packed).decode("utf-8") == get_plotlyjs()
+    assert len(plotly_payload()) < 0.5 * len(get_plotlyjs())
+    assert plotly_payload() == plotly_payload.__wrapped__(), "no timestamp in the gzip header"
+
+
 def test_size_is_bounded(tmp_path):
     page, _ = full_page(tmp_path / "run")
     data = len(without_plotly(page).encode())
@@ -229,7 +239,7 @@ def test_compare_page(tmp_path):
     run_a = build_run(tmp_path / "a", run_id="run-a")
     run_b = build_run(tmp_path / "b", run_id=EVIL)
     page = render_compare_html(analyze_run(run_a), run_a, analyze_run(run_b), run_b)
-    assert page.count(get_plotlyjs()) == 1
+    assert page.count(plotly_payload()) == 1
     latency = figure(page, "chart-latency")
     assert {t["name"] for t in latency["data"]} >= {"A: all_reduce", "B: all_reduce"}
     phases = figure(page, "chart-phases")
