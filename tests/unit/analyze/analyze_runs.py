@@ -1,6 +1,7 @@
 """Test helper (not a test module): write runs by hand with known numbers.
 
-Runs go through the real EventWriter, run.json writer and ``load_run``.
+Runs go through the real EventWriter, run.json writer and ``load_run``; the row builders
+come from ``run_builders`` (tests/helpers) and are imported from here by the analyze tests.
 """
 
 from __future__ import annotations
@@ -9,48 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_dir
 
-from scalescope.events import EventWriter, Kind, RankMeta, Run, RunMeta, load_run
-from scalescope.events.run import events_path, rank_meta_path, write_json_atomic
-
-Row = tuple
-
-
-def step_row(step: int, start_ns: int, dur_ns: int, samples: int) -> Row:
-    return (step, int(Kind.STEP), "step", start_ns, dur_ns, 0, samples, "", "", -1, "")
-
-
-def phase_row(step: int, name: str, start_ns: int, dur_ns: int) -> Row:
-    return (step, int(Kind.PHASE), name, start_ns, dur_ns, 0, 0, "", "", -1, "")
-
-
-def coll_row(
-    step: int,
-    op: str,
-    start_ns: int,
-    dur_ns: int,
-    nbytes: int,
-    seq: int,
-    tag: str = "gradients",
-) -> Row:
-    count = nbytes // 4
-    return (
-        step,
-        int(Kind.COLLECTIVE),
-        op,
-        start_ns,
-        dur_ns,
-        nbytes,
-        count,
-        "float32",
-        "0",
-        seq,
-        tag,
-    )
-
-
-def mem_row(step: int, name: str, nbytes: int) -> Row:
-    return (step, int(Kind.MEMORY), name, 0, 0, nbytes, 0, "", "", -1, "")
+from scalescope.events import RankMeta, Run, RunMeta, load_run
+from scalescope.events.run import events_path
 
 
 def write_run(
@@ -84,14 +47,7 @@ def write_run(
         status=status,
         ranks={str(r): m for r, m in (launcher_ranks or {}).items()},
     )
-    write_json_atomic(run_dir / "run.json", meta)
-    for rank, rank_meta in (rank_files or {}).items():
-        write_json_atomic(rank_meta_path(run_dir, rank), rank_meta)
-    for rank, batches in rows_by_rank.items():
-        writer = EventWriter(events_path(run_dir, rank), rank)
-        for batch in batches:
-            writer.write(batch)
-        writer.close()
+    write_run_dir(run_dir, meta, rows_by_rank, rank_files)
     for rank, cut in (truncate_bytes or {}).items():
         path = events_path(run_dir, rank)
         data = path.read_bytes()

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_dir
+
 from scalescope.analyze import RunAnalysis, analyze_run
-from scalescope.events import EventWriter, Kind, RankMeta, RunMeta, load_run
-from scalescope.events.run import events_path, rank_meta_path, write_json_atomic
+from scalescope.events import RankMeta, RunMeta, load_run
 
 MS = 1_000_000
 PHASE_MS = {"data": 10, "forward": 30, "backward": 40, "comm_wait": 5, "optimizer": 5}
@@ -23,22 +24,19 @@ WARMUP = 1
 STEPS = 5
 
 
-def rank_rows(num_steps: int = STEPS) -> list[tuple]:
+def rank_rows(num_steps: int = STEPS) -> list[Row]:
     rows = []
     seq = 0
     for step in range(num_steps):
         t = step * STEP_MS * MS
-        rows.append((step, int(Kind.STEP), "step", t, STEP_MS * MS, 0, SAMPLES, "", "", -1, ""))
+        rows.append(step_row(step, t, STEP_MS * MS, SAMPLES))
         for name, ms in PHASE_MS.items():
-            rows.append((step, int(Kind.PHASE), name, t, ms * MS, 0, 0, "", "", -1, ""))
+            rows.append(phase_row(step, name, t, ms * MS))
             t += ms * MS
         for _ in range(2):
-            rows.append(
-                (step, int(Kind.COLLECTIVE), "all_reduce", t, ALLREDUCE_MS * MS, BUCKET,
-                 BUCKET // 4, "float32", "0", seq, "gradients")
-            )  # fmt: skip
+            rows.append(coll_row(step, "all_reduce", t, ALLREDUCE_MS * MS, BUCKET, seq))
             seq += 1
-        rows.append((step, int(Kind.MEMORY), "rss_peak", 0, 0, 3 * 1024**3, 0, "", "", -1, ""))
+        rows.append(mem_row(step, "rss_peak", 3 * 1024**3))
     return rows
 
 
@@ -53,10 +51,10 @@ def build(
 ) -> RunAnalysis:
     """Write and analyse a run; ``written`` are the ranks with an event file."""
     ranks = {
-        str(r): RankMeta(rank=r, hostname=f"node-{r // 2}", status="completed", exit_code=0)
+        r: RankMeta(rank=r, hostname=f"node-{r // 2}", status="completed", exit_code=0)
         for r in range(world_size)
     }
-    ranks |= {str(r): m for r, m in (rank_status or {}).items()}
+    ranks |= rank_status or {}
     meta = RunMeta(
         run_id="run-42",
         command=["scalescope", "bench", "resnet18"],
@@ -70,14 +68,8 @@ def build(
         start_time=100.0,
         end_time=160.0,
         status=status,
-        ranks=ranks,
+        ranks={str(r): m for r, m in ranks.items()},
     )
-    write_json_atomic(run_dir / "run.json", meta)
-    for r, m in ranks.items():
-        write_json_atomic(rank_meta_path(run_dir, int(r)), m)
-    if probe:
-        for r in range(world_size) if written is None else written:
-            writer = EventWriter(events_path(run_dir, r), r)
-            writer.write(rank_rows())
-            writer.close()
+    events = {r: [rank_rows()] for r in (range(world_size) if written is None else written)}
+    write_run_dir(run_dir, meta, events if probe else {}, ranks)
     return analyze_run(load_run(run_dir))

@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
+from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_dir
 
-from scalescope.events import EventWriter, Kind, RankMeta, Run, RunMeta, load_run
-from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
+from scalescope.events import Kind, RankMeta, Run, RunMeta, load_run
+from scalescope.events.run import ClockSync
 from scalescope.report.timeline import (
     PID_BASE,
     chrome_trace,
@@ -33,17 +34,7 @@ FORWARD_MS = {0: 20, 1: 30}
 """Rank 1 is the straggler: its forward is 10 ms longer, so it arrives last at every bucket."""
 
 
-def _row(step, kind, name, start, dur, nbytes=0, count=0, seq=-1, tag="", dtype="", group=""):
-    return (step, int(kind), name, start, dur, nbytes, count, dtype, group, seq, tag)
-
-
-def _coll(step, op, start, dur, nbytes, seq, tag="gradients"):
-    return _row(
-        step, Kind.COLLECTIVE, op, start, dur, nbytes, nbytes // 4, seq, tag, "float32", "0"
-    )
-
-
-def _step_rows(rank: int, step: int, seq: int) -> tuple[list[tuple], int]:
+def _step_rows(rank: int, step: int, seq: int) -> tuple[list[Row], int]:
     """One step on the common clock (rank 0's): phases, a buffer broadcast, three gradient
     all_reduces (the small one overlaps the large one), each completing 3 ms after the
     later rank issued it."""
@@ -56,32 +47,31 @@ def _step_rows(rank: int, step: int, seq: int) -> tuple[list[tuple], int]:
     done["last"] = late["last"] + 3 * MS
     end_bwd = t + 5 * MS + fwd + 30 * MS
     rows = [
-        _row(step, Kind.STEP, "step", t, STEP_MS * MS, count=32),
-        _row(step, Kind.PHASE, "data", t, 5 * MS),
-        _row(step, Kind.PHASE, "forward", t + 5 * MS, fwd),
-        _coll(step, "broadcast", t + 5 * MS, 50_000, BUFFER_BYTES, seq, "buffers"),
-        _row(step, Kind.PHASE, "backward", t + 5 * MS + fwd, 30 * MS),
-        _row(step, Kind.PHASE, "comm_wait", end_bwd, done["last"] - end_bwd),
-        _row(step, Kind.PHASE, "optimizer", done["last"], 5 * MS),
-        _row(step, Kind.MEMORY, "rss_peak", 0, 0, nbytes=2 * 1024**3),
+        step_row(step, t, STEP_MS * MS, 32),
+        phase_row(step, "data", t, 5 * MS),
+        phase_row(step, "forward", t + 5 * MS, fwd),
+        coll_row(step, "broadcast", t + 5 * MS, 50_000, BUFFER_BYTES, seq, "buffers"),
+        phase_row(step, "backward", t + 5 * MS + fwd, 30 * MS),
+        phase_row(step, "comm_wait", end_bwd, done["last"] - end_bwd),
+        phase_row(step, "optimizer", done["last"], 5 * MS),
+        mem_row(step, "rss_peak", 2 * 1024**3),
     ]
     for i, name in enumerate(("large", "small", "last"), start=1):
-        rows.append(
-            _coll(step, "all_reduce", issue[name], done[name] - issue[name], BUCKETS[name], seq + i)
-        )
+        dur = done[name] - issue[name]
+        rows.append(coll_row(step, "all_reduce", issue[name], dur, BUCKETS[name], seq + i))
     return rows, seq + 4
 
 
-def rank_rows(rank: int, num_steps: int, hang: bool = False) -> list[tuple]:
+def rank_rows(rank: int, num_steps: int, hang: bool = False) -> list[Row]:
     """Rows of one rank on its own clock (common time minus its offset)."""
-    rows = [_coll(0, "broadcast", 10 * MS, 3 * MS, PARAM_BYTES, 0, "parameters")]
+    rows = [coll_row(0, "broadcast", 10 * MS, 3 * MS, PARAM_BYTES, 0, "parameters")]
     seq = 1
     for step in range(num_steps):
         step_rows, seq = _step_rows(rank, step, seq)
         rows += step_rows
     if hang and rank == 0:
         t = 50 * MS + num_steps * STEP_MS * MS
-        rows.append(_coll(num_steps, "all_reduce", t, -1, BUCKETS["large"], seq))
+        rows.append(coll_row(num_steps, "all_reduce", t, -1, BUCKETS["large"], seq))
     off = OFFSETS.get(rank, 0)
     return [(*r[:3], r[3] - off if r[1] != int(Kind.MEMORY) else 0, *r[4:]) for r in rows]
 
@@ -117,7 +107,7 @@ def build_run(
     are node-N) written through the real writers and loaded back with ``load_run``."""
     hosts = [*hostnames, *(f"node-{r}" for r in range(len(hostnames), world_size))]
     ranks = {
-        str(r): _rank_meta(r, world_size, hosts[r], (errors or {}).get(r), num_steps)
+        r: _rank_meta(r, world_size, hosts[r], (errors or {}).get(r), num_steps)
         for r in range(world_size)
     }
     meta = RunMeta(
@@ -134,16 +124,10 @@ def build_run(
         start_time=1000.0,
         end_time=1010.0,
         status="failed" if errors else "completed",
-        ranks=ranks,
+        ranks={str(r): m for r, m in ranks.items()},
     )
-    write_json_atomic(run_dir / "run.json", meta)
-    for r, m in ranks.items():
-        write_json_atomic(rank_meta_path(run_dir, int(r)), m)
-        if probe:
-            writer = EventWriter(events_path(run_dir, int(r)), int(r))
-            writer.write(rank_rows(int(r), num_steps, hang))
-            writer.close()
-    return load_run(run_dir)
+    events = {r: [rank_rows(r, num_steps, hang)] for r in ranks} if probe else {}
+    return load_run(write_run_dir(run_dir, meta, events, ranks))
 
 
 # ---- trace-event format checks -------------------------------------------------------
