@@ -13,15 +13,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, scalescope
+from real_runs import ATTEMPTS, MAX_EXTERNAL_PCT, ExternalLoad
 
+from conftest import SCRIPTS, scalescope
 from scalescope.events import EventTable, Kind, load_run
 from scalescope.ingest import ingest
 
 DDP_PROFILED = SCRIPTS / "ddp_profiled.py"
 STEPS, WAIT, WARMUP, ACTIVE = 8, 1, 1, 4
 PROFILED = list(range(WAIT + WARMUP, WAIT + WARMUP + ACTIVE))
-PHASE_SLACK_MS_PER_STEP = 0.5
+PHASE_SLACK_MS_PER_STEP = 1.0
 STEP_SLACK_MS = 2.0
 RELATIVE_SLACK = 0.10
 """Tolerances, and why. Both tools watch the same execution, so they differ only by where
@@ -35,21 +36,30 @@ each one stands and by what the profiler itself costs:
 - ``ProfilerStep#N`` starts when ``prof.step()`` has done its bookkeeping (at the start of
   the active window: starting the trace), the probe's step when ``optimizer.step()``
   returned.
-Each is tens to a few hundred microseconds per step on this machine, hence 0.5 ms per phase
-and step (2 ms for a whole step: scheduling jitter of a loaded 2-core machine lands on the
-step boundaries) plus 10 %."""
+Each is tens to a few hundred microseconds per step on this machine, but the gap between the
+comm hook and ``c10d::allreduce_`` (the end of backward in the trace) held up to 0.65 ms per
+step in 2 of 12 runs, hence 1 ms per phase and step (2 ms for a whole step: scheduling jitter
+of a loaded 2-core machine lands on the step boundaries) plus 10 %."""
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ingest_vs_probe")
+    """The run and its traces, recorded while other processes left the CPUs alone: a
+    preemption that lands between the two tools' boundaries of a phase shows in one only."""
     args = ["--steps", STEPS, "--wait", WAIT, "--warmup", WARMUP, "--active", ACTIVE]
-    proc = scalescope(
-        "run", "-n", "2", "--run-dir", tmp / "run", "--no-report", DDP_PROFILED,
-        "--trace-dir", tmp / "traces", *args, cwd=tmp,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return load_run(tmp / "run"), ingest(tmp / "traces")
+    seen = []
+    for _ in range(ATTEMPTS):
+        tmp = tmp_path_factory.mktemp("ingest_vs_probe")
+        with ExternalLoad() as load:
+            proc = scalescope(
+                "run", "-n", "2", "--run-dir", tmp / "run", "--no-report", DDP_PROFILED,
+                "--trace-dir", tmp / "traces", *args, cwd=tmp,
+            )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        if load.pct <= MAX_EXTERNAL_PCT:
+            return load_run(tmp / "run"), ingest(tmp / "traces")
+        seen.append(f"{load.pct:.0f}%")
+    pytest.skip(f"other processes used {', '.join(seen)} of the CPUs during the runs")
 
 
 def rows(events: EventTable, rank: int, kind: Kind) -> EventTable:
@@ -146,10 +156,14 @@ def step_ms(events: EventTable, rank: int) -> dict[int, float]:
 
 
 def test_step_times_agree_within_the_profiler_overhead(both) -> None:
+    """The probe's first profiled step also holds the ``prof.step()`` that starts the trace
+    (0.4-1.2 ms on this machine, 25 ms once under load), which ``ProfilerStep#N`` leaves
+    out: that step is only checked not to be longer in the trace."""
     probe, traced = both
     for rank in (0, 1):
         got, want = step_ms(traced.run.events, rank), step_ms(probe.events, rank)
-        for step in PROFILED:
+        assert got[PROFILED[0]] <= want[PROFILED[0]] + STEP_SLACK_MS
+        for step in PROFILED[1:]:
             assert got[step] == pytest.approx(want[step], abs=STEP_SLACK_MS, rel=RELATIVE_SLACK)
 
 
