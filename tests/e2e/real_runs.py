@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli_env
 
+from conftest import cli_env
 from scalescope.analyze.summary import analyze_run
 from scalescope.diagnose import (
     DEFAULT_THRESHOLDS,

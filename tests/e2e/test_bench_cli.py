@@ -6,8 +6,8 @@ import json
 
 import pytest
 import torchvision
-from conftest import scalescope
 
+from conftest import scalescope
 from scalescope.events import Kind, load_run
 
 STEPS, WARMUP, BATCH = 8, 2, 4

@@ -18,7 +18,6 @@ import socket
 import subprocess
 
 import pytest
-from conftest import cli_env, netns_unavailable, veth_hosts
 from real_runs import (
     CLI,
     RealRun,
@@ -33,6 +32,7 @@ from real_runs import (
     warnings,
 )
 
+from conftest import cli_env, netns_unavailable, veth_hosts
 from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK
 from scalescope.events import load_run
 

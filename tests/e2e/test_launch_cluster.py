@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DDP_TRAIN, cli_env, netns_unavailable, veth_hosts
 
+from conftest import DDP_TRAIN, cli_env, netns_unavailable, veth_hosts
 from scalescope.events import Kind, load_run
 
 CLI = [sys.executable, "-m", "scalescope.cli"]

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import psutil
-from conftest import DDP_TRAIN, start_scalescope
 
+from conftest import DDP_TRAIN, start_scalescope
 from scalescope.events import Kind, load_run
 
 

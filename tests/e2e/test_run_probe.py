@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DDP_TRAIN, scalescope
 
+from conftest import DDP_TRAIN, scalescope
 from scalescope.events import Kind, load_run
 from scalescope.report.html import plotly_payload
 

@@ -30,19 +30,24 @@ def parse() -> argparse.Namespace:
     p.add_argument("--sleep-s", type=float, default=0.0)
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
+    p.add_argument("--sleep-log", default="", help="JSON list of the sleeps' real durations")
     return p.parse_args()
 
 
 class Sleep(nn.Module):
-    """Sleeps a fixed time in every forward: a rank made slow by a known amount."""
+    """Sleeps in every forward: a rank made slow by a known amount. The time each sleep
+    really took is kept (``slept``, s): a busy machine wakes the rank late."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__()
         self.seconds = seconds
+        self.slept: list[float] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.seconds:
+            start = time.perf_counter()
             time.sleep(self.seconds)
+            self.slept.append(time.perf_counter() - start)
         return x
 
 
@@ -86,6 +91,9 @@ def main() -> None:
             dist.all_reduce(torch.ones(args.user_allreduce, dtype=torch.float64))
     if rank == 0 and args.facts:
         write_facts(args.facts, net, ddp, world)
+    if rank == args.sleep_rank and args.sleep_log:
+        with open(args.sleep_log, "w") as f:
+            json.dump(net[0].slept, f)
     dist.destroy_process_group()
 
 
