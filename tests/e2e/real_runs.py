@@ -36,10 +36,25 @@ from scalescope.events import load_run
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
 MAX_EXTERNAL_PCT = 5.0
-MAX_CPU_SPREAD_PCT = 8.0
-"""Ranks doing the same work on cores of equal speed use CPU times this close (% of their
-mean); on this VM a vCPU is sometimes 10-30% slower than the other, for seconds, with no
-other process and no steal time to show for it."""
+MAX_CPU_SPEED_GAP_PCT = 6.0
+"""Cpus whose speedometers (``SPEEDOMETER``) differ by more than this (% of the faster) are
+not equally fast: on this VM one vCPU is at times 10-20% slower than the other, for minutes,
+with no other process and no steal time to show for it; a rank bound to it is then a real
+straggler (forward and backward 15-20% longer), which the balanced scenario must not be."""
+SPEEDOMETER = (
+    "import os, sys, time, statistics\n"
+    "import numpy as np\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    "stop, times, a = sys.argv[2], [], np.ones(1 << 21, dtype=np.float32)\n"
+    "while not os.path.exists(stop):\n"
+    "    time.sleep(0.1)\n"
+    "    start = time.perf_counter()\n"
+    "    x = sum(i * i for i in range(10000)) + float((a * 1.5).sum())\n"
+    "    times.append(time.perf_counter() - start)\n"
+    "print(statistics.median(times))\n"
+)
+"""A fixed piece of work every 0.1 s on one cpu (~2 ms: Python arithmetic and a pass over
+8 MB, so a neighbour on the core or on its cache and memory slows it); prints its median."""
 ATTEMPTS = 3
 BUSY_LOOP = (
     "import os, sys, time\n"
@@ -88,6 +103,8 @@ class RealRun:
     step_ms: float
     """Mean measured step time from bench.json: the workload's own timing."""
     external_pct: float
+    cpu_work_s: dict[int, float] | None = None
+    """Median time of the speedometer's work on each cpu during the run (when measured)."""
 
 
 def bench_step_ms(run_dir: Path, key: str = "step_times_s") -> float:
@@ -109,9 +126,38 @@ def compute_efficiency(run_dir: Path) -> float:
     return eff.fraction
 
 
-def _once(args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str]) -> RealRun:
+class Speedometers:
+    """One ``SPEEDOMETER`` per cpu while a run goes on: how fast each cpu really was."""
+
+    def __init__(self, cpus: list[int], workdir: Path) -> None:
+        self.cpus, self.stop = cpus, workdir / "speedometers.stop"
+
+    def __enter__(self) -> Speedometers:
+        self.stop.unlink(missing_ok=True)
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", SPEEDOMETER, str(cpu), str(self.stop)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for cpu in self.cpus
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.touch()
+        self.work_s = {
+            cpu: float(p.communicate(timeout=30)[0])
+            for cpu, p in zip(self.cpus, self.procs, strict=True)
+        }
+
+
+def _once(
+    args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str], speed: bool = False
+) -> RealRun:
     run_dir = cwd / f"run-{len(list(cwd.glob('run-*')))}"
-    with ExternalLoad() as load:
+    meters = Speedometers([0, 1] if speed else [], cwd)
+    with ExternalLoad() as load, meters:
         busy = None
         if busy_cpu is not None:
             loop = [sys.executable, "-c", BUSY_LOOP, str(busy_cpu), "240"]
@@ -130,20 +176,18 @@ def _once(args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str])
                 busy.kill()
                 busy.wait()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return RealRun(run_dir, diagnose_dir(run_dir), bench_step_ms(run_dir), load.pct)
+    step_ms = bench_step_ms(run_dir)
+    return RealRun(run_dir, diagnose_dir(run_dir), step_ms, load.pct, meters.work_s or None)
 
 
 def unequal_cores(run: RealRun) -> str | None:
-    """Why the ranks' cores were not equally fast during ``run``, or None.
-
-    The kernel's CPU time of each rank process (rank files) is independent of the probe's
-    phase timing: ranks with the same work on equal cores use the same CPU time."""
-    cpu = [m.cpu_s for m in load_run(run.run_dir).ranks.values()]
-    if any(c is None for c in cpu) or len(cpu) < 2:
-        return "the rank files lack their CPU time"
-    spread = 100.0 * (max(cpu) - min(cpu)) / statistics.fmean(cpu)
-    if spread > MAX_CPU_SPREAD_PCT:
-        return f"the ranks' CPU times differed by {spread:.0f}%"
+    """Why cpus 0 and 1 were not equally fast during ``run`` (its speedometers), or None."""
+    if not run.cpu_work_s:
+        return "the cpus' speed was not measured"
+    fast, slow = min(run.cpu_work_s.values()), max(run.cpu_work_s.values())
+    gap = 100.0 * (slow - fast) / slow
+    if gap > MAX_CPU_SPEED_GAP_PCT:
+        return f"one cpu was {gap:.0f}% slower than the other (speedometers)"
     return None
 
 
@@ -158,7 +202,7 @@ def real_run(
     processes were busy or ``premise`` says why the run is not the scenario it should be."""
     seen = []
     for _ in range(ATTEMPTS):
-        run = _once(args, cwd, busy_cpu, env or cli_env())
+        run = _once(args, cwd, busy_cpu, env or cli_env(), speed=premise is not None)
         if run.external_pct > MAX_EXTERNAL_PCT:
             seen.append(f"other processes used {run.external_pct:.0f}% of the CPUs")
             continue
