@@ -54,7 +54,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> RealRun:
     """The balanced, well-configured run: also the reference for placement and straggler."""
-    run = real_run(RESNET18_ARGS, tmp_path_factory.mktemp("reference"), premise=unequal_cores)
+    run = real_run(RESNET18_ARGS, tmp_path_factory.mktemp("reference"), speed=True)
     placed = load_run(run.run_dir).ranks
     if [placed[r].cpus for r in (0, 1)] != [[0], [1]]:
         pytest.skip(f"ranks were not bound to cpus 0 and 1: {[placed[r].cpus for r in placed]}")
@@ -66,8 +66,13 @@ def lost_share(slow: RealRun, reference: RealRun) -> float:
     return 100.0 * (slow.step_ms - reference.step_ms) / slow.step_ms
 
 
-def test_balanced_run_raises_no_false_alarm(reference):
-    d = reference.diagnosis
+def test_balanced_run_raises_no_false_alarm(reference, tmp_path):
+    """Balanced means cpus 0 and 1 equally fast during the run: on this VM one is at times
+    20-50% slower (its speedometer), and a rank bound to it is then a real straggler."""
+    run = reference
+    if unequal_cores(reference):
+        run = real_run(RESNET18_ARGS, tmp_path, premise=unequal_cores)
+    d = run.diagnosis
     assert warnings(d) == [], [(f.code, f.summary) for f in d.findings]
     assert d.verdict.startswith(NO_CLEAR_BOTTLENECK)
     assert all(f.code == "COMPUTE" for f in d.findings), "only the compute-bound info"
