@@ -38,9 +38,10 @@ CLI = [sys.executable, "-m", "scalescope.cli"]
 MAX_EXTERNAL_PCT = 5.0
 MAX_CPU_SPEED_GAP_PCT = 10.0
 """Cpus whose speedometers (``SPEEDOMETER``) differ by more than this (% of the faster) are
-not equally fast: on this VM one vCPU is at times 10-20% slower than the other, for minutes,
-with no other process and no steal time to show for it; a rank bound to it is then a real
-straggler (forward and backward 15-20% longer), which the balanced scenario must not be."""
+not equally fast: on this VM one vCPU was at times 26-48% slower than the other by them, for
+minutes, with no other process and no steal time to show for it; a rank bound to it is then
+a real straggler (forward and backward 15-20% longer), which the balanced scenario must not
+be. Equal cpus measured within 5%."""
 SPEEDOMETER = (
     "import os, sys, time, statistics\n"
     "import numpy as np\n"
