@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ from scalescope.diagnose import (
 from scalescope.diagnose.rules_flops import efficiency
 from scalescope.events import load_run
 
+T = TypeVar("T")
 CLI = [sys.executable, "-m", "scalescope.cli"]
 MAX_EXTERNAL_PCT = 5.0
 MAX_CPU_SPEED_GAP_PCT = 10.0
@@ -218,9 +220,9 @@ def real_run(
     raise AssertionError("unreachable")
 
 
-def quietly(measure: Callable[..., float], *args: object, **kwargs: object) -> float:
+def quietly(measure: Callable[..., T], *args: object, **kwargs: object) -> T:
     """``measure(...)`` taken while other processes leave the CPUs alone (else retried,
-    then the test is skipped): the truths are timed in this process."""
+    then the test is skipped): truths timed in this process, runs recorded side by side."""
     seen = []
     for _ in range(ATTEMPTS + 1):
         with ExternalLoad() as load:
@@ -228,7 +230,7 @@ def quietly(measure: Callable[..., float], *args: object, **kwargs: object) -> f
         if load.pct <= MAX_EXTERNAL_PCT:
             return value
         seen.append(f"{load.pct:.0f}%")
-    pytest.skip(f"other processes used {', '.join(seen)} of the CPUs while timing the truth")
+    pytest.skip(f"other processes used {', '.join(seen)} of the CPUs while measuring")
     raise AssertionError("unreachable")
 
 

@@ -19,10 +19,7 @@ from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 @dataclass(frozen=True)
 class Calibration:
     thresholds: Thresholds
-    fraction: float
-    """FLOP/s fraction of the estimated peak the baseline reached while computing."""
-    baseline: Path
-    model: str
+    """``flops_expected_fraction``: what the baseline reached of the estimated peak."""
     note: str
     """One line for the terminal: what was calibrated from what."""
 
@@ -77,4 +74,4 @@ def calibrate(baseline_dir: Path, base: Thresholds = DEFAULT_THRESHOLDS) -> Cali
         f"baseline {baseline_dir} ({model}); the default is "
         f"{100 * base.flops_expected_fraction:.0f}%"
     )
-    return Calibration(thresholds, fraction, baseline_dir, model, note)
+    return Calibration(thresholds, note)

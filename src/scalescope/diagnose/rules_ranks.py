@@ -43,12 +43,9 @@ def cpu_use(ctx: DiagnosisInput, rank: int) -> CpuUse | None:
     """None when a rank file lacks the CPU time or context switches (older or ingested)."""
     mine = ctx.ranks.get(rank)
     others = [m for r, m in ctx.ranks.items() if r != rank]
-    metas = [mine, *others]
-    if (
-        mine is None
-        or not others
-        or any(m is None or m.cpu_s is None or m.involuntary_switches is None for m in metas)
-    ):
+    if mine is None or not others:
+        return None
+    if any(m.cpu_s is None or m.involuntary_switches is None for m in (mine, *others)):
         return None
     others_cpu = statistics.fmean(m.cpu_s or 0.0 for m in others)
     if others_cpu <= 0:
@@ -101,9 +98,9 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
     """Remedies for the likely causes, most specific first."""
     out = []
     mine = ctx.ranks.get(s.rank)
-    cpu = _cpu_cause(ctx, s.rank)
-    if cpu and cpu[0] == "preempted":
-        out.append(cpu[1])
+    cpu_kind, cpu_remedy = _cpu_cause(ctx, s.rank) or ("", "")
+    if cpu_kind == "preempted":
+        out.append(cpu_remedy)
     others = [len(m.cpus) for r, m in ctx.ranks.items() if r != s.rank and m.cpus]
     if mine and mine.cpus and others and len(mine.cpus) < statistics.median(others):
         out.append(
@@ -115,9 +112,9 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         out.append(
             remedy("slow_phase", rank=s.rank, ms=s.phase_excess_ms, phase=_in_phase(s.phase))
         )
-    if cpu and cpu[0] == "slower_cpu":
-        out.append(cpu[1])
-    if mine is not None and not (cpu and cpu[0] == "preempted"):
+    if cpu_kind == "slower_cpu":
+        out.append(cpu_remedy)
+    if mine is not None and cpu_kind != "preempted":
         out.append(remedy("inspect_host", rank=s.rank, where=_where(ctx, s.rank)))
     return out
 
