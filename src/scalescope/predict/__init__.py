@@ -1,0 +1,1 @@
+"""Fits and projections: the α-β communication model, compute models, the hardware catalogue."""

@@ -1,0 +1,52 @@
+import json
+
+import numpy as np
+import pytest
+
+from scalescope.predict.alpha_beta import fit_alpha_beta, load_fits
+
+
+def test_fit_recovers_known_line_within_noise():
+    rng = np.random.default_rng(0)
+    sizes = [2**k for k in range(3, 27)]
+    alpha, beta = 40e-6, 1 / 2.5e9
+    times = [(alpha + beta * s) * (1 + rng.normal(0, 0.02)) for s in sizes]
+    fit = fit_alpha_beta("allreduce", "gloo", 2, sizes, times)
+    assert fit.alpha_s == pytest.approx(alpha, rel=0.1)
+    assert fit.beta_s_per_byte == pytest.approx(beta, rel=0.1)
+    assert 0 < fit.rel_err < 0.05
+    assert (fit.min_bytes, fit.max_bytes, fit.num_points) == (8, 2**26, len(sizes))
+
+
+def test_fit_agrees_with_numpy_polyfit_on_exact_line():
+    sizes = [1000, 5000, 20000, 80000]
+    times = [1e-5 + 3e-9 * s for s in sizes]
+    fit = fit_alpha_beta("broadcast", "gloo", 3, sizes, times)
+    beta, alpha = np.polyfit(sizes, times, 1)
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-6)
+    assert fit.beta_s_per_byte == pytest.approx(beta, rel=1e-6)
+    assert fit.time_s(40000) == pytest.approx(1e-5 + 3e-9 * 40000)
+
+
+def test_negative_latency_is_clamped():
+    fit = fit_alpha_beta("allreduce", "gloo", 2, [100, 200, 400], [1e-7, 2.2e-7, 4.1e-7])
+    assert fit.alpha_s >= 0 and fit.beta_s_per_byte > 0
+
+
+@pytest.mark.parametrize(
+    ("sizes", "times"), [([8], [1e-5]), ([8, 16], [1e-5]), ([8, 16], [0.0, 1e-5])]
+)
+def test_bad_points_are_refused(sizes, times):
+    with pytest.raises(ValueError):
+        fit_alpha_beta("allreduce", "gloo", 2, sizes, times)
+
+
+def test_load_fits_round_trip_and_bad_file(tmp_path):
+    fit = fit_alpha_beta("allreduce", "gloo", 2, [8, 1024, 65536], [2e-5, 2.5e-5, 9e-5])
+    good = tmp_path / "comm.json"
+    good.write_text(json.dumps({"fits": [fit.as_dict()]}))
+    assert load_fits(good) == [fit]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"fits": [{"op": "allreduce"')
+    with pytest.raises(ValueError, match="bad.json"):
+        load_fits(bad)
