@@ -19,9 +19,10 @@ from pathlib import Path
 
 from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
+from scalescope.launch.rendezvous import meet
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
 from scalescope.launch.topology import Topology, parse_cpulist, read_topology
-from scalescope.launch.world import World, agree_master
+from scalescope.launch.world import World
 
 
 def run_dir_for(spec: RunSpec, world: World) -> Path:
@@ -76,7 +77,11 @@ def run_child(argv: list[str], env: dict[str, str]) -> int:
 
 
 def execute_rank(spec: RunSpec, world: World) -> tuple[Path, int]:
-    world = agree_master(world)
+    with meet(world) as met:
+        return _execute_met(spec, met)
+
+
+def _execute_met(spec: RunSpec, world: World) -> tuple[Path, int]:
     run_dir = run_dir_for(spec, world)
     plan = rank_plan(spec.mapping, world)
     run_dir.mkdir(parents=True, exist_ok=True)

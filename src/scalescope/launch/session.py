@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scalescope.launch.external import execute_rank, rank_plan
 from scalescope.launch.plan import RankPlan, make_plan
+from scalescope.launch.rendezvous import job_port, master_host
 from scalescope.launch.runner import RunSpec, execute
 from scalescope.launch.world import World, detect_world
 
@@ -51,9 +52,13 @@ def find_world(
     return world
 
 
-def per_node_launch(spec: RunSpec, world: World) -> RunSpec:
-    """One task per node started by srun/mpirun: each starts -n local ranks, static rendezvous."""
-    endpoint = f"{world.master_addr}:{world.master_port}" if world.master_addr else None
+def per_node_launch(
+    spec: RunSpec, world: World, environ: Mapping[str, str] = os.environ
+) -> RunSpec:
+    """One task per node started by srun/mpirun: each starts -n local ranks, static rendezvous
+    on the first host of the launcher's node list and the job's port unless given."""
+    addr = world.master_addr or master_host(world, environ)[0]
+    endpoint = f"{addr}:{world.master_port or job_port(world.job_id)}"
     launch = replace(
         spec.launch,
         nnodes=world.world_size,
@@ -77,7 +82,7 @@ def start(
         status = "completed" if code == 0 else ("interrupted" if code > 128 else "failed")
         return Outcome(run_dir, status, code, report_here=world.rank == 0)
     if world is not None:
-        spec = per_node_launch(spec, world)
+        spec = per_node_launch(spec, world, environ)
     result = execute(spec)
     return Outcome(result.run_dir, result.meta.status, result.exit_code, report_here=True)
 
@@ -95,7 +100,7 @@ def dry_run(
             host, world.rank, world.world_size, world.source, rank_plan(spec.mapping, world)
         )
     if world is not None:
-        spec = per_node_launch(spec, world)
+        spec = per_node_launch(spec, world, environ)
     n = spec.launch.nproc_per_node
     plan = make_plan(spec.mapping, n, environ)
     return PlanView(host, spec.launch.node_rank * n, spec.launch.world_size, "local", plan)

@@ -26,28 +26,16 @@ Launchers and the variables read (first match wins, see :func:`detect_world`):
   ``PMIX_NAMESPACE`` only; the PMIx standard passes the sizes through its API, not the
   environment, so a world needs ``PMIX_SIZE`` from a launcher that sets one.
 
-MPI launchers give no rendezvous address: :func:`agree_master` settles one through mpi4py, or
-``--master-addr`` / ``MASTER_ADDR`` supply it.
+Only torchrun gives a rendezvous address and port; for the others
+:mod:`scalescope.launch.rendezvous` finds them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import socket
-import subprocess
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, cast
-
-DEFAULT_PORT = 29500
-"""torch's customary rendezvous port, used when nothing better is known."""
-PORT_BASE = 10000
-PORT_SPAN = 20000
-"""Derived ports fall in [10000, 30000): below Linux's ephemeral range (32768-60999), so a
-derived port does not collide with ports the kernel hands out to outgoing connections."""
 
 
 class WorldError(ValueError):
@@ -72,12 +60,15 @@ class World:
     master_port: int | None
     job_id: str | None
     """Same on every rank of one launch, so ranks can name a shared run directory."""
+    agent_store: bool = False
+    """Rank 0's scalescope hosts the rendezvous store, so every rank's ``env://`` is a client
+    (``TORCHELASTIC_USE_AGENT_STORE``, as under torchrun's agent)."""
 
     def torch_env(self) -> dict[str, str]:
         """The variables torchrun sets and ``init_process_group(init_method="env://")`` reads."""
         if self.master_addr is None or self.master_port is None:
             raise WorldError(
-                f"{_label(self.source)} world has no master address yet: call agree_master first"
+                f"{label(self.source)} world has no master address yet: call rendezvous.meet first"
             )
         env = {
             "RANK": str(self.rank),
@@ -89,6 +80,8 @@ class World:
         }
         if self.node_rank >= 0:
             env["GROUP_RANK"] = str(self.node_rank)
+        if self.agent_store:
+            env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
         return env
 
 
@@ -174,7 +167,7 @@ _LABELS = {
 }
 
 
-def _label(source: str) -> str:
+def label(source: str) -> str:
     return _LABELS.get(source, source)
 
 
@@ -187,8 +180,8 @@ def detect_world(
 
     Checked in order: torchrun (or plain env:// variables), a Slurm step, Open MPI, MVAPICH2,
     hydra, PMIx. ``master_addr`` / ``master_port`` (``--master-addr`` / ``--master-port``)
-    override what the environment says. An MPI world may come back without a master address;
-    pass it to :func:`agree_master` before :meth:`World.torch_env`.
+    override what the environment says. A world may come back without a master address or
+    port: :func:`scalescope.launch.rendezvous.meet` finds them before :meth:`World.torch_env`.
     """
     world = _from_torchrun(env) or _from_slurm(env) or _from_mpi(env)
     if world is None:
@@ -197,81 +190,7 @@ def detect_world(
         _check_port(master_port, "--master-port")
     addr = master_addr or world.master_addr
     port = master_port if master_port is not None else world.master_port
-    if addr is not None and port is None:
-        port = job_port(world.job_id) if world.job_id else DEFAULT_PORT
     return replace(world, master_addr=addr, master_port=port)
-
-
-def job_port(job_id: str) -> int:
-    """A rendezvous port every rank computes alike from the job id, without talking.
-
-    ``10000 + job_id % 20000`` for a numeric id (Slurm's), else the same of the id's CRC-32.
-    Two worlds sharing a job id and a master host (concurrent steps of one Slurm job) collide:
-    give them ``--master-port`` or ``MASTER_PORT``.
-    """
-    number = int(job_id) if _is_number(job_id) else zlib.crc32(job_id.encode())
-    return PORT_BASE + number % PORT_SPAN
-
-
-def agree_master(world: World) -> World:
-    """Give an MPI world a master address and port all ranks agree on.
-
-    Rank 0 offers its host's address and a free port through mpi4py's ``COMM_WORLD.bcast``;
-    without mpi4py the address must come from ``--master-addr`` or ``MASTER_ADDR``.
-    """
-    if world.master_addr is not None and world.master_port is not None:
-        return world
-    comm = _mpi_comm_world()
-    if comm is None:
-        raise WorldError(
-            f"{_label(world.source)} gives no master address: pass --master-addr HOST "
-            "(rank 0's host) and --master-port PORT, or install mpi4py "
-            "(pip install 'scalescope[mpi]')"
-        )
-    if (comm.Get_rank(), comm.Get_size()) != (world.rank, world.world_size):
-        raise WorldError(
-            f"mpi4py's COMM_WORLD (rank {comm.Get_rank()} of {comm.Get_size()}) does not match "
-            f"{_label(world.source)}'s (rank {world.rank} of {world.world_size})"
-        )
-    offer = None
-    if world.rank == 0:
-        offer = (world.master_addr or _host_address(world), world.master_port or _free_port())
-    addr, port = comm.bcast(offer, root=0)
-    return replace(world, master_addr=addr, master_port=int(port))
-
-
-def _mpi_comm_world() -> Any | None:
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        return None
-    return MPI.COMM_WORLD
-
-
-def _host_address(world: World) -> str:
-    """This host's address as other nodes reach it.
-
-    Debian-style /etc/hosts maps the hostname to 127.0.1.1, useless to other nodes: prefer a
-    non-loopback address, then loopback for a one-node world, then the bare hostname.
-    """
-    host = socket.gethostname()
-    try:
-        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
-    except OSError:
-        infos = []
-    for info in infos:
-        addr = str(info[4][0])
-        if not addr.startswith("127."):
-            return addr
-    if world.local_world_size == world.world_size:
-        return "127.0.0.1"
-    return host
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- reading variables ----------------------------------------------------------------------
@@ -298,7 +217,7 @@ def _need(
     """Fail in one line naming what is missing when ``present`` shows the launcher is there."""
     missing = [name for name in required if not env.get(name, "").strip()]
     if missing:
-        raise WorldError(f"{_label(source)} sets {present} but not {', '.join(missing)}: {hint}")
+        raise WorldError(f"{label(source)} sets {present} but not {', '.join(missing)}: {hint}")
 
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
@@ -441,8 +360,8 @@ def _from_slurm(env: Mapping[str, str]) -> World | None:
         local_world_size=local_size,
         node_rank=node,
         num_nodes=num_nodes,
-        master_addr=env.get("MASTER_ADDR", "").strip() or _slurm_master(env),
-        master_port=_env_port(env) or (job_port(job) if job else None),
+        master_addr=env.get("MASTER_ADDR", "").strip() or None,
+        master_port=_env_port(env),
         job_id=f"{job}.{step}" if job else None,
     )
     _validate(world, names)
@@ -493,138 +412,3 @@ def parse_tasks_per_node(text: str) -> list[int]:
             raise WorldError(f"tasks per node {text!r} is not like '2(x3),1'")
         counts += [int(match.group(1))] * int(match.group(2) or 1)
     return counts
-
-
-def _slurm_master(env: Mapping[str, str]) -> str | None:
-    """First host of the step's node list: where srun's block and cyclic layouts put rank 0."""
-    for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
-        text = env.get(var, "").strip()
-        if text:
-            try:
-                host = _first_host(text, env.get("PATH"))
-            except ValueError as exc:
-                raise WorldError(f"{var}: {exc}") from None
-            if host is None:
-                raise WorldError(f"{var}={text!r} names no host")
-            return host
-    return None
-
-
-def _first_host(nodelist: str, path: str | None) -> str | None:
-    """Expanded with ``scontrol show hostnames`` when on ``path``, else with our own parser."""
-    if not any(char in nodelist for char in "[, "):
-        return nodelist
-    scontrol = shutil.which("scontrol", path=path) if path else None
-    if scontrol is not None:
-        try:
-            done = subprocess.run(
-                [scontrol, "show", "hostnames", nodelist],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            done = None
-        if done is not None and done.returncode == 0 and done.stdout.split():
-            return done.stdout.split()[0]
-    return next(iter_hostlist(nodelist), None)
-
-
-# --- Slurm hostlists ------------------------------------------------------------------------
-
-_Range = tuple[int, int, int]
-"""(low, high, width): ``07-10`` is (7, 10, 2)."""
-_Part = str | tuple[_Range, ...]
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Expand a Slurm hostlist: ``"node[01-03,07]"`` -> node01, node02, node03, node07.
-
-    Zero padding follows the width of each range's low end. Several bracket groups in one name
-    expand as a cartesian product in Slurm's order (``rack[1-2]-n[1-2]`` -> rack1-n1, rack1-n2,
-    rack2-n1, rack2-n2). Text after the last bracket (``c[1-2]-ib``) is accepted, as
-    python-hostlist does, though Slurm itself refuses it. Raises ValueError on malformed text:
-    unbalanced or nested brackets, empty or reversed ranges, non-digits in a range.
-    """
-    return list(iter_hostlist(text))
-
-
-def iter_hostlist(text: str) -> Iterator[str]:
-    """Like :func:`expand_hostlist`, lazily: the whole text is checked before the first name."""
-    patterns = [_parse_name(item) for item in _split_hostlist(text)]
-
-    def names() -> Iterator[str]:
-        for parts in patterns:
-            yield from _expand(parts)
-
-    return names()
-
-
-def _split_hostlist(text: str) -> list[str]:
-    """Split at commas and blanks outside brackets; empty items are skipped, as Slurm does."""
-    items, current, depth = [], "", 0
-    for char in text:
-        if char == "[":
-            if depth:
-                raise ValueError(f"hostlist {text!r}: nested '['")
-            depth = 1
-        elif char == "]":
-            if not depth:
-                raise ValueError(f"hostlist {text!r}: ']' without '['")
-            depth = 0
-        elif depth == 0 and (char == "," or char.isspace()):
-            items.append(current)
-            current = ""
-            continue
-        current += char
-    if depth:
-        raise ValueError(f"hostlist {text!r}: '[' without ']'")
-    return [item for item in [*items, current] if item]
-
-
-def _parse_name(item: str) -> list[_Part]:
-    """``rack[1-2]-n[01,03]`` -> ["rack", ((1, 2, 1),), "-n", ((1, 1, 2), (3, 3, 2))]."""
-    parts: list[_Part] = []
-    pos = 0
-    for match in re.finditer(r"\[([^\]]*)\]", item):
-        if match.start() > pos:
-            parts.append(item[pos : match.start()])
-        parts.append(tuple(_parse_range(spec, item) for spec in match.group(1).split(",")))
-        pos = match.end()
-    if pos < len(item):
-        parts.append(item[pos:])
-    return parts
-
-
-def _parse_range(spec: str, item: str) -> _Range:
-    match = re.fullmatch(r"(\d+)(?:-(\d+))?", spec.strip())
-    if match is None:
-        raise ValueError(f"hostlist {item!r}: {spec!r} is not a number or a range like 01-04")
-    low, high = match.group(1), match.group(2) or match.group(1)
-    if int(high) < int(low):
-        raise ValueError(f"hostlist {item!r}: range {spec!r} runs backwards")
-    return int(low), int(high), len(low)
-
-
-def _expand(parts: list[_Part]) -> Iterator[str]:
-    """All names of one pattern, nested the way Slurm's ``_push_range_list`` recurses: the
-    last bracket group innermost, the others from the second-last outwards (for two groups:
-    the first outermost)."""
-    groups = [i for i, part in enumerate(parts) if not isinstance(part, str)]
-    return _fill(parts, groups[-2::-1] + groups[-1:])
-
-
-def _fill(parts: list[_Part], order: list[int]) -> Iterator[str]:
-    if not order:
-        yield "".join(part for part in parts if isinstance(part, str))
-        return
-    slot = order[0]
-    for value in _range_values(cast(tuple[_Range, ...], parts[slot])):
-        yield from _fill([*parts[:slot], value, *parts[slot + 1 :]], order[1:])
-
-
-def _range_values(ranges: tuple[_Range, ...]) -> Iterator[str]:
-    for low, high, width in ranges:
-        for number in range(low, high + 1):
-            yield str(number).zfill(width)
