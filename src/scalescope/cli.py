@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions
@@ -23,7 +24,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+"""Markup off: paths, script arguments and error messages may hold ``[`` ``]``; they print
+verbatim."""
 
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -89,8 +92,13 @@ def diagnosis_thresholds(items: list[str] | None, baseline: Path | None) -> Thre
     return calibration.thresholds
 
 
+def plain_console() -> Console:
+    """Standard output with markup off, so recorded strings print verbatim."""
+    return Console(highlight=False, markup=False)
+
+
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
     raise typer.Exit(code)
 
 
@@ -162,7 +170,7 @@ def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
         if p["dry_run"]:
             from scalescope.report.plan_view import render_plan
 
-            render_plan(dry_run(spec, given, p["master_addr"]), Console(highlight=False))
+            render_plan(dry_run(spec, given, p["master_addr"]), plain_console())
             raise typer.Exit(0)
         outcome = start(spec, given, p["master_addr"])
     except ValueError as exc:
@@ -368,7 +376,7 @@ def env(
     warnings = check_environment(
         facts["software"], facts["hardware"], facts["threads"], nproc_per_node=nproc_per_node
     )
-    render_env(facts, warnings, Console(highlight=False))
+    render_env(facts, warnings, plain_console())
     if json_file is not None:
         json_file.write_bytes(env_json(facts, warnings))
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +24,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def slurm_env(rank: int, ntasks: int, nodelist: str, job_id: str = "4242") -> dict[str, str]:
+def unique_job() -> str:
+    """A Slurm job id that concurrent test runs on this machine do not share."""
+    return str(100000 + (os.getpid() * 7919 + time.monotonic_ns() // 1000) % 900000)
+
+
+def slurm_env(rank: int, ntasks: int, nodelist: str, job_id: str) -> dict[str, str]:
     """The variables srun sets for task ``rank`` of a one-node step of ``ntasks`` tasks."""
     return {
         **cli_env(),
         "SLURM_JOB_ID": job_id,
+        "SLURM_NNODES": "1",
         "SLURM_STEP_ID": "0",
         "SLURM_PROCID": str(rank),
         "SLURM_LOCALID": str(rank),
@@ -55,14 +63,13 @@ def check_world_of_two(run_dir: Path, launcher: str) -> None:
 
 
 def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
-    port = str(free_port())
+    """As srun starts them, with no address flags: loopback and the job's port."""
+    job = unique_job()
     procs = [
         subprocess.Popen(
             [
                 *CLI,
                 "run",
-                "--master-port",
-                port,
                 "--report-bindings",
                 "--bind-to",
                 "core",
@@ -73,7 +80,7 @@ def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
                 "3",
             ],
             cwd=tmp_path,
-            env=slurm_env(rank, 2, "localhost,node[01-03,07]"),
+            env=slurm_env(rank, 2, "node[01-03,07],gpu5", job),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -91,33 +98,24 @@ def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
 
 
 def test_run_dir_named_after_the_slurm_job(tmp_path):
+    job = unique_job()
     procs = [
         subprocess.Popen(
-            [
-                *CLI,
-                "run",
-                "--master-port",
-                str(port),
-                "--no-report",
-                str(DDP_TRAIN),
-                "--steps",
-                "2",
-            ],
+            [*CLI, "run", "--no-report", str(DDP_TRAIN), "--steps", "2"],
             cwd=tmp_path,
-            env=slurm_env(rank, 2, "localhost", job_id="777"),
+            env=slurm_env(rank, 2, "localhost", job),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        for port in [free_port()]
         for rank in (0, 1)
     ]
     assert [p.wait(timeout=180) for p in procs] == [0, 0]
-    check_world_of_two(tmp_path / "scalescope_runs" / "ddp_train-slurm-777.0", "slurm")
+    check_world_of_two(tmp_path / "scalescope_runs" / f"ddp_train-slurm-{job}.0", "slurm")
 
 
 def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):
-    env = {**slurm_env(0, 1, "localhost"), "MASTER_PORT": str(free_port())}
+    env = {**slurm_env(0, 1, "localhost", unique_job()), "MASTER_PORT": str(free_port())}
     proc = subprocess.run(
         [*CLI, "run", "-n", "2", "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "2"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
@@ -128,10 +126,10 @@ def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
 def test_mpirun_starts_ranks_that_join_one_world(tmp_path):
+    """The command as users type it: no address flags."""
     cmd = [
         "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", *CLI, "run",
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--run-dir", "run",
-        "--no-report", str(DDP_TRAIN), "--steps", "3",
+        "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "3",
     ]  # fmt: skip
     proc = subprocess.run(
         cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=180
@@ -140,20 +138,27 @@ def test_mpirun_starts_ranks_that_join_one_world(tmp_path):
     check_world_of_two(tmp_path / "run", "openmpi")
 
 
-def test_mpi_world_without_master_address_is_refused(tmp_path):
+def test_mpi_world_over_nodes_with_nothing_to_go_by_is_refused(tmp_path):
+    """Two nodes, no hostfile, no node list and no mpi4py (hidden): the one-line error."""
+    hidden = tmp_path / "hidden" / "mpi4py"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    base = cli_env()
     env = {
-        **cli_env(),
+        **base,
+        "PYTHONPATH": f"{hidden.parent}{os.pathsep}{base.get('PYTHONPATH', '')}",
         "OMPI_COMM_WORLD_RANK": "0",
         "OMPI_COMM_WORLD_SIZE": "2",
         "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
     }
     proc = subprocess.run(
         [*CLI, "run", "--run-dir", "run", str(DDP_TRAIN)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert "gives no master address: pass --master-addr" in proc.stderr
+    assert proc.stderr.startswith("error: Open MPI gives no master address for 2 ranks on 2 nodes")
+    assert "pass --master-addr HOST (rank 0's host)" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 

@@ -18,13 +18,15 @@ class Display:
     logs stay parseable like tf_cnn_benchmarks output.
     """
 
-    def __init__(self, enabled: bool, total: int, description: str) -> None:
+    def __init__(
+        self, enabled: bool, total: int, description: str, console: Console | None = None
+    ) -> None:
         self.enabled = enabled
-        self.console = Console()
+        self.console = console or Console(markup=False)
         self.progress: Progress | None = None
         if enabled and self.console.is_terminal:
             self.progress = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),

@@ -68,7 +68,7 @@ def _throughput(c: RunComparison, console: Console) -> None:
     if c.phases:
         phases = _table("Step phases (mean ms per step, averaged over ranks)", ("phase",), ("",))
         for p in c.phases:
-            phases.add_row(p.phase, *_cells(p.mean_ms, ",.2f"))
+            phases.add_row(Text(p.phase), *_cells(p.mean_ms, ",.2f"))
         console.print(phases)
 
 
@@ -99,7 +99,7 @@ def _sizes(c: RunComparison, console: Console) -> None:
         )
     notes = [f"only in A: {_only(c.sizes_only_a)}"] if c.sizes_only_a else []
     notes += [f"only in B: {_only(c.sizes_only_b)}"] if c.sizes_only_b else []
-    table.caption = "; ".join(["count per rank; GB = 1e9 B", *notes])
+    table.caption = Text("; ".join(["count per rank; GB = 1e9 B", *notes]))
     table.caption_justify = "left"
     console.print(table)
 

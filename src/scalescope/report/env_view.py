@@ -108,7 +108,7 @@ def _numa_table(hardware: dict[str, Any]) -> Table:
     for node in hardware.get("numa_nodes") or []:
         table.add_row(
             str(node.get("node")),
-            _text(node.get("cpus")),
+            Text(_text(node.get("cpus"))),
             _text(node.get("num_cpus")),
             _size(node.get("memory_bytes")),
         )
@@ -122,7 +122,7 @@ def _gpu_table(hardware: dict[str, Any]) -> Table:
     for gpu in hardware.get("gpus") or []:
         table.add_row(
             _text(gpu.get("index")),
-            _text(gpu.get("name")),
+            Text(_text(gpu.get("name"))),
             _size(gpu.get("memory_bytes")),
             _text(gpu.get("compute_capability")),
         )

@@ -40,7 +40,7 @@ def _phase_table(result: IngestResult) -> Table:
         table.add_column(name, justify="right")
     for row in result.horovod_phases:
         table.add_row(
-            row.phase,
+            Text(row.phase),
             f"{row.wall_ms:,.3f}",
             f"{row.self_ms:,.3f}",
             f"{row.avg_wall_ms:,.3f}",
@@ -60,8 +60,8 @@ def _wait_table(result: IngestResult) -> Table:
         table.add_column(name, justify="right")
     for row in result.horovod_waits:
         table.add_row(
-            row.op,
-            row.tag,
+            Text(row.op),
+            Text(row.tag),
             fmt_bytes(row.nbytes),
             f"{row.instances:,}",
             f"{row.skew_avg_us / 1e3:,.3f}",

@@ -27,8 +27,11 @@ class ReportFiles:
 
 
 def report_console() -> Console:
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=REPORT_WIDTH)
+    """Markup off: run ids, hosts, commands and op names print as recorded, brackets too."""
+    console = Console(highlight=False, markup=False)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, markup=False, width=REPORT_WIDTH)
 
 
 def report_json(analysis: RunAnalysis, diagnosis: Diagnosis | None) -> dict:

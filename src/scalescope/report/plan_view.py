@@ -15,7 +15,7 @@ def render_plan(view: PlanView, console: Console) -> None:
         f"Plan on {view.hostname}: ranks from {view.first_rank} of {view.world_size} "
         f"({view.source}), topology from {view.plan.topology_source}"
     )
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for col in ("rank", "host", "local rank", "cpus", "NUMA node", "threads", "environment"):
         table.add_column(col, justify="right" if col in ("rank", "threads") else "left")
     for row in view.plan.as_json() or []:

@@ -168,7 +168,7 @@ def _phase_table(s: StepAnalysis) -> Table:
             last = i == len(r.phases) - 1
             table.add_row(
                 str(r.rank) if i == 0 else "",
-                p.phase,
+                Text(p.phase),
                 fmt(p.mean_ms, ".2f"),
                 fmt(p.p50_ms, ".2f"),
                 fmt(p.p95_ms, ".2f"),
@@ -178,7 +178,7 @@ def _phase_table(s: StepAnalysis) -> Table:
         if r.missing_phases and r.num_steps:
             notes.append(f"rank {r.rank}: {', '.join(r.missing_phases)}")
     if notes:
-        table.caption = "not recorded (counted in other): " + "; ".join(notes)
+        table.caption = Text("not recorded (counted in other): " + "; ".join(notes))
         table.caption_justify = "left"
     return table
 
