@@ -132,7 +132,7 @@ def test_mpirun_starts_ranks_that_join_one_world(tmp_path):
         "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "3",
     ]  # fmt: skip
     proc = subprocess.run(
-        cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=180
+        cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_world_of_two(tmp_path / "run", "openmpi")
@@ -154,7 +154,7 @@ def test_mpi_world_over_nodes_with_nothing_to_go_by_is_refused(tmp_path):
     }
     proc = subprocess.run(
         [*CLI, "run", "--run-dir", "run", str(DDP_TRAIN)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: Open MPI gives no master address for 2 ranks on 2 nodes")

@@ -5,8 +5,9 @@ exports them. :func:`meet` settles them, first rule that applies:
 
 1. given: ``--master-addr`` / ``--master-port`` or ``MASTER_ADDR`` / ``MASTER_PORT``;
 2. every rank on one node (the launcher's local size equals the world size): ``127.0.0.1``;
-3. several nodes, mpi4py loads an MPI library: rank 0 offers its host's address and a free
-   port to the others with ``COMM_WORLD.bcast``;
+3. several nodes under an MPI launcher, mpi4py loads an MPI library: rank 0 offers its host's
+   address and a free port to the others with ``COMM_WORLD.bcast`` (not under srun, whose
+   node list always says where rank 0 is, and where MPI_Init without srun's PMI may abort);
 4. several nodes: the first host of the launcher's node list (hostfile variables, Slurm's
    node lists expanded as ``scontrol show hostnames`` would, ``PBS_NODEFILE``, Open MPI's
    mpirun host), where block and cyclic placements put rank 0; rank 0 checks it is that host;
@@ -87,12 +88,16 @@ def meet(
 ) -> Iterator[World]:
     """The world with a master address and port every rank agrees on.
 
-    Rank 0 serves the rendezvous store for as long as the block runs when it hosts it.
+    Rank 0 serves the rendezvous store for as long as the block runs when it hosts it. A world
+    on one node without a job id (hydra's) gets one: the launcher's process every rank
+    descends from (``ppid-PID``), which also names its run directory.
     """
+    if world.job_id is None and one_node(world):
+        world = replace(world, job_id=f"ppid-{os.getppid()}")
     if world.master_addr is not None and world.master_port is not None:
         yield world
         return
-    if world.master_addr is None and not one_node(world):
+    if world.master_addr is None and not one_node(world) and world.source != "slurm":
         agreed = agree_by_mpi(world)
         if agreed is not None:
             yield agreed
@@ -104,7 +109,7 @@ def meet(
         yield replace(world, master_addr=addr)
         return
     meeting = replace(world, master_addr=addr, agent_store=True)
-    key = _meeting_id(world)
+    key = world.job_id
     if world.rank != 0:
         port = wait_for_port(key, timeout_s) if one_node(world) else job_port(key)
         yield replace(meeting, master_port=port)
@@ -114,13 +119,6 @@ def meet(
         yield replace(meeting, master_port=store.port)
     finally:
         _port_file(key).unlink(missing_ok=True)
-
-
-def _meeting_id(world: World) -> str | None:
-    """The job id; on one node without one, the launcher's process every rank descends from."""
-    if world.job_id:
-        return world.job_id
-    return f"ppid-{os.getppid()}" if one_node(world) else None
 
 
 def master_host(world: World, env: Mapping[str, str]) -> tuple[str, str]:

@@ -291,6 +291,15 @@ def test_mpi4py_is_not_asked_on_one_node(monkeypatch):
     assert comm.sent == []
 
 
+def test_mpi4py_is_not_asked_under_srun(monkeypatch):
+    comm = _FakeComm(0, 2)
+    _install_mpi4py(monkeypatch, comm)
+    job = unique_job()
+    with meet(two_node_world(0, job), {"SLURM_STEP_NODELIST": "localhost,gpu5"}) as world:
+        assert (world.master_addr, world.master_port) == ("localhost", job_port(job))
+    assert comm.sent == []
+
+
 MPI_SCRIPT = """
 from scalescope.launch.rendezvous import agree_by_mpi
 from scalescope.launch.world import detect_world
@@ -384,12 +393,31 @@ def run_ranks(envs: list[dict[str, str]]) -> list[list[str]]:
     return outputs
 
 
+def hydra_env(rank: int) -> dict[str, str]:
+    """What MPICH's / Intel MPI's mpiexec.hydra sets for rank ``rank`` of 2 on one node: no
+    job id, so the ranks' common parent (this test, as hydra_pmi_proxy would be) names it."""
+    env = {k: v for k, v in srun_env(rank, "0", 1, "").items() if not k.startswith("SLURM_")}
+    env.update(
+        {"PMI_RANK": str(rank), "PMI_SIZE": "2", "PMI_FD": "9", "MPI_LOCALRANKID": str(rank),
+         "MPI_LOCALNRANKS": "2"}
+    )  # fmt: skip
+    return env
+
+
 @pytest.mark.parametrize(
-    ("nodes", "nodelist", "addr"),
-    [(1, "node[01-03,07],gpu5", LOOPBACK), (2, "localhost,node[01-03,07],gpu5", "localhost")],
-    ids=["one-node", "two-nodes-from-the-node-list"],
+    ("launcher", "nodes", "nodelist", "addr"),
+    [
+        ("slurm", 1, "node[01-03,07],gpu5", LOOPBACK),
+        ("slurm", 2, "localhost,node[01-03,07],gpu5", "localhost"),
+        ("hydra", 1, "", LOOPBACK),
+    ],
+    ids=["srun-one-node", "srun-two-nodes-from-the-node-list", "mpiexec-hydra-one-node"],
 )
-def test_slurm_ranks_form_a_gloo_world_without_address_or_port(nodes, nodelist, addr):
+def test_ranks_form_a_gloo_world_without_address_or_port(launcher, nodes, nodelist, addr):
     job = unique_job()
-    outputs = run_ranks([srun_env(rank, job, nodes, nodelist) for rank in (0, 1)])
-    assert outputs == [["slurm", "0", "2", addr, "3"], ["slurm", "1", "2", addr, "3"]]
+    if launcher == "slurm":
+        envs = [srun_env(rank, job, nodes, nodelist) for rank in (0, 1)]
+    else:
+        envs = [hydra_env(rank) for rank in (0, 1)]
+    outputs = run_ranks(envs)
+    assert outputs == [[launcher, "0", "2", addr, "3"], [launcher, "1", "2", addr, "3"]]
