@@ -33,8 +33,16 @@ PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 NPROC = typer.Option(
     None, "--nproc-per-node", "-n", help="Ranks to start on this node [default: 1].", min=1
 )
-MASTER_ADDR = typer.Option(None, "--master-addr", help="Address of rank 0 [default: 127.0.0.1].")
-MASTER_PORT = typer.Option(None, "--master-port", help="Port of the rendezvous (default: free).")
+MASTER_ADDR = typer.Option(
+    None,
+    "--master-addr",
+    help="Address of rank 0 (default: 127.0.0.1; under srun/mpirun found from the launcher).",
+)
+MASTER_PORT = typer.Option(
+    None,
+    "--master-port",
+    help="Port of the rendezvous (default: free; under srun/mpirun derived from the job id).",
+)
 RUN_DIR = typer.Option(None, "--run-dir", help="Where to record (default: scalescope_runs/…).")
 NO_PROBE = typer.Option(False, "--no-probe", help="Run without instrumentation (for A/B).")
 NO_REPORT = typer.Option(False, "--no-report", help="Do not print the report at the end.")

@@ -130,10 +130,11 @@ def master_host(world: World, env: Mapping[str, str]) -> tuple[str, str]:
     listed = launcher_host(world.source, env)
     if listed is not None:
         return listed
+    mpi = "" if world.source == "slurm" else " and mpi4py could not load an MPI library"
     raise WorldError(
         f"{label(world.source)} gives no master address for {world.world_size} ranks on "
-        f"{max(world.num_nodes, 2)} nodes and mpi4py could not load an MPI library: pass "
-        "--master-addr HOST (rank 0's host) or set a hostfile the launcher reads"
+        f"{max(world.num_nodes, 2)} nodes{mpi}: pass --master-addr HOST (rank 0's host) or set "
+        "a hostfile the launcher reads"
     )
 
 

@@ -81,7 +81,8 @@ class World:
         if self.node_rank >= 0:
             env["GROUP_RANK"] = str(self.node_rank)
         if self.agent_store:
-            env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+            # torch < 2.4 also reads the restart count to prefix the agent's store.
+            env.update(TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
         return env
 
 
