@@ -61,12 +61,17 @@ _NODELISTS = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 def job_port(job_id: str | None) -> int:
     """A rendezvous port every rank computes alike from the job id, without talking.
 
-    ``10000 + job_id % 20000`` for a numeric id (Slurm's), else the same of the id's CRC-32;
+    ``10000 + job_id % 20000`` for a numeric id; ``10000 + (job + step) % 20000`` for Slurm's
+    ``JOB.STEP``, so concurrent steps of one job differ; else the same of the id's CRC-32;
     :data:`DEFAULT_PORT` without an id.
     """
     if not job_id:
         return DEFAULT_PORT
-    number = int(job_id) if job_id.isascii() and job_id.isdigit() else zlib.crc32(job_id.encode())
+    numeric = re.fullmatch(r"(\d+)(?:\.(\d+))?", job_id)
+    if numeric and job_id.isascii():
+        number = int(numeric.group(1)) + int(numeric.group(2) or 0)
+    else:
+        number = zlib.crc32(job_id.encode())
     return PORT_BASE + number % PORT_SPAN
 
 

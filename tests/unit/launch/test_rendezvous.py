@@ -70,6 +70,7 @@ def listening_socket(port: int) -> socket.socket | None:
 def test_job_port_is_stable_and_in_range():
     assert job_port("4242") == 14242
     assert job_port("123456") == 10000 + 123456 % 20000
+    assert job_port("4242.3") == 14245, "Slurm's JOB.STEP: steps of one job differ"
     assert job_port("prterun-login1-81234@1") == job_port("prterun-login1-81234@1")
     assert 10000 <= job_port("prterun-login1-81234@1") < 30000
     assert job_port(None) == 29500
@@ -301,28 +302,32 @@ def test_mpi4py_is_not_asked_under_srun(monkeypatch):
 
 
 MPI_SCRIPT = """
+import sys
+from pathlib import Path
 from scalescope.launch.rendezvous import agree_by_mpi
 from scalescope.launch.world import detect_world
 world = agree_by_mpi(detect_world())
-print(world.rank, world.master_addr, world.master_port)
+Path(sys.argv[1], f"rank{world.rank}").write_text(f"{world.master_addr} {world.master_port}")
 """
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
-def test_real_mpi4py_bcast_under_mpirun():
+def test_real_mpi4py_bcast_under_mpirun(tmp_path):
     try:
         importlib.metadata.version("mpi4py")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("mpi4py is not installed")
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
     proc = subprocess.run(
-        [*cmd, sys.executable, "-c", MPI_SCRIPT], capture_output=True, text=True, timeout=120
+        [*cmd, sys.executable, "-c", MPI_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    lines = sorted(proc.stdout.split("\n")[:2])
-    assert [line.split()[0] for line in lines] == ["0", "1"]
-    assert lines[0].split()[1:] == lines[1].split()[1:], "both ranks got rank 0's offer"
-    assert 0 < int(lines[0].split()[2]) < 65536
+    offers = [(tmp_path / f"rank{rank}").read_text().split() for rank in (0, 1)]
+    assert offers[0] == offers[1], "both ranks got rank 0's offer"
+    assert 0 < int(offers[0][1]) < 65536
 
 
 # --- real ranks from Slurm variables, no address or port ------------------------------------
@@ -336,7 +341,8 @@ with meet(detect_world()) as world:
     dist.init_process_group("gloo")
     total = torch.tensor([world.rank + 1.0])
     dist.all_reduce(total)
-    print(world.source, world.rank, world.world_size, world.master_addr, int(total.item()))
+    print(world.source, world.rank, world.world_size, world.master_addr, int(total.item()),
+          world.master_port)
     dist.destroy_process_group()
 """
 
@@ -420,4 +426,19 @@ def test_ranks_form_a_gloo_world_without_address_or_port(launcher, nodes, nodeli
     else:
         envs = [hydra_env(rank) for rank in (0, 1)]
     outputs = run_ranks(envs)
-    assert outputs == [[launcher, "0", "2", addr, "3"], [launcher, "1", "2", addr, "3"]]
+    assert [line[:5] for line in outputs] == [
+        [launcher, "0", "2", addr, "3"],
+        [launcher, "1", "2", addr, "3"],
+    ]
+    assert outputs[0][5] == outputs[1][5]
+
+
+def test_srun_ranks_meet_past_a_taken_job_port():
+    """rank 0 finds the derived port taken, hosts on the next one, and rank 1 follows."""
+    job = unique_job()
+    blocker = listening_socket(job_port(job))
+    if blocker is None:
+        pytest.skip("the derived port is already taken by another program")
+    with blocker:
+        outputs = run_ranks([srun_env(rank, job, 1, "node[01-03,07],gpu5") for rank in (0, 1)])
+    assert [line[4:] for line in outputs] == [["3", str(job_ports(job)[1])]] * 2
