@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import types
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -130,8 +131,7 @@ def test_one_node_falls_back_to_the_next_port_when_the_derived_one_is_taken():
 
 
 def test_given_address_and_port_are_kept():
-    world = one_node_world(1, "7")
-    world = World(**{**world.__dict__, "master_addr": "node09", "master_port": 31000})
+    world = replace(one_node_world(1, "7"), master_addr="node09", master_port=31000)
     with meet(world, {}) as got:
         assert got is world
 
