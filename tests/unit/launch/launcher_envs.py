@@ -1,4 +1,11 @@
-"""What the launchers export, one rank's view (shared by the world and rendezvous tests)."""
+"""What the launchers export, one rank's view, and helpers shared by the world and rendezvous
+tests."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
 
 # torchrun --nnodes 2 --nproc-per-node 4 (local_elastic_agent.py), worker 6 on the second node.
 TORCHRUN = {
@@ -170,3 +177,22 @@ BARE_PMIX = {
     "PMIX_HOSTNAME": "node01",
     "PMIX_VERSION": "5.0.3",
 }
+
+
+_JOBS = itertools.count()
+
+
+def unique_job() -> str:
+    """A job id no other test (or test run on this machine) uses at the same time."""
+    return str(100000 + (os.getpid() * 7919 + next(_JOBS) * 104729) % 900000)
+
+
+def listening_socket(port: int) -> socket.socket | None:
+    sock = socket.socket()
+    try:
+        sock.bind(("", port))
+    except OSError:
+        sock.close()
+        return None
+    sock.listen()
+    return sock
