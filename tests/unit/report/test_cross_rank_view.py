@@ -150,6 +150,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "phase_excess_ms": 50.1,
         "lateness_share_pct": 100.0,
         "lateness_ms_per_step": 48.94,
+        "between": None,
     }
     assert cross["clocks"][2] == {
         "rank": 2,
