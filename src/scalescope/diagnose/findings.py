@@ -103,6 +103,8 @@ SUMMARIES: dict[str, str] = {
     "and their memory",
     "IDLE_CORES": "{threads} compute threads on {cores} physical cores of {host}: most cores idle",
     "NUMA_SPAN": "rank {rank}'s cpus span NUMA nodes {nodes}: half its memory accesses are remote",
+    "UNEXPLAINED": "{name} is {value:.0f}{unit} (the {section} section), and no rule "
+    "accounts for it",
 }
 
 REMEDIES: dict[str, str] = {
@@ -172,6 +174,9 @@ REMEDIES: dict[str, str] = {
     "use_cores": "run as many threads as cores: `--threads-per-rank {n}` (torchrun sets "
     "OMP_NUM_THREADS=1 when you do not)",
     "numa": "one rank per NUMA domain with threads = its cores: `--map-by numa`",
+    "unexplained": "read the {section} section of the report and `scalescope report RUN_DIR "
+    "--timeline trace.json` to see where the time goes; please report the run: the "
+    "diagnosis should have named this",
     "allocator": "`--allocator tcmalloc` (or jemalloc) for many threads allocating at once",
 }
 

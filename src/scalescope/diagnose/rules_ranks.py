@@ -243,7 +243,8 @@ class StragglerRule:
 
 
 class ImbalanceRule:
-    """Busy time uneven across ranks (``imbalance_pct``) with no single straggler named."""
+    """Busy time uneven across ranks (``imbalance_pct``) that no straggler finding accounts
+    for: none named, or one named below ``straggler_cost_pct``."""
 
     name = "load imbalance"
 
@@ -253,7 +254,9 @@ class ImbalanceRule:
     def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
         cr = ctx.analysis.cross_rank
         step_ms = mean_step(rank_times(ctx.analysis))
-        if cr is None or cr.straggler is not None or cr.load_imbalance_pct is None or not step_ms:
+        if cr is None or cr.load_imbalance_pct is None or not step_ms:
+            return None
+        if cr.straggler is not None and StragglerRule().evaluate(ctx) is not None:
             return None
         if cr.load_imbalance_pct < ctx.thresholds.imbalance_pct:
             return None
