@@ -21,7 +21,11 @@ from scalescope.events import EventTable, Kind
 
 Between = tuple[str, str]
 """The phase before a gap and the phase after it."""
-WORDS_BEFORE = {"data": "the batch", "optimizer": "the optimizer step", "comm_wait": "the gradient wait"}
+WORDS_BEFORE = {
+    "data": "the batch",
+    "optimizer": "the optimizer step",
+    "comm_wait": "the gradient wait",
+}
 WORDS_AFTER = {**WORDS_BEFORE, "data": "the next batch"}
 
 

@@ -241,9 +241,7 @@ class SyncWaits:
     wait_ns: np.ndarray
 
 
-def sync_waits(
-    events: EventTable, slots: StepSlots, m: Matched, inst_ok: np.ndarray
-) -> SyncWaits:
+def sync_waits(events: EventTable, slots: StepSlots, m: Matched, inst_ok: np.ndarray) -> SyncWaits:
     """The rows of ``m`` that are blocking collectives of measured steps, with their waits."""
     rows = np.flatnonzero(inst_ok[m.inst] & (m.tag != events.symbols.id_of("gradients")))
     slot = slots.slot_of(m.rank[rows], m.step[rows])
