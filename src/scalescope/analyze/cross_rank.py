@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
-from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
 from scalescope.analyze.gaps import Between, largest_gap
+from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
 from scalescope.analyze.step_slots import (
     OTHER,
     OWN_PHASES,
