@@ -89,10 +89,10 @@ SUMMARIES: dict[str, str] = {
     "messages ({calls:.0f} collectives per step)",
     "COMM_BANDWIDTH": "exposed communication takes {share:.0f}% of the step moving "
     "{mbytes:.1f} MB per step",
-    "STRAGGLER": "rank {rank} is late{where}: the others wait for it {late:.0f}% of each "
-    "step; it is busy {share:.0f}% of a step longer than they are",
+    "STRAGGLER": "rank {rank} is late{where}: it is busy {share:.0f}% of a step longer than "
+    "the others, who wait for it",
     "STRAGGLER_OUTSIDE": "time outside the recorded phases of rank {rank}: {ms:.0f} ms per "
-    "step{between}; the others wait for it {late:.0f}% of each step",
+    "step{between}; the others wait for it ({share:.0f}% of a step)",
     "LOAD_IMBALANCE": "busy time per step differs across ranks by {imbalance:.0f}%: the "
     "fastest wait for the slowest",
     "COMPUTE": "compute takes {share:.0f}% of the step{efficiency}",

@@ -133,14 +133,14 @@ def _between(s: Straggler) -> str:
     return f" ({describe(s.between)})" if s.between else ""
 
 
-def _summary(s: Straggler, share: float, late: float) -> str:
+def _summary(s: Straggler, share: float) -> str:
     if s.phase == OTHER and s.phase_excess_ms is not None:
         between = f", {describe(s.between)}" if s.between else ""
         return summary(
-            "STRAGGLER_OUTSIDE", rank=s.rank, ms=s.phase_excess_ms, between=between, late=late
+            "STRAGGLER_OUTSIDE", rank=s.rank, ms=s.phase_excess_ms, between=between, share=share
         )
     where = "" if s.phase is None else " loading data" if s.phase == "data" else f" in {s.phase}"
-    return summary("STRAGGLER", rank=s.rank, where=where, share=share, late=late)
+    return summary("STRAGGLER", rank=s.rank, where=where, share=share)
 
 
 def _evidence(
@@ -155,7 +155,7 @@ def _evidence(
     n = len(cr.ranks)
     t = ctx.thresholds.straggler_cost_pct
     out = [
-        Evidence("the others' wait for it", round(late, 1), "% of step time", t, ">="),
+        Evidence("its lateness (the others' wait for it)", round(late, 1), "% of step time", t, ">="),
         Evidence("its busy time above the others'", round(share, 1), "% of step time", t, ">="),
         Evidence("its busy time above the others' per step", round(cost_ms, 1), "ms"),
         Evidence("others' wait in collectives per step", round(wait_ms, 1), "ms"),
@@ -232,7 +232,7 @@ class StragglerRule:
         return Finding(
             code="STRAGGLER",
             bottleneck=bottleneck("STRAGGLER"),
-            summary=_summary(s, share, late),
+            summary=_summary(s, share),
             share_pct=share,
             saved_ms_per_step=cost_ms,
             evidence=_evidence(ctx, cr, s, share, late, cost_ms, wait_ms),

@@ -130,7 +130,7 @@ def test_straggler_outside_the_recorded_phases_is_named_with_where_and_what_to_l
     assert (first.code, first.rank, first.level) == ("STRAGGLER", 1, "warning")
     assert first.summary.startswith(
         "time outside the recorded phases of rank 1: 80 ms per step, between the optimizer "
-        "step and the next batch; the others wait for it 80% of each step"
+        "step and the next batch; the others wait for it (80% of a step)"
     )
     assert first.share_pct == pytest.approx(80.0)
     assert first.remedies[0].startswith(

@@ -214,9 +214,9 @@ def test_a_straggler_the_others_wait_for_is_a_finding_even_when_its_busy_excess_
     f = StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr)))
     assert f is not None and f.level == "warning"
     assert f.share_pct == pytest.approx(5.0) and f.saved_ms_per_step == pytest.approx(5.0)
-    late = evidence(f, "the others' wait for it")
+    late = evidence(f, "its lateness")
     assert (late.value, late.threshold, late.comparison) == (30.0, 10.0, ">=")
-    assert f.summary.startswith("rank 1 is late in backward: the others wait for it 30%")
+    assert f.summary.startswith("rank 1 is late in backward: it is busy 5% of a step longer")
 
 
 def test_rank_rules_abstain_without_cross_rank_analysis():
