@@ -154,9 +154,20 @@ def _evidence(
 ) -> tuple[Evidence, ...]:
     n = len(cr.ranks)
     t = ctx.thresholds.straggler_cost_pct
+
+    def crossed(value: float) -> tuple[float | None, str]:
+        return (t, ">=") if value >= t else (None, "")
+
     out = [
-        Evidence("its lateness (the others' wait for it)", round(late, 1), "% of step time", t, ">="),
-        Evidence("its busy time above the others'", round(share, 1), "% of step time", t, ">="),
+        Evidence(
+            "its lateness (the others' wait for it)",
+            round(late, 1),
+            "% of step time",
+            *crossed(late),
+        ),
+        Evidence(
+            "its busy time above the others'", round(share, 1), "% of step time", *crossed(share)
+        ),
         Evidence("its busy time above the others' per step", round(cost_ms, 1), "ms"),
         Evidence("others' wait in collectives per step", round(wait_ms, 1), "ms"),
         Evidence(
