@@ -7,11 +7,14 @@ hook on the output), in the optimizer step (a pre-hook), or outside every phase 
 optimizer step, at the end of the loop's body: issue 9, where the diagnosis said "no clear
 bottleneck" while rank 0 waited 93% of the step). Truth, taken by the script in the same
 run: the sleeps' real durations over rank 0's own step time (its loop), measured steps.
+Measured on this 2-core VM under other suites' load: reported shares 0-7 points above the
+truth (the step time lost is a little more than the sleep itself).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 from dataclasses import dataclass
@@ -22,7 +25,7 @@ from real_runs import diagnose_dir
 
 from conftest import DDP_TRAIN, scalescope
 from scalescope.analyze import analyze_run
-from scalescope.diagnose import Diagnosis
+from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds
 from scalescope.events import load_run
 
 DELAY_S = 0.07
@@ -38,6 +41,11 @@ WHERE = {
 }
 """Where rank 1 sleeps: how its finding's evidence and summary name the phase."""
 OUTSIDE = "between the optimizer step and the next batch"
+CPUS = len(os.sched_getaffinity(0))
+"""Cpus the ranks may use: on 2 of them, 3 ranks share them (``--oversubscribe``). That
+sharing is the test's, not the scenario's: such runs are diagnosed with
+``max_threads_per_core`` at ranks / cpus, so the placement rule does not fire on it (with
+it, the straggler is put down to the shared cores and the verdict is CPU placement)."""
 
 
 @dataclass(frozen=True)
@@ -66,15 +74,18 @@ def scenario(tmp_path_factory):
     def get(ranks: int, where: str) -> Scenario:
         if (ranks, where) not in runs:
             tmp = tmp_path_factory.mktemp(f"{where}-{ranks}")
+            shared = ("--oversubscribe",) if ranks > CPUS else ()
             proc = scalescope(
-                "run", "-n", ranks, "--run-dir", tmp / "run", "--warmup-steps", WARMUP,
+                "run", "-n", ranks, *shared, "--run-dir", tmp / "run", "--warmup-steps", WARMUP,
                 "--no-report", DDP_TRAIN, "--steps", STEPS, "--sleep-rank", 1,
                 "--sleep-s", DELAY_S, "--sleep-where", where, "--sleep-log", tmp / "slept.json",
                 "--step-log", tmp / "steps.json", cwd=tmp,
             )  # fmt: skip
             assert proc.returncode == 0, proc.stdout + proc.stderr
             slept, step = _mean_ms(tmp / "slept.json"), _mean_ms(tmp / "steps.json")
-            runs[ranks, where] = Scenario(tmp / "run", diagnose_dir(tmp / "run"), slept, step)
+            thresholds = Thresholds(max_threads_per_core=ranks / CPUS) if shared else None
+            d = diagnose_dir(tmp / "run", thresholds or DEFAULT_THRESHOLDS)
+            runs[ranks, where] = Scenario(tmp / "run", d, slept, step)
         return runs[ranks, where]
 
     return get
