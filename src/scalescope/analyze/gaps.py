@@ -35,7 +35,9 @@ def describe(between: Between) -> str:
     return f"between {WORDS_BEFORE.get(before, before)} and {WORDS_AFTER.get(after, after)}"
 
 
-def _gaps(events: EventTable, slots: StepSlots, sync: SyncWaits | None):
+def _gaps(
+    events: EventTable, slots: StepSlots, sync: SyncWaits | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per gap: its slot, the name ids before and after it, and its length less the waits
     in blocking collectives issued inside it (ns); gaps outside measured steps dropped."""
     ph = events.of_kind(Kind.PHASE)
@@ -45,6 +47,8 @@ def _gaps(events: EventTable, slots: StepSlots, sync: SyncWaits | None):
     end = start + ph.dur_ns[order].astype(np.int64)
     first = np.r_[True, rank[1:] != rank[:-1]]
     group = np.cumsum(first) - 1
+    # running maximum of the ends within each rank: each rank's keys exceed all the previous
+    # rank's, so one accumulate serves every rank; ``holder`` is the row that set it
     rel_end = end - start[np.maximum.accumulate(np.where(first, np.arange(len(rank)), 0))]
     key = group * (int(rel_end.max(initial=0)) + 1) + rel_end
     run_max = np.maximum.accumulate(key)
