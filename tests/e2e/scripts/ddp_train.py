@@ -36,6 +36,13 @@ def parse() -> argparse.Namespace:
         "backward (a hook on the output), in the optimizer step (a pre-hook), or outside "
         "every phase (after the optimizer step, at the end of the loop's body)",
     )
+    p.add_argument(
+        "--sleep-from",
+        type=int,
+        default=0,
+        help="sleep in steps from this one on (the steps before it are the undelayed "
+        "reference; a step ends with the optimizer step, as scalescope's probe counts them)",
+    )
     p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
@@ -52,10 +59,12 @@ class Delay:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.active = True
+        """False in the steps before ``--sleep-from``."""
         self.slept: list[float] = []
 
     def __call__(self, *_: object) -> None:
-        if self.seconds:
+        if self.seconds and self.active:
             start = time.perf_counter()
             time.sleep(self.seconds)
             self.slept.append(time.perf_counter() - start)
@@ -109,42 +118,51 @@ def loader(args: argparse.Namespace, world: int, delay: Delay | None) -> DataLoa
     )
 
 
+def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: int) -> list:
+    """The training loop; rank 0's step times (s), each from the end of one optimizer step
+    to the end of the next (the sleep after the optimizer step belongs to the next step)."""
+    where = {w: delay if w == args.sleep_where else None for w in WHERE}
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    if where["optimizer"]:
+        opt.register_step_pre_hook(delay)
+    steps, last = [], time.perf_counter()
+    delay.active = args.sleep_from <= 0
+    for step, (x, y) in enumerate(loader(args, world, where["data"])):
+        if rank == args.fail_rank and step == args.fail_step:
+            raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
+        if args.ready_file and step == 2 and rank == 0:
+            open(args.ready_file, "w").close()
+        delay.active = step >= args.sleep_from
+        opt.zero_grad(set_to_none=True)
+        out = ddp(x)
+        if where["backward"]:
+            out.register_hook(sleep_then(delay))
+        nn.functional.cross_entropy(out, y).backward()
+        opt.step()
+        now = time.perf_counter()
+        steps.append(now - last)
+        last = now
+        delay.active = step + 1 >= args.sleep_from  # the next step's (and its batch's)
+        if where["outside"]:
+            delay()
+        if args.user_allreduce:
+            dist.all_reduce(torch.ones(args.user_allreduce, dtype=torch.float64))
+    return steps
+
+
 def main() -> None:
     args = parse()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     delay = Delay(args.sleep_s if rank == args.sleep_rank else 0.0)
-    where = {w: delay if w == args.sleep_where else None for w in WHERE}
-    net = model(where["forward"])
+    net = model(delay if args.sleep_where == "forward" else None)
     ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb)
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    if where["optimizer"]:
-        opt.register_step_pre_hook(where["optimizer"])
-    steps, last = [], time.perf_counter()
-    for step, (x, y) in enumerate(loader(args, world, where["data"])):
-        if rank == args.fail_rank and step == args.fail_step:
-            raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
-        if args.ready_file and step == 2 and rank == 0:
-            open(args.ready_file, "w").close()
-        opt.zero_grad(set_to_none=True)
-        out = ddp(x)
-        if where["backward"]:
-            out.register_hook(sleep_then(where["backward"]))
-        loss = nn.functional.cross_entropy(out, y)
-        loss.backward()
-        opt.step()
-        now = time.perf_counter()
-        steps.append(now - last)
-        last = now
-        if where["outside"]:
-            where["outside"]()
-        if args.user_allreduce:
-            dist.all_reduce(torch.ones(args.user_allreduce, dtype=torch.float64))
+    steps = train(args, ddp, delay, rank, world)
     if rank == 0 and args.facts:
         write_facts(args.facts, net, ddp, world)
     if rank == args.sleep_rank and args.sleep_log:
