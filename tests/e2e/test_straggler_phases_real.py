@@ -8,10 +8,12 @@ optimizer step, at the end of the loop's body: issue 9, where the diagnosis said
 bottleneck" while rank 0 waited 93% of the step). It sleeps from step ``FROM`` on; the
 steps before (after ``REFERENCE_FROM``) are the undelayed reference of the same run.
 
-Truth, from the script's own timing of rank 0's steps: the step time lost, (delayed step
-- reference step) / delayed step. The sleep's own share (its real durations over the
-delayed step) is printed beside it: it misses what the delay costs on top, e.g. 3 ranks on
-2 cpus competing once the sleeper wakes (reported 74%, sleep's share 63% once, optimizer).
+Truth, from the script's own timing of rank 0's steps (medians): the step time lost,
+(delayed step - reference step) / delayed step. The sleep's own share (its real durations
+over the delayed step) is printed beside it: it misses what the delay costs on top, e.g. 3
+ranks on 2 cpus competing once the sleeper wakes (reported 74%, sleep's share 63% once).
+The rank and phase named first must hold under any load; the share is compared only when
+other processes left the CPUs alone (else skipped with the load it saw, when it is off).
 """
 
 import json
