@@ -24,6 +24,10 @@ Thresholds (module constants, documented in docs/report-schema.md):
 - Busy time and a straggler's phase use each phase's *own* time: the phase less the
   waiting in blocking collectives issued inside it (forward holds DDP's buffer broadcast,
   so the ranks that wait for a late rank there would otherwise look slow in forward).
+  Busy time includes the time outside every phase (``other``): host work between the
+  phases (logging, a checkpoint, a garbage-collector pause) keeps the others waiting as
+  surely as a slow forward. When the straggler's extra time is there, ``between`` says
+  between which phases (analyze/gaps.py).
 """
 
 from __future__ import annotations
@@ -33,15 +37,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
+from scalescope.analyze.gaps import Between, largest_gap
 from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
 from scalescope.analyze.step_slots import (
-    BUSY_PHASES,
+    OTHER,
+    OWN_PHASES,
     StepSlots,
+    SyncWaits,
     measured_slots,
     overlap_per_slot,
+    sync_waits,
     with_sync_waits,
 )
-from scalescope.events import Run
+from scalescope.events import EventTable, Run
 
 __all__ = [
     "STRAGGLER_MIN_NS",
@@ -80,8 +88,9 @@ class RankWaits:
     wait_ms_per_step: float
     """Time this rank spent waiting for others in collectives, per measured step."""
     busy_ms_per_step: float
-    """data + forward + backward + optimizer per measured step (what the rank does itself),
-    less its waiting in blocking collectives issued inside those phases."""
+    """Own time per measured step: data + forward + backward + optimizer + the time outside
+    every phase (``other``), less its waiting in blocking collectives issued in them; i.e.
+    the step less comm_wait and that waiting."""
     instances: int = 0
     """Added: matched instances of measured steps this rank took part in."""
     lateness_ms_per_step: float = 0.0
@@ -105,6 +114,9 @@ class Straggler:
     """Added: its share of all ranks' lateness (what names it)."""
     lateness_ms_per_step: float = 0.0
     """Added: how long per measured step it kept the others waiting."""
+    between: Between | None = None
+    """Added: when ``phase`` is ``other``, the phases its extra time lies between (the one
+    before, the one after; analyze/gaps.py); None otherwise or when not located."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +179,7 @@ def _rank_waits(slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> tup
     """Figures of every rank of ``slots.ranks``, all ranks at once."""
     ranks = slots.ranks
     steps = slots.steps_per_rank().astype(np.float64)
-    busy = slots.own_ms_per_step(BUSY_PHASES)
+    busy = slots.own_ms_per_step(OWN_PHASES)
     if m is None:
         return tuple(
             RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b)) for r, b in zip(ranks, busy, strict=True)
@@ -198,7 +210,9 @@ def _rank_waits(slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> tup
     )
 
 
-def _straggler(waits: tuple[RankWaits, ...], slots: StepSlots) -> Straggler | None:
+def _straggler(
+    waits: tuple[RankWaits, ...], slots: StepSlots, events: EventTable, sync: SyncWaits | None
+) -> Straggler | None:
     """The rank with the most lateness, if it passes the thresholds of the module doc."""
     if not waits or len(slots.keys) == 0:
         return None
@@ -211,6 +225,7 @@ def _straggler(waits: tuple[RankWaits, ...], slots: StepSlots) -> Straggler | No
     ):
         return None
     phase, excess = slots.largest_excess(top.rank)
+    between = largest_gap(events, slots, top.rank, sync) if phase == OTHER else None
     return Straggler(
         rank=top.rank,
         last_share_pct=top.last_share_pct,
@@ -219,6 +234,7 @@ def _straggler(waits: tuple[RankWaits, ...], slots: StepSlots) -> Straggler | No
         phase_excess_ms=excess,
         lateness_share_pct=top.lateness_share_pct,
         lateness_ms_per_step=top.lateness_ms_per_step,
+        between=between,
     )
 
 
@@ -280,7 +296,8 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
     slots = measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)
     inst_ok = _measured_instances(m, slots) if m is not None else np.zeros(0, dtype=bool)
-    slots = with_sync_waits(run.events, slots, m, inst_ok)
+    sync = sync_waits(run.events, slots, m, inst_ok) if m is not None else None
+    slots = with_sync_waits(run.events, slots, sync)
     waits = _rank_waits(slots, m, inst_ok)
     return CrossRankAnalysis(
         clocks=clocks,
@@ -289,7 +306,7 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
         matched_instances=m.num_instances if m is not None else 0,
         unmatched_instances=m.unmatched if m is not None else 0,
         load_imbalance_pct=_load_imbalance(waits, slots),
-        straggler=_straggler(waits, slots),
+        straggler=_straggler(waits, slots, run.events, sync),
         overlap=_overlap(run, slots),
         ideal=_ideal(slots),
         tie_tolerance_us=tie_ns / 1e3,

@@ -15,9 +15,13 @@ from scalescope.analyze.steps import measured_steps
 from scalescope.events import PHASES, EventTable, Kind
 
 BUSY_PHASES = ("data", "forward", "backward", "optimizer")
-"""What a rank does itself; comm_wait is waiting for the others or for the network."""
+"""The recorded phases a rank works in; comm_wait is waiting for the others or the network."""
 OTHER = "other"
 """Step time outside every recorded phase; a straggler may lose its time there too."""
+OWN_PHASES = (*BUSY_PHASES, OTHER)
+"""What a rank does itself: the step less comm_wait (and less waiting in blocking
+collectives, see ``StepSlots.own_ns``). Host work between the phases (logging, ``.item()``,
+file I/O, checkpoints, garbage collection) is the rank's own time as much as forward is."""
 STEP_BITS = 32
 
 
@@ -114,7 +118,7 @@ class StepSlots:
         if not others.any() or not (has_steps & me).any():
             return None, None
         excess = {}
-        for p in (*BUSY_PHASES, OTHER):
+        for p in OWN_PHASES:
             ms = self.own_ms_per_step((p,))
             excess[p] = float(ms[me][0] - ms[others].mean())
         phase = max(excess, key=lambda p: excess[p])
@@ -224,26 +228,41 @@ def _phase_at(events: EventTable, rank: np.ndarray, t: np.ndarray) -> np.ndarray
     return out
 
 
-def with_sync_waits(
-    events: EventTable, slots: StepSlots, m: Matched | None, inst_ok: np.ndarray
-) -> StepSlots:
-    """``slots`` with the waiting in blocking collectives (everything but gradient buckets,
-    whose waiting overlaps backward or shows in comm_wait) per slot and phase of issue,
-    over the matched instances of measured steps."""
-    if m is None:
-        return slots
+@dataclass(frozen=True)
+class SyncWaits:
+    """Waiting in blocking collectives (all but gradient buckets) of measured instances,
+    one entry per row: its slot, its rank, its issue on the rank's clock, the phase it was
+    issued in (name id, -1 outside every phase) and the wait (ns)."""
+
+    slot: np.ndarray
+    rank: np.ndarray
+    start_ns: np.ndarray
+    phase: np.ndarray
+    wait_ns: np.ndarray
+
+
+def sync_waits(events: EventTable, slots: StepSlots, m: Matched, inst_ok: np.ndarray) -> SyncWaits:
+    """The rows of ``m`` that are blocking collectives of measured steps, with their waits."""
     rows = np.flatnonzero(inst_ok[m.inst] & (m.tag != events.symbols.id_of("gradients")))
     slot = slots.slot_of(m.rank[rows], m.step[rows])
     rows, slot = rows[slot >= 0], slot[slot >= 0]
-    phase = _phase_at(events, m.rank[rows], m.local_start_ns[rows])
-    wait = m.wait_ns[rows].astype(np.float64)
+    rank, start = m.rank[rows], m.local_start_ns[rows]
+    phase = _phase_at(events, rank, start)
+    return SyncWaits(slot, rank, start, phase, m.wait_ns[rows].astype(np.float64))
+
+
+def with_sync_waits(events: EventTable, slots: StepSlots, sw: SyncWaits | None) -> StepSlots:
+    """``slots`` with the waiting in blocking collectives (everything but gradient buckets,
+    whose waiting overlaps backward or shows in comm_wait) per slot and phase of issue."""
+    if sw is None:
+        return slots
     n = len(slots.keys)
     waits = {}
     for name in (*PHASES, OTHER):
         sid = events.symbols.id_of(name) if name != OTHER else -1
         if sid == -1 and name != OTHER:
             continue  # no row has this phase
-        mask = phase == sid
+        mask = sw.phase == sid
         if mask.any():
-            waits[name] = np.bincount(slot[mask], weights=wait[mask], minlength=n)
+            waits[name] = np.bincount(sw.slot[mask], weights=sw.wait_ns[mask], minlength=n)
     return replace(slots, sync_wait_ns=waits)

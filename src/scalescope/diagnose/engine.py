@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
 from scalescope.diagnose.rules_flops import count_model_flops
@@ -124,8 +125,12 @@ def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:
 
 
 def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
-    """Run ``rules`` on ``ctx``: findings best first, what was not judged, a verdict."""
+    """Run ``rules`` on ``ctx``: findings best first, what was not judged, a verdict.
+
+    Consistent with the analysis by construction: a figure of it above a finding's
+    threshold that no rule accounted for is an ``UNEXPLAINED`` warning (consistency.py)."""
     found, not_judged = evaluate_rules(ctx, rules)
+    found += unexplained(ctx, found)
     findings = rank_findings(attribute(found))
     return Diagnosis(
         findings=findings,

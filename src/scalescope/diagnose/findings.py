@@ -89,8 +89,10 @@ SUMMARIES: dict[str, str] = {
     "messages ({calls:.0f} collectives per step)",
     "COMM_BANDWIDTH": "exposed communication takes {share:.0f}% of the step moving "
     "{mbytes:.1f} MB per step",
-    "STRAGGLER": "rank {rank} is late: it is busy {share:.0f}% of a step longer than the "
-    "others, who wait for it",
+    "STRAGGLER": "rank {rank} is late{where}: it is busy {share:.0f}% of a step longer than "
+    "the others, who wait for it",
+    "STRAGGLER_OUTSIDE": "time outside the recorded phases of rank {rank}: {ms:.0f} ms per "
+    "step{between}; the others wait for it ({share:.0f}% of a step)",
     "LOAD_IMBALANCE": "busy time per step differs across ranks by {imbalance:.0f}%: the "
     "fastest wait for the slowest",
     "COMPUTE": "compute takes {share:.0f}% of the step{efficiency}",
@@ -101,6 +103,8 @@ SUMMARIES: dict[str, str] = {
     "and their memory",
     "IDLE_CORES": "{threads} compute threads on {cores} physical cores of {host}: most cores idle",
     "NUMA_SPAN": "rank {rank}'s cpus span NUMA nodes {nodes}: half its memory accesses are remote",
+    "UNEXPLAINED": "{name} is {value:.0f}{unit} (the {section} section), and no rule "
+    "accounts for it",
 }
 
 REMEDIES: dict[str, str] = {
@@ -141,6 +145,10 @@ REMEDIES: dict[str, str] = {
     "share (`--map-by numa`, or `--cpu-list` per rank)",
     "slow_data": "rank {rank} spends {ms:.1f} ms/step longer loading data: check its "
     "storage, or give its loader more workers",
+    "host_work": "look for per-step host work on rank {rank}{between}: logging, `.item()` "
+    "or printing tensors, file I/O, checkpointing, garbage collection (`gc.freeze()` after "
+    "setup); `scalescope report RUN_DIR --timeline trace.json` shows where it falls, the "
+    "`other` row of the step breakdown what it costs",
     "slow_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others: "
     "its cores are shared or slower; run on homogeneous, otherwise idle nodes",
     "balance": "give every rank the same work and the same cores: equal batches "
@@ -166,6 +174,9 @@ REMEDIES: dict[str, str] = {
     "use_cores": "run as many threads as cores: `--threads-per-rank {n}` (torchrun sets "
     "OMP_NUM_THREADS=1 when you do not)",
     "numa": "one rank per NUMA domain with threads = its cores: `--map-by numa`",
+    "unexplained": "read the {section} section of the report and `scalescope report RUN_DIR "
+    "--timeline trace.json` to see where the time goes; please report the run: the "
+    "diagnosis should have named this",
     "allocator": "`--allocator tcmalloc` (or jemalloc) for many threads allocating at once",
 }
 

@@ -12,6 +12,8 @@ import statistics
 from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import CrossRankAnalysis, Straggler, straggler_min_share_pct
+from scalescope.analyze.gaps import describe
+from scalescope.analyze.step_slots import OTHER
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, hosts, mean_step, rank_times, share_pct
 
@@ -108,6 +110,8 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         )
     if s.phase == "data" and s.phase_excess_ms:
         out.append(remedy("slow_data", rank=s.rank, ms=s.phase_excess_ms))
+    elif s.phase == OTHER:
+        out.append(remedy("host_work", rank=s.rank, between=_between(s)))
     elif s.phase and s.phase_excess_ms:
         out.append(
             remedy("slow_phase", rank=s.rank, ms=s.phase_excess_ms, phase=_in_phase(s.phase))
@@ -121,7 +125,22 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
 
 def _in_phase(phase: str) -> str:
     """``in backward``, or ``outside the recorded phases`` for ``other``."""
-    return "outside the recorded phases" if phase == "other" else f"in {phase}"
+    return "outside the recorded phases" if phase == OTHER else f"in {phase}"
+
+
+def _between(s: Straggler) -> str:
+    """`` (between the optimizer step and the next batch)``-like suffix, or ``""``."""
+    return f" ({describe(s.between)})" if s.between else ""
+
+
+def _summary(s: Straggler, share: float) -> str:
+    if s.phase == OTHER and s.phase_excess_ms is not None:
+        between = f", {describe(s.between)}" if s.between else ""
+        return summary(
+            "STRAGGLER_OUTSIDE", rank=s.rank, ms=s.phase_excess_ms, between=between, share=share
+        )
+    where = "" if s.phase is None else " loading data" if s.phase == "data" else f" in {s.phase}"
+    return summary("STRAGGLER", rank=s.rank, where=where, share=share)
 
 
 def _evidence(
@@ -129,17 +148,25 @@ def _evidence(
     cr: CrossRankAnalysis,
     s: Straggler,
     share: float,
+    late: float,
     cost_ms: float,
     wait_ms: float,
 ) -> tuple[Evidence, ...]:
     n = len(cr.ranks)
+    t = ctx.thresholds.straggler_cost_pct
+
+    def crossed(value: float) -> tuple[float | None, str]:
+        return (t, ">=") if value >= t else (None, "")
+
     out = [
         Evidence(
-            "its busy time above the others'",
-            round(share, 1),
+            "its lateness (the others' wait for it)",
+            round(late, 1),
             "% of step time",
-            ctx.thresholds.straggler_cost_pct,
-            ">=",
+            *crossed(late),
+        ),
+        Evidence(
+            "its busy time above the others'", round(share, 1), "% of step time", *crossed(share)
         ),
         Evidence("its busy time above the others' per step", round(cost_ms, 1), "ms"),
         Evidence("others' wait in collectives per step", round(wait_ms, 1), "ms"),
@@ -154,11 +181,10 @@ def _evidence(
         Evidence("mean lateness when last", round(s.lateness_avg_ms, 2), "ms"),
     ]
     if s.phase and s.phase_excess_ms is not None:
-        out.append(
-            Evidence(
-                f"its extra time {_in_phase(s.phase)} per step", round(s.phase_excess_ms, 1), "ms"
-            )
-        )
+        name = f"its extra time {_in_phase(s.phase)} per step"
+        out.append(Evidence(name, round(s.phase_excess_ms, 1), "ms"))
+        if s.between:
+            out.append(Evidence("where it lies", describe(s.between)))
     mine = ctx.ranks.get(s.rank)
     if mine is not None:
         host = hosts(ctx).get(mine.hostname or "this host", [])
@@ -192,7 +218,9 @@ def straggler_cost(cr: CrossRankAnalysis, rank: int) -> float | None:
 
 
 class StragglerRule:
-    """A rank named straggler by the analysis, costing ``straggler_cost_pct`` or more."""
+    """A rank named straggler by the analysis whose lateness (the others' wait for it) or
+    whose busy time above the others' reaches ``straggler_cost_pct`` of the step, whatever
+    phase its extra time falls in (``other`` included: busy time counts it)."""
 
     name = "straggler"
 
@@ -209,15 +237,16 @@ class StragglerRule:
         if cost_ms is None or wait_ms is None:
             return None
         share = share_pct(cost_ms, step_ms)
-        if share < ctx.thresholds.straggler_cost_pct:
+        late = share_pct(s.lateness_ms_per_step, step_ms)
+        if max(share, late) < ctx.thresholds.straggler_cost_pct:
             return None
         return Finding(
             code="STRAGGLER",
             bottleneck=bottleneck("STRAGGLER"),
-            summary=summary("STRAGGLER", rank=s.rank, share=share),
+            summary=_summary(s, share),
             share_pct=share,
             saved_ms_per_step=cost_ms,
-            evidence=_evidence(ctx, cr, s, share, cost_ms, wait_ms),
+            evidence=_evidence(ctx, cr, s, share, late, cost_ms, wait_ms),
             remedies=tuple(_causes(ctx, s)),
             rank=s.rank,
             basis="its busy time per step above the other ranks' mean, at most their wait",
@@ -225,7 +254,8 @@ class StragglerRule:
 
 
 class ImbalanceRule:
-    """Busy time uneven across ranks (``imbalance_pct``) with no single straggler named."""
+    """Busy time uneven across ranks (``imbalance_pct``) that no straggler finding accounts
+    for: none named, or one named below ``straggler_cost_pct``."""
 
     name = "load imbalance"
 
@@ -235,7 +265,9 @@ class ImbalanceRule:
     def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
         cr = ctx.analysis.cross_rank
         step_ms = mean_step(rank_times(ctx.analysis))
-        if cr is None or cr.straggler is not None or cr.load_imbalance_pct is None or not step_ms:
+        if cr is None or cr.load_imbalance_pct is None or not step_ms:
+            return None
+        if cr.straggler is not None and StragglerRule().evaluate(ctx) is not None:
             return None
         if cr.load_imbalance_pct < ctx.thresholds.imbalance_pct:
             return None

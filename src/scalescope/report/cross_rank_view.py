@@ -14,6 +14,8 @@ from scalescope.analyze.cross_rank import (
     CrossRankAnalysis,
     straggler_min_share_pct,
 )
+from scalescope.analyze.gaps import describe
+from scalescope.analyze.step_slots import OTHER
 from scalescope.report.terminal import NA, _kv_grid, _section, fmt
 
 CLOCK_RANKS_LISTED = 8
@@ -86,9 +88,11 @@ def straggler_line(c: CrossRankAnalysis) -> str:
     )
     if s.phase is None or s.phase_excess_ms is None:
         return text + "; no phase of it takes longer than on the others"
-    return (
-        text + f"; it spends {s.phase_excess_ms:,.2f} ms more per step in {s.phase} than the others"
-    )
+    where = f"in {s.phase}"
+    if s.phase == OTHER:
+        where = "outside the recorded phases (other)"
+        where += f", {describe(s.between)}," if s.between else ""
+    return text + f"; it spends {s.phase_excess_ms:,.2f} ms more per step {where} than the others"
 
 
 def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
@@ -175,7 +179,8 @@ def _ranks_table(c: CrossRankAnalysis) -> Table:
     table.caption = (
         f"last: instances the rank arrived at last by more than {c.tie_tolerance_us:,.0f} µs "
         "(share: of the instances with such a rank); lateness: how much later than the "
-        "second-to-last; busy: data + forward + backward + optimizer, less waiting in them"
+        "second-to-last; busy: the step less its waiting (comm_wait, blocking collectives):"
+        " its phases and the time outside them (other)"
     )
     table.caption_justify = "left"
     return table

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, default_collate
 
 
 def parse() -> argparse.Namespace:
@@ -28,32 +28,63 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hook", choices=["none", "fp16"], default="none")
     p.add_argument("--sleep-rank", type=int, default=-1)
     p.add_argument("--sleep-s", type=float, default=0.0)
+    p.add_argument(
+        "--sleep-where",
+        choices=WHERE,
+        default="forward",
+        help="where the sleeping rank sleeps: in the DataLoader (collate), in forward, in "
+        "backward (a hook on the output), in the optimizer step (a pre-hook), or outside "
+        "every phase (after the optimizer step, at the end of the loop's body)",
+    )
+    p.add_argument(
+        "--sleep-from",
+        type=int,
+        default=0,
+        help="sleep in steps from this one on (the steps before it are the undelayed "
+        "reference; a step ends with the optimizer step, as scalescope's probe counts them)",
+    )
+    p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
     p.add_argument("--sleep-log", default="", help="JSON list of the sleeps' real durations")
     return p.parse_args()
 
 
-class Sleep(nn.Module):
-    """Sleeps in every forward: a rank made slow by a known amount. The time each sleep
-    really took is kept (``slept``, s): a busy machine wakes the rank late."""
+WHERE = ("data", "forward", "backward", "optimizer", "outside")
+
+
+class Delay:
+    """A rank made slow by a known amount, once per step. The time each sleep really took
+    is kept (``slept``, s): a busy machine wakes the rank late."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__()
         self.seconds = seconds
+        self.active = True
+        """False in the steps before ``--sleep-from``."""
         self.slept: list[float] = []
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.seconds:
+    def __call__(self, *_: object) -> None:
+        if self.seconds and self.active:
             start = time.perf_counter()
             time.sleep(self.seconds)
             self.slept.append(time.perf_counter() - start)
+
+
+class Sleep(nn.Module):
+    """Sleeps in every forward (``delay``)."""
+
+    def __init__(self, delay: Delay) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.delay()
         return x
 
 
-def model(sleep_s: float = 0.0) -> nn.Module:
+def model(delay: Delay | None = None) -> nn.Module:
     return nn.Sequential(
-        Sleep(sleep_s),
+        Sleep(delay or Delay(0.0)),
         nn.Linear(64, 256),
         nn.BatchNorm1d(256),
         nn.ReLU(),
@@ -63,37 +94,83 @@ def model(sleep_s: float = 0.0) -> nn.Module:
     )
 
 
+def sleep_then(delay: Delay):
+    """A gradient hook that sleeps first: backward is slower by ``delay``."""
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        delay()
+        return grad
+
+    return hook
+
+
+def loader(args: argparse.Namespace, world: int, delay: Delay | None) -> DataLoader:
+    n = args.steps * args.batch_size * world
+    data = TensorDataset(torch.randn(n, 64), torch.randint(0, 10, (n,)))
+
+    def collate(batch: list) -> object:
+        if delay is not None:
+            delay()
+        return default_collate(batch)
+
+    return DataLoader(
+        data, batch_size=args.batch_size, sampler=DistributedSampler(data), collate_fn=collate
+    )
+
+
+def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: int) -> list:
+    """The training loop; rank 0's step times (s), each from the end of one optimizer step
+    to the end of the next (the sleep after the optimizer step belongs to the next step)."""
+    where = {w: delay if w == args.sleep_where else None for w in WHERE}
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    if where["optimizer"]:
+        opt.register_step_pre_hook(delay)
+    steps, last = [], time.perf_counter()
+    delay.active = args.sleep_from <= 0
+    for step, (x, y) in enumerate(loader(args, world, where["data"])):
+        if rank == args.fail_rank and step == args.fail_step:
+            raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
+        if args.ready_file and step == 2 and rank == 0:
+            open(args.ready_file, "w").close()
+        delay.active = step >= args.sleep_from
+        opt.zero_grad(set_to_none=True)
+        out = ddp(x)
+        if where["backward"]:
+            out.register_hook(sleep_then(delay))
+        nn.functional.cross_entropy(out, y).backward()
+        opt.step()
+        now = time.perf_counter()
+        steps.append(now - last)
+        last = now
+        delay.active = step + 1 >= args.sleep_from  # the next step's (and its batch's)
+        if where["outside"]:
+            delay()
+        if args.user_allreduce:
+            dist.all_reduce(torch.ones(args.user_allreduce, dtype=torch.float64))
+    return steps
+
+
 def main() -> None:
     args = parse()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    net = model(args.sleep_s if rank == args.sleep_rank else 0.0)
+    delay = Delay(args.sleep_s if rank == args.sleep_rank else 0.0)
+    net = model(delay if args.sleep_where == "forward" else None)
     ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb)
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    n = args.steps * args.batch_size * world
-    data = TensorDataset(torch.randn(n, 64), torch.randint(0, 10, (n,)))
-    loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data))
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    for step, (x, y) in enumerate(loader):
-        if rank == args.fail_rank and step == args.fail_step:
-            raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
-        if args.ready_file and step == 2 and rank == 0:
-            open(args.ready_file, "w").close()
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(ddp(x), y)
-        loss.backward()
-        opt.step()
-        if args.user_allreduce:
-            dist.all_reduce(torch.ones(args.user_allreduce, dtype=torch.float64))
+    steps = train(args, ddp, delay, rank, world)
     if rank == 0 and args.facts:
         write_facts(args.facts, net, ddp, world)
     if rank == args.sleep_rank and args.sleep_log:
         with open(args.sleep_log, "w") as f:
-            json.dump(net[0].slept, f)
+            json.dump(delay.slept, f)
+    if rank == 0 and args.step_log:
+        with open(args.step_log, "w") as f:
+            json.dump(steps, f)
     dist.destroy_process_group()
 
 

@@ -116,14 +116,19 @@ def cross_rank(
     straggler: int | None = None,
     imbalance_pct: float | None = None,
     phase_name: str = "backward",
+    between: tuple[str, str] | None = None,
 ) -> CrossRankAnalysis:
+    """Ranks with these busy times and waits; the straggler's lateness per step is rank 0's
+    wait, its phase excess its busy time above the least."""
     ranks = tuple(
         RankWaits(r, 0, 0.0, 0.0, wait_ms[r], busy_ms[r], 20) for r in range(len(busy_ms))
     )
     named = None
     if straggler is not None:
         excess = busy_ms[straggler] - min(busy_ms)
-        named = Straggler(straggler, 90.0, 12.0, phase_name, excess, 95.0, wait_ms[0])
+        named = Straggler(
+            straggler, 90.0, 12.0, phase_name, excess, 95.0, wait_ms[0], between=between
+        )
     if imbalance_pct is None:
         mean = sum(busy_ms) / len(busy_ms)
         imbalance_pct = 100 * (max(busy_ms) - mean) / mean

@@ -200,9 +200,23 @@ def test_straggler_cost_is_capped_by_the_others_wait():
 
 
 def test_a_cheap_straggler_is_no_finding():
+    """Busy 5 ms above the others, who wait 8 ms for it: both under 10% of the 100 ms step."""
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
+    cr = cross_rank(busy_ms=[80.0, 85.0], wait_ms=[8.0, 1.0], straggler=1)
+    assert StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr))) is None
+
+
+def test_a_straggler_the_others_wait_for_is_a_finding_even_when_its_busy_excess_is_small():
+    """The others wait 30 ms per step for it (its lateness): the analysis reports 30% of the
+    step, so the diagnosis does too; the saving stays its busy time above theirs (5 ms)."""
     ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
     cr = cross_rank(busy_ms=[80.0, 85.0], wait_ms=[30.0, 1.0], straggler=1)
-    assert StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr))) is None
+    f = StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr)))
+    assert f is not None and f.level == "warning"
+    assert f.share_pct == pytest.approx(5.0) and f.saved_ms_per_step == pytest.approx(5.0)
+    late = evidence(f, "its lateness")
+    assert (late.value, late.threshold, late.comparison) == (30.0, 10.0, ">=")
+    assert f.summary.startswith("rank 1 is late in backward: it is busy 5% of a step longer")
 
 
 def test_rank_rules_abstain_without_cross_rank_analysis():

@@ -19,7 +19,7 @@ from scalescope.analyze.cross_rank import (
     WaitStats,
 )
 from scalescope.report import render_terminal, to_json
-from scalescope.report.cross_rank_view import render_cross_rank
+from scalescope.report.cross_rank_view import render_cross_rank, straggler_line
 
 
 def _render(analysis, whole: bool = False) -> str:
@@ -150,6 +150,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "phase_excess_ms": 50.1,
         "lateness_share_pct": 100.0,
         "lateness_ms_per_step": 48.94,
+        "between": None,
     }
     assert cross["clocks"][2] == {
         "rank": 2,
@@ -162,3 +163,12 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
     assert cross["ranks"][1]["lateness_share_pct"] == 100.0
     assert (cross["tie_tolerance_us"], cross["measured_instances"]) == (50.0, 40)
     assert json.loads(to_json(build(tmp_path / "one", world_size=1)))["cross_rank"] is None
+
+
+def test_a_straggler_outside_the_phases_is_said_with_where():
+    outside = Straggler(1, 97.5, 50.2, "other", 80.4, 100.0, 78.15, ("optimizer", "data"))
+    line = " ".join(straggler_line(dataclasses.replace(CROSS, straggler=outside)).split())
+    assert line.endswith(
+        "it spends 80.40 ms more per step outside the recorded phases (other), between the "
+        "optimizer step and the next batch, than the others"
+    )
