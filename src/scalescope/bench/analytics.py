@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,33 @@ class SvmFit:
     steps: int
 
 
+class Chunks(Dataset):
+    """Consecutive slices of ``chunk_rows`` rows (views, no copies) as 1-tuples."""
+
+    def __init__(self, rows: torch.Tensor, chunk_rows: int) -> None:
+        self.rows, self.chunk_rows = rows, chunk_rows
+
+    def __len__(self) -> int:
+        return -(-len(self.rows) // self.chunk_rows)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"chunk {index} out of range for {len(self)} chunks")
+        return (self.rows[index * self.chunk_rows : (index + 1) * self.chunk_rows],)
+
+
 def chunks(rows: torch.Tensor, chunk_rows: int) -> DataLoader:
-    """The shard in chunks, in order, through a DataLoader (no copies, no workers)."""
-    return DataLoader(TensorDataset(rows), batch_size=chunk_rows, shuffle=False)
+    """The shard in chunks, in order, through a DataLoader (whole chunks, no collation)."""
+    return DataLoader(Chunks(rows, chunk_rows), batch_size=None, shuffle=False)
+
+
+def batches(
+    rows: torch.Tensor, labels: torch.Tensor, batch_size: int, generator: torch.Generator
+) -> DataLoader:
+    """Shuffled full batches of (rows, labels), each gathered by one index, not row by row."""
+    dataset = TensorDataset(rows, labels)
+    order = BatchSampler(RandomSampler(dataset, generator=generator), batch_size, drop_last=True)
+    return DataLoader(dataset, sampler=order, batch_size=None)
 
 
 def _sum_all(tensor: torch.Tensor) -> torch.Tensor:
@@ -148,13 +172,7 @@ def svm(
     model = DistributedDataParallel(linear)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     rank = dist.get_rank()
-    loader = DataLoader(
-        TensorDataset(rows, labels),
-        batch_size=batch_size,
-        shuffle=True,
-        drop_last=True,
-        generator=torch.Generator().manual_seed(seed + rank),
-    )
+    loader = batches(rows, labels, batch_size, torch.Generator().manual_seed(seed + rank))
     for _ in range(epochs):
         for x, y in itertools.islice(loader, steps_per_epoch):
             optimizer.zero_grad(set_to_none=True)

@@ -30,7 +30,7 @@ KINDS = ("pca", "kmeans", "svm")
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m scalescope.bench.analytics_workload",
-        description="Distributed PCA, K-Means or linear SVM on generated data (run under torchrun).",
+        description="Distributed PCA, K-Means or linear SVM on generated data (under torchrun).",
     )
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--rows", type=positive_int, default=200_000, help="rows over all ranks")
@@ -99,7 +99,8 @@ def _fit_svm(
     )  # fmt: skip
     held_out = held_out_rows(args.rows)
     part = shard_of(held_out, world.rank, world.world_size)
-    test = make_rows("svm", args.rows + part.start, args.rows + part.stop, args.features, 1, args.seed)
+    first, last = args.rows + part.start, args.rows + part.stop
+    test = make_rows("svm", first, last, args.features, 1, args.seed)
     result = {
         "weight": fit.weight.tolist(),
         "bias": fit.bias,

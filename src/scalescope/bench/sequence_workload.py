@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.warmup_steps >= args.steps:
-        parser.error(f"--warmup-steps ({args.warmup_steps}) must be less than --steps ({args.steps})")
+        parser.error(
+            f"--warmup-steps ({args.warmup_steps}) must be less than --steps ({args.steps})"
+        )
     if args.model == "transformer" and args.hidden % 4:
         parser.error(f"the transformer's --hidden must be a multiple of 4, got {args.hidden}")
     return args
