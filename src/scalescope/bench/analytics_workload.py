@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 
 from scalescope.bench import analytics
+from scalescope.bench.rank_env import World, non_negative_int, positive_float, positive_int
 from scalescope.bench.records import RUN_DIR_ENV, WorkloadRecord, write_record
 from scalescope.bench.tables import make_rows, shard_of
-from scalescope.bench.workload import World, non_negative_int, positive_float, positive_int
 
 KINDS = ("pca", "kmeans", "svm")
 
@@ -47,13 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace, world: World) -> None:
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.kind == "pca" and args.components > args.features:
         parser.error(f"--components ({args.components}) exceeds --features ({args.features})")
     if args.kind == "kmeans" and args.clusters > args.rows:
         parser.error(f"--clusters ({args.clusters}) exceeds --rows ({args.rows})")
+
+
+def check_world(args: argparse.Namespace, world: World) -> None:
+    """What depends on the launch, not the options: raised, so the run records the reason."""
     if args.kind == "svm" and args.rows // world.world_size < args.batch_size:
-        parser.error(
+        raise ValueError(
             f"--rows {args.rows} gives fewer rows per rank than one batch "
             f"({args.batch_size} x {world.world_size} ranks)"
         )
@@ -131,11 +135,12 @@ def fit(args: argparse.Namespace, world: World) -> tuple[float, int, dict[str, A
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_args(parser, args)
     try:
         world = World.from_env()
     except ValueError as e:
         parser.error(str(e))
-    check_args(parser, args, world)
+    check_world(args, world)
     torch.set_default_dtype(torch.float64)
     dist.init_process_group(backend="gloo")
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 SEQUENCE_MODELS = ("lstm", "transformer")
 
@@ -33,6 +33,17 @@ class SyntheticTokens(Dataset):
             raise IndexError(f"index {index} out of range for {self.length} samples")
         row = self.tokens[index % len(self.tokens)]
         return row[:-1], row[1:]
+
+
+def token_loader(
+    dataset: SyntheticTokens, batch_size: int, seed: int, rank: int, world_size: int
+) -> DataLoader:
+    """This rank's shuffled share in full batches, as ``bench.data.build_loader`` makes it
+    (equal steps on every rank), without importing torchvision with it."""
+    sampler = DistributedSampler(
+        dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True
+    )
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True)
 
 
 class LstmModel(nn.Module):

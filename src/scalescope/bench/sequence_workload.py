@@ -19,20 +19,20 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from scalescope.bench.data import build_loader
 from scalescope.bench.progress import Display, StepReporter
-from scalescope.bench.records import RUN_DIR_ENV, WorkloadRecord, write_record
-from scalescope.bench.sequence_models import (
-    SEQUENCE_MODELS,
-    SyntheticTokens,
-    build_sequence_model,
-)
-from scalescope.bench.workload import (
+from scalescope.bench.rank_env import (
     World,
     non_negative_int,
     pick_device,
     positive_float,
     positive_int,
+)
+from scalescope.bench.records import RUN_DIR_ENV, WorkloadRecord, write_record
+from scalescope.bench.sequence_models import (
+    SEQUENCE_MODELS,
+    SyntheticTokens,
+    build_sequence_model,
+    token_loader,
 )
 
 
@@ -106,9 +106,7 @@ def run(args: argparse.Namespace, world: World, device: torch.device) -> Workloa
     dataset = SyntheticTokens(
         args.steps * args.batch_size * world.world_size, args.seq_len, args.vocab, args.seed
     )
-    loader = build_loader(
-        dataset, args.batch_size, 0, False, args.seed, world.rank, world.world_size
-    )  # fmt: skip
+    loader = token_loader(dataset, args.batch_size, args.seed, world.rank, world.world_size)
     tokens_per_step = args.batch_size * args.seq_len * world.world_size
     with Display(False, args.steps, args.model) as display:
         reporter = StepReporter(
