@@ -383,8 +383,7 @@ def suite(
 
     from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
-    from scalescope.report.outputs import report_console
-    from scalescope.report.suite_view import render_suite, write_suite_json
+    from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
 
     params = {**locals(), "cpu_list": None}
     try:
@@ -399,7 +398,7 @@ def suite(
         result = run_suite(plan, lambda what: err.print(f"suite [{next(count)}/{total}] {what}"))
     except ValueError as exc:
         fail(escape(str(exc)))
-    render_suite(result, report_console())
+    render_suite(result, suite_console())
     for path in write_suite_json(result, plan.suite_dir / SUITE_FILE, json_file):
         err.print(f"wrote {path}")
     failed = [e for e in result.entries if e.status != "completed" or e.error]

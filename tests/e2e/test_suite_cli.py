@@ -174,7 +174,7 @@ def test_failed_workload_is_marked_and_the_others_report(failing):
     assert failed["status"] == "failed" and failed["throughput"] is None
     reason = "ValueError: --rows 100 gives fewer rows per rank than one batch (64 x 2 ranks)"
     assert failed["error"] == reason
-    assert "failed: ValueError: --rows 100 gives fewer rows" in proc.stdout
+    assert f"svm on 2 ranks failed: {reason}" in proc.stdout
     assert _entry(doc, "svm", 1)["status"] == "completed"
     assert [(e["workload"], e["ranks"]) for e in doc["entries"]] == [
         ("pca", 1), ("pca", 2), ("svm", 1), ("svm", 2),

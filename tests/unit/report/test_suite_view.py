@@ -9,7 +9,7 @@ from rich.console import Console
 
 from scalescope.analyze.rank_split import RankSplit
 from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
-from scalescope.report.suite_view import SUITE_SCHEMA, render_suite, suite_json
+from scalescope.report.suite_view import SUITE_SCHEMA, SUITE_WIDTH, render_suite, suite_json
 
 ERROR = "ValueError: bad [shape] x[0]"
 
@@ -34,22 +34,27 @@ def _result() -> SuiteResult:
 
 
 def _render(result: SuiteResult) -> str:
-    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console = Console(file=io.StringIO(), width=SUITE_WIDTH, color_system=None)
     render_suite(result, console)
     return console.file.getvalue()
 
 
-def _row(text: str, *needles: str) -> str:
-    return next(line for line in text.splitlines() if all(n in line for n in needles))
+def _rows(text: str) -> list[list[str]]:
+    """Table lines as stripped cells (blank cells kept)."""
+    rows = [line.split("│")[1:-1] for line in text.splitlines() if line.startswith("│")]
+    return [[c.strip() for c in row] for row in rows]
 
 
-def test_table_has_units_efficiency_and_the_error_verbatim():
+def test_table_has_units_efficiency_one_line_per_rank_and_the_error():
     text = _render(_result())
-    two = _row(text, "1,500.0 rows/s")
-    assert "75 %" in two and "r0: 2.00 s, coll 25 %, data 5 %" in two
-    one = _row(text, "1,000.0 rows/s")
-    assert "n/a" in one and "ok" in one
-    assert f"failed: {ERROR}" in text
+    rows = _rows(text)
+    assert rows[0] == ["pca", "1", "4,000", "2.000", "9.5", "1,000.0 rows/s", "n/a",
+                       "0", "2.00", "25", "5", "ok"]  # fmt: skip
+    assert rows[1][1:] == ["2", "4,000", "2.000", "9.5", "1,500.0 rows/s", "75",
+                           "0", "2.00", "25", "5", "ok"]  # fmt: skip
+    assert rows[2] == ["", "", "", "", "", "", "", "1", "2.00", "25", "5", ""]
+    assert rows[3][0] == "svm" and rows[3][-1].startswith("failed: ValueError:")
+    assert f"svm on 2 ranks failed: {ERROR} (s/svm-n2)" in text
     assert "Suite (quick sizes)" in text
 
 
