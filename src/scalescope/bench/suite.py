@@ -7,6 +7,7 @@ result with its error; the others still run. Ctrl-C or SIGTERM stops after the c
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import uuid
@@ -15,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from scalescope.analyze import analyze_run
+from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.analyze.rank_split import rank_splits
 from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
-from scalescope.bench.records import read_record
+from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
 from scalescope.events.run import RunDirError, load_run
 from scalescope.launch.local import LaunchOptions
@@ -95,15 +96,14 @@ def restored_environ() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _first_error(run_dir: Path) -> str | None:
-    try:
-        analysis = analyze_run(load_run(run_dir))
-    except RunDirError as exc:
-        return str(exc)
-    failed = analysis.first_failure
-    if failed is None or not failed.error:
-        return None
-    return failed.error.strip().splitlines()[-1]
+def _error(analysis: RunAnalysis, record: WorkloadRecord | None) -> str | None:
+    """The last line of the first failed rank's error, or why a finished run has no numbers."""
+    if analysis.status != "completed":
+        failed = analysis.first_failure
+        if failed is not None and failed.error:
+            return failed.error.strip().splitlines()[-1]
+        return f"run {analysis.status}"
+    return None if record is not None else "the workload wrote no workload.json"
 
 
 def collect(plan: SuitePlan, workload: SuiteWorkload, ranks: int, status: str) -> SuiteEntry:
@@ -119,12 +119,9 @@ def collect(plan: SuitePlan, workload: SuiteWorkload, ranks: int, status: str) -
         return replace(base, error=str(exc))
     analysis = analyze_run(run)
     record = read_record(run_dir) if status == "completed" else None
-    error = None if status == "completed" else (_first_error(run_dir) or f"run {status}")
-    if status == "completed" and record is None:
-        error = "the workload wrote no workload.json"
     return replace(
         base,
-        error=error,
+        error=_error(analysis, record),
         wall_s=analysis.duration_s,
         time_s=record.time_s if record else None,
         throughput=record.throughput if record else None,
@@ -150,14 +147,10 @@ def run_suite(plan: SuitePlan, on_start: Callable[[str], None] = lambda _: None)
     plan.suite_dir.mkdir(parents=True, exist_ok=True)
     entries: list[SuiteEntry] = []
     interrupted = False
-    for workload in plan.workloads:
-        for ranks in plan.ranks:
-            on_start(f"{workload.name} on {ranks} rank{'s' if ranks > 1 else ''}")
-            entry = run_one(plan, workload, ranks)
-            entries.append(entry)
-            interrupted = entry.status == "interrupted"
-            if interrupted:
-                break
+    for workload, ranks in itertools.product(plan.workloads, plan.ranks):
+        on_start(f"{workload.name} on {ranks} rank{'s' if ranks > 1 else ''}")
+        entries.append(run_one(plan, workload, ranks))
+        interrupted = entries[-1].status == "interrupted"
         if interrupted:
             break
     return SuiteResult(
