@@ -151,7 +151,14 @@ def hinge_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return torch.clamp(1 - labels * scores, min=0).mean()
 
 
+def svm_model(features: int, seed: int = 0) -> DistributedDataParallel:
+    """The linear model, the same on every rank, wrapped in DDP (float64)."""
+    torch.manual_seed(seed)
+    return DistributedDataParallel(nn.Linear(features, 1, dtype=torch.float64))
+
+
 def svm(
+    model: DistributedDataParallel,
     rows: torch.Tensor,
     labels: torch.Tensor,
     steps_per_epoch: int,
@@ -167,9 +174,7 @@ def svm(
     DDP averages the gradient over ranks; every rank takes ``steps_per_epoch`` steps per
     epoch (the same on all ranks, which DDP needs) over its own shuffled shard.
     """
-    torch.manual_seed(seed)
-    linear = nn.Linear(rows.shape[1], 1, dtype=rows.dtype)
-    model = DistributedDataParallel(linear)
+    linear = model.module
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     rank = dist.get_rank()
     loader = batches(rows, labels, batch_size, torch.Generator().manual_seed(seed + rank))
