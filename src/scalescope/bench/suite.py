@@ -149,7 +149,11 @@ def run_suite(plan: SuitePlan, on_start: Callable[[str], None] = lambda _: None)
     interrupted = False
     for workload, ranks in itertools.product(plan.workloads, plan.ranks):
         on_start(f"{workload.name} on {ranks} rank{'s' if ranks > 1 else ''}")
-        entries.append(run_one(plan, workload, ranks))
+        try:
+            entries.append(run_one(plan, workload, ranks))
+        except KeyboardInterrupt:  # between runs, where the launcher's handlers are not set
+            interrupted = True
+            break
         interrupted = entries[-1].status == "interrupted"
         if interrupted:
             break

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import scalescope
 from scalescope.bench.suite_workloads import (
     BY_NAME,
     WORKLOADS,
@@ -52,3 +55,10 @@ def test_every_workload_takes_its_size_flag():
         assert argv[0] == workload.args[0]
     args = bench_parser().parse_args(BY_NAME["resnet50"].argv(40, quick=True))
     assert (args.model, args.image_size, args.steps) == ("resnet50", 40, 4)
+
+
+def test_the_package_never_imports_scikit_learn():
+    """scikit-learn is the tests' reference only (the dev extra), never a dependency."""
+    src = Path(scalescope.__file__).parent
+    users = [p for p in src.rglob("*.py") if "sklearn" in p.read_text()]
+    assert users == []
