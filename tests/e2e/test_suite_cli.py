@@ -4,16 +4,18 @@ and bad input. Analytics results are checked against scikit-learn on the same ro
 from __future__ import annotations
 
 import json
+import signal
 import time
 import warnings
 
 import numpy as np
 import pytest
 
-from conftest import scalescope
+from conftest import scalescope, start_scalescope
 from scalescope.analyze.steps import measured_steps
 from scalescope.bench.tables import make_rows
 from scalescope.events import Kind, load_run
+from scalescope.events.run import rank_meta_path
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -211,3 +213,26 @@ def test_a_recorded_suite_is_not_overwritten(failing, tmp_path):
     proc = scalescope("suite", "--quick", "--suite-dir", tmp / "suite", cwd=tmp_path)
     assert proc.returncode == 2 and "already holds a suite" in proc.stderr
     assert (tmp / "suite" / "suite.json").read_bytes() == before
+
+
+def test_sigterm_stops_the_suite_and_keeps_what_ran(tmp_path):
+    """SIGTERM while kmeans runs: pca's row stays, kmeans is interrupted, svm never starts."""
+    suite_dir = tmp_path / "suite"
+    proc = start_scalescope(
+        "suite", "--quick", "--workloads", "pca,kmeans,svm", "--size", "kmeans=2000000",
+        "--suite-dir", suite_dir, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 400
+    while not rank_meta_path(suite_dir / "kmeans-n2", 1).exists():  # a big k-means started
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    doc = json.loads((suite_dir / "suite.json").read_text())
+    assert doc["interrupted"] is True
+    assert [(e["workload"], e["status"]) for e in doc["entries"]] == [
+        ("pca", "completed"), ("kmeans", "interrupted"),
+    ]  # fmt: skip
+    assert "Interrupted: the workloads after the last row did not run." in out
+    assert not (suite_dir / "svm-n2").exists()

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from torch.distributed.elastic.multiprocessing.api import SignalException
+
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.analyze.rank_split import rank_splits
 from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
@@ -151,7 +153,8 @@ def run_suite(plan: SuitePlan, on_start: Callable[[str], None] = lambda _: None)
         on_start(f"{workload.name} on {ranks} rank{'s' if ranks > 1 else ''}")
         try:
             entries.append(run_one(plan, workload, ranks))
-        except KeyboardInterrupt:  # between runs, where the launcher's handlers are not set
+        except (KeyboardInterrupt, SignalException):
+            # a signal between launches: torch's launcher left its handlers installed
             interrupted = True
             break
         interrupted = entries[-1].status == "interrupted"
