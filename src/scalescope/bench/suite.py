@@ -2,7 +2,8 @@
 
 Each run is an ordinary profiled run (its own run directory under the suite directory), so
 ``scalescope report SUITE_DIR/kmeans-n2`` shows it in full. A run that fails is kept in the
-result with its error; the others still run. Ctrl-C or SIGTERM stops after the current run.
+result with its error; the others still run. Ctrl-C or SIGTERM interrupts the current run
+(its ranks are stopped and it is marked interrupted) and ends the suite with what ran.
 """
 
 from __future__ import annotations
