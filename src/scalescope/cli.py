@@ -359,10 +359,13 @@ def suite(
     workloads: str | None = typer.Option(
         None,
         "--workloads",
-        help="Comma list of resnet50, lstm, transformer, pca, kmeans, svm [default: all].",
+        help="Comma list of resnet50, lstm, transformer, pca, kmeans, svm (default: all).",
     ),
     size: list[str] | None = typer.Option(
-        None, "--size", help="WORKLOAD=N: that workload's size parameter (repeat); see docs."
+        None,
+        "--size",
+        help="WORKLOAD=N, repeatable: image size (resnet50), hidden size (lstm, transformer) "
+        "or rows (pca, kmeans, svm), e.g. kmeans=2000000.",
     ),
     suite_dir: Path | None = typer.Option(
         None, "--suite-dir", help="Where to record the runs (default: scalescope_runs/suite-…)."
