@@ -369,6 +369,62 @@ def bench(
 
 
 @app.command()
+def suite(
+    quick: bool = typer.Option(False, "--quick", help="Tiny sizes and few steps (CI smoke run)."),
+    ranks: str = typer.Option("2", "--ranks", help="Rank counts to run each workload at: 1,2."),
+    workloads: str | None = typer.Option(
+        None,
+        "--workloads",
+        help="Comma list of resnet50, lstm, transformer, pca, kmeans, svm (default: all).",
+    ),
+    size: list[str] | None = typer.Option(
+        None,
+        "--size",
+        help="WORKLOAD=N, repeatable: image size (resnet50), hidden size (lstm, transformer) "
+        "or rows (pca, kmeans, svm), e.g. kmeans=2000000.",
+    ),
+    suite_dir: Path | None = typer.Option(
+        None, "--suite-dir", help="Where to record the runs (default: scalescope_runs/suite-…)."
+    ),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the table as JSON."),
+    master_addr: str | None = MASTER_ADDR,
+    master_port: int | None = MASTER_PORT,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
+    allocator: str = ALLOCATOR,
+) -> None:
+    """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
+    from rich.markup import escape
+
+    from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
+    from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
+
+    params = {**locals(), "cpu_list": None}
+    try:
+        plan = SuitePlan(
+            workloads=select_workloads(workloads), ranks=parse_ranks(ranks), quick=quick,
+            sizes=parse_sizes(size or []), suite_dir=suite_dir or default_suite_dir(),
+            launch=LaunchOptions(master_addr=master_addr or "127.0.0.1", master_port=master_port),
+            mapping=mapping_options(params), command=("scalescope", *sys.argv[1:]),
+        )  # fmt: skip
+        total = len(plan.workloads) * len(plan.ranks)
+        count = iter(range(1, total + 1))
+        result = run_suite(plan, lambda what: err.print(f"suite [{next(count)}/{total}] {what}"))
+    except ValueError as exc:
+        fail(escape(str(exc)))
+    render_suite(result, suite_console())
+    for path in write_suite_json(result, plan.suite_dir / SUITE_FILE, json_file):
+        err.print(f"wrote {path}")
+    failed = [e for e in result.entries if e.status != "completed" or e.error]
+    raise typer.Exit(130 if result.interrupted else (1 if failed else 0))
+
+
+@app.command()
 def env(
     json_file: Path | None = typer.Option(None, "--json", help="Also write the facts as JSON."),
     nproc_per_node: int | None = typer.Option(

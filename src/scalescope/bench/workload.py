@@ -17,7 +17,6 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,52 +29,17 @@ from torch.utils.data import DataLoader, Dataset
 from scalescope.bench.data import SyntheticImages, build_loader, image_folder, validate_image_folder
 from scalescope.bench.models import build_model, validate_model
 from scalescope.bench.progress import Display, StepReporter
+from scalescope.bench.rank_env import (
+    World,
+    non_negative_int,
+    pick_device,
+    positive_float,
+    positive_int,
+)
 from scalescope.bench.throughput import HEADER, format_total, throughput
 
 RUN_DIR_ENV = "SCALESCOPE_RUN_DIR"
 DEFAULT_SYNTHETIC_IMAGES = 2560
-
-
-@dataclass(frozen=True)
-class World:
-    """This process's place in the job, from the launcher's environment variables."""
-
-    rank: int
-    local_rank: int
-    world_size: int
-
-    @classmethod
-    def from_env(cls) -> World:
-        missing = [
-            v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ
-        ]
-        if missing:
-            raise ValueError(
-                f"{', '.join(missing)} not set: run under torchrun or `scalescope bench`"
-            )
-        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        return cls(rank, int(os.environ.get("LOCAL_RANK", rank)), world_size)
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -191,13 +155,6 @@ def total_steps(
             f"of --epochs {args.epochs}"
         )
     return steps
-
-
-def pick_device(world: World) -> torch.device:
-    if torch.cuda.is_available():
-        torch.cuda.set_device(world.local_rank)
-        return torch.device("cuda", world.local_rank)
-    return torch.device("cpu")
 
 
 def build_training(
