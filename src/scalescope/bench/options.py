@@ -25,14 +25,14 @@ class BenchOptions:
     pin_memory: bool = False
 
     def __post_init__(self) -> None:
-        from scalescope.bench.data import validate_image_folder
+        from scalescope.bench.data import validate_data
         from scalescope.bench.models import validate_model
 
         validate_model(self.model)
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give --steps or --epochs, not both")
         if self.data is not None:
-            validate_image_folder(self.data)
+            validate_data(self.data)
 
     def workload_args(self) -> list[str]:
         """The same options as arguments of ``python -m scalescope.bench.workload``."""

@@ -27,9 +27,16 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
-from scalescope.bench.data import SyntheticImages, build_loader, image_folder, validate_image_folder
+from scalescope.bench.data import (
+    SyntheticImages,
+    build_loader,
+    image_folder,
+    train_transforms,
+    validate_data,
+)
 from scalescope.bench.models import build_model, validate_model
 from scalescope.bench.progress import Display, StepReporter
+from scalescope.bench.shards import is_shard_dir, shard_loader
 from scalescope.bench.throughput import HEADER, format_total, throughput
 
 RUN_DIR_ENV = "SCALESCOPE_RUN_DIR"
@@ -120,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--data", metavar="DIR", help="ImageFolder DIR/<class>/<image> (default: synthetic)"
+        "--data",
+        metavar="DIR",
+        help="ImageFolder DIR/<class>/<image> or shards of `scalescope data pack` "
+        "(default: synthetic)",
     )
     p.add_argument(
         "--workers",
@@ -145,7 +155,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     try:
         validate_model(args.model)
         if args.data is not None:
-            args.num_classes = validate_image_folder(args.data)
+            args.num_classes = validate_data(args.data)
     except ValueError as e:
         parser.error(str(e))
     if args.steps is None and args.epochs is None:
@@ -172,15 +182,40 @@ def make_dataset(args: argparse.Namespace, world: World) -> Dataset:
     return SyntheticImages(length, args.image_size, args.num_classes, seed=args.seed)
 
 
+def make_loader(args: argparse.Namespace, world: World) -> DataLoader:
+    """This rank's loader: over shards when --data is a shard directory, else a sampler's."""
+    if args.data is not None and is_shard_dir(args.data):
+        return shard_loader(
+            args.data, batch_size=args.batch_size, workers=args.workers,
+            pin_memory=args.pin_memory, seed=args.seed, rank=world.rank,
+            world_size=world.world_size, transform=train_transforms(args.image_size),
+        )  # fmt: skip
+    return build_loader(
+        make_dataset(args, world),
+        args.batch_size,
+        args.workers,
+        args.pin_memory,
+        args.seed,
+        world.rank,
+        world.world_size,
+    )
+
+
+def set_epoch(loader: DataLoader, epoch: int) -> None:
+    """A new shuffle for ``epoch`` (shard loaders reshuffle by themselves)."""
+    if hasattr(loader.sampler, "set_epoch"):
+        loader.sampler.set_epoch(epoch)
+
+
 def total_steps(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, loader: DataLoader
+    parser: argparse.ArgumentParser, args: argparse.Namespace, loader: DataLoader, world_size: int
 ) -> int:
     """Steps to run: --steps, or --epochs times the loader length (checked against the warmup)."""
     per_epoch = len(loader)
     if per_epoch == 0:
         parser.error(
-            f"{len(loader.dataset)} images are fewer than one batch per rank "
-            f"({args.batch_size} x {loader.sampler.num_replicas} ranks)"
+            f"--data {args.data}: too few images for one batch per rank "
+            f"({args.batch_size} x {world_size} ranks)"
         )
     if args.steps is not None:
         return args.steps
@@ -229,7 +264,7 @@ def train(
     memory_format = torch.channels_last if args.channels_last else torch.preserve_format
     step = 0
     for epoch in itertools.count():
-        loader.sampler.set_epoch(epoch)
+        set_epoch(loader, epoch)
         for images, labels in loader:
             images = images.to(device, non_blocking=True, memory_format=memory_format)
             labels = labels.to(device, non_blocking=True)
@@ -308,16 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         world = World.from_env()
     except ValueError as e:
         parser.error(str(e))
-    loader = build_loader(
-        make_dataset(args, world),
-        args.batch_size,
-        args.workers,
-        args.pin_memory,
-        args.seed,
-        world.rank,
-        world.world_size,
-    )
-    steps = total_steps(parser, args, loader)
+    loader = make_loader(args, world)
+    steps = total_steps(parser, args, loader, world.world_size)
     device = pick_device(world)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
