@@ -290,12 +290,22 @@ def compare(
 def bench(
     model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),
     nproc_per_node: int | None = NPROC,
-    batch_size: int = typer.Option(32, help="Images per rank per step.", min=1),
+    batch_size: int | None = typer.Option(
+        None, help="Images per rank per step [default: 32].", min=1
+    ),
+    global_batch: int | None = typer.Option(
+        None, help="Images per step over all ranks (split evenly), instead of --batch-size.", min=1
+    ),
+    recipe: str | None = typer.Option(
+        None, help="Large-batch recipe: goyal or lars (LR scaling, warmup, optimizer)."
+    ),
     image_size: int = typer.Option(224, help="Height and width of the images.", min=8),
     steps: int | None = typer.Option(None, help="Steps to run (default 50).", min=1),
     epochs: int | None = typer.Option(None, help="Epochs to run instead of --steps.", min=1),
     warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
-    lr: float = typer.Option(0.01, help="SGD learning rate."),
+    lr: float | None = typer.Option(
+        None, help="SGD learning rate [default: 0.01]; with --recipe, its base rate."
+    ),
     channels_last: bool = typer.Option(False, help="Use the channels_last memory format."),
     bf16: bool = typer.Option(False, help="bfloat16 autocast."),
     bucket_cap_mb: float = typer.Option(25.0, help="DDP bucket size (MB).", min=0.0),
@@ -336,11 +346,14 @@ def bench(
     params = locals()
     try:
         options = BenchOptions(
-            model=model, batch_size=batch_size, image_size=image_size, steps=steps,
+            model=model, batch_size=batch_size, global_batch=global_batch, recipe=recipe,
+            image_size=image_size, steps=steps,
             epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
             bf16=bf16, bucket_cap_mb=bucket_cap_mb, seed=seed, data=data, workers=workers,
             pin_memory=pin_memory,
         )  # fmt: skip
+        if nproc_per_node is not None:
+            options.check_world(nproc_per_node * nnodes)
     except ValueError as exc:
         fail(str(exc))
     spec = launch_spec(
