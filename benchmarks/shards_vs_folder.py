@@ -39,7 +39,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--workers", default="0,2")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cache", choices=("cold", "warm", "both"), default="both")
-    p.add_argument("--shard-size", default="32MB")
+    p.add_argument("--shard-size", default="4MB")
     return p.parse_args()
 
 
