@@ -5,6 +5,10 @@ Writes an ImageFolder of small JPEGs in a temporary directory, packs it with
 --data`` uses (PIL decode + the ImageNet training transforms, DataLoader workers),
 interleaving folder and shards runs and reporting medians and the shards/folder ratio.
 
+A second table times the reading alone (every file's bytes in a shuffled order, against
+every shard's samples through the same webdataset tar reader), the part packing changes;
+the first includes the decode and transforms, which packing does not change.
+
 ``--cache cold`` evicts the data set's files from the page cache before every run
 (posix_fadvise DONTNEED on our own files; nothing else is touched), as on a parallel file
 system where the images are not cached on the compute node; ``warm`` reads them cached.
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +31,7 @@ from PIL import Image
 
 from scalescope.bench.data_speed import images_per_s, make_loader, parse_workers
 from scalescope.bench.pack import pack_folder
-from scalescope.bench.shards import parse_size
+from scalescope.bench.shards import parse_size, read_manifest, read_shard
 
 
 def parse() -> argparse.Namespace:
@@ -76,6 +82,31 @@ def run_once(path: Path, workers: int, cold: bool, args: argparse.Namespace) -> 
     return images_per_s(loader, args.timed)
 
 
+def read_only(path: Path, cold: bool) -> float:
+    """Images/s of reading the encoded images only: files in a shuffled order, or shards."""
+    if cold:
+        evict(path)
+    start, count = time.perf_counter(), 0
+    if (path / "manifest.json").exists():
+        for shard in read_manifest(path).shards:
+            count += sum(1 for _ in read_shard(str(path / shard.name), shard.images))
+    else:
+        files = sorted(path.rglob("*.jpg"))
+        random.Random(0).shuffle(files)
+        count = sum(1 for f in files if f.read_bytes())
+    return count / (time.perf_counter() - start)
+
+
+def compare(label: str, rounds: int, measure) -> None:
+    """One table row: folder and shards measured alternately, medians and their ratio."""
+    runs: dict[str, list[float]] = {"folder": [], "shards": []}
+    for _ in range(rounds):
+        for kind in runs:
+            runs[kind].append(measure(kind))
+    f, s = (statistics.median(runs[k]) for k in runs)
+    print(f"{label:<22}{f:>14.1f}{s:>14.1f}{s / f:>7.2f}x")
+
+
 def main() -> None:
     args = parse()
     caches = ("cold", "warm") if args.cache == "both" else (args.cache,)
@@ -87,15 +118,20 @@ def main() -> None:
         print(f"{manifest.images} JPEGs of {args.pixels} px (~{mean_kb:.1f} kB each), "
               f"{len(manifest.shards)} shards; crop {args.image_size}, batch {args.batch_size}, "
               f"{args.timed} images timed per run, {args.rounds} interleaved rounds")  # fmt: skip
-        print(f"{'cache':<6}{'workers':>8}{'folder img/s':>14}{'shards img/s':>14}{'ratio':>8}")
+        header = f"{'':<22}{'folder img/s':>14}{'shards img/s':>14}{'ratio':>8}"
+        paths = {"folder": folder, "shards": shards}
+        print("decode + transforms + DataLoader\n" + header)
         for cache in caches:
             for workers in parse_workers(args.workers):
-                runs: dict[str, list[float]] = {"folder": [], "shards": []}
-                for _ in range(args.rounds):
-                    for kind, path in (("folder", folder), ("shards", shards)):
-                        runs[kind].append(run_once(path, workers, cache == "cold", args))
-                f, s = (statistics.median(runs[k]) for k in ("folder", "shards"))
-                print(f"{cache:<6}{workers:>8}{f:>14.1f}{s:>14.1f}{s / f:>7.2f}x")
+
+                def decoded(kind: str, w: int = workers, cold: bool = cache == "cold") -> float:
+                    return run_once(paths[kind], w, cold, args)
+
+                compare(f"{cache} cache, {workers} workers", args.rounds, decoded)
+        print("reading only (no decode)\n" + header)
+        for cache in caches:
+            compare(f"{cache} cache", args.rounds,
+                    lambda k, c=cache: read_only(paths[k], c == "cold"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -355,7 +355,7 @@ def bench(
         if nproc_per_node is not None:
             options.check_world(nproc_per_node * nnodes)
     except ValueError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))
     spec = launch_spec(
         params,
         target="scalescope.bench.workload",
@@ -425,11 +425,13 @@ def data_bench(
 ) -> None:
     """Images/s of folders vs shards through the bench's decode + training transforms."""
     from scalescope.bench.data_speed import measure, one_line, parse_workers, ratios
-    from scalescope.report.data_view import render_speed
+    from scalescope.report.data_view import render_speed, run_progress
 
     try:
-        speeds = measure(paths, parse_workers(workers), images=images, batch_size=batch_size,
-                         image_size=image_size, rounds=rounds)  # fmt: skip
+        counts = parse_workers(workers)
+        with run_progress(err, "timing loaders", rounds * len(paths) * len(counts)) as done:
+            speeds = measure(paths, counts, images=images, batch_size=batch_size,
+                             image_size=image_size, rounds=rounds, on_run=done)  # fmt: skip
     except (ValueError, OSError) as exc:
         fail(escape(one_line(exc)))
     render_speed(speeds, ratios(speeds), Console(highlight=False))

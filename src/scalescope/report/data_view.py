@@ -10,8 +10,10 @@ from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
@@ -43,6 +45,23 @@ def byte_progress(console: Console, description: str) -> Iterator[Callable[[int,
 
     with progress:
         yield advance
+
+
+@contextmanager
+def run_progress(console: Console, description: str, total: int) -> Iterator[Callable[[], None]]:
+    """A bar of runs done out of ``total``; yields ``advance()``. Hidden off a terminal."""
+    progress = Progress(
+        TextColumn(escape(description)),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = progress.add_task(description, total=total)
+    with progress:
+        yield lambda: progress.advance(task)
 
 
 def render_pack(manifest: Manifest, out: str, console: Console) -> None:
