@@ -291,7 +291,7 @@ def bench(
     model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),
     nproc_per_node: int | None = NPROC,
     batch_size: int | None = typer.Option(
-        None, help="Images per rank per step [default: 32].", min=1
+        None, help="Images per rank per step (default 32).", min=1
     ),
     global_batch: int | None = typer.Option(
         None, help="Images per step over all ranks (split evenly), instead of --batch-size.", min=1
@@ -304,7 +304,7 @@ def bench(
     epochs: int | None = typer.Option(None, help="Epochs to run instead of --steps.", min=1),
     warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
     lr: float | None = typer.Option(
-        None, help="SGD learning rate [default: 0.01]; with --recipe, its base rate."
+        None, help="SGD learning rate (default 0.01); with --recipe, its base rate."
     ),
     channels_last: bool = typer.Option(False, help="Use the channels_last memory format."),
     bf16: bool = typer.Option(False, help="bfloat16 autocast."),
