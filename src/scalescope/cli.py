@@ -305,17 +305,29 @@ def compare(
 def bench(
     model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),
     nproc_per_node: int | None = NPROC,
-    batch_size: int = typer.Option(32, help="Images per rank per step.", min=1),
+    batch_size: int | None = typer.Option(
+        None, help="Images per rank per step (default 32).", min=1
+    ),
+    global_batch: int | None = typer.Option(
+        None, help="Images per step over all ranks (split evenly), instead of --batch-size.", min=1
+    ),
+    recipe: str | None = typer.Option(
+        None, help="Large-batch recipe: goyal or lars (LR scaling, warmup, optimizer)."
+    ),
     image_size: int = typer.Option(224, help="Height and width of the images.", min=8),
     steps: int | None = typer.Option(None, help="Steps to run (default 50).", min=1),
     epochs: int | None = typer.Option(None, help="Epochs to run instead of --steps.", min=1),
     warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
-    lr: float = typer.Option(0.01, help="SGD learning rate."),
+    lr: float | None = typer.Option(
+        None, help="SGD learning rate (default 0.01); with --recipe, its base rate."
+    ),
     channels_last: bool = typer.Option(False, help="Use the channels_last memory format."),
     bf16: bool = typer.Option(False, help="bfloat16 autocast."),
     bucket_cap_mb: float = typer.Option(25.0, help="DDP bucket size (MB).", min=0.0),
     seed: int = typer.Option(0, help="Random seed."),
-    data: Path | None = typer.Option(None, help="An ImageFolder (default: synthetic data)."),
+    data: Path | None = typer.Option(
+        None, help="An ImageFolder or shards of `data pack` (default: synthetic)."
+    ),
     workers: int | None = typer.Option(
         None, help="Loader workers (default 0 synthetic, 2).", min=0
     ),
@@ -349,11 +361,14 @@ def bench(
     params = locals()
     try:
         options = BenchOptions(
-            model=model, batch_size=batch_size, image_size=image_size, steps=steps,
+            model=model, batch_size=batch_size, global_batch=global_batch, recipe=recipe,
+            image_size=image_size, steps=steps,
             epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
             bf16=bf16, bucket_cap_mb=bucket_cap_mb, seed=seed, data=data, workers=workers,
             pin_memory=pin_memory,
         )  # fmt: skip
+        if nproc_per_node is not None:
+            options.check_world(nproc_per_node * nnodes)
     except ValueError as exc:
         fail(str(exc))
     spec = launch_spec(
@@ -366,6 +381,75 @@ def bench(
         options=options.as_dict(),
     )
     start_or_plan(spec, params)
+
+
+data_app = typer.Typer(
+    help="Input pipeline: pack an image folder into shards, stage them, measure images/s.",
+    no_args_is_help=True,
+)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("pack")
+def data_pack(
+    folder: Path = typer.Argument(..., help="An ImageFolder: FOLDER/<class>/<image>."),
+    out: Path = typer.Argument(..., help="A new (or empty) directory for the shards."),
+    shard_size: str = typer.Option("256MB", help="Bytes per shard, e.g. 256MB, 1GiB."),
+    seed: int = typer.Option(0, help="Seed of the image order (classes mixed in shards)."),
+) -> None:
+    """Pack an image folder into tar shards (WebDataset layout) with a manifest."""
+    from scalescope.bench.pack import pack_folder
+    from scalescope.bench.shards import parse_size
+    from scalescope.report.data_view import byte_progress, render_pack
+
+    try:
+        shard_bytes = parse_size(shard_size)
+        with byte_progress(err, f"packing {folder}") as advance:
+            manifest = pack_folder(folder, out, shard_bytes, seed, advance)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    render_pack(manifest, str(out), err)
+
+
+@data_app.command("stage")
+def data_stage(
+    shards: Path = typer.Argument(..., help="A shard directory written by `data pack`."),
+    dest: Path = typer.Argument(..., help="Node-local directory, e.g. /dev/shm/train."),
+    timeout: float = typer.Option(3600.0, help="Seconds the other ranks wait for the copy."),
+) -> None:
+    """Copy shards to node-local disk or RAM, once per node under Slurm, mpirun or torchrun."""
+    from scalescope.bench.stage import stage_shards
+    from scalescope.report.data_view import byte_progress, render_stage
+
+    try:
+        with byte_progress(err, f"staging to {dest}") as advance:
+            result = stage_shards(shards, dest, timeout_s=timeout, progress=advance)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    render_stage(result, str(shards), err)
+
+
+@data_app.command("bench")
+def data_bench(
+    paths: list[Path] = typer.Argument(..., help="Image folders and/or shard directories."),
+    workers: str = typer.Option("0,2", help="Loader worker counts to try, e.g. 0,2,4."),
+    images: int = typer.Option(512, help="Images timed per run.", min=1),
+    batch_size: int = typer.Option(32, help="Images per batch.", min=1),
+    image_size: int = typer.Option(224, help="Crop size of the training transforms.", min=8),
+    rounds: int = typer.Option(3, help="Interleaved rounds; the median is reported.", min=1),
+) -> None:
+    """Images/s of folders vs shards through the bench's decode + training transforms."""
+    from scalescope.bench.data_speed import measure, one_line, parse_workers, ratios
+    from scalescope.report.data_view import render_speed, run_progress
+
+    try:
+        counts = parse_workers(workers)
+        with run_progress(err, "timing loaders", rounds * len(paths) * len(counts)) as done:
+            speeds = measure(paths, counts, images=images, batch_size=batch_size,
+                             image_size=image_size, rounds=rounds, on_run=done)  # fmt: skip
+    except (ValueError, OSError) as exc:
+        fail(one_line(exc))
+    render_speed(speeds, ratios(speeds), plain_console())
 
 
 @app.command()
@@ -398,8 +482,6 @@ def suite(
     allocator: str = ALLOCATOR,
 ) -> None:
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
-    from rich.markup import escape
-
     from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
     from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
@@ -416,7 +498,7 @@ def suite(
         count = iter(range(1, total + 1))
         result = run_suite(plan, lambda what: err.print(f"suite [{next(count)}/{total}] {what}"))
     except ValueError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
     render_suite(result, suite_console())
     for path in write_suite_json(result, plan.suite_dir / SUITE_FILE, json_file):
         err.print(f"wrote {path}")

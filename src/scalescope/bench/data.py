@@ -15,7 +15,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 EXPECTED_LAYOUT = (
     "expected DIR/<class>/<image>: one subdirectory per class, each holding image files ("
     + ", ".join(IMG_EXTENSIONS)
-    + ")"
+    + "), or shards from `scalescope data pack`"
 )
 
 
@@ -97,6 +97,18 @@ def validate_image_folder(path: str | os.PathLike[str]) -> int:
     if problem is not None:
         raise ValueError(f"--data {root}: {problem}; {EXPECTED_LAYOUT}")
     return num_classes
+
+
+def validate_data(path: str | os.PathLike[str]) -> int:
+    """Number of classes of a shard directory (``data pack``) or an ImageFolder at ``path``.
+
+    `ValueError` (one line) if it is neither or a shard is missing or truncated.
+    """
+    from scalescope.bench.shards import is_shard_dir, validate_shard_dir
+
+    if is_shard_dir(path):
+        return len(validate_shard_dir(path).classes)
+    return validate_image_folder(path)
 
 
 def image_folder(path: str | os.PathLike[str], image_size: int) -> datasets.ImageFolder:

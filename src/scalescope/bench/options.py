@@ -10,12 +10,16 @@ from typing import Any
 @dataclass(frozen=True, kw_only=True)
 class BenchOptions:
     model: str
-    batch_size: int = 32
+    batch_size: int | None = None
+    """Per rank; None: 32, or --global-batch split over the ranks."""
+    global_batch: int | None = None
+    recipe: str | None = None
     image_size: int = 224
     steps: int | None = None
     epochs: int | None = None
     warmup_steps: int = 5
-    lr: float = 0.01
+    lr: float | None = None
+    """None: 0.01, or the recipe's base rate."""
     channels_last: bool = False
     bf16: bool = False
     bucket_cap_mb: float = 25.0
@@ -25,27 +29,43 @@ class BenchOptions:
     pin_memory: bool = False
 
     def __post_init__(self) -> None:
-        from scalescope.bench.data import validate_image_folder
+        from scalescope.bench.data import validate_data
         from scalescope.bench.models import validate_model
 
         validate_model(self.model)
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give --steps or --epochs, not both")
+        if self.batch_size is not None and self.global_batch is not None:
+            raise ValueError("give --batch-size (per rank) or --global-batch, not both")
+        if self.recipe is not None:
+            from scalescope.recipes import get_recipe
+
+            get_recipe(self.recipe)
+        if self.lr is not None and not self.lr > 0:
+            raise ValueError(f"--lr must be positive, got {self.lr}")
         if self.data is not None:
-            validate_image_folder(self.data)
+            validate_data(self.data)
+
+    def check_world(self, world_size: int) -> None:
+        """ValueError if --global-batch does not split over ``world_size`` ranks."""
+        from scalescope.bench.training import per_rank_batch
+
+        per_rank_batch(self.batch_size, self.global_batch, world_size)
 
     def workload_args(self) -> list[str]:
         """The same options as arguments of ``python -m scalescope.bench.workload``."""
         args = [
             self.model,
-            f"--batch-size={self.batch_size}",
             f"--image-size={self.image_size}",
             f"--warmup-steps={self.warmup_steps}",
-            f"--lr={self.lr}",
             f"--bucket-cap-mb={self.bucket_cap_mb}",
             f"--seed={self.seed}",
         ]
         optional = {
+            "--batch-size": self.batch_size,
+            "--global-batch": self.global_batch,
+            "--recipe": self.recipe,
+            "--lr": self.lr,
             "--steps": self.steps,
             "--epochs": self.epochs,
             "--workers": self.workers,

@@ -22,12 +22,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
-from scalescope.bench.data import SyntheticImages, build_loader, image_folder, validate_image_folder
-from scalescope.bench.models import build_model, validate_model
+from scalescope.bench.data import (
+    SyntheticImages,
+    build_loader,
+    image_folder,
+    train_transforms,
+    validate_data,
+)
+from scalescope.bench.models import validate_model
 from scalescope.bench.progress import Display, StepReporter
 from scalescope.bench.rank_env import (
     World,
@@ -36,7 +40,16 @@ from scalescope.bench.rank_env import (
     positive_float,
     positive_int,
 )
+from scalescope.bench.shards import is_shard_dir, shard_loader
 from scalescope.bench.throughput import HEADER, format_total, throughput
+from scalescope.bench.training import (
+    DEFAULT_BATCH,
+    DEFAULT_LR,
+    Training,
+    build_training,
+    per_rank_batch,
+)
+from scalescope.recipes import RECIPES
 
 RUN_DIR_ENV = "SCALESCOPE_RUN_DIR"
 DEFAULT_SYNTHETIC_IMAGES = 2560
@@ -48,7 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Data-parallel training benchmark of a torchvision model (run under torchrun).",
     )
     p.add_argument("model", help="torchvision classification model, e.g. resnet50")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="per rank (default 32)")
+    p.add_argument("--batch-size", type=positive_int, help=f"per rank (default {DEFAULT_BATCH})")
+    p.add_argument(
+        "--global-batch", type=positive_int, help="images per step over all ranks, split evenly"
+    )
+    p.add_argument(
+        "--recipe",
+        choices=sorted(RECIPES),
+        help="large-batch recipe: LR scaling, warmup, optimizer, label smoothing",
+    )
     p.add_argument("--image-size", type=positive_int, default=224, help="default 224")
     length = p.add_mutually_exclusive_group()
     length.add_argument(
@@ -66,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--lr",
         type=positive_float,
-        default=0.01,
-        help="SGD learning rate, momentum 0.9 (default 0.01)",
+        help=f"SGD learning rate, momentum 0.9 (default {DEFAULT_LR}); with --recipe, the "
+        "base rate at the recipe's base batch (default: the recipe's)",
     )
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
@@ -84,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--data", metavar="DIR", help="ImageFolder DIR/<class>/<image> (default: synthetic)"
+        "--data",
+        metavar="DIR",
+        help="ImageFolder DIR/<class>/<image> or shards of `scalescope data pack` "
+        "(default: synthetic)",
     )
     p.add_argument(
         "--workers",
@@ -109,7 +133,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     try:
         validate_model(args.model)
         if args.data is not None:
-            args.num_classes = validate_image_folder(args.data)
+            args.num_classes = validate_data(args.data)
     except ValueError as e:
         parser.error(str(e))
     if args.steps is None and args.epochs is None:
@@ -120,6 +144,12 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         )
     if args.workers is None:
         args.workers = 0 if args.data is None else 2
+    if args.global_batch is None:
+        args.batch_size = args.batch_size or DEFAULT_BATCH
+    elif args.batch_size is not None:
+        parser.error("give --batch-size (per rank) or --global-batch, not both")
+    if args.lr is None and args.recipe is None:
+        args.lr = DEFAULT_LR
     return args
 
 
@@ -136,15 +166,40 @@ def make_dataset(args: argparse.Namespace, world: World) -> Dataset:
     return SyntheticImages(length, args.image_size, args.num_classes, seed=args.seed)
 
 
+def make_loader(args: argparse.Namespace, world: World) -> DataLoader:
+    """This rank's loader: over shards when --data is a shard directory, else a sampler's."""
+    if args.data is not None and is_shard_dir(args.data):
+        return shard_loader(
+            args.data, batch_size=args.batch_size, workers=args.workers,
+            pin_memory=args.pin_memory, seed=args.seed, rank=world.rank,
+            world_size=world.world_size, transform=train_transforms(args.image_size),
+        )  # fmt: skip
+    return build_loader(
+        make_dataset(args, world),
+        args.batch_size,
+        args.workers,
+        args.pin_memory,
+        args.seed,
+        world.rank,
+        world.world_size,
+    )
+
+
+def set_epoch(loader: DataLoader, epoch: int) -> None:
+    """A new shuffle for ``epoch`` (shard loaders reshuffle by themselves)."""
+    if hasattr(loader.sampler, "set_epoch"):
+        loader.sampler.set_epoch(epoch)
+
+
 def total_steps(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, loader: DataLoader
+    parser: argparse.ArgumentParser, args: argparse.Namespace, loader: DataLoader, world_size: int
 ) -> int:
     """Steps to run: --steps, or --epochs times the loader length (checked against the warmup)."""
     per_epoch = len(loader)
     if per_epoch == 0:
         parser.error(
-            f"{len(loader.dataset)} images are fewer than one batch per rank "
-            f"({args.batch_size} x {loader.sampler.num_replicas} ranks)"
+            f"--data {args.data}: too few images for one batch per rank "
+            f"({args.batch_size} x {world_size} ranks)"
         )
     if args.steps is not None:
         return args.steps
@@ -157,36 +212,15 @@ def total_steps(
     return steps
 
 
-def build_training(
-    args: argparse.Namespace, device: torch.device
-) -> tuple[nn.Module, torch.optim.Optimizer, nn.Module]:
-    """The DDP-wrapped model, its optimizer and the loss."""
-    torch.manual_seed(args.seed)
-    model = build_model(args.model, args.num_classes, image_size=args.image_size).to(device)
-    if args.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    ddp = DistributedDataParallel(
-        model,
-        device_ids=[device.index] if device.type == "cuda" else None,
-        bucket_cap_mb=args.bucket_cap_mb,
-    )
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    return ddp, optimizer, nn.CrossEntropyLoss().to(device)
-
-
 def train(
-    model: nn.Module,
-    loader: DataLoader,
-    optimizer: torch.optim.Optimizer,
-    criterion: nn.Module,
-    args: argparse.Namespace,
-    reporter: StepReporter,
+    training: Training, loader: DataLoader, args: argparse.Namespace, reporter: StepReporter
 ) -> None:
+    model, optimizer, criterion = training.model, training.optimizer, training.criterion
     device = reporter.device
     memory_format = torch.channels_last if args.channels_last else torch.preserve_format
     step = 0
     for epoch in itertools.count():
-        loader.sampler.set_epoch(epoch)
+        set_epoch(loader, epoch)
         for images, labels in loader:
             images = images.to(device, non_blocking=True, memory_format=memory_format)
             labels = labels.to(device, non_blocking=True)
@@ -197,13 +231,17 @@ def train(
                 loss = criterion(out, labels)
             loss.backward()
             optimizer.step()
+            if training.scheduler is not None:
+                training.scheduler.step()
             reporter.after_step(loss)
             step += 1
             if step == reporter.total:
                 return
 
 
-def bench_record(args: argparse.Namespace, world: World, reporter: StepReporter) -> dict[str, Any]:
+def bench_record(
+    args: argparse.Namespace, world: World, reporter: StepReporter, training: Training
+) -> dict[str, Any]:
     """The content of bench.json. `step_times_s` holds every step, the warmup ones first."""
     stats = throughput(reporter.step_times[reporter.warmup :], reporter.images_per_step)
     assert reporter.last_loss is not None
@@ -230,7 +268,11 @@ def bench_record(args: argparse.Namespace, world: World, reporter: StepReporter)
             "bucket_cap_mb": args.bucket_cap_mb,
             "workers": args.workers,
             "pin_memory": args.pin_memory,
-            "lr": args.lr,
+            "lr": training.lr,
+            "recipe": args.recipe,
+            "lr_warmup_steps": training.lr_warmup_steps,
+            "label_smoothing": getattr(training.criterion, "label_smoothing", 0.0),
+            "optimizer": type(training.optimizer).__name__,
             "seed": args.seed,
         },
     }
@@ -258,23 +300,24 @@ def describe(
     )
 
 
+def describe_recipe(name: str, training: Training) -> str:
+    return (
+        f"Recipe: {name}  Optimizer: {type(training.optimizer).__name__}  "
+        f"Peak LR: {training.lr:g} after {training.lr_warmup_steps} warmup steps  "
+        f"Label smoothing: {getattr(training.criterion, 'label_smoothing', 0.0):g}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     try:
         world = World.from_env()
+        args.batch_size = per_rank_batch(args.batch_size, args.global_batch, world.world_size)
     except ValueError as e:
         parser.error(str(e))
-    loader = build_loader(
-        make_dataset(args, world),
-        args.batch_size,
-        args.workers,
-        args.pin_memory,
-        args.seed,
-        world.rank,
-        world.world_size,
-    )
-    steps = total_steps(parser, args, loader)
+    loader = make_loader(args, world)
+    steps = total_steps(parser, args, loader, world.world_size)
     device = pick_device(world)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
@@ -293,9 +336,12 @@ def run(
     backend: str,
     device: torch.device,
 ) -> None:
-    model, optimizer, criterion = build_training(args, device)
+    global_batch = args.batch_size * world.world_size
+    training = build_training(args, device, global_batch, len(loader), steps)
     with Display(world.rank == 0, steps, args.model) as display:
         display.line(describe(args, world, backend, device, steps))
+        if args.recipe:
+            display.line(describe_recipe(args.recipe, training))
         display.line("Running warm up" if args.warmup_steps else HEADER)
         reporter = StepReporter(
             display,
@@ -305,10 +351,10 @@ def run(
             args.batch_size * world.world_size,
             args.display_every,
         )
-        train(model, loader, optimizer, criterion, args, reporter)
+        train(training, loader, args, reporter)
     if world.rank != 0:
         return
-    record = bench_record(args, world, reporter)
+    record = bench_record(args, world, reporter, training)
     display.line(format_total(record["images_per_sec"]))
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:

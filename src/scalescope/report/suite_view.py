@@ -19,8 +19,11 @@ SUITE_WIDTH = 150
 
 
 def suite_console() -> Console:
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=SUITE_WIDTH)
+    """Markup off: workload errors and paths print verbatim."""
+    console = Console(highlight=False, markup=False)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, markup=False, width=SUITE_WIDTH)
 
 
 def _pct(value: float | None) -> str:

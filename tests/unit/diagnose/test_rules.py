@@ -84,7 +84,10 @@ def test_many_small_files_are_told_to_be_packed():
     assert not any("shards" in r for r in InputRule().evaluate(few).remedies)
     many = dataclasses.replace(ctx, data_files=DataFiles("/data", 1_281_167, 110e3))
     f = InputRule().evaluate(many)
-    assert any(r.startswith("1,281,167 files of 110 kB on average: pack them") for r in f.remedies)
+    pack = [r for r in f.remedies if r.startswith("1,281,167 files of 110 kB on average: pack")]
+    assert len(pack) == 1
+    assert "`scalescope data pack DIR SHARDS`" in pack[0]
+    assert "`scalescope data stage SHARDS /dev/shm/train`" in pack[0]
     files = evidence(f, "image files")
     assert (files.value, files.threshold, files.comparison) == (1_281_167, 10_000, ">=")
 

@@ -1,0 +1,78 @@
+"""The bench's model, optimizer, learning-rate schedule and loss: plain SGD, or a
+large-batch recipe of ``scalescope.recipes`` (``--recipe goyal|lars``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.optim.lr_scheduler import LRScheduler
+
+from scalescope.bench.models import build_model
+from scalescope.recipes import get_recipe
+
+DEFAULT_LR = 0.01
+DEFAULT_BATCH = 32
+
+
+@dataclass(frozen=True)
+class Training:
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: LRScheduler | None
+    """Stepped after every optimizer step; None for plain SGD at a constant rate."""
+    criterion: nn.Module
+    lr: float
+    """The peak learning rate."""
+    lr_warmup_steps: int
+
+
+def per_rank_batch(batch_size: int | None, global_batch: int | None, world_size: int) -> int:
+    """Images per rank per step: --batch-size, or --global-batch split over the ranks."""
+    if global_batch is None:
+        return batch_size or DEFAULT_BATCH
+    if batch_size is not None:
+        raise ValueError("give --batch-size (per rank) or --global-batch, not both")
+    if global_batch % world_size:
+        raise ValueError(
+            f"--global-batch {global_batch} does not split evenly over {world_size} ranks"
+        )
+    return global_batch // world_size
+
+
+def _ddp(args: argparse.Namespace, device: torch.device) -> nn.Module:
+    torch.manual_seed(args.seed)
+    model = build_model(args.model, args.num_classes, image_size=args.image_size).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=args.bucket_cap_mb,
+    )
+
+
+def build_training(
+    args: argparse.Namespace,
+    device: torch.device,
+    global_batch: int,
+    steps_per_epoch: int,
+    total_steps: int,
+) -> Training:
+    """The DDP-wrapped model with SGD (momentum 0.9, --lr), or with --recipe's optimizer,
+    schedule and loss for ``global_batch`` (--lr then replaces the recipe's base rate)."""
+    ddp = _ddp(args, device)
+    if args.recipe is None:
+        lr = args.lr or DEFAULT_LR
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9)
+        return Training(ddp, optimizer, None, nn.CrossEntropyLoss().to(device), lr, 0)
+    recipe = get_recipe(args.recipe)
+    if args.lr is not None:
+        recipe = dataclasses.replace(recipe, base_lr=args.lr)
+    built = recipe.build(ddp, global_batch, steps_per_epoch, total_steps)
+    return Training(ddp, built.optimizer, built.scheduler, built.criterion.to(device),
+                    built.lr, built.warmup_steps)  # fmt: skip
