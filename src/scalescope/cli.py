@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions
@@ -350,6 +351,87 @@ def bench(
         options=options.as_dict(),
     )
     start_or_plan(spec, params)
+
+
+@app.command()
+def comm(
+    nproc_per_node: int | None = NPROC,
+    ops: str = typer.Option(
+        "allreduce",
+        "--ops",
+        help="Comma list: allreduce, allgather, reduce_scatter, broadcast, alltoall, sendrecv.",
+    ),
+    sizes: str = typer.Option(
+        "8:64M", "--sizes", help="MIN:MAX bytes stepped by --factor (8:256M), or a list 8,1M."
+    ),
+    factor: int = typer.Option(2, "--factor", help="Size multiplier between MIN and MAX."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, float64, float16, int32, ..."),
+    backend: str = typer.Option(
+        "gloo,nccl,mpi", "--backend", help="Comma list; one this build lacks is listed unavailable."
+    ),
+    iters: int = typer.Option(20, "--iters", help="Timed calls per size.", min=1),
+    warmup: int = typer.Option(5, "--warmup", help="Untimed calls before them.", min=0),
+    json_file: Path | None = typer.Option(None, "--json", help="Write results and α-β fits."),
+    csv_file: Path | None = typer.Option(None, "--csv", help="Write the rows as CSV."),
+    html: Path | None = typer.Option(None, "--html", help="Write latency and busbw plots."),
+    master_addr: str | None = MASTER_ADDR,
+    master_port: int | None = MASTER_PORT,
+    nnodes: int = NNODES,
+    node_rank: int = NODE_RANK,
+    rdzv_endpoint: str | None = RDZV_ENDPOINT,
+    rdzv_backend: str = RDZV_BACKEND,
+    rdzv_id: str = RDZV_ID,
+    local_addr: str | None = LOCAL_ADDR,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    cpu_list: list[str] | None = CPU_LIST,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
+    allocator: str = ALLOCATOR,
+    dry_run: bool = DRY_RUN,
+    report_bindings: bool = REPORT_BINDINGS,
+    run_dir: Path | None = RUN_DIR,
+    no_probe: bool = NO_PROBE,
+) -> None:
+    """Collective micro-benchmark on torch.distributed: nccl-tests columns, OSU latency, α-β fit.
+
+    Runs through the same launcher as run (local, Slurm, mpirun, multi-node), probe on.
+    """
+    from scalescope.bench.comm_options import CommOptions
+    from scalescope.bench.comm_run import CommFiles, load_comm, write_comm
+    from scalescope.launch.session import start
+
+    params = locals() | {"no_report": True, "html": None}
+    try:
+        options = CommOptions.parse(ops, sizes, factor, dtype, backend, iters, warmup)
+    except ValueError as exc:
+        fail(escape(str(exc)))
+    runnable, unavailable = options.split_backends()
+    if not runnable:
+        fail(f"no backend can run here: {escape(str(unavailable))}")
+    spec = launch_spec(
+        params, target="scalescope.bench.comm", is_module=True,
+        args=options.workload_args(runnable), warmup_steps=0, workload="comm",
+        options=options.as_dict() | {"unavailable": unavailable},
+    )  # fmt: skip
+    if dry_run:
+        start_or_plan(spec, params)
+    try:
+        outcome = start(spec, nproc_per_node is not None, master_addr)
+        if not outcome.report_here:
+            raise typer.Exit(outcome.exit_code)
+        bench = load_comm(outcome.run_dir, unavailable)
+    except ValueError as exc:
+        fail(escape(str(exc)))
+    files = CommFiles(json=json_file, csv=csv_file, html=html)
+    from scalescope.report.outputs import report_console
+
+    for path in write_comm(bench, outcome.run_dir, files, report_console()):
+        err.print(f"wrote {path}")
+    err.print(f"run {outcome.status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")
+    raise typer.Exit(outcome.exit_code)
 
 
 @app.command()

@@ -1,0 +1,52 @@
+"""`scalescope comm` after the ranks ended: read their record, analyse it, write every view."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from scalescope.analyze.comm_bench import CommBenchmark, comm_results
+from scalescope.bench.comm import RAW_FILE
+
+
+@dataclass(frozen=True)
+class CommFiles:
+    json: Path | None = None
+    csv: Path | None = None
+    html: Path | None = None
+
+
+def load_comm(run_dir: Path, unavailable: dict[str, str]) -> CommBenchmark:
+    """The results of a comm run directory; ValueError when rank 0 wrote none."""
+    path = Path(run_dir) / RAW_FILE
+    try:
+        raw = json.loads(path.read_text())
+        return comm_results(raw, unavailable)
+    except FileNotFoundError as exc:
+        raise ValueError(f"{run_dir}: no {RAW_FILE}: the benchmark did not finish") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: malformed comm results ({exc})") from exc
+
+
+def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: Console) -> list:
+    """Print the tables and write the files asked for; returns the paths written."""
+    from scalescope.report.comm_view import comm_csv, comm_json, render_comm
+
+    render_comm(bench, console)
+    written = []
+    if files.json is not None:
+        doc = comm_json(bench, str(run_dir))
+        files.json.write_text(json.dumps(doc, indent=2) + "\n")
+        written.append(files.json)
+    if files.csv is not None:
+        files.csv.write_text(comm_csv(bench))
+        written.append(files.csv)
+    if files.html is not None:
+        from scalescope.report.comm_html import render_comm_html
+
+        files.html.write_text(render_comm_html(bench), encoding="utf-8")
+        written.append(files.html)
+    return written
