@@ -36,7 +36,9 @@ def element_count(op: str, nbytes: int, elem_size: int, world_size: int) -> int:
     return count - count % world_size if op in ROUNDED_OPS else count
 
 
-def make_call(op: str, count: int, dtype: torch.dtype, group: Any, device: torch.device) -> Callable:
+def make_call(
+    op: str, count: int, dtype: torch.dtype, group: Any, device: torch.device
+) -> Callable:
     """One call of ``op`` on ``count`` elements in total (nccl-tests' size convention)."""
     n, rank = dist.get_world_size(group), dist.get_rank(group)
     full = torch.ones(count, dtype=dtype, device=device)

@@ -104,4 +104,6 @@ def parse_nccl_tests(path: Path, op: str | None = None) -> NcclTestsLog:
                 problems.append(f"line {number}: not a table row: {line.strip()[:80]}")
     if columns is None or not rows:
         raise IngestError(f"{path}: no nccl-tests table (a '# size count type' header and rows)")
-    return NcclTestsLog(str(path), op or op_from_name(path), ranks, tuple(rows), avg, tuple(problems))
+    return NcclTestsLog(
+        str(path), op or op_from_name(path), ranks, tuple(rows), avg, tuple(problems)
+    )
