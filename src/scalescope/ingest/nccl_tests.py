@@ -54,7 +54,7 @@ def _columns(header: str) -> list[str]:
 
 
 def _row(fields: list[str], columns: list[str]) -> NcclTestsRow:
-    """A data row by the header's columns: out-of-place (time, algbw, busbw, wrong), then in-place."""
+    """A data row by the header's columns: out-of-place (time, algbw, busbw, wrong), in-place."""
     width = columns.index("time")
     has_root = "root" in columns[:width]
     lead, rest = fields[:width], fields[width:]

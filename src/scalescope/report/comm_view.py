@@ -1,4 +1,4 @@
-"""`scalescope comm` for people and programs: nccl-tests tables, OSU lines, ratios, fits, JSON, CSV."""
+"""`scalescope comm` rendered: nccl-tests tables, OSU lines, ratios, α-β fits, JSON, CSV."""
 
 from __future__ import annotations
 
