@@ -434,6 +434,120 @@ def comm(
     raise typer.Exit(outcome.exit_code)
 
 
+def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        fail(f"{flag} takes numbers like 1,2,4, got {escape(text)!r}")
+        raise
+
+
+@app.command(context_settings=PASSTHROUGH)
+def scale(
+    ctx: typer.Context,
+    script: str | None = typer.Argument(None, help="Training script (or use --bench MODEL)."),
+    ranks: str = typer.Option(..., "--ranks", help="Sizes to run, e.g. 1,2,4."),
+    nodes: str | None = typer.Option(None, "--nodes", help="Nodes of each size, e.g. 1,1,2."),
+    strong: bool = typer.Option(False, "--strong", help="Keep the global batch (default: weak)."),
+    bench_model: str | None = typer.Option(None, "--bench", help="A built-in model instead."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help="Per-rank batch (global with --strong); a script gets it where its args say {batch}.",
+    ),
+    steps: int = typer.Option(20, help="Steps per size (--bench).", min=1),
+    image_size: int = typer.Option(224, help="Image size (--bench).", min=8),
+    warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
+    study_dir: Path | None = typer.Option(None, "--study-dir", help="Where the runs go."),
+    html: Path | None = typer.Option(None, "--html", help="Write the scaling dashboard here."),
+    master_addr: str | None = MASTER_ADDR,
+    master_port: int | None = MASTER_PORT,
+    node_rank: int = NODE_RANK,
+    rdzv_endpoint: str | None = RDZV_ENDPOINT,
+    rdzv_backend: str = RDZV_BACKEND,
+    rdzv_id: str = RDZV_ID,
+    local_addr: str | None = LOCAL_ADDR,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    cpu_list: list[str] | None = CPU_LIST,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
+    allocator: str = ALLOCATOR,
+) -> None:
+    """Run the same workload at each size, one profiled run each, and print the scaling table.
+
+    scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 train.py --batch {batch}.
+    """
+    from scalescope.bench.scale import ScalePlan, run_study, study_table
+    from scalescope.launch.session import start
+    from scalescope.report.outputs import report_console
+    from scalescope.report.scaling_view import render_scaling, render_scaling_html
+
+    sizes = int_list(ranks, "--ranks") or ()
+    params = locals() | {"nproc_per_node": 1, "nnodes": 1, "run_dir": None, "no_probe": False,
+                         "report_bindings": False}  # fmt: skip
+    if (script is None) == (bench_model is None):
+        fail("give a training script or --bench MODEL (one of them)")
+    try:
+        plan = ScalePlan(
+            ranks=sizes, nodes=int_list(nodes, "--nodes") or (1,) * len(sizes), strong=strong,
+            batch_size=batch_size if script or batch_size else 32,
+            batch_arg="--batch-size" if bench_model else None,
+        )  # fmt: skip
+    except ValueError as exc:
+        fail(escape(str(exc)))
+    spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
+    where = study_dir or Path("scalescope_runs") / f"scale-{spec.workload}-{time_stamp()}"
+    if (where / "scale.json").exists():
+        fail(f"{escape(str(where))} already holds a study; choose another --study-dir")
+    study = run_study(spec, plan, where, lambda s: start(s, True, master_addr), scale_progress)
+    table = study_table(where, study)
+    render_scaling(table, report_console())
+    if html is not None:
+        html.write_text(render_scaling_html(table), encoding="utf-8")
+        err.print(f"wrote {html}")
+    err.print(f"study: {where}/scale.json")
+    raise typer.Exit(0 if all(p.status == "ok" for p in study.points) else 1)
+
+
+def scale_spec(
+    p: dict[str, Any], script: str | None, model: str | None, args: list[str], steps: int,
+    image_size: int,
+) -> RunSpec:  # fmt: skip
+    """The run of one size before its ranks and batch are set."""
+    if model is None:
+        return launch_spec(p, target=script, args=args, warmup_steps=p["warmup_steps"])
+    from scalescope.bench.options import BenchOptions
+
+    try:
+        options = BenchOptions(
+            model=model, steps=steps, image_size=image_size, warmup_steps=p["warmup_steps"]
+        )
+    except ValueError as exc:
+        fail(escape(str(exc)))
+    return launch_spec(
+        p, target="scalescope.bench.workload", is_module=True,
+        args=[*options.workload_args(), *args], warmup_steps=p["warmup_steps"], workload=model,
+        options=options.as_dict(),
+    )  # fmt: skip
+
+
+def scale_progress(point: Any) -> None:
+    figures = f"{point.samples_per_s:,.1f} samples/s" if point.samples_per_s else point.error
+    err.print(f"[bold]{point.ranks} ranks:[/] {point.status}, {escape(str(figures))}")
+
+
+def time_stamp() -> str:
+    import time
+
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
 @app.command()
 def env(
     json_file: Path | None = typer.Option(None, "--json", help="Also write the facts as JSON."),
