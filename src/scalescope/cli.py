@@ -501,10 +501,11 @@ def scale(
         )  # fmt: skip
     except ValueError as exc:
         fail(escape(str(exc)))
-    spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
-    where = study_dir or Path("scalescope_runs") / f"scale-{spec.workload}-{time_stamp()}"
+    name = bench_model or Path(script or "").stem
+    where = study_dir or Path("scalescope_runs") / f"scale-{name}-{time_stamp()}"
     if (where / "scale.json").exists():
         fail(f"{escape(str(where))} already holds a study; choose another --study-dir")
+    spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
     study = run_study(spec, plan, where, lambda s: start(s, True, master_addr), scale_progress)
     table = study_table(where, study)
     render_scaling(table, report_console())
