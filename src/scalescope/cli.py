@@ -374,6 +374,9 @@ def comm(
     json_file: Path | None = typer.Option(None, "--json", help="Write results and α-β fits."),
     csv_file: Path | None = typer.Option(None, "--csv", help="Write the rows as CSV."),
     html: Path | None = typer.Option(None, "--html", help="Write latency and busbw plots."),
+    nccl_tests: Path | None = typer.Option(
+        None, "--nccl-tests", help="Only show an nccl-tests log in these columns; run nothing."
+    ),
     master_addr: str | None = MASTER_ADDR,
     master_port: int | None = MASTER_PORT,
     nnodes: int = NNODES,
@@ -400,8 +403,17 @@ def comm(
     Runs through the same launcher as run (local, Slurm, mpirun, multi-node), probe on.
     """
     from scalescope.bench.comm_options import CommOptions
-    from scalescope.bench.comm_run import CommFiles, load_comm, write_comm
+    from scalescope.bench.comm_run import CommFiles, load_comm, show_nccl_tests, write_comm
+    from scalescope.ingest import IngestError
     from scalescope.launch.session import start
+    from scalescope.report.outputs import report_console
+
+    if nccl_tests is not None:
+        try:
+            show_nccl_tests(nccl_tests, report_console())
+        except IngestError as exc:
+            fail(escape(str(exc)))
+        raise typer.Exit(0)
 
     params = locals() | {"no_report": True, "html": None}
     try:
@@ -426,8 +438,6 @@ def comm(
     except ValueError as exc:
         fail(escape(str(exc)))
     files = CommFiles(json=json_file, csv=csv_file, html=html)
-    from scalescope.report.outputs import report_console
-
     for path in write_comm(bench, outcome.run_dir, files, report_console()):
         err.print(f"wrote {path}")
     err.print(f"run {outcome.status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")

@@ -33,8 +33,9 @@ class CommRow:
     redop: str
     root: int
     time_avg_us: float
-    time_min_us: float
-    time_max_us: float
+    time_min_us: float | None
+    """Fastest call; None from an nccl-tests log (it prints only the average)."""
+    time_max_us: float | None
     algbw_gbps: float
     """nbytes / time_avg, GB/s with GB = 1e9 bytes."""
     busbw_gbps: float
@@ -178,8 +179,7 @@ NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "int":
 
 def rows_from_nccl_tests(log: NcclTestsLog) -> tuple[CommRow, ...]:
     """An nccl-tests log's out-of-place rows as CommRows (backend ``nccl-tests``), with algbw
-    and busbw recomputed from its sizes and times; nccl-tests prints no min/max, so those are
-    the average."""
+    and busbw recomputed from its sizes and times; nccl-tests prints no min/max (None)."""
     rows = []
     for r in log.rows:
         if r.nbytes == 0 or r.time_us <= 0:
@@ -193,5 +193,7 @@ def rows_from_nccl_tests(log: NcclTestsLog) -> tuple[CommRow, ...]:
             log.world_size,
             [r.time_us / 1e6],
         )
-        rows.append(replace(row, redop=r.redop, root=r.root, iters=0))
+        rows.append(
+            replace(row, redop=r.redop, root=r.root, iters=0, time_min_us=None, time_max_us=None)
+        )
     return tuple(rows)

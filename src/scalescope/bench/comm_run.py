@@ -50,3 +50,18 @@ def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: C
         files.html.write_text(render_comm_html(bench), encoding="utf-8")
         written.append(files.html)
     return written
+
+
+def show_nccl_tests(path: Path, console: Console) -> None:
+    """An nccl-tests log in comm's columns (algbw and busbw recomputed from its times)."""
+    from scalescope.analyze.comm_bench import rows_from_nccl_tests
+    from scalescope.ingest.nccl_tests import parse_nccl_tests
+    from scalescope.report.comm_view import nccl_table
+
+    log = parse_nccl_tests(path)
+    title = f"{log.op} from nccl-tests, {log.world_size} ranks ({path.name})"
+    console.print(nccl_table(list(rows_from_nccl_tests(log)), title), markup=False)
+    if log.avg_busbw_gbps is not None:
+        console.print(f"the log's average bus bandwidth: {log.avg_busbw_gbps:.3f} GB/s")
+    for problem in log.problems:
+        console.print(f"skipped {problem}", markup=False)

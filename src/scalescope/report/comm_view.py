@@ -62,8 +62,8 @@ def osu_lines(rows: list[CommRow], op: str, backend: str, world_size: int) -> li
     lines = [f"# OSU-style {name} Latency Test ({backend}, {world_size} ranks)", OSU_HEADER]
     for r in rows:
         lines.append(
-            f"{r.nbytes:<10d}{r.time_avg_us:>18.2f}{r.time_min_us or 0:>18.2f}"
-            f"{r.time_max_us or 0:>18.2f}{r.iters:>12d}"
+            f"{r.nbytes:<10d}{r.time_avg_us:>18.2f}{fmt(r.time_min_us, '.2f'):>18}"
+            f"{fmt(r.time_max_us, '.2f'):>18}{r.iters:>12d}"
         )
     return lines
 

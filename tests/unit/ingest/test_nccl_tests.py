@@ -75,3 +75,18 @@ def test_a_broken_row_is_a_problem_not_a_guess(tmp_path):
     log = parse_nccl_tests(broken)
     assert len(log.rows) == 33 and len(log.problems) == 1
     assert "x16777216" in log.problems[0] and log.problems[0].startswith("line ")
+
+
+def test_comm_shows_a_log_in_its_columns_and_names_a_bad_one(tmp_path):
+    from typer.testing import CliRunner
+
+    from scalescope.cli import app
+
+    shown = CliRunner().invoke(app, ["comm", "--nccl-tests", str(LOG)])
+    assert shown.exit_code == 0, shown.output
+    assert "all_reduce from nccl-tests, 8 ranks" in shown.output
+    assert "68.405 GB/s" in shown.output and "n/a" in shown.output
+    bad = tmp_path / "bad[1].log"
+    bad.write_text("not a log\n")
+    failed = CliRunner().invoke(app, ["comm", "--nccl-tests", str(bad)])
+    assert failed.exit_code == 2 and "bad[1].log: no nccl-tests table" in failed.output
