@@ -217,7 +217,9 @@ def run(
 
 @app.command()
 def report(
-    run_dir: Path = typer.Argument(..., help="A run directory written by run or bench."),
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory written by run or bench, or a study directory of scale."
+    ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
     timeline: Path | None = typer.Option(
@@ -231,8 +233,19 @@ def report(
 ) -> None:
     """Print where the time went in a recorded run; optionally write JSON, HTML, timeline."""
     from scalescope.events.run import RunDirError
-    from scalescope.report.outputs import ReportFiles, report_run
+    from scalescope.events.study import STUDY_FILE
+    from scalescope.report.outputs import ReportFiles, report_console, report_run
 
+    if (run_dir / STUDY_FILE).is_file():
+        from scalescope.bench.scale import report_study
+
+        try:
+            written = report_study(run_dir, html, report_console())
+        except ValueError as exc:
+            fail(escape(str(exc)))
+        for path in written:
+            err.print(f"wrote {path}")
+        return
     files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
     thresholds = diagnosis_thresholds(threshold, baseline)
     try:
@@ -494,6 +507,7 @@ def scale(
     scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 train.py --batch {batch}.
     """
     from scalescope.bench.scale import ScalePlan, run_study, study_table
+    from scalescope.events.study import STUDY_FILE
     from scalescope.launch.session import start
     from scalescope.report.outputs import report_console
     from scalescope.report.scaling_view import render_scaling, render_scaling_html
@@ -513,7 +527,7 @@ def scale(
         fail(escape(str(exc)))
     name = bench_model or Path(script or "").stem
     where = study_dir or Path("scalescope_runs") / f"scale-{name}-{time_stamp()}"
-    if (where / "scale.json").exists():
+    if (where / STUDY_FILE).exists():
         fail(f"{escape(str(where))} already holds a study; choose another --study-dir")
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
     study = run_study(spec, plan, where, lambda s: start(s, True, master_addr), scale_progress)

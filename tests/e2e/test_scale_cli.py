@@ -84,3 +84,14 @@ def test_breakdown_per_size_from_each_runs_analysis(study):
     assert two.breakdown.compute_ms > 0 and two.breakdown.waiting_ms is not None
     assert two.breakdown.compute_ms < two.step_ms
     assert three.breakdown is None and three.speedup is None and three.status == "failed"
+
+
+def test_report_re_renders_the_study(study, tmp_path):
+    proc, tmp = study
+    again = scalescope(
+        "report", tmp / "study", "--html", tmp_path / "again.html", cwd=tmp_path, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith(("┃", "│"))]
+    assert table and all(line in again.stdout for line in table)
+    assert 'id="chart-scale-throughput"' in (tmp_path / "again.html").read_text()

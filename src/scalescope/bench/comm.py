@@ -95,6 +95,9 @@ def measure(args: argparse.Namespace, backend: str, group: Any, device: torch.de
     n = dist.get_world_size(group)
     out = []
     for op in args.ops:
+        started = time.perf_counter()
+        if dist.get_rank() == 0:
+            print(f"# {backend} {op}: {len(args.sizes)} sizes ...", file=sys.stderr, flush=True)
         if op == "sendrecv" and n < 2:
             out.append({"backend": backend, "op": op, "error": "sendrecv needs 2 or more ranks"})
             continue
@@ -112,6 +115,8 @@ def measure(args: argparse.Namespace, backend: str, group: Any, device: torch.de
                 out.append(row)
                 break
             out.append(row)
+        if dist.get_rank() == 0:
+            print(f"# {backend} {op}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return out
 
 
@@ -147,8 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for backend in args.backends:
             group = dist.new_group(backend=backend)
-            if dist.get_rank() == 0:
-                print(f"# {backend}: {', '.join(args.ops)}", file=sys.stderr, flush=True)
             results += measure(args, backend, group, backend_device(backend))
     finally:
         dist.destroy_process_group()

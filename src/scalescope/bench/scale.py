@@ -21,6 +21,8 @@ from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 from scalescope.launch.runner import RunSpec
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from scalescope.analyze.scaling import ScalingTable
 
 BATCH_PLACEHOLDER = "{batch}"
@@ -156,3 +158,16 @@ def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
         except RunDirError:
             analyses[p.ranks] = None
     return scaling_table(study, analyses)
+
+
+def report_study(study_dir: Path, html: Path | None, console: Console) -> list[Path]:
+    """Print a recorded study's table (``scalescope report STUDY_DIR``); write its page."""
+    from scalescope.events.study import load_study
+    from scalescope.report.scaling_view import render_scaling, render_scaling_html
+
+    table = study_table(study_dir, load_study(study_dir))
+    render_scaling(table, console)
+    if html is None:
+        return []
+    html.write_text(render_scaling_html(table), encoding="utf-8")
+    return [html]
