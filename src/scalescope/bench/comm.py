@@ -143,11 +143,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def write_raw(record: dict[str, Any]) -> None:
+    """comm.json in the run directory, atomically (a reader never sees half a file)."""
+    run_dir = os.environ.get("SCALESCOPE_RUN_DIR")
+    if run_dir:
+        path = Path(run_dir) / RAW_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(record) + "\n")
+        os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # all_gather_into_tensor and reduce_scatter_tensor are the names the probe wraps
     warnings.filterwarnings("ignore", message=".*is deprecated.*", category=FutureWarning)
     default = "cpu:gloo,cuda:nccl" if "nccl" in args.backends else args.backends[0]
     dist.init_process_group(backend=default)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
     results = []
     try:
         for backend in args.backends:
@@ -155,17 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             results += measure(args, backend, group, backend_device(backend))
     finally:
         dist.destroy_process_group()
-    run_dir = os.environ.get("SCALESCOPE_RUN_DIR")
-    if dist_rank() == 0 and run_dir:
-        record = {"world_size": int(os.environ["WORLD_SIZE"]), "dtype": args.dtype}
-        record |= {"iters": args.iters, "warmup": args.warmup, "measurements": results}
-        path = Path(run_dir) / RAW_FILE
-        path.write_text(json.dumps(record) + "\n")
+    if rank == 0:
+        write_raw(
+            {"world_size": world_size, "dtype": args.dtype, "iters": args.iters,
+             "warmup": args.warmup, "measurements": results}
+        )  # fmt: skip
     return 0
-
-
-def dist_rank() -> int:
-    return int(os.environ.get("RANK", "0"))
 
 
 if __name__ == "__main__":
