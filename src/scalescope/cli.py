@@ -504,7 +504,8 @@ def scale(
 ) -> None:
     """Run the same workload at each size, one profiled run each, and print the scaling table.
 
-    scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 train.py --batch {batch}.
+    scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 --batch-size 32 -- train.py
+    --batch {batch} (weak: {batch} is the per-rank batch; --strong: the global one / ranks).
     """
     from scalescope.bench.scale import ScalePlan, run_study, study_table
     from scalescope.events.study import STUDY_FILE
