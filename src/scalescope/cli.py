@@ -507,11 +507,10 @@ def scale(
     scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 --batch-size 32 -- train.py
     --batch {batch} (weak: {batch} is the per-rank batch; --strong: the global one / ranks).
     """
-    from scalescope.bench.scale import ScalePlan, run_study, study_table
+    from scalescope.bench.scale import ScalePlan, report_study, run_study
     from scalescope.events.study import STUDY_FILE
     from scalescope.launch.session import start
     from scalescope.report.outputs import report_console
-    from scalescope.report.scaling_view import render_scaling, render_scaling_html
 
     sizes = int_list(ranks, "--ranks") or ()
     params = locals() | {"nproc_per_node": 1, "nnodes": 1, "run_dir": None, "no_probe": False,
@@ -532,12 +531,9 @@ def scale(
         fail(f"{escape(str(where))} already holds a study; choose another --study-dir")
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
     study = run_study(spec, plan, where, lambda s: start(s, True, master_addr), scale_progress)
-    table = study_table(where, study)
-    render_scaling(table, report_console())
-    if html is not None:
-        html.write_text(render_scaling_html(table), encoding="utf-8")
-        err.print(f"wrote {html}")
-    err.print(f"study: {where}/scale.json")
+    for path in report_study(where, html, report_console()):
+        err.print(f"wrote {path}")
+    err.print(f"study: {where / STUDY_FILE}  (scalescope report {where})")
     raise typer.Exit(0 if all(p.status == "ok" for p in study.points) else 1)
 
 
@@ -546,9 +542,16 @@ def scale_spec(
     image_size: int,
 ) -> RunSpec:  # fmt: skip
     """The run of one size before its ranks and batch are set."""
+    from scalescope.bench.scale import BATCH_PLACEHOLDER
+
     if model is None:
+        if p["batch_size"] is not None and not any(BATCH_PLACEHOLDER in a for a in args):
+            fail("--batch-size with a script needs {batch} in the script's arguments")
         return launch_spec(p, target=script, args=args, warmup_steps=p["warmup_steps"])
     from scalescope.bench.options import BenchOptions
+
+    if p["warmup_steps"] >= steps:
+        fail(f"--warmup-steps ({p['warmup_steps']}) must be less than --steps ({steps})")
 
     try:
         options = BenchOptions(

@@ -76,7 +76,11 @@ def point_spec(base: RunSpec, plan: ScalePlan, study_dir: Path, i: int) -> RunSp
     ranks, nodes = plan.ranks[i], plan.nodes[i]
     launch = replace(base.launch, nproc_per_node=ranks // nodes, nnodes=nodes)
     run_dir = study_dir / f"ranks-{ranks}"
-    return replace(base, launch=launch, run_dir=run_dir, args=plan.args_for(base.args, ranks))
+    options = dict(base.options)
+    if "batch_size" in options and plan.per_rank_batch(ranks) is not None:
+        options["batch_size"] = plan.per_rank_batch(ranks)
+    args = plan.args_for(base.args, ranks)
+    return replace(base, launch=launch, run_dir=run_dir, args=args, options=options)
 
 
 def recorded_point(point: ScalePoint, run_dir: Path) -> ScalePoint:

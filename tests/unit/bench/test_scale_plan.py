@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
 from scalescope.bench.scale import ScalePlan
 from scalescope.cli import app
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+
+DDP_TRAIN = Path(__file__).parents[2] / "e2e" / "scripts" / "ddp_train.py"
 
 
 def test_weak_keeps_the_per_rank_batch_strong_divides_the_global_one():
@@ -38,6 +42,9 @@ def test_weak_keeps_the_per_rank_batch_strong_divides_the_global_one():
         (["--ranks", "1,2", "--bench", "resnet18", "train.py"], "one of them"),
         (["--ranks", "1", "--bench", "nosuchnet[0]"], "nosuchnet[0]"),
         (["--ranks", "1", "missing[1].py"], "script not found: missing[1].py"),
+        (["--ranks", "1", "--batch-size", "8", str(DDP_TRAIN)], "needs {batch} in the script's"),
+        (["--ranks", "1", "--bench", "resnet18", "--steps", "3", "--warmup-steps", "3"],
+         "--warmup-steps (3) must be less than --steps (3)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_clear_error(args, message, tmp_path):
@@ -55,3 +62,20 @@ def test_an_existing_study_is_not_overwritten(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "already holds a study" in result.output
     assert path.read_bytes() == before
+
+
+def test_each_size_gets_its_ranks_nodes_batch_and_run_directory(tmp_path):
+    from scalescope.bench.scale import point_spec
+    from scalescope.launch.runner import RunSpec
+
+    base = RunSpec(
+        target="scalescope.bench.workload", is_module=True, workload="resnet18",
+        args=["resnet18", "--batch-size=64"], options={"batch_size": 64},
+    )  # fmt: skip
+    plan = ScalePlan(ranks=(1, 4), nodes=(1, 2), strong=True, batch_size=64,
+                     batch_arg="--batch-size")  # fmt: skip
+    spec = point_spec(base, plan, tmp_path, 1)
+    assert (spec.launch.nproc_per_node, spec.launch.nnodes) == (2, 2)
+    assert spec.run_dir == tmp_path / "ranks-4"
+    assert spec.args[-1] == "--batch-size=16" and spec.options["batch_size"] == 16
+    assert base.options["batch_size"] == 64
