@@ -66,10 +66,12 @@ def test_an_existing_study_is_not_overwritten(tmp_path):
 
 def test_each_size_gets_its_ranks_nodes_batch_and_run_directory(tmp_path):
     from scalescope.bench.scale import point_spec
+    from scalescope.launch.local import LaunchOptions
     from scalescope.launch.runner import RunSpec
 
     base = RunSpec(
         target="scalescope.bench.workload", is_module=True, workload="resnet18",
+        launch=LaunchOptions(rdzv_endpoint="127.0.0.1:29500"),
         args=["resnet18", "--batch-size=64"], options={"batch_size": 64},
     )  # fmt: skip
     plan = ScalePlan(ranks=(1, 4), nodes=(1, 2), strong=True, batch_size=64,
