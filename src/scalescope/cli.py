@@ -239,6 +239,8 @@ def report(
     if (run_dir / STUDY_FILE).is_file():
         from scalescope.bench.scale import report_study
 
+        if json_file or timeline:
+            fail(f"{escape(str(run_dir))} is a scale study: its JSON is {STUDY_FILE}; no timeline")
         try:
             written = report_study(run_dir, html, report_console())
         except ValueError as exc:

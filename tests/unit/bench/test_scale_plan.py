@@ -81,3 +81,11 @@ def test_each_size_gets_its_ranks_nodes_batch_and_run_directory(tmp_path):
     assert spec.run_dir == tmp_path / "ranks-4"
     assert spec.args[-1] == "--batch-size=16" and spec.options["batch_size"] == 16
     assert base.options["batch_size"] == 64
+
+
+def test_report_of_a_study_refuses_run_only_outputs(tmp_path):
+    save_study(ScaleStudy(points=[ScalePoint(ranks=1, status="failed", error="x")]), tmp_path)
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 2 and "is a scale study" in " ".join(result.output.split())
+    shown = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert shown.exit_code == 0 and "FAILED" in shown.output, shown.output
