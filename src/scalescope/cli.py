@@ -418,9 +418,8 @@ def comm(
     Runs through the same launcher as run (local, Slurm, mpirun, multi-node), probe on.
     """
     from scalescope.bench.comm_options import CommOptions
-    from scalescope.bench.comm_run import CommFiles, load_comm, show_nccl_tests, write_comm
+    from scalescope.bench.comm_run import CommFiles, run_comm, show_nccl_tests, write_comm
     from scalescope.ingest import IngestError
-    from scalescope.launch.session import start
     from scalescope.report.outputs import report_console
 
     if nccl_tests is not None:
@@ -437,7 +436,8 @@ def comm(
         fail(escape(str(exc)))
     runnable, unavailable = options.split_backends()
     if not runnable:
-        fail(f"no backend can run here: {escape(str(unavailable))}")
+        reasons = "; ".join(f"{b}: {why}" for b, why in unavailable.items())
+        fail(f"no backend can run here ({escape(reasons)})")
     spec = launch_spec(
         params, target="scalescope.bench.comm", is_module=True,
         args=options.workload_args(runnable), warmup_steps=0, workload="comm",
@@ -446,12 +446,11 @@ def comm(
     if dry_run:
         start_or_plan(spec, params)
     try:
-        outcome = start(spec, nproc_per_node is not None, master_addr)
-        if not outcome.report_here:
-            raise typer.Exit(outcome.exit_code)
-        bench = load_comm(outcome.run_dir, unavailable)
+        outcome, bench = run_comm(spec, nproc_per_node is not None, master_addr, unavailable)
     except ValueError as exc:
         fail(escape(str(exc)))
+    if bench is None:
+        raise typer.Exit(outcome.exit_code)
     files = CommFiles(json=json_file, csv=csv_file, html=html)
     for path in write_comm(bench, outcome.run_dir, files, report_console()):
         err.print(f"wrote {path}")

@@ -10,6 +10,8 @@ from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, comm_results
 from scalescope.bench.comm import RAW_FILE
+from scalescope.launch.runner import RunSpec
+from scalescope.launch.session import Outcome, start
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,16 @@ class CommFiles:
     json: Path | None = None
     csv: Path | None = None
     html: Path | None = None
+
+
+def run_comm(
+    spec: RunSpec, nproc_given: bool, master_addr: str | None, unavailable: dict[str, str]
+) -> tuple[Outcome, CommBenchmark | None]:
+    """Launch the benchmark's ranks; the results where this process reports (rank 0's node)."""
+    outcome = start(spec, nproc_given, master_addr)
+    if not outcome.report_here:
+        return outcome, None
+    return outcome, load_comm(outcome.run_dir, unavailable)
 
 
 def load_comm(run_dir: Path, unavailable: dict[str, str]) -> CommBenchmark:
