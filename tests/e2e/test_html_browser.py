@@ -126,3 +126,35 @@ def test_a_browser_without_decompression_stream_gets_a_note(tmp_path):
     assert '<p class="note">this browser cannot inflate the charts' in dom
     assert all(n == 0 for n in status["charts"].values())
     assert "Biggest loss:" in dom and '<table id="sizes">' in dom
+
+
+def test_comm_and_scale_pages_render(tmp_path):
+    from scalescope.analyze.comm_bench import comm_results
+    from scalescope.analyze.scaling import scaling_table
+    from scalescope.events.study import ScalePoint, ScaleStudy
+    from scalescope.report.comm_html import COMM_CHART_IDS, render_comm_html
+    from scalescope.report.scaling_view import SCALE_CHART_IDS, render_scaling_html
+
+    sizes = (8, 1024, 2**20)
+    measurements = [
+        {"backend": backend, "op": "all_reduce", "nbytes": s, "count": s // 4,
+         "times_s": [(20e-6 + s * k * 1e-9) * (1 + i / 10) for i in range(3)]}
+        for backend, k in (("gloo", 1.0), ("mpi", 0.5)) for s in sizes
+    ]  # fmt: skip
+    raw = {"world_size": 2, "dtype": "float32", "iters": 3, "warmup": 1}
+    bench = comm_results(raw | {"measurements": measurements}, {"nccl": EVIL})
+    study = ScaleStudy(workload=EVIL, points=[
+        ScalePoint(ranks=1, samples_per_s=10.0, step_ms=100.0, run_dir="ranks-1"),
+        ScalePoint(ranks=2, samples_per_s=18.0, step_ms=111.0, run_dir="ranks-2"),
+        ScalePoint(ranks=4, status="failed", error=EVIL, run_dir="ranks-4"),
+    ])  # fmt: skip
+    pages = (
+        (render_comm_html(bench), COMM_CHART_IDS),
+        (render_scaling_html(scaling_table(study, {})), SCALE_CHART_IDS[:1]),
+    )
+    for i, (text, ids) in enumerate(pages):
+        page = tmp_path / f"page{i}.html"
+        page.write_text(text, encoding="utf-8")
+        status, dom, console = open_in_chromium(page, tmp_path)
+        check_rendered(status, console, ids)
+        assert "<img" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom

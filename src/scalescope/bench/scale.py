@@ -1,0 +1,177 @@
+"""`scalescope scale`: the same workload at each size, one profiled run directory per size.
+
+Weak scaling keeps the per-rank batch; strong scaling keeps the global batch and divides
+it by the ranks. Each size is an ordinary run (``STUDY_DIR/ranks-N/``) started through the
+same launcher as `run`; its figures come from its own report (analyze), so the table and
+``scalescope report STUDY_DIR/ranks-N`` agree by construction. A size that cannot start or
+fails is recorded with its error; the other sizes still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from msgspec.structs import replace as replace_point
+
+from scalescope.events.run import RunDirError, load_run
+from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+from scalescope.launch.runner import RunSpec
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from scalescope.analyze.scaling import ScalingTable
+
+BATCH_PLACEHOLDER = "{batch}"
+"""In a script's arguments, replaced by the per-rank batch of each size."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalePlan:
+    """The sizes to run and how the batch changes with them."""
+
+    ranks: tuple[int, ...]
+    nodes: tuple[int, ...]
+    """Nodes of each size (1 everywhere unless --nodes)."""
+    strong: bool = False
+    batch_size: int | None = None
+    """Per-rank batch (weak) or global batch (strong); None when the script sets its own."""
+    batch_arg: str | None = None
+    """The bench option that takes the per-rank batch (``--batch-size``), or None for a script."""
+
+    def __post_init__(self) -> None:
+        if not self.ranks or min(self.ranks) < 1:
+            raise ValueError("--ranks needs positive rank counts, e.g. 1,2,4")
+        if len(self.nodes) != len(self.ranks):
+            raise ValueError(f"--nodes gives {len(self.nodes)} sizes for {len(self.ranks)} --ranks")
+        for n, k in zip(self.ranks, self.nodes, strict=True):
+            if k < 1 or n % k:
+                raise ValueError(f"{n} ranks do not spread evenly over {k} nodes")
+        if self.strong and self.batch_size is None:
+            raise ValueError("--strong needs --batch-size (the global batch to keep)")
+        if self.strong:
+            bad = [n for n in self.ranks if self.batch_size % n]
+            if bad:
+                raise ValueError(f"global batch {self.batch_size} does not divide by {bad} ranks")
+
+    def per_rank_batch(self, ranks: int) -> int | None:
+        if self.batch_size is None:
+            return None
+        return self.batch_size // ranks if self.strong else self.batch_size
+
+    def args_for(self, args: list[str], ranks: int) -> list[str]:
+        """The workload's arguments at this size: the per-rank batch filled in."""
+        batch = self.per_rank_batch(ranks)
+        if batch is None:
+            return list(args)
+        if self.batch_arg is not None:
+            return [*args, f"{self.batch_arg}={batch}"]
+        return [a.replace(BATCH_PLACEHOLDER, str(batch)) for a in args]
+
+
+def point_spec(base: RunSpec, plan: ScalePlan, study_dir: Path, i: int) -> RunSpec:
+    ranks, nodes = plan.ranks[i], plan.nodes[i]
+    launch = replace(base.launch, nproc_per_node=ranks // nodes, nnodes=nodes)
+    run_dir = study_dir / f"ranks-{ranks}"
+    options = dict(base.options)
+    if "batch_size" in options and plan.per_rank_batch(ranks) is not None:
+        options["batch_size"] = plan.per_rank_batch(ranks)
+    args = plan.args_for(base.args, ranks)
+    return replace(base, launch=launch, run_dir=run_dir, args=args, options=options)
+
+
+def recorded_point(point: ScalePoint, run_dir: Path) -> ScalePoint:
+    """The point with its run's own figures: status, samples/s, step time, oversubscription."""
+    from scalescope.analyze import analyze_run
+
+    run = load_run(run_dir)
+    analysis = analyze_run(run)
+    steps = analysis.steps
+    threads = max((m.num_threads for m in run.ranks.values()), default=0)
+    cores = run.meta.hardware.get("usable_cores") or run.meta.hardware.get("logical_cores")
+    failed = analysis.first_failure
+    return replace_point(
+        point,
+        status="ok" if analysis.status == "completed" else "failed",
+        error=None if failed is None else (failed.error or failed.status).splitlines()[-1],
+        threads_per_rank=threads,
+        samples_per_s=steps.samples_per_s if steps else None,
+        step_ms=steps.mean_step_ms if steps else None,
+        oversubscribed=bool(cores) and point.ranks_per_node * threads > cores,
+    )
+
+
+def run_point(
+    base: RunSpec, plan: ScalePlan, study_dir: Path, i: int, start: Callable[[RunSpec], object]
+) -> ScalePoint:
+    ranks, nodes = plan.ranks[i], plan.nodes[i]
+    point = ScalePoint(
+        ranks=ranks,
+        nodes=nodes,
+        ranks_per_node=ranks // nodes,
+        per_rank_batch=plan.per_rank_batch(ranks),
+        run_dir=f"ranks-{ranks}",
+    )
+    try:
+        spec = point_spec(base, plan, study_dir, i)
+        if base.launch.node_rank >= nodes:
+            return replace_point(point, status="failed", error="this node is not in this size")
+        start(spec)
+        return recorded_point(point, study_dir / point.run_dir)
+    except (ValueError, RunDirError, OSError) as exc:
+        return replace_point(point, status="failed", error=str(exc))
+
+
+def run_study(
+    base: RunSpec,
+    plan: ScalePlan,
+    study_dir: Path,
+    start: Callable[[RunSpec], object],
+    on_point: Callable[[ScalePoint], None] = lambda p: None,
+) -> ScaleStudy:
+    """Run every size in order, saving scale.json after each (a crash keeps the sizes done).
+
+    On several nodes every node runs the same study with its --node-rank; a node beyond a
+    size's node count sits that size out, and only node 0 writes scale.json.
+    """
+    study = ScaleStudy(
+        mode="strong" if plan.strong else "weak",
+        command=base.command,
+        workload=base.workload if base.workload != "script" else base.target,
+    )
+    for i in range(len(plan.ranks)):
+        study.points.append(run_point(base, plan, study_dir, i, start))
+        if base.launch.node_rank == 0:
+            save_study(study, study_dir)
+        on_point(study.points[-1])
+    return study
+
+
+def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
+    """The scaling table from each point's own run directory (a missing one is no breakdown)."""
+    from scalescope.analyze import analyze_run
+    from scalescope.analyze.scaling import scaling_table
+
+    analyses = {}
+    for p in study.points:
+        try:
+            analyses[p.ranks] = analyze_run(load_run(study_dir / p.run_dir)) if p.run_dir else None
+        except RunDirError:
+            analyses[p.ranks] = None
+    return scaling_table(study, analyses)
+
+
+def report_study(study_dir: Path, html: Path | None, console: Console) -> list[Path]:
+    """Print a recorded study's table (``scalescope report STUDY_DIR``); write its page."""
+    from scalescope.events.study import load_study
+    from scalescope.report.scaling_view import render_scaling, render_scaling_html
+
+    table = study_table(study_dir, load_study(study_dir))
+    render_scaling(table, console)
+    if html is None:
+        return []
+    html.write_text(render_scaling_html(table), encoding="utf-8")
+    return [html]

@@ -1,0 +1,117 @@
+"""`scalescope comm` with real gloo ranks: its columns against the probe of the same run and
+against numbers recomputed from the ranks' raw times."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+
+import pytest
+
+from conftest import scalescope
+from scalescope.events import Kind, load_run
+from scalescope.predict.alpha_beta import load_fits
+
+OPS = "allreduce,allgather,reduce_scatter,broadcast,alltoall,sendrecv"
+ITERS, WARMUP = 3, 1
+NCCL_FACTORS = {  # nccl-tests src/*.cu GetBw, written out independently of scalescope
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+
+
+def comm_run(tmp, n: int, ops: str, sizes: str):
+    out = tmp / f"n{n}"
+    proc = scalescope(
+        "comm", "-n", n, "--ops", ops, "--sizes", sizes, "--factor", 64, "--iters", ITERS,
+        "--warmup", WARMUP, "--run-dir", out / "run", "--json", out / "comm.json",
+        "--csv", out / "comm.csv", "--html", out / "comm.html", "--oversubscribe", cwd=tmp,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads((out / "comm.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    return comm_run(tmp_path_factory.mktemp("comm2"), 2, OPS, "8:1M")
+
+
+@pytest.fixture(scope="module")
+def three_ranks(tmp_path_factory):
+    return comm_run(tmp_path_factory.mktemp("comm3"), 3, "allreduce,allgather", "8:64K")
+
+
+def test_every_op_and_size_is_reported_with_nccl_tests_columns(two_ranks):
+    proc, doc, out = two_ranks
+    assert doc["world_size"] == 2 and doc["iters"] == ITERS
+    got = {(r["op"], r["nbytes"]) for r in doc["results"]}
+    assert got == {(op, s) for op in NCCL_FACTORS for s in (8, 512, 32768)}
+    for col in ("size (B)", "count", "redop", "algbw (GB/s)", "busbw (GB/s)", "Avg Latency(us)"):
+        assert col in proc.stdout
+    rows = list(csv.DictReader((out / "comm.csv").open()))
+    assert len(rows) == len(doc["results"])
+
+
+def test_unavailable_backends_are_listed_not_errors(two_ranks):
+    proc, doc, _ = two_ranks
+    unavailable = {u["backend"]: u["reason"] for u in doc["unavailable"]}
+    assert "mpi" in unavailable and "MPI" in unavailable["mpi"]
+    assert "nccl" in unavailable
+    assert "unavailable mpi" in proc.stdout
+
+
+@pytest.mark.parametrize("fixture", ["two_ranks", "three_ranks"])
+def test_columns_recomputed_from_the_ranks_raw_times(fixture, request):
+    _, doc, out = request.getfixturevalue(fixture)
+    n = doc["world_size"]
+    raw = json.loads((out / "run" / "comm.json").read_text())
+    by_key = {(m["op"], m["nbytes"]): m["times_s"] for m in raw["measurements"]}
+    for r in doc["results"]:
+        times = by_key[(r["op"], r["nbytes"])]
+        assert len(times) == ITERS
+        avg_s = statistics.fmean(times)
+        assert r["time_avg_us"] == pytest.approx(avg_s * 1e6)
+        assert r["time_min_us"] <= r["time_avg_us"] <= r["time_max_us"]
+        assert r["algbw_gbps"] == pytest.approx(r["nbytes"] / avg_s / 1e9)
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * NCCL_FACTORS[r["op"]](n))
+        elem = 4
+        assert r["count"] * elem == r["nbytes"]
+        if r["op"] in ("all_gather", "all_to_all", "reduce_scatter"):
+            assert r["count"] % n == 0
+
+
+def test_allreduce_bytes_on_the_wire_match_the_probes_count(request):
+    for fixture in ("two_ranks", "three_ranks"):
+        _, doc, out = request.getfixturevalue(fixture)
+        n = doc["world_size"]
+        run = load_run(out / "run")
+        ev = run.events
+        coll = ev.select((ev.kind == Kind.COLLECTIVE) & ev.where("name", "all_reduce"))
+        sizes = [r["nbytes"] for r in doc["results"] if r["op"] == "all_reduce"]
+        for rank in range(n):
+            mine = sorted(coll.nbytes[coll.rank == rank].tolist())
+            assert mine == sorted(s for s in sizes for _ in range(ITERS + WARMUP))
+        for r in (r for r in doc["results"] if r["op"] == "all_reduce"):
+            wire = r["busbw_gbps"] * 1e9 * r["time_avg_us"] / 1e6  # bytes per rank per call
+            assert wire == pytest.approx(r["nbytes"] * 2 * (n - 1) / n)
+
+
+def test_alpha_beta_fits_load_for_project(two_ranks):
+    _, doc, out = two_ranks
+    fits = load_fits(out / "comm.json")
+    assert {(f.op, f.backend) for f in fits} == {(op, "gloo") for op in NCCL_FACTORS}
+    for f in fits:
+        assert f.num_points == 3 and f.min_bytes == 8 and f.world_size == 2
+        assert f.alpha_s >= 0 and f.beta_s_per_byte >= 0 and f.rel_err >= 0
+
+
+def test_html_has_both_charts_offline(two_ranks):
+    _, _, out = two_ranks
+    page = (out / "comm.html").read_text()
+    assert 'id="chart-comm-latency"' in page and 'id="chart-comm-busbw"' in page
+    assert "http://" not in page.split("plotly-gz")[0]

@@ -1,0 +1,97 @@
+"""`scalescope scale` with real ranks: a table whose samples/s are the runs' own, and a size
+that cannot start recorded as failed while the others report."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from conftest import DDP_TRAIN, scalescope
+from scalescope.analyze import analyze_run
+from scalescope.events import Kind, load_run
+from scalescope.events.study import load_study
+from scalescope.report.outputs import report_json
+
+BATCH, STEPS, WARMUP = 4, 8, 2
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scale")
+    proc = scalescope(
+        "scale", "--ranks", "1,2,3", "--batch-size", BATCH, "--warmup-steps", WARMUP,
+        "--threads-per-rank", 1, "--bind-to", "core", "--study-dir", tmp / "study",
+        "--html", tmp / "scale.html", "--", DDP_TRAIN, "--steps", STEPS, "--batch-size", "{batch}",
+        cwd=tmp,
+    )  # fmt: skip
+    return proc, tmp
+
+
+def test_failed_size_is_recorded_and_the_others_report(study):
+    proc, tmp = study
+    assert proc.returncode == 1, proc.stderr  # one size failed
+    s = load_study(tmp / "study")
+    assert [(p.ranks, p.status) for p in s.points] == [(1, "ok"), (2, "ok"), (3, "failed")]
+    assert "3 > 2 cores" in s.points[2].error
+    assert "3 ranks failed: 3 ranks × 1 thread = 3 > 2 cores" in " ".join(proc.stdout.split())
+    assert s.mode == "weak" and s.workload == str(DDP_TRAIN)
+    assert [p.per_rank_batch for p in s.points] == [BATCH] * 3
+
+
+def test_samples_per_s_are_the_runs_own(study):
+    proc, tmp = study
+    s = load_study(tmp / "study")
+    for p in s.points[:2]:
+        run = load_run(tmp / "study" / p.run_dir)
+        assert run.meta.world_size == p.ranks
+        doc = report_json(analyze_run(run), None)
+        assert p.samples_per_s == doc["steps"]["samples_per_s"]
+        assert p.step_ms == doc["steps"]["mean_step_ms"]
+        ev = run.events
+        steps = ev.select(ev.kind == Kind.STEP)
+        assert set(steps.count.tolist()) == {BATCH}  # each rank's samples per step
+        assert len(steps) == STEPS * p.ranks
+        assert f"{p.samples_per_s:,.1f}" in proc.stdout
+
+
+def test_speedup_efficiency_and_breakdown(study):
+    proc, tmp = study
+    s = load_study(tmp / "study")
+    one, two = s.points[0], s.points[1]
+    speedup = two.samples_per_s / one.samples_per_s
+    row = next(line for line in proc.stdout.splitlines() if line.strip("│ ").startswith("2 "))
+    assert f"{speedup:.2f}" in row and f"{100 * speedup / 2:.0f}" in row
+    cores = msgspec.json.decode((tmp / "study" / "ranks-2" / "run.json").read_bytes())
+    assert two.oversubscribed == (2 * two.threads_per_rank > cores["hardware"]["usable_cores"])
+    for col in ("compute (ms)", "exposed comm (ms)", "waiting (ms)", "data (ms)"):
+        assert col in " ".join(proc.stdout.split()) or col.split()[0] in proc.stdout
+
+
+def test_dashboard_page_has_the_scaling_charts(study):
+    _, tmp = study
+    page = (tmp / "scale.html").read_text()
+    assert 'id="chart-scale-throughput"' in page and 'id="chart-scale-breakdown"' in page
+    assert "3 ranks failed" in page
+
+
+def test_breakdown_per_size_from_each_runs_analysis(study):
+    _, tmp = study
+    from scalescope.bench.scale import study_table
+
+    table = study_table(tmp / "study", load_study(tmp / "study"))
+    one, two, three = table.rows
+    assert one.breakdown.compute_ms > 0 and one.breakdown.waiting_ms is None
+    assert two.breakdown.compute_ms > 0 and two.breakdown.waiting_ms is not None
+    assert two.breakdown.compute_ms < two.step_ms
+    assert three.breakdown is None and three.speedup is None and three.status == "failed"
+
+
+def test_report_re_renders_the_study(study, tmp_path):
+    proc, tmp = study
+    again = scalescope(
+        "report", tmp / "study", "--html", tmp_path / "again.html", cwd=tmp_path, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith(("┃", "│"))]
+    assert table and all(line in again.stdout for line in table)
+    assert 'id="chart-scale-throughput"' in (tmp_path / "again.html").read_text()
