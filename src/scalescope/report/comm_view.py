@@ -48,7 +48,7 @@ def nccl_cells(r: CommRow) -> list[str]:
 
 
 def nccl_table(rows: list[CommRow], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for i, col in enumerate(NCCL_COLUMNS):
         table.add_column(col, justify="left" if i in (2, 3) else "right")
     for r in rows:

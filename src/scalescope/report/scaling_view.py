@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from scalescope.analyze.scaling import ScalingRow, ScalingTable
 from scalescope.report.html import chart_html, esc, page
@@ -55,16 +56,16 @@ def cells(r: ScalingRow) -> list[str]:
 def render_scaling(t: ScalingTable, console: Console) -> None:
     base = f"against {t.base_ranks} ranks" if t.base_ranks else "no size succeeded"
     title = f"Scaling of {t.workload} ({t.mode}; speedup and efficiency {base})"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for col in COLUMNS:
         table.add_column(col, justify="left" if col == "note" else "right")
     for r in t.rows:
         style = "red" if r.status != "ok" else ("yellow" if r.oversubscribed else None)
-        table.add_row(*cells(r), style=style)
+        table.add_row(*(Text(c) for c in cells(r)), style=style)
     console.print(table)
     for r in t.rows:
         if (text := explain(r)) is not None:
-            console.print(text, style="red" if r.status != "ok" else "yellow")
+            console.print(Text(text, style="red" if r.status != "ok" else "yellow"))
     console.print(
         "step breakdown per measured step, mean over ranks: compute = forward + backward + "
         "optimizer; exposed comm = gradient transfer after backward; waiting = for other ranks"
