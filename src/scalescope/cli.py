@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions
@@ -350,6 +351,86 @@ def bench(
         options=options.as_dict(),
     )
     start_or_plan(spec, params)
+
+
+def parse_nodes(text: str) -> tuple[int, ...]:
+    try:
+        nodes = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        fail(f"--nodes takes node counts like 1,2,4,8, got {escape(text)!r}")
+        raise
+    return nodes
+
+
+@app.command()
+def project(
+    run_dir: Path | None = typer.Argument(None, help="A run directory written by run or bench."),
+    nodes: str = typer.Option("1,2,4,8", "--nodes", help="Node counts to project, e.g. 1,2,4,8."),
+    ranks_per_node: int | None = typer.Option(
+        None, "--ranks-per-node", help="Ranks per node (default: the run's, or per GPU/NUMA)."
+    ),
+    hardware: str | None = typer.Option(
+        None,
+        "--hardware",
+        help="Target: a64fx, xeon-8380, epyc-7763, v100, a100, h100 or FILE.toml "
+        "(default: the machine of the run).",
+    ),
+    comm: Path | None = typer.Option(
+        None, "--comm", help="α-β fits of `scalescope comm --json` for the allreduce."
+    ),
+    global_batch: int | None = typer.Option(
+        None, "--global-batch", help="Strong scaling: this global batch at every size."
+    ),
+    per_rank_batch: int | None = typer.Option(
+        None, "--per-rank-batch", help="Weak scaling with this batch per rank (default: run's)."
+    ),
+    algorithm: str = typer.Option("ring", "--algorithm", help="Allreduce: ring or tree."),
+    epoch_samples: int = typer.Option(
+        1_281_167, "--epoch-samples", help="Samples per epoch [default: ImageNet-1k train]."
+    ),
+    validate: Path | None = typer.Option(
+        None, "--validate", help="A scale study: fit on the smaller sizes, predict the largest."
+    ),
+    holdout: int = typer.Option(1, "--holdout", help="Largest sizes held out by --validate."),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the result as JSON."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the projection as HTML."),
+) -> None:
+    """Project step time, throughput and epoch time to more nodes or other hardware."""
+    from scalescope.report.outputs import report_console
+
+    if (run_dir is None) == (validate is None):
+        fail("give a RUN_DIR to project, or --validate STUDY_DIR (not both)")
+    try:
+        if validate is not None:
+            from scalescope.predict.validate import validate_study
+            from scalescope.report.project_view import render_validation, validation_json
+
+            result = validate_study(validate, holdout, comm, algorithm)
+            render_validation(result, report_console())
+            if json_file is not None:
+                json_file.write_bytes(validation_json(result))
+            return
+        from scalescope.predict.project import ProjectOptions, project_run
+        from scalescope.report.project_view import (
+            projection_html,
+            projection_json,
+            render_projection,
+        )
+
+        options = ProjectOptions(
+            nodes=parse_nodes(nodes), ranks_per_node=ranks_per_node, hardware=hardware,
+            comm=comm, global_batch=global_batch, per_rank_batch=per_rank_batch,
+            algorithm=algorithm, epoch_samples=epoch_samples,
+        )  # fmt: skip
+        projection = project_run(run_dir, options)
+    except ValueError as exc:
+        fail(escape(str(exc)))
+    render_projection(projection, report_console())
+    if json_file is not None:
+        json_file.write_bytes(projection_json(projection))
+    if html is not None:
+        html.write_text(projection_html(projection), encoding="utf-8")
+        err.print(f"wrote {escape(str(html))}")
 
 
 @app.command()

@@ -122,10 +122,9 @@ def _compute_cv(run: Run) -> float:
     phases = events.of_kind(Kind.PHASE)
     phases = phases.select(phases.step >= warmup)
     mask = np.isin(phases.name, [phases.symbols.id_of(p) for p in ("forward", "backward")])
-    per_step = {}
-    for rank, step, dur in zip(phases.rank[mask], phases.step[mask], phases.dur_ns[mask]):
-        per_step[(int(rank), int(step))] = per_step.get((int(rank), int(step)), 0) + int(dur)
-    values = np.array(list(per_step.values()), dtype=np.float64)
+    keys = (phases.rank[mask].astype(np.int64) << 32) + phases.step[mask].astype(np.int64)
+    _, slot = np.unique(keys, return_inverse=True)
+    values = np.bincount(slot.reshape(-1), weights=phases.dur_ns[mask].astype(np.float64))
     return float(values.std() / values.mean()) if len(values) > 1 and values.mean() > 0 else 0.0
 
 

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scalescope.predict.alpha_beta import load_fits
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
+from scalescope.predict.alpha_beta import load_fits
 from scalescope.predict.catalogue import Hardware, load_hardware
 from scalescope.predict.inputs import Placement, RunInputs, run_inputs
 from scalescope.predict.model import StepTerms, Target, sharing_slowdown, step_terms
@@ -125,9 +125,7 @@ def target_of(
         placement = Placement(
             ranks_per_node=per_node, threads_per_rank=max(cores // per_node, 1), node_cores=cores
         )
-    return Target(
-        nodes=nodes, ranks_per_node=per_node, per_rank_batch=batch, placement=placement
-    )
+    return Target(nodes=nodes, ranks_per_node=per_node, per_rank_batch=batch, placement=placement)
 
 
 def predict_point(

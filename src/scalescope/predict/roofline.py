@@ -1,11 +1,11 @@
 """Compute time and memory of a rank on other hardware, from the run measured here.
 
 Roofline: one sample takes ``max(F / P, B / W) / η`` on a rank with peak P FLOP/s and
-memory bandwidth W, for the model's F FLOPs and B bytes per sample at the rank's batch (``costs.py``). η is
-the fraction of the roofline the run reached here: its measured compute time per sample
-against ``F / P_here`` (P_here: the cores it ran on × the per-core peak estimated from
-the CPU's ISA and clock, ``diagnose.rules_flops``). The same η is assumed on the target:
-the framework's kernels are taken to be as good there as here.
+memory bandwidth W, for the model's F FLOPs and B bytes per sample at the rank's batch
+(``costs.py``). η is the fraction of the roofline the run reached here: its measured
+compute time per sample against ``F / P_here`` (P_here: the cores it ran on × the
+per-core peak estimated from the CPU's ISA and clock, ``diagnose.rules_flops``). The same
+η is assumed on the target: the framework's kernels are taken to be as good there as here.
 
 Memory: the run's peak (RSS or CUDA max allocated) at its batch, plus the activations of
 each extra sample (the forward outputs autograd keeps); a batch whose need exceeds the
