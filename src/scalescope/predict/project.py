@@ -197,14 +197,18 @@ def with_speedup(points: list[ProjectedPoint]) -> tuple[ProjectedPoint, ...]:
 
 def project_run(run_dir: Path, opts: ProjectOptions) -> Projection:
     """Project a recorded run; bad inputs are ValueErrors with a one-line reason."""
-    ref = run_inputs(run_dir)
+    return project_inputs(run_inputs(run_dir), opts)
+
+
+def project_inputs(ref: RunInputs, opts: ProjectOptions) -> Projection:
+    """Project measured inputs (pure)."""
     hw = load_hardware(opts.hardware) if opts.hardware else None
     default = hw.default_ranks_per_node if hw is not None else ref.placement.ranks_per_node
     per_node = opts.ranks_per_node or default
     results = [_point(ref, opts, n, per_node, hw) for n in sorted(set(opts.nodes))]
     hops = [hop for _, hop, _ in results]
     return Projection(
-        run_dir=str(run_dir),
+        run_dir=ref.run_dir,
         mode="strong" if opts.global_batch is not None else "weak",
         hardware=hw.key if hw is not None else "measured",
         ranks_per_node=per_node,
