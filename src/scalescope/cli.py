@@ -396,41 +396,26 @@ def project(
     html: Path | None = typer.Option(None, "--html", help="Also write the projection as HTML."),
 ) -> None:
     """Project step time, throughput and epoch time to more nodes or other hardware."""
-    from scalescope.report.outputs import report_console
+    from scalescope.report.project_view import write_projection, write_validation
 
     if (run_dir is None) == (validate is None):
         fail("give a RUN_DIR to project, or --validate STUDY_DIR (not both)")
     try:
         if validate is not None:
-            from scalescope.predict.validate import validate_study
-            from scalescope.report.project_view import render_validation, validation_json
-
-            result = validate_study(validate, holdout, comm, algorithm)
-            render_validation(result, report_console())
-            if json_file is not None:
-                json_file.write_bytes(validation_json(result))
+            write_validation(validate, holdout, comm, algorithm, json_file)
             return
-        from scalescope.predict.project import ProjectOptions, project_run
-        from scalescope.report.project_view import (
-            projection_html,
-            projection_json,
-            render_projection,
-        )
+        from scalescope.predict.project import ProjectOptions
 
         options = ProjectOptions(
             nodes=parse_nodes(nodes), ranks_per_node=ranks_per_node, hardware=hardware,
             comm=comm, global_batch=global_batch, per_rank_batch=per_rank_batch,
             algorithm=algorithm, epoch_samples=epoch_samples,
         )  # fmt: skip
-        projection = project_run(run_dir, options)
+        written = write_projection(run_dir, options, json_file, html)
     except ValueError as exc:
         fail(escape(str(exc)))
-    render_projection(projection, report_console())
-    if json_file is not None:
-        json_file.write_bytes(projection_json(projection))
-    if html is not None:
-        html.write_text(projection_html(projection), encoding="utf-8")
-        err.print(f"wrote {escape(str(html))}")
+    for path in written:
+        err.print(f"wrote {escape(str(path))}")
 
 
 @app.command()

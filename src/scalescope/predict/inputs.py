@@ -8,6 +8,8 @@ compute time across steps is kept for the uncertainty band.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +73,7 @@ class RunInputs:
     precision: str
     cost: ModelCost | None
     """FLOPs and bytes per sample of a bench run's model; None for scripts."""
-    hardware: dict
+    hardware: dict[str, Any]
     """The run's hardware facts (run.json)."""
 
 
@@ -138,7 +140,7 @@ def _peak_memory(analysis: RunAnalysis) -> int | None:
     return max(peaks) if peaks else None
 
 
-def run_inputs(run_dir) -> RunInputs:
+def run_inputs(run_dir: Path | str) -> RunInputs:
     """Measure a run directory; a run with no measured step is a ValueError."""
     run = load_run(run_dir)
     analysis = analyze_run(run)

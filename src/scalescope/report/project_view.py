@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict
+from pathlib import Path
 
 import msgspec
 import plotly.graph_objects as go
@@ -11,10 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scalescope.predict.project import ProjectedPoint, Projection
-from scalescope.predict.validate import Validation
+from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
+from scalescope.predict.validate import Validation, validate_study
 from scalescope.report.html import chart_html, esc, page
 from scalescope.report.html_charts import PHASE_COLORS, Chart, layout
+from scalescope.report.outputs import report_console
 
 TERM_COLORS = {
     "compute": PHASE_COLORS["backward"],
@@ -182,3 +184,29 @@ def projection_html(p: Projection) -> str:
         chart_html(terms_chart(p)),
     ]
     return page(f"scalescope projection {p.run_dir}", body)
+
+
+def write_projection(
+    run_dir: Path, options: ProjectOptions, json_file: Path | None, html_file: Path | None
+) -> list[Path]:
+    """Project a run, print it, and write the JSON and HTML asked for."""
+    projection = project_run(run_dir, options)
+    render_projection(projection, report_console())
+    written = []
+    if json_file is not None:
+        json_file.write_bytes(projection_json(projection))
+        written.append(json_file)
+    if html_file is not None:
+        html_file.write_text(projection_html(projection), encoding="utf-8")
+        written.append(html_file)
+    return written
+
+
+def write_validation(
+    study_dir: Path, holdout: int, comm: Path | None, algorithm: str, json_file: Path | None
+) -> None:
+    """Validate on a scale study, print predicted vs measured, write the JSON if asked."""
+    result = validate_study(study_dir, holdout, comm, algorithm)
+    render_validation(result, report_console())
+    if json_file is not None:
+        json_file.write_bytes(validation_json(result))
