@@ -388,6 +388,9 @@ def project(
     epoch_samples: int = typer.Option(
         1_281_167, "--epoch-samples", help="Samples per epoch [default: ImageNet-1k train]."
     ),
+    efficiency: float | None = typer.Option(
+        None, "--efficiency", help="With --hardware: fraction of its roofline (default: as here)."
+    ),
     validate: Path | None = typer.Option(
         None, "--validate", help="A scale study: fit on the smaller sizes, predict the largest."
     ),
@@ -409,7 +412,7 @@ def project(
         options = ProjectOptions(
             nodes=parse_nodes(nodes), ranks_per_node=ranks_per_node, hardware=hardware,
             comm=comm, global_batch=global_batch, per_rank_batch=per_rank_batch,
-            algorithm=algorithm, epoch_samples=epoch_samples,
+            algorithm=algorithm, epoch_samples=epoch_samples, efficiency=efficiency,
         )  # fmt: skip
         written = write_projection(run_dir, options, json_file, html)
     except ValueError as exc:

@@ -29,6 +29,8 @@ class ProjectOptions:
     """Weak scaling with this per-rank batch (default: the run's)."""
     algorithm: str = "ring"
     epoch_samples: int = IMAGENET_TRAIN
+    efficiency: float | None = None
+    """η on the target (fraction of its roofline) instead of the one measured here."""
 
     def __post_init__(self) -> None:
         if not self.nodes or any(n < 1 for n in self.nodes):
@@ -39,6 +41,8 @@ class ProjectOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if self.efficiency is not None and not 0 < self.efficiency <= 1:
+            raise ValueError(f"--efficiency must be in (0, 1], got {self.efficiency}")
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"--algorithm must be ring or tree, got {self.algorithm!r}")
 
@@ -55,6 +59,8 @@ class ProjectedPoint:
     step-to-step variation, the α-β fit's relative error)."""
     samples_per_s: float
     epoch_s: float
+    """Whole steps: ceil(epoch samples / global batch) × step (the last batch is padded,
+    as DistributedSampler does)."""
     speedup: float
     efficiency: float
     dominant: str
@@ -149,6 +155,8 @@ def _notes(ref: RunInputs, opts: ProjectOptions, hw: Hardware | None) -> list[st
             "links between nodes are priced as the run's own (one node) transfers: "
             "give --comm from a multi-node `scalescope comm` for real ones"
         )
+    if hw is not None and opts.efficiency is not None:
+        notes.append(f"η = {opts.efficiency:g} given (--efficiency), not measured here")
     if hw is not None and opts.comm is not None:
         notes.append("the α-β of --comm prices every link of the target (not its catalogue's)")
     return notes
@@ -161,10 +169,11 @@ def _point(
     hop = choose_hop(ref, opts.comm, hw, nodes)
     roof = None
     if hw is not None:
-        roof = target_compute(ref, hw, per_node, target.per_rank_batch)
+        roof = target_compute(ref, hw, per_node, target.per_rank_batch, opts.efficiency)
         check_memory(ref, target.per_rank_batch, roof.share, hw)
     terms, band = predict_point(ref, target, hop, opts.algorithm, roof)
     rate = target.ranks * target.per_rank_batch / (terms.step_ms / 1e3)
+    steps = math.ceil(opts.epoch_samples / (target.ranks * target.per_rank_batch))
     point = ProjectedPoint(
         nodes=nodes,
         ranks=target.ranks,
@@ -173,7 +182,7 @@ def _point(
         terms=terms,
         band_ms=band,
         samples_per_s=rate,
-        epoch_s=opts.epoch_samples / rate,
+        epoch_s=steps * terms.step_ms / 1e3,
         speedup=1.0,
         efficiency=1.0,
         dominant=terms.dominant,

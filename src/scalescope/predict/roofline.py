@@ -78,9 +78,14 @@ def here_peak_per_core(ref: RunInputs) -> float:
 
 
 def target_compute(
-    ref: RunInputs, hw: Hardware, ranks_per_node: int, per_rank_batch: float
+    ref: RunInputs,
+    hw: Hardware,
+    ranks_per_node: int,
+    per_rank_batch: float,
+    efficiency: float | None = None,
 ) -> RooflineCompute:
-    """Compute time per sample of one rank on ``hw`` (module docstring)."""
+    """Compute time per sample of one rank on ``hw`` (module docstring); ``efficiency``
+    replaces the η measured here (e.g. one known from the target)."""
     if ref.cost is None:
         raise ValueError(
             "--hardware needs the model's FLOPs, counted for bench runs only "
@@ -91,7 +96,8 @@ def target_compute(
     cost = ref.cost
     here_peak = here_peak_per_core(ref) * ref.placement.cores_per_rank
     measured_s = ref.compute_ms / 1e3 / ref.per_rank_batch
-    efficiency = cost.flops_per_sample / here_peak / measured_s
+    if efficiency is None:
+        efficiency = cost.flops_per_sample / here_peak / measured_s
     share = rank_share(hw, ranks_per_node, ref.precision)
     flops_s = cost.flops_per_sample / share.peak_flops
     bytes_s = cost.bytes_per_sample(per_rank_batch) / share.memory_bw_bytes_per_s

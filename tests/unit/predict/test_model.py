@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 from predict_inputs import inputs
@@ -57,7 +59,8 @@ def test_weak_projection_table():
     assert [q.ranks for q in p.points] == [2, 4, 8]
     for q in p.points:
         assert q.samples_per_s == pytest.approx(q.ranks * 8 / (q.terms.step_ms / 1e3))
-        assert q.epoch_s == pytest.approx(1600 / q.samples_per_s)
+        steps = math.ceil(1600 / (q.ranks * 8))  # 100, 50, 25 whole steps
+        assert q.epoch_s == pytest.approx(steps * q.terms.step_ms / 1e3)
         first = p.points[0]
         assert q.efficiency == pytest.approx(
             q.samples_per_s / first.samples_per_s * first.ranks / q.ranks
@@ -90,6 +93,8 @@ def test_other_hardware_projection_and_its_refusals():
     assert p.ranks_per_node == 4 and p.points[0].bound == MEMORY_BOUND
     assert p.points[0].terms.compute_ms == pytest.approx(8 * 1e3 * 5e7 / 256e9 / 0.25)
     assert "Tofu" in p.hop.source
+    given = project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="a64fx", efficiency=0.5))
+    assert given.points[0].terms.compute_ms == pytest.approx(p.points[0].terms.compute_ms / 2)
     with pytest.raises(ValueError, match="needs about .* GB per rank; v100 gives a rank 32.0"):
         project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="v100",
                                                 per_rank_batch=20_000))  # fmt: skip
@@ -112,6 +117,7 @@ def test_one_rank_run_needs_transfers_from_somewhere():
         ({"nodes": (1,), "global_batch": 8, "per_rank_batch": 8}, "not both"),
         ({"nodes": (1,), "ranks_per_node": 0}, "--ranks-per-node must be positive"),
         ({"nodes": (1,), "algorithm": "butterfly"}, "ring or tree"),
+        ({"nodes": (1,), "efficiency": 1.5}, "--efficiency must be in"),
     ],
 )
 def test_bad_options(options, message):
