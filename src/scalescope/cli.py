@@ -364,7 +364,9 @@ def parse_nodes(text: str) -> tuple[int, ...]:
 
 @app.command()
 def project(
-    run_dir: Path | None = typer.Argument(None, help="A run directory written by run or bench."),
+    run_dir: Path | None = typer.Argument(
+        None, help="A run directory written by run or bench (or give --validate)."
+    ),
     nodes: str = typer.Option("1,2,4,8", "--nodes", help="Node counts to project, e.g. 1,2,4,8."),
     ranks_per_node: int | None = typer.Option(
         None, "--ranks-per-node", help="Ranks per node (default: the run's, or per GPU/NUMA)."
@@ -386,7 +388,7 @@ def project(
     ),
     algorithm: str = typer.Option("ring", "--algorithm", help="Allreduce: ring or tree."),
     epoch_samples: int = typer.Option(
-        1_281_167, "--epoch-samples", help="Samples per epoch [default: ImageNet-1k train]."
+        1_281_167, "--epoch-samples", help="Samples per epoch (ImageNet-1k's training set)."
     ),
     efficiency: float | None = typer.Option(
         None, "--efficiency", help="With --hardware: fraction of its roofline (default: as here)."
