@@ -7,7 +7,7 @@ compute time across steps is kept for the uncertainty band.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +31,15 @@ class Placement:
     threads_per_rank: int
     node_cores: int
     """Usable physical cores of a node."""
+    other_threads: float = 0.0
+    """Runnable threads of other processes on the node, measured (``other_threads``)."""
 
     @property
     def cores_per_rank(self) -> float:
-        """Core-equivalents a rank gets: its threads, or its share of an oversubscribed node."""
-        return min(float(self.threads_per_rank), self.node_cores / self.ranks_per_node)
+        """Core-equivalents a rank gets: its threads, or its fair share of a node whose
+        runnable threads (the job's and other processes') outnumber its cores."""
+        threads = self.ranks_per_node * self.threads_per_rank + self.other_threads
+        return self.threads_per_rank * min(1.0, self.node_cores / threads)
 
     @property
     def active_cores(self) -> int:
@@ -77,6 +81,30 @@ class RunInputs:
     """The run's hardware facts (run.json)."""
 
 
+def cpu_share(run: Run) -> float | None:
+    """CPU time / wall time of the ranks' processes, mean over ranks (cores they got)."""
+    shares = [
+        m.cpu_s / (m.end_time - m.start_time)
+        for m in run.ranks.values()
+        if m.cpu_s is not None and m.end_time is not None and m.end_time > m.start_time
+    ]
+    return float(np.mean(shares)) if shares else None
+
+
+def other_threads(placement: Placement, share: float | None) -> float:
+    """Runnable threads of other processes, from the share of the cores the ranks got.
+
+    Linux shares a full node's cores equally between runnable threads: a rank of t threads
+    gets ``t · K / (k t + N)`` cores, so ``N = K t / share − k t``. Only a node the job
+    filled by itself (k t ≥ K) says this: on a node with idle cores, a rank that used less
+    than its cores may simply have waited (for data, for the network).
+    """
+    k, t, cores = placement.ranks_per_node, placement.threads_per_rank, placement.node_cores
+    if share is None or share <= 0 or k * t < cores:
+        return 0.0
+    return max(0.0, cores * t / share - k * t)
+
+
 def _placement(run: Run, analysis: RunAnalysis) -> Placement:
     meta = run.meta
     hardware = meta.hardware
@@ -84,11 +112,12 @@ def _placement(run: Run, analysis: RunAnalysis) -> Placement:
     known = [c for c in cores if isinstance(c, int) and c > 0]
     threads = [t for t in (rank_threads(m) for m in run.ranks.values()) if t]
     per_node = meta.nproc_per_node or max(1, analysis.world_size // max(meta.nnodes, 1))
-    return Placement(
+    placement = Placement(
         ranks_per_node=per_node,
         threads_per_rank=max(threads) if threads else 1,
         node_cores=min(known) if known else per_node,
     )
+    return replace(placement, other_threads=other_threads(placement, cpu_share(run)))
 
 
 def _buckets(run: Run) -> tuple[int, ...]:

@@ -3,9 +3,9 @@
     step = data(b) + compute(b) + other + exposed(allreduce of the buckets, p) + waiting(p)
 
 - compute(b) = the reference's compute per sample × b × (its cores per rank / the target's):
-  ranks that share cores (more threads than cores on a node) slow down by their share,
-  as measured at the reference (whose own sharing is divided out), or, on other hardware,
-  ``roofline.target_compute_ms``;
+  ranks that share cores (more runnable threads than cores on a node, the job's and, as
+  measured at the reference, other processes') slow down by their fair share; the
+  reference's own sharing is divided out. On other hardware: ``roofline.target_compute``;
 - data scales with the batch, ``other`` (the loop outside the hooked phases) is per step;
 - exposed: DDP issues bucket k when backward has produced its gradients (buckets are taken
   to become ready in proportion to their bytes through backward); buckets go one after

@@ -150,6 +150,12 @@ def _notes(ref: RunInputs, opts: ProjectOptions, hw: Hardware | None) -> list[st
     notes = []
     if ref.world_size == 1:
         notes.append("the run has one rank: no waiting for late ranks was measured (taken as 0)")
+    other = ref.placement.other_threads
+    if hw is None and other > 0:
+        notes.append(
+            f"other processes kept about {other:.1f} threads runnable on the run's node "
+            f"(a rank got {ref.placement.cores_per_rank:.2f} cores): projected with the same load"
+        )
     if hw is None and opts.comm is None and max(opts.nodes) > 1:
         notes.append(
             "links between nodes are priced as the run's own (one node) transfers: "

@@ -4,12 +4,13 @@ held-out larger ones, and compare with what they measured.
 The reference of a held-out size is the largest fitted size with the same threads per rank
 (else the largest): its compute, data, other, waiting and gradient buckets; the α-β of its
 own gradient transfers (or ``--comm``). The held-out run gives only what is known before
-running it: its ranks per node, threads, cores and per-rank batch.
+running it: its ranks per node, threads, cores and per-rank batch. Other processes' load
+measured at the reference (``inputs.other_threads``) is taken to be the same.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scalescope.events.study import ScalePoint, load_study
@@ -22,6 +23,8 @@ from scalescope.predict.project import choose_hop, predict_point
 class HeldOut:
     ranks: int
     reference_ranks: int
+    other_threads: float
+    """Other processes' runnable threads measured at the reference."""
     terms: StepTerms
     band_ms: float
     predicted_step_ms: float
@@ -68,13 +71,14 @@ def predict_held_out(
         nodes=held.nodes,
         ranks_per_node=held.placement.ranks_per_node,
         per_rank_batch=held.per_rank_batch,
-        placement=held.placement,
+        placement=replace(held.placement, other_threads=ref.placement.other_threads),
     )
     terms, band = predict_point(ref, target, hop, algorithm, None)
     rate = target.ranks * target.per_rank_batch / (terms.step_ms / 1e3)
     return HeldOut(
         ranks=held.world_size,
         reference_ranks=ref.world_size,
+        other_threads=ref.placement.other_threads,
         terms=terms,
         band_ms=band,
         predicted_step_ms=terms.step_ms,

@@ -107,12 +107,14 @@ def render_validation(v: Validation, console: Console) -> None:
     console.print(escape(f"study {v.study_dir}: fitted on {list(v.fitted_ranks)} ranks; "
                          f"transfers from {v.hop_source}"))  # fmt: skip
     table = Table(title="Held-out sizes: predicted vs measured")
-    for col in ("ranks", "reference", "predicted step (ms)", "±", "measured step (ms)",
-                "predicted samples/s", "measured samples/s", "error"):  # fmt: skip
+    steps = ("predicted step (ms)", "±", "measured step (ms)")
+    rates = ("predicted samples/s", "measured samples/s", "error")
+    for col in ("ranks", "reference", "other threads", *steps, *rates):
         table.add_column(col, justify="right")
     for h in v.held_out:
         table.add_row(
-            str(h.ranks), f"{h.reference_ranks} ranks", f"{h.predicted_step_ms:,.1f}",
+            str(h.ranks), f"{h.reference_ranks} ranks", f"{h.other_threads:.1f}",
+            f"{h.predicted_step_ms:,.1f}",
             f"{h.band_ms:,.1f}", f"{h.measured_step_ms:,.1f}",
             f"{h.predicted_samples_per_s:,.2f}", f"{h.measured_samples_per_s:,.2f}",
             f"{h.error_pct:+.1f}%",

@@ -123,3 +123,23 @@ def test_one_rank_run_needs_transfers_from_somewhere():
 def test_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
         ProjectOptions(**options)
+
+
+def test_other_processes_threads_from_the_share_the_ranks_got():
+    from scalescope.predict.inputs import other_threads
+
+    full = Placement(ranks_per_node=2, threads_per_rank=1, node_cores=2)
+    # 2 ranks got a third of a core each: 4 other runnable threads shared the 2 cores
+    assert other_threads(full, 1 / 3) == pytest.approx(4.0)
+    assert other_threads(full, 1.0) == 0.0 and other_threads(full, None) == 0.0
+    # a node with idle cores says nothing: the rank may have waited
+    assert other_threads(Placement(ranks_per_node=1, threads_per_rank=1, node_cores=2), 0.5) == 0
+    # 3 ranks and those 4 threads: 2 / 7 of a core each, 7/6 slower than 2 ranks
+    loaded = Placement(ranks_per_node=3, threads_per_rank=1, node_cores=2, other_threads=4.0)
+    assert loaded.cores_per_rank == pytest.approx(2 / 7)
+    ref = inputs(placement=Placement(ranks_per_node=2, threads_per_rank=1, node_cores=2,
+                                     other_threads=4.0))  # fmt: skip
+    t = Target(nodes=1, ranks_per_node=3, per_rank_batch=8, placement=loaded)
+    assert step_terms(ref, t, hop_from_fit(ref.transfer_fit)).compute_ms == pytest.approx(
+        100 * 7 / 6
+    )
