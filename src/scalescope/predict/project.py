@@ -218,6 +218,8 @@ def project_run(run_dir: Path, opts: ProjectOptions) -> Projection:
 def project_inputs(ref: RunInputs, opts: ProjectOptions) -> Projection:
     """Project measured inputs (pure)."""
     hw = load_hardware(opts.hardware) if opts.hardware else None
+    if hw is None and opts.efficiency is not None:
+        raise ValueError("--efficiency sets η on other hardware: give --hardware too")
     default = hw.default_ranks_per_node if hw is not None else ref.placement.ranks_per_node
     per_node = opts.ranks_per_node or default
     results = [_point(ref, opts, n, per_node, hw) for n in sorted(set(opts.nodes))]

@@ -100,6 +100,8 @@ def test_other_hardware_projection_and_its_refusals():
                                                 per_rank_batch=20_000))  # fmt: skip
     with pytest.raises(ValueError, match="8 GPUs per node: 16 ranks"):
         project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="a100", ranks_per_node=16))
+    with pytest.raises(ValueError, match="give --hardware too"):
+        project_inputs(inputs(), ProjectOptions(nodes=(1,), efficiency=0.5))
     with pytest.raises(ValueError, match="bench runs only"):
         project_inputs(inputs(cost=None), ProjectOptions(nodes=(1,), hardware="h100"))
 
