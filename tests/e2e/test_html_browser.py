@@ -21,12 +21,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "report"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "predict"))
 
+from predict_inputs import inputs  # noqa: E402
 from test_html import EVIL, full_page  # noqa: E402
 from test_timeline import build_run  # noqa: E402
 
 from scalescope.analyze import analyze_run  # noqa: E402
+from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
 from scalescope.report.html import CHART_IDS, STATUS_ID, render_compare_html  # noqa: E402
+from scalescope.report.project_view import PROJECT_CHART_IDS, projection_html  # noqa: E402
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -158,3 +162,15 @@ def test_comm_and_scale_pages_render(tmp_path):
         status, dom, console = open_in_chromium(page, tmp_path)
         check_rendered(status, console, ids)
         assert "<img" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_projection_page_renders(tmp_path):
+    projection = project_inputs(
+        inputs(run_dir=EVIL), ProjectOptions(nodes=(1, 2, 4, 128), hardware="a64fx")
+    )
+    page = tmp_path / "project.html"
+    page.write_text(projection_html(projection), encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, PROJECT_CHART_IDS)
+    assert '<table id="projection">' in dom and "<img" not in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom

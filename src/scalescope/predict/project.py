@@ -1,0 +1,239 @@
+"""`scalescope project`: step time, throughput and epoch time of a measured run projected
+to other node counts, batches and hardware (``model.py`` for the equations)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
+from scalescope.predict.alpha_beta import load_fits
+from scalescope.predict.catalogue import Hardware, load_hardware
+from scalescope.predict.inputs import Placement, RunInputs, run_inputs
+from scalescope.predict.model import StepTerms, Target, sharing_slowdown, step_terms
+from scalescope.predict.roofline import RooflineCompute, check_memory, target_compute
+
+IMAGENET_TRAIN = 1_281_167
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectOptions:
+    nodes: tuple[int, ...]
+    ranks_per_node: int | None = None
+    hardware: str | None = None
+    comm: Path | None = None
+    global_batch: int | None = None
+    """Strong scaling: the same global batch at every size."""
+    per_rank_batch: int | None = None
+    """Weak scaling with this per-rank batch (default: the run's)."""
+    algorithm: str = "ring"
+    epoch_samples: int = IMAGENET_TRAIN
+    efficiency: float | None = None
+    """η on the target (fraction of its roofline) instead of the one measured here."""
+
+    def __post_init__(self) -> None:
+        if not self.nodes or any(n < 1 for n in self.nodes):
+            raise ValueError(f"--nodes needs positive node counts, got {list(self.nodes)}")
+        if self.global_batch is not None and self.per_rank_batch is not None:
+            raise ValueError("give --global-batch (strong scaling) or --per-rank-batch, not both")
+        for name in ("ranks_per_node", "global_batch", "per_rank_batch", "epoch_samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if self.efficiency is not None and not 0 < self.efficiency <= 1:
+            raise ValueError(f"--efficiency must be in (0, 1], got {self.efficiency}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"--algorithm must be ring or tree, got {self.algorithm!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectedPoint:
+    nodes: int
+    ranks: int
+    per_rank_batch: float
+    global_batch: float
+    terms: StepTerms
+    band_ms: float
+    """One standard deviation of the step time from the inputs' spread (compute's
+    step-to-step variation, the α-β fit's relative error)."""
+    samples_per_s: float
+    epoch_s: float
+    """Whole steps: ceil(epoch samples / global batch) × step (the last batch is padded,
+    as DistributedSampler does)."""
+    speedup: float
+    efficiency: float
+    dominant: str
+    bound: str | None
+    """Roofline bound on other hardware; None on the measured machine."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Projection:
+    run_dir: str
+    mode: str
+    """weak or strong."""
+    hardware: str
+    """Catalogue key or file, or ``measured`` (the run's own machine)."""
+    ranks_per_node: int
+    algorithm: str
+    hop: HopCost
+    epoch_samples: int
+    reference: RunInputs
+    roofline: RooflineCompute | None
+    points: tuple[ProjectedPoint, ...]
+    notes: tuple[str, ...]
+
+
+def choose_hop(ref: RunInputs, comm: Path | None, hw: Hardware | None, nodes: int) -> HopCost:
+    """α-β of a hop: ``comm`` fits, else the catalogue's links, else the run's own transfers."""
+    if comm is not None:
+        return hop_from_fit(pick_fit(load_fits(comm)))
+    if hw is not None:
+        link = hw.interconnect if nodes > 1 else hw.intra_node
+        return HopCost(
+            alpha_s=link.alpha_s, beta_s_per_byte=link.beta_s_per_byte, source=f"{link.name}"
+        )
+    if ref.transfer_fit is None:
+        raise ValueError(
+            f"{ref.run_dir}: a {ref.world_size}-rank run measured no gradient transfers to "
+            "fit: give --comm COMM_JSON (scalescope comm --json) or --hardware"
+        )
+    hop = hop_from_fit(ref.transfer_fit)
+    return replace(hop, source=f"the run's own gradient transfers ({ref.world_size} ranks)")
+
+
+def scaled_hop(hop: HopCost, factor: float) -> HopCost:
+    """Transfers of ranks that share cores slow with them (gloo's progress runs on CPU)."""
+    if factor == 1.0:
+        return hop
+    return replace(hop, alpha_s=hop.alpha_s * factor, beta_s_per_byte=hop.beta_s_per_byte * factor)
+
+
+def band_ms(terms: StepTerms, ref: RunInputs, hop: HopCost) -> float:
+    return math.hypot(ref.compute_cv * terms.compute_ms, hop.rel_err * terms.exposed_ms)
+
+
+def target_of(
+    ref: RunInputs, opts: ProjectOptions, nodes: int, per_node: int, hw: Hardware | None
+) -> Target:
+    ranks = nodes * per_node
+    if opts.global_batch is not None:
+        if opts.global_batch < ranks:
+            raise ValueError(f"--global-batch {opts.global_batch} is smaller than {ranks} ranks")
+        batch = opts.global_batch / ranks
+    else:
+        batch = float(opts.per_rank_batch or ref.per_rank_batch)
+    if hw is None:
+        placement = replace(ref.placement, ranks_per_node=per_node)
+    else:
+        cores = hw.cores * hw.devices_per_node
+        placement = Placement(
+            ranks_per_node=per_node, threads_per_rank=max(cores // per_node, 1), node_cores=cores
+        )
+    return Target(nodes=nodes, ranks_per_node=per_node, per_rank_batch=batch, placement=placement)
+
+
+def predict_point(
+    ref: RunInputs, target: Target, hop: HopCost, algorithm: str, roof: RooflineCompute | None
+) -> tuple[StepTerms, float]:
+    """The step terms at ``target`` and their band (ms)."""
+    if roof is None:
+        hop = scaled_hop(hop, sharing_slowdown(ref.placement, target.placement))
+        terms = step_terms(ref, target, hop, algorithm)
+    else:
+        terms = step_terms(ref, target, hop, algorithm, roof.per_sample_ms)
+    return terms, band_ms(terms, ref, hop)
+
+
+def _notes(ref: RunInputs, opts: ProjectOptions, hw: Hardware | None) -> list[str]:
+    notes = []
+    if ref.world_size == 1:
+        notes.append("the run has one rank: no waiting for late ranks was measured (taken as 0)")
+    other = ref.placement.other_threads
+    if hw is None and other > 0:
+        notes.append(
+            f"other processes kept about {other:.1f} threads runnable on the run's node "
+            f"(a rank got {ref.placement.cores_per_rank:.2f} cores): projected with the same load"
+        )
+    if hw is None and opts.comm is None and max(opts.nodes) > 1:
+        notes.append(
+            "links between nodes are priced as the run's own (one node) transfers: "
+            "give --comm from a multi-node `scalescope comm` for real ones"
+        )
+    if hw is not None and opts.efficiency is not None:
+        notes.append(f"η = {opts.efficiency:g} given (--efficiency), not measured here")
+    if hw is not None and opts.comm is not None:
+        notes.append("the α-β of --comm prices every link of the target (not its catalogue's)")
+    return notes
+
+
+def _point(
+    ref: RunInputs, opts: ProjectOptions, nodes: int, per_node: int, hw: Hardware | None
+) -> tuple[ProjectedPoint, HopCost, RooflineCompute | None]:
+    target = target_of(ref, opts, nodes, per_node, hw)
+    hop = choose_hop(ref, opts.comm, hw, nodes)
+    roof = None
+    if hw is not None:
+        roof = target_compute(ref, hw, per_node, target.per_rank_batch, opts.efficiency)
+        check_memory(ref, target.per_rank_batch, roof.share, hw)
+    terms, band = predict_point(ref, target, hop, opts.algorithm, roof)
+    rate = target.ranks * target.per_rank_batch / (terms.step_ms / 1e3)
+    steps = math.ceil(opts.epoch_samples / (target.ranks * target.per_rank_batch))
+    point = ProjectedPoint(
+        nodes=nodes,
+        ranks=target.ranks,
+        per_rank_batch=target.per_rank_batch,
+        global_batch=target.ranks * target.per_rank_batch,
+        terms=terms,
+        band_ms=band,
+        samples_per_s=rate,
+        epoch_s=steps * terms.step_ms / 1e3,
+        speedup=1.0,
+        efficiency=1.0,
+        dominant=terms.dominant,
+        bound=roof.bound if roof is not None else None,
+    )
+    return point, hop, roof
+
+
+def with_speedup(points: list[ProjectedPoint]) -> tuple[ProjectedPoint, ...]:
+    """Speedup and efficiency against the first size (throughput ratio per rank ratio)."""
+    first = points[0]
+    return tuple(
+        replace(
+            p,
+            speedup=p.samples_per_s / first.samples_per_s,
+            efficiency=p.samples_per_s / first.samples_per_s * first.ranks / p.ranks,
+        )
+        for p in points
+    )
+
+
+def project_run(run_dir: Path, opts: ProjectOptions) -> Projection:
+    """Project a recorded run; bad inputs are ValueErrors with a one-line reason."""
+    return project_inputs(run_inputs(run_dir), opts)
+
+
+def project_inputs(ref: RunInputs, opts: ProjectOptions) -> Projection:
+    """Project measured inputs (pure)."""
+    hw = load_hardware(opts.hardware) if opts.hardware else None
+    if hw is None and opts.efficiency is not None:
+        raise ValueError("--efficiency sets η on other hardware: give --hardware too")
+    default = hw.default_ranks_per_node if hw is not None else ref.placement.ranks_per_node
+    per_node = opts.ranks_per_node or default
+    results = [_point(ref, opts, n, per_node, hw) for n in sorted(set(opts.nodes))]
+    hops = [hop for _, hop, _ in results]
+    return Projection(
+        run_dir=ref.run_dir,
+        mode="strong" if opts.global_batch is not None else "weak",
+        hardware=hw.key if hw is not None else "measured",
+        ranks_per_node=per_node,
+        algorithm=opts.algorithm,
+        hop=hops[-1],
+        epoch_samples=opts.epoch_samples,
+        reference=ref,
+        roofline=results[-1][2],
+        points=with_speedup([p for p, _, _ in results]),
+        notes=tuple(_notes(ref, opts, hw)),
+    )

@@ -1,0 +1,214 @@
+"""Projections and validations for people (terminal, HTML) and programs (JSON)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import asdict
+from pathlib import Path
+
+import msgspec
+import plotly.graph_objects as go
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
+from scalescope.predict.validate import Validation, validate_study
+from scalescope.report.html import chart_html, esc, page
+from scalescope.report.html_charts import PHASE_COLORS, Chart, layout
+from scalescope.report.outputs import report_console
+
+TERM_COLORS = {
+    "compute": PHASE_COLORS["backward"],
+    "data": PHASE_COLORS["data"],
+    "exposed": PHASE_COLORS["comm_wait"],
+    "waiting": "#e45756",
+    "other": PHASE_COLORS["other"],
+}
+PROJECT_CHART_IDS = ("chart-project-throughput", "chart-project-terms")
+
+
+def _batch(p: Projection) -> str:
+    first = p.points[0]
+    if p.mode == "strong":
+        return f"global batch {first.global_batch:g}"
+    return f"{first.per_rank_batch:g} samples per rank"
+
+
+def _inputs_lines(p: Projection) -> list[str]:
+    ref = p.reference
+    lines = [
+        f"run {p.run_dir}: {ref.world_size} ranks, {ref.per_rank_batch:g} samples per rank, "
+        f"step {ref.step_ms:,.1f} ms (compute {ref.compute_ms:,.1f}, data {ref.data_ms:,.1f}, "
+        f"exposed {ref.exposed_ms:,.1f}, waiting {ref.waiting_ms:,.1f}, other "
+        f"{ref.other_ms:,.1f} ms), {ref.samples_per_s:,.1f} samples/s",
+        f"gradients: {len(ref.buckets)} buckets, {sum(ref.buckets) / 1e6:,.2f} MB per step; "
+        f"{p.algorithm} allreduce, hop α = {p.hop.alpha_s * 1e6:,.2f} µs, "
+        f"β = {p.hop.beta_s_per_byte * 1e9:,.4f} ns/B from {p.hop.source}",
+        f"hardware: {p.hardware}, {p.ranks_per_node} ranks per node; {p.mode} scaling, "
+        f"{_batch(p)}; epoch = {p.epoch_samples:,} samples",
+    ]
+    if p.roofline is not None:
+        r = p.roofline
+        lines.append(
+            f"roofline: {r.efficiency * 100:.1f}% of it reached here (peak "
+            f"{r.here_peak_flops / 1e9:,.1f} GFLOP/s per rank); target rank "
+            f"{r.share.peak_flops / 1e12:,.2f} TFLOP/s {r.share.precision}, "
+            f"{r.share.memory_bw_bytes_per_s / 1e9:,.1f} GB/s: "
+            f"{r.bound} bound"
+        )
+    return lines + [f"note: {n}" for n in p.notes]
+
+
+def render_projection(p: Projection, console: Console) -> None:
+    for line in _inputs_lines(p):
+        console.print(Text(line))
+    table = Table(title="Projected step time (± one standard deviation) and throughput")
+    columns = ("nodes", "ranks", "step (ms)", "samples/s", "epoch (s)", "speedup", "efficiency")
+    for col in (*columns, "compute (ms)", "exposed (ms)", "waiting (ms)", "dominant"):
+        table.add_column(col, justify="left" if col == "dominant" else "right")
+    for q in p.points:
+        t = q.terms
+        table.add_row(
+            str(q.nodes), str(q.ranks), f"{t.step_ms:,.1f} ± {q.band_ms:,.1f}",
+            f"{q.samples_per_s:,.1f}", f"{q.epoch_s:,.1f}", f"{q.speedup:,.2f}×",
+            f"{q.efficiency * 100:.0f}%", f"{t.compute_ms:,.1f}", f"{t.exposed_ms:,.1f}",
+            f"{t.waiting_ms:,.1f}", q.dominant,
+        )  # fmt: skip
+    console.print(table)
+
+
+def _point_json(q: ProjectedPoint) -> dict:
+    doc = asdict(q)
+    doc["terms"] = q.terms.as_dict()
+    doc["step_ms"] = q.terms.step_ms
+    return doc
+
+
+def projection_json(p: Projection) -> bytes:
+    doc = {
+        "schema": "scalescope.project/1",
+        "run_dir": p.run_dir,
+        "mode": p.mode,
+        "hardware": p.hardware,
+        "ranks_per_node": p.ranks_per_node,
+        "algorithm": p.algorithm,
+        "epoch_samples": p.epoch_samples,
+        "hop": asdict(p.hop),
+        "inputs": {k: v for k, v in asdict(p.reference).items() if k != "hardware"},
+        "roofline": asdict(p.roofline) if p.roofline is not None else None,
+        "points": [_point_json(q) for q in p.points],
+        "notes": list(p.notes),
+    }
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2)
+
+
+def render_validation(v: Validation, console: Console) -> None:
+    console.print(Text(f"study {v.study_dir}: fitted on {list(v.fitted_ranks)} ranks; "
+                         f"transfers from {v.hop_source}"))  # fmt: skip
+    table = Table(title="Held-out sizes: predicted vs measured")
+    steps = ("predicted step (ms)", "±", "measured step (ms)")
+    rates = ("predicted samples/s", "measured samples/s", "error")
+    for col in ("ranks", "reference", "other threads", *steps, *rates):
+        table.add_column(col, justify="right")
+    for h in v.held_out:
+        table.add_row(
+            str(h.ranks), f"{h.reference_ranks} ranks", f"{h.other_threads:.1f}",
+            f"{h.predicted_step_ms:,.1f}",
+            f"{h.band_ms:,.1f}", f"{h.measured_step_ms:,.1f}",
+            f"{h.predicted_samples_per_s:,.2f}", f"{h.measured_samples_per_s:,.2f}",
+            f"{h.error_pct:+.1f}%",
+        )  # fmt: skip
+    console.print(table)
+
+
+def validation_json(v: Validation) -> bytes:
+    doc = {
+        "schema": "scalescope.project-validation/1",
+        "study_dir": v.study_dir,
+        "fitted_ranks": list(v.fitted_ranks),
+        "hop_source": v.hop_source,
+        "held_out": [
+            asdict(h) | {"terms": h.terms.as_dict(), "error_pct": h.error_pct} for h in v.held_out
+        ],
+        "max_abs_error_pct": v.max_abs_error_pct,
+    }
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2)
+
+
+def throughput_chart(p: Projection) -> Chart:
+    ranks = [q.ranks for q in p.points]
+    rate = [q.samples_per_s for q in p.points]
+    err = [q.samples_per_s * q.band_ms / q.terms.step_ms for q in p.points]
+    first = p.points[0]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ranks, y=rate, mode="lines+markers", name="projected",
+                             error_y={"type": "data", "array": err}))  # fmt: skip
+    ideal = [first.samples_per_s * r / first.ranks for r in ranks]
+    fig.add_trace(go.Scatter(x=ranks, y=ideal, mode="lines", name="linear", line={"dash": "dot"}))
+    layout(fig, xaxis={"type": "log", "title": "ranks"},
+           yaxis={"type": "log", "title": "samples/s"})  # fmt: skip
+    return Chart(PROJECT_CHART_IDS[0], "Projected throughput (samples/s)", fig)
+
+
+def terms_chart(p: Projection) -> Chart:
+    labels = [f"{q.nodes} node{'s' if q.nodes > 1 else ''}" for q in p.points]
+    fig = go.Figure()
+    for term, color in TERM_COLORS.items():
+        values = [getattr(q.terms, f"{term}_ms") for q in p.points]
+        fig.add_trace(go.Bar(x=labels, y=values, name=term, marker_color=color))
+    layout(fig, barmode="stack", yaxis={"title": "ms per step"})
+    return Chart(PROJECT_CHART_IDS[1], "Projected step time by term (ms)", fig)
+
+
+def projection_html(p: Projection) -> str:
+    lines = "".join(f"<li>{esc(line)}</li>" for line in _inputs_lines(p))
+    head = ("nodes", "ranks", "step (ms)", "±", "samples/s", "epoch (s)", "efficiency",
+            "dominant")  # fmt: skip
+    rows = "".join(
+        "<tr>" + "".join(f'<td class="num">{esc(c)}</td>' for c in (
+            q.nodes, q.ranks, f"{q.terms.step_ms:,.1f}", f"{q.band_ms:,.1f}",
+            f"{q.samples_per_s:,.1f}", f"{q.epoch_s:,.1f}", f"{q.efficiency * 100:.0f}%",
+            q.dominant)) + "</tr>"
+        for q in p.points
+    )  # fmt: skip
+    table = (
+        '<table id="projection"><thead><tr>'
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
+    body = [
+        f"<h1>scalescope projection: {esc(p.run_dir)}</h1>",
+        f"<h2>Model inputs</h2><ul>{lines}</ul>",
+        "<h2>Projected sizes</h2>",
+        table,
+        chart_html(throughput_chart(p)),
+        chart_html(terms_chart(p)),
+    ]
+    return page(f"scalescope projection {p.run_dir}", body)
+
+
+def write_projection(
+    run_dir: Path, options: ProjectOptions, json_file: Path | None, html_file: Path | None
+) -> list[Path]:
+    """Project a run, print it, and write the JSON and HTML asked for."""
+    projection = project_run(run_dir, options)
+    render_projection(projection, report_console())
+    written = []
+    if json_file is not None:
+        json_file.write_bytes(projection_json(projection))
+        written.append(json_file)
+    if html_file is not None:
+        html_file.write_text(projection_html(projection), encoding="utf-8")
+        written.append(html_file)
+    return written
+
+
+def write_validation(
+    study_dir: Path, holdout: int, comm: Path | None, algorithm: str, json_file: Path | None
+) -> None:
+    """Validate on a scale study, print predicted vs measured, write the JSON if asked."""
+    result = validate_study(study_dir, holdout, comm, algorithm)
+    render_validation(result, report_console())
+    if json_file is not None:
+        json_file.write_bytes(validation_json(result))

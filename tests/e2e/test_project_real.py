@@ -1,0 +1,166 @@
+"""`scalescope project` on a real scale study recorded here: bench resnet18 (32×32 images,
+batch 8 per rank, one thread per rank) at 1, 2 and 3 ranks on this 2-core machine, so the
+3-rank size is oversubscribed (3 ranks share 2 cores). The study is recorded once for the
+module; its scale.json is written with ``save_study`` as `scalescope scale` will.
+
+Validation: fitted on 1 and 2 ranks, the model predicts the held-out 3-rank throughput
+within 15 %. Timings of a run that other processes slowed are not its own: the study is
+recorded again once, then the accuracy test is skipped with the load it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torchvision
+from real_runs import CLI, MAX_EXTERNAL_PCT, ExternalLoad
+
+from conftest import cli_env
+from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+
+pytestmark = pytest.mark.timeout(900)
+STUDY_RANKS = (1, 2, 3)
+MAX_ERROR_PCT = 15.0
+BENCH = (
+    "bench", "resnet18", "--image-size", "32", "--batch-size", "8", "--steps", "15",
+    "--warmup-steps", "3", "--threads-per-rank", "1", "--oversubscribe", "--no-report",
+)  # fmt: skip
+
+
+@dataclass
+class Study:
+    path: Path
+    external_pct: dict[int, float]
+
+    @property
+    def load_note(self) -> str | None:
+        busy = {n: round(p) for n, p in self.external_pct.items() if p > MAX_EXTERNAL_PCT}
+        return f"other processes used {busy} % of the CPUs (ranks: %)" if busy else None
+
+
+def cli(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*CLI, *map(str, args)], cwd=cwd, env=cli_env(), capture_output=True, text=True,
+        timeout=240,
+    )  # fmt: skip
+
+
+def record_study(root: Path) -> Study:
+    loads, points = {}, []
+    for n in STUDY_RANKS:
+        with ExternalLoad() as load:
+            done = cli(*BENCH, "-n", n, "--run-dir", root / f"ranks-{n}", cwd=root)
+        assert done.returncode == 0, done.stdout + done.stderr
+        loads[n] = load.pct
+        points.append(ScalePoint(ranks=n, run_dir=f"ranks-{n}", threads_per_rank=1,
+                                 per_rank_batch=8, oversubscribed=n > 2))  # fmt: skip
+    save_study(ScaleStudy(mode="weak", workload="resnet18", points=points), root)
+    return Study(root, loads)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Study:
+    recorded = record_study(tmp_path_factory.mktemp("study-a"))
+    if recorded.load_note is None:
+        return recorded
+    return record_study(tmp_path_factory.mktemp("study-b"))
+
+
+def bench_rate(run_dir: Path) -> float:
+    """Samples/s by the workload's own clock (bench.json), after its warm-up."""
+    bench = json.loads((run_dir / "bench.json").read_text())
+    steps = bench["step_times_s"][bench["warmup_steps"] :]
+    return bench["global_batch_size"] / statistics.fmean(steps)
+
+
+def test_validation_predicts_the_held_out_size(study: Study, tmp_path):
+    out = tmp_path / "validation.json"
+    done = cli("project", "--validate", study.path, "--json", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    print(done.stdout)
+    doc = json.loads(out.read_text())
+    assert doc["fitted_ranks"] == [1, 2]
+    (held,) = doc["held_out"]
+    assert held["ranks"] == 3 and held["reference_ranks"] == 2
+    assert f"{held['error_pct']:+.1f}%" in done.stdout
+    # the measured side is the run's own: the workload's clock agrees with the probe's
+    measured = bench_rate(study.path / "ranks-3")
+    assert held["measured_samples_per_s"] == pytest.approx(measured, rel=0.1)
+    error = 100 * (held["predicted_samples_per_s"] / measured - 1)
+    assert held["terms"]["compute_ms"] > 0 and held["terms"]["exposed_ms"] > 0
+    if study.load_note is not None:
+        pytest.skip(f"{study.load_note}; error was {error:+.1f}%")
+    assert abs(error) <= MAX_ERROR_PCT, done.stdout
+
+
+def test_projection_of_a_run_reproduces_it_at_its_own_size(study: Study, tmp_path):
+    out = tmp_path / "project.json"
+    run = study.path / "ranks-2"
+    done = cli("project", run, "--nodes", "1,2,4", "--json", out, "--epoch-samples", 1000,
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    own, two, four = doc["points"]
+    assert [p["ranks"] for p in doc["points"]] == [2, 4, 8]
+    assert own["samples_per_s"] == pytest.approx(16 / (own["step_ms"] / 1e3))
+    assert own["epoch_s"] == pytest.approx(63 * own["step_ms"] / 1e3)  # 1000 / 16, rounded up
+    resnet18 = torchvision.models.resnet18(num_classes=1000)
+    assert sum(doc["inputs"]["buckets"]) == 4 * sum(p.numel() for p in resnet18.parameters())
+    assert own["samples_per_s"] == pytest.approx(bench_rate(run), rel=0.2)
+    assert four["terms"]["exposed_ms"] >= two["terms"]["exposed_ms"]
+    if study.load_note is not None:
+        return
+    assert four["efficiency"] <= 1.0
+
+
+def test_other_hardware_and_the_html_page(study: Study, tmp_path):
+    page = tmp_path / "project.html"
+    done = cli("project", study.path / "ranks-1", "--nodes", "1,128", "--hardware", "a64fx",
+               "--comm", write_fits(tmp_path), "--html", page, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "a64fx, 4 ranks per node" in done.stdout and "bound" in done.stdout
+    text = page.read_text()
+    assert 'id="chart-project-throughput"' in text and '<table id="projection">' in text
+
+
+def write_fits(root: Path) -> Path:
+    fit = {"op": "all_reduce", "backend": "gloo", "world_size": 2, "alpha_s": 20e-6,
+           "beta_s_per_byte": 1e-9, "rel_err": 0.02, "num_points": 8, "min_bytes": 8,
+           "max_bytes": 1 << 26}  # fmt: skip
+    path = root / "comm.json"
+    path.write_text(json.dumps({"fits": [fit]}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "give a RUN_DIR to project, or --validate STUDY_DIR"),
+        (("RUN", "--nodes", "1,two"), "--nodes takes node counts like 1,2,4,8, got '1,two'"),
+        (("RUN", "--hardware", "tpu[v9]"), "unknown hardware 'tpu[v9]'"),
+        (("RUN", "--global-batch", "3", "--nodes", "2"), "--global-batch 3 is smaller than 4"),
+        (("RUN", "--hardware", "v100", "--per-rank-batch", "100000"), "GB per rank; v100"),
+        (("RUN1",), "a 1-rank run measured no gradient transfers"),
+        (("RUN", "--comm", "missing.json"), "not a scalescope comm JSON"),
+        (("--validate", "RUN"), "no scale.json"),
+        (("nowhere",), "is not a scalescope run directory"),
+    ],
+)
+def test_bad_input_fails_with_one_line(study: Study, tmp_path, args, message):
+    runs = {"RUN": study.path / "ranks-2", "RUN1": study.path / "ranks-1"}
+    done = cli("project", *(runs.get(a, a) for a in args), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr.replace("\n", " ")
+    assert "Traceback" not in done.stderr
+
+
+def test_validation_needs_a_size_to_fit_on(study: Study, tmp_path):
+    save_study(ScaleStudy(points=[ScalePoint(ranks=3, run_dir=str(study.path / "ranks-3"))]),
+               tmp_path)  # fmt: skip
+    done = cli("project", "--validate", tmp_path, cwd=tmp_path)
+    assert done.returncode == 2 and "needs at least one more to fit on" in done.stderr

@@ -1,0 +1,147 @@
+import math
+
+import numpy as np
+import pytest
+from predict_inputs import inputs
+
+from scalescope.predict.allreduce import hop_from_fit
+from scalescope.predict.inputs import Placement
+from scalescope.predict.model import Target, expected_max_normal, exposed_ms, step_terms
+from scalescope.predict.project import ProjectOptions, project_inputs
+from scalescope.predict.roofline import MEMORY_BOUND, target_compute
+
+
+def target(ranks_per_node: int, nodes: int = 1, batch: float = 8.0, cores: int = 2) -> Target:
+    placement = Placement(ranks_per_node=ranks_per_node, threads_per_rank=1, node_cores=cores)
+    return Target(nodes=nodes, ranks_per_node=ranks_per_node, per_rank_batch=batch,
+                  placement=placement)  # fmt: skip
+
+
+def test_expected_max_of_normals_against_sampling():
+    rng = np.random.default_rng(0)
+    for p in (2, 3, 8, 64):
+        sampled = rng.standard_normal((200_000, p)).max(axis=1).mean()
+        assert expected_max_normal(p) == pytest.approx(sampled, rel=0.03)
+    assert expected_max_normal(1) == 0.0
+
+
+def test_exposed_by_hand():
+    ref = inputs()
+    hop = hop_from_fit(ref.transfer_fit)  # 0.5 us and 1 ns/B per hop
+    # 4 MB ready at 40 ms, done at 44.001; 2 MB ready at 60 ms, done at 62.001
+    assert exposed_ms(ref.buckets, 60.0, 2, hop, "ring") == pytest.approx(2.001)
+    # a backward too short to hide anything: both buckets queue after it
+    assert exposed_ms(ref.buckets, 1.0, 2, hop, "ring") == pytest.approx(6.002 - 1.0 + 0.6667, 1e-2)
+    assert exposed_ms(ref.buckets, 60.0, 1, hop, "ring") == 0.0
+
+
+def test_reference_size_gives_back_its_own_terms():
+    ref = inputs()
+    terms = step_terms(ref, target(2), hop_from_fit(ref.transfer_fit))
+    assert (terms.compute_ms, terms.data_ms, terms.other_ms) == (100.0, 2.0, 3.0)
+    assert terms.waiting_ms == pytest.approx(4.0)
+    assert terms.step_ms == pytest.approx(100 + 2 + 3 + 4 + 2.001)
+
+
+def test_shared_cores_slow_compute_by_their_share():
+    ref = inputs()
+    terms = step_terms(ref, target(3), hop_from_fit(ref.transfer_fit))
+    assert terms.compute_ms == pytest.approx(150.0)  # 3 ranks on 2 cores
+    assert terms.waiting_ms == pytest.approx(
+        4.0 * expected_max_normal(3) / expected_max_normal(2) * 1.5
+    )
+    doubled = step_terms(ref, target(2, batch=16), hop_from_fit(ref.transfer_fit))
+    assert (doubled.compute_ms, doubled.data_ms, doubled.other_ms) == (200.0, 4.0, 3.0)
+
+
+def test_weak_projection_table():
+    p = project_inputs(inputs(), ProjectOptions(nodes=(1, 2, 4), epoch_samples=1600))
+    assert [q.ranks for q in p.points] == [2, 4, 8]
+    for q in p.points:
+        assert q.samples_per_s == pytest.approx(q.ranks * 8 / (q.terms.step_ms / 1e3))
+        steps = math.ceil(1600 / (q.ranks * 8))  # 100, 50, 25 whole steps
+        assert q.epoch_s == pytest.approx(steps * q.terms.step_ms / 1e3)
+        first = p.points[0]
+        assert q.efficiency == pytest.approx(
+            q.samples_per_s / first.samples_per_s * first.ranks / q.ranks
+        )
+    assert p.points[0].speedup == 1.0 and p.points[-1].efficiency < 1.0
+    assert p.points[0].band_ms == pytest.approx(np.hypot(0.1 * 100, 0.05 * 2.001), 1e-3)
+
+
+def test_strong_projection_splits_the_global_batch():
+    p = project_inputs(inputs(), ProjectOptions(nodes=(1, 2), global_batch=64))
+    assert [q.per_rank_batch for q in p.points] == [32.0, 16.0]
+    assert p.mode == "strong" and p.points[1].terms.compute_ms == pytest.approx(200.0)
+    with pytest.raises(ValueError, match="smaller than 4 ranks"):
+        project_inputs(inputs(), ProjectOptions(nodes=(1, 2), global_batch=3))
+
+
+def test_roofline_by_hand():
+    # here: 64 GFLOP/s per core, 12.5 ms per sample for 2e8 FLOPs: 25 % of the roofline
+    from scalescope.predict.catalogue import load_hardware
+
+    roof = target_compute(inputs(), load_hardware("a64fx"), 4, 8.0)
+    assert roof.efficiency == pytest.approx(0.25)
+    # a quarter of A64FX: 1.35 TFLOP/s and 256 GB/s; 1e7 + 8 x 4e7 / 8 bytes per sample
+    assert roof.bound == MEMORY_BOUND
+    assert roof.per_sample_ms == pytest.approx(1e3 * 5e7 / 256e9 / 0.25)
+
+
+def test_other_hardware_projection_and_its_refusals():
+    p = project_inputs(inputs(), ProjectOptions(nodes=(1, 8), hardware="a64fx"))
+    assert p.ranks_per_node == 4 and p.points[0].bound == MEMORY_BOUND
+    assert p.points[0].terms.compute_ms == pytest.approx(8 * 1e3 * 5e7 / 256e9 / 0.25)
+    assert "Tofu" in p.hop.source
+    given = project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="a64fx", efficiency=0.5))
+    assert given.points[0].terms.compute_ms == pytest.approx(p.points[0].terms.compute_ms / 2)
+    with pytest.raises(ValueError, match="needs about .* GB per rank; v100 gives a rank 32.0"):
+        project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="v100",
+                                                per_rank_batch=20_000))  # fmt: skip
+    with pytest.raises(ValueError, match="8 GPUs per node: 16 ranks"):
+        project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="a100", ranks_per_node=16))
+    with pytest.raises(ValueError, match="give --hardware too"):
+        project_inputs(inputs(), ProjectOptions(nodes=(1,), efficiency=0.5))
+    with pytest.raises(ValueError, match="bench runs only"):
+        project_inputs(inputs(cost=None), ProjectOptions(nodes=(1,), hardware="h100"))
+
+
+def test_one_rank_run_needs_transfers_from_somewhere():
+    with pytest.raises(ValueError, match="give --comm"):
+        project_inputs(inputs(world_size=1, transfer_fit=None), ProjectOptions(nodes=(1, 2)))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"nodes": ()}, "positive node counts"),
+        ({"nodes": (0, 2)}, "positive node counts"),
+        ({"nodes": (1,), "global_batch": 8, "per_rank_batch": 8}, "not both"),
+        ({"nodes": (1,), "ranks_per_node": 0}, "--ranks-per-node must be positive"),
+        ({"nodes": (1,), "algorithm": "butterfly"}, "ring or tree"),
+        ({"nodes": (1,), "efficiency": 1.5}, "--efficiency must be in"),
+    ],
+)
+def test_bad_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        ProjectOptions(**options)
+
+
+def test_other_processes_threads_from_the_share_the_ranks_got():
+    from scalescope.predict.inputs import other_threads
+
+    full = Placement(ranks_per_node=2, threads_per_rank=1, node_cores=2)
+    # 2 ranks got a third of a core each: 4 other runnable threads shared the 2 cores
+    assert other_threads(full, 1 / 3) == pytest.approx(4.0)
+    assert other_threads(full, 1.0) == 0.0 and other_threads(full, None) == 0.0
+    # a node with idle cores says nothing: the rank may have waited
+    assert other_threads(Placement(ranks_per_node=1, threads_per_rank=1, node_cores=2), 0.5) == 0
+    # 3 ranks and those 4 threads: 2 / 7 of a core each, 7/6 slower than 2 ranks
+    loaded = Placement(ranks_per_node=3, threads_per_rank=1, node_cores=2, other_threads=4.0)
+    assert loaded.cores_per_rank == pytest.approx(2 / 7)
+    ref = inputs(placement=Placement(ranks_per_node=2, threads_per_rank=1, node_cores=2,
+                                     other_threads=4.0))  # fmt: skip
+    t = Target(nodes=1, ranks_per_node=3, per_rank_batch=8, placement=loaded)
+    assert step_terms(ref, t, hop_from_fit(ref.transfer_fit)).compute_ms == pytest.approx(
+        100 * 7 / 6
+    )
