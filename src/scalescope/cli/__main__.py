@@ -1,0 +1,3 @@
+from scalescope.cli import main
+
+main()

@@ -1,0 +1,202 @@
+"""What the commands share: the app, the error console, launch options and their parsing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from scalescope.launch.local import LaunchOptions
+from scalescope.launch.plan import MappingOptions
+from scalescope.launch.runner import RunSpec
+from scalescope.launch.session import Outcome
+
+if TYPE_CHECKING:
+    from scalescope.diagnose.thresholds import Thresholds
+
+app = typer.Typer(
+    help="Launch, profile and report on distributed PyTorch training.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+"""Markup off: paths, script arguments and error messages may hold ``[`` ``]``; they print
+verbatim."""
+
+PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+NPROC = typer.Option(
+    None, "--nproc-per-node", "-n", help="Ranks to start on this node [default: 1].", min=1
+)
+MASTER_ADDR = typer.Option(
+    None,
+    "--master-addr",
+    help="Address of rank 0 (default: 127.0.0.1; under srun/mpirun found from the launcher).",
+)
+MASTER_PORT = typer.Option(
+    None,
+    "--master-port",
+    help="Port of the rendezvous (default: free; under srun/mpirun derived from the job id).",
+)
+RUN_DIR = typer.Option(None, "--run-dir", help="Where to record (default: scalescope_runs/…).")
+NO_PROBE = typer.Option(False, "--no-probe", help="Run without instrumentation (for A/B).")
+NO_REPORT = typer.Option(False, "--no-report", help="Do not print the report at the end.")
+HTML = typer.Option(None, "--html", help="Also write the HTML dashboard of the run here.")
+NNODES = typer.Option(1, "--nnodes", help="Nodes in the job (torchrun-style).", min=1)
+NODE_RANK = typer.Option(0, "--node-rank", help="This node's index.", min=0)
+RDZV_ENDPOINT = typer.Option(None, "--rdzv-endpoint", help="HOST[:PORT] of the rendezvous.")
+RDZV_BACKEND = typer.Option("c10d", "--rdzv-backend", help="c10d or static.")
+RDZV_ID = typer.Option("", "--rdzv-id", help="Job id shared by all nodes.")
+LOCAL_ADDR = typer.Option(None, "--local-addr", help="This node's address for the others.")
+MAP_BY = typer.Option(
+    "numa", "--map-by", help="Domains to spread ranks over: node, socket, numa, core."
+)
+THREADS = typer.Option(
+    None, "--threads-per-rank", help="Threads per rank (default: its cores).", min=1
+)
+NUMA_NODES = typer.Option(None, "--numa-nodes", help="Use only these NUMA nodes, e.g. 0,1.")
+CPU_LIST = typer.Option(None, "--cpu-list", help="Cpus of one rank (repeat per rank), e.g. 0-11.")
+OVERSUBSCRIBE = typer.Option(False, "--oversubscribe", help="Allow more threads than cores.")
+NO_BIND = typer.Option(False, "--no-bind", help="Do not bind ranks to cpus.")
+BIND_TO = typer.Option(
+    "domain", "--bind-to", help="domain: the rank's NUMA node/socket; core: its own cores."
+)
+ALLOCATOR = typer.Option("default", "--allocator", help="tcmalloc, jemalloc or default.")
+DRY_RUN = typer.Option(False, "--dry-run", help="Print the placement plan and start nothing.")
+REPORT_BINDINGS = typer.Option(False, "--report-bindings", help="Each rank prints its binding.")
+THRESHOLD = typer.Option(
+    None,
+    "--threshold",
+    "-t",
+    help="Set a diagnosis threshold, NAME=VALUE (repeat), e.g. data_share_pct=20; "
+    "names in docs/diagnosis.md.",
+)
+BASELINE = typer.Option(
+    None,
+    "--baseline",
+    help="A good bench run on this machine: its FLOP/s become the expected ones.",
+)
+
+
+def diagnosis_thresholds(items: list[str] | None, baseline: Path | None) -> Thresholds:
+    """The thresholds from --threshold and --baseline (a bad one fails with its reason)."""
+    from scalescope.diagnose.calibrate import calibrate, parse_overrides
+    from scalescope.events.run import RunDirError
+
+    try:
+        thresholds = parse_overrides(items or [])
+        if baseline is None:
+            return thresholds
+        calibration = calibrate(baseline, thresholds)
+    except (ValueError, RunDirError) as exc:
+        fail(str(exc))
+        raise
+    err.print(calibration.note)
+    return calibration.thresholds
+
+
+def plain_console() -> Console:
+    """Standard output with markup off, so recorded strings print verbatim."""
+    return Console(highlight=False, markup=False)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
+    raise typer.Exit(code)
+
+
+def finish(outcome: Outcome, show_report: bool, probe: bool, html: Path | None) -> None:
+    if probe and outcome.report_here and (show_report or html):
+        from scalescope.report.outputs import ReportFiles, report_run
+
+        for path in report_run(outcome.run_dir, ReportFiles(html=html), terminal=show_report):
+            err.print(f"wrote {path}")
+    if outcome.report_here:
+        err.print(f"run {outcome.status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")
+    raise typer.Exit(outcome.exit_code)
+
+
+def launch_options(p: dict[str, Any]) -> LaunchOptions:
+    return LaunchOptions(
+        nproc_per_node=p["nproc_per_node"] or 1,
+        master_addr=p["master_addr"] or "127.0.0.1",
+        master_port=p["master_port"],
+        nnodes=p["nnodes"],
+        node_rank=p["node_rank"],
+        rdzv_endpoint=p["rdzv_endpoint"],
+        rdzv_backend=p["rdzv_backend"],
+        rdzv_id=p["rdzv_id"],
+        local_addr=p["local_addr"],
+    )
+
+
+def mapping_options(p: dict[str, Any]) -> MappingOptions:
+    numa = p["numa_nodes"]
+    try:
+        numa_nodes = tuple(int(n) for n in numa.split(",")) if numa else None
+    except ValueError as exc:
+        raise ValueError(f"--numa-nodes takes numbers like 0,1, got {numa!r}") from exc
+    return MappingOptions(
+        bind=not p["no_bind"],
+        bind_to=p["bind_to"],
+        map_by=p["map_by"],
+        threads_per_rank=p["threads_per_rank"],
+        numa_nodes=numa_nodes,
+        cpu_lists=tuple(p["cpu_list"]) if p["cpu_list"] else None,
+        oversubscribe=p["oversubscribe"],
+        allocator=p["allocator"],
+    )
+
+
+def launch_spec(p: dict[str, Any], **spec: Any) -> RunSpec:
+    """A RunSpec from the shared launch options of run and bench; bad values exit with 2."""
+    try:
+        return RunSpec(
+            launch=launch_options(p),
+            mapping=mapping_options(p),
+            run_dir=p["run_dir"],
+            probe=not p["no_probe"],
+            report_bindings=p["report_bindings"],
+            command=["scalescope", *sys.argv[1:]],
+            **spec,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+        raise
+
+
+def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
+    from scalescope.launch.session import dry_run, start
+
+    given = p["nproc_per_node"] is not None
+    try:
+        if p["dry_run"]:
+            from scalescope.report.plan_view import render_plan
+
+            render_plan(dry_run(spec, given, p["master_addr"]), plain_console())
+            raise typer.Exit(0)
+        outcome = start(spec, given, p["master_addr"])
+    except ValueError as exc:
+        fail(str(exc))
+    finish(outcome, not p["no_report"], spec.probe, p["html"])
+
+
+def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        fail(f"{flag} takes numbers like 1,2,4, got {text!r}")
+        raise
+
+
+def time_stamp() -> str:
+    import time
+
+    return time.strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,124 @@
+"""`report`, `analyze`, `compare`, `env`: render what was recorded or found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scalescope.cli.common import (
+    BASELINE,
+    THRESHOLD,
+    app,
+    diagnosis_thresholds,
+    err,
+    fail,
+    plain_console,
+)
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory written by run or bench, or a study directory of scale."
+    ),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
+    timeline: Path | None = typer.Option(
+        None, "--timeline", help="Also write a Chrome/Perfetto trace of a few steps."
+    ),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Steps in the timelines (default: 10 after warm-up).", min=1
+    ),
+    threshold: list[str] | None = THRESHOLD,
+    baseline: Path | None = BASELINE,
+) -> None:
+    """Print where the time went in a recorded run; optionally write JSON, HTML, timeline."""
+    from scalescope.events.run import RunDirError
+    from scalescope.events.study import STUDY_FILE
+    from scalescope.report.outputs import ReportFiles, report_console, report_run
+
+    if (run_dir / STUDY_FILE).is_file():
+        from scalescope.bench.scale import report_study
+
+        if json_file or timeline:
+            fail(f"{run_dir} is a scale study: its JSON is {STUDY_FILE}; no timeline")
+        try:
+            written = report_study(run_dir, html, report_console())
+        except ValueError as exc:
+            fail(str(exc))
+        for path in written:
+            err.print(f"wrote {path}")
+        return
+    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    thresholds = diagnosis_thresholds(threshold, baseline)
+    try:
+        written = report_run(run_dir, files, thresholds=thresholds)
+    except RunDirError as exc:
+        fail(str(exc))
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+@app.command()
+def analyze(
+    path: Path = typer.Argument(
+        ..., help="A torch.profiler trace (file or per-rank directory) or a Horovod timeline."
+    ),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
+    timeline: Path | None = typer.Option(None, "--timeline", help="Also write a Chrome trace."),
+    steps: int | None = typer.Option(None, "--steps", help="Steps in the timelines.", min=1),
+    threshold: list[str] | None = THRESHOLD,
+    baseline: Path | None = BASELINE,
+) -> None:
+    """The same report for traces from other tools (torch.profiler/Kineto, Horovod)."""
+    from scalescope.ingest import IngestError
+    from scalescope.report.outputs import ReportFiles, analyze_trace
+
+    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    thresholds = diagnosis_thresholds(threshold, baseline)
+    try:
+        written = analyze_trace(path, files, thresholds)
+    except IngestError as exc:
+        fail(str(exc))
+    for out in written:
+        err.print(f"wrote {out}")
+
+
+@app.command()
+def compare(
+    run_a: Path = typer.Argument(..., help="The baseline run directory."),
+    run_b: Path = typer.Argument(..., help="The run to compare with it."),
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the comparison."),
+    html: Path | None = typer.Option(None, "--html", help="Also write a side-by-side dashboard."),
+) -> None:
+    """The same tables for two runs side by side, with ratios B / A."""
+    from scalescope.events.run import RunDirError
+    from scalescope.report.outputs import compare_run_dirs
+
+    try:
+        compare_run_dirs(run_a, run_b, json_file, html)
+    except RunDirError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def env(
+    json_file: Path | None = typer.Option(None, "--json", help="Also write the facts as JSON."),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", "-n", help="Ranks per node you plan, for the thread checks."
+    ),
+) -> None:
+    """Software build and hardware facts that decide speed, with a warning for each trap."""
+    from scalescope.diagnose.env_checks import check_environment
+    from scalescope.launch.facts import collect_environment
+    from scalescope.report.env_view import env_json, render_env
+
+    facts = collect_environment()
+    warnings = check_environment(
+        facts["software"], facts["hardware"], facts["threads"], nproc_per_node=nproc_per_node
+    )
+    render_env(facts, warnings, plain_console())
+    if json_file is not None:
+        json_file.write_bytes(env_json(facts, warnings))

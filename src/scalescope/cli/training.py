@@ -1,0 +1,164 @@
+"""`run` and `bench`: start ranks under the probe and record a run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scalescope.cli.common import (
+    ALLOCATOR,
+    BIND_TO,
+    CPU_LIST,
+    DRY_RUN,
+    HTML,
+    LOCAL_ADDR,
+    MAP_BY,
+    MASTER_ADDR,
+    MASTER_PORT,
+    NNODES,
+    NO_BIND,
+    NO_PROBE,
+    NO_REPORT,
+    NODE_RANK,
+    NPROC,
+    NUMA_NODES,
+    OVERSUBSCRIBE,
+    PASSTHROUGH,
+    RDZV_BACKEND,
+    RDZV_ENDPOINT,
+    RDZV_ID,
+    REPORT_BINDINGS,
+    RUN_DIR,
+    THREADS,
+    app,
+    fail,
+    launch_spec,
+    start_or_plan,
+)
+
+
+@app.command(context_settings=PASSTHROUGH)
+def run(
+    ctx: typer.Context,
+    script: str = typer.Argument(..., help="Training script (or module with -m)."),
+    nproc_per_node: int | None = NPROC,
+    module: bool = typer.Option(False, "--module", "-m", help="SCRIPT is a module name."),
+    warmup_steps: int = typer.Option(1, help="Steps left out of the statistics.", min=0),
+    master_addr: str | None = MASTER_ADDR,
+    master_port: int | None = MASTER_PORT,
+    nnodes: int = NNODES,
+    node_rank: int = NODE_RANK,
+    rdzv_endpoint: str | None = RDZV_ENDPOINT,
+    rdzv_backend: str = RDZV_BACKEND,
+    rdzv_id: str = RDZV_ID,
+    local_addr: str | None = LOCAL_ADDR,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    cpu_list: list[str] | None = CPU_LIST,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
+    allocator: str = ALLOCATOR,
+    dry_run: bool = DRY_RUN,
+    report_bindings: bool = REPORT_BINDINGS,
+    run_dir: Path | None = RUN_DIR,
+    no_probe: bool = NO_PROBE,
+    no_report: bool = NO_REPORT,
+    html: Path | None = HTML,
+) -> None:
+    """Start ranks of SCRIPT [ARGS] under the probe and record a run directory.
+
+    Arguments after SCRIPT go to the script: scalescope run -n 2 train.py --epochs 1.
+    Under srun, mpirun or torchrun, without -n, each task joins the launcher's world as one rank.
+    """
+    if script.startswith("-"):
+        fail(f"No such option: {script} (see scalescope run --help)")
+    params = locals()
+    spec = launch_spec(
+        params, target=script, is_module=module, args=list(ctx.args), warmup_steps=warmup_steps
+    )
+    start_or_plan(spec, params)
+
+
+@app.command()
+def bench(
+    model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),
+    nproc_per_node: int | None = NPROC,
+    batch_size: int | None = typer.Option(
+        None, help="Images per rank per step (default 32).", min=1
+    ),
+    global_batch: int | None = typer.Option(
+        None, help="Images per step over all ranks (split evenly), instead of --batch-size.", min=1
+    ),
+    recipe: str | None = typer.Option(
+        None, help="Large-batch recipe: goyal or lars (LR scaling, warmup, optimizer)."
+    ),
+    image_size: int = typer.Option(224, help="Height and width of the images.", min=8),
+    steps: int | None = typer.Option(None, help="Steps to run (default 50).", min=1),
+    epochs: int | None = typer.Option(None, help="Epochs to run instead of --steps.", min=1),
+    warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
+    lr: float | None = typer.Option(
+        None, help="SGD learning rate (default 0.01); with --recipe, its base rate."
+    ),
+    channels_last: bool = typer.Option(False, help="Use the channels_last memory format."),
+    bf16: bool = typer.Option(False, help="bfloat16 autocast."),
+    bucket_cap_mb: float = typer.Option(25.0, help="DDP bucket size (MB).", min=0.0),
+    seed: int = typer.Option(0, help="Random seed."),
+    data: Path | None = typer.Option(
+        None, help="An ImageFolder or shards of `data pack` (default: synthetic)."
+    ),
+    workers: int | None = typer.Option(
+        None, help="Loader workers (default 0 synthetic, 2).", min=0
+    ),
+    pin_memory: bool = typer.Option(False, help="Pin DataLoader memory."),
+    master_addr: str | None = MASTER_ADDR,
+    master_port: int | None = MASTER_PORT,
+    nnodes: int = NNODES,
+    node_rank: int = NODE_RANK,
+    rdzv_endpoint: str | None = RDZV_ENDPOINT,
+    rdzv_backend: str = RDZV_BACKEND,
+    rdzv_id: str = RDZV_ID,
+    local_addr: str | None = LOCAL_ADDR,
+    map_by: str = MAP_BY,
+    threads_per_rank: int | None = THREADS,
+    numa_nodes: str | None = NUMA_NODES,
+    cpu_list: list[str] | None = CPU_LIST,
+    oversubscribe: bool = OVERSUBSCRIBE,
+    no_bind: bool = NO_BIND,
+    bind_to: str = BIND_TO,
+    allocator: str = ALLOCATOR,
+    dry_run: bool = DRY_RUN,
+    report_bindings: bool = REPORT_BINDINGS,
+    run_dir: Path | None = RUN_DIR,
+    no_probe: bool = NO_PROBE,
+    no_report: bool = NO_REPORT,
+    html: Path | None = HTML,
+) -> None:
+    """Data-parallel training of a built-in torchvision model, profiled."""
+    from scalescope.bench.options import BenchOptions
+
+    params = locals()
+    try:
+        options = BenchOptions(
+            model=model, batch_size=batch_size, global_batch=global_batch, recipe=recipe,
+            image_size=image_size, steps=steps,
+            epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
+            bf16=bf16, bucket_cap_mb=bucket_cap_mb, seed=seed, data=data, workers=workers,
+            pin_memory=pin_memory,
+        )  # fmt: skip
+        if nproc_per_node is not None:
+            options.check_world(nproc_per_node * nnodes)
+    except ValueError as exc:
+        fail(str(exc))
+    spec = launch_spec(
+        params,
+        target="scalescope.bench.workload",
+        is_module=True,
+        args=options.workload_args(),
+        warmup_steps=warmup_steps,
+        workload=model,
+        options=options.as_dict(),
+    )
+    start_or_plan(spec, params)
