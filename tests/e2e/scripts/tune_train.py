@@ -1,7 +1,7 @@
 """A tiny DDP training script for the tune tests: knobs that cost a known time per step.
 
-``--sleep-ms`` (an argument) and ``PAUSE_MS`` (an environment variable) each sleep that long
-in every step, so the fastest configuration is known; ``--sleep-ms=crash`` raises at the
+Every step sleeps ``BASE_MS``, then ``--sleep-ms`` (an argument) and ``PAUSE_MS`` (an
+environment variable) more, so the fastest configuration is known and its speed is steady; ``--sleep-ms=crash`` raises at the
 first step (a trial that crashes). The script knows nothing of scalescope.
 """
 
@@ -10,6 +10,8 @@ import os
 import time
 
 import torch
+
+BASE_MS = 30.0
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -24,7 +26,7 @@ def main() -> None:
     args = p.parse_args()
     if args.sleep_ms == "crash":
         raise RuntimeError("deliberate crash of this configuration")
-    pause_s = (float(args.sleep_ms) + float(os.environ.get("PAUSE_MS", "0"))) / 1000
+    pause_s = (BASE_MS + float(args.sleep_ms) + float(os.environ.get("PAUSE_MS", "0"))) / 1000
     dist.init_process_group("gloo")
     world = dist.get_world_size()
     torch.manual_seed(0)
