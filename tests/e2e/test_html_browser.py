@@ -126,3 +126,15 @@ def test_a_browser_without_decompression_stream_gets_a_note(tmp_path):
     assert '<p class="note">this browser cannot inflate the charts' in dom
     assert all(n == 0 for n in status["charts"].values())
     assert "Biggest loss:" in dom and '<table id="sizes">' in dom
+
+
+def test_tune_page_renders(tmp_path):
+    from scalescope.report.tune_html import render_tune_html
+    from tune_results import tune_result
+
+    page = tmp_path / "tune.html"
+    page.write_text(render_tune_html(tune_result(EVIL)), encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, ("chart-trials", "chart-knobs"))
+    assert "<img" not in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
