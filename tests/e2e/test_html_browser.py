@@ -129,8 +129,9 @@ def test_a_browser_without_decompression_stream_gets_a_note(tmp_path):
 
 
 def test_tune_page_renders(tmp_path):
-    from scalescope.report.tune_html import render_tune_html
     from tune_results import tune_result
+
+    from scalescope.report.tune_html import render_tune_html
 
     page = tmp_path / "tune.html"
     page.write_text(render_tune_html(tune_result(EVIL)), encoding="utf-8")

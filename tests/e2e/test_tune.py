@@ -46,9 +46,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
     grid = [*COMMON, *SPACE, "--sampler", "grid", "--run-dir", "study"]
     first = tune(cwd, *grid, "--trials", "5", "--json", "first.json", *SCRIPT_ARGS)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = tune(
-        cwd, *grid, "--resume", "--trials", "20", "--json", "all.json", *SCRIPT_ARGS
-    )
+    second = tune(cwd, *grid, "--resume", "--trials", "20", "--json", "all.json", *SCRIPT_ARGS)
     assert second.returncode == 0, second.stderr[-3000:]
     return {
         "first": trials_of(cwd / "first.json"),
@@ -71,9 +69,7 @@ def test_resume_continues_the_study(sweep: dict) -> None:
 
 
 @pytest.mark.timeout(1500)
-def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(
-    sweep: dict, tmp_path: Path
-) -> None:
+def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(sweep: dict, tmp_path: Path) -> None:
     measured = {key(t): t["samples_per_s"] for t in sweep["all"] if t["status"] == "ok"}
     assert len(measured) == SPACE_SIZE
     sweep_best = max(measured.values())

@@ -1,8 +1,9 @@
 """A tiny DDP training script for the tune tests: knobs that cost a known time per step.
 
 Every step sleeps ``BASE_MS``, then ``--sleep-ms`` (an argument) and ``PAUSE_MS`` (an
-environment variable) more, so the fastest configuration is known and its speed is steady; ``--sleep-ms=crash`` raises at the
-first step (a trial that crashes). The script knows nothing of scalescope.
+environment variable) more, so the fastest configuration is known and its speed steady;
+``--sleep-ms=crash`` raises at the start (a trial that crashes). It knows nothing of
+scalescope.
 """
 
 import argparse
@@ -10,12 +11,12 @@ import os
 import time
 
 import torch
-
-BASE_MS = 30.0
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+BASE_MS = 30.0
 
 
 def main() -> None:

@@ -6,10 +6,10 @@ import io
 import json
 
 from rich.console import Console
+from tune_results import tune_result
 
 from scalescope.report.tune_html import render_tune_html
 from scalescope.report.tune_view import render_tune, tune_json
-from tune_results import tune_result
 
 EVIL = "[bold]<script>alert(1)</script>"
 
