@@ -426,7 +426,9 @@ def tune(
             result = run_study(target, knobs, options, study_dir, progress)
     except ValueError as exc:
         fail(escape(str(exc)))
-    render_tune(result, Console(highlight=False))
+    from scalescope.report.outputs import report_console
+
+    render_tune(result, report_console())
     if json_file is not None:
         json_file.write_bytes(tune_json(result))
         err.print(f"wrote {json_file}")

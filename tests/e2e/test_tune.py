@@ -10,8 +10,11 @@ changes how long a trial runs. The sweep (``--sampler grid``) runs in two parts 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,26 @@ def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert not (tmp_path / "scalescope_runs").exists()
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_ends_the_study_and_prints_the_finished_trials(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "scalescope.cli", "tune", *COMMON, *SPACE, "--trials", "6",
+        "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=400",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    second = tmp_path / "study" / "trials" / "trial-0001" / "run.json"
+    deadline = time.monotonic() + 400
+    while not second.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert second.exists(), "the second trial never started"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "study: interrupted" in out and "baseline (as given)" in out
+    trials = {t["number"]: t for t in trials_of(tmp_path / "t.json")}
+    assert trials[0]["status"] == "ok" and trials[1]["status"] == "interrupted"

@@ -74,10 +74,18 @@ def suggest(trial: optuna.Trial, space: Space) -> Config:
     return config
 
 
+class GridSearch(optuna.samplers.GridSampler):
+    """optuna's grid, without its ``study.stop()`` once the grid is covered (allowed only
+    inside ``study.optimize``): the search loop ends when every point was measured."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return None
+
+
 def make_sampler(options: TuneOptions, space: Space) -> optuna.samplers.BaseSampler:
     if options.sampler == "grid":
         grid = {k.name: list(range(len(k.values))) if k.ordered else list(k.values) for k in space}
-        return optuna.samplers.GridSampler(grid, seed=options.seed)
+        return GridSearch(grid, seed=options.seed)
     if options.sampler == "random":
         return optuna.samplers.RandomSampler(seed=options.seed)
     if options.sampler == "gp":
@@ -113,6 +121,7 @@ def open_study(study_dir: Path, target: TuneTarget, space: Space, options: TuneO
     if not options.resume and path.exists():
         raise ValueError(f"{study_dir} already holds a study: add --resume, or another --run-dir")
     study_dir.mkdir(parents=True, exist_ok=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=STUDY_NAME,
         storage=f"sqlite:///{path.resolve()}",
