@@ -21,7 +21,7 @@ from scalescope.tune.study import (
     suggest,
     to_params,
 )
-from scalescope.tune.trial import TrialResult, run_trial
+from scalescope.tune.trial import PROGRESS_EVERY_S, TrialResult, run_trial
 
 TrialState = optuna.trial.TrialState
 
@@ -121,7 +121,7 @@ class Search:
             self.listener.progress(elapsed, rate)
             if baseline or rate is None:
                 return False
-            trial.report(rate, int(elapsed))
+            trial.report(rate, round(elapsed / PROGRESS_EVERY_S))
             return trial.should_prune()
 
         result = run_trial(setup.spec, setup.env, self.options.trial_seconds, progress)

@@ -16,6 +16,7 @@ import optuna
 from scalescope.tune.apply import TuneTarget
 from scalescope.tune.result import TrialRecord
 from scalescope.tune.space import Config, Space
+from scalescope.tune.trial import PROGRESS_EVERY_S
 
 STUDY_FILE = "study.db"
 STUDY_NAME = "scalescope-tune"
@@ -98,9 +99,12 @@ def make_sampler(options: TuneOptions, space: Space) -> optuna.samplers.BaseSamp
 
 
 def make_pruner(options: TuneOptions) -> optuna.pruners.BasePruner:
+    """Stop a trial in the slowest quarter at the same point (progress reports come every
+    PROGRESS_EVERY_S seconds; report k is at k x PROGRESS_EVERY_S) after a third of its
+    budget, once 3 trials have finished."""
     if not options.prune:
         return optuna.pruners.NopPruner()
-    warmup = max(1, int(options.trial_seconds / 3))
+    warmup = max(1, int(options.trial_seconds / 3 / PROGRESS_EVERY_S))
     return optuna.pruners.PercentilePruner(25.0, n_startup_trials=3, n_warmup_steps=warmup)
 
 
