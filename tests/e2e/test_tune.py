@@ -22,9 +22,10 @@ import pytest
 from conftest import SCRIPTS, cli_env
 
 TUNE_TRAIN = SCRIPTS / "tune_train.py"
-SPACE = ["--space", "--sleep-ms=0,60,120", "--space", "PAUSE_MS=0,60", "--space", "--steps=20,24"]
+SPACE = ["--space", "--sleep-ms=0,60,120", "--space", "PAUSE_MS=0,60", "--space", "--steps=40,48"]
 SPACE_SIZE = 12
-SCRIPT_ARGS = [str(TUNE_TRAIN), "--sleep-ms=120", "--steps=20"]
+SCRIPT_ARGS = [str(TUNE_TRAIN), "--sleep-ms=120", "--steps=40"]
+TOLERANCE = 0.05
 COMMON = ["-n", "2", "--warmup-steps", "2", "--trial-seconds", "120", "--no-prune"]
 
 
@@ -40,6 +41,15 @@ def trials_of(path: Path) -> list[dict]:
 
 def key(trial: dict) -> tuple:
     return tuple(sorted(trial["config"].items()))
+
+
+def equal_pairs_gap(measured: dict[tuple, float]) -> float:
+    """The largest relative gap between two points that differ only in ``--steps`` (the
+    same speed by construction): how noisy this machine measured the sweep."""
+    groups: dict[tuple, list[float]] = {}
+    for point, value in measured.items():
+        groups.setdefault(tuple(kv for kv in point if kv[0] != "--steps"), []).append(value)
+    return max((max(v) - min(v)) / max(v) for v in groups.values())
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +86,9 @@ def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(sweep: dict, tmp_
     measured = {key(t): t["samples_per_s"] for t in sweep["all"] if t["status"] == "ok"}
     assert len(measured) == SPACE_SIZE
     sweep_best = max(measured.values())
+    gap = equal_pairs_gap(measured)
+    if gap > TOLERANCE:
+        pytest.skip(f"too noisy here: equal configurations measured {100 * gap:.0f}% apart")
     budget = SPACE_SIZE // 3
     done = tune(tmp_path, *COMMON, *SPACE, "--trials", str(budget), "--json", "t.json",
                 *SCRIPT_ARGS)  # fmt: skip
@@ -83,7 +96,7 @@ def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(sweep: dict, tmp_
     trials = trials_of(tmp_path / "t.json")
     assert len(trials) <= budget
     found = max((t for t in trials if t["status"] == "ok"), key=lambda t: t["samples_per_s"])
-    assert measured[key(found)] >= 0.95 * sweep_best, (found, measured)
+    assert measured[key(found)] >= (1 - TOLERANCE) * sweep_best, (found, measured)
     # The table's speedup is the trial's samples/s over the baseline's, as recorded.
     base = next(t for t in trials if t["baseline"])
     assert found["speedup"] == pytest.approx(found["samples_per_s"] / base["samples_per_s"])

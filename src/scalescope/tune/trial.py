@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.analyze.summary import RunAnalysis, analyze_run
@@ -154,8 +155,10 @@ def run_trial(
         watch.start()
         try:
             status = start(spec, True).status
-        except ValueError as exc:
-            return _ended(run_dir, watch, "failed", None, str(exc))
+        except SignalException:
+            raise
+        except Exception as exc:  # a bad placement, a launcher error: this trial fails
+            return _ended(run_dir, watch, "failed", None, f"{type(exc).__name__}: {exc}")
         finally:
             watch.done.set()
             watch.join()
