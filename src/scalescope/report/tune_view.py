@@ -72,7 +72,9 @@ class TuneProgress:
     def trial_ends(self, record: TrialRecord) -> None:
         what = "baseline" if record.baseline else config_text(record.config)
         outcome = rate_text(record.samples_per_s, record.unit)
-        if record.status != "ok":
+        if record.status == "pruned":
+            outcome = f"pruned at {outcome}"
+        elif record.status != "ok":
             outcome = f"{record.status}: {last_line(record.error)}"
         self.console.print(f"trial {record.number}: {escape(what)} -> {escape(str(outcome))}")
 

@@ -172,10 +172,19 @@ def baseline_config(target: TuneTarget, space: Space) -> Config | None:
     return config
 
 
+BENCH_DDP = {"gradient_as_bucket_view": False, "comm_hook": "none"}
+"""What the bench workload's DDP runs with when tune does not change it."""
+
+
 def _given_value(target: TuneTarget, name: str, kind: str) -> Any:
     spec = target.spec
-    if target.bench is not None and name in BENCH_FIELDS:
-        return getattr(target.bench, name)
+    if target.bench is not None:
+        if name == "workers" and target.bench.workers is None:
+            return 0 if target.bench.data is None else 2
+        if name in BENCH_FIELDS:
+            return getattr(target.bench, name)
+        if name in BENCH_DDP:
+            return BENCH_DDP[name]
     if kind == ENV:
         return os.environ.get(name)
     if kind == ARG:

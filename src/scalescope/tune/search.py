@@ -82,7 +82,7 @@ class Search:
             self._fail_running()
         result = TuneResult(self.target.name, self.space, tuple(records(self.study)), stopped)
         best = result.best
-        if best is not None and best.config:
+        if best is not None:
             reuse = reuse_command(self.target, self.space, best.config)
             result = TuneResult(result.target, self.space, result.records, stopped, reuse)
         return result

@@ -95,3 +95,15 @@ def test_knobs_api(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KNOBS_ENV, "[1]")
     with pytest.raises(ValueError, match="not a JSON object"):
         knobs()
+
+
+def test_bench_baseline_knows_its_workload_defaults() -> None:
+    bench = BenchOptions(model="resnet18", image_size=32, steps=20)
+    spec = RunSpec(target="scalescope.bench.workload", is_module=True, args=bench.workload_args())
+    target = TuneTarget(spec, bench)
+    space = parse_space(
+        ["bucket_cap_mb=5,25", "gradient_as_bucket_view", "workers=0,2", "bind_to"], CTX
+    )
+    expected = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "workers": 0,
+                "bind_to": "domain"}  # fmt: skip
+    assert baseline_config(target, space) == expected
