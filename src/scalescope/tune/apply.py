@@ -149,7 +149,10 @@ def reuse_command(target: TuneTarget, space: Space, config: Config) -> str:
     n = ["-n", str(target.spec.launch.nproc_per_node)] if "nproc_per_node" not in config else []
     launch = n + _launch_flags(config)
     if target.bench is not None:
+        sizes = {"batch_size": target.bench.batch_size, "image_size": target.bench.image_size}
+        given = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items() if k not in config]
         words = ["scalescope", "bench", target.bench.model, *launch, *_bench_flags(config)]
+        words += given
     else:
         module = ["-m"] if target.spec.is_module else []
         args = setup.spec.args

@@ -61,6 +61,7 @@ def test_bench_trial_uses_the_bench_options(tmp_path: Path) -> None:
     command = reuse_command(target, space, config)
     assert command.startswith("SCALESCOPE_DDP_COMM_HOOK=bf16 scalescope bench resnet18 -n 1")
     assert "--bucket-cap-mb 5" in command and "--channels-last" in command
+    assert command.endswith("--batch-size=32 --image-size=32")
 
 
 def test_reuse_command_of_a_script() -> None:
