@@ -49,7 +49,8 @@ class TuneResult:
 
     @property
     def baseline(self) -> TrialRecord | None:
-        return next((r for r in self.records if r.baseline), None)
+        baselines = [r for r in self.records if r.baseline]
+        return next((r for r in baselines if r.status == "ok"), baselines[0] if baselines else None)
 
     @property
     def best(self) -> TrialRecord | None:

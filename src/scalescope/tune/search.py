@@ -73,7 +73,7 @@ class Search:
     def run(self) -> TuneResult:
         stopped = "finished"
         started = time.monotonic()
-        if not self.done:
+        if not any(r.baseline and r.status != "interrupted" for r in self.done):
             self._enqueue_baseline()
         try:
             stopped = self._loop(started)
