@@ -173,4 +173,16 @@ def test_projection_page_renders(tmp_path):
     status, dom, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, PROJECT_CHART_IDS)
     assert '<table id="projection">' in dom and "<img" not in dom
+
+
+def test_tune_page_renders(tmp_path):
+    from tune_results import tune_result
+
+    from scalescope.report.tune_html import render_tune_html
+
+    page = tmp_path / "tune.html"
+    page.write_text(render_tune_html(tune_result(EVIL)), encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, ("chart-trials", "chart-knobs"))
+    assert "<img" not in dom
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom

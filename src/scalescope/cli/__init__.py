@@ -10,6 +10,7 @@ from scalescope.cli import training  # noqa: F401  run, bench
 from scalescope.cli import reports  # noqa: F401  report, analyze, compare, env
 from scalescope.cli import data  # noqa: F401  data pack|stage|bench
 from scalescope.cli import measure  # noqa: F401  suite, comm, scale
+from scalescope.cli import tune  # noqa: F401  tune
 from scalescope.cli import project  # noqa: F401  project
 # isort: on
 

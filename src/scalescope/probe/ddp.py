@@ -4,12 +4,18 @@ DDP's bucket allreduces are issued from C++, so wrapping Python functions alone 
 them. The probe registers a comm hook that runs DDP's default allreduce (or the hook the
 user registers later, which it then wraps), so every bucket's collective passes through
 the wrapped ``dist.all_reduce`` with tag ``gradients``.
+
+``scalescope tune`` sets DDP's fusion knobs through the environment (``DDP_ENV``): when set,
+they replace the script's own ``bucket_cap_mb`` and ``gradient_as_bucket_view``, and a
+compression hook (fp16/bf16) is registered unless the script registers its own.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -38,6 +44,31 @@ def probe_comm_hook(state, bucket):  # noqa: ANN001, ANN201
     state.on_bucket(time.perf_counter_ns())
     with tagged("gradients"):
         return state.inner_hook(state.inner_state, bucket)
+
+
+BUCKET_CAP_ENV = "SCALESCOPE_DDP_BUCKET_CAP_MB"
+BUCKET_VIEW_ENV = "SCALESCOPE_DDP_GRADIENT_AS_BUCKET_VIEW"
+COMM_HOOK_ENV = "SCALESCOPE_DDP_COMM_HOOK"
+DDP_ENV = (BUCKET_CAP_ENV, BUCKET_VIEW_ENV, COMM_HOOK_ENV)
+COMPRESS_HOOKS = {
+    "fp16": default_hooks.fp16_compress_hook,
+    "bf16": default_hooks.bf16_compress_hook,
+}
+
+
+def ddp_overrides(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """DDP constructor arguments set by the environment; a value that does not parse is left
+    out (the script's own argument stands)."""
+    out: dict[str, Any] = {}
+    try:
+        if environ.get(BUCKET_CAP_ENV):
+            out["bucket_cap_mb"] = float(environ[BUCKET_CAP_ENV])
+    except ValueError:
+        pass
+    view = environ.get(BUCKET_VIEW_ENV, "").lower()
+    if view in ("1", "true", "0", "false"):
+        out["gradient_as_bucket_view"] = view in ("1", "true")
+    return out
 
 
 _BUILTIN = {
@@ -79,6 +110,7 @@ class DDPPatch:
 
         @functools.wraps(original)
         def __init__(ddp: DDP, *args: Any, **kwargs: Any) -> None:
+            kwargs.update(ddp_overrides())
             with tagged("parameters"):
                 original(ddp, *args, **kwargs)
             patch.attach(ddp)
@@ -94,6 +126,9 @@ class DDPPatch:
             self.recorder.errors.append(f"DDP gradient buckets not observed: {exc}")
             return
         ddp._scalescope_comm = state
+        compress = COMPRESS_HOOKS.get(os.environ.get(COMM_HOOK_ENV, ""))
+        if compress is not None:
+            state.inner_hook, state.inner_state = compress, ddp.process_group
 
     def _patched_broadcast(self, original: Any) -> Any:
         """DDP's coalesced broadcasts: parameters at construction, buffers before forward."""

@@ -1,0 +1,130 @@
+"""What ``scalescope tune`` gains: images/s of the best configuration it finds for the bench
+workload versus plain torchrun defaults (OMP_NUM_THREADS=1 with several ranks, no binding,
+the workload's default options).
+
+First runs the study (``scalescope tune --bench MODEL``), then re-measures A (torchrun
+defaults) and B (the best configuration, started with the command tune prints) interleaved,
+and prints the medians and the ratio B / A. Run by hand, not in CI:
+
+    .venv/bin/python benchmarks/tune_gain.py --model resnet18 --pairs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "scalescope.cli"]
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="resnet50")
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30, help="steps of each re-measurement")
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--trials", type=int, default=12)
+    p.add_argument("--trial-seconds", type=float, default=90.0)
+    p.add_argument("--space", action="append", help="passed to tune (default: its own space)")
+    return p.parse_args()
+
+
+def sizes(args: argparse.Namespace) -> list[str]:
+    return [f"--batch-size={args.batch_size}", f"--image-size={args.image_size}"]
+
+
+def run_study(args: argparse.Namespace, tmp: Path) -> dict:
+    spaces = [w for s in args.space or [] for w in ("--space", s)]
+    cmd = [
+        *CLI, "tune", "--bench", args.model, "-n", str(args.nproc), *sizes(args),
+        f"--trial-steps={args.steps}", f"--warmup-steps={args.warmup_steps}",
+        f"--trials={args.trials}", f"--trial-seconds={args.trial_seconds}", *spaces,
+        "--run-dir", str(tmp / "study"), "--json", str(tmp / "tune.json"),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, env=clean_env())
+    return json.loads((tmp / "tune.json").read_text())
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def images_per_s(run_dir: Path) -> float:
+    return float(json.loads((run_dir / "bench.json").read_text())["images_per_sec"])
+
+
+def torchrun(args: argparse.Namespace, run_dir: Path) -> float:
+    run_dir.mkdir(parents=True)
+    env = clean_env() | {"SCALESCOPE_RUN_DIR": str(run_dir)}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={args.nproc}",
+        f"--master-port={free_port()}", "-m", "scalescope.bench.workload", args.model,
+        f"--steps={args.steps}", f"--warmup-steps={args.warmup_steps}", *sizes(args),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return images_per_s(run_dir)
+
+
+def best_command(reuse: str) -> tuple[dict[str, str], list[str]]:
+    """The variables and the argv of tune's ``reuse`` line (``scalescope bench ...``)."""
+    words = shlex.split(reuse)
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    start = words.index("scalescope")
+    return env, [*CLI, *words[start + 1 :]]
+
+
+def tuned(args: argparse.Namespace, reuse: str, run_dir: Path) -> float:
+    env, cmd = best_command(reuse)
+    cmd += [f"--steps={args.steps}", f"--warmup-steps={args.warmup_steps}", *sizes(args)]
+    cmd += ["--no-report", "--run-dir", str(run_dir)]
+    subprocess.run(cmd, check=True, env=clean_env() | env, stdout=subprocess.DEVNULL)
+    return images_per_s(run_dir)
+
+
+def main() -> None:
+    args = parse()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        study = run_study(args, tmp)
+        reuse = study["reuse"]
+        if not reuse:
+            sys.exit("tune found no configuration better than the baseline's to re-measure")
+        print(f"\nbest configuration: {reuse}", flush=True)
+        results: dict[str, list[float]] = {"torchrun": [], "tuned": []}
+        for i in range(args.pairs):
+            order = ("torchrun", "tuned") if i % 2 == 0 else ("tuned", "torchrun")
+            for name in order:
+                run_dir = tmp / f"{i}-{name}"
+                value = (
+                    torchrun(args, run_dir) if name == "torchrun" else tuned(args, reuse, run_dir)
+                )
+                results[name].append(value)
+                print(f"pair {i + 1}/{args.pairs}  {name:8s} {value:8.2f} images/s", flush=True)
+    a, b = statistics.median(results["torchrun"]), statistics.median(results["tuned"])
+    trials = len(study["trials"])
+    print(f"\n{args.model}, {args.nproc} ranks on {os.cpu_count()} cpus, batch {args.batch_size}, "
+          f"images {args.image_size}px, {trials} trials")  # fmt: skip
+    print(f"median images/s, torchrun defaults:      {a:8.2f}")
+    print(f"median images/s, best tune configuration: {b:8.2f}")
+    print(f"ratio tuned / torchrun: {b / a:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""``scalescope tune`` for people and programs: a progress bar per trial, the table of
+trials ranked by samples/s, the best configuration as a command, and the JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from scalescope.tune.result import TrialRecord, TuneResult, knob_effects
+from scalescope.tune.space import Config, format_value
+
+STOPPED = {
+    "finished": "all trials ran",
+    "budget": "the time budget ran out",
+    "exhausted": "every configuration of the space was measured",
+    "interrupted": "interrupted: the table holds the trials that finished",
+}
+
+
+def config_text(config: Config) -> str:
+    return " ".join(f"{k}={format_value(v)}" for k, v in config.items()) or "(as given)"
+
+
+def last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def rate_text(rate: float | None, unit: str = "samples/s") -> str:
+    return "-" if rate is None else f"{rate:,.1f} {unit}"
+
+
+class TuneProgress:
+    """The study's listener: one rich progress bar per trial (trial i/N, config, samples/s)."""
+
+    def __init__(self, console: Console, trial_seconds: float) -> None:
+        self.console = console
+        self.trial_seconds = trial_seconds
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> TuneProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def trial_starts(self, done: int, total: int, config: Config, baseline: bool) -> None:
+        what = "baseline (as given)" if baseline else config_text(config)
+        label = f"trial {done + 1}/{total} {escape(what)}"
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.task = self.bar.add_task(label, total=self.trial_seconds, rate="")
+
+    def progress(self, elapsed_s: float, samples_per_s: float | None) -> None:
+        self.bar.update(self.task, completed=elapsed_s, rate=rate_text(samples_per_s))
+
+    def trial_ends(self, record: TrialRecord) -> None:
+        what = "baseline" if record.baseline else config_text(record.config)
+        outcome = rate_text(record.samples_per_s, record.unit)
+        if record.status == "pruned":
+            outcome = f"pruned at {outcome}"
+        elif record.status != "ok":
+            outcome = f"{record.status}: {last_line(record.error)}"
+        self.console.print(Text(f"trial {record.number}: {what} -> {outcome}"))
+
+
+def trials_table(result: TuneResult) -> Table:
+    table = Table(title=Text(f"tune {result.target}: trials by samples/s"), title_justify="left")
+    for column in ("trial", "configuration", "throughput", "vs baseline", "status", "note"):
+        table.add_column(column, justify="right" if column in ("trial", "vs baseline") else "left")
+    for r in result.ranked():
+        speedup = result.speedup(r)
+        note = "; ".join(f"changes {s}" for s in result.semantics(r))
+        if r.seeded_by:
+            note = "; ".join(filter(None, [f"from diagnosis {r.seeded_by}", note]))
+        if r.status == "failed" and r.error:
+            note = last_line(r.error)
+        what = "baseline (as given)" if r.baseline and not r.config else config_text(r.config)
+        what = f"{what} [baseline]" if r.baseline and r.config else what
+        table.add_row(
+            str(r.number),
+            Text(what),
+            rate_text(r.samples_per_s, r.unit),
+            "-" if speedup is None else f"{speedup:.2f}x",
+            r.status,
+            Text(note),
+        )
+    return table
+
+
+def render_tune(result: TuneResult, console: Console) -> None:
+    console.print(trials_table(result))
+    console.print(f"study: {STOPPED.get(result.stopped, result.stopped)}")
+    best = result.best
+    if best is None:
+        console.print("no trial was measured")
+        return
+    speedup = result.speedup(best)
+    gain = "" if speedup is None else f" ({speedup:.2f}x the baseline)"
+    console.print(f"best: trial {best.number}, {rate_text(best.samples_per_s, best.unit)}{gain}")
+    flagged = result.semantics(best)
+    if flagged:
+        console.print(
+            Text.assemble(
+                ("note:", "bold yellow"), f" the best configuration changes {', '.join(flagged)}"
+            )
+        )
+    if result.reuse:
+        console.print("reuse it with:")
+        console.print(Text(result.reuse), soft_wrap=True, highlight=False)
+
+
+def tune_json(result: TuneResult) -> bytes:
+    """Every trial with its configuration, samples/s, speedup and outcome."""
+    best = result.best
+    doc = {
+        "schema": "scalescope.tune/1",
+        "target": result.target,
+        "stopped": result.stopped,
+        "space": {k.name: list(k.values) for k in result.space},
+        "best_trial": best.number if best else None,
+        "reuse": result.reuse,
+        "trials": [
+            asdict(r) | {"speedup": result.speedup(r), "changes": result.semantics(r)}
+            for r in result.ranked()
+        ],
+        "knob_effects": [
+            {"knob": e.name, "spread_pct": e.spread_pct, "means": [list(m) for m in e.means]}
+            for e in knob_effects(result)
+        ],
+    }
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2)

@@ -1,0 +1,210 @@
+"""The trial loop: ask the study for a configuration, run it, tell the study how it went."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+from torch.distributed.elastic.multiprocessing.api import SignalException
+
+from scalescope.tune.apply import TuneTarget, baseline_config, reuse_command, trial_setup
+from scalescope.tune.result import TrialRecord, TuneResult
+from scalescope.tune.seeds import seeds
+from scalescope.tune.space import Config, Space, config_key, space_size
+from scalescope.tune.study import (
+    MAX_REPEATS,
+    Listener,
+    TuneOptions,
+    open_study,
+    suggest,
+    to_params,
+)
+from scalescope.tune.trial import PROGRESS_EVERY_S, TrialResult, run_trial
+
+TrialState = optuna.trial.TrialState
+
+
+def record_of(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
+    """The record kept in a finished trial's attributes; None for repeats and unfinished."""
+    attrs = trial.user_attrs
+    if "status" not in attrs or "repeat_of" in attrs:
+        return None
+    return TrialRecord(
+        number=trial.number,
+        config=dict(attrs.get("config", {})),
+        status=attrs["status"],
+        samples_per_s=attrs.get("samples_per_s"),
+        unit=attrs.get("unit", "samples/s"),
+        seconds=attrs.get("seconds", 0.0),
+        run_dir=attrs.get("run_dir", ""),
+        error=attrs.get("error"),
+        baseline=bool(attrs.get("baseline")),
+        seeded_by=attrs.get("seeded_by", ""),
+        stopped_at_budget=bool(attrs.get("stopped_at_budget")),
+    )
+
+
+def records(study: optuna.Study) -> list[TrialRecord]:
+    found = (record_of(t) for t in study.get_trials(deepcopy=False))
+    return [r for r in found if r is not None]
+
+
+class Search:
+    def __init__(
+        self,
+        target: TuneTarget,
+        space: Space,
+        options: TuneOptions,
+        study_dir: Path,
+        listener: Listener,
+    ) -> None:
+        self.target, self.space, self.options = target, space, options
+        self.study_dir, self.listener = Path(study_dir), listener
+        self.study = open_study(self.study_dir, target, space, options)
+        self.done = records(self.study)
+        self.measured = {
+            config_key(space, r.config): r
+            for r in self.done
+            if r.config and r.status != "interrupted"
+        }
+
+    def run(self) -> TuneResult:
+        stopped = "finished"
+        started = time.monotonic()
+        if not any(r.baseline and r.status != "interrupted" for r in self.done):
+            self._enqueue_baseline()
+        try:
+            stopped = self._loop(started)
+        except (KeyboardInterrupt, SignalException):
+            stopped = "interrupted"
+            self._fail_running()
+        result = TuneResult(self.target.name, self.space, tuple(records(self.study)), stopped)
+        best = result.best
+        if best is not None:
+            reuse = reuse_command(self.target, self.space, best.config)
+            result = TuneResult(result.target, self.space, result.records, stopped, reuse)
+        return result
+
+    def _loop(self, started: float) -> str:
+        repeats = 0
+        while len(self.done) < self.options.trials:
+            budget = self.options.budget_min
+            if budget is not None and time.monotonic() - started >= 60 * budget:
+                return "budget"
+            if len(self.measured) >= space_size(self.space) or repeats > MAX_REPEATS:
+                return "exhausted"
+            trial = self.study.ask()
+            baseline = bool(trial.user_attrs.get("baseline"))
+            given = baseline_config(self.target, self.space) if baseline else None
+            config = suggest(trial, self.space) if given or not baseline else {}
+            key = config_key(self.space, config)
+            if not baseline and key in self.measured:
+                repeats += 1
+                self._repeat(trial, self.measured[key])
+                continue
+            repeats = 0
+            record = self._run(trial, config, baseline)
+            if record.status == "interrupted":
+                return "interrupted"
+            if baseline and record.status == "ok" and self.options.sampler != "grid":
+                self._enqueue_seeds(record)
+        return "finished"
+
+    def _run(self, trial: optuna.Trial, config: Config, baseline: bool) -> TrialRecord:
+        run_dir = self.study_dir / "trials" / f"trial-{trial.number:04d}"
+        setup = trial_setup(self.target, self.space, {} if baseline else config, run_dir)
+        self.listener.trial_starts(len(self.done), self.options.trials, config, baseline)
+
+        def progress(elapsed: float, rate: float | None) -> bool:
+            self.listener.progress(elapsed, rate)
+            if baseline or rate is None:
+                return False
+            trial.report(rate, round(elapsed / PROGRESS_EVERY_S))
+            return trial.should_prune()
+
+        result = run_trial(setup.spec, setup.env, self.options.trial_seconds, progress)
+        record = self._tell(trial, config, baseline, result)
+        self.listener.trial_ends(record)
+        return record
+
+    def _tell(
+        self, trial: optuna.Trial, config: Config, baseline: bool, result: TrialResult
+    ) -> TrialRecord:
+        record = TrialRecord(
+            number=trial.number,
+            config=config,
+            status=result.status,
+            samples_per_s=result.samples_per_s,
+            unit=result.unit,
+            seconds=result.seconds,
+            run_dir=str(result.run_dir),
+            error=result.error,
+            baseline=baseline,
+            seeded_by=str(trial.user_attrs.get("seeded_by", "")),
+            stopped_at_budget=result.stopped_at_budget,
+        )
+        for name, value in _attrs(record).items():
+            trial.set_user_attr(name, value)
+        if record.status == "ok":
+            self.study.tell(trial, record.samples_per_s)
+        else:
+            state = TrialState.PRUNED if record.status == "pruned" else TrialState.FAIL
+            self.study.tell(trial, state=state)
+        self.done.append(record)
+        if config and record.status != "interrupted":
+            self.measured[config_key(self.space, config)] = record
+        return record
+
+    def _repeat(self, trial: optuna.Trial, earlier: TrialRecord) -> None:
+        trial.set_user_attr("repeat_of", earlier.number)
+        if earlier.status == "ok":
+            self.study.tell(trial, earlier.samples_per_s)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    def _enqueue_baseline(self) -> None:
+        given = baseline_config(self.target, self.space)
+        params = to_params(self.space, given) if given else {}
+        self.study.enqueue_trial(params, user_attrs={"baseline": True}, skip_if_exists=False)
+
+    def _enqueue_seeds(self, baseline: TrialRecord) -> None:
+        from scalescope.analyze.summary import analyze_run
+        from scalescope.diagnose import diagnose_run
+        from scalescope.events.run import load_run
+
+        run = load_run(Path(baseline.run_dir))
+        diagnosis = diagnose_run(run, analyze_run(run))
+        for seed in seeds(diagnosis, self.space, baseline.config or None):
+            if config_key(self.space, seed.config) in self.measured:
+                continue
+            params = to_params(self.space, seed.config)
+            self.study.enqueue_trial(params, user_attrs={"seeded_by": seed.code})
+
+    def _fail_running(self) -> None:
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            self.study.tell(t.number, state=TrialState.FAIL)
+
+
+def _attrs(record: TrialRecord) -> dict[str, Any]:
+    values = {
+        "config": record.config,
+        "status": record.status,
+        "samples_per_s": record.samples_per_s,
+        "unit": record.unit,
+        "seconds": record.seconds,
+        "run_dir": record.run_dir,
+        "error": record.error,
+        "baseline": record.baseline,
+        "seeded_by": record.seeded_by,
+        "stopped_at_budget": record.stopped_at_budget,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def tune(
+    target: TuneTarget, space: Space, options: TuneOptions, study_dir: Path, listener: Listener
+) -> TuneResult:
+    """Run (or --resume) the study of ``target`` over ``space``; every trial's outcome."""
+    return Search(target, space, options, study_dir, listener).run()

@@ -1,0 +1,65 @@
+"""The first configurations to try, from the remedies of the baseline's diagnosis.
+
+Each finding code maps to the knob changes its remedies propose (docs/diagnosis.md):
+larger buckets for latency-bound communication, compression for bandwidth, workers and
+pinned memory for a starving input pipeline, threads and binding for CPU placement,
+channels_last and bf16 for compute. Only knobs of the space take part, and a change
+needs the space's value in that direction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalescope.diagnose.findings import Diagnosis
+from scalescope.tune.space import Config, Space, Value
+
+MAX_SEEDS = 3
+
+CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "COMM_LATENCY": (("bucket_cap_mb", "max"), ("gradient_as_bucket_view", "true")),
+    "COMM_BANDWIDTH": (("comm_hook", "bf16"), ("bucket_cap_mb", "max")),
+    "INPUT_BOUND": (("workers", "max"), ("pin_memory", "true"), ("prefetch_factor", "max")),
+    "COMPUTE": (("channels_last", "true"), ("bf16", "true")),
+    "OVERSUBSCRIBED": (("threads_per_rank", "min"),),
+    "IDLE_CORES": (("threads_per_rank", "max"),),
+    "UNBOUND": (("bind_to", "domain"),),
+    "NUMA_SPAN": (("map_by", "numa"), ("bind_to", "domain")),
+    "STRAGGLER": (("bind_to", "core"),),
+    "LOAD_IMBALANCE": (("bind_to", "core"),),
+}
+"""Finding code -> (knob, value) its remedies propose; ``min``/``max`` of the space's values."""
+
+
+@dataclass(frozen=True)
+class Seed:
+    code: str
+    """The finding code it comes from."""
+    config: Config
+
+
+def _pick(values: tuple[Value, ...], want: str) -> Value | None:
+    if want == "max":
+        return values[-1]
+    if want == "min":
+        return values[0]
+    wanted = want == "true" if want in ("true", "false") else want
+    return next((v for v in values if v == wanted and type(v) is type(wanted)), None)
+
+
+def seeds(diagnosis: Diagnosis, space: Space, start: Config | None) -> list[Seed]:
+    """Up to MAX_SEEDS configurations: ``start`` (or the first values) changed as each
+    warning finding proposes, best finding first."""
+    knobs = {k.name: k for k in space}
+    base: Config = dict(start) if start else {k.name: k.values[0] for k in space}
+    out: list[Seed] = []
+    for finding in diagnosis.findings:
+        config = dict(base)
+        for name, want in CHANGES.get(finding.code, ()):
+            if name in knobs:
+                value = _pick(knobs[name].values, want)
+                if value is not None:
+                    config[name] = value
+        if config != base and all(config != s.config for s in out):
+            out.append(Seed(finding.code, config))
+    return out[:MAX_SEEDS]

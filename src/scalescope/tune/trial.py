@@ -1,0 +1,206 @@
+"""One trial: start the workload through the launcher, watch its progress, stop it at its time
+budget (or when pruned), and measure samples/s from the run's own analysis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from torch.distributed.elastic.multiprocessing.api import SignalException
+
+from scalescope.analyze.steps import StepAnalysis, analyze_steps
+from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.events.run import RunDirError, load_run
+from scalescope.launch.runner import RunSpec
+from scalescope.launch.session import start
+
+POLL_S = 0.5
+PROGRESS_EVERY_S = 2.0
+KILL_GRACE_S = 10.0
+"""After SIGTERM, ranks get this long to flush their events before SIGKILL."""
+
+Progress = Callable[[float, float | None], bool]
+"""Called with (seconds since launch, running samples/s or None); True stops the trial."""
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    status: str
+    """ok, failed, pruned or interrupted (the user stopped the study)."""
+    samples_per_s: float | None
+    unit: str
+    """samples/s, or steps/s when the script's batches were not counted."""
+    steps: int
+    """Measured steps (after warm-up) of all ranks."""
+    seconds: float
+    run_dir: Path
+    error: str | None = None
+    stopped_at_budget: bool = False
+
+
+def throughput(steps: StepAnalysis | None) -> tuple[float | None, str, int]:
+    """Samples/s after warm-up (steps/s when samples were not counted), unit, steps."""
+    if steps is None or steps.warmup_fallback:
+        return None, "samples/s", 0
+    count = sum(r.num_steps for r in steps.ranks)
+    if steps.samples_per_s is not None:
+        return steps.samples_per_s, "samples/s", count
+    rates = [r.num_steps / r.span_s for r in steps.ranks if r.span_s]
+    return (min(rates) if rates else None), "steps/s", count
+
+
+def running_rate(run_dir: Path, warmup_steps: int) -> float | None:
+    """Samples/s of the steps flushed so far (ranks flush every 20 steps or 5 s)."""
+    try:
+        run = load_run(run_dir)
+    except RunDirError:
+        return None
+    return throughput(analyze_steps(run.events, warmup_steps))[0]
+
+
+@contextmanager
+def scoped_environ(extra: Mapping[str, str]) -> Iterator[None]:
+    """``extra`` set for the trial; afterwards the environment is exactly as before (the
+    launcher adds its own variables, which must not leak into the next trial)."""
+    saved = dict(os.environ)
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def rank_processes(run_dir: Path) -> list[psutil.Process]:
+    """This process's descendants that are ranks of the run (and their own children)."""
+    marker = str(run_dir.resolve())
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmdline = child.cmdline()
+        except psutil.Error:
+            continue
+        if "scalescope.probe.bootstrap" in cmdline and marker in cmdline:
+            found.append(child)
+    return found
+
+
+class Watch(threading.Thread):
+    """Beside the launcher: reports progress, stops the ranks at the budget or when pruned."""
+
+    def __init__(self, run_dir: Path, warmup: int, budget_s: float, progress: Progress | None):
+        super().__init__(daemon=True)
+        self.run_dir, self.warmup, self.budget_s, self.progress = (
+            run_dir,
+            warmup,
+            budget_s,
+            progress,
+        )
+        self.done = threading.Event()
+        self.reason: str | None = None
+        self.last_rate: float | None = None
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        last_report = 0.0
+        while not self.done.wait(POLL_S):
+            elapsed = time.monotonic() - self.started
+            if self.reason is None and elapsed >= self.budget_s:
+                self.stop("budget")
+            elif self.reason is None and elapsed - last_report >= PROGRESS_EVERY_S:
+                last_report = elapsed
+                self.last_rate = running_rate(self.run_dir, self.warmup)
+                if self.progress is not None and self.progress(elapsed, self.last_rate):
+                    self.stop("pruned")
+
+    def stop(self, reason: str) -> None:
+        self.reason = reason
+        ranks = rank_processes(self.run_dir)
+        family = ranks + [c for r in ranks for c in _children(r)]
+        for proc in ranks:
+            _signal(proc, signal.SIGTERM)
+        _, alive = psutil.wait_procs(family, timeout=KILL_GRACE_S)
+        for proc in alive:
+            _signal(proc, signal.SIGKILL)
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    with suppress(psutil.Error):
+        proc.send_signal(sig)
+
+
+def run_trial(
+    spec: RunSpec, env: Mapping[str, str], budget_s: float, progress: Progress | None = None
+) -> TrialResult:
+    """Run one trial to its end or its budget; the result says how it ended."""
+    assert spec.run_dir is not None
+    run_dir = Path(spec.run_dir)
+    watch = Watch(run_dir, spec.warmup_steps, budget_s, progress)
+    status = "failed"
+    with scoped_environ(env):
+        watch.start()
+        try:
+            status = start(spec, True).status
+        except SignalException:
+            raise
+        except Exception as exc:  # a bad placement, a launcher error: this trial fails
+            return _ended(run_dir, watch, "failed", None, f"{type(exc).__name__}: {exc}")
+        finally:
+            watch.done.set()
+            watch.join()
+    return judge(run_dir, status, watch)
+
+
+def _ended(
+    run_dir: Path, watch: Watch, status: str, analysis: RunAnalysis | None, error: str | None
+) -> TrialResult:
+    rate, unit, steps = throughput(analysis.steps if analysis else None)
+    if status == "pruned":
+        rate = rate or watch.last_rate
+    return TrialResult(
+        status=status,
+        samples_per_s=rate if status in ("ok", "pruned") else None,
+        unit=unit,
+        steps=steps,
+        seconds=time.monotonic() - watch.started,
+        run_dir=run_dir,
+        error=error,
+        stopped_at_budget=watch.reason == "budget",
+    )
+
+
+def judge(run_dir: Path, launch_status: str, watch: Watch) -> TrialResult:
+    """ok when steps were measured and the run completed or we stopped it at its budget."""
+    try:
+        analysis = analyze_run(load_run(run_dir))
+    except RunDirError as exc:
+        return _ended(run_dir, watch, "failed", None, str(exc))
+    rate = throughput(analysis.steps)[0]
+    if watch.reason == "pruned":
+        return _ended(run_dir, watch, "pruned", analysis, None)
+    if watch.reason == "budget" and rate is None:
+        error = f"no step measured within its {watch.budget_s:g} s budget: killed (hung?)"
+        return _ended(run_dir, watch, "failed", analysis, error)
+    if watch.reason == "budget" or (launch_status == "completed" and rate is not None):
+        return _ended(run_dir, watch, "ok", analysis, None)
+    if launch_status == "interrupted":
+        return _ended(run_dir, watch, "interrupted", analysis, "interrupted")
+    first = analysis.first_failure
+    error = first.error if first and first.error else f"run {launch_status}"
+    if launch_status == "completed":
+        error = "no step measured after the warm-up steps"
+    return _ended(run_dir, watch, "failed", analysis, error)

@@ -1,0 +1,68 @@
+"""Seeds from the diagnosis, and the study's results: ranking, speedup, flags, knob effects."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from scalescope.diagnose.findings import Diagnosis, Finding
+from scalescope.tune.result import TrialRecord, TuneResult, knob_effects
+from scalescope.tune.seeds import seeds
+from scalescope.tune.space import SpaceContext, parse_space
+
+CTX = SpaceContext(nproc=2, cores=8)
+
+
+def finding(code: str) -> Finding:
+    return Finding(code, "b", "s", 10.0, 1.0, (), ("remedy",))
+
+
+def test_seeds_follow_the_findings_remedies_within_the_space() -> None:
+    space = parse_space(["bucket_cap_mb=5,25,100", "workers=0,2,4", "bf16"], CTX)
+    diagnosis = Diagnosis((finding("COMM_LATENCY"), finding("INPUT_BOUND")), (), "v")
+    start = {"bucket_cap_mb": 25.0, "workers": 0, "bf16": False}
+    out = seeds(diagnosis, space, start)
+    assert [s.code for s in out] == ["COMM_LATENCY", "INPUT_BOUND"]
+    assert out[0].config == {"bucket_cap_mb": 100.0, "workers": 0, "bf16": False}
+    assert out[1].config == {"bucket_cap_mb": 25.0, "workers": 4, "bf16": False}
+
+
+def test_no_seed_when_the_space_cannot_follow_the_remedy() -> None:
+    space = parse_space(["--lr=0.1,0.2"], CTX)
+    diagnosis = Diagnosis((finding("COMM_LATENCY"), finding("COMPUTE")), (), "v")
+    assert seeds(diagnosis, space, None) == []
+
+
+def record(number: int, config: dict, status: str, rate: float | None, **kw) -> TrialRecord:
+    return TrialRecord(number, config, status, rate, "samples/s", 1.0, f"t{number}", **kw)
+
+
+@pytest.fixture
+def result() -> TuneResult:
+    space = parse_space(["bucket_cap_mb=5,25", "bf16"], CTX)
+    records = (
+        record(0, {"bucket_cap_mb": 25.0, "bf16": False}, "ok", 100.0, baseline=True),
+        record(1, {"bucket_cap_mb": 5.0, "bf16": False}, "ok", 120.0),
+        record(2, {"bucket_cap_mb": 5.0, "bf16": True}, "ok", 150.0),
+        record(3, {"bucket_cap_mb": 25.0, "bf16": True}, "failed", None, error="OOM"),
+        record(4, {"bucket_cap_mb": 25.0, "bf16": True}, "pruned", 40.0),
+    )
+    return TuneResult("w", space, records, "finished")
+
+
+def test_ranking_speedup_and_semantics(result: TuneResult) -> None:
+    assert [r.number for r in result.ranked()] == [2, 1, 0, 4, 3]
+    assert result.best.number == 2
+    assert result.speedup(result.best) == pytest.approx(1.5)
+    assert result.semantics(result.records[2]) == ["bfloat16 autocast"]
+    assert result.semantics(result.records[1]) == []
+
+
+def test_knob_effects_are_means_per_value_of_measured_trials(result: TuneResult) -> None:
+    effects = {e.name: e for e in knob_effects(result)}
+    bucket = dict((v, (m, n)) for v, m, n in effects["bucket_cap_mb"].means)
+    assert bucket["5"] == (statistics.fmean([120.0, 150.0]), 2)
+    assert bucket["25"] == (100.0, 1)  # failed and pruned trials are left out
+    assert effects["bucket_cap_mb"].spread_pct == pytest.approx(100 * (135 - 100) / 135)
+    assert effects["bf16"].spread_pct == pytest.approx(100 * (150 - 110) / 150)

@@ -1,0 +1,48 @@
+"""A trial's speed from its run directory, as the run's own analysis gives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from run_builders import step_row, write_run_dir
+
+from scalescope.events import RunMeta
+from scalescope.tune.trial import running_rate, scoped_environ
+
+MS = 1_000_000
+
+
+def steps(durations_ms: list[float], samples: int) -> list:
+    rows, t = [], 0
+    for i, d in enumerate(durations_ms):
+        rows.append(step_row(i, t, int(d * MS), samples))
+        t += int(d * MS)
+    return rows
+
+
+def test_running_rate_is_samples_per_s_after_warmup(tmp_path: Path) -> None:
+    meta = RunMeta(run_id="r", command=[], script="s.py", world_size=2, warmup_steps=2)
+    durations = [500.0, 300.0, 100.0, 100.0, 200.0]
+    write_run_dir(tmp_path, meta, {0: [steps(durations, 8)], 1: [steps(durations, 8)]})
+    # measured: steps 2..4 of each rank, 3 x 8 samples in 400 ms on each of 2 ranks
+    assert running_rate(tmp_path, 2) == pytest.approx(2 * 3 * 8 / 0.4)
+
+
+def test_no_rate_before_a_measured_step_or_a_run(tmp_path: Path) -> None:
+    assert running_rate(tmp_path, 2) is None  # no run.json yet: the trial is starting
+    meta = RunMeta(run_id="r", command=[], script="s.py", world_size=1, warmup_steps=5)
+    write_run_dir(tmp_path, meta, {0: [steps([100.0, 100.0], 8)]})
+    assert running_rate(tmp_path, 5) is None  # warm-up only: no rate yet
+
+
+def test_scoped_environ_restores_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("KEEP", "1")
+    with scoped_environ({"TRIAL": "x"}):
+        os.environ["LAUNCHER_ADDED"] = "y"
+        os.environ["KEEP"] = "2"
+        assert os.environ["TRIAL"] == "x"
+    assert "TRIAL" not in os.environ and "LAUNCHER_ADDED" not in os.environ
+    assert os.environ["KEEP"] == "1"
