@@ -150,7 +150,7 @@ def reuse_command(target: TuneTarget, space: Space, config: Config) -> str:
     launch = n + _launch_flags(config)
     if target.bench is not None:
         sizes = {"batch_size": target.bench.batch_size, "image_size": target.bench.image_size}
-        given = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items() if k not in config]
+        given = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items() if k not in config and v]
         words = ["scalescope", "bench", target.bench.model, *launch, *_bench_flags(config)]
         words += given
     else:
@@ -221,12 +221,13 @@ def target_space(target: TuneTarget, items: list[str] | None) -> Space:
     """The space of ``--space`` items (or the default one) for this workload."""
     import psutil
 
+    from scalescope.bench.training import DEFAULT_BATCH
     from scalescope.tune.space import SpaceContext, parse_space
 
     ctx = SpaceContext(
         nproc=target.spec.launch.nproc_per_node,
         cores=psutil.cpu_count(logical=False) or 1,
-        batch_size=target.bench.batch_size if target.bench else 32,
+        batch_size=(target.bench.batch_size if target.bench else None) or DEFAULT_BATCH,
         bench=target.bench is not None,
     )
     return parse_space(items, ctx)

@@ -50,7 +50,7 @@ def test_script_trial_gets_each_kind_of_knob_its_way(tmp_path: Path) -> None:
 
 
 def test_bench_trial_uses_the_bench_options(tmp_path: Path) -> None:
-    bench = BenchOptions(model="resnet18", image_size=32, steps=20)
+    bench = BenchOptions(model="resnet18", batch_size=32, image_size=32, steps=20)
     spec = RunSpec(target="scalescope.bench.workload", is_module=True, args=bench.workload_args())
     target = TuneTarget(spec, bench)
     space = parse_space(["bucket_cap_mb=5,50", "channels_last", "comm_hook=none,bf16"], CTX)
@@ -108,3 +108,11 @@ def test_bench_baseline_knows_its_workload_defaults() -> None:
     expected = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "workers": 0,
                 "bind_to": "domain"}  # fmt: skip
     assert baseline_config(target, space) == expected
+
+
+def test_reuse_command_leaves_out_a_batch_bench_chooses(tmp_path: Path) -> None:
+    bench = BenchOptions(model="resnet18", image_size=32, steps=20)
+    spec = RunSpec(target="scalescope.bench.workload", is_module=True, args=bench.workload_args())
+    space = parse_space(["channels_last"], CTX)
+    command = reuse_command(TuneTarget(spec, bench), space, {"channels_last": True})
+    assert command.endswith("--channels-last --image-size=32") and "None" not in command
