@@ -141,7 +141,7 @@ def write_fits(root: Path) -> Path:
     ("args", "message"),
     [
         ((), "give a RUN_DIR to project, or --validate STUDY_DIR"),
-        (("RUN", "--nodes", "1,two"), "--nodes takes node counts like 1,2,4,8, got '1,two'"),
+        (("RUN", "--nodes", "1,two"), "--nodes takes numbers like 1,2,4, got '1,two'"),
         (("RUN", "--hardware", "tpu[v9]"), "unknown hardware 'tpu[v9]'"),
         (("RUN", "--global-batch", "3", "--nodes", "2"), "--global-batch 3 is smaller than 4"),
         (("RUN", "--hardware", "v100", "--per-rank-batch", "100000"), "GB per rank; v100"),

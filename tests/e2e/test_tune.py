@@ -22,15 +22,15 @@ import pytest
 from conftest import SCRIPTS, cli_env
 
 TUNE_TRAIN = SCRIPTS / "tune_train.py"
-SPACE = ["--space", "--sleep-ms=0,60,120", "--space", "PAUSE_MS=0,60", "--space", "--steps=40,48"]
+SPACE = ["--space", "--sleep-ms=0,30,60", "--space", "PAUSE_MS=0,30", "--space", "--steps=20,24"]
 SPACE_SIZE = 12
-SCRIPT_ARGS = [str(TUNE_TRAIN), "--sleep-ms=120", "--steps=40"]
+SCRIPT_ARGS = [str(TUNE_TRAIN), "--sleep-ms=60", "--steps=20"]
 TOLERANCE = 0.05
 COMMON = ["-n", "2", "--warmup-steps", "2", "--trial-seconds", "120", "--no-prune"]
 
 
 def tune(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = cli_env() | {"PAUSE_MS": "60"}
+    env = cli_env() | {"PAUSE_MS": "30"}
     cmd = [sys.executable, "-m", "scalescope.cli", "tune", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -139,7 +139,7 @@ def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message:
 def test_ctrl_c_ends_the_study_and_prints_the_finished_trials(tmp_path: Path) -> None:
     cmd = [
         sys.executable, "-m", "scalescope.cli", "tune", *COMMON, *SPACE, "--trials", "6",
-        "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=400",
+        "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=200",
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

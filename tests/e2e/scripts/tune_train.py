@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-BASE_MS = 60.0
+BASE_MS = 30.0
 
 
 def main() -> None:
