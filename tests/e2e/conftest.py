@@ -31,6 +31,22 @@ def scalescope(*args: str, cwd: Path, timeout: float = 240) -> subprocess.Comple
     )
 
 
+def scalescope_in_process(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI run in this process by typer's runner, for inputs refused before any rank
+    starts: the same code path as ``scalescope`` without a new interpreter importing torch."""
+    from typer.testing import CliRunner
+
+    from scalescope.cli import app
+
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(before)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
 def start_scalescope(*args: str, cwd: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "scalescope.cli", *map(str, args)]
     return subprocess.Popen(

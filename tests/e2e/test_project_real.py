@@ -20,7 +20,7 @@ import pytest
 import torchvision
 from real_runs import CLI, MAX_EXTERNAL_PCT, ExternalLoad
 
-from conftest import cli_env
+from conftest import cli_env, scalescope_in_process
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 
 pytestmark = pytest.mark.timeout(900)
@@ -153,7 +153,7 @@ def write_fits(root: Path) -> Path:
 )
 def test_bad_input_fails_with_one_line(study: Study, tmp_path, args, message):
     runs = {"RUN": study.path / "ranks-2", "RUN1": study.path / "ranks-1"}
-    done = cli("project", *(runs.get(a, a) for a in args), cwd=tmp_path)
+    done = scalescope_in_process("project", *(runs.get(a, a) for a in args), cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr.replace("\n", " ")
     assert "Traceback" not in done.stderr

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import scalescope, start_scalescope
+from conftest import scalescope, scalescope_in_process, start_scalescope
 from scalescope.analyze.steps import measured_steps
 from scalescope.bench.tables import make_rows
 from scalescope.events import Kind, load_run
@@ -201,7 +201,9 @@ def test_scaling_efficiency_from_the_two_runs_records(failing):
     ],
 )
 def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, message):
-    proc = scalescope("suite", "--quick", *args, "--suite-dir", tmp_path / "s", cwd=tmp_path)
+    proc = scalescope_in_process(
+        "suite", "--quick", *args, "--suite-dir", tmp_path / "s", cwd=tmp_path
+    )
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stderr.count("\n") == 1
     assert not (tmp_path / "s").exists()

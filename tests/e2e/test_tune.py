@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS, cli_env
+from conftest import SCRIPTS, cli_env, scalescope_in_process
 
 TUNE_TRAIN = SCRIPTS / "tune_train.py"
 SPACE = ["--space", "--sleep-ms=0,30,60", "--space", "PAUSE_MS=0,30", "--space", "--steps=20,24"]
@@ -128,7 +128,7 @@ def test_crashing_trial_is_recorded_and_the_study_finishes(tmp_path: Path) -> No
     ],
 )
 def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:
-    done = tune(tmp_path, "-n", "2", *args, str(TUNE_TRAIN), timeout=120)
+    done = scalescope_in_process("tune", "-n", "2", *args, TUNE_TRAIN, cwd=tmp_path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
