@@ -80,10 +80,7 @@ def trials_table_html(result: TuneResult) -> str:
             note or "",
         ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in TABLE_COLUMNS
-    )
+    head = "".join(f"<th>{h}</th>" for h in TABLE_COLUMNS)
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
