@@ -8,6 +8,7 @@ The runs are kept in the study's user attributes, so ``--resume`` does not repea
 from __future__ import annotations
 
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import optuna
@@ -52,7 +53,7 @@ def confirm(search: Search, result: TuneResult) -> TuneResult:
 
 def confirm_run(search: Search, record: TrialRecord, round_: int) -> ConfirmRun | None:
     """One more run of the trial's configuration; None when the user interrupted it."""
-    run_dir = search.study_dir / "trials" / f"trial-{record.number:04d}-confirm-{round_}"
+    run_dir = fresh_dir(search.study_dir / "trials" / f"trial-{record.number:04d}-confirm-{round_}")
     config = {} if record.baseline else record.config
     setup = trial_setup(search.target, search.space, config, run_dir)
 
@@ -73,3 +74,12 @@ def confirm_run(search: Search, record: TrialRecord, round_: int) -> ConfirmRun 
         run_dir=str(ran.run_dir),
         error=ran.error,
     )
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... when a run interrupted before (not kept) left it."""
+    found, n = path, 1
+    while found.exists():
+        n += 1
+        found = path.with_name(f"{path.name}-{n}")
+    return found

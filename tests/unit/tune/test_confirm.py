@@ -11,7 +11,7 @@ import pytest
 
 from scalescope.launch.runner import RunSpec
 from scalescope.tune.apply import TuneTarget
-from scalescope.tune.confirm import store, stored
+from scalescope.tune.confirm import fresh_dir, store, stored
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, confirm_plan, to_confirm
 from scalescope.tune.space import SpaceContext, parse_space
 from scalescope.tune.study import TuneOptions, open_study
@@ -139,3 +139,11 @@ def test_runs_are_kept_in_the_study_across_resume(tmp_path: Path) -> None:
 def test_bad_confirm_options(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TuneOptions(**kwargs)
+
+
+def test_an_interrupted_runs_directory_is_not_reused(tmp_path: Path) -> None:
+    wanted = tmp_path / "trial-0003-confirm-1"
+    assert fresh_dir(wanted) == wanted
+    wanted.mkdir()
+    (tmp_path / "trial-0003-confirm-1-2").mkdir()
+    assert fresh_dir(wanted) == tmp_path / "trial-0003-confirm-1-3"
