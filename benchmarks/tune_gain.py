@@ -2,9 +2,12 @@
 workload versus plain torchrun defaults (OMP_NUM_THREADS=1 with several ranks, no binding,
 the workload's default options).
 
-First runs the study (``scalescope tune --bench MODEL``), then re-measures A (torchrun
-defaults) and B (the best configuration, started with the command tune prints) interleaved,
-and prints the medians and the ratio B / A. Run by hand, not in CI:
+First runs the study (``scalescope tune --bench MODEL``, with its confirmation phase: the
+best is the configuration of the highest median over its search trial and ``--confirm-rounds``
+re-runs, recommended only when it beats the baseline by more than the baseline's spread), then
+re-measures A (torchrun defaults) and B (the confirmed best, started with the command tune
+prints) interleaved, and prints the medians and the ratio B / A beside tune's own confirmed
+speedup. Run by hand, not in CI:
 
     .venv/bin/python benchmarks/tune_gain.py --model resnet18 --pairs 3
 """
@@ -36,6 +39,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--trials", type=int, default=12)
     p.add_argument("--trial-seconds", type=float, default=90.0)
+    p.add_argument("--confirm", type=int, default=3, help="tune --confirm K")
+    p.add_argument("--confirm-rounds", type=int, default=2, help="tune --confirm-rounds R")
     p.add_argument("--space", action="append", help="passed to tune (default: its own space)")
     return p.parse_args()
 
@@ -50,6 +55,7 @@ def run_study(args: argparse.Namespace, tmp: Path) -> dict:
         *CLI, "tune", "--bench", args.model, "-n", str(args.nproc), *sizes(args),
         f"--trial-steps={args.steps}", f"--warmup-steps={args.warmup_steps}",
         f"--trials={args.trials}", f"--trial-seconds={args.trial_seconds}", *spaces,
+        f"--confirm={args.confirm}", f"--confirm-rounds={args.confirm_rounds}",
         "--run-dir", str(tmp / "study"), "--json", str(tmp / "tune.json"),
     ]  # fmt: skip
     subprocess.run(cmd, check=True, env=clean_env())
@@ -105,8 +111,9 @@ def main() -> None:
         study = run_study(args, tmp)
         reuse = study["reuse"]
         if not reuse:
-            sys.exit("tune found no configuration better than the baseline's to re-measure")
-        print(f"\nbest configuration: {reuse}", flush=True)
+            print("tune: no significant gain over the baseline: keep the configuration as given")
+            return
+        print(f"\nconfirmed best configuration: {reuse}", flush=True)
         results: dict[str, list[float]] = {"torchrun": [], "tuned": []}
         for i in range(args.pairs):
             order = ("torchrun", "tuned") if i % 2 == 0 else ("tuned", "torchrun")
@@ -124,6 +131,13 @@ def main() -> None:
     print(f"median images/s, torchrun defaults:      {a:8.2f}")
     print(f"median images/s, best tune configuration: {b:8.2f}")
     print(f"ratio tuned / torchrun: {b / a:.3f}")
+    print(f"tune's confirmed speedup over its baseline: {confirmed_speedup(study)}")
+
+
+def confirmed_speedup(study: dict) -> str:
+    """The recommended trial's median over the baseline's, and its number of runs."""
+    trial = next(t for t in study["trials"] if t["number"] == study["recommended_trial"])
+    return f"{trial['speedup']:.3f} (median of {len(trial['measurements'])} runs)"
 
 
 if __name__ == "__main__":

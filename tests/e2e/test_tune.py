@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +28,9 @@ SPACE_SIZE = 12
 SCRIPT_ARGS = [str(TUNE_TRAIN), "--sleep-ms=60", "--steps=20"]
 TOLERANCE = 0.05
 COMMON = ["-n", "2", "--warmup-steps", "2", "--trial-seconds", "120", "--no-prune"]
+NO_CONFIRM = ["--confirm", "0"]
+CONFIRM_ONE = ["--confirm", "1", "--confirm-rounds", "1"]
+"""The resumed sweep runs the baseline and its best once more: 2 short runs."""
 
 
 def tune(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -54,18 +58,21 @@ def equal_pairs_gap(measured: dict[tuple, float]) -> float:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The exhaustive sweep, stopped after 5 trials and resumed to the end."""
+    """The exhaustive sweep, stopped after 5 trials and resumed to the end (then confirmed)."""
     cwd = tmp_path_factory.mktemp("sweep")
     grid = [*COMMON, *SPACE, "--sampler", "grid", "--run-dir", "study"]
-    first = tune(cwd, *grid, "--trials", "5", "--json", "first.json", *SCRIPT_ARGS)
+    first = tune(cwd, *grid, *NO_CONFIRM, "--trials", "5", "--json", "first.json", *SCRIPT_ARGS)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = tune(cwd, *grid, "--resume", "--trials", "20", "--json", "all.json", *SCRIPT_ARGS)
+    again = [*grid, *CONFIRM_ONE, "--resume", "--trials", "20", "--json", "all.json"]
+    second = tune(cwd, *again, *SCRIPT_ARGS)
     assert second.returncode == 0, second.stderr[-3000:]
     return {
         "first": trials_of(cwd / "first.json"),
         "all": trials_of(cwd / "all.json"),
         "doc": json.loads((cwd / "all.json").read_text()),
         "stdout": second.stdout,
+        "first_doc": json.loads((cwd / "first.json").read_text()),
+        "cwd": cwd,
     }
 
 
@@ -79,6 +86,25 @@ def test_resume_continues_the_study(sweep: dict) -> None:
     points = {key(t) for t in sweep["all"]}
     assert len(points) == SPACE_SIZE == len(sweep["all"]), "each point measured exactly once"
     assert sweep["doc"]["stopped"] == "exhausted"
+    assert sweep["first_doc"]["confirmations"] == [], "--confirm 0 ran confirmation runs"
+
+
+@pytest.mark.timeout(1500)
+def test_confirmation_reruns_the_baseline_and_the_best(sweep: dict) -> None:
+    doc, trials = sweep["doc"], {t["number"]: t for t in sweep["all"]}
+    base = next(t for t in sweep["all"] if t["baseline"])
+    measured = [t for t in sweep["all"] if not t["baseline"] and t["status"] == "ok"]
+    top = max(measured, key=lambda t: t["samples_per_s"])
+    runs = doc["confirmations"]
+    assert [(r["trial"], r["round"]) for r in runs] == [(base["number"], 1), (top["number"], 1)]
+    for run in runs:
+        assert run["status"] == "ok" and (sweep["cwd"] / run["run_dir"] / "run.json").is_file()
+        trial = trials[run["trial"]]
+        values = [trial["samples_per_s"], run["samples_per_s"]]
+        assert trial["measurements"] == values
+        assert trial["median"] == pytest.approx(statistics.median(values))
+    medians = {n: t["median"] for n, t in trials.items() if t["median"] is not None}
+    assert doc["best_trial"] == max(medians, key=medians.get)
 
 
 @pytest.mark.timeout(1500)
@@ -90,8 +116,8 @@ def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(sweep: dict, tmp_
     if gap > TOLERANCE:
         pytest.skip(f"too noisy here: equal configurations measured {100 * gap:.0f}% apart")
     budget = SPACE_SIZE // 3
-    done = tune(tmp_path, *COMMON, *SPACE, "--trials", str(budget), "--json", "t.json",
-                *SCRIPT_ARGS)  # fmt: skip
+    done = tune(tmp_path, *COMMON, *NO_CONFIRM, *SPACE, "--trials", str(budget), "--json",
+                "t.json", *SCRIPT_ARGS)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     trials = trials_of(tmp_path / "t.json")
     assert len(trials) <= budget
@@ -106,7 +132,7 @@ def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(sweep: dict, tmp_
 @pytest.mark.timeout(600)
 def test_crashing_trial_is_recorded_and_the_study_finishes(tmp_path: Path) -> None:
     done = tune(
-        tmp_path, *COMMON, "--space", "--sleep-ms=0,crash", "--trials", "4",
+        tmp_path, *COMMON, *NO_CONFIRM, "--space", "--sleep-ms=0,crash", "--trials", "4",
         "--json", "t.json", "--run-dir", "study", str(TUNE_TRAIN), "--sleep-ms=0",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -125,6 +151,8 @@ def test_crashing_trial_is_recorded_and_the_study_finishes(tmp_path: Path) -> No
         (["--space", "bucket_cap_mb=5"], "empty space"),
         (["--space", "bucket_cap_mb=5,"], "empty value"),
         (["--space", "bind_to=[red]"], "'[red]' is not one of"),
+        (["--confirm", "-1"], "--confirm must be 0 (off) or more, got -1"),
+        (["--confirm-rounds", "0"], "--confirm-rounds must be at least 1, got 0"),
     ],
 )
 def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:
@@ -138,8 +166,8 @@ def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message:
 @pytest.mark.timeout(600)
 def test_ctrl_c_ends_the_study_and_prints_the_finished_trials(tmp_path: Path) -> None:
     cmd = [
-        sys.executable, "-m", "scalescope.cli", "tune", *COMMON, *SPACE, "--trials", "6",
-        "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=200",
+        sys.executable, "-m", "scalescope.cli", "tune", *COMMON, *NO_CONFIRM, *SPACE,
+        "--trials", "6", "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=200",
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

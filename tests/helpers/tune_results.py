@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from scalescope.tune.result import TrialRecord, TuneResult
+from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult
 from scalescope.tune.space import SpaceContext, parse_space
 
 
-def tune_result(evil: str = "x") -> TuneResult:
+def tune_result(evil: str = "x", confirmations: tuple[ConfirmRun, ...] = ()) -> TuneResult:
     space = parse_space(["bucket_cap_mb=5,25", f"--tag=a,{evil}", "bf16"], SpaceContext(2, 8))
     rows = [
         (0, {"bucket_cap_mb": 25.0, "--tag": "a", "bf16": False}, "ok", 100.0),
@@ -21,4 +21,9 @@ def tune_result(evil: str = "x") -> TuneResult:
         )
         for n, c, s, v in rows
     )  # fmt: skip
-    return TuneResult(evil, space, records, "finished", reuse=f"scalescope run t.py --tag={evil}")
+    reuse = f"scalescope run t.py --tag={evil}"
+    return TuneResult(evil, space, records, "finished", reuse, confirmations)
+
+
+def confirm_run(trial: int, round_: int, rate: float) -> ConfirmRun:
+    return ConfirmRun(trial, round_, "ok", rate, "samples/s", 2.0, f"trials/c-{trial}-{round_}")

@@ -56,6 +56,12 @@ def tune(
     no_prune: bool = typer.Option(False, "--no-prune", help="Never stop a slow trial early."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     resume: bool = typer.Option(False, "--resume", help="Continue the study in --run-dir."),
+    confirm: int = typer.Option(
+        3, "--confirm", help="Run the baseline and the top K again after the search; 0: off."
+    ),
+    confirm_rounds: int = typer.Option(
+        2, "--confirm-rounds", help="Interleaved rounds of the confirmation runs."
+    ),
     warmup_steps: int = typer.Option(5, help="Steps of each trial left out of samples/s.", min=0),
     batch_size: int = typer.Option(32, help="--bench: images per rank per step.", min=1),
     image_size: int = typer.Option(224, help="--bench: height and width of the images.", min=8),
@@ -79,7 +85,9 @@ def tune(
     """Search the knobs of SCRIPT [ARGS] (or --bench MODEL) by short real trials.
 
     The workload as given runs first (the baseline); the diagnosis of it proposes the next
-    trials; then the sampler. Ctrl-C ends the study and still prints the table.
+    trials; then the sampler. Then the baseline and the top --confirm configurations run
+    again, interleaved, and the best is named by its median samples/s. Ctrl-C ends the study
+    and still prints the table.
     """
     from scalescope.report.tune_view import TuneProgress, render_tune, tune_json
     from scalescope.tune.apply import default_study_dir, target_space
@@ -92,7 +100,8 @@ def tune(
         knobs = target_space(target, space)
         options = TuneOptions(
             trials=trials, budget_min=budget, trial_seconds=trial_seconds, sampler=sampler,
-            prune=not no_prune, seed=seed, resume=resume,
+            prune=not no_prune, seed=seed, resume=resume, confirm=confirm,
+            confirm_rounds=confirm_rounds,
         )  # fmt: skip
         study_dir = run_dir or default_study_dir(target)
         with TuneProgress(err, trial_seconds) as progress:

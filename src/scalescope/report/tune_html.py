@@ -8,7 +8,15 @@ import plotly.graph_objects as go
 
 from scalescope.report.html import chart_html, page
 from scalescope.report.html_charts import Chart, layout, plotly_text
-from scalescope.report.tune_view import STOPPED, config_text, last_line, rate_text
+from scalescope.report.tune_view import (
+    NO_GAIN,
+    STOPPED,
+    TABLE_COLUMNS,
+    best_text,
+    config_text,
+    last_line,
+    rate_text,
+)
 from scalescope.tune.result import TuneResult, knob_effects
 
 COLORS = {"ok": "#4878a8", "pruned": "#c9a227", "failed": "#b22222", "interrupted": "#888"}
@@ -65,16 +73,14 @@ def trials_table_html(result: TuneResult) -> str:
         cells = [
             str(r.number),
             ("baseline " if r.baseline else "") + config_text(r.config),
-            rate_text(r.samples_per_s, r.unit),
+            str(len(result.measurements(r))),
+            rate_text(result.median(r) or r.samples_per_s, r.unit),
             "-" if speedup is None else f"{speedup:.2f}x",
             r.status,
             note or "",
         ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in ("trial", "configuration", "throughput", "vs baseline", "status", "note")
-    )
+    head = "".join(f"<th>{h}</th>" for h in TABLE_COLUMNS)
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
@@ -82,12 +88,9 @@ def render_tune_html(result: TuneResult) -> str:
     best = result.best
     summary = [f"<p>Study: {html.escape(STOPPED.get(result.stopped, result.stopped))}.</p>"]
     if best is not None:
-        speedup = result.speedup(best)
-        gain = "" if speedup is None else f", {speedup:.2f}x the baseline"
-        summary.append(
-            f"<p><b>Best:</b> trial {best.number}, "
-            f"{html.escape(rate_text(best.samples_per_s, best.unit))}{gain}</p>"
-        )
+        summary.append(f"<p><b>{html.escape(best_text(result, best))}</b></p>")
+    if best is not None and result.recommended is None:
+        summary.append(f"<p>{NO_GAIN}</p>")
     if result.reuse:
         summary.append(f"<pre>{html.escape(result.reuse)}</pre>")
     body = [

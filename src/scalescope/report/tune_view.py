@@ -1,5 +1,6 @@
-"""``scalescope tune`` for people and programs: a progress bar per trial, the table of
-trials ranked by samples/s, the best configuration as a command, and the JSON."""
+"""``scalescope tune`` for people and programs: a progress bar per trial and confirmation
+run, the table of trials ranked by median samples/s, the verdict (the best configuration as a
+command, or keep the one given), and the JSON."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from scalescope.tune.result import TrialRecord, TuneResult, knob_effects
+from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, knob_effects
 from scalescope.tune.space import Config, format_value
 
 STOPPED = {
@@ -79,11 +80,30 @@ class TuneProgress:
             outcome = f"{record.status}: {last_line(record.error)}"
         self.console.print(Text(f"trial {record.number}: {what} -> {outcome}"))
 
+    def confirm_starts(self, done: int, total: int, round_: int, record: TrialRecord) -> None:
+        what = "baseline" if record.baseline else f"trial {record.number}"
+        label = f"confirm {done + 1}/{total} (round {round_}) {what}"
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.task = self.bar.add_task(label, total=self.trial_seconds, rate="")
+
+    def confirm_ends(self, run: ConfirmRun) -> None:
+        outcome = rate_text(run.samples_per_s, run.unit)
+        if run.status != "ok":
+            outcome = f"{run.status}: {last_line(run.error)}"
+        self.console.print(Text(f"confirm trial {run.trial} round {run.round} -> {outcome}"))
+
+
+TABLE_COLUMNS = ("trial", "configuration", "runs", "median", "vs baseline", "status", "note")
+RIGHT = ("trial", "runs", "vs baseline")
+NO_GAIN = "no significant gain: keep the configuration as given"
+
 
 def trials_table(result: TuneResult) -> Table:
-    table = Table(title=Text(f"tune {result.target}: trials by samples/s"), title_justify="left")
-    for column in ("trial", "configuration", "throughput", "vs baseline", "status", "note"):
-        table.add_column(column, justify="right" if column in ("trial", "vs baseline") else "left")
+    title = Text(f"tune {result.target}: trials by median samples/s")
+    table = Table(title=title, title_justify="left")
+    for column in TABLE_COLUMNS:
+        table.add_column(column, justify="right" if column in RIGHT else "left")
     for r in result.ranked():
         speedup = result.speedup(r)
         note = "; ".join(f"changes {s}" for s in result.semantics(r))
@@ -96,7 +116,8 @@ def trials_table(result: TuneResult) -> Table:
         table.add_row(
             str(r.number),
             Text(what),
-            rate_text(r.samples_per_s, r.unit),
+            str(len(result.measurements(r))),
+            rate_text(result.median(r) or r.samples_per_s, r.unit),
             "-" if speedup is None else f"{speedup:.2f}x",
             r.status,
             Text(note),
@@ -111,9 +132,10 @@ def render_tune(result: TuneResult, console: Console) -> None:
     if best is None:
         console.print("no trial was measured")
         return
-    speedup = result.speedup(best)
-    gain = "" if speedup is None else f" ({speedup:.2f}x the baseline)"
-    console.print(f"best: trial {best.number}, {rate_text(best.samples_per_s, best.unit)}{gain}")
+    console.print(best_text(result, best))
+    if result.recommended is None:
+        console.print(NO_GAIN)
+        return
     flagged = result.semantics(best)
     if flagged:
         console.print(
@@ -126,23 +148,46 @@ def render_tune(result: TuneResult, console: Console) -> None:
         console.print(Text(result.reuse), soft_wrap=True, highlight=False)
 
 
+def best_text(result: TuneResult, best: TrialRecord) -> str:
+    """The best trial's median over its runs, against the baseline's median and spread."""
+    runs = len(result.measurements(best))
+    text = f"best: trial {best.number}, median {rate_text(result.median(best), best.unit)}"
+    text += f" of {runs} run{'s' if runs != 1 else ''}"
+    base, speedup = result.baseline, result.speedup(best)
+    if base is not None and speedup is not None and base.number != best.number:
+        n = len(result.measurements(base))
+        spread = rate_text(result.baseline_spread(), base.unit)
+        text += f" ({speedup:.2f}x the baseline's median; baseline spread {spread} over {n} runs)"
+    return text
+
+
 def tune_json(result: TuneResult) -> bytes:
-    """Every trial with its configuration, samples/s, speedup and outcome."""
-    best = result.best
+    """Every trial with its configuration, samples/s, runs, median, speedup and outcome, and
+    the confirmation runs."""
+    best, chosen = result.best, result.recommended
     doc = {
         "schema": "scalescope.tune/1",
         "target": result.target,
         "stopped": result.stopped,
         "space": {k.name: list(k.values) for k in result.space},
         "best_trial": best.number if best else None,
+        "recommended_trial": chosen.number if chosen else None,
+        "baseline_spread": result.baseline_spread(),
         "reuse": result.reuse,
-        "trials": [
-            asdict(r) | {"speedup": result.speedup(r), "changes": result.semantics(r)}
-            for r in result.ranked()
-        ],
+        "trials": [trial_json(result, r) for r in result.ranked()],
+        "confirmations": [asdict(c) for c in result.confirmations],
         "knob_effects": [
             {"knob": e.name, "spread_pct": e.spread_pct, "means": [list(m) for m in e.means]}
             for e in knob_effects(result)
         ],
     }
     return msgspec.json.format(msgspec.json.encode(doc), indent=2)
+
+
+def trial_json(result: TuneResult, r: TrialRecord) -> dict[str, Any]:
+    return asdict(r) | {
+        "measurements": result.measurements(r),
+        "median": result.median(r),
+        "speedup": result.speedup(r),
+        "changes": result.semantics(r),
+    }

@@ -1,4 +1,5 @@
-"""The results of a study: every trial, the baseline, the best, the knobs' importance."""
+"""The results of a study: every trial, its confirmation runs, the baseline, the best by
+median, whether its gain is significant, and the knobs' importance."""
 
 from __future__ import annotations
 
@@ -27,6 +28,22 @@ class TrialRecord:
 
 
 @dataclass(frozen=True)
+class ConfirmRun:
+    """One confirmation run of a measured trial's configuration, after the search."""
+
+    trial: int
+    """The number of the trial (the baseline's included) whose configuration ran again."""
+    round: int
+    """1 to --confirm-rounds."""
+    status: str
+    samples_per_s: float | None
+    unit: str
+    seconds: float
+    run_dir: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class KnobEffect:
     """Mean samples/s of the measured trials at each value of one knob."""
 
@@ -45,30 +62,71 @@ class TuneResult:
     stopped: str
     """finished, budget, exhausted (every point measured) or interrupted."""
     reuse: str = ""
-    """The command line of the best configuration."""
+    """The command line of the recommended configuration; empty when none is."""
+    confirmations: tuple[ConfirmRun, ...] = ()
 
     @property
     def baseline(self) -> TrialRecord | None:
         baselines = [r for r in self.records if r.baseline]
         return next((r for r in baselines if r.status == "ok"), baselines[0] if baselines else None)
 
+    def measurements(self, record: TrialRecord) -> list[float]:
+        """samples/s of the trial (when measured, not pruned) and of its confirmation runs."""
+        first = [record.samples_per_s] if record.status == "ok" and record.samples_per_s else []
+        again = [
+            c.samples_per_s
+            for c in self.confirmations
+            if c.trial == record.number and c.status == "ok" and c.samples_per_s
+        ]
+        return first + again
+
+    def median(self, record: TrialRecord) -> float | None:
+        values = self.measurements(record)
+        return statistics.median(values) if values else None
+
     @property
     def best(self) -> TrialRecord | None:
-        measured = [r for r in self.records if r.status == "ok" and r.samples_per_s]
-        return max(measured, key=lambda r: r.samples_per_s or 0.0) if measured else None
+        """The measured trial of the highest median samples/s (the baseline may be it)."""
+        measured = [r for r in self.records if self.median(r) is not None]
+        return max(measured, key=lambda r: (self.median(r) or 0.0, -r.number), default=None)
 
     def speedup(self, record: TrialRecord) -> float | None:
+        """Median samples/s of the trial over the baseline's median."""
         base = self.baseline
-        if base is None or not base.samples_per_s or not record.samples_per_s:
-            return None
-        return record.samples_per_s / base.samples_per_s
+        ours, theirs = self.median(record), self.median(base) if base else None
+        return ours / theirs if ours and theirs else None
+
+    def baseline_spread(self) -> float:
+        """max - min samples/s of the baseline's measurements (0 with a single one)."""
+        values = self.measurements(self.baseline) if self.baseline else []
+        return max(values) - min(values) if values else 0.0
+
+    def significant(self, record: TrialRecord) -> bool:
+        """Faster than the baseline's median by more than the baseline's own spread (any
+        gain counts when the baseline was not measured)."""
+        ours = self.median(record)
+        base = self.baseline
+        theirs = self.median(base) if base else None
+        if ours is None or (base is not None and record.number == base.number):
+            return False
+        return theirs is None or ours - theirs > self.baseline_spread()
+
+    @property
+    def recommended(self) -> TrialRecord | None:
+        """The best configuration, when its gain is significant; else keep the one given."""
+        best = self.best
+        return best if best is not None and self.significant(best) else None
 
     def ranked(self) -> list[TrialRecord]:
-        """Measured trials fastest first, then pruned, then failed, each in trial order."""
+        """Measured trials by median, fastest first, then pruned, then failed, in trial order."""
         order = {"ok": 0, "pruned": 1, "failed": 2, "interrupted": 3}
         return sorted(
             self.records,
-            key=lambda r: (order.get(r.status, 4), -(r.samples_per_s or 0.0), r.number),
+            key=lambda r: (
+                order.get(r.status, 4),
+                -(self.median(r) or r.samples_per_s or 0.0),
+                r.number,
+            ),
         )
 
     def semantics(self, record: TrialRecord) -> list[str]:
@@ -107,3 +165,28 @@ def knob_effects(result: TuneResult) -> list[KnobEffect]:
         spread = 100.0 * (top - min(m for _, m, _ in means)) / top if top > 0 else 0.0
         effects.append(KnobEffect(knob.name, tuple(means), spread))
     return sorted(effects, key=lambda e: -e.spread_pct)
+
+
+def to_confirm(result: TuneResult, top: int) -> list[TrialRecord]:
+    """The baseline (when measured) and the ``top`` fastest other measured trials by median,
+    the configurations the confirmation phase runs again."""
+    if top <= 0:
+        return []
+    base = result.baseline
+    others = [r for r in result.ranked() if r.status == "ok" and not r.baseline]
+    head = [base] if base is not None and base.status == "ok" else []
+    return head + others[:top]
+
+
+def confirm_plan(
+    result: TuneResult, candidates: list[TrialRecord], rounds: int
+) -> list[tuple[int, TrialRecord]]:
+    """(round, trial) of the runs still to do, interleaved: each round runs every candidate
+    once, in reverse order every other round (A B C, C B A) so no configuration always runs
+    first; a round a candidate already has (a resumed study) is not run again."""
+    done = {(c.trial, c.round) for c in result.confirmations}
+    plan = []
+    for round_ in range(1, rounds + 1):
+        order = candidates if round_ % 2 else list(reversed(candidates))
+        plan += [(round_, r) for r in order if (r.number, round_) not in done]
+    return plan

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import optuna
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.tune.apply import TuneTarget, baseline_config, reuse_command, trial_setup
+from scalescope.tune.confirm import confirm, stored
 from scalescope.tune.result import TrialRecord, TuneResult
 from scalescope.tune.seeds import seeds
 from scalescope.tune.space import Config, Space, config_key, space_size
@@ -80,11 +82,18 @@ class Search:
         except (KeyboardInterrupt, SignalException):
             stopped = "interrupted"
             self._fail_running()
-        result = TuneResult(self.target.name, self.space, tuple(records(self.study)), stopped)
-        best = result.best
-        if best is not None:
-            reuse = reuse_command(self.target, self.space, best.config)
-            result = TuneResult(result.target, self.space, result.records, stopped, reuse)
+        result = TuneResult(
+            self.target.name,
+            self.space,
+            tuple(records(self.study)),
+            stopped,
+            confirmations=stored(self.study),
+        )
+        if stopped != "interrupted":
+            result = confirm(self, result)
+        chosen = result.recommended
+        if chosen is not None:
+            result = replace(result, reuse=reuse_command(self.target, self.space, chosen.config))
         return result
 
     def _loop(self, started: float) -> str:

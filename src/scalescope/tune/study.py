@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import optuna
 
 from scalescope.tune.apply import TuneTarget
-from scalescope.tune.result import TrialRecord
+from scalescope.tune.result import ConfirmRun, TrialRecord
 from scalescope.tune.space import Config, Space
 from scalescope.tune.trial import PROGRESS_EVERY_S
 
@@ -36,6 +36,9 @@ class TuneOptions:
     prune: bool = True
     seed: int | None = 0
     resume: bool = False
+    confirm: int = 3
+    """Top configurations run again with the baseline after the search; 0: none."""
+    confirm_rounds: int = 2
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -44,6 +47,10 @@ class TuneOptions:
             raise ValueError(f"--trial-seconds must be positive, got {self.trial_seconds:g}")
         if self.budget_min is not None and self.budget_min <= 0:
             raise ValueError(f"--budget must be positive minutes, got {self.budget_min:g}")
+        if self.confirm < 0:
+            raise ValueError(f"--confirm must be 0 (off) or more, got {self.confirm}")
+        if self.confirm_rounds < 1:
+            raise ValueError(f"--confirm-rounds must be at least 1, got {self.confirm_rounds}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"--sampler must be one of {', '.join(SAMPLERS)}")
 
@@ -52,6 +59,8 @@ class Listener(Protocol):
     def trial_starts(self, done: int, total: int, config: Config, baseline: bool) -> None: ...
     def progress(self, elapsed_s: float, samples_per_s: float | None) -> None: ...
     def trial_ends(self, record: TrialRecord) -> None: ...
+    def confirm_starts(self, done: int, total: int, round_: int, record: TrialRecord) -> None: ...
+    def confirm_ends(self, run: ConfirmRun) -> None: ...
 
 
 def _distribution(knob: Any) -> optuna.distributions.BaseDistribution:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import statistics
+from dataclasses import replace
 
+import pytest
 from rich.console import Console
-from tune_results import tune_result
+from tune_results import confirm_run, tune_result
 
 from scalescope.report.tune_html import render_tune_html
 from scalescope.report.tune_view import render_tune, tune_json
@@ -29,9 +32,45 @@ def test_table_ranks_by_samples_per_s_with_speedup_and_flags() -> None:
     assert "changes bfloat16 autocast" in lines[0]
     assert "1.25x" in lines[1] and "1.00x" in lines[2]
     assert "failed" in lines[3] and "RuntimeError: x" in lines[3]
-    assert "best: trial 2, 150.0 samples/s (1.50x the baseline)" in text
+    assert "best: trial 2, median 150.0 samples/s of 1 run (1.50x the baseline's median" in text
+    assert "no significant gain" not in text
     assert "note: the best configuration changes bfloat16 autocast" in text
     assert "scalescope run t.py --tag=x" in text
+
+
+def confirmed():
+    """Trial 2 (150 once) re-measures at 96 and 98; trial 1 at 130, 128; the baseline at
+    110 and 90."""
+    runs = ((0, 1, 110.0), (2, 1, 96.0), (1, 1, 130.0), (1, 2, 128.0), (2, 2, 98.0), (0, 2, 90.0))
+    return tune_result(confirmations=tuple(confirm_run(*r) for r in runs))
+
+
+def test_confirmed_table_shows_runs_and_medians() -> None:
+    text = rendered(confirmed())
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines()]
+    rows = {r[0]: r for r in rows if r and r[0].isdigit()}
+    base = statistics.median([100.0, 110.0, 90.0])
+    for trial, values in {"1": [125.0, 130.0, 128.0], "2": [150.0, 96.0, 98.0]}.items():
+        median = statistics.median(values)
+        assert rows[trial][2:5] == ["3", f"{median:,.1f} samples/s", f"{median / base:.2f}x"]
+    assert rows["0"][2:5] == ["3", f"{base:,.1f} samples/s", "1.00x"]
+    assert "best: trial 1, median 128.0 samples/s of 3 runs (1.28x the baseline's median;" in text
+    assert "baseline spread 20.0 samples/s over 3 runs" in text  # 110 - 90
+    assert "no significant gain" not in text  # 128 - 100 > 20
+
+
+def test_a_gain_within_the_spread_is_not_recommended() -> None:
+    runs = ((0, 1, 140.0), (0, 2, 60.0), (2, 1, 120.0), (2, 2, 118.0), (1, 1, 70.0))
+    result = tune_result(confirmations=tuple(confirm_run(*r) for r in runs))
+    result = replace(result, reuse="")  # what the search leaves when nothing is recommended
+    text = rendered(result)
+    assert "best: trial 2, median 120.0 samples/s of 3 runs" in text
+    assert "no significant gain: keep the configuration as given" in text
+    assert "reuse it with" not in text and "changes bfloat16" not in text.split("best:")[1]
+    doc = json.loads(tune_json(result))
+    assert doc["best_trial"] == 2 and doc["recommended_trial"] is None
+    assert doc["baseline_spread"] == 140.0 - 60.0
+    assert "no significant gain" in render_tune_html(result)
 
 
 def test_user_strings_print_verbatim() -> None:
@@ -46,6 +85,22 @@ def test_json_has_every_trial() -> None:
     assert best["speedup"] == 1.5 and best["changes"] == ["bfloat16 autocast"]
     assert doc["best_trial"] == 2 and doc["trials"][3]["samples_per_s"] is None
     assert doc["space"]["bucket_cap_mb"] == [5.0, 25.0]
+    assert best["measurements"] == [150.0] and best["median"] == 150.0
+    assert doc["confirmations"] == [] and doc["recommended_trial"] == 2
+
+
+def test_json_has_the_confirmation_runs_and_medians() -> None:
+    doc = json.loads(tune_json(confirmed()))
+    assert [t["number"] for t in doc["trials"]] == [1, 0, 2, 3]
+    assert len(doc["confirmations"]) == 6
+    assert doc["confirmations"][1] == {
+        "trial": 2, "round": 1, "status": "ok", "samples_per_s": 96.0, "unit": "samples/s",
+        "seconds": 2.0, "run_dir": "trials/c-2-1", "error": None,
+    }  # fmt: skip
+    trial = {t["number"]: t for t in doc["trials"]}
+    assert trial[2]["measurements"] == [150.0, 96.0, 98.0] and trial[2]["median"] == 98.0
+    assert trial[1]["speedup"] == pytest.approx(128.0 / 100.0)
+    assert doc["best_trial"] == doc["recommended_trial"] == 1
 
 
 def test_html_escapes_user_strings() -> None:

@@ -1,0 +1,85 @@
+"""The confirmation phase: after the search, the baseline and the top configurations run
+again, interleaved, through the same trial runner, so the best is named by the median of
+several measurements rather than by one short trial on a noisy machine.
+
+The runs are kept in the study's user attributes, so ``--resume`` does not repeat them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import optuna
+from torch.distributed.elastic.multiprocessing.api import SignalException
+
+from scalescope.tune.apply import trial_setup
+from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, confirm_plan, to_confirm
+from scalescope.tune.trial import run_trial
+
+if TYPE_CHECKING:
+    from scalescope.tune.search import Search
+
+CONFIRM_ATTR = "confirmations"
+
+
+def stored(study: optuna.Study) -> tuple[ConfirmRun, ...]:
+    return tuple(ConfirmRun(**d) for d in study.user_attrs.get(CONFIRM_ATTR, []))
+
+
+def store(study: optuna.Study, run: ConfirmRun) -> None:
+    runs = [*study.user_attrs.get(CONFIRM_ATTR, []), asdict(run)]
+    study.set_user_attr(CONFIRM_ATTR, runs)
+
+
+def confirm(search: Search, result: TuneResult) -> TuneResult:
+    """``result`` with the confirmation runs still to do done (stopped: interrupted when the
+    user stopped one; that run is not kept)."""
+    options = search.options
+    plan = confirm_plan(result, to_confirm(result, options.confirm), options.confirm_rounds)
+    for done, (round_, record) in enumerate(plan):
+        search.listener.confirm_starts(done, len(plan), round_, record)
+        try:
+            run = confirm_run(search, record, round_)
+        except (KeyboardInterrupt, SignalException):
+            run = None
+        if run is None:
+            return replace(result, stopped="interrupted", confirmations=stored(search.study))
+        store(search.study, run)
+        search.listener.confirm_ends(run)
+    return replace(result, confirmations=stored(search.study))
+
+
+def confirm_run(search: Search, record: TrialRecord, round_: int) -> ConfirmRun | None:
+    """One more run of the trial's configuration; None when the user interrupted it."""
+    run_dir = fresh_dir(search.study_dir / "trials" / f"trial-{record.number:04d}-confirm-{round_}")
+    config = {} if record.baseline else record.config
+    setup = trial_setup(search.target, search.space, config, run_dir)
+
+    def progress(elapsed: float, rate: float | None) -> bool:
+        search.listener.progress(elapsed, rate)
+        return False
+
+    ran = run_trial(setup.spec, setup.env, search.options.trial_seconds, progress)
+    if ran.status == "interrupted":
+        return None
+    return ConfirmRun(
+        trial=record.number,
+        round=round_,
+        status=ran.status,
+        samples_per_s=ran.samples_per_s,
+        unit=ran.unit,
+        seconds=ran.seconds,
+        run_dir=str(ran.run_dir),
+        error=ran.error,
+    )
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... when a run interrupted before (not kept) left it."""
+    found, n = path, 1
+    while found.exists():
+        n += 1
+        found = path.with_name(f"{path.name}-{n}")
+    return found
