@@ -23,6 +23,7 @@ from scalescope.diagnose.rules_input import (
     rank_times,
     share_pct,
 )
+from scalescope.diagnose.rules_ranks import straggler_cost
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,9 @@ def _cross_rank_costs(ctx: DiagnosisInput, step_ms: float | None) -> list[Analys
         return []
     out = []
     if cr.straggler is not None and step_ms:
-        late = share_pct(cr.straggler.lateness_ms_per_step, step_ms)
+        cost = share_pct(straggler_cost(cr, cr.straggler.rank) or 0.0, step_ms)
         out.append(
-            AnalysisCost(f"the others' wait for rank {cr.straggler.rank}", "across ranks", late,
+            AnalysisCost(f"what rank {cr.straggler.rank} costs the others", "across ranks", cost,
                          "% of step time", "straggler_cost_pct", ("STRAGGLER",))
         )  # fmt: skip
     if cr.load_imbalance_pct is not None:

@@ -218,9 +218,11 @@ def straggler_cost(cr: CrossRankAnalysis, rank: int) -> float | None:
 
 
 class StragglerRule:
-    """A rank named straggler by the analysis whose lateness (the others' wait for it) or
-    whose busy time above the others' reaches ``straggler_cost_pct`` of the step, whatever
-    phase its extra time falls in (``other`` included: busy time counts it)."""
+    """A rank named straggler by the analysis whose busy time above the others' (capped by
+    their wait) reaches ``straggler_cost_pct`` of the step, whatever phase its extra time
+    falls in (``other`` included: busy time counts it). Its lateness is evidence, not the
+    trigger: it adds up waits that overlap the waiting ranks' own backward, and on balanced
+    resnet18 runs it crossed 10 % of the step while the busy excess was 7 %."""
 
     name = "straggler"
 
@@ -238,7 +240,7 @@ class StragglerRule:
             return None
         share = share_pct(cost_ms, step_ms)
         late = share_pct(s.lateness_ms_per_step, step_ms)
-        if max(share, late) < ctx.thresholds.straggler_cost_pct:
+        if share < ctx.thresholds.straggler_cost_pct:
             return None
         return Finding(
             code="STRAGGLER",

@@ -39,10 +39,10 @@ def exposed_communication(v: float, t: Thresholds) -> DiagnosisInput:
 
 
 def straggler_waiting(v: float, t: Thresholds) -> DiagnosisInput:
-    """Rank 0 waits ``v`` ms per step for rank 1 (its lateness), which is busy only ``v / 2``
-    longer by the phases (waits at gradient buckets overlap rank 0's backward), its extra
-    time outside the recorded phases (the blind spot of issue 9)."""
-    cr = cross_rank(busy_ms=[BUSY, BUSY + v / 2], wait_ms=[v, 0.0], straggler=1, phase_name="other")
+    """Rank 1 is busy ``v`` ms per step longer than rank 0, which waits ``2 v`` ms for it
+    (waits at gradient buckets overlap rank 0's backward): the cost is ``v``, its extra time
+    outside the recorded phases (the blind spot of issue 9)."""
+    cr = cross_rank(busy_ms=[BUSY, BUSY + v], wait_ms=[2 * v, 0.0], straggler=1, phase_name="other")
     return _ctx(t, cr)
 
 

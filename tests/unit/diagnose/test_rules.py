@@ -209,17 +209,27 @@ def test_a_cheap_straggler_is_no_finding():
     assert StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr))) is None
 
 
-def test_a_straggler_the_others_wait_for_is_a_finding_even_when_its_busy_excess_is_small():
-    """The others wait 30 ms per step for it (its lateness): the analysis reports 30% of the
-    step, so the diagnosis does too; the saving stays its busy time above theirs (5 ms)."""
+def test_lateness_alone_is_no_straggler_finding_when_its_busy_excess_is_small():
+    """The others wait 30 ms per step for it, but it is busy only 5 ms longer: the waits
+    overlap their own backward, so the cost is 5% and neither the rule nor the engine's net
+    (which reads the same cost) raises a warning; a balanced run on this VM looked like this."""
     ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
     cr = cross_rank(busy_ms=[80.0, 85.0], wait_ms=[30.0, 1.0], straggler=1)
+    ctx = make_input(analysis(ranks, cross_rank=cr))
+    assert StragglerRule().evaluate(ctx) is None
+    assert "STRAGGLER" not in [f.code for f in diagnose(ctx).findings]
+    assert "UNEXPLAINED" not in [f.code for f in diagnose(ctx).findings]
+
+
+def test_a_straggler_whose_busy_excess_crosses_is_a_finding_with_its_lateness():
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1)]
+    cr = cross_rank(busy_ms=[80.0, 95.0], wait_ms=[30.0, 1.0], straggler=1)
     f = StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr)))
     assert f is not None and f.level == "warning"
-    assert f.share_pct == pytest.approx(5.0) and f.saved_ms_per_step == pytest.approx(5.0)
+    assert f.share_pct == pytest.approx(15.0) and f.saved_ms_per_step == pytest.approx(15.0)
     late = evidence(f, "its lateness")
     assert (late.value, late.threshold, late.comparison) == (30.0, 10.0, ">=")
-    assert f.summary.startswith("rank 1 is late in backward: it is busy 5% of a step longer")
+    assert f.summary.startswith("rank 1 is late in backward: it is busy 15% of a step longer")
 
 
 def test_rank_rules_abstain_without_cross_rank_analysis():
