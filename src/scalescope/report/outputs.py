@@ -26,12 +26,13 @@ class ReportFiles:
     """Steps in the timeline and the dashboard's timeline (default: a few after warm-up)."""
 
 
-def report_console() -> Console:
-    """Markup off: run ids, hosts, commands and op names print as recorded, brackets too."""
+def report_console(width: int = REPORT_WIDTH) -> Console:
+    """Markup off: run ids, hosts, commands and op names print as recorded, brackets too;
+    ``width`` columns when stdout is not a terminal."""
     console = Console(highlight=False, markup=False)
     if console.is_terminal:
         return console
-    return Console(highlight=False, markup=False, width=REPORT_WIDTH)
+    return Console(highlight=False, markup=False, width=width)
 
 
 def report_json(analysis: RunAnalysis, diagnosis: Diagnosis | None) -> dict:

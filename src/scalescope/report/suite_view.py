@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.analyze.suite import SuiteEntry, SuiteResult
+from scalescope.report.outputs import report_console
 from scalescope.report.terminal import NA, fmt
 
 SUITE_SCHEMA = "scalescope.suite/1"
@@ -19,11 +20,8 @@ SUITE_WIDTH = 150
 
 
 def suite_console() -> Console:
-    """Markup off: workload errors and paths print verbatim."""
-    console = Console(highlight=False, markup=False)
-    if console.is_terminal:
-        return console
-    return Console(highlight=False, markup=False, width=SUITE_WIDTH)
+    """The report's console (markup off: errors and paths verbatim), wider off a terminal."""
+    return report_console(SUITE_WIDTH)
 
 
 def _pct(value: float | None) -> str:
