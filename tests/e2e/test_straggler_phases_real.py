@@ -12,6 +12,7 @@ Truth, from the script's own timing of rank 0's steps (medians): the step time l
 (delayed step - reference step) / delayed step. The sleep's own share (its real durations
 over the delayed step) is printed beside it: it misses what the delay costs on top, e.g. 3
 ranks on 2 cpus competing once the sleeper wakes (reported 74%, sleep's share 63% once).
+With 3 ranks on 2 cpus the truth is the range between the two (``Scenario.off_truth``).
 The rank and phase named first must hold under any load; the share is compared only when
 other processes left the CPUs alone (else skipped with the load it saw, when it is off).
 """
@@ -66,9 +67,26 @@ class Scenario:
     external_pct: float
     """Share of the CPUs other processes used during the run (real_runs.ExternalLoad)."""
 
+    ranks: int
+
     @property
     def truth_pct(self) -> float:
         return 100.0 * (self.step_ms - self.reference_ms) / self.step_ms
+
+    @property
+    def sleep_pct(self) -> float:
+        return 100.0 * self.slept_ms / self.step_ms
+
+    def off_truth(self, reported_pct: float) -> float:
+        """Points between the reported share and the truth. With more ranks than cpus the
+        truth is the range between its two measures, each off one way: the step time lost is
+        taken against reference steps that pay for 3 ranks sharing 2 cpus, which the delayed
+        steps partly escape while the sleeper sleeps (lost 76%, sleep's share 83%, reported
+        87% once in CI); the sleep's share misses the competition once the sleeper wakes."""
+        low, high = self.truth_pct, self.truth_pct
+        if self.ranks > CPUS:
+            low, high = min(low, self.sleep_pct), max(high, self.sleep_pct)
+        return max(low - reported_pct, reported_pct - high, 0.0)
 
 
 def _truth(tmp: Path) -> tuple[float, float, float]:
@@ -94,7 +112,7 @@ def _record(tmp: Path, ranks: int, where: str) -> Scenario:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     thresholds = Thresholds(max_threads_per_core=ranks / CPUS) if shared else DEFAULT_THRESHOLDS
     d = diagnose_dir(tmp / "run", thresholds)
-    return Scenario(tmp / "run", d, *_truth(tmp), load.pct)
+    return Scenario(tmp / "run", d, *_truth(tmp), load.pct, ranks)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +140,7 @@ def test_the_straggler_and_its_phase_are_named_first(scenario, where, ranks):
     print(
         f"{where}, {ranks} ranks: reported {first.share_pct:.1f}%, truth {s.truth_pct:.1f}% "
         f"(steps of {s.step_ms:.0f} ms against {s.reference_ms:.0f} ms); the sleep's share "
-        f"{100 * s.slept_ms / s.step_ms:.1f}% ({s.slept_ms:.0f} ms)"
+        f"{s.sleep_pct:.1f}% ({s.slept_ms:.0f} ms)"
     )
     assert (first.code, first.rank, first.level) == ("STRAGGLER", 1, "warning"), [
         (f.code, f.summary) for f in s.diagnosis.findings
@@ -133,7 +151,7 @@ def test_the_straggler_and_its_phase_are_named_first(scenario, where, ranks):
     ]
     assert first.summary.startswith(words), first.summary
     assert s.diagnosis.verdict.startswith(f"straggler: {words}")
-    off = abs(first.share_pct - s.truth_pct)
+    off = s.off_truth(first.share_pct)
     if off > TOLERANCE and s.external_pct > MAX_EXTERNAL_PCT:
         pytest.skip(f"other processes used {s.external_pct:.0f}% of the CPUs: the truth's "
                     f"step times are theirs too ({off:.1f} points off)")  # fmt: skip
