@@ -39,8 +39,11 @@ sysdeps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
+# Two at a time, then the timed tests alone (they compare times measured on this machine).
 test: lint sysdeps
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not timed"; rest=$$?; \
+	$(VENV)/bin/pytest -q -m timed; timed=$$?; \
+	test $$rest -eq 0 && test $$timed -eq 0
 
 clean:
 	rm -rf $(VENV) scalescope_runs .pytest_cache .ruff_cache

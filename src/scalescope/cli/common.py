@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions
-from scalescope.launch.runner import RunSpec
-from scalescope.launch.session import Outcome
 
 if TYPE_CHECKING:
     from scalescope.diagnose.thresholds import Thresholds
+    from scalescope.launch.local import LaunchOptions
+    from scalescope.launch.runner import RunSpec
+    from scalescope.launch.session import Outcome
 
 app = typer.Typer(
     help="Launch, profile and report on distributed PyTorch training.",
@@ -122,6 +122,8 @@ def finish(outcome: Outcome, show_report: bool, probe: bool, html: Path | None) 
 
 
 def launch_options(p: dict[str, Any]) -> LaunchOptions:
+    from scalescope.launch.local import LaunchOptions
+
     return LaunchOptions(
         nproc_per_node=p["nproc_per_node"] or 1,
         master_addr=p["master_addr"] or "127.0.0.1",
@@ -155,6 +157,8 @@ def mapping_options(p: dict[str, Any]) -> MappingOptions:
 
 def launch_spec(p: dict[str, Any], **spec: Any) -> RunSpec:
     """A RunSpec from the shared launch options of run and bench; bad values exit with 2."""
+    from scalescope.launch.runner import RunSpec
+
     try:
         return RunSpec(
             launch=launch_options(p),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -31,8 +31,6 @@ from scalescope.cli.common import (
     REPORT_BINDINGS,
     RUN_DIR,
     THREADS,
-    LaunchOptions,
-    RunSpec,
     app,
     err,
     fail,
@@ -42,6 +40,9 @@ from scalescope.cli.common import (
     start_or_plan,
     time_stamp,
 )
+
+if TYPE_CHECKING:
+    from scalescope.launch.runner import RunSpec
 
 
 @app.command()
@@ -76,6 +77,7 @@ def suite(
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
     from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.launch.local import LaunchOptions
     from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
 
     params = {**locals(), "cpu_list": None}
