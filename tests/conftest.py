@@ -15,6 +15,7 @@ if HELPERS not in sys.path:
 TIMED_MODULES = frozenset(
     {
         "test_diagnosis_real.py",
+        "test_ingest_vs_probe.py",
         "test_project_real.py",
         "test_straggler_phases_real.py",
         "test_straggler_real.py",
@@ -22,7 +23,8 @@ TIMED_MODULES = frozenset(
     }
 )
 """Modules whose assertions compare times measured on this machine against a truth timed
-beside them: ``make test`` runs them alone, after the rest has run two at a time."""
+beside them, or that wait for idle cpus (``real_runs.quietly``): ``make test`` runs them
+alone, after the rest has run two at a time."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
