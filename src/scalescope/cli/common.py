@@ -31,44 +31,8 @@ verbatim."""
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 NPROC = typer.Option(
-    None, "--nproc-per-node", "-n", help="Ranks to start on this node [default: 1].", min=1
+    None, "--nproc-per-node", "-n", help="Ranks to start on this node (default: 1).", min=1
 )
-MASTER_ADDR = typer.Option(
-    None,
-    "--master-addr",
-    help="Address of rank 0 (default: 127.0.0.1; under srun/mpirun found from the launcher).",
-)
-MASTER_PORT = typer.Option(
-    None,
-    "--master-port",
-    help="Port of the rendezvous (default: free; under srun/mpirun derived from the job id).",
-)
-RUN_DIR = typer.Option(None, "--run-dir", help="Where to record (default: scalescope_runs/…).")
-NO_PROBE = typer.Option(False, "--no-probe", help="Run without instrumentation (for A/B).")
-NO_REPORT = typer.Option(False, "--no-report", help="Do not print the report at the end.")
-HTML = typer.Option(None, "--html", help="Also write the HTML dashboard of the run here.")
-NNODES = typer.Option(1, "--nnodes", help="Nodes in the job (torchrun-style).", min=1)
-NODE_RANK = typer.Option(0, "--node-rank", help="This node's index.", min=0)
-RDZV_ENDPOINT = typer.Option(None, "--rdzv-endpoint", help="HOST[:PORT] of the rendezvous.")
-RDZV_BACKEND = typer.Option("c10d", "--rdzv-backend", help="c10d or static.")
-RDZV_ID = typer.Option("", "--rdzv-id", help="Job id shared by all nodes.")
-LOCAL_ADDR = typer.Option(None, "--local-addr", help="This node's address for the others.")
-MAP_BY = typer.Option(
-    "numa", "--map-by", help="Domains to spread ranks over: node, socket, numa, core."
-)
-THREADS = typer.Option(
-    None, "--threads-per-rank", help="Threads per rank (default: its cores).", min=1
-)
-NUMA_NODES = typer.Option(None, "--numa-nodes", help="Use only these NUMA nodes, e.g. 0,1.")
-CPU_LIST = typer.Option(None, "--cpu-list", help="Cpus of one rank (repeat per rank), e.g. 0-11.")
-OVERSUBSCRIBE = typer.Option(False, "--oversubscribe", help="Allow more threads than cores.")
-NO_BIND = typer.Option(False, "--no-bind", help="Do not bind ranks to cpus.")
-BIND_TO = typer.Option(
-    "domain", "--bind-to", help="domain: the rank's NUMA node/socket; core: its own cores."
-)
-ALLOCATOR = typer.Option("default", "--allocator", help="tcmalloc, jemalloc or default.")
-DRY_RUN = typer.Option(False, "--dry-run", help="Print the placement plan and start nothing.")
-REPORT_BINDINGS = typer.Option(False, "--report-bindings", help="Each rank prints its binding.")
 THRESHOLD = typer.Option(
     None,
     "--threshold",

@@ -9,28 +9,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from scalescope.cli.common import (
-    ALLOCATOR,
-    BIND_TO,
-    CPU_LIST,
-    DRY_RUN,
-    LOCAL_ADDR,
-    MAP_BY,
-    MASTER_ADDR,
-    MASTER_PORT,
-    NNODES,
-    NO_BIND,
-    NO_PROBE,
-    NODE_RANK,
     NPROC,
-    NUMA_NODES,
-    OVERSUBSCRIBE,
     PASSTHROUGH,
-    RDZV_BACKEND,
-    RDZV_ENDPOINT,
-    RDZV_ID,
-    REPORT_BINDINGS,
-    RUN_DIR,
-    THREADS,
     app,
     err,
     fail,
@@ -40,12 +20,14 @@ from scalescope.cli.common import (
     start_or_plan,
     time_stamp,
 )
+from scalescope.cli.launch_options import with_launch_options
 
 if TYPE_CHECKING:
     from scalescope.launch.runner import RunSpec
 
 
 @app.command()
+@with_launch_options("rendezvous", "placement", skip=("cpu_list",))
 def suite(
     quick: bool = typer.Option(False, "--quick", help="Tiny sizes and few steps (CI smoke run)."),
     ranks: str = typer.Option("2", "--ranks", help="Rank counts to run each workload at: 1,2."),
@@ -64,15 +46,8 @@ def suite(
         None, "--suite-dir", help="Where to record the runs (default: scalescope_runs/suite-…)."
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the table as JSON."),
-    master_addr: str | None = MASTER_ADDR,
-    master_port: int | None = MASTER_PORT,
-    map_by: str = MAP_BY,
-    threads_per_rank: int | None = THREADS,
-    numa_nodes: str | None = NUMA_NODES,
-    oversubscribe: bool = OVERSUBSCRIBE,
-    no_bind: bool = NO_BIND,
-    bind_to: str = BIND_TO,
-    allocator: str = ALLOCATOR,
+    *,
+    launch: dict[str, Any],
 ) -> None:
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
     from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
@@ -80,12 +55,14 @@ def suite(
     from scalescope.launch.local import LaunchOptions
     from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
 
-    params = {**locals(), "cpu_list": None}
+    params = locals() | launch
     try:
         plan = SuitePlan(
             workloads=select_workloads(workloads), ranks=parse_ranks(ranks), quick=quick,
             sizes=parse_sizes(size or []), suite_dir=suite_dir or default_suite_dir(),
-            launch=LaunchOptions(master_addr=master_addr or "127.0.0.1", master_port=master_port),
+            launch=LaunchOptions(
+                master_addr=launch["master_addr"] or "127.0.0.1", master_port=launch["master_port"]
+            ),
             mapping=mapping_options(params), command=("scalescope", *sys.argv[1:]),
         )  # fmt: skip
         total = len(plan.workloads) * len(plan.ranks)
@@ -101,6 +78,7 @@ def suite(
 
 
 @app.command()
+@with_launch_options("rendezvous", "nodes", "placement", "recording")
 def comm(
     nproc_per_node: int | None = NPROC,
     ops: str = typer.Option(
@@ -124,26 +102,8 @@ def comm(
     nccl_tests: Path | None = typer.Option(
         None, "--nccl-tests", help="Only show an nccl-tests log in these columns; run nothing."
     ),
-    master_addr: str | None = MASTER_ADDR,
-    master_port: int | None = MASTER_PORT,
-    nnodes: int = NNODES,
-    node_rank: int = NODE_RANK,
-    rdzv_endpoint: str | None = RDZV_ENDPOINT,
-    rdzv_backend: str = RDZV_BACKEND,
-    rdzv_id: str = RDZV_ID,
-    local_addr: str | None = LOCAL_ADDR,
-    map_by: str = MAP_BY,
-    threads_per_rank: int | None = THREADS,
-    numa_nodes: str | None = NUMA_NODES,
-    cpu_list: list[str] | None = CPU_LIST,
-    oversubscribe: bool = OVERSUBSCRIBE,
-    no_bind: bool = NO_BIND,
-    bind_to: str = BIND_TO,
-    allocator: str = ALLOCATOR,
-    dry_run: bool = DRY_RUN,
-    report_bindings: bool = REPORT_BINDINGS,
-    run_dir: Path | None = RUN_DIR,
-    no_probe: bool = NO_PROBE,
+    *,
+    launch: dict[str, Any],
 ) -> None:
     """Collective micro-benchmark on torch.distributed: nccl-tests columns, OSU latency, α-β fit.
 
@@ -161,7 +121,7 @@ def comm(
             fail(str(exc))
         raise typer.Exit(0)
 
-    params = locals() | {"no_report": True, "html": None}
+    params = locals() | launch | {"no_report": True}
     try:
         options = CommOptions.parse(ops, sizes, factor, dtype, backend, iters, warmup)
     except ValueError as exc:
@@ -175,10 +135,11 @@ def comm(
         args=options.workload_args(runnable), warmup_steps=0, workload="comm",
         options=options.as_dict() | {"unavailable": unavailable},
     )  # fmt: skip
-    if dry_run:
+    if launch["dry_run"]:
         start_or_plan(spec, params)
     try:
-        outcome, bench = run_comm(spec, nproc_per_node is not None, master_addr, unavailable)
+        given = nproc_per_node is not None
+        outcome, bench = run_comm(spec, given, launch["master_addr"], unavailable)
     except ValueError as exc:
         fail(str(exc))
     if bench is None:
@@ -191,6 +152,7 @@ def comm(
 
 
 @app.command(context_settings=PASSTHROUGH)
+@with_launch_options("rendezvous", "nodes", "placement", skip=("nnodes",))
 def scale(
     ctx: typer.Context,
     script: str | None = typer.Argument(None, help="Training script (or use --bench MODEL)."),
@@ -209,21 +171,8 @@ def scale(
     warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
     study_dir: Path | None = typer.Option(None, "--study-dir", help="Where the runs go."),
     html: Path | None = typer.Option(None, "--html", help="Write the scaling dashboard here."),
-    master_addr: str | None = MASTER_ADDR,
-    master_port: int | None = MASTER_PORT,
-    node_rank: int = NODE_RANK,
-    rdzv_endpoint: str | None = RDZV_ENDPOINT,
-    rdzv_backend: str = RDZV_BACKEND,
-    rdzv_id: str = RDZV_ID,
-    local_addr: str | None = LOCAL_ADDR,
-    map_by: str = MAP_BY,
-    threads_per_rank: int | None = THREADS,
-    numa_nodes: str | None = NUMA_NODES,
-    cpu_list: list[str] | None = CPU_LIST,
-    oversubscribe: bool = OVERSUBSCRIBE,
-    no_bind: bool = NO_BIND,
-    bind_to: str = BIND_TO,
-    allocator: str = ALLOCATOR,
+    *,
+    launch: dict[str, Any],
 ) -> None:
     """Run the same workload at each size, one profiled run each, and print the scaling table.
 
@@ -236,8 +185,7 @@ def scale(
     from scalescope.report.outputs import report_console
 
     sizes = int_list(ranks, "--ranks") or ()
-    params = locals() | {"nproc_per_node": 1, "nnodes": 1, "run_dir": None, "no_probe": False,
-                         "report_bindings": False}  # fmt: skip
+    params = locals() | launch | {"nproc_per_node": 1}
     if (script is None) == (bench_model is None):
         fail("give a training script or --bench MODEL (one of them)")
     try:
@@ -253,7 +201,9 @@ def scale(
     if (where / STUDY_FILE).exists():
         fail(f"{str(where)} already holds a study; choose another --study-dir")
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
-    study = run_study(spec, plan, where, lambda s: start(s, True, master_addr), scale_progress)
+    study = run_study(
+        spec, plan, where, lambda s: start(s, True, launch["master_addr"]), scale_progress
+    )
     for path in report_study(where, html, report_console()):
         err.print(f"wrote {path}")
     err.print(f"study: {where / STUDY_FILE}  (scalescope report {where})")

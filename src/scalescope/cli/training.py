@@ -3,70 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scalescope.cli.common import (
-    ALLOCATOR,
-    BIND_TO,
-    CPU_LIST,
-    DRY_RUN,
-    HTML,
-    LOCAL_ADDR,
-    MAP_BY,
-    MASTER_ADDR,
-    MASTER_PORT,
-    NNODES,
-    NO_BIND,
-    NO_PROBE,
-    NO_REPORT,
-    NODE_RANK,
     NPROC,
-    NUMA_NODES,
-    OVERSUBSCRIBE,
     PASSTHROUGH,
-    RDZV_BACKEND,
-    RDZV_ENDPOINT,
-    RDZV_ID,
-    REPORT_BINDINGS,
-    RUN_DIR,
-    THREADS,
     app,
     fail,
     launch_spec,
     start_or_plan,
 )
+from scalescope.cli.launch_options import ALL_GROUPS, with_launch_options
 
 
 @app.command(context_settings=PASSTHROUGH)
+@with_launch_options(*ALL_GROUPS)
 def run(
     ctx: typer.Context,
     script: str = typer.Argument(..., help="Training script (or module with -m)."),
     nproc_per_node: int | None = NPROC,
     module: bool = typer.Option(False, "--module", "-m", help="SCRIPT is a module name."),
     warmup_steps: int = typer.Option(1, help="Steps left out of the statistics.", min=0),
-    master_addr: str | None = MASTER_ADDR,
-    master_port: int | None = MASTER_PORT,
-    nnodes: int = NNODES,
-    node_rank: int = NODE_RANK,
-    rdzv_endpoint: str | None = RDZV_ENDPOINT,
-    rdzv_backend: str = RDZV_BACKEND,
-    rdzv_id: str = RDZV_ID,
-    local_addr: str | None = LOCAL_ADDR,
-    map_by: str = MAP_BY,
-    threads_per_rank: int | None = THREADS,
-    numa_nodes: str | None = NUMA_NODES,
-    cpu_list: list[str] | None = CPU_LIST,
-    oversubscribe: bool = OVERSUBSCRIBE,
-    no_bind: bool = NO_BIND,
-    bind_to: str = BIND_TO,
-    allocator: str = ALLOCATOR,
-    dry_run: bool = DRY_RUN,
-    report_bindings: bool = REPORT_BINDINGS,
-    run_dir: Path | None = RUN_DIR,
-    no_probe: bool = NO_PROBE,
-    no_report: bool = NO_REPORT,
-    html: Path | None = HTML,
+    *,
+    launch: dict[str, Any],
 ) -> None:
     """Start ranks of SCRIPT [ARGS] under the probe and record a run directory.
 
@@ -75,7 +36,7 @@ def run(
     """
     if script.startswith("-"):
         fail(f"No such option: {script} (see scalescope run --help)")
-    params = locals()
+    params = locals() | launch
     spec = launch_spec(
         params, target=script, is_module=module, args=list(ctx.args), warmup_steps=warmup_steps
     )
@@ -83,6 +44,7 @@ def run(
 
 
 @app.command()
+@with_launch_options(*ALL_GROUPS)
 def bench(
     model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),
     nproc_per_node: int | None = NPROC,
@@ -113,33 +75,13 @@ def bench(
         None, help="Loader workers (default 0 synthetic, 2).", min=0
     ),
     pin_memory: bool = typer.Option(False, help="Pin DataLoader memory."),
-    master_addr: str | None = MASTER_ADDR,
-    master_port: int | None = MASTER_PORT,
-    nnodes: int = NNODES,
-    node_rank: int = NODE_RANK,
-    rdzv_endpoint: str | None = RDZV_ENDPOINT,
-    rdzv_backend: str = RDZV_BACKEND,
-    rdzv_id: str = RDZV_ID,
-    local_addr: str | None = LOCAL_ADDR,
-    map_by: str = MAP_BY,
-    threads_per_rank: int | None = THREADS,
-    numa_nodes: str | None = NUMA_NODES,
-    cpu_list: list[str] | None = CPU_LIST,
-    oversubscribe: bool = OVERSUBSCRIBE,
-    no_bind: bool = NO_BIND,
-    bind_to: str = BIND_TO,
-    allocator: str = ALLOCATOR,
-    dry_run: bool = DRY_RUN,
-    report_bindings: bool = REPORT_BINDINGS,
-    run_dir: Path | None = RUN_DIR,
-    no_probe: bool = NO_PROBE,
-    no_report: bool = NO_REPORT,
-    html: Path | None = HTML,
+    *,
+    launch: dict[str, Any],
 ) -> None:
     """Data-parallel training of a built-in torchvision model, profiled."""
     from scalescope.bench.options import BenchOptions
 
-    params = locals()
+    params = locals() | launch
     try:
         options = BenchOptions(
             model=model, batch_size=batch_size, global_batch=global_batch, recipe=recipe,
@@ -149,7 +91,7 @@ def bench(
             pin_memory=pin_memory,
         )  # fmt: skip
         if nproc_per_node is not None:
-            options.check_world(nproc_per_node * nnodes)
+            options.check_world(nproc_per_node * launch["nnodes"])
     except ValueError as exc:
         fail(str(exc))
     spec = launch_spec(

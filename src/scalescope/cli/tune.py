@@ -8,32 +8,18 @@ from typing import Any
 import typer
 
 from scalescope.cli.common import (
-    ALLOCATOR,
-    BIND_TO,
-    CPU_LIST,
-    MAP_BY,
-    MASTER_ADDR,
-    MASTER_PORT,
-    NO_BIND,
     NPROC,
-    NUMA_NODES,
-    OVERSUBSCRIBE,
     PASSTHROUGH,
-    THREADS,
     app,
     err,
     fail,
     launch_spec,
 )
-
-TUNE_DEFAULTS = {
-    "nnodes": 1, "node_rank": 0, "rdzv_endpoint": None, "rdzv_backend": "c10d", "rdzv_id": "",
-    "local_addr": None, "run_dir": None, "no_probe": False, "report_bindings": False,
-}  # fmt: skip
-"""Launch options tune does not take: trials run on this node, always under the probe."""
+from scalescope.cli.launch_options import with_launch_options
 
 
 @app.command(context_settings=PASSTHROUGH)
+@with_launch_options("rendezvous", "placement")
 def tune(
     ctx: typer.Context,
     script: str | None = typer.Argument(None, help="Training script (or module with -m)."),
@@ -66,21 +52,13 @@ def tune(
     batch_size: int = typer.Option(32, help="--bench: images per rank per step.", min=1),
     image_size: int = typer.Option(224, help="--bench: height and width of the images.", min=8),
     trial_steps: int = typer.Option(200, help="--bench: steps of one trial.", min=2),
-    master_addr: str | None = MASTER_ADDR,
-    master_port: int | None = MASTER_PORT,
-    map_by: str = MAP_BY,
-    threads_per_rank: int | None = THREADS,
-    numa_nodes: str | None = NUMA_NODES,
-    cpu_list: list[str] | None = CPU_LIST,
-    oversubscribe: bool = OVERSUBSCRIBE,
-    no_bind: bool = NO_BIND,
-    bind_to: str = BIND_TO,
-    allocator: str = ALLOCATOR,
     run_dir: Path | None = typer.Option(
         None, "--run-dir", help="The study's directory (default: scalescope_runs/tune-…)."
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write every trial as JSON."),
     html: Path | None = typer.Option(None, "--html", help="Also write the study's HTML page."),
+    *,
+    launch: dict[str, Any],
 ) -> None:
     """Search the knobs of SCRIPT [ARGS] (or --bench MODEL) by short real trials.
 
@@ -94,7 +72,7 @@ def tune(
     from scalescope.tune.search import tune as run_study
     from scalescope.tune.study import TuneOptions
 
-    params = locals() | TUNE_DEFAULTS
+    params = locals() | launch
     target = tune_target(params, list(ctx.args))
     try:
         knobs = target_space(target, space)
