@@ -37,6 +37,7 @@ from PIL import Image
 
 from scalescope.bench.data_speed import images_per_s, make_loader, parse_workers
 from scalescope.bench.pack import pack_folder
+from scalescope.bench.page_cache import data_files, drop_page_cache
 from scalescope.bench.shards import parse_size, read_manifest, read_shard
 
 KINDS = ("folder", "shards")
@@ -60,7 +61,8 @@ def parse() -> argparse.Namespace:
 
 
 def write_folder(root: Path, images: int, classes: int, pixels: int) -> None:
-    """Photo-like JPEGs (smooth gradients plus noise), about 6 kB at 128 px."""
+    """Photo-like JPEGs (smooth gradients plus noise), about 6 kB at 128 px, each synced
+    to the disk so that its cached pages are clean (only clean pages can be dropped)."""
     rng = np.random.default_rng(0)
     ramp = np.linspace(0, 1, pixels)[None, :, None]
     for i in range(images):
@@ -68,20 +70,16 @@ def write_folder(root: Path, images: int, classes: int, pixels: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         colour = rng.uniform(0, 255, 3)
         pixels_ = colour * ramp + rng.normal(0, 12, (pixels, pixels, 3))
-        Image.fromarray(np.clip(pixels_, 0, 255).astype(np.uint8)).save(
-            folder / f"{i:07d}.jpg", quality=90
-        )
+        with open(folder / f"{i:07d}.jpg", "wb") as f:
+            Image.fromarray(np.clip(pixels_, 0, 255).astype(np.uint8)).save(f, "JPEG", quality=90)
+            f.flush()
+            os.fsync(f.fileno())
 
 
-def drop_cache(files: list[Path]) -> None:
-    """Drop the cached pages of ``files`` (clean pages only: the data set is synced once
-    after it is written)."""
+def fill_cache(files: list[Path]) -> None:
+    """Read every file once, so that the pass after it finds all of them cached."""
     for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        path.read_bytes()
 
 
 def storage(path: Path) -> float:
@@ -135,8 +133,7 @@ def main() -> None:
         paths = {"folder": Path(tmp) / "folder", "shards": Path(tmp) / "shards"}
         write_folder(paths["folder"], args.images, args.classes, args.pixels)
         manifest = pack_folder(paths["folder"], paths["shards"], parse_size(args.shard_size))
-        os.sync()
-        every_file = [f for p in paths.values() for f in sorted(p.rglob("*")) if f.is_file()]
+        every_file = data_files(paths.values())
         jpeg_kb = sum(f.stat().st_size for f in every_file if f.suffix == ".jpg") / 1e3
         print(f"{manifest.images} JPEGs of {args.pixels} px "
               f"(~{jpeg_kb / manifest.images:.1f} kB each), "
@@ -144,12 +141,15 @@ def main() -> None:
               "cold cache: every image file and every shard dropped from the page cache "
               "(posix_fadvise DONTNEED) before each pass: first epoch, data set bigger than "
               "RAM, parallel file system; inode and directory caches stay warm\n"
-              "warm cache: every file in the page cache (the data set fits in RAM)")  # fmt: skip
+              "warm cache: every image file and shard read once before each pass (the data set "
+              "fits in RAM and was read before)")  # fmt: skip
 
         def timed(fn: Callable[[Path], float], cold: bool) -> Callable[[str], float]:
             def run(kind: str) -> float:
                 if cold:
-                    drop_cache(every_file)
+                    drop_page_cache(every_file)
+                else:
+                    fill_cache(every_file)
                 return fn(paths[kind])
 
             return run
