@@ -125,10 +125,44 @@ def compare(label: str, rounds: int, measure: Callable[[str], float]) -> None:
     print(f"{label:<24}{f:>14,.1f}{s:>14,.1f}{s / f:>7.2f}x  {pairs}", flush=True)
 
 
-def main() -> None:
-    args = parse()
+def run_tables(args: argparse.Namespace, paths: dict[str, Path], every_file: list[Path]) -> None:
     caches = ("cold", "warm") if args.cache == "both" else (args.cache,)
     tables = args.tables.split(",")
+
+    def timed(fn: Callable[[Path], float], cold: bool) -> Callable[[str], float]:
+        def run(kind: str) -> float:
+            if cold:
+                drop_page_cache(every_file)
+            else:
+                fill_cache(every_file)
+            return fn(paths[kind])
+
+        return run
+
+    if "storage" in tables:
+        print("\n1. storage: encoded bytes only (files, or shard files end to end)\n" + HEADER)
+        for cache in caches:
+            compare(f"{cache} cache", args.rounds, timed(storage, cache == "cold"))
+    if "reader" in tables:
+        print("\n2. reader: file reads, or webdataset's tar reader (no decode)\n" + HEADER)
+        for cache in caches:
+            compare(f"{cache} cache", args.rounds, timed(reader, cache == "cold"))
+    if "loader" in tables:
+        print(f"\n3. loader: decode + transforms (crop {args.image_size}) + DataLoader, "
+              f"batch {args.batch_size}, {args.timed} images per run\n" + HEADER)  # fmt: skip
+        for cache in caches:
+            for workers in parse_workers(args.workers):
+
+                def loader(path: Path, w: int = workers) -> float:
+                    loader = make_loader(str(path), w, args.batch_size, args.image_size, 0)
+                    return images_per_s(loader, args.timed)
+
+                label = f"{cache} cache, {workers} workers"
+                compare(label, args.rounds, timed(loader, cache == "cold"))
+
+
+def main() -> None:
+    args = parse()
     with tempfile.TemporaryDirectory(prefix="shards_vs_folder_", dir="/var/tmp") as tmp:
         paths = {"folder": Path(tmp) / "folder", "shards": Path(tmp) / "shards"}
         write_folder(paths["folder"], args.images, args.classes, args.pixels)
@@ -143,37 +177,7 @@ def main() -> None:
               "RAM, parallel file system; inode and directory caches stay warm\n"
               "warm cache: every image file and shard read once before each pass (the data set "
               "fits in RAM and was read before)")  # fmt: skip
-
-        def timed(fn: Callable[[Path], float], cold: bool) -> Callable[[str], float]:
-            def run(kind: str) -> float:
-                if cold:
-                    drop_page_cache(every_file)
-                else:
-                    fill_cache(every_file)
-                return fn(paths[kind])
-
-            return run
-
-        if "storage" in tables:
-            print("\n1. storage: encoded bytes only (files, or shard files end to end)\n" + HEADER)
-            for cache in caches:
-                compare(f"{cache} cache", args.rounds, timed(storage, cache == "cold"))
-        if "reader" in tables:
-            print("\n2. reader: file reads, or webdataset's tar reader (no decode)\n" + HEADER)
-            for cache in caches:
-                compare(f"{cache} cache", args.rounds, timed(reader, cache == "cold"))
-        if "loader" in tables:
-            print(f"\n3. loader: decode + transforms (crop {args.image_size}) + DataLoader, "
-                  f"batch {args.batch_size}, {args.timed} images per run\n" + HEADER)  # fmt: skip
-            for cache in caches:
-                for workers in parse_workers(args.workers):
-
-                    def loader(path: Path, w: int = workers) -> float:
-                        loader = make_loader(str(path), w, args.batch_size, args.image_size, 0)
-                        return images_per_s(loader, args.timed)
-
-                    label = f"{cache} cache, {workers} workers"
-                    compare(label, args.rounds, timed(loader, cache == "cold"))
+        run_tables(args, paths, every_file)
 
 
 if __name__ == "__main__":
