@@ -1,19 +1,24 @@
-"""Images/s of a small-file image folder vs its tar shards, through the bench's loader.
+"""Images/s of a small-file image folder vs its tar shards, cold and warm page cache.
 
-Writes an ImageFolder of small JPEGs in a temporary directory, packs it with
-``scalescope data pack``'s code, then reads both through the loader ``scalescope bench
---data`` uses (PIL decode + the ImageNet training transforms, DataLoader workers),
-interleaving folder and shards runs and reporting medians and the shards/folder ratio.
+Writes an ImageFolder of small JPEGs in a temporary directory and packs it with ``scalescope
+data pack``'s code. Three tables, each measured folder and shards alternately (the order
+flips every round), medians over the rounds and their ratio (shards / folder):
 
-A second table times the reading alone (every file's bytes in a shuffled order, against
-every shard's samples through the same webdataset tar reader), the part packing changes;
-the first includes the decode and transforms, which packing does not change.
+1. storage: the bytes of every image, files read one by one in a shuffled order against
+   the shard files read front to back (no tar parsing): what packing changes on disk;
+2. reader: every sample through the readers the loaders use (a file read per image, or
+   webdataset's tar reader over the shards): the storage plus the reader's own cost;
+3. loader: the loader ``scalescope bench --data`` uses (PIL decode, the ImageNet training
+   transforms, DataLoader workers): what training sees.
 
-``--cache cold`` evicts the data set's files from the page cache before every run
-(posix_fadvise DONTNEED on our own files; nothing else is touched), as on a parallel file
-system where the images are not cached on the compute node; ``warm`` reads them cached.
+Cold cache: before every pass the page-cache pages of every image file and every shard are
+dropped (``posix_fadvise(POSIX_FADV_DONTNEED)`` on our own files: no root, nothing else
+touched), so each pass reads from the device, as in a first epoch, a data set bigger than
+RAM, or a parallel file system. The kernel's inode and directory caches stay warm (dropping
+them needs root and affects the whole machine), so the folder's cold cost here is a lower
+bound. Warm cache: every file cached, as when the data set fits in RAM and was read before.
 
-    .venv/bin/python benchmarks/shards_vs_folder.py --images 3000 --workers 0,2 --rounds 5
+    .venv/bin/python benchmarks/shards_vs_folder.py --images 3000 --workers 0,2 --rounds 6
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +37,11 @@ from PIL import Image
 
 from scalescope.bench.data_speed import images_per_s, make_loader, parse_workers
 from scalescope.bench.pack import pack_folder
+from scalescope.bench.page_cache import data_files, drop_page_cache
 from scalescope.bench.shards import parse_size, read_manifest, read_shard
+
+KINDS = ("folder", "shards")
+HEADER = f"{'':<24}{'folder img/s':>14}{'shards img/s':>14}{'ratio':>8}  ratio per round"
 
 
 def parse() -> argparse.Namespace:
@@ -41,16 +51,18 @@ def parse() -> argparse.Namespace:
     p.add_argument("--pixels", type=int, default=128, help="side of the stored JPEGs")
     p.add_argument("--image-size", type=int, default=96, help="crop of the transforms")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--timed", type=int, default=1024, help="images timed per run")
+    p.add_argument("--timed", type=int, default=1024, help="images timed per loader run")
     p.add_argument("--workers", default="0,2")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=6, help="even: each goes first as often")
     p.add_argument("--cache", choices=("cold", "warm", "both"), default="both")
     p.add_argument("--shard-size", default="4MB")
+    p.add_argument("--tables", default="storage,reader,loader", help="which tables to run")
     return p.parse_args()
 
 
 def write_folder(root: Path, images: int, classes: int, pixels: int) -> None:
-    """Photo-like JPEGs (smooth gradients plus noise), about 10 kB at 128 px."""
+    """Photo-like JPEGs (smooth gradients plus noise), about 6 kB at 128 px, each synced
+    to the disk so that its cached pages are clean (only clean pages can be dropped)."""
     rng = np.random.default_rng(0)
     ramp = np.linspace(0, 1, pixels)[None, :, None]
     for i in range(images):
@@ -58,34 +70,38 @@ def write_folder(root: Path, images: int, classes: int, pixels: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         colour = rng.uniform(0, 255, 3)
         pixels_ = colour * ramp + rng.normal(0, 12, (pixels, pixels, 3))
-        Image.fromarray(np.clip(pixels_, 0, 255).astype(np.uint8)).save(
-            folder / f"{i:07d}.jpg", quality=90
-        )
+        with open(folder / f"{i:07d}.jpg", "wb") as f:
+            Image.fromarray(np.clip(pixels_, 0, 255).astype(np.uint8)).save(f, "JPEG", quality=90)
+            f.flush()
+            os.fsync(f.fileno())
 
 
-def evict(root: Path) -> None:
-    """Drop the page-cache pages of every file under ``root`` (clean pages only)."""
-    for path in root.rglob("*"):
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fdatasync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+def fill_cache(files: list[Path]) -> None:
+    """Read every file once, so that the pass after it finds all of them cached."""
+    for path in files:
+        path.read_bytes()
 
 
-def run_once(path: Path, workers: int, cold: bool, args: argparse.Namespace) -> float:
-    if cold:
-        evict(path)
-    loader = make_loader(str(path), workers, args.batch_size, args.image_size, seed=0)
-    return images_per_s(loader, args.timed)
+def storage(path: Path) -> float:
+    """Images/s of reading the encoded bytes only: each file in a shuffled order, or each
+    shard file front to back in 1 MiB reads."""
+    start = time.perf_counter()
+    if (path / "manifest.json").exists():
+        count = read_manifest(path).images
+        for shard in sorted(path.glob("*.tar")):
+            with open(shard, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+    else:
+        files = sorted(path.rglob("*.jpg"))
+        random.Random(0).shuffle(files)
+        count = sum(1 for f in files if f.read_bytes())
+    return count / (time.perf_counter() - start)
 
 
-def read_only(path: Path, cold: bool) -> float:
-    """Images/s of reading the encoded images only: files in a shuffled order, or shards."""
-    if cold:
-        evict(path)
+def reader(path: Path) -> float:
+    """Images/s of every sample through the readers: a file read per image, in a shuffled
+    order, or webdataset's tar reader (``read_shard``, what ``bench --data`` streams)."""
     start, count = time.perf_counter(), 0
     if (path / "manifest.json").exists():
         for shard in read_manifest(path).shards:
@@ -97,41 +113,71 @@ def read_only(path: Path, cold: bool) -> float:
     return count / (time.perf_counter() - start)
 
 
-def compare(label: str, rounds: int, measure) -> None:
-    """One table row: folder and shards measured alternately, medians and their ratio."""
-    runs: dict[str, list[float]] = {"folder": [], "shards": []}
-    for _ in range(rounds):
-        for kind in runs:
+def compare(label: str, rounds: int, measure: Callable[[str], float]) -> None:
+    """One table row: folder and shards measured alternately (the first one flips every
+    round), the medians and their ratio, and the ratio of each round's pair."""
+    runs: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    for r in range(rounds):
+        for kind in KINDS[:: 1 if r % 2 == 0 else -1]:
             runs[kind].append(measure(kind))
-    f, s = (statistics.median(runs[k]) for k in runs)
-    print(f"{label:<22}{f:>14.1f}{s:>14.1f}{s / f:>7.2f}x")
+    f, s = (statistics.median(runs[k]) for k in KINDS)
+    pairs = " ".join(f"{b / a:.2f}" for a, b in zip(runs["folder"], runs["shards"], strict=True))
+    print(f"{label:<24}{f:>14,.1f}{s:>14,.1f}{s / f:>7.2f}x  {pairs}", flush=True)
+
+
+def run_tables(args: argparse.Namespace, paths: dict[str, Path], every_file: list[Path]) -> None:
+    caches = ("cold", "warm") if args.cache == "both" else (args.cache,)
+    tables = args.tables.split(",")
+
+    def timed(fn: Callable[[Path], float], cold: bool) -> Callable[[str], float]:
+        def run(kind: str) -> float:
+            if cold:
+                drop_page_cache(every_file)
+            else:
+                fill_cache(every_file)
+            return fn(paths[kind])
+
+        return run
+
+    if "storage" in tables:
+        print("\n1. storage: encoded bytes only (files, or shard files end to end)\n" + HEADER)
+        for cache in caches:
+            compare(f"{cache} cache", args.rounds, timed(storage, cache == "cold"))
+    if "reader" in tables:
+        print("\n2. reader: file reads, or webdataset's tar reader (no decode)\n" + HEADER)
+        for cache in caches:
+            compare(f"{cache} cache", args.rounds, timed(reader, cache == "cold"))
+    if "loader" in tables:
+        print(f"\n3. loader: decode + transforms (crop {args.image_size}) + DataLoader, "
+              f"batch {args.batch_size}, {args.timed} images per run\n" + HEADER)  # fmt: skip
+        for cache in caches:
+            for workers in parse_workers(args.workers):
+
+                def loader(path: Path, w: int = workers) -> float:
+                    loader = make_loader(str(path), w, args.batch_size, args.image_size, 0)
+                    return images_per_s(loader, args.timed)
+
+                label = f"{cache} cache, {workers} workers"
+                compare(label, args.rounds, timed(loader, cache == "cold"))
 
 
 def main() -> None:
     args = parse()
-    caches = ("cold", "warm") if args.cache == "both" else (args.cache,)
     with tempfile.TemporaryDirectory(prefix="shards_vs_folder_", dir="/var/tmp") as tmp:
-        folder, shards = Path(tmp) / "folder", Path(tmp) / "shards"
-        write_folder(folder, args.images, args.classes, args.pixels)
-        manifest = pack_folder(folder, shards, parse_size(args.shard_size))
-        mean_kb = manifest.nbytes / manifest.images / 1e3
-        print(f"{manifest.images} JPEGs of {args.pixels} px (~{mean_kb:.1f} kB each), "
-              f"{len(manifest.shards)} shards; crop {args.image_size}, batch {args.batch_size}, "
-              f"{args.timed} images timed per run, {args.rounds} interleaved rounds")  # fmt: skip
-        header = f"{'':<22}{'folder img/s':>14}{'shards img/s':>14}{'ratio':>8}"
-        paths = {"folder": folder, "shards": shards}
-        print("decode + transforms + DataLoader\n" + header)
-        for cache in caches:
-            for workers in parse_workers(args.workers):
-
-                def decoded(kind: str, w: int = workers, cold: bool = cache == "cold") -> float:
-                    return run_once(paths[kind], w, cold, args)
-
-                compare(f"{cache} cache, {workers} workers", args.rounds, decoded)
-        print("reading only (no decode)\n" + header)
-        for cache in caches:
-            compare(f"{cache} cache", args.rounds,
-                    lambda k, c=cache: read_only(paths[k], c == "cold"))  # fmt: skip
+        paths = {"folder": Path(tmp) / "folder", "shards": Path(tmp) / "shards"}
+        write_folder(paths["folder"], args.images, args.classes, args.pixels)
+        manifest = pack_folder(paths["folder"], paths["shards"], parse_size(args.shard_size))
+        every_file = data_files(paths.values())
+        jpeg_kb = sum(f.stat().st_size for f in every_file if f.suffix == ".jpg") / 1e3
+        print(f"{manifest.images} JPEGs of {args.pixels} px "
+              f"(~{jpeg_kb / manifest.images:.1f} kB each), "
+              f"{len(manifest.shards)} shards; {args.rounds} interleaved rounds, medians\n"
+              "cold cache: every image file and every shard dropped from the page cache "
+              "(posix_fadvise DONTNEED) before each pass: first epoch, data set bigger than "
+              "RAM, parallel file system; inode and directory caches stay warm\n"
+              "warm cache: every image file and shard read once before each pass (the data set "
+              "fits in RAM and was read before)")  # fmt: skip
+        run_tables(args, paths, every_file)
 
 
 if __name__ == "__main__":

@@ -67,9 +67,11 @@ def test_stage_copies_once_per_node_under_torchrun(data):
 def test_data_bench_compares_folder_and_shards(data):
     tmp, folder, shards, _ = data
     proc = scalescope("data", "bench", folder, shards, "--workers", "0,1", "--images", "64",
-                      "--batch-size", "8", "--image-size", "32", "--rounds", "2",
+                      "--batch-size", "8", "--image-size", "32", "--rounds", "2", "--cold",
                       cwd=tmp)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert "Input pipeline speed (decode + training transforms, cold)" in proc.stdout
+    assert "cold: every file of every path dropped from the page cache" in proc.stdout
     rows = re.findall(r"│ (\S+)\s+│ (folder|shards) │\s+(\d) │\s+([\d.]+) │\s+(\d+), (\d+) │",
                       proc.stdout)  # fmt: skip
     assert {(kind, int(w)) for _, kind, w, *_ in rows} == {(k, w) for k in ("folder", "shards")

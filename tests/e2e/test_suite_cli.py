@@ -192,6 +192,42 @@ def test_scaling_efficiency_from_the_two_runs_records(failing):
     assert _entry(doc, "svm", 2)["efficiency"] is None
 
 
+def test_report_prints_a_recorded_suite_again(failing):
+    """`report SUITE_DIR` (or its suite.json) renders the table the suite printed, failed
+    run and efficiency included, from suite.json alone."""
+    proc, _, tmp = failing
+    lines = proc.stdout.splitlines(keepends=True)  # the workloads' own lines come first
+    start = next(i for i, line in enumerate(lines) if "scalescope suite: " in line)
+    for path in (tmp / "suite", tmp / "suite" / "suite.json"):
+        again = scalescope_in_process("report", path, cwd=tmp)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "".join(lines[start:])
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ("{", "suite.json: not a suite result (Input data was truncated)"),
+        ('{"schema": "scalescope.scale/1"}', "no schema 'scalescope.suite/1'"),
+        ('{"schema": "scalescope.suite/1", "quick": 1}', "malformed suite result (Expected"),
+    ],
+)
+def test_report_of_a_bad_suite_json_is_one_line(tmp_path, body, message):
+    suite_dir = tmp_path / "s[1]"
+    suite_dir.mkdir()
+    (suite_dir / "suite.json").write_text(body)
+    proc = scalescope_in_process("report", suite_dir, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "s[1]" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_report_of_a_suite_refuses_other_outputs(failing, tmp_path):
+    _, _, tmp = failing
+    proc = scalescope_in_process("report", tmp / "suite", "--html", tmp_path / "x.html", cwd=tmp)
+    assert proc.returncode == 2 and "is a suite: its JSON is suite.json" in proc.stderr
+    assert not (tmp_path / "x.html").exists()
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from torch.utils.data import DataLoader
 
 from scalescope.bench.data import build_loader, image_folder, train_transforms, validate_data
+from scalescope.bench.page_cache import data_files, drop_page_cache
 from scalescope.bench.shards import is_shard_dir, shard_loader
 
 
@@ -92,15 +93,21 @@ def measure(
     image_size: int = 224,
     rounds: int = 3,
     seed: int = 0,
+    cold: bool = False,
     on_run: Callable[[], None] | None = None,
 ) -> list[Speed]:
-    """Every path with every worker count, interleaved over ``rounds``."""
+    """Every path with every worker count, interleaved over ``rounds``; with ``cold``, every
+    file of every path is dropped from the page cache before each run (docs/data.md)."""
     if not paths or not workers or rounds < 1 or images < 1 or batch_size < 1:
         raise ValueError("give at least one path, one worker count, one round and one image")
     kinds = {str(p): data_kind(p) for p in paths}
+    if cold and not hasattr(os, "posix_fadvise"):
+        raise ValueError("--cold needs posix_fadvise, which this system lacks (Linux has it)")
+    files = data_files(paths) if cold else []
     runs: dict[tuple[str, int], list[float]] = {(str(p), w): [] for w in workers for p in paths}
     for _ in range(rounds):
         for path, w in runs:
+            drop_page_cache(files)
             loader = make_loader(path, w, batch_size, image_size, seed)
             runs[path, w].append(images_per_s(loader, images))
             del loader

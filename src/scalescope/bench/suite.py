@@ -21,7 +21,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.analyze.rank_split import rank_splits
-from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
+from scalescope.analyze.suite import SUITE_FILE, SuiteEntry, SuiteResult, with_efficiency
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
 from scalescope.events.run import RunDirError, load_run
@@ -29,8 +29,6 @@ from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions, make_plan
 from scalescope.launch.runner import RunSpec, check_new_run_dir
 from scalescope.launch.session import start
-
-SUITE_FILE = "suite.json"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -67,6 +67,12 @@ def data_bench(
     batch_size: int = typer.Option(32, help="Images per batch.", min=1),
     image_size: int = typer.Option(224, help="Crop size of the training transforms.", min=8),
     rounds: int = typer.Option(3, help="Interleaved rounds; the median is reported.", min=1),
+    cold: bool = typer.Option(
+        False,
+        "--cold",
+        help="Drop the data's files from the page cache before every run (no root needed): "
+        "a first epoch, a data set bigger than RAM, a parallel file system.",
+    ),
 ) -> None:
     """Images/s of folders vs shards through the bench's decode + training transforms."""
     from scalescope.bench.data_speed import measure, one_line, parse_workers, ratios
@@ -76,7 +82,8 @@ def data_bench(
         counts = parse_workers(workers)
         with run_progress(err, "timing loaders", rounds * len(paths) * len(counts)) as done:
             speeds = measure(paths, counts, images=images, batch_size=batch_size,
-                             image_size=image_size, rounds=rounds, on_run=done)  # fmt: skip
+                             image_size=image_size, rounds=rounds, cold=cold,
+                             on_run=done)  # fmt: skip
     except (ValueError, OSError) as exc:
         fail(one_line(exc))
-    render_speed(speeds, ratios(speeds), plain_console())
+    render_speed(speeds, ratios(speeds), plain_console(), cold=cold)

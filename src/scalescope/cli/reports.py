@@ -20,7 +20,9 @@ from scalescope.cli.common import (
 @app.command()
 def report(
     run_dir: Path = typer.Argument(
-        ..., help="A run directory written by run or bench, or a study directory of scale."
+        ...,
+        help="A run directory written by run or bench, a study directory of scale, or a suite "
+        "directory of suite (or its suite.json).",
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
@@ -33,22 +35,18 @@ def report(
     threshold: list[str] | None = THRESHOLD,
     baseline: Path | None = BASELINE,
 ) -> None:
-    """Print where the time went in a recorded run; optionally write JSON, HTML, timeline."""
+    """Print where the time went in a recorded run; optionally write JSON, HTML, timeline.
+    A scale study or a suite prints its table again."""
+    from scalescope.analyze.suite import SUITE_FILE
     from scalescope.events.run import RunDirError
     from scalescope.events.study import STUDY_FILE
-    from scalescope.report.outputs import ReportFiles, report_console, report_run
+    from scalescope.report.outputs import ReportFiles, report_run
 
     if (run_dir / STUDY_FILE).is_file():
-        from scalescope.bench.scale import report_study
-
-        if json_file or timeline:
-            fail(f"{run_dir} is a scale study: its JSON is {STUDY_FILE}; no timeline")
-        try:
-            written = report_study(run_dir, html, report_console())
-        except ValueError as exc:
-            fail(str(exc))
-        for path in written:
-            err.print(f"wrote {path}")
+        _report_study(run_dir, json_file, html, timeline)
+        return
+    if run_dir.is_file() or (run_dir / SUITE_FILE).is_file():
+        _report_suite(run_dir, json_file or html or timeline)
         return
     files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
     thresholds = diagnosis_thresholds(threshold, baseline)
@@ -58,6 +56,36 @@ def report(
         fail(str(exc))
     for path in written:
         err.print(f"wrote {path}")
+
+
+def _report_study(
+    study_dir: Path, json_file: Path | None, html: Path | None, timeline: Path | None
+) -> None:
+    from scalescope.bench.scale import report_study
+    from scalescope.events.study import STUDY_FILE
+    from scalescope.report.outputs import report_console
+
+    if json_file or timeline:
+        fail(f"{study_dir} is a scale study: its JSON is {STUDY_FILE}; no timeline")
+    try:
+        written = report_study(study_dir, html, report_console())
+    except ValueError as exc:
+        fail(str(exc))
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+def _report_suite(path: Path, other_output: Path | None) -> None:
+    from scalescope.analyze.suite import SUITE_FILE
+    from scalescope.report.suite_view import load_suite, render_suite, suite_console
+
+    if other_output:
+        fail(f"{path} is a suite: its JSON is {SUITE_FILE}; no HTML or timeline")
+    try:
+        result = load_suite(path)
+    except ValueError as exc:
+        fail(str(exc))
+    render_suite(result, suite_console())
 
 
 @app.command()

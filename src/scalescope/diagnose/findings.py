@@ -117,9 +117,9 @@ REMEDIES: dict[str, str] = {
     "cheaper_samples": "make each sample cheaper: store images pre-resized near the training "
     "size, decode with torchvision.io.decode_jpeg or pillow-simd, augment on the device",
     "pack_files": "{files:,} files of {size} on average: pack them into tar shards "
-    "(`scalescope data pack DIR SHARDS`, WebDataset layout), stage those to local disk or "
-    "RAM once per node (`scalescope data stage SHARDS /dev/shm/train`) and train with "
-    "`--data /dev/shm/train`; `scalescope data bench DIR SHARDS` compares their images/s",
+    "(`scalescope data pack {folder} SHARDS`, WebDataset layout), stage those to local disk "
+    "or RAM once per node (`scalescope data stage SHARDS /dev/shm/train`) and train with "
+    "`--data /dev/shm/train`; `scalescope data bench {folder} SHARDS` compares their images/s",
     "pin_memory": "`--pin-memory` (DataLoader(pin_memory=True)) for faster copies to the GPU",
     "bucket": "fuse gradients into fewer, larger messages: "
     "`DistributedDataParallel(bucket_cap_mb={mb:g})` (`scalescope bench --bucket-cap-mb "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import (
@@ -59,7 +60,8 @@ def _remedies(ctx: DiagnosisInput, data_ms: float, step_ms: float) -> tuple[str,
     out.append(remedy("cheaper_samples"))
     files = ctx.data_files
     if files and _many_small_files(ctx):
-        out.append(remedy("pack_files", files=files.files, size=_size(files.mean_bytes)))
+        size, folder = _size(files.mean_bytes), shlex.quote(files.path)
+        out.append(remedy("pack_files", files=files.files, size=size, folder=folder))
     if ctx.meta.hardware.get("gpus") and not bench_option(ctx, "pin_memory"):
         out.append(remedy("pin_memory"))
     return tuple(out)

@@ -90,8 +90,14 @@ def render_stage(result: StageResult, source: str, console: Console) -> None:
         console.print(f"{where}{dest} is up to date")
 
 
-def render_speed(speeds: Sequence[Speed], ratios: Sequence[Ratio], console: Console) -> None:
-    table = Table(title="Input pipeline speed (decode + training transforms)", title_justify="left")
+def render_speed(
+    speeds: Sequence[Speed], ratios: Sequence[Ratio], console: Console, cold: bool = False
+) -> None:
+    title = "Input pipeline speed (decode + training transforms" + (", cold)" if cold else ")")
+    table = Table(title=title, title_justify="left")
+    if cold:
+        table.caption = "cold: every file of every path dropped from the page cache before each run"
+        table.caption_justify = "left"
     for col in ("data", "kind", "workers", "images/s (median)", "images/s per round"):
         table.add_column(col, justify="left" if col in ("data", "kind") else "right")
     for s in speeds:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scalescope.analyze.suite import SuiteEntry, SuiteResult
+from scalescope.analyze.suite import SUITE_FILE, SuiteEntry, SuiteResult
 from scalescope.report.outputs import report_console
 from scalescope.report.terminal import NA, fmt
 
@@ -131,3 +131,21 @@ def write_suite_json(result: SuiteResult, *paths: Path | None) -> list[Path]:
             path.write_bytes(data)
             written.append(path)
     return written
+
+
+def load_suite(path: Path) -> SuiteResult:
+    """The result in suite directory ``path`` (its suite.json), or in the JSON file ``path``
+    (suite.json or a copy written by ``--json``); ValueError naming the file otherwise."""
+    file = path / SUITE_FILE if path.is_dir() else path
+    try:
+        body = msgspec.json.decode(file.read_bytes())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no {SUITE_FILE} (not a scalescope suite)") from None
+    except (OSError, msgspec.DecodeError) as exc:
+        raise ValueError(f"{file}: not a suite result ({exc})") from None
+    if not isinstance(body, dict) or body.get("schema") != SUITE_SCHEMA:
+        raise ValueError(f"{file}: not a suite result (no schema {SUITE_SCHEMA!r})")
+    try:
+        return msgspec.convert(body, SuiteResult)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{file}: malformed suite result ({exc})") from None

@@ -82,12 +82,15 @@ def test_many_small_files_are_told_to_be_packed():
     ctx = make_input(analysis(input_bound()), ranks=good_ranks())
     few = dataclasses.replace(ctx, data_files=DataFiles("/data", 64, 700e3))
     assert not any("shards" in r for r in InputRule().evaluate(few).remedies)
-    many = dataclasses.replace(ctx, data_files=DataFiles("/data", 1_281_167, 110e3))
+    folder = "/data/image net[1]"
+    many = dataclasses.replace(ctx, data_files=DataFiles(folder, 1_281_167, 110e3))
     f = InputRule().evaluate(many)
     pack = [r for r in f.remedies if r.startswith("1,281,167 files of 110 kB on average: pack")]
     assert len(pack) == 1
-    assert "`scalescope data pack DIR SHARDS`" in pack[0]
+    assert "`scalescope data pack '/data/image net[1]' SHARDS`" in pack[0]
     assert "`scalescope data stage SHARDS /dev/shm/train`" in pack[0]
+    assert "`--data /dev/shm/train`" in pack[0]
+    assert "`scalescope data bench '/data/image net[1]' SHARDS`" in pack[0]
     files = evidence(f, "image files")
     assert (files.value, files.threshold, files.comparison) == (1_281_167, 10_000, ">=")
 

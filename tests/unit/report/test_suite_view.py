@@ -5,11 +5,19 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from rich.console import Console
 
 from scalescope.analyze.rank_split import RankSplit
 from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
-from scalescope.report.suite_view import SUITE_SCHEMA, SUITE_WIDTH, render_suite, suite_json
+from scalescope.report.suite_view import (
+    SUITE_SCHEMA,
+    SUITE_WIDTH,
+    load_suite,
+    render_suite,
+    suite_json,
+    write_suite_json,
+)
 
 ERROR = "ValueError: bad [shape] x[0]"
 
@@ -70,3 +78,15 @@ def test_json_has_schema_units_and_shares():
     failed = doc["entries"][2]
     assert failed["error"] == ERROR and failed["throughput"] is None
     assert failed["efficiency"] is None
+
+
+def test_a_written_suite_loads_back_equal(tmp_path):
+    result = _result()
+    write_suite_json(result, tmp_path / "suite.json", tmp_path / "copy.json")
+    assert load_suite(tmp_path) == result
+    assert load_suite(tmp_path / "copy.json") == result
+
+
+def test_loading_a_directory_without_a_suite_names_it(tmp_path):
+    with pytest.raises(ValueError, match="no suite.json"):
+        load_suite(tmp_path)
