@@ -124,40 +124,36 @@ def bench_args(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
+def node_argv(args: argparse.Namespace, nodes: list[Node], i: int, endpoint: str,
+              run_dir: Path) -> list[str]:  # fmt: skip
+    """Node ``i``'s bench, started in its namespace on its own interface."""
+    ns, dev, addr = nodes[i]
+    where = ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}"]
+    world = ["--nnodes", str(len(nodes)), "--node-rank", str(i), "--rdzv-endpoint", endpoint,
+             "--local-addr", addr, "--run-dir", str(run_dir)]  # fmt: skip
+    return [*where, *CLI, *bench_args(args), *world]
+
+
 def run_size(args: argparse.Namespace, nodes: list[Node], run_dir: Path) -> None:
     """One run over ``nodes`` (one rank each), all started at once."""
     endpoint = f"{nodes[0][2]}:{free_port()}"
     procs = [
         subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "env",
-                f"GLOO_SOCKET_IFNAME={dev}",
-                *CLI,
-                *bench_args(args),
-                "--nnodes",
-                str(len(nodes)),
-                "--node-rank",
-                str(i),
-                "--rdzv-endpoint",
-                endpoint,
-                "--local-addr",
-                addr,
-                "--run-dir",
-                str(run_dir),
-            ],
+            node_argv(args, nodes, i, endpoint, run_dir),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        for i, (ns, dev, addr) in enumerate(nodes)
+        for i in range(len(nodes))
     ]
-    outs = [p.communicate(timeout=600) for p in procs]
-    failed = [f"node {i}: {err[-1500:]}" for i, (p, (_, err)) in
-              enumerate(zip(procs, outs, strict=True)) if p.returncode != 0]  # fmt: skip
+    try:
+        errors = [p.communicate(timeout=600)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    failed = [f"node {i}: {e[-1500:]}" for i, (p, e) in enumerate(zip(procs, errors, strict=True))
+              if p.returncode != 0]  # fmt: skip
     if failed:
         raise RuntimeError("\n".join(failed))
 
