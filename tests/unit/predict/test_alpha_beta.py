@@ -1,10 +1,13 @@
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from scalescope.analyze.matching import WaitStats
 from scalescope.predict.allreduce import allreduce_s, hop_from_fit
 from scalescope.predict.alpha_beta import bandwidth_fit, fit_alpha_beta, load_fits
+from scalescope.predict.inputs import _transfer_fit
 
 
 def test_fit_recovers_known_line_within_noise():
@@ -70,3 +73,18 @@ def test_one_size_is_all_bandwidth():
 def test_one_size_needs_a_size_and_a_time(nbytes, time_s):
     with pytest.raises(ValueError, match="positive size and time"):
         bandwidth_fit("all_reduce", "run", 2, nbytes, time_s)
+
+
+def transfers(*sizes_us: tuple[int, float], tag: str = "gradients") -> SimpleNamespace:
+    """An analysis whose cross-rank table holds these (bytes, transfer µs) of 2 ranks."""
+    waits = [WaitStats("all_reduce", tag, n, 5, 10.0, 20.0, 5.0, us, 1.0) for n, us in sizes_us]
+    return SimpleNamespace(world_size=2, cross_rank=SimpleNamespace(waits=waits))
+
+
+def test_a_run_with_one_bucket_size_gets_the_bandwidth_fit():
+    one = _transfer_fit(transfers((4_941_984, 1.24e6)))
+    assert (one.alpha_s, one.num_points) == (0.0, 1)
+    assert one.time_s(4_941_984) == pytest.approx(1.24)
+    two = _transfer_fit(transfers((1_000_000, 0.3e6), (4_000_000, 1.2e6)))
+    assert two.num_points == 2 and two.beta_s_per_byte == pytest.approx(3e-7)
+    assert _transfer_fit(transfers((4_941_984, 1.24e6), tag="user")) is None
