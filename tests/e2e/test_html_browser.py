@@ -30,7 +30,17 @@ from test_timeline import build_run  # noqa: E402
 from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
 from scalescope.report.html import CHART_IDS, STATUS_ID, render_compare_html  # noqa: E402
-from scalescope.report.project_view import PROJECT_CHART_IDS, projection_html  # noqa: E402
+from scalescope.report.project_section import (  # noqa: E402
+    PROJECTION_CHART_ID,
+    DashboardProjection,
+    decode_projection,
+    projection_section,
+)
+from scalescope.report.project_view import (  # noqa: E402
+    PROJECT_CHART_IDS,
+    projection_html,
+    projection_json,
+)
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -81,18 +91,30 @@ def check_rendered(status: dict, console: list[str], chart_ids: tuple[str, ...])
     assert all(n >= 1 for n in status["charts"].values()), status["charts"]
 
 
+def stored_projection_section(hostile: str = "") -> str:
+    """The dashboard's section of a projection as `project` stores it in the run directory
+    (through its JSON), with ``hostile`` as the hardware, a note and a dominant term."""
+    projection = project_inputs(inputs(), ProjectOptions(nodes=(1, 2, 4, 128), hardware="a64fx"))
+    stored = decode_projection(projection_json(projection))
+    if hostile:
+        stored.hardware, stored.notes, stored.points[0].dominant = hostile, [hostile], hostile
+    return projection_section(DashboardProjection(stored))
+
+
 def test_dashboard_renders_every_chart(tmp_path):
-    page_html, _ = full_page(tmp_path / "run")
+    page_html, _ = full_page(tmp_path / "run", sections=(stored_projection_section(),))
     page = tmp_path / "report.html"
     page.write_text(page_html, encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
-    check_rendered(status, console, CHART_IDS)
+    check_rendered(status, console, (*CHART_IDS, PROJECTION_CHART_ID))
     assert "Biggest loss:" in dom and '<table id="sizes">' in dom
+    assert '<table id="projected-sizes">' in dom
 
 
 def test_hostile_strings_stay_text(tmp_path):
     page_html, _ = full_page(
         tmp_path / "evil",
+        sections=(stored_projection_section(EVIL),),
         run_id=EVIL,
         hostnames=(EVIL, "b"),
         script_args=("--x", EVIL),
@@ -101,7 +123,7 @@ def test_hostile_strings_stay_text(tmp_path):
     page = tmp_path / "evil.html"
     page.write_text(page_html, encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
-    check_rendered(status, console, CHART_IDS)
+    check_rendered(status, console, (*CHART_IDS, PROJECTION_CHART_ID))
     assert "<img" not in dom
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
 

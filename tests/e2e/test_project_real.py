@@ -11,6 +11,7 @@ recorded again once, then the accuracy test is skipped with the load it saw.
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 from dataclasses import dataclass
@@ -113,9 +114,36 @@ def test_projection_of_a_run_reproduces_it_at_its_own_size(study: Study, tmp_pat
     assert sum(doc["inputs"]["buckets"]) == 4 * sum(p.numel() for p in resnet18.parameters())
     assert own["samples_per_s"] == pytest.approx(bench_rate(run), rel=0.2)
     assert four["terms"]["exposed_ms"] >= two["terms"]["exposed_ms"]
-    if study.load_note is not None:
-        return
-    assert four["efficiency"] <= 1.0
+    assert json.loads((run / "projection.json").read_text()) == doc
+    if study.load_note is None:
+        assert four["efficiency"] <= 1.0
+
+
+def test_the_run_dashboard_shows_the_stored_projection(study: Study, tmp_path):
+    run = study.path / "ranks-2"
+    done = scalescope_in_process("project", run, "--nodes", "1,2,3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {run / 'projection.json'}" in done.stderr.replace("\n", "")
+    page = tmp_path / "report.html"
+    done = scalescope_in_process("report", run, "--html", page, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert 'id="chart-projection" data-chart' in text and '<table id="projected-sizes">' in text
+    stored = json.loads((run / "projection.json").read_text())
+    assert [p["nodes"] for p in stored["points"]] == [1, 2, 3]
+    for p in stored["points"]:
+        assert f'<td class="num">{p["samples_per_s"]:,.1f}</td>' in text
+
+
+def test_a_run_directory_that_cannot_hold_the_projection_is_a_warning(study: Study, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(study.path / "ranks-2", run, ignore=shutil.ignore_patterns("projection.json"))
+    (run / "projection.json").mkdir()
+    out = tmp_path / "p.json"
+    done = scalescope_in_process("project", run, "--nodes", "1,2", "--json", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "warning: the projection was not stored in" in done.stderr.replace("\n", " ")
+    assert json.loads(out.read_text())["points"]
 
 
 def test_other_hardware_and_the_html_page(study: Study, tmp_path):

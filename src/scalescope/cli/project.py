@@ -52,7 +52,10 @@ def project(
     json_file: Path | None = typer.Option(None, "--json", help="Also write the result as JSON."),
     html: Path | None = typer.Option(None, "--html", help="Also write the projection as HTML."),
 ) -> None:
-    """Project step time, throughput and epoch time to more nodes or other hardware."""
+    """Project step time, throughput and epoch time to more nodes or other hardware.
+
+    Also kept in RUN_DIR/projection.json for the run's dashboard (report RUN_DIR --html).
+    """
     from scalescope.report.project_view import write_projection, write_validation
 
     if (run_dir is None) == (validate is None):

@@ -72,6 +72,28 @@ def fit_alpha_beta(
     )
 
 
+def bandwidth_fit(
+    op: str, backend: str, world_size: int, nbytes: int, time_s: float
+) -> AlphaBetaFit:
+    """α-β from one message size, where latency cannot be told from bandwidth: all of the
+    time is taken as bandwidth (α = 0). Exact at that size and for larger messages on the
+    same link; optimistic for much smaller ones, whose latency it misses. A model whose
+    gradients fit in one DDP bucket (under 25 MB) gives only this."""
+    if nbytes <= 0 or time_s <= 0:
+        raise ValueError(f"a bandwidth fit needs a positive size and time, got {nbytes}, {time_s}")
+    return AlphaBetaFit(
+        op=op,
+        backend=backend,
+        world_size=world_size,
+        alpha_s=0.0,
+        beta_s_per_byte=time_s / nbytes,
+        rel_err=0.0,
+        num_points=1,
+        min_bytes=nbytes,
+        max_bytes=nbytes,
+    )
+
+
 def load_fits(path: Path) -> list[AlphaBetaFit]:
     """The ``fits`` list of a `scalescope comm --json` file."""
     try:

@@ -17,7 +17,7 @@ from scalescope.analyze.steps import measured_steps
 from scalescope.analyze.summary import RunAnalysis, analyze_run
 from scalescope.diagnose.rules_input import rank_threads, rank_times
 from scalescope.events import Kind, Run, load_run
-from scalescope.predict.alpha_beta import AlphaBetaFit, fit_alpha_beta
+from scalescope.predict.alpha_beta import AlphaBetaFit, bandwidth_fit, fit_alpha_beta
 from scalescope.predict.costs import ModelCost, model_cost
 
 GRADIENTS = "gradients"
@@ -72,7 +72,7 @@ class RunInputs:
     """Bytes of each gradient allreduce of one step, in issue order."""
     transfer_fit: AlphaBetaFit | None
     """α-β of the gradient allreduces' transfer (after the last rank arrived); None with
-    one rank or a single bucket size."""
+    one rank; from a single bucket size, all bandwidth (``alpha_beta.bandwidth_fit``)."""
     peak_memory_bytes: int | None
     precision: str
     cost: ModelCost | None
@@ -142,8 +142,11 @@ def _transfer_fit(analysis: RunAnalysis) -> AlphaBetaFit | None:
         for w in cross.waits
         if w.tag == GRADIENTS and w.transfer_avg_us > 0
     ]
-    if len({n for n, _ in points}) < 2:
+    if not points:
         return None
+    if len({n for n, _ in points}) == 1:
+        time_s = _mean([t for _, t in points])
+        return bandwidth_fit("all_reduce", "run", analysis.world_size, points[0][0], time_s)
     sizes, times = zip(*points, strict=True)
     return fit_alpha_beta("all_reduce", "run", analysis.world_size, list(sizes), list(times))
 

@@ -404,8 +404,10 @@ def render_html(
     run: Run,
     steps: range | None = None,
     diagnosis: Diagnosis | None = None,
+    sections: Iterable[str] = (),
 ) -> str:
-    """The dashboard of one run; the timeline covers ``steps`` (default: as chrome_trace)."""
+    """The dashboard of one run; the timeline covers ``steps`` (default: as chrome_trace).
+    ``sections`` (HTML, escaped by their builders) go at the end, e.g. the projection."""
     steps, ranks = timeline_scope(analysis, run, steps)
     trace = chrome_trace(run, timeline_offsets(analysis, run), steps, ranks)
     charts = [
@@ -427,6 +429,7 @@ def render_html(
         "<h2>Collectives by message size (per rank)</h2>",
         sizes_table(analysis),
         *(chart_html(c) for c in charts[2:]),
+        *sections,
     ]
     return page(f"scalescope {analysis.run_id}", body)
 

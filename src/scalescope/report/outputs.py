@@ -63,8 +63,10 @@ def write_outputs(
         written.append(files.json)
     if files.html is not None:
         from scalescope.report.html import render_html
+        from scalescope.report.project_section import projection_section, stored_projection
 
-        page = render_html(analysis, run, steps, diagnosis)
+        projection = projection_section(stored_projection(run.path))
+        page = render_html(analysis, run, steps, diagnosis, [projection])
         files.html.write_text(page, encoding="utf-8")
         written.append(files.html)
     if files.timeline is not None:

@@ -15,16 +15,15 @@ from rich.text import Text
 from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
 from scalescope.predict.validate import Validation, validate_study
 from scalescope.report.html import chart_html, esc, page
-from scalescope.report.html_charts import PHASE_COLORS, Chart, layout
+from scalescope.report.html_charts import Chart, layout
 from scalescope.report.outputs import report_console
+from scalescope.report.project_section import (
+    PROJECTION_FILE,
+    TERM_COLORS,
+    decode_projection,
+    projection_chart,
+)
 
-TERM_COLORS = {
-    "compute": PHASE_COLORS["backward"],
-    "data": PHASE_COLORS["data"],
-    "exposed": PHASE_COLORS["comm_wait"],
-    "waiting": "#e45756",
-    "other": PHASE_COLORS["other"],
-}
 PROJECT_CHART_IDS = ("chart-project-throughput", "chart-project-terms")
 
 
@@ -137,18 +136,8 @@ def validation_json(v: Validation) -> bytes:
 
 
 def throughput_chart(p: Projection) -> Chart:
-    ranks = [q.ranks for q in p.points]
-    rate = [q.samples_per_s for q in p.points]
-    err = [q.samples_per_s * q.band_ms / q.terms.step_ms for q in p.points]
-    first = p.points[0]
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ranks, y=rate, mode="lines+markers", name="projected",
-                             error_y={"type": "data", "array": err}))  # fmt: skip
-    ideal = [first.samples_per_s * r / first.ranks for r in ranks]
-    fig.add_trace(go.Scatter(x=ranks, y=ideal, mode="lines", name="linear", line={"dash": "dot"}))
-    layout(fig, xaxis={"type": "log", "title": "ranks"},
-           yaxis={"type": "log", "title": "samples/s"})  # fmt: skip
-    return Chart(PROJECT_CHART_IDS[0], "Projected throughput (samples/s)", fig)
+    """The dashboard's projection chart, from the same JSON `project` stores in the run."""
+    return projection_chart(decode_projection(projection_json(p)), PROJECT_CHART_IDS[0])
 
 
 def terms_chart(p: Projection) -> Chart:
@@ -188,13 +177,31 @@ def projection_html(p: Projection) -> str:
     return page(f"scalescope projection {p.run_dir}", body)
 
 
+def store_projection(run_dir: Path, projection: Projection) -> Path:
+    """Keep the projection in the run directory, where the run's dashboard finds it (the
+    latest projection replaces an earlier one)."""
+    path = run_dir / PROJECTION_FILE
+    tmp = path.with_name(f".{PROJECTION_FILE}.tmp")
+    tmp.write_bytes(projection_json(projection))
+    tmp.replace(path)
+    return path
+
+
 def write_projection(
     run_dir: Path, options: ProjectOptions, json_file: Path | None, html_file: Path | None
 ) -> list[Path]:
-    """Project a run, print it, and write the JSON and HTML asked for."""
+    """Project a run, print it, store it in the run directory (for its dashboard), and write
+    the JSON and HTML asked for."""
     projection = project_run(run_dir, options)
     render_projection(projection, report_console())
     written = []
+    try:
+        written.append(store_projection(run_dir, projection))
+    except OSError as exc:
+        Console(stderr=True, markup=False, highlight=False).print(
+            f"warning: the projection was not stored in {run_dir} ({exc.strerror or exc}): "
+            "its dashboard will not show it"
+        )
     if json_file is not None:
         json_file.write_bytes(projection_json(projection))
         written.append(json_file)

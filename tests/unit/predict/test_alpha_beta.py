@@ -1,9 +1,13 @@
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from scalescope.predict.alpha_beta import fit_alpha_beta, load_fits
+from scalescope.analyze.matching import WaitStats
+from scalescope.predict.allreduce import allreduce_s, hop_from_fit
+from scalescope.predict.alpha_beta import bandwidth_fit, fit_alpha_beta, load_fits
+from scalescope.predict.inputs import _transfer_fit
 
 
 def test_fit_recovers_known_line_within_noise():
@@ -50,3 +54,37 @@ def test_load_fits_round_trip_and_bad_file(tmp_path):
     bad.write_text('{"fits": [{"op": "allreduce"')
     with pytest.raises(ValueError, match="bad.json"):
         load_fits(bad)
+
+
+def test_one_size_is_all_bandwidth():
+    """A 2-rank run whose 4.94 MB of gradients went in one bucket over a 40 Mbit/s link
+    in 1.24 s: the ring of 2 moves n bytes per rank, a ring of 3 moves 4/3 n."""
+    fit = bandwidth_fit("all_reduce", "run", 2, 4_941_984, 1.24)
+    assert (fit.alpha_s, fit.num_points, fit.min_bytes, fit.max_bytes) == (0.0, 1, 4_941_984,
+                                                                          4_941_984)  # fmt: skip
+    assert fit.time_s(4_941_984) == pytest.approx(1.24)
+    hop = hop_from_fit(fit)
+    assert allreduce_s(4_941_984, 2, hop) == pytest.approx(1.24)
+    assert allreduce_s(4_941_984, 3, hop) == pytest.approx(1.24 * 4 / 3)
+    assert allreduce_s(4_941_984, 8, hop) == pytest.approx(1.24 * 2 * 7 / 8)
+
+
+@pytest.mark.parametrize(("nbytes", "time_s"), [(0, 1.0), (8, 0.0), (-8, 1.0)])
+def test_one_size_needs_a_size_and_a_time(nbytes, time_s):
+    with pytest.raises(ValueError, match="positive size and time"):
+        bandwidth_fit("all_reduce", "run", 2, nbytes, time_s)
+
+
+def transfers(*sizes_us: tuple[int, float], tag: str = "gradients") -> SimpleNamespace:
+    """An analysis whose cross-rank table holds these (bytes, transfer µs) of 2 ranks."""
+    waits = [WaitStats("all_reduce", tag, n, 5, 10.0, 20.0, 5.0, us, 1.0) for n, us in sizes_us]
+    return SimpleNamespace(world_size=2, cross_rank=SimpleNamespace(waits=waits))
+
+
+def test_a_run_with_one_bucket_size_gets_the_bandwidth_fit():
+    one = _transfer_fit(transfers((4_941_984, 1.24e6)))
+    assert (one.alpha_s, one.num_points) == (0.0, 1)
+    assert one.time_s(4_941_984) == pytest.approx(1.24)
+    two = _transfer_fit(transfers((1_000_000, 0.3e6), (4_000_000, 1.2e6)))
+    assert two.num_points == 2 and two.beta_s_per_byte == pytest.approx(3e-7)
+    assert _transfer_fit(transfers((4_941_984, 1.24e6), tag="user")) is None

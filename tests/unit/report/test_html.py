@@ -81,13 +81,13 @@ def fake_cross_rank(op: str = "all_reduce", tag: str = "gradients") -> CrossRank
     )
 
 
-def full_page(run_dir: Path, **kwargs) -> tuple[str, RunAnalysis]:
+def full_page(run_dir: Path, sections: tuple[str, ...] = (), **kwargs) -> tuple[str, RunAnalysis]:
     """The dashboard of a ``build_run`` run (straggler, hung collective) with its real
-    cross-rank analysis."""
+    cross-rank analysis, and ``sections`` at its end."""
     run = build_run(run_dir, **({"num_steps": 8, "hang": True} | kwargs))
     analysis = analyze_run(run)
     assert analysis.cross_rank is not None and analysis.cross_rank.straggler is not None
-    return render_html(analysis, run), analysis
+    return render_html(analysis, run, sections=sections), analysis
 
 
 def figure(page: str, chart_id: str) -> dict:

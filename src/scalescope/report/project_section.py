@@ -1,0 +1,170 @@
+"""The projection in a run's dashboard: what `scalescope project RUN_DIR` stored in the run
+directory (``projection.json``, the ``scalescope.project/1`` JSON of `project --json`), read
+back and drawn as projected throughput against nodes, with the band and the dominant term.
+
+The projection page of `project --html` draws its throughput with the same chart.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import plotly.graph_objects as go
+
+from scalescope.report.html import chart_html, esc
+from scalescope.report.html_charts import PHASE_COLORS, Chart, layout, plotly_text
+
+PROJECTION_FILE = "projection.json"
+PROJECTION_CHART_ID = "chart-projection"
+TERM_COLORS = {
+    "compute": PHASE_COLORS["backward"],
+    "data": PHASE_COLORS["data"],
+    "exposed": PHASE_COLORS["comm_wait"],
+    "waiting": "#e45756",
+    "other": PHASE_COLORS["other"],
+}
+
+
+class StoredPoint(msgspec.Struct, kw_only=True):
+    """One projected size, as the dashboard needs it."""
+
+    nodes: int
+    ranks: int
+    global_batch: float
+    step_ms: float
+    band_ms: float
+    samples_per_s: float
+    dominant: str
+
+
+class StoredProjection(msgspec.Struct, kw_only=True):
+    """The part of ``scalescope.project/1`` the dashboard shows (other fields are ignored)."""
+
+    schema: str
+    mode: str
+    hardware: str
+    ranks_per_node: int
+    algorithm: str
+    points: list[StoredPoint]
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DashboardProjection:
+    """The run's stored projection, or why it could not be read."""
+
+    projection: StoredProjection | None
+    problem: str = ""
+
+
+def decode_projection(data: bytes) -> StoredProjection:
+    return msgspec.json.decode(data, type=StoredProjection)
+
+
+def stored_projection(run_dir: Path) -> DashboardProjection | None:
+    """The projection stored in ``run_dir``; None when `project` never stored one (or the
+    run is another tool's trace file)."""
+    path = Path(run_dir) / PROJECTION_FILE
+    try:
+        projection = decode_projection(path.read_bytes())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return DashboardProjection(None, f"{path} could not be read: {exc}")
+    if not projection.points:
+        return DashboardProjection(None, f"{path} holds no projected size")
+    return DashboardProjection(projection)
+
+
+def _rate(global_batch: float, step_ms: float) -> float | None:
+    """Samples/s at this step time; None (a gap in the band) for a band wider than the step."""
+    return global_batch / (step_ms / 1e3) if step_ms > 0 else None
+
+
+def _hover(q: StoredPoint) -> str:
+    return (
+        f"{q.nodes} nodes, {q.ranks} ranks: {q.samples_per_s:,.1f} samples/s<br>"
+        f"step {q.step_ms:,.1f} ± {q.band_ms:,.1f} ms; dominant: {plotly_text(q.dominant)}"
+    )
+
+
+def _band_traces(points: list[StoredPoint]) -> list[go.Scatter]:
+    """Throughput at step ∓ band: the upper edge, then the lower one filled up to it."""
+    nodes = [q.nodes for q in points]
+    upper = [_rate(q.global_batch, q.step_ms - q.band_ms) for q in points]
+    lower = [_rate(q.global_batch, q.step_ms + q.band_ms) for q in points]
+    edge = {"width": 0}
+    return [
+        go.Scatter(x=nodes, y=upper, mode="lines", line=edge, showlegend=False,
+                   hoverinfo="skip"),
+        go.Scatter(x=nodes, y=lower, mode="lines", line=edge, fill="tonexty",
+                   fillcolor="rgba(76,120,168,0.2)", name="± one standard deviation",
+                   hoverinfo="skip"),
+    ]  # fmt: skip
+
+
+def projection_chart(p: StoredProjection, chart_id: str = PROJECTION_CHART_ID) -> Chart:
+    """Projected samples/s against nodes: the band, the linear line from the first size,
+    and each point coloured and labelled by the term that dominates its step."""
+    title = "Projected throughput (samples/s) by nodes, with the term that dominates"
+    points = sorted(p.points, key=lambda q: q.nodes)
+    if not points:
+        return Chart(chart_id, title, None, "The projection holds no projected size.")
+    nodes = [q.nodes for q in points]
+    first = points[0]
+    fig = go.Figure(_band_traces(points))
+    fig.add_trace(go.Scatter(
+        x=nodes, y=[first.samples_per_s * q.ranks / first.ranks for q in points], mode="lines",
+        name="linear", line={"dash": "dot", "color": "#888888"}, hoverinfo="skip",
+    ))  # fmt: skip
+    fig.add_trace(go.Scatter(
+        x=nodes, y=[q.samples_per_s for q in points], mode="lines+markers+text", name="projected",
+        text=[plotly_text(q.dominant) for q in points], textposition="top center",
+        marker={"size": 10, "color": [TERM_COLORS.get(q.dominant, "#333333") for q in points]},
+        line={"color": "#4c78a8"}, hovertext=[_hover(q) for q in points], hoverinfo="text",
+    ))  # fmt: skip
+    xaxis = {"type": "log"} if nodes[-1] / nodes[0] >= 8 else {"dtick": 1}
+    layout(
+        fig,
+        xaxis={"title": {"text": "nodes"}, **xaxis},
+        yaxis={"title": {"text": "samples/s"}, "rangemode": "tozero"},
+    )
+    return Chart(chart_id, title, fig)
+
+
+def _table(p: StoredProjection) -> str:
+    head = ("nodes", "ranks", "samples/s", "step (ms)", "±", "dominant")
+    rows = "".join(
+        "<tr>" + "".join(f'<td class="num">{esc(c)}</td>' for c in (
+            q.nodes, q.ranks, f"{q.samples_per_s:,.1f}", f"{q.step_ms:,.1f}",
+            f"{q.band_ms:,.1f}", q.dominant)) + "</tr>"
+        for q in sorted(p.points, key=lambda q: q.nodes)
+    )  # fmt: skip
+    return (
+        '<table id="projected-sizes"><thead><tr>'
+        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def projection_section(stored: DashboardProjection | None) -> str:
+    """The dashboard's projection section; empty when the run has no stored projection."""
+    if stored is None:
+        return ""
+    head = '<h2 id="projection">Projection (scalescope project)</h2>'
+    p = stored.projection
+    if p is None:
+        return f'{head}<p class="note" id="projection-note">{esc(stored.problem)}</p>'
+    what = (
+        f"{p.mode} scaling on {p.hardware}, ranks per node: {p.ranks_per_node}, "
+        f"{p.algorithm} allreduce; band: one standard deviation of the model's inputs"
+    )
+    notes = "".join(f"<li>{esc(n)}</li>" for n in p.notes)
+    return (
+        f"{head}<p>{esc(what)}</p>{_table(p)}"
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + chart_html(projection_chart(p))
+    )
