@@ -115,11 +115,10 @@ def run_point(
         per_rank_batch=plan.per_rank_batch(ranks),
         run_dir=f"ranks-{ranks}",
     )
+    if base.launch.node_rank >= nodes:
+        return replace_point(point, status="failed", error="this node is not in this size")
     try:
-        spec = point_spec(base, plan, study_dir, i)
-        if base.launch.node_rank >= nodes:
-            return replace_point(point, status="failed", error="this node is not in this size")
-        start(spec)
+        start(point_spec(base, plan, study_dir, i))
         return recorded_point(point, study_dir / point.run_dir)
     except (ValueError, RunDirError, OSError) as exc:
         return replace_point(point, status="failed", error=str(exc))

@@ -200,6 +200,7 @@ def scale(
     where = study_dir or Path("scalescope_runs") / f"scale-{name}-{time_stamp()}"
     if (where / STUDY_FILE).exists():
         fail(f"{str(where)} already holds a study; choose another --study-dir")
+    params["nnodes"] = max(plan.nodes)  # the base run's node count; each size sets its own
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
     study = run_study(
         spec, plan, where, lambda s: start(s, True, launch["master_addr"]), scale_progress

@@ -89,3 +89,24 @@ def test_report_of_a_study_refuses_run_only_outputs(tmp_path):
     assert result.exit_code == 2 and "is a scale study" in " ".join(result.output.split())
     shown = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert shown.exit_code == 0 and "FAILED" in shown.output, shown.output
+
+
+def test_a_node_sits_out_the_sizes_it_is_not_in_and_joins_the_others(tmp_path):
+    """Node 1 of a --nodes 1,2 study: its base run has 2 nodes (scale gives it the study's
+    largest count, so --node-rank 1 is valid); the 1-node size goes on without it."""
+    from scalescope.bench.scale import run_study
+    from scalescope.launch.local import LaunchOptions
+    from scalescope.launch.runner import RunSpec
+
+    base = RunSpec(
+        target="scalescope.bench.workload", is_module=True, workload="resnet18",
+        launch=LaunchOptions(nnodes=2, node_rank=1, rdzv_endpoint="127.0.0.1:29500"),
+        args=["resnet18"],
+    )  # fmt: skip
+    started: list[RunSpec] = []
+    plan = ScalePlan(ranks=(1, 2), nodes=(1, 2), batch_size=8, batch_arg="--batch-size")
+    study = run_study(base, plan, tmp_path, started.append)
+    assert study.points[0].error == "this node is not in this size"
+    (spec,) = started
+    assert (spec.launch.nnodes, spec.launch.node_rank, spec.launch.nproc_per_node) == (2, 1, 1)
+    assert not (tmp_path / "scale.json").exists(), "only node 0 writes the study"
