@@ -1,46 +1,23 @@
 """``scalescope tune`` with real ranks: the search against an exhaustive sweep of the same
-space, a crashing trial, resume, and bad input.
+space, resume and confirmation (test_tune_failures.py: a crashing trial, Ctrl-C, bad input).
 
-The space (tests/e2e/scripts/tune_train.py) has one clearly best point up to an irrelevant
-knob: ``--sleep-ms`` and ``PAUSE_MS`` add a known sleep to every step, ``--steps`` only
-changes how long a trial runs. The sweep (``--sampler grid``) runs in two parts through
-``--resume``, so the same study checks that resume continues where it stopped.
+The space (tune_runs.py) has one clearly best point up to an irrelevant knob. The sweep
+(``--sampler grid``) runs in two parts through ``--resume``, so the same study checks that
+resume continues where it stopped.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from tune_runs import COMMON, NO_CONFIRM, SCRIPT_ARGS, SPACE, SPACE_SIZE, trials_of, tune
 
-from conftest import SCRIPTS, cli_env, scalescope_in_process
-
-TUNE_TRAIN = SCRIPTS / "tune_train.py"
-SPACE = ["--space", "--sleep-ms=0,30,60", "--space", "PAUSE_MS=0,30", "--space", "--steps=20,24"]
-SPACE_SIZE = 12
-SCRIPT_ARGS = [str(TUNE_TRAIN), "--sleep-ms=60", "--steps=20"]
-TOLERANCE = 0.05
-COMMON = ["-n", "2", "--warmup-steps", "2", "--trial-seconds", "120", "--no-prune"]
-NO_CONFIRM = ["--confirm", "0"]
 CONFIRM_ONE = ["--confirm", "1", "--confirm-rounds", "1"]
 """The resumed sweep runs the baseline and its best once more: 2 short runs."""
-
-
-def tune(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = cli_env() | {"PAUSE_MS": "30"}
-    cmd = [sys.executable, "-m", "scalescope.cli", "tune", *args]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def trials_of(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["trials"]
+TOLERANCE = 0.05
 
 
 def key(trial: dict) -> tuple:
@@ -127,60 +104,3 @@ def test_search_finds_the_sweeps_best_in_a_third_of_its_trials(sweep: dict, tmp_
     base = next(t for t in trials if t["baseline"])
     assert found["speedup"] == pytest.approx(found["samples_per_s"] / base["samples_per_s"])
     assert "reuse it with:" in done.stdout and "PAUSE_MS=" in done.stdout
-
-
-@pytest.mark.timeout(600)
-def test_crashing_trial_is_recorded_and_the_study_finishes(tmp_path: Path) -> None:
-    done = tune(
-        tmp_path, *COMMON, *NO_CONFIRM, "--space", "--sleep-ms=0,crash", "--trials", "4",
-        "--json", "t.json", "--run-dir", "study", str(TUNE_TRAIN), "--sleep-ms=0",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    trials = trials_of(tmp_path / "t.json")
-    crashed = [t for t in trials if t["config"].get("--sleep-ms") == "crash"]
-    assert len(crashed) == 1 and crashed[0]["status"] == "failed"
-    assert "deliberate crash" in crashed[0]["error"]
-    assert any(t["status"] == "ok" for t in trials)
-    assert json.loads((tmp_path / "t.json").read_text())["stopped"] == "exhausted"
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--space", "fusion=1,2"], "unknown knob 'fusion'"),
-        (["--space", "bucket_cap_mb=5"], "empty space"),
-        (["--space", "bucket_cap_mb=5,"], "empty value"),
-        (["--space", "bind_to=[red]"], "'[red]' is not one of"),
-        (["--confirm", "-1"], "--confirm must be 0 (off) or more, got -1"),
-        (["--confirm-rounds", "0"], "--confirm-rounds must be at least 1, got 0"),
-    ],
-)
-def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:
-    done = scalescope_in_process("tune", "-n", "2", *args, TUNE_TRAIN, cwd=tmp_path)
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], done.stderr
-    assert not (tmp_path / "scalescope_runs").exists()
-
-
-@pytest.mark.timeout(600)
-def test_ctrl_c_ends_the_study_and_prints_the_finished_trials(tmp_path: Path) -> None:
-    cmd = [
-        sys.executable, "-m", "scalescope.cli", "tune", *COMMON, *NO_CONFIRM, *SPACE,
-        "--trials", "6", "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=200",
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    second = tmp_path / "study" / "trials" / "trial-0001" / "run.json"
-    deadline = time.monotonic() + 400
-    while not second.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert second.exists(), "the second trial never started"
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-3000:]
-    assert "study: interrupted" in out and "baseline (as given)" in out
-    trials = {t["number"]: t for t in trials_of(tmp_path / "t.json")}
-    assert trials[0]["status"] == "ok" and trials[1]["status"] == "interrupted"

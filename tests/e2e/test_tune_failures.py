@@ -1,0 +1,75 @@
+"""``scalescope tune`` when things go wrong, with real ranks: a crashing trial, Ctrl-C, and
+bad input refused before any rank starts. Nothing here compares timings, so these run beside
+other tests (tests/conftest.py: ``TIMED_MODULES``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tune_runs import COMMON, NO_CONFIRM, SPACE, TUNE_TRAIN, trials_of, tune
+
+from conftest import cli_env, scalescope_in_process
+
+
+@pytest.mark.timeout(600)
+def test_crashing_trial_is_recorded_and_the_study_finishes(tmp_path: Path) -> None:
+    done = tune(
+        tmp_path, *COMMON, *NO_CONFIRM, "--space", "--sleep-ms=0,crash", "--trials", "4",
+        "--json", "t.json", "--run-dir", "study", str(TUNE_TRAIN), "--sleep-ms=0",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = trials_of(tmp_path / "t.json")
+    crashed = [t for t in trials if t["config"].get("--sleep-ms") == "crash"]
+    assert len(crashed) == 1 and crashed[0]["status"] == "failed"
+    assert "deliberate crash" in crashed[0]["error"]
+    assert any(t["status"] == "ok" for t in trials)
+    assert json.loads((tmp_path / "t.json").read_text())["stopped"] == "exhausted"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--space", "fusion=1,2"], "unknown knob 'fusion'"),
+        (["--space", "bucket_cap_mb=5"], "empty space"),
+        (["--space", "bucket_cap_mb=5,"], "empty value"),
+        (["--space", "bind_to=[red]"], "'[red]' is not one of"),
+        (["--confirm", "-1"], "--confirm must be 0 (off) or more, got -1"),
+        (["--confirm-rounds", "0"], "--confirm-rounds must be at least 1, got 0"),
+    ],
+)
+def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:
+    done = scalescope_in_process("tune", "-n", "2", *args, TUNE_TRAIN, cwd=tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert not (tmp_path / "scalescope_runs").exists()
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_ends_the_study_and_prints_the_finished_trials(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "scalescope.cli", "tune", *COMMON, *NO_CONFIRM, *SPACE,
+        "--trials", "6", "--run-dir", "study", "--json", "t.json", str(TUNE_TRAIN), "--steps=200",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    second = tmp_path / "study" / "trials" / "trial-0001" / "run.json"
+    deadline = time.monotonic() + 400
+    while not second.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert second.exists(), "the second trial never started"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "study: interrupted" in out and "baseline (as given)" in out
+    trials = {t["number"]: t for t in trials_of(tmp_path / "t.json")}
+    assert trials[0]["status"] == "ok" and trials[1]["status"] == "interrupted"
