@@ -3,7 +3,8 @@ workload with one knob changed, against plain torchrun defaults (OMP_NUM_THREADS
 several ranks, no binding, the workload's default options), all variants interleaved.
 
 Every round runs every variant once, rotated and reversed every other round so no variant
-always runs first; the medians and the ratio to torchrun's median are printed at the end.
+always runs first; the medians, the ratio to torchrun's median and the median of the ratios
+within a round (paired: robust to load that changes between rounds) are printed at the end.
 Variants run through ``scalescope bench`` with its probe, as tune's trials do, except
 ``torchrun`` (no scalescope at all) and ``no-probe`` (scalescope's launcher, no probe).
 Run by hand, not in CI:
@@ -133,16 +134,20 @@ def main() -> None:
                       flush=True)  # fmt: skip
     minutes = (time.monotonic() - started) / 60
     load = os.getloadavg()[0]
-    print(f"\n{args.model}, {args.nproc} ranks on {os.cpu_count()} cpus, batch {args.batch_size} "
-          f"per rank, images {args.image_size} px, {args.steps} steps ({args.warmup_steps} "
-          f"warm-up), {args.rounds} rounds, {minutes:.0f} min, load average {load:.1f}")  # fmt: skip
-    base = statistics.median(results["torchrun"]) if "torchrun" in results else None
-    print(f"{'variant':18s} {'median images/s':>16s} {'/ torchrun':>10s}  runs")
+    print(f"\n{args.model}, {args.nproc} ranks on {os.cpu_count()} cpus, batch "
+          f"{args.batch_size} per rank, images {args.image_size} px, {args.steps} steps "
+          f"({args.warmup_steps} warm-up), {args.rounds} rounds, {minutes:.0f} min, "
+          f"load average {load:.1f}")  # fmt: skip
+    base = results.get("torchrun")
+    print(f"{'variant':18s} {'median images/s':>16s} {'/ torchrun':>10s} {'paired':>7s}  runs")
     for name, values in results.items():
         med = statistics.median(values)
-        ratio = f"{med / base:10.2f}" if base else f"{'':10s}"
+        ratio = f"{med / statistics.median(base):10.2f}" if base else f"{'':10s}"
+        ratios = [v / b for v, b in zip(values, base, strict=True)] if base else []
+        paired = f"{statistics.median(ratios):7.2f}" if ratios else ""
         runs = ", ".join(f"{v:.1f}" for v in values)
-        print(f"{name:18s} {med:16.2f} {ratio}  {runs}")
+        print(f"{name:18s} {med:16.2f} {ratio} {paired}  {runs}")
+    print("paired: the median over rounds of the variant's images/s / torchrun's in that round")
 
 
 if __name__ == "__main__":
