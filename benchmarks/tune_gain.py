@@ -6,10 +6,12 @@ First runs the study (``scalescope tune --bench MODEL``, with its confirmation p
 best is the configuration of the highest median over its search trial and ``--confirm-rounds``
 re-runs, recommended only when it beats the baseline by more than the baseline's spread), then
 re-measures A (torchrun defaults) and B (the confirmed best, started with the command tune
-prints) interleaved, and prints the medians and the ratio B / A beside tune's own confirmed
-speedup. Run by hand, not in CI:
+prints; when tune recommends nothing, the best by median anyway, to show what it would give)
+interleaved, and prints the medians and the ratio B / A beside tune's own speedup. Run by
+hand, not in CI:
 
     .venv/bin/python benchmarks/tune_gain.py --model resnet18 --pairs 3
+    .venv/bin/python benchmarks/tune_gain.py --study-json tune.json   # re-measure a saved study
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--confirm", type=int, default=3, help="tune --confirm K")
     p.add_argument("--confirm-rounds", type=int, default=2, help="tune --confirm-rounds R")
     p.add_argument("--space", action="append", help="passed to tune (default: its own space)")
+    p.add_argument("--study-json", type=Path, help="tune's --json of a study already run: no study")
     return p.parse_args()
 
 
@@ -104,40 +107,72 @@ def tuned(args: argparse.Namespace, reuse: str, run_dir: Path) -> float:
     return images_per_s(run_dir)
 
 
+def best_reuse(args: argparse.Namespace, study: dict) -> str:
+    """The command of the best configuration by median, built as tune builds its reuse line
+    (tune prints none when the gain is within the baseline's spread)."""
+    from scalescope.bench.options import BenchOptions
+    from scalescope.launch.local import LaunchOptions
+    from scalescope.launch.runner import RunSpec
+    from scalescope.tune.apply import TuneTarget, reuse_command
+    from scalescope.tune.space import SpaceContext, format_value, parse_space
+
+    best = next(t for t in study["trials"] if t["number"] == study["best_trial"])
+    items = [f"{k}={','.join(format_value(v) for v in vs)}" for k, vs in study["space"].items()]
+    space = parse_space(items, SpaceContext(args.nproc, os.cpu_count() or 1, args.batch_size))
+    launch = LaunchOptions(nproc_per_node=args.nproc)
+    spec = RunSpec(target="scalescope.bench.workload", is_module=True, launch=launch)
+    bench = BenchOptions(model=args.model, batch_size=args.batch_size, image_size=args.image_size)
+    return reuse_command(TuneTarget(spec, bench), space, best["config"])
+
+
 def main() -> None:
     args = parse()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        study = run_study(args, tmp)
+        study = json.loads(args.study_json.read_text()) if args.study_json else run_study(args, tmp)
         reuse = study["reuse"]
-        if not reuse:
-            print("tune: no significant gain over the baseline: keep the configuration as given")
-            return
-        print(f"\nconfirmed best configuration: {reuse}", flush=True)
-        results: dict[str, list[float]] = {"torchrun": [], "tuned": []}
-        for i in range(args.pairs):
-            order = ("torchrun", "tuned") if i % 2 == 0 else ("tuned", "torchrun")
-            for name in order:
-                run_dir = tmp / f"{i}-{name}"
-                value = (
-                    torchrun(args, run_dir) if name == "torchrun" else tuned(args, reuse, run_dir)
-                )
-                results[name].append(value)
-                print(f"pair {i + 1}/{args.pairs}  {name:8s} {value:8.2f} images/s", flush=True)
+        if reuse:
+            print(f"\nconfirmed best configuration: {reuse}", flush=True)
+        else:
+            reuse = best_reuse(args, study)
+            print("\ntune: no significant gain over the baseline (keep the configuration "
+                  f"as given); re-measuring its best by median anyway: {reuse}",
+                  flush=True)  # fmt: skip
+        results = measure_pairs(args, reuse, tmp)
     a, b = statistics.median(results["torchrun"]), statistics.median(results["tuned"])
+    pairs = zip(results["torchrun"], results["tuned"], strict=True)
+    ratios = ", ".join(f"{t / r:.2f}" for r, t in pairs)
     trials = len(study["trials"])
-    print(f"\n{args.model}, {args.nproc} ranks on {os.cpu_count()} cpus, batch {args.batch_size}, "
-          f"images {args.image_size}px, {trials} trials")  # fmt: skip
+    load = os.getloadavg()[0]
+    print(f"\n{args.model}, {args.nproc} ranks on {os.cpu_count()} cpus, batch "
+          f"{args.batch_size}, images {args.image_size}px, {trials} trials, load average "
+          f"{load:.1f}")  # fmt: skip
     print(f"median images/s, torchrun defaults:      {a:8.2f}")
     print(f"median images/s, best tune configuration: {b:8.2f}")
-    print(f"ratio tuned / torchrun: {b / a:.3f}")
-    print(f"tune's confirmed speedup over its baseline: {confirmed_speedup(study)}")
+    print(f"ratio tuned / torchrun: {b / a:.3f} (pairs {ratios})")
+    print(f"tune's speedup of that configuration over its baseline: {confirmed_speedup(study)}")
+
+
+def measure_pairs(args: argparse.Namespace, reuse: str, tmp: Path) -> dict[str, list[float]]:
+    results: dict[str, list[float]] = {"torchrun": [], "tuned": []}
+    for i in range(args.pairs):
+        order = ("torchrun", "tuned") if i % 2 == 0 else ("tuned", "torchrun")
+        for name in order:
+            run_dir = tmp / f"{i}-{name}"
+            value = torchrun(args, run_dir) if name == "torchrun" else tuned(args, reuse, run_dir)
+            results[name].append(value)
+            print(f"pair {i + 1}/{args.pairs}  {name:8s} {value:8.2f} images/s", flush=True)
+    return results
 
 
 def confirmed_speedup(study: dict) -> str:
-    """The recommended trial's median over the baseline's, and its number of runs."""
-    trial = next(t for t in study["trials"] if t["number"] == study["recommended_trial"])
-    return f"{trial['speedup']:.3f} (median of {len(trial['measurements'])} runs)"
+    """The best trial's median over the baseline's, its number of runs, and the verdict."""
+    trial = next(t for t in study["trials"] if t["number"] == study["best_trial"])
+    verdict = "recommended" if study["recommended_trial"] is not None else "not significant"
+    spread = study["baseline_spread"]
+    speedup = f"{trial['speedup']:.3f}" if trial["speedup"] else "-"
+    return (f"{speedup} (median of {len(trial['measurements'])} runs; baseline spread "
+            f"{spread:.1f} {trial['unit']}: {verdict})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -64,16 +64,7 @@ def confirm_run(search: Search, record: TrialRecord, round_: int) -> ConfirmRun 
     ran = run_trial(setup.spec, setup.env, search.options.trial_seconds, progress)
     if ran.status == "interrupted":
         return None
-    return ConfirmRun(
-        trial=record.number,
-        round=round_,
-        status=ran.status,
-        samples_per_s=ran.samples_per_s,
-        unit=ran.unit,
-        seconds=ran.seconds,
-        run_dir=str(ran.run_dir),
-        error=ran.error,
-    )
+    return ConfirmRun(trial=record.number, round=round_, **ran.outcome())
 
 
 def fresh_dir(path: Path) -> Path:

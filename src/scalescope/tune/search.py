@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,15 @@ from scalescope.tune.study import (
 from scalescope.tune.trial import PROGRESS_EVERY_S, TrialResult, run_trial
 
 TrialState = optuna.trial.TrialState
+RECORD_ATTRS = tuple(f.name for f in fields(TrialRecord) if f.name != "number")
+"""A record's fields kept in its trial's user attributes (the number is the trial's own)."""
+RECORD_FALLBACKS: dict[str, Any] = {
+    "samples_per_s": None,
+    "unit": "samples/s",
+    "seconds": 0.0,
+    "run_dir": "",
+}
+"""For attributes not kept: None values, and those an older study did not keep."""
 
 
 def record_of(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
@@ -33,19 +42,9 @@ def record_of(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
     attrs = trial.user_attrs
     if "status" not in attrs or "repeat_of" in attrs:
         return None
-    return TrialRecord(
-        number=trial.number,
-        config=dict(attrs.get("config", {})),
-        status=attrs["status"],
-        samples_per_s=attrs.get("samples_per_s"),
-        unit=attrs.get("unit", "samples/s"),
-        seconds=attrs.get("seconds", 0.0),
-        run_dir=attrs.get("run_dir", ""),
-        error=attrs.get("error"),
-        baseline=bool(attrs.get("baseline")),
-        seeded_by=attrs.get("seeded_by", ""),
-        stopped_at_budget=bool(attrs.get("stopped_at_budget")),
-    )
+    kept = {name: attrs[name] for name in RECORD_ATTRS if name in attrs}
+    kept["config"] = dict(kept.get("config", {}))
+    return TrialRecord(**(RECORD_FALLBACKS | kept), number=trial.number)
 
 
 def records(study: optuna.Study) -> list[TrialRecord]:
@@ -144,15 +143,10 @@ class Search:
         record = TrialRecord(
             number=trial.number,
             config=config,
-            status=result.status,
-            samples_per_s=result.samples_per_s,
-            unit=result.unit,
-            seconds=result.seconds,
-            run_dir=str(result.run_dir),
-            error=result.error,
             baseline=baseline,
             seeded_by=str(trial.user_attrs.get("seeded_by", "")),
             stopped_at_budget=result.stopped_at_budget,
+            **result.outcome(),
         )
         for name, value in _attrs(record).items():
             trial.set_user_attr(name, value)
@@ -197,18 +191,7 @@ class Search:
 
 
 def _attrs(record: TrialRecord) -> dict[str, Any]:
-    values = {
-        "config": record.config,
-        "status": record.status,
-        "samples_per_s": record.samples_per_s,
-        "unit": record.unit,
-        "seconds": record.seconds,
-        "run_dir": record.run_dir,
-        "error": record.error,
-        "baseline": record.baseline,
-        "seeded_by": record.seeded_by,
-        "stopped_at_budget": record.stopped_at_budget,
-    }
+    values = {name: getattr(record, name) for name in RECORD_ATTRS}
     return {k: v for k, v in values.items() if v is not None}
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -43,6 +44,18 @@ class TrialResult:
     run_dir: Path
     error: str | None = None
     stopped_at_budget: bool = False
+
+    def outcome(self) -> dict[str, Any]:
+        """The fields every record of a run shares (``TrialRecord``, ``ConfirmRun``): how it
+        ended, what it measured and where; the caller adds what the run was."""
+        return {
+            "status": self.status,
+            "samples_per_s": self.samples_per_s,
+            "unit": self.unit,
+            "seconds": self.seconds,
+            "run_dir": str(self.run_dir),
+            "error": self.error,
+        }
 
 
 def throughput(steps: StepAnalysis | None) -> tuple[float | None, str, int]:
