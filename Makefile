@@ -42,7 +42,7 @@ sysdeps:
 # Two at a time, then the timed tests alone (they compare times measured on this machine).
 test: lint sysdeps
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not timed"; rest=$$?; \
-	$(VENV)/bin/pytest -q -m timed; timed=$$?; \
+	$(VENV)/bin/pytest -q -m timed tests/e2e; timed=$$?; \
 	test $$rest -eq 0 && test $$timed -eq 0
 
 clean:
