@@ -1,5 +1,5 @@
 """``scalescope tune`` with real ranks: the search against an exhaustive sweep of the same
-space, resume and confirmation (test_tune_failures.py: a crashing trial, Ctrl-C, bad input).
+space, and resume (test_tune_failures.py: a crashing trial, confirmation, Ctrl-C, bad input).
 
 The space (tune_runs.py) has one clearly best point up to an irrelevant knob. The sweep
 (``--sampler grid``) runs in two parts through ``--resume``, so the same study checks that
@@ -9,14 +9,11 @@ resume continues where it stopped.
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 import pytest
 from tune_runs import COMMON, NO_CONFIRM, SCRIPT_ARGS, SPACE, SPACE_SIZE, trials_of, tune
 
-CONFIRM_ONE = ["--confirm", "1", "--confirm-rounds", "1"]
-"""The resumed sweep runs the baseline and its best once more: 2 short runs."""
 TOLERANCE = 0.05
 
 
@@ -35,21 +32,19 @@ def equal_pairs_gap(measured: dict[tuple, float]) -> float:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The exhaustive sweep, stopped after 5 trials and resumed to the end (then confirmed)."""
+    """The exhaustive sweep, stopped after 5 trials and resumed to the end."""
     cwd = tmp_path_factory.mktemp("sweep")
     grid = [*COMMON, *SPACE, "--sampler", "grid", "--run-dir", "study"]
     first = tune(cwd, *grid, *NO_CONFIRM, "--trials", "5", "--json", "first.json", *SCRIPT_ARGS)
     assert first.returncode == 0, first.stderr[-3000:]
-    again = [*grid, *CONFIRM_ONE, "--resume", "--trials", "20", "--json", "all.json"]
+    again = [*grid, *NO_CONFIRM, "--resume", "--trials", "20", "--json", "all.json"]
     second = tune(cwd, *again, *SCRIPT_ARGS)
     assert second.returncode == 0, second.stderr[-3000:]
     return {
         "first": trials_of(cwd / "first.json"),
         "all": trials_of(cwd / "all.json"),
         "doc": json.loads((cwd / "all.json").read_text()),
-        "stdout": second.stdout,
         "first_doc": json.loads((cwd / "first.json").read_text()),
-        "cwd": cwd,
     }
 
 
@@ -64,24 +59,6 @@ def test_resume_continues_the_study(sweep: dict) -> None:
     assert len(points) == SPACE_SIZE == len(sweep["all"]), "each point measured exactly once"
     assert sweep["doc"]["stopped"] == "exhausted"
     assert sweep["first_doc"]["confirmations"] == [], "--confirm 0 ran confirmation runs"
-
-
-@pytest.mark.timeout(1500)
-def test_confirmation_reruns_the_baseline_and_the_best(sweep: dict) -> None:
-    doc, trials = sweep["doc"], {t["number"]: t for t in sweep["all"]}
-    base = next(t for t in sweep["all"] if t["baseline"])
-    measured = [t for t in sweep["all"] if not t["baseline"] and t["status"] == "ok"]
-    top = max(measured, key=lambda t: t["samples_per_s"])
-    runs = doc["confirmations"]
-    assert [(r["trial"], r["round"]) for r in runs] == [(base["number"], 1), (top["number"], 1)]
-    for run in runs:
-        assert run["status"] == "ok" and (sweep["cwd"] / run["run_dir"] / "run.json").is_file()
-        trial = trials[run["trial"]]
-        values = [trial["samples_per_s"], run["samples_per_s"]]
-        assert trial["measurements"] == values
-        assert trial["median"] == pytest.approx(statistics.median(values))
-    medians = {n: t["median"] for n, t in trials.items() if t["median"] is not None}
-    assert doc["best_trial"] == max(medians, key=medians.get)
 
 
 @pytest.mark.timeout(1500)

@@ -1,12 +1,14 @@
-"""``scalescope tune`` when things go wrong, with real ranks: a crashing trial, Ctrl-C, and
-bad input refused before any rank starts. Nothing here compares timings, so these run beside
-other tests (tests/conftest.py: ``TIMED_MODULES``)."""
+"""``scalescope tune`` when things go wrong, with real ranks: a crashing trial (and the
+confirmation runs of that study), Ctrl-C, and bad input refused before any rank starts.
+Nothing here compares timings, so these run beside other tests (tests/conftest.py:
+``TIMED_MODULES``)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -18,19 +20,47 @@ from tune_runs import COMMON, NO_CONFIRM, SPACE, TUNE_TRAIN, trials_of, tune
 from conftest import cli_env, scalescope_in_process
 
 
-@pytest.mark.timeout(600)
-def test_crashing_trial_is_recorded_and_the_study_finishes(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def crashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study in which one configuration crashes, then the baseline and the best run once
+    more (``--confirm 1 --confirm-rounds 1``)."""
+    cwd = tmp_path_factory.mktemp("crashing")
     done = tune(
-        tmp_path, *COMMON, *NO_CONFIRM, "--space", "--sleep-ms=0,crash", "--trials", "4",
-        "--json", "t.json", "--run-dir", "study", str(TUNE_TRAIN), "--sleep-ms=0",
+        cwd, *COMMON, "--confirm", "1", "--confirm-rounds", "1", "--space",
+        "--sleep-ms=0,30,crash", "--trials", "4", "--json", "t.json", "--run-dir", "study",
+        str(TUNE_TRAIN), "--sleep-ms=30",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    trials = trials_of(tmp_path / "t.json")
-    crashed = [t for t in trials if t["config"].get("--sleep-ms") == "crash"]
-    assert len(crashed) == 1 and crashed[0]["status"] == "failed"
-    assert "deliberate crash" in crashed[0]["error"]
+    return cwd
+
+
+@pytest.mark.timeout(600)
+def test_crashing_trial_is_recorded_and_the_study_finishes(crashing: Path) -> None:
+    trials = trials_of(crashing / "t.json")
+    failed = [t for t in trials if t["config"].get("--sleep-ms") == "crash"]
+    assert len(failed) == 1 and failed[0]["status"] == "failed"
+    assert "deliberate crash" in failed[0]["error"]
     assert any(t["status"] == "ok" for t in trials)
-    assert json.loads((tmp_path / "t.json").read_text())["stopped"] == "exhausted"
+    assert json.loads((crashing / "t.json").read_text())["stopped"] == "exhausted"
+
+
+@pytest.mark.timeout(600)
+def test_confirmation_reruns_the_baseline_and_the_best(crashing: Path) -> None:
+    doc = json.loads((crashing / "t.json").read_text())
+    trials = {t["number"]: t for t in doc["trials"]}
+    base = next(t for t in trials.values() if t["baseline"])
+    measured = [t for t in trials.values() if not t["baseline"] and t["status"] == "ok"]
+    top = max(measured, key=lambda t: t["samples_per_s"])
+    runs = doc["confirmations"]
+    assert [(r["trial"], r["round"]) for r in runs] == [(base["number"], 1), (top["number"], 1)]
+    for run in runs:
+        assert run["status"] == "ok" and (crashing / run["run_dir"] / "run.json").is_file()
+        trial = trials[run["trial"]]
+        values = [trial["samples_per_s"], run["samples_per_s"]]
+        assert trial["measurements"] == values
+        assert trial["median"] == pytest.approx(statistics.median(values))
+    medians = {n: t["median"] for n, t in trials.items() if t["median"] is not None}
+    assert doc["best_trial"] == max(medians, key=medians.get)
 
 
 @pytest.mark.parametrize(
