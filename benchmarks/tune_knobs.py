@@ -19,13 +19,14 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tune_gain import clean_env, free_port
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
 VARIANTS = {
@@ -69,16 +70,6 @@ def variants(args: argparse.Namespace) -> dict[str, str | None]:
             name, _, words = item.partition("=")
         out[name] = None if words is None else words.format(batch2=2 * args.batch_size)
     return out
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def workload_args(args: argparse.Namespace) -> list[str]:
