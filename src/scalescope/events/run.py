@@ -102,13 +102,19 @@ def events_path(run_dir: Path, rank: int) -> Path:
     return Path(run_dir) / "events" / f"rank-{rank:05d}.arrows"
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write through a temporary file and rename, so a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(obj), indent=2))
+    tmp.write_bytes(data)
     os.replace(tmp, path)
+    return path
+
+
+def write_json_atomic(path: Path, obj: Any) -> Path:
+    """``obj`` as indented JSON, written as ``write_bytes_atomic`` does."""
+    return write_bytes_atomic(path, msgspec.json.format(msgspec.json.encode(obj), indent=2))
 
 
 def read_rank_meta(run_dir: Path, rank: int) -> RankMeta | None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import msgspec
 
+from scalescope.events.run import write_json_atomic
+
 STUDY_SCHEMA = "scalescope.scale/1"
 STUDY_FILE = "scale.json"
 
@@ -44,12 +46,7 @@ class ScaleStudy(msgspec.Struct, kw_only=True):
 
 
 def save_study(study: ScaleStudy, study_dir: Path) -> Path:
-    study_dir.mkdir(parents=True, exist_ok=True)
-    path = study_dir / STUDY_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(study)))
-    tmp.replace(path)
-    return path
+    return write_json_atomic(study_dir / STUDY_FILE, study)
 
 
 def load_study(study_dir: Path) -> ScaleStudy:

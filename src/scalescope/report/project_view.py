@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from scalescope.events.run import write_bytes_atomic
 from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
 from scalescope.predict.validate import Validation, validate_study
 from scalescope.report.html import chart_html, esc, page
@@ -180,11 +181,7 @@ def projection_html(p: Projection) -> str:
 def store_projection(run_dir: Path, projection: Projection) -> Path:
     """Keep the projection in the run directory, where the run's dashboard finds it (the
     latest projection replaces an earlier one)."""
-    path = run_dir / PROJECTION_FILE
-    tmp = path.with_name(f".{PROJECTION_FILE}.tmp")
-    tmp.write_bytes(projection_json(projection))
-    tmp.replace(path)
-    return path
+    return write_bytes_atomic(run_dir / PROJECTION_FILE, projection_json(projection))
 
 
 def write_projection(
