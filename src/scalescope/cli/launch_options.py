@@ -3,7 +3,9 @@
 ``@with_launch_options(...)`` adds the chosen groups to a command's signature (typer reads
 ``__signature__``), shows them under their own panel in ``--help`` and hands the command one
 ``launch`` dict holding every launch option: the ones the command takes, as given, and the
-others at their defaults (tune never takes ``--nnodes``: its trials run on this node).
+others at their defaults (tune never takes ``--nnodes``: its trials run on this node). A
+command's own option of the same name (tune's ``--run-dir``, the study; comm's ``--html``)
+stays its own argument, and ``launch`` holds the launch option's default in its place.
 """
 
 from __future__ import annotations

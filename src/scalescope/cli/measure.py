@@ -121,7 +121,7 @@ def comm(
             fail(str(exc))
         raise typer.Exit(0)
 
-    params = locals() | launch | {"no_report": True}
+    params = locals() | launch | {"no_report": True, "html": None}  # its --html is not a dashboard
     try:
         options = CommOptions.parse(ops, sizes, factor, dtype, backend, iters, warmup)
     except ValueError as exc:
