@@ -157,10 +157,11 @@ class Speedometers:
 
 
 def _once(
-    args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str], speed: bool = False
+    args: list[str], cwd: Path, busy_cpu: int | None, env: dict[str, str], speed: list[int]
 ) -> RealRun:
+    cwd.mkdir(parents=True, exist_ok=True)
     run_dir = cwd / f"run-{len(list(cwd.glob('run-*')))}"
-    meters = Speedometers([0, 1] if speed else [], cwd)
+    meters = Speedometers(speed, cwd)
     with ExternalLoad() as load, meters:
         busy = None
         if busy_cpu is not None:
@@ -195,20 +196,36 @@ def unequal_cores(run: RealRun) -> str | None:
     return None
 
 
+def speed_gap(a: RealRun, b: RealRun, cpu: int) -> str | None:
+    """Why ``cpu`` did not run at one speed in runs ``a`` and ``b`` (their speedometers), or
+    None: this VM's vCPUs change speed for minutes (a reference step of 718 ms here took
+    1689 ms on CI's machine), so a run compared with one recorded earlier must have had
+    the same cpu speed to make the difference its own."""
+    if cpu not in (a.cpu_work_s or {}) or cpu not in (b.cpu_work_s or {}):
+        return f"the speed of cpu {cpu} was not measured in both runs"
+    fast, slow = sorted((a.cpu_work_s[cpu], b.cpu_work_s[cpu]))
+    gap = 100.0 * (slow - fast) / slow
+    if gap > MAX_CPU_SPEED_GAP_PCT:
+        return f"cpu {cpu} ran {gap:.0f}% slower in one of the two runs (speedometers)"
+    return None
+
+
 def real_run(
     args: list[str],
     cwd: Path,
     busy_cpu: int | None = None,
     env: dict[str, str] | None = None,
     premise: Callable[[RealRun], str | None] | None = None,
-    speed: bool = False,
+    speed: bool | list[int] = False,
 ) -> RealRun:
     """Run ``scalescope ARGS`` (bench) under the load monitor; retry, then skip, when other
     processes were busy or ``premise`` says why the run is not the scenario it should be.
-    ``speed``: measure the cpus' speed during the run (``Speedometers``) without a premise."""
+    ``speed``: measure the speed of cpus 0 and 1 (or of these cpus) during the run
+    (``Speedometers``), as a premise does."""
+    cpus = speed if isinstance(speed, list) else [0, 1] if speed or premise else []
     seen = []
     for _ in range(ATTEMPTS):
-        run = _once(args, cwd, busy_cpu, env or cli_env(), speed or premise is not None)
+        run = _once(args, cwd, busy_cpu, env or cli_env(), cpus)
         if run.external_pct > MAX_EXTERNAL_PCT:
             seen.append(f"other processes used {run.external_pct:.0f}% of the CPUs")
             continue

@@ -96,9 +96,11 @@ def test_allreduce_bytes_on_the_wire_match_the_probes_count(request):
         for rank in range(n):
             mine = sorted(coll.nbytes[coll.rank == rank].tolist())
             assert mine == sorted(s for s in sizes for _ in range(ITERS + WARMUP))
+        counted = sorted(set(coll.nbytes.tolist()))
         for r in (r for r in doc["results"] if r["op"] == "all_reduce"):
+            probe_bytes = next(b for b in counted if b == r["nbytes"])
             wire = r["busbw_gbps"] * 1e9 * r["time_avg_us"] / 1e6  # bytes per rank per call
-            assert wire == pytest.approx(r["nbytes"] * 2 * (n - 1) / n)
+            assert wire == pytest.approx(probe_bytes * 2 * (n - 1) / n)
 
 
 def test_alpha_beta_fits_load_for_project(two_ranks):
@@ -108,6 +110,12 @@ def test_alpha_beta_fits_load_for_project(two_ranks):
     for f in fits:
         assert f.num_points == 3 and f.min_bytes == 8 and f.world_size == 2
         assert f.alpha_s >= 0 and f.beta_s_per_byte >= 0 and f.rel_err >= 0
+
+
+def test_the_run_directory_alone_gives_project_the_same_fits(two_ranks, tmp_path):
+    """Without --json the run directory keeps the raw record; `project --comm` fits it."""
+    _, _, out = two_ranks
+    assert load_fits(out / "run") == load_fits(out / "comm.json")
 
 
 def test_html_has_both_charts_offline(two_ranks):

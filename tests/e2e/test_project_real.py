@@ -1,7 +1,7 @@
-"""`scalescope project` on a real scale study recorded here: bench resnet18 (32×32 images,
-batch 8 per rank, one thread per rank) at 1, 2 and 3 ranks on this 2-core machine, so the
-3-rank size is oversubscribed (3 ranks share 2 cores). The study is recorded once for the
-module; its scale.json is written with ``save_study`` as `scalescope scale` will.
+"""`scalescope project` on a real scale study recorded here by `scalescope scale --ranks
+1,2,3 --bench resnet18` (32×32 images, batch 8 per rank, one thread per rank) on this
+2-core machine, so the 3-rank size is oversubscribed (3 ranks share 2 cores). The study is
+recorded once for the module.
 
 Validation: fitted on 1 and 2 ranks, the model predicts the held-out 3-rank throughput
 within 15 %. Timings of a run that other processes slowed are not its own: the study is
@@ -22,26 +22,30 @@ import torchvision
 from real_runs import CLI, MAX_EXTERNAL_PCT, ExternalLoad
 
 from conftest import cli_env, scalescope_in_process
-from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
 
 pytestmark = pytest.mark.timeout(900)
 STUDY_RANKS = (1, 2, 3)
 MAX_ERROR_PCT = 15.0
-BENCH = (
-    "bench", "resnet18", "--image-size", "32", "--batch-size", "8", "--steps", "15",
-    "--warmup-steps", "3", "--threads-per-rank", "1", "--oversubscribe", "--no-report",
+SCALE = (
+    "scale", "--ranks", ",".join(map(str, STUDY_RANKS)), "--bench", "resnet18",
+    "--image-size", "32", "--batch-size", "8", "--steps", "15", "--warmup-steps", "3",
+    "--threads-per-rank", "1", "--oversubscribe",
 )  # fmt: skip
 
 
 @dataclass
 class Study:
     path: Path
-    external_pct: dict[int, float]
+    external_pct: float
+    table: str
+    """What `scale` printed."""
 
     @property
     def load_note(self) -> str | None:
-        busy = {n: round(p) for n, p in self.external_pct.items() if p > MAX_EXTERNAL_PCT}
-        return f"other processes used {busy} % of the CPUs (ranks: %)" if busy else None
+        if self.external_pct <= MAX_EXTERNAL_PCT:
+            return None
+        return f"other processes used {self.external_pct:.0f}% of the CPUs during the study"
 
 
 def cli(*args: object, cwd: Path) -> subprocess.CompletedProcess:
@@ -52,16 +56,21 @@ def cli(*args: object, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def record_study(root: Path) -> Study:
-    loads, points = {}, []
-    for n in STUDY_RANKS:
-        with ExternalLoad() as load:
-            done = cli(*BENCH, "-n", n, "--run-dir", root / f"ranks-{n}", cwd=root)
-        assert done.returncode == 0, done.stdout + done.stderr
-        loads[n] = load.pct
-        points.append(ScalePoint(ranks=n, run_dir=f"ranks-{n}", threads_per_rank=1,
-                                 per_rank_batch=8, oversubscribed=n > 2))  # fmt: skip
-    save_study(ScaleStudy(mode="weak", workload="resnet18", points=points), root)
-    return Study(root, loads)
+    with ExternalLoad() as load:
+        done = subprocess.run(
+            [*CLI, *SCALE, "--study-dir", str(root)], cwd=root, env=cli_env(),
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Study(root, load.pct, done.stdout)
+
+
+def test_the_study_is_scales_own_with_the_oversubscribed_size_marked(study: Study):
+    points = load_study(study.path).points
+    assert [(p.ranks, p.status, p.oversubscribed) for p in points] == [
+        (1, "ok", False), (2, "ok", False), (3, "ok", True)
+    ]  # fmt: skip
+    assert "3 ranks oversubscribed: 3 ranks × 1 threads exceed" in " ".join(study.table.split())
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +126,17 @@ def test_projection_of_a_run_reproduces_it_at_its_own_size(study: Study, tmp_pat
     assert json.loads((run / "projection.json").read_text()) == doc
     if study.load_note is None:
         assert four["efficiency"] <= 1.0
+
+
+def test_a_study_is_projected_from_its_largest_size(study: Study, tmp_path):
+    out = tmp_path / "project.json"
+    done = scalescope_in_process("project", study.path, "--nodes", "1,2", "--json", out,
+                                 cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "projected from the study's largest completed size: 3 ranks" in done.stdout
+    doc = json.loads(out.read_text())
+    assert doc["run_dir"] == str(study.path / "ranks-3") and doc["points"][0]["ranks"] == 3
+    assert json.loads((study.path / "ranks-3" / "projection.json").read_text()) == doc
 
 
 def test_the_run_dashboard_shows_the_stored_projection(study: Study, tmp_path):

@@ -25,8 +25,8 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from scalescope.bench.comm_options import DTYPES, OPS
+from scalescope.predict.alpha_beta import RAW_FILE
 
-RAW_FILE = "comm.json"
 ROUNDED_OPS = ("all_gather", "reduce_scatter", "all_to_all")
 """Ops whose element count is rounded down to a multiple of the ranks (as nccl-tests does)."""
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, comm_results
-from scalescope.bench.comm import RAW_FILE
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import Outcome, start
+from scalescope.predict.alpha_beta import RAW_FILE
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from scalescope.cli.common import (
 @app.command()
 def project(
     run_dir: Path | None = typer.Argument(
-        None, help="A run directory written by run or bench (or give --validate)."
+        None,
+        help="A run directory written by run or bench, or a scale study (its largest size); "
+        "or give --validate.",
     ),
     nodes: str = typer.Option("1,2,4,8", "--nodes", help="Node counts to project, e.g. 1,2,4,8."),
     ranks_per_node: int | None = typer.Option(
@@ -30,7 +32,9 @@ def project(
         "(default: the machine of the run).",
     ),
     comm: Path | None = typer.Option(
-        None, "--comm", help="α-β fits of `scalescope comm --json` for the allreduce."
+        None,
+        "--comm",
+        help="α-β fits for the allreduce: `scalescope comm --json` file or comm run directory.",
     ),
     global_batch: int | None = typer.Option(
         None, "--global-batch", help="Strong scaling: this global batch at every size."

@@ -1,7 +1,8 @@
 """The α-β (Hockney) model of one collective: time = α + β · bytes, fitted to measurements.
 
-`comm` fits it per op and backend and stores the fits in its JSON (``fits``);
-`project` loads them to price the gradient traffic at other sizes and rank counts.
+`comm` fits it per op and backend and stores the fits in its JSON (``fits``), or leaves the
+raw measurements in its run directory; `project` loads either to price the gradient traffic
+at other sizes and rank counts.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
+
+RAW_FILE = "comm.json"
+"""What rank 0 of `scalescope comm` leaves in its run directory: the raw measurements."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,9 +99,17 @@ def bandwidth_fit(
 
 
 def load_fits(path: Path) -> list[AlphaBetaFit]:
-    """The ``fits`` list of a `scalescope comm --json` file."""
+    """The α-β fits of `scalescope comm`: the ``fits`` of its ``--json`` file, or fitted here
+    from the raw record a comm run leaves in its run directory (``RUN_DIR/comm.json``)."""
+    source = path / RAW_FILE if path.is_dir() else path
     try:
-        doc = msgspec.json.decode(path.read_bytes())
-        return [AlphaBetaFit(**item) for item in doc["fits"]]
-    except (OSError, msgspec.DecodeError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a scalescope comm JSON with α-β fits ({exc})") from exc
+        doc = msgspec.json.decode(source.read_bytes())
+        if "fits" in doc:
+            return [AlphaBetaFit(**item) for item in doc["fits"]]
+        from scalescope.analyze.comm_bench import comm_results
+
+        return list(comm_results(doc, {}).fits)
+    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{path}: not a scalescope comm JSON or comm run directory with α-β fits ({exc})"
+        ) from exc

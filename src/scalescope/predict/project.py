@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from scalescope.events.run import RUN_FILE
+from scalescope.events.study import STUDY_FILE, load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
 from scalescope.predict.alpha_beta import load_fits
 from scalescope.predict.catalogue import Hardware, load_hardware
@@ -210,9 +212,25 @@ def with_speedup(points: list[ProjectedPoint]) -> tuple[ProjectedPoint, ...]:
     )
 
 
-def project_run(run_dir: Path, opts: ProjectOptions) -> Projection:
-    """Project a recorded run; bad inputs are ValueErrors with a one-line reason."""
-    return project_inputs(run_inputs(run_dir), opts)
+def reference_run(path: Path) -> tuple[Path, str | None]:
+    """The run to project from: PATH, or the largest completed size of the `scale` study in
+    PATH (the most ranks measured, so the least extrapolation), with a note saying so."""
+    if (path / RUN_FILE).is_file() or not (path / STUDY_FILE).is_file():
+        return path, None
+    done = [p for p in load_study(path).points if p.status == "ok" and p.run_dir]
+    if not done:
+        raise ValueError(f"{path}: the scale study has no completed size to project from")
+    largest = max(done, key=lambda p: p.ranks)
+    note = f"projected from the study's largest completed size: {largest.ranks} ranks"
+    return path / largest.run_dir, f"{note} ({largest.run_dir})"
+
+
+def project_run(path: Path, opts: ProjectOptions) -> Projection:
+    """Project a recorded run (or a scale study's largest size); bad inputs are ValueErrors
+    with a one-line reason."""
+    run_dir, note = reference_run(path)
+    projection = project_inputs(run_inputs(run_dir), opts)
+    return replace(projection, notes=(note, *projection.notes)) if note else projection
 
 
 def project_inputs(ref: RunInputs, opts: ProjectOptions) -> Projection:

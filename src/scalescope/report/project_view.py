@@ -191,6 +191,7 @@ def write_projection(
     the JSON and HTML asked for."""
     projection = project_run(run_dir, options)
     render_projection(projection, report_console())
+    run_dir = Path(projection.run_dir)
     written = []
     try:
         written.append(store_projection(run_dir, projection))

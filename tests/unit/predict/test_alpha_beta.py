@@ -56,6 +56,21 @@ def test_load_fits_round_trip_and_bad_file(tmp_path):
         load_fits(bad)
 
 
+def test_a_comm_run_directory_is_fitted_from_its_raw_record(tmp_path):
+    """`project --comm RUN_DIR`: the raw per-call times rank 0 left, fitted on their means."""
+    times = {8: [2e-5, 3e-5], 1024: [3e-5, 3e-5], 65536: [9e-5, 1.1e-4]}
+    raw = {"world_size": 2, "dtype": "float32", "iters": 2, "warmup": 1, "measurements": [
+        {"backend": "gloo", "op": "all_reduce", "nbytes": n, "count": n // 4, "times_s": t}
+        for n, t in times.items()
+    ]}  # fmt: skip
+    (tmp_path / "comm.json").write_text(json.dumps(raw))
+    means = [sum(t) / 2 for t in times.values()]
+    expected = fit_alpha_beta("all_reduce", "gloo", 2, list(times), means)
+    assert load_fits(tmp_path) == [expected]
+    with pytest.raises(ValueError, match="comm run directory"):
+        load_fits(tmp_path / "nothing-here")
+
+
 def test_one_size_is_all_bandwidth():
     """A 2-rank run whose 4.94 MB of gradients went in one bucket over a 40 Mbit/s link
     in 1.24 s: the ring of 2 moves n bytes per rank, a ring of 3 moves 4/3 n."""

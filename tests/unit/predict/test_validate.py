@@ -1,0 +1,61 @@
+"""`project --validate`: which fitted size a held-out one is predicted from, what of the
+held-out run the prediction may use, the error's sign and the refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from predict_inputs import inputs
+
+from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+from scalescope.predict.inputs import Placement
+from scalescope.predict.validate import predict_held_out, validate_study
+
+
+def sized(ranks: int, threads: int = 1, **changes: object):
+    per_node = Placement(ranks_per_node=ranks, threads_per_rank=threads, node_cores=2)
+    return inputs(world_size=ranks, placement=per_node, **changes)
+
+
+def test_the_reference_is_the_largest_fitted_size_with_the_same_threads():
+    fitted = [sized(1, threads=1), sized(2, threads=1), sized(3, threads=2)]
+    held = predict_held_out(fitted, sized(4, threads=1), None, "ring")
+    assert held.reference_ranks == 2
+    held = predict_held_out(fitted, sized(4, threads=4), None, "ring")
+    assert held.reference_ranks == 3, "no size with 4 threads: the largest"
+
+
+def test_the_prediction_uses_nothing_measured_in_the_held_out_run():
+    fitted = [sized(1), sized(2)]
+    quick = predict_held_out(fitted, sized(3, compute_ms=50.0, step_ms=60.0), None, "ring")
+    slow = predict_held_out(fitted, sized(3, compute_ms=500.0, step_ms=600.0), None, "ring")
+    assert quick.predicted_step_ms == slow.predicted_step_ms
+    assert (quick.measured_step_ms, slow.measured_step_ms) == (60.0, 600.0)
+
+
+def test_the_error_is_predicted_over_measured_throughput():
+    held = predict_held_out([sized(1), sized(2)], sized(3), None, "ring")
+    expected = 3 * 8.0 / (held.predicted_step_ms / 1e3)
+    assert held.predicted_samples_per_s == pytest.approx(expected)
+    measured = replace(held, measured_samples_per_s=expected / 1.25)
+    assert measured.error_pct == pytest.approx(25.0)
+    assert replace(held, measured_samples_per_s=expected * 2).error_pct == pytest.approx(-50.0)
+
+
+@pytest.mark.parametrize(
+    ("points", "holdout", "message"),
+    [
+        ([ScalePoint(ranks=2, status="failed", error="x")], 1, "0 completed sizes"),
+        ([], 0, "validating 0 held-out size(s)"),
+    ],
+)
+def test_a_study_without_a_size_to_fit_on_is_refused(tmp_path, points, holdout, message):
+    save_study(ScaleStudy(points=points), tmp_path)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        validate_study(tmp_path, holdout)
+
+
+def test_a_missing_study_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no scale.json"):
+        validate_study(tmp_path / "nowhere")
