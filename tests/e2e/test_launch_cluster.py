@@ -126,9 +126,11 @@ def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
 def test_mpirun_starts_ranks_that_join_one_world(tmp_path):
-    """The command as users type it: no address flags."""
+    """The command as users type it: the installed `scalescope` script, no address flags."""
+    script = Path(sys.executable).with_name("scalescope")
+    assert script.is_file(), f"{script}: the package's console script is not installed"
     cmd = [
-        "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", *CLI, "run",
+        "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", str(script), "run",
         "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "3",
     ]  # fmt: skip
     proc = subprocess.run(

@@ -95,3 +95,22 @@ def test_report_re_renders_the_study(study, tmp_path):
     table = [line for line in proc.stdout.splitlines() if line.startswith(("┃", "│"))]
     assert table and all(line in again.stdout for line in table)
     assert 'id="chart-scale-throughput"' in (tmp_path / "again.html").read_text()
+
+
+def test_a_size_that_crashes_mid_run_is_marked_and_keeps_its_steps(tmp_path):
+    """Rank 1 raises at step 3: the 1-rank size has no rank 1 and completes; the 2-rank size
+    starts, records its first steps, and is marked failed with the rank's own error."""
+    proc = scalescope(
+        "scale", "--ranks", "1,2", "--batch-size", BATCH, "--warmup-steps", 1,
+        "--threads-per-rank", 1, "--study-dir", tmp_path / "study", "--", DDP_TRAIN,
+        "--steps", STEPS, "--batch-size", "{batch}", "--fail-rank", 1, "--fail-step", 3,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    one, two = load_study(tmp_path / "study").points
+    assert (one.status, two.status) == ("ok", "failed")
+    assert "deliberate failure on rank 1 at step 3" in two.error
+    assert "2 ranks failed: " in proc.stdout and "deliberate failure on rank 1" in proc.stdout
+    ev = load_run(tmp_path / "study" / "ranks-2").events
+    steps = ev.select(ev.kind == Kind.STEP)
+    assert set(steps.step[steps.rank == 1].tolist()) >= {0, 1, 2}

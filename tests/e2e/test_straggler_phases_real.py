@@ -128,9 +128,8 @@ def scenario(tmp_path_factory):
     return get
 
 
-CASES = [*((where, 2) for where in WHERE), ("data", 3), ("outside", 3)]
-"""Every phase with 2 ranks; with 3 (sharing 2 cpus), the first and the last of a step,
-which keeps the suite within CI's time."""
+CASES = [(where, ranks) for ranks in (2, 3) for where in WHERE]
+"""Every phase and outside them, with 2 ranks and with 3 (sharing 2 cpus)."""
 
 
 @pytest.mark.parametrize(("where", "ranks"), CASES)

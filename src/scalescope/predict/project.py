@@ -60,9 +60,13 @@ class ProjectedPoint:
     """One standard deviation of the step time from the inputs' spread (compute's
     step-to-step variation, the α-β fit's relative error)."""
     samples_per_s: float
+    samples_per_s_range: tuple[float, float | None]
+    """Throughput at step + band and at step − band (None: the band reaches a zero step)."""
     epoch_s: float
     """Whole steps: ceil(epoch samples / global batch) × step (the last batch is padded,
     as DistributedSampler does)."""
+    epoch_s_range: tuple[float, float]
+    """Epoch time at step − band (at least 0) and at step + band."""
     speedup: float
     efficiency: float
     dominant: str
@@ -163,6 +167,10 @@ def _notes(ref: RunInputs, opts: ProjectOptions, hw: Hardware | None) -> list[st
             "links between nodes are priced as the run's own (one node) transfers: "
             "give --comm from a multi-node `scalescope comm` for real ones"
         )
+    if hw is not None and ref.peak_memory_bytes is None:
+        notes.append(
+            f"the run recorded no peak memory: the batch was not checked against {hw.key}'s"
+        )
     if hw is not None and opts.efficiency is not None:
         notes.append(f"η = {opts.efficiency:g} given (--efficiency), not measured here")
     if hw is not None and opts.comm is not None:
@@ -180,17 +188,23 @@ def _point(
         roof = target_compute(ref, hw, per_node, target.per_rank_batch, opts.efficiency)
         check_memory(ref, target.per_rank_batch, roof.share, hw)
     terms, band = predict_point(ref, target, hop, opts.algorithm, roof)
-    rate = target.ranks * target.per_rank_batch / (terms.step_ms / 1e3)
-    steps = math.ceil(opts.epoch_samples / (target.ranks * target.per_rank_batch))
+    global_batch = target.ranks * target.per_rank_batch
+    low_ms, high_ms = terms.step_ms - band, terms.step_ms + band
+    steps = math.ceil(opts.epoch_samples / global_batch)
     point = ProjectedPoint(
         nodes=nodes,
         ranks=target.ranks,
         per_rank_batch=target.per_rank_batch,
-        global_batch=target.ranks * target.per_rank_batch,
+        global_batch=global_batch,
         terms=terms,
         band_ms=band,
-        samples_per_s=rate,
+        samples_per_s=global_batch / (terms.step_ms / 1e3),
+        samples_per_s_range=(
+            global_batch / (high_ms / 1e3),
+            global_batch / (low_ms / 1e3) if low_ms > 0 else None,
+        ),
         epoch_s=steps * terms.step_ms / 1e3,
+        epoch_s_range=(steps * max(low_ms, 0.0) / 1e3, steps * high_ms / 1e3),
         speedup=1.0,
         efficiency=1.0,
         dominant=terms.dominant,

@@ -69,6 +69,16 @@ def test_weak_projection_table():
     assert p.points[0].band_ms == pytest.approx(np.hypot(0.1 * 100, 0.05 * 2.001), 1e-3)
 
 
+def test_throughput_and_epoch_carry_the_band():
+    """2 ranks × 8 samples, 100 whole steps of an epoch of 1,600: at step ∓ band."""
+    (q,) = project_inputs(inputs(), ProjectOptions(nodes=(1,), epoch_samples=1600)).points
+    low_s, high_s = (q.terms.step_ms - q.band_ms) / 1e3, (q.terms.step_ms + q.band_ms) / 1e3
+    assert q.samples_per_s_range == pytest.approx((16 / high_s, 16 / low_s))
+    assert q.epoch_s_range == pytest.approx((100 * low_s, 100 * high_s))
+    wide = project_inputs(inputs(compute_cv=5.0), ProjectOptions(nodes=(1,))).points[0]
+    assert wide.samples_per_s_range[1] is None and wide.epoch_s_range[0] == 0.0
+
+
 def test_strong_projection_splits_the_global_batch():
     p = project_inputs(inputs(), ProjectOptions(nodes=(1, 2), global_batch=64))
     assert [q.per_rank_batch for q in p.points] == [32.0, 16.0]
@@ -104,6 +114,14 @@ def test_other_hardware_projection_and_its_refusals():
         project_inputs(inputs(), ProjectOptions(nodes=(1,), efficiency=0.5))
     with pytest.raises(ValueError, match="bench runs only"):
         project_inputs(inputs(cost=None), ProjectOptions(nodes=(1,), hardware="h100"))
+
+
+def test_a_batch_that_could_not_be_checked_against_memory_says_so():
+    unknown = inputs(peak_memory_bytes=None)
+    p = project_inputs(unknown, ProjectOptions(nodes=(1,), hardware="v100", per_rank_batch=20_000))
+    assert "the run recorded no peak memory: the batch was not checked against v100's" in p.notes
+    known = project_inputs(inputs(), ProjectOptions(nodes=(1,), hardware="a64fx"))
+    assert not any("peak memory" in n for n in known.notes)
 
 
 def test_one_rank_run_needs_transfers_from_somewhere():
