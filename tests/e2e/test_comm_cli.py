@@ -30,10 +30,25 @@ def comm_run(tmp, n: int, ops: str, sizes: str):
     proc = scalescope(
         "comm", "-n", n, "--ops", ops, "--sizes", sizes, "--factor", 64, "--iters", ITERS,
         "--warmup", WARMUP, "--run-dir", out / "run", "--json", out / "comm.json",
-        "--csv", out / "comm.csv", "--html", out / "comm.html", "--oversubscribe", cwd=tmp,
+        "--csv", out / "comm.csv", "--html", out / "comm.html", "--oversubscribe", "--probe",
+        cwd=tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc, json.loads((out / "comm.json").read_text()), out
+
+
+def test_by_default_the_calls_are_timed_without_the_probe(tmp_path):
+    """nccl-tests' way: the engine's own calls; the run directory keeps the raw record only."""
+    proc = scalescope(
+        "comm", "-n", 2, "--sizes", "8,64", "--iters", 4, "--warmup", 1, "--run-dir",
+        tmp_path / "run", "--oversubscribe", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    raw = json.loads((tmp_path / "run" / "comm.json").read_text())
+    assert [len(m["times_s"]) for m in raw["measurements"]] == [4, 4]
+    assert not (tmp_path / "run" / "events").exists(), "the probe recorded the calls"
+    (fit,) = load_fits(tmp_path / "run")
+    assert (fit.op, fit.world_size, fit.num_points) == ("all_reduce", 2, 2)
 
 
 @pytest.fixture(scope="module")

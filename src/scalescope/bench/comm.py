@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for backend in args.backends:
-            group = dist.new_group(backend=backend)
+            group = None if backend == default else dist.new_group(backend=backend)
             results += measure(args, backend, group, backend_device(backend))
     finally:
         dist.destroy_process_group()
