@@ -57,3 +57,24 @@ def test_errors_print_the_names_exactly(recorded):
         f"error: run directory {RUN_DIR} already holds a run; choose another --run-dir\n"
     )
     assert (cwd / RUN_DIR / "run.json").exists(), "the recorded run is kept"
+
+
+FAILING = """
+import sys
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    raise RuntimeError(f"bad value {sys.argv[1]} in [/]config[0]")
+dist.destroy_process_group()
+"""
+ARG = "--lr=[0.1][/]"
+
+
+def test_a_script_argument_and_a_ranks_error_print_exactly(tmp_path):
+    (tmp_path / "fail.py").write_text(FAILING)
+    proc = scalescope("run", "-n", "2", "--run-dir", "run", "fail.py", ARG, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"scalescope run -n 2 --run-dir run fail.py {ARG}" in proc.stdout
+    assert f"RuntimeError: bad value {ARG} in [/]config[0]" in proc.stdout
+    assert "run failed: run" in proc.stderr
