@@ -60,18 +60,16 @@ def _inputs_lines(p: Projection) -> list[str]:
     return lines + [f"note: {n}" for n in p.notes]
 
 
-def _span(low_high: tuple[float, float | None]) -> str:
-    low, high = low_high
-    return f"({low:,.1f}–{'∞' if high is None else f'{high:,.1f}'})"
+def _banded(value: float, q: ProjectedPoint) -> str:
+    """``value ± its band``: the step's relative band carried to a figure proportional (or
+    inversely) to the step, to first order; --json has the exact range."""
+    return f"{value:,.1f} ± {value * q.band_ms / q.terms.step_ms:,.1f}"
 
 
 def render_projection(p: Projection, console: Console) -> None:
     for line in _inputs_lines(p):
         console.print(Text(line))
-    table = Table(
-        title="Projected step time (± one standard deviation), throughput and epoch time "
-        "(their range within it)"
-    )
+    table = Table(title="Projected step time, throughput and epoch time (± one standard deviation)")
     columns = ("nodes", "ranks", "step (ms)", "samples/s", "epoch (s)", "speedup", "efficiency")
     for col in (*columns, "compute (ms)", "exposed (ms)", "waiting (ms)", "dominant"):
         table.add_column(col, justify="left" if col == "dominant" else "right")
@@ -79,8 +77,7 @@ def render_projection(p: Projection, console: Console) -> None:
         t = q.terms
         table.add_row(
             str(q.nodes), str(q.ranks), f"{t.step_ms:,.1f} ± {q.band_ms:,.1f}",
-            f"{q.samples_per_s:,.1f} {_span(q.samples_per_s_range)}",
-            f"{q.epoch_s:,.1f} {_span(q.epoch_s_range)}", f"{q.speedup:,.2f}×",
+            _banded(q.samples_per_s, q), _banded(q.epoch_s, q), f"{q.speedup:,.2f}×",
             f"{q.efficiency * 100:.0f}%", f"{t.compute_ms:,.1f}", f"{t.exposed_ms:,.1f}",
             f"{t.waiting_ms:,.1f}", q.dominant,
         )  # fmt: skip

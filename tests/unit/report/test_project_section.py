@@ -129,3 +129,19 @@ def test_an_unreadable_location_is_no_projection(tmp_path):
     trace.write_text("{}")
     assert stored_projection(trace) is None
     assert stored_projection(tmp_path / "missing") is None
+
+
+def test_the_table_carries_the_band_to_throughput_and_epoch_time():
+    from rich.console import Console
+
+    from scalescope.report.project_view import render_projection
+
+    p = projection(nodes=(1,))
+    console = Console(width=200, record=True, markup=False)
+    render_projection(p, console)
+    text = console.export_text()
+    (q,) = p.points
+    relative = q.band_ms / q.terms.step_ms
+    for value in (q.terms.step_ms, q.samples_per_s, q.epoch_s):
+        assert f"{value:,.1f} ± {value * relative:,.1f}" in text
+    assert q.samples_per_s_range[0] < q.samples_per_s < q.samples_per_s_range[1]
