@@ -1,10 +1,32 @@
 """LARS and LAMB, the layer-wise adaptive optimizers of large-batch training.
 
-Written against ``torch.optim.Optimizer`` (no maintained package on the project's allowed
-list provides them; torch has neither). Each tensor of parameters is a "layer": its step is
-scaled by a trust ratio ||w|| / ||update||. A parameter group with ``adapt=False`` (biases
-and normalisation weights, by the usual practice) skips the trust ratio, so it takes plain
-momentum SGD (LARS) or Adam (LAMB) steps; give it ``weight_decay=0`` too.
+Each tensor of parameters is a "layer": its step is scaled by a trust ratio
+||w|| / ||update||; biases and normalisation weights (one-dimensional tensors) skip it.
+
+``LARS`` is ``pytorch_optimizer.LARS`` (pytorch-optimizer, a maintained package), with only
+the constructor adapted to this API: it keeps the ``adapt`` group flag and checks it. The
+package decides per tensor: tensors of two or more dimensions take the trust ratio and the
+weight decay, one-dimensional ones take plain momentum SGD without decay; a group with
+``adapt=False`` may therefore hold only one-dimensional tensors. Two differences from the
+hand-written version this replaced: the package applies the rate after the momentum
+(``v ← m v + λ (g + β w)``, ``w ← w − lr v``, as torch.optim.SGD does) where the paper's
+Algorithm 1 puts it inside (``v ← m v + lr λ (g + β w)``, ``w ← w − v``), which is the same
+step while the rate is constant and differs while a schedule changes it (warmup, decay);
+and the step overwrites each ``p.grad`` with the update (zero gradients before the next
+backward pass, as usual).
+
+``LAMB`` is written here against ``torch.optim.Optimizer``, because
+``pytorch_optimizer.Lamb`` does not compute the paper's Algorithm 2 under any of its
+options: it never bias-corrects the second moment, so a group kept out of the trust ratio
+(its ``adam=True``) takes Adam steps 1/√(1 − β₂ᵗ) too large (≈32× on step 1 with
+β₂ = 0.999, still 3× at step 100), and with weight decay the balance of r against λw in the
+trust ratio shifts; it applies the first-moment correction 1/(1 − β₁ᵗ) to the step after
+the trust ratio, so adapted layers move lr‖w‖/(1 − β₁ᵗ) instead of lr‖w‖ (10× on step 1;
+``adam_debias=True`` drops it, but then m stays uncorrected); and it clamps ‖w‖ at 10 in
+the trust ratio. Against the hand-computed reference step it is off by 93% (adam_debias) to
+16× (default) on the non-adapted group. Here a parameter group with ``adapt=False``
+(biases and normalisation weights, by the usual practice) skips the trust ratio, so it
+takes plain Adam steps; give it ``weight_decay=0`` too.
 """
 
 from __future__ import annotations
@@ -12,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import pytorch_optimizer
 import torch
 from torch.optim import Optimizer
 
@@ -32,46 +55,33 @@ def _check(lr: float, weight_decay: float, **others: float) -> None:
                          f"weight_decay={weight_decay}, {others}")  # fmt: skip
 
 
-class LARS(Optimizer):
-    """Layer-wise Adaptive Rate Scaling (You, Gitman and Ginsburg 2017, Algorithm 1).
+class LARS(pytorch_optimizer.LARS):
+    """Layer-wise Adaptive Rate Scaling (You, Gitman and Ginsburg 2017, Algorithm 1), from
+    pytorch-optimizer.
 
-    Per tensor ``w`` with gradient ``g``: local rate ``λ = η ||w|| / (||g|| + β ||w||)``
-    (η ``trust_coefficient``, β ``weight_decay``; 1 when a norm is zero);
-    ``v ← m v + lr λ (g + β w)``; ``w ← w − v``.
+    Per tensor ``w`` of two or more dimensions with gradient ``g``: local rate
+    ``λ = η ||w|| / (||g|| + β ||w||)`` (η ``trust_coefficient``, β ``weight_decay``; 1 when
+    a norm is zero); ``v ← m v + λ (g + β w)``; ``w ← w − lr v``. One-dimensional tensors:
+    ``v ← m v + g``; ``w ← w − lr v``. ``adapt=False`` groups must hold only those.
     """
 
     def __init__(self, params: Iterable[Any], lr: float, momentum: float = 0.9,
                  weight_decay: float = 0.0, trust_coefficient: float = 0.001,
                  adapt: bool = True) -> None:  # fmt: skip
         _check(lr, weight_decay, momentum=momentum, trust_coefficient=trust_coefficient)
-        defaults = dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
-                        trust_coefficient=trust_coefficient, adapt=adapt)  # fmt: skip
-        super().__init__(params, defaults)
+        self._adapt = adapt
+        super().__init__(params, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                         trust_coefficient=trust_coefficient)  # fmt: skip
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            decay, eta = group["weight_decay"], group["trust_coefficient"]
-            for w in group["params"]:
-                if w.grad is None:
-                    continue
-                g = w.grad
-                update = g.add(w, alpha=decay) if decay else g.clone()
-                if group["adapt"]:
-                    w_norm = torch.linalg.vector_norm(w)
-                    denominator = torch.linalg.vector_norm(g) + decay * w_norm
-                    update.mul_(_trust_ratio(w_norm, denominator, eta))
-                state = self.state[w]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(w)
-                v = state["momentum_buffer"]
-                v.mul_(group["momentum"]).add_(update, alpha=group["lr"])
-                w.sub_(v)
-        return loss
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        param_group.setdefault("adapt", self._adapt)
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        if not group["adapt"] and any(p.ndim > 1 for p in group["params"]):
+            raise ValueError(
+                "LARS (pytorch-optimizer) adapts every tensor of two or more dimensions: "
+                "an adapt=False group may hold only 1-D tensors"
+            )
 
 
 class LAMB(Optimizer):

@@ -84,6 +84,15 @@ def test_zero_weights_take_an_unscaled_step():
     np.testing.assert_allclose(w.detach().numpy(), -0.5)
 
 
+def test_lars_is_the_packages_and_checks_adapt():
+    import pytorch_optimizer
+
+    w = torch.nn.Parameter(torch.ones(2, 2))
+    assert isinstance(LARS([w], lr=0.1), pytorch_optimizer.LARS)
+    with pytest.raises(ValueError, match="adapt=False group may hold only 1-D"):
+        LARS([{"params": [w], "adapt": False}], lr=0.1)
+
+
 def test_bad_options():
     w = [torch.nn.Parameter(torch.ones(2))]
     with pytest.raises(ValueError, match="lr > 0"):
