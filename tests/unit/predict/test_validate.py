@@ -59,3 +59,11 @@ def test_a_study_without_a_size_to_fit_on_is_refused(tmp_path, points, holdout, 
 def test_a_missing_study_is_named(tmp_path):
     with pytest.raises(ValueError, match="no scale.json"):
         validate_study(tmp_path / "nowhere")
+
+
+def test_a_study_with_no_completed_size_cannot_be_projected(tmp_path):
+    from scalescope.predict.project import ProjectOptions, project_run
+
+    save_study(ScaleStudy(points=[ScalePoint(ranks=2, status="failed", error="x")]), tmp_path)
+    with pytest.raises(ValueError, match="the scale study has no completed size to project"):
+        project_run(tmp_path, ProjectOptions(nodes=(1,)))
