@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from scalescope.events import RankMeta, SymbolTable
+from scalescope.ingest.kineto_gpu import GpuActivity, gpu_activity
 from scalescope.ingest.kineto_rank import rank_rows
 from scalescope.ingest.kineto_scan import FileScan, scan_file
 from scalescope.ingest.result import KINETO, IngestError, IngestResult
@@ -204,11 +205,28 @@ def ingest_kineto(root: Path, files: list[Path], problems: list[str]) -> IngestR
     return _build(root, by_rank, world, problems)
 
 
+def _steps_window_us(parts: list[tuple[FileScan, float]]) -> tuple[float, float] | None:
+    """First profiled step's start to the last one's end, each file moved by its offset."""
+    spans = [(span.start_us + o, span.end_us + o) for s, o in parts for _, span in s.steps]
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def rank_gpu_activity(rank: int, scans: list[FileScan]) -> GpuActivity | None:
+    """Times stay in the first file's microseconds (offsets between files' bases only):
+    Unix microseconds as float64 would round each interval to a quarter microsecond."""
+    base = scans[0].base_ns
+    parts = [(s, (s.base_ns - base) / 1000) for s in scans]
+    return gpu_activity(rank, [(s.gpu, o) for s, o in parts], _steps_window_us(parts))
+
+
 def _build(
     root: Path, by_rank: dict[int, list[FileScan]], world: int, problems: list[str]
 ) -> IngestResult:
     symbols = SymbolTable()
     tables, metas, files = [], {}, []
+    gpu = []
     for rank in sorted(by_rank):
         scans = sorted(by_rank[rank], key=lambda s: s.first_us + s.base_ns / 1000)
         rows = RowBuilder(rank, symbols)
@@ -221,6 +239,9 @@ def _build(
         tables.append(rows.table())
         metas[rank] = _rank_meta(rank, world, scans, summary.steps)
         files.extend(str(s.path) for s in scans)
+        activity = rank_gpu_activity(rank, scans)
+        if activity is not None:
+            gpu.append(activity)
     first = by_rank[min(by_rank)][0]
     extra = {"backend": first.dist.get("backend", ""), "files": len(files)}
     run = make_run(
@@ -233,4 +254,6 @@ def _build(
         problems=problems,
         extra=extra,
     )
-    return IngestResult(format=KINETO, run=run, problems=problems, files=tuple(files))
+    return IngestResult(
+        format=KINETO, run=run, problems=problems, files=tuple(files), gpu=tuple(gpu)
+    )

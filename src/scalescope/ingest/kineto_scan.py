@@ -15,6 +15,7 @@ import msgspec
 
 from scalescope.ingest.jsonstream import ArrayEnd, ArrayStream, decode_head, decode_tail
 from scalescope.ingest.jsonstream import open_bytes as _open
+from scalescope.ingest.kineto_gpu import MEMCPY, GpuScan, activity_kind
 
 
 class KinetoArgs(msgspec.Struct):
@@ -30,6 +31,7 @@ class KinetoArgs(msgspec.Struct):
     seq: int | None = msgspec.field(default=None, name="Seq")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    nbytes: int | None = msgspec.field(default=None, name="bytes")
 
 
 class KinetoEvent(msgspec.Struct):
@@ -142,6 +144,8 @@ class FileScan:
     backend_ops: list[OpRecord] = field(default_factory=list)
     c10d_ops: list[OpRecord] = field(default_factory=list)
     kernel_end_us: dict[int, float] = field(default_factory=dict)
+    gpu: GpuScan = field(default_factory=GpuScan)
+    """Kernels, memory copies and sets (ingest.kineto_gpu)."""
     complete_events: int = 0
     """Complete (``ph`` X) events other than the profiler's own span: 0 = an empty trace."""
     first_us: float = float("inf")
@@ -238,6 +242,13 @@ def _keep_kernel(scan: FileScan, ev: KinetoEvent) -> None:
         scan.kernel_end_us[args.external_id] = end if known is None else max(known, end)
 
 
+def _keep_device(scan: FileScan, ev: KinetoEvent, kind: str) -> None:
+    nbytes = args_of(ev).nbytes if ev.cat == MEMCPY else None
+    scan.gpu.add(kind, ev.ts, ev.dur, nbytes)
+    if kind == "nccl_kernel":
+        _keep_kernel(scan, ev)
+
+
 def _scan_batch(scan: FileScan, batch: list[KinetoEvent]) -> None:
     prefixes, complete = _PREFIXES, 0
     lo, hi = scan.first_us, scan.last_us
@@ -255,8 +266,10 @@ def _scan_batch(scan: FileScan, batch: list[KinetoEvent]) -> None:
         elif name == "record_param_comms":
             if ev.cat == "cpu_op":
                 _keep_comm(scan, ev)
-        elif ev.cat == "kernel" and name.startswith("nccl"):
-            _keep_kernel(scan, ev)
+        else:
+            kind = activity_kind(ev.cat, name)
+            if kind is not None:
+                _keep_device(scan, ev, kind)
     scan.complete_events += complete
     scan.first_us, scan.last_us = lo, hi
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalescope.events import Run
+from scalescope.ingest.kineto_gpu import GpuActivity
 
 KINETO = "kineto"
 HOROVOD = "horovod"
@@ -73,6 +74,8 @@ class IngestResult:
     """Horovod only: per-activity table, largest wall time first."""
     horovod_waits: tuple[HorovodWait, ...] = ()
     """Horovod only: negotiation (wait) versus transfer by op and message size."""
+    gpu: tuple[GpuActivity, ...] = ()
+    """Kineto only: device activity and idle share of each rank that has device events."""
 
     @property
     def format_name(self) -> str:

@@ -127,12 +127,14 @@ def analyze_trace(
 ) -> list[Path]:
     """Ingest another tool's trace and give it the same views as a recorded run."""
     from scalescope.ingest import ingest
+    from scalescope.report.gpu_view import render_gpu_activity
     from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
 
     result = ingest(path)
     render_ingest_source(result, report_console())
     written = analyse_and_render(result.run, files, thresholds=thresholds)
     render_horovod_phases(result, report_console())
+    render_gpu_activity(result, report_console())
     if files.json is not None:
         doc = msgspec.json.decode(files.json.read_bytes())
         doc["ingest"] = {
@@ -141,6 +143,7 @@ def analyze_trace(
             "problems": list(result.problems),
             "horovod_phases": msgspec.to_builtins(result.horovod_phases),
             "horovod_waits": msgspec.to_builtins(result.horovod_waits),
+            "gpu": msgspec.to_builtins(result.gpu),
         }
         dump_json(files.json, doc)
     return written
