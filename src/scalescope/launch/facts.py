@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,7 @@ CPUINFO = Path("/proc/cpuinfo")
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 SVE_VECTOR_LENGTH = Path("/proc/sys/abi/sve_default_vector_length")
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 
 
 def _read(path: Path) -> str | None:
@@ -179,10 +181,32 @@ def numa_nodes(root: Path = SYS_NODE) -> list[dict[str, Any]]:
     return nodes
 
 
+def nvidia_driver_version(text: str) -> str | None:
+    """``NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug ...`` -> 535.104.05."""
+    match = re.search(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s", text)
+    return match.group(1) if match else None
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA driver: /proc/driver/nvidia/version, else ``nvidia-smi``'s answer."""
+    version = nvidia_driver_version(_read(NVIDIA_DRIVER) or "")
+    if version is not None:
+        return version
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
 def gpu_facts() -> list[dict[str, Any]]:
-    """Each visible CUDA device: name, memory and compute capability."""
+    """Each visible CUDA device: name, memory, compute capability, SMs and the driver."""
     if not torch.cuda.is_available():
         return []
+    driver = _driver_version()
     gpus = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
@@ -192,6 +216,8 @@ def gpu_facts() -> list[dict[str, Any]]:
                 "name": props.name,
                 "memory_bytes": int(props.total_memory),
                 "compute_capability": f"{props.major}.{props.minor}",
+                "sm_count": int(getattr(props, "multi_processor_count", 0)) or None,
+                "driver": driver,
             }
         )
     return gpus

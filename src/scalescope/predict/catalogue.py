@@ -6,6 +6,7 @@ of the same shape. Every figure is per device (a CPU socket or a GPU) and carrie
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -141,3 +142,10 @@ def load_hardware(name_or_path: str) -> Hardware:
         raise ValueError(f"{path}: needs exactly one hardware table, found {len(tables)}")
     key, table = tables[0]
     return parse_hardware(key, table, f"{path} [{key}]")
+
+
+def match_gpu(device_name: str) -> Hardware | None:
+    """The catalogue GPU a device name is (``NVIDIA H100 80GB HBM3`` -> h100), or None."""
+    words = set(re.split(r"[^a-z0-9]+", device_name.lower()))
+    found = [hw for key, hw in catalogue().items() if hw.kind == "gpu" and key in words]
+    return found[0] if len(found) == 1 else None

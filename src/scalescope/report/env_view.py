@@ -115,9 +115,31 @@ def _numa_table(hardware: dict[str, Any]) -> Table:
     return table
 
 
+def gpu_peaks(name: str | None) -> dict[str, Any] | None:
+    """The catalogue's peak figures of the GPU model ``name`` is (docs/project.md), or None."""
+    from scalescope.predict.catalogue import match_gpu
+
+    hw = match_gpu(name or "")
+    if hw is None:
+        return None
+    return {
+        "catalogue": hw.key,
+        "peak_tflops": {p: flops / 1e12 for p, flops in hw.peak_flops.items()},
+        "memory_bw_gbps": hw.memory_bw_bytes_per_s / 1e9,
+    }
+
+
+def _peak_text(peaks: dict[str, Any] | None) -> str:
+    if peaks is None:
+        return "not in the catalogue"
+    tflops = peaks["peak_tflops"]
+    shown = ", ".join(f"{p} {tflops[p]:g}" for p in ("fp32", "tf32", "bf16") if p in tflops)
+    return f"{peaks['catalogue']}: {shown} TFLOP/s, {peaks['memory_bw_gbps']:g} GB/s"
+
+
 def _gpu_table(hardware: dict[str, Any]) -> Table:
     table = Table(title="GPUs", title_justify="left")
-    for name in ("index", "name", "memory", "compute capability"):
+    for name in ("index", "name", "memory", "compute capability", "SMs", "driver", "peak"):
         table.add_column(name)
     for gpu in hardware.get("gpus") or []:
         table.add_row(
@@ -125,6 +147,9 @@ def _gpu_table(hardware: dict[str, Any]) -> Table:
             Text(_text(gpu.get("name"))),
             _size(gpu.get("memory_bytes")),
             _text(gpu.get("compute_capability")),
+            _text(gpu.get("sm_count")),
+            _text(gpu.get("driver")),
+            Text(_peak_text(gpu_peaks(gpu.get("name")))),
         )
     return table
 
@@ -195,6 +220,9 @@ def env_json(facts: dict[str, Any], warnings: list[EnvWarning]) -> bytes:
         "schema": ENV_SCHEMA,
         "software": facts.get("software") or {},
         "hardware": facts.get("hardware") or {},
+        "gpu_peaks": [
+            gpu_peaks(g.get("name")) for g in (facts.get("hardware") or {}).get("gpus") or []
+        ],
         "threads": facts.get("threads") or {},
         "warnings": msgspec.to_builtins(warnings),
     }

@@ -185,3 +185,20 @@ def test_cpu_mhz_prefers_cpufreq_then_cpuinfo(tmp_path):
     (freq / "cpuinfo_max_freq").write_text("3500000\n")
     assert facts.cpu_mhz(tmp_path, cpuinfo) == 3500.0
     assert facts.cpu_mhz(tmp_path / "none", "no clock here") is None
+
+
+def test_nvidia_driver_version_from_proc_text():
+    from scalescope.launch.facts import nvidia_driver_version
+
+    text = (
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
+    assert nvidia_driver_version(text) == "535.104.05"
+    assert (
+        nvidia_driver_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build\n"
+        )
+        == "570.86.15"
+    )
+    assert nvidia_driver_version("") is None

@@ -80,3 +80,13 @@ def test_unknown_names_and_missing_files(tmp_path):
         load_hardware("tpu-v9")
     with pytest.raises(ValueError, match="cannot read"):
         load_hardware(str(tmp_path / "none.toml"))
+
+
+def test_match_gpu_by_device_name():
+    from scalescope.predict.catalogue import match_gpu
+
+    assert match_gpu("NVIDIA H100 80GB HBM3").key == "h100"
+    assert match_gpu("NVIDIA A100-SXM4-80GB").key == "a100"
+    assert match_gpu("Tesla V100-SXM2-32GB").key == "v100"
+    assert match_gpu("NVIDIA GeForce RTX 4090") is None
+    assert match_gpu("") is None

@@ -59,6 +59,8 @@ FACTS = {
                 "name": "NVIDIA H100 80GB HBM3",
                 "memory_bytes": 80 << 30,
                 "compute_capability": "9.0",
+                "sm_count": 132,
+                "driver": "570.86.15",
             }
         ],
     },
@@ -125,7 +127,7 @@ def test_json_round_trip():
     warnings = _warnings()
     document = msgspec.json.decode(env_json(FACTS, warnings))
     assert document["schema"] == ENV_SCHEMA == "scalescope.env/1"
-    assert list(document) == ["schema", "software", "hardware", "threads", "warnings"]
+    assert list(document) == ["schema", "software", "hardware", "gpu_peaks", "threads", "warnings"]
     for key in ("software", "hardware", "threads"):
         assert document[key] == FACTS[key]
     assert document["warnings"] == [dataclasses.asdict(w) for w in warnings]
@@ -137,3 +139,20 @@ def test_live_environment_renders():
     warnings = check_environment(**environment)
     assert "Software / build" in _render(environment, warnings)
     assert msgspec.json.decode(env_json(environment, warnings))["threads"] == environment["threads"]
+
+
+def test_gpu_row_names_driver_sms_and_the_catalogue_peaks():
+    text = _render(FACTS, [])
+    flat = " ".join(text.split())
+    assert "570.86.15" in flat and "132" in flat
+    # the H100 of the catalogue (predict/hardware/catalogue.toml): 67 fp32, 989.4 bf16 TFLOP/s
+    assert "h100: fp32 67, tf32 494.7, bf16 989.4 TFLOP/s" in flat and "3350" in flat
+    (peaks,) = msgspec.json.decode(env_json(FACTS, []))["gpu_peaks"]
+    assert peaks["catalogue"] == "h100" and peaks["peak_tflops"]["fp32"] == 67.0
+    assert peaks["memory_bw_gbps"] == 3350.0
+
+
+def test_gpu_outside_the_catalogue_says_so():
+    facts = {**FACTS, "hardware": {**FACTS["hardware"], "gpus": [{"index": 0, "name": "RTX 9999"}]}}
+    assert "not in the catalogue" in " ".join(_render(facts, []).split())
+    assert msgspec.json.decode(env_json(facts, []))["gpu_peaks"] == [None]
