@@ -261,6 +261,7 @@ def bench_record(
         "images_per_sec_jitter": stats.jitter,
         "step_times_s": reporter.step_times,
         "compute_times_s": reporter.compute_times,
+        "cuda_max_memory_allocated": cuda_peak_bytes(reporter.device),
         "final_loss": final_loss if math.isfinite(final_loss) else None,
         "options": {
             "channels_last": args.channels_last,
@@ -276,6 +277,14 @@ def bench_record(
             "seed": args.seed,
         },
     }
+
+
+def cuda_peak_bytes(device: torch.device) -> int | None:
+    """torch.cuda.max_memory_allocated at the end of the run: the run's peak without the
+    probe, the last step's with it (the probe resets the peak every step); None on a CPU."""
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.max_memory_allocated(device))
 
 
 def write_bench_json(run_dir: str, record: dict[str, Any]) -> Path:

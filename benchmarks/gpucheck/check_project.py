@@ -1,0 +1,40 @@
+"""Check 6: ``project RUN_DIR --hardware h100`` from a CPU run of resnet50, against the
+images/s check 2 measured on the GPU: the ratio, a number we want to know (INFO)."""
+
+from __future__ import annotations
+
+from gpucheck import compare
+from gpucheck.check_cores import CPU_ONLY
+from gpucheck.machine import Machine
+from gpucheck.plan import Plan
+from gpucheck.results import CheckResult, skip
+from gpucheck.runner import Runner, read_json
+
+HARDWARE = "h100"
+
+
+def projected_samples_per_s(runner: Runner, plan: Plan, hardware: str | None) -> float:
+    run_dir = runner.dir("project-cpu-run")
+    runner.cli("project-cpu-run", [
+        "bench", plan.bench_model, "-n", "1", f"--batch-size={plan.bench_batch}",
+        f"--image-size={plan.bench_image}", f"--steps={plan.project_steps}",
+        "--warmup-steps=2", "--run-dir", str(run_dir), "--no-report",
+    ], env=CPU_ONLY)  # fmt: skip
+    out = run_dir / "p.json"
+    target = ["--hardware", hardware] if hardware else []
+    runner.cli("project", [
+        "project", str(run_dir), *target, "--nodes", "1", "--ranks-per-node", "1",
+        "--json", str(out),
+    ])  # fmt: skip
+    return float(read_json(out)["points"][0]["samples_per_s"])
+
+
+def check_project(
+    runner: Runner, plan: Plan, machine: Machine, measured: float | None
+) -> list[CheckResult]:
+    """Smoke: the projection to this machine itself, against the CPU bench of check 2."""
+    if measured is None:
+        return [skip("6.project", "check 2 measured no images/s on the GPU")]
+    hardware = None if plan.smoke else HARDWARE
+    projected = projected_samples_per_s(runner, plan, hardware)
+    return [compare.projection_ratio(projected, measured, hardware or "this machine")]

@@ -1,0 +1,45 @@
+"""Sizes of each check: the full run on a lent GPU machine, and the CPU smoke's tiny ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    smoke: bool
+    device: str
+    """cuda, or cpu for the smoke."""
+    bench_model: str = "resnet50"
+    bench_batch: int = 64
+    bench_image: int = 224
+    bench_steps: int = 60
+    bench_warmup: int = 10
+    overhead_pairs: int = 3
+    comm_sizes: tuple[int, ...] = (4096, 1 << 20, 16 << 20)
+    """Bytes per all_reduce (float32 elements x 4)."""
+    comm_iters: int = 20
+    trace_model: str = "resnet50"
+    trace_steps: int = 8
+    scale_ranks: tuple[int, ...] = (1, 2, 4, 8)
+    scale_model: str = "resnet18"
+    scale_batch: int = 16
+    scale_image: int = 64
+    scale_steps: int = 20
+    tune_nproc: int = 8
+    tune_trials: int = 6
+    tune_trial_seconds: float = 40.0
+    tune_pairs: int = 2
+    project_steps: int = 6
+
+
+FULL = Plan(smoke=False, device="cuda")
+
+SMOKE = Plan(
+    smoke=True, device="cpu", bench_model="resnet18", bench_batch=4, bench_image=32,
+    bench_steps=12, bench_warmup=3, overhead_pairs=1, comm_sizes=(4096, 65536), comm_iters=5,
+    trace_model="resnet18", trace_steps=4, scale_ranks=(1, 2), scale_batch=4, scale_image=32,
+    scale_steps=8, project_steps=4,
+)  # fmt: skip
+"""Tiny sizes on the CPU: proves the plumbing (probe vs the workload's clock, the trace vs the
+probe's counts), not the GPU paths."""
