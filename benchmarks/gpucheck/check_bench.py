@@ -94,7 +94,9 @@ def judge(plan: Plan, on: list[BenchRun], off: list[BenchRun]) -> list[CheckResu
     return results
 
 
-def check_bench(runner: Runner, plan: Plan, machine: Machine) -> tuple[list[CheckResult], float | None]:
+def check_bench(
+    runner: Runner, plan: Plan, machine: Machine
+) -> tuple[list[CheckResult], float | None]:
     """The results, and the images/s the workload measured (check 6 compares with it)."""
     if not plan.smoke and (reason := no_cuda(machine)):
         return [skip(c, reason) for c in CHECKS], None

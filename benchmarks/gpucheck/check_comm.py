@@ -39,9 +39,7 @@ class Records:
     """analyze --json of torch.profiler's traces of the same run."""
 
 
-def profiled_run(
-    runner: Runner, name: str, nproc: int, script_args: list[str]
-) -> Records:
+def profiled_run(runner: Runner, name: str, nproc: int, script_args: list[str]) -> Records:
     """``scalescope run`` of profiled.py, then the probe's report and the trace's analysis."""
     run_dir, trace_dir = runner.dir(name), runner.dir(f"{name}-trace")
     runner.cli(name, [
@@ -53,7 +51,9 @@ def profiled_run(
     return Records(read_json(run_dir / "r.json"), read_json(run_dir / "a.json"))
 
 
-def judge(case: CommCase, records: Records, sizes: tuple[int, ...], iters: int) -> list[CheckResult]:
+def judge(
+    case: CommCase, records: Records, sizes: tuple[int, ...], iters: int
+) -> list[CheckResult]:
     probe, trace = compare.size_rows(records.probe), compare.size_rows(records.trace)
     expected = dict.fromkeys(sizes, iters)
     return [

@@ -28,7 +28,7 @@ class CheckResult:
     def line(self) -> str:
         status = f"SKIP ({self.reason})" if self.status == SKIP else self.status
         tail = self.figure or ("" if self.status == SKIP else self.reason)
-        return f"{self.check:<16} {status}" + (f"  {tail}" if tail else "")
+        return f"{self.check:<18} {status}" + (f"  {tail}" if tail else "")
 
 
 def verdict(check: str, ok: bool, figure: str, **data: Any) -> CheckResult:

@@ -22,6 +22,7 @@ class Probe:
         self.ddp = DDPPatch(self.recorder, self.phases, self.collectives.groups)
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
+        self.recorder.before_flush.append(self.phases.cuda.resolve)
 
     def install(self) -> Probe:
         self.collectives.install()
@@ -36,7 +37,19 @@ class Probe:
         self.ddp.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
+        self._resolve_device_times()
         self.recorder.close()
+
+    def _resolve_device_times(self) -> None:
+        """The last steps' CUDA events, waited for once at the end (else their collectives
+        would be written as never completed, and their phases lost)."""
+        if not (self.collectives.cuda.pending or self.phases.cuda.pending):
+            return
+        try:
+            self.collectives.cuda.resolve(wait=True)
+            self.phases.cuda.resolve(wait=True)
+        except RuntimeError as exc:  # a failed CUDA context: write what is known
+            self.recorder.errors.append(f"CUDA events not resolved at exit: {exc}")
 
     @property
     def steps(self) -> int:

@@ -4,6 +4,11 @@ No per-submodule hooks: the data wait is ``_BaseDataLoaderIter.__next__``, forwa
 the DDP root module's pre/post hooks, backward is ``torch.autograd.backward`` (which
 ``Tensor.backward`` calls), and a step ends at the first optimizer's ``step()`` through
 torch's global optimizer hooks.
+
+When the DDP module's parameters are on a CUDA device, forward, backward (and its
+comm_wait tail) and the optimizer step are timed on the device: CUDA events recorded at
+the same host moments, resolved at flush (``cuda_timing``). Their host times only say
+when the work was queued. The data wait stays a host time: it is the host that waits.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 import torch
 from torch.utils.data import dataloader
 
+from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
 
 
@@ -38,6 +44,10 @@ class PhaseHooks:
         self._stepping_optimizer: int | None = None
         self._saved: dict[str, Any] = {}
         self._handles: list[Any] = []
+        self.cuda = CudaTimings()
+        self.on_cuda = False
+        """Set when the watched module's parameters are on a CUDA device."""
+        self._events: dict[str, Any] = {}
 
     def install(self) -> None:
         it = dataloader._BaseDataLoaderIter
@@ -76,26 +86,49 @@ class PhaseHooks:
         return __next__
 
     def watch_forward(self, module: torch.nn.Module) -> None:
+        param = next(module.parameters(), None)
+        self.on_cuda = param is not None and param.is_cuda
         module.register_forward_pre_hook(self._forward_pre)
         module.register_forward_hook(self._forward_post)
 
+    def _mark(self, key: str) -> None:
+        """A CUDA event at this host moment, when timing on the device."""
+        if self.on_cuda:
+            self._events[key] = self.cuda.start()
+
+    def _phase(self, name: str, start_ns: int, end_ns: int, start: str, end: str) -> None:
+        """A phase row; on CUDA its duration is the device time between two marks."""
+        row = self.recorder.phase(name, start_ns, end_ns)
+        first, last = self._events.get(start), self._events.get(end)
+        if self.on_cuda and first is not None and last is not None:
+            self.cuda.span(row, first, last)
+
     def _forward_pre(self, _module: Any, _inputs: Any) -> None:
         self._forward_start = time.perf_counter_ns()
+        self._mark("forward_start")
 
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:
-            self.recorder.phase("forward", self._forward_start, time.perf_counter_ns())
+            self._mark("forward_end")
+            self._phase(
+                "forward", self._forward_start, time.perf_counter_ns(),
+                "forward_start", "forward_end",
+            )  # fmt: skip
             self._forward_start = None
 
     def on_bucket(self, now_ns: int) -> None:
         self._last_bucket_ns = now_ns
+        self._mark("bucket")
 
     def _patched_backward(self, original: Any) -> Any:
         @functools.wraps(original)
         def backward(*args: Any, **kwargs: Any) -> Any:
             self._last_bucket_ns = None
+            self._events.pop("bucket", None)
             start = time.perf_counter_ns()
+            self._mark("backward_start")
             result = original(*args, **kwargs)
+            self._mark("backward_end")
             self._record_backward(start, time.perf_counter_ns())
             return result
 
@@ -105,20 +138,23 @@ class PhaseHooks:
         """Split backward at the last gradient bucket's issue: after it, DDP only waits."""
         compute_end = self._last_bucket_ns if self._last_bucket_ns is not None else end
         compute_end = min(max(compute_end, start), end)
-        self.recorder.phase("backward", start, compute_end)
+        split = "bucket" if compute_end < end else "backward_end"
+        self._phase("backward", start, compute_end, "backward_start", split)
         if compute_end < end:
-            self.recorder.phase("comm_wait", compute_end, end)
+            self._phase("comm_wait", compute_end, end, "bucket", "backward_end")
 
     def _optimizer_pre(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if self._stepping_optimizer is None:
             self._stepping_optimizer = id(optimizer)
         if id(optimizer) == self._stepping_optimizer:
             self._optimizer_start = time.perf_counter_ns()
+            self._mark("optimizer_start")
 
     def _optimizer_post(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
             return
         end = time.perf_counter_ns()
-        self.recorder.phase("optimizer", self._optimizer_start, end)
+        self._mark("optimizer_end")
+        self._phase("optimizer", self._optimizer_start, end, "optimizer_start", "optimizer_end")
         self._optimizer_start = None
         self.recorder.end_step(end)

@@ -40,12 +40,13 @@ class Recorder:
         self.errors: list[str] = []
         self.before_flush: list[Callable[[], None]] = []
 
-    def phase(self, name: str, start_ns: int, end_ns: int) -> None:
+    def phase(self, name: str, start_ns: int, end_ns: int) -> list:
+        """Append a phase row and return it (CUDA timing replaces its dur_ns later)."""
         if self.step_start_ns is None:
             self.step_start_ns = start_ns
-        self.rows.append(
-            [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, ""]
-        )
+        row = [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, ""]
+        self.rows.append(row)
+        return row
 
     def collective(
         self, op: str, nbytes: int, count: int, dtype: str, group: str, tag: str, start_ns: int
