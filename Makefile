@@ -1,12 +1,13 @@
 # make demo: a profiled 2-rank training run of resnet18 with its report.
 # make test: lint, format check and the whole test suite.
+# make gpu-check: the GPU and many-core checks on a lent machine (docs/gpu.md).
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_TORCH := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test lint format clean sysdeps
+.PHONY: demo test lint format clean sysdeps gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -44,6 +45,11 @@ test: lint sysdeps
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not timed"; rest=$$?; \
 	$(VENV)/bin/pytest -q -m timed tests/e2e; timed=$$?; \
 	test $$rest -eq 0 && test $$timed -eq 0
+
+# Sets itself up (uses .venv, creates it when missing: over a preinstalled torch, or with
+# the recipe above), so it starts from any python3. GPU_CHECK_ARGS: e.g. --cpu-smoke.
+gpu-check:
+	python3 benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) scalescope_runs .pytest_cache .ruff_cache

@@ -122,9 +122,9 @@ def main(argv: list[str]) -> int:
     from gpucheck.runner import Runner
 
     work = args.work or Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    runner = Runner(work, args.budget_s)
-    machine = detect()
     plan = SMOKE if args.cpu_smoke else FULL
+    runner = Runner(work, args.budget_s, plan.env)
+    machine = detect()
     mode = "cpu-smoke" if args.cpu_smoke else "full"
     print(f"gpu-check ({mode}): {machine.gpu or 'no CUDA device'}, {machine.cores} cores, "
           f"torch {machine.torch}; logs in {runner.logs}", flush=True)  # fmt: skip

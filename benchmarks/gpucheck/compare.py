@@ -127,8 +127,11 @@ def times_agree(
     probe: Mapping[int, Mapping[str, Any]],
     trace: Mapping[int, Mapping[str, Any]],
     limit_pct: float = 10.0,
+    judged: bool = True,
 ) -> CheckResult:
-    """Mean call time per size, the probe's against the trace's, within ``limit_pct``."""
+    """Mean call time per size, the probe's against the trace's, within ``limit_pct``;
+    ``judged=False`` (gloo on the CPU, where a trace has no device end and times only the
+    op's CPU span, the enqueue) gives the figures as INFO."""
     parts, worst, per_size = [], 0.0, {}
     for nbytes in sorted(set(probe) & set(trace)):
         a, b = probe[nbytes]["time_avg_us"], trace[nbytes]["time_avg_us"]
@@ -138,6 +141,9 @@ def times_agree(
         parts.append(f"{nbytes} B {a:,.1f}/{b:,.1f} µs ({diff:+.1f} %)")
     if not parts:
         return verdict(check, False, "no message size in both the probe's and the trace's record")
+    if not judged:
+        figure = f"probe/trace mean call: {'; '.join(parts)} (the trace's is the CPU op only)"
+        return CheckResult(check, INFO, figure, data={"sizes": per_size, "worst_pct": worst})
     figure = f"probe/trace mean call: {'; '.join(parts)}; limit ±{limit_pct:g} %"
     return verdict(check, worst <= limit_pct, figure, sizes=per_size, worst_pct=worst)
 
@@ -149,6 +155,8 @@ def gpu_rows(gpu: Sequence[Mapping[str, Any]]) -> CheckResult:
     g = gpu[0]
     have = {"kernels": g["kernels"], "memcpy": g["memcpys"], "NCCL kernels": g["nccl_kernels"]}
     missing = [k for k, v in have.items() if not v]
+    if not g["nccl_kernels"]:
+        missing[-1] += " (with one rank NCCL may copy or skip instead of running a kernel)"
     figure = (
         f"{g['kernels']} kernels, {g['memcpys']} memcpy, {g['nccl_kernels']} NCCL kernels; "
         f"GPU idle {g['idle_pct']:.1f} % of {g['window_ms']:.1f} ms"

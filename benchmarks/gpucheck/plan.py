@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +31,8 @@ class Plan:
     tune_trial_seconds: float = 40.0
     tune_pairs: int = 2
     project_steps: int = 6
+    env: dict[str, str] = field(default_factory=dict)
+    """Set for every command (the smoke: one thread, for a small shared machine)."""
 
 
 FULL = Plan(smoke=False, device="cuda")
@@ -39,7 +41,7 @@ SMOKE = Plan(
     smoke=True, device="cpu", bench_model="resnet18", bench_batch=4, bench_image=32,
     bench_steps=12, bench_warmup=3, overhead_pairs=1, comm_sizes=(4096, 65536), comm_iters=5,
     trace_model="resnet18", trace_steps=4, scale_ranks=(1, 2), scale_batch=4, scale_image=32,
-    scale_steps=8, project_steps=4,
+    scale_steps=8, project_steps=4, env={"OMP_NUM_THREADS": "1"},
 )  # fmt: skip
 """Tiny sizes on the CPU: proves the plumbing (probe vs the workload's clock, the trace vs the
 probe's counts), not the GPU paths."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
-from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
+from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 WARMUP_BYTES = 8
 
@@ -81,7 +81,10 @@ def main() -> None:
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     handler = tensorboard_trace_handler(args.trace_dir, worker_name=f"rank{rank}")
-    with profile(activities=activities, record_shapes=True, on_trace_ready=handler) as prof:
+    every_step = schedule(wait=0, warmup=0, active=args.iters, repeat=1)  # ProfilerStep#N rows
+    with profile(
+        activities=activities, schedule=every_step, record_shapes=True, on_trace_ready=handler
+    ) as prof:
         for _ in range(args.iters):
             if forward_backward is not None:
                 forward_backward()

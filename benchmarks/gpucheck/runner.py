@@ -19,8 +19,10 @@ class RunFailed(RuntimeError):
 
 
 class Runner:
-    def __init__(self, work: Path, budget_s: float) -> None:
+    def __init__(self, work: Path, budget_s: float, env: dict[str, str] | None = None) -> None:
         self.work = work
+        self.env = dict(env or {})
+        """Set for every command, under each command's own."""
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.deadline = time.monotonic() + budget_s
@@ -45,7 +47,7 @@ class Runner:
         """Run ``argv``; its stdout and stderr go to logs/NAME.log, which is returned."""
         log = self.logs / f"{name}.log"
         limit = max(self.left_s(), 1.0)
-        full_env = os.environ | (env or {})
+        full_env = os.environ | self.env | (env or {})
         with log.open("w") as out:
             out.write("$ " + " ".join(argv) + "\n")
             out.flush()

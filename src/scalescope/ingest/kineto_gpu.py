@@ -1,7 +1,8 @@
 """GPU activity of a Kineto trace: kernels, memory copies and sets, NCCL kernels, idle share.
 
 Kineto writes one complete event per device activity: ``cat`` ``kernel`` (NCCL's kernels
-are those whose name starts with ``nccl``: ``ncclKernel_*``, ``ncclDevKernel_*``),
+are those whose name has ``nccl`` in it: ``ncclKernel_*``, ``ncclDevKernel_*``, some
+prefixed with ``void ``),
 ``gpu_memcpy`` (``args.bytes``) and ``gpu_memset``. The GPU is busy where at least one of
 them runs on any stream; the idle share is the rest of the window, the profiled steps
 (``ProfilerStep#N``) when the trace has them, else first to last device activity — the
@@ -19,7 +20,7 @@ KERNEL = "kernel"
 MEMCPY = "gpu_memcpy"
 MEMSET = "gpu_memset"
 GPU_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
-NCCL_PREFIX = "nccl"
+NCCL_MARK = "nccl"
 
 
 @dataclass
@@ -44,7 +45,7 @@ class GpuScan:
 def activity_kind(cat: str | None, name: str) -> str | None:
     """``kernel``, ``nccl_kernel``, ``memcpy``, ``memset``, or None for a host event."""
     if cat == KERNEL:
-        return "nccl_kernel" if name.startswith(NCCL_PREFIX) else "kernel"
+        return "nccl_kernel" if NCCL_MARK in name[:64].lower() else "kernel"
     if cat == MEMCPY:
         return "memcpy"
     if cat == MEMSET:

@@ -236,10 +236,9 @@ def _keep_kernel(scan: FileScan, ev: KinetoEvent) -> None:
     args = args_of(ev)
     if args.external_id is None:
         return
-    if args.collective is not None or ev.name.startswith("nccl"):
-        end = ev.ts + ev.dur
-        known = scan.kernel_end_us.get(args.external_id)
-        scan.kernel_end_us[args.external_id] = end if known is None else max(known, end)
+    end = ev.ts + ev.dur
+    known = scan.kernel_end_us.get(args.external_id)
+    scan.kernel_end_us[args.external_id] = end if known is None else max(known, end)
 
 
 def _keep_device(scan: FileScan, ev: KinetoEvent, kind: str) -> None:
