@@ -130,8 +130,9 @@ def times_agree(
     judged: bool = True,
 ) -> CheckResult:
     """Mean call time per size, the probe's against the trace's, within ``limit_pct``;
-    ``judged=False`` (gloo on the CPU, where a trace has no device end and times only the
-    op's CPU span, the enqueue) gives the figures as INFO."""
+    ``judged=False`` gives the figures as INFO: gloo on the CPU, where the trace times gloo's
+    own work on its thread (``gloo:all_reduce``) and the probe the call from issue to
+    completion, waiting for the peer included."""
     parts, worst, per_size = [], 0.0, {}
     for nbytes in sorted(set(probe) & set(trace)):
         a, b = probe[nbytes]["time_avg_us"], trace[nbytes]["time_avg_us"]
@@ -142,7 +143,10 @@ def times_agree(
     if not parts:
         return verdict(check, False, "no message size in both the probe's and the trace's record")
     if not judged:
-        figure = f"probe/trace mean call: {'; '.join(parts)} (the trace's is the CPU op only)"
+        figure = (
+            f"probe/trace mean call: {'; '.join(parts)} (CPU: the trace times gloo's work, "
+            "the probe issue to completion)"
+        )
         return CheckResult(check, INFO, figure, data={"sizes": per_size, "worst_pct": worst})
     figure = f"probe/trace mean call: {'; '.join(parts)}; limit ±{limit_pct:g} %"
     return verdict(check, worst <= limit_pct, figure, sizes=per_size, worst_pct=worst)
