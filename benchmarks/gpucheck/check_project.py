@@ -1,5 +1,7 @@
 """Check 6: ``project RUN_DIR --hardware h100`` from a CPU run of resnet50, against the
-images/s check 2 measured on the GPU: the ratio, a number we want to know (INFO)."""
+images/s check 2 measured on the GPU: the ratio, a number we want to know (INFO). The
+target is the catalogue entry of the GPU that ran check 2 (h200 on an H200), h100 when
+the catalogue does not know it."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ from gpucheck.plan import Plan
 from gpucheck.results import CheckResult, skip
 from gpucheck.runner import Runner, read_json
 
-HARDWARE = "h100"
+DEFAULT_HARDWARE = "h100"
+
+
+def target_hardware(machine: Machine) -> str:
+    from scalescope.predict.catalogue import match_gpu
+
+    known = match_gpu(machine.gpu or "")
+    return known.key if known is not None else DEFAULT_HARDWARE
 
 
 def projected_samples_per_s(runner: Runner, plan: Plan, hardware: str | None) -> float:
@@ -35,6 +44,6 @@ def check_project(
     """Smoke: the projection to this machine itself, against the CPU bench of check 2."""
     if measured is None:
         return [skip("6.project", "check 2 measured no images/s on the GPU")]
-    hardware = None if plan.smoke else HARDWARE
+    hardware = None if plan.smoke else target_hardware(machine)
     projected = projected_samples_per_s(runner, plan, hardware)
     return [compare.projection_ratio(projected, measured, hardware or "this machine")]

@@ -28,7 +28,7 @@ def project(
     hardware: str | None = typer.Option(
         None,
         "--hardware",
-        help="Target: a64fx, xeon-8380, epyc-7763, v100, a100, h100 or FILE.toml "
+        help="Target: a64fx, xeon-8380, epyc-7763, v100, a100, h100, h200 or FILE.toml "
         "(default: the machine of the run).",
     ),
     comm: Path | None = typer.Option(

@@ -90,3 +90,12 @@ def test_match_gpu_by_device_name():
     assert match_gpu("Tesla V100-SXM2-32GB").key == "v100"
     assert match_gpu("NVIDIA GeForce RTX 4090") is None
     assert match_gpu("") is None
+
+
+def test_h200_has_the_h100s_compute_and_its_own_memory():
+    from scalescope.predict.catalogue import catalogue, match_gpu
+
+    h100, h200 = catalogue()["h100"], catalogue()["h200"]
+    assert h200.peak_flops == h100.peak_flops
+    assert h200.memory_bytes == 141e9 and h200.memory_bw_bytes_per_s == 4.8e12
+    assert match_gpu("NVIDIA H200").key == "h200"
