@@ -17,8 +17,6 @@ import os
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -66,20 +64,6 @@ def output_dir(args: argparse.Namespace, work: Path) -> Path:
     return args.out or work
 
 
-def guarded(check: str, run: Callable[[], list]) -> list:
-    """A check that raises fails with its one-line reason; the others still run."""
-    from gpucheck.results import failed_to_run
-    from gpucheck.runner import RunFailed
-
-    try:
-        return run()
-    except RunFailed as exc:
-        return [failed_to_run(check, str(exc))]
-    except Exception as exc:  # a bug in a check must not hide the other checks
-        traceback.print_exc()
-        return [failed_to_run(check, f"{type(exc).__name__}: {exc}")]
-
-
 def run_checks(args: argparse.Namespace, runner, plan, machine) -> list:  # noqa: ANN001
     from gpucheck.check_bench import check_bench
     from gpucheck.check_comm import check_comm
@@ -87,6 +71,7 @@ def run_checks(args: argparse.Namespace, runner, plan, machine) -> list:  # noqa
     from gpucheck.check_env import check_env
     from gpucheck.check_project import check_project
     from gpucheck.check_trace import check_trace
+    from gpucheck.runner import attempt
 
     measured: list[float | None] = [None]
 
@@ -106,7 +91,7 @@ def run_checks(args: argparse.Namespace, runner, plan, machine) -> list:  # noqa
     for number, (name, step) in steps.items():
         if number not in args.only:
             continue
-        for result in guarded(name, step):
+        for result in attempt(name, step):
             print(result.line(), flush=True)
             results.append(result)
     return results

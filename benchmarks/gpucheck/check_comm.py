@@ -12,7 +12,7 @@ from gpucheck import compare
 from gpucheck.machine import Machine, no_cuda, no_nccl
 from gpucheck.plan import Plan
 from gpucheck.results import CheckResult, skip
-from gpucheck.runner import Runner, read_json
+from gpucheck.runner import Runner, attempt, read_json
 
 SCRIPT = Path(__file__).with_name("profiled.py")
 WARMUP_BYTES = 8
@@ -79,5 +79,5 @@ def check_comm(runner: Runner, plan: Plan, machine: Machine) -> list[CheckResult
         if reason:
             results += [skip(f"{case.name}.{part}", reason) for part in ("probe", "trace", "time")]
             continue
-        results += check_case(runner, plan, case)
+        results += attempt(case.name, lambda case=case: check_case(runner, plan, case))
     return results

@@ -13,7 +13,7 @@ from gpucheck import compare
 from gpucheck.machine import Machine, few_cores
 from gpucheck.plan import Plan
 from gpucheck.results import CheckResult, skip
-from gpucheck.runner import Runner, read_json
+from gpucheck.runner import Runner, attempt, read_json
 
 TUNE_GAIN = Path(__file__).parents[1] / "tune_gain.py"
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": ""}
@@ -61,15 +61,25 @@ def run_tune(runner: Runner, plan: Plan) -> CheckResult:
 
 
 def check_cores(runner: Runner, plan: Plan, machine: Machine) -> list[CheckResult]:
+    """Scale, then validate its study, then tune (the longest: the budget cuts it first)."""
     if not plan.smoke and (reason := few_cores(machine)):
-        return [skip(c, reason) for c in ("5.scale", "5.tune", "5.validate")]
-    scale, study = run_scale(runner, plan)
-    results = [scale]
+        return [skip(c, reason) for c in ("5.scale", "5.validate", "5.tune")]
+    study: list[Path] = []
+
+    def scale() -> list[CheckResult]:
+        result, where = run_scale(runner, plan)
+        study.append(where)
+        return [result]
+
+    results = attempt("5.scale", scale)
+    if study:
+        results += attempt("5.validate", lambda: [run_validate(runner, study[0])])
+    else:
+        results.append(skip("5.validate", "no study: 5.scale did not run"))
     if plan.smoke:
         results.append(skip("5.tune", "--cpu-smoke: tune's study takes minutes"))
     elif reason := runner.no_time(plan.tune_trials * plan.tune_trial_seconds):
         results.append(skip("5.tune", reason))
     else:
-        results.append(run_tune(runner, plan))
-    results.append(run_validate(runner, study))
+        results += attempt("5.tune", lambda: [run_tune(runner, plan)])
     return results

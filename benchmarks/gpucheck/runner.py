@@ -8,8 +8,12 @@ import os
 import subprocess
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gpucheck.results import CheckResult, failed_to_run
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
 
@@ -75,3 +79,15 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise RunFailed(f"{path}: no result ({exc})") from None
+
+
+def attempt(check: str, run: Callable[[], list[CheckResult]]) -> list[CheckResult]:
+    """The results of ``run``; when it raises, one FAIL line with the reason, so that the
+    other checks (and the other parts of this one) still run."""
+    try:
+        return run()
+    except RunFailed as exc:
+        return [failed_to_run(check, str(exc))]
+    except Exception as exc:  # a bug in a check must not hide the other checks
+        traceback.print_exc()
+        return [failed_to_run(check, f"{type(exc).__name__}: {exc}")]
