@@ -40,7 +40,7 @@ FULL = Plan(smoke=False, device="cuda")
 SMOKE = Plan(
     smoke=True, device="cpu", bench_model="resnet18", bench_batch=4, bench_image=32,
     bench_steps=12, bench_warmup=3, overhead_pairs=1, comm_sizes=(4096, 65536), comm_iters=5,
-    trace_model="resnet18", trace_steps=4, scale_ranks=(1, 2), scale_batch=4, scale_image=32,
+    trace_model="resnet18", trace_steps=4, scale_ranks=(1, 2, 3), scale_batch=4, scale_image=32,
     scale_steps=8, project_steps=4, env={"OMP_NUM_THREADS": "1"},
 )  # fmt: skip
 """Tiny sizes on the CPU: proves the plumbing (probe vs the workload's clock, the trace vs the
