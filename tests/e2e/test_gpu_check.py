@@ -1,7 +1,8 @@
 """`benchmarks/gpu_check.py` on this CPU machine: every GPU check says SKIP with its reason
-(never PASS), and the CPU smoke proves the plumbing — the probe against the workload's own
-clock, the torch.profiler trace of the same run against the probe's counts — against the
-files the runs wrote, read here with json and pyarrow."""
+(never PASS), and the CPU smoke of check 3 proves its plumbing — the torch.profiler trace
+of a run against the probe's record of the same run — against the files the run wrote,
+read here with json and pyarrow. (Check 2's probe-against-the-workload's-clock is the same
+comparison tests/e2e/test_bench_cli.py makes; its arithmetic is unit-tested.)"""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_without_a_gpu_every_check_skips_with_its_reason(tmp_path: Path) -> None
     proc = gpu_check("--only", only, "--work", str(tmp_path / "work"), out=tmp_path / "out")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = check_lines(proc.stdout)
-    assert "PASS" not in proc.stdout
+    assert {line.split()[1] for line in lines.values()} == {"SKIP"}
     for check in ("1.env", "2.clock", "2.overhead", "2.phases", "2.memory", "3.nccl.time",
                   "3.gloo-cuda.probe", "4.trace"):  # fmt: skip
         assert "SKIP (no CUDA device: torch" in lines[check], lines[check]
@@ -63,8 +64,8 @@ def test_without_a_gpu_every_check_skips_with_its_reason(tmp_path: Path) -> None
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, Path]:
     tmp = tmp_path_factory.mktemp("gpu-check")
-    proc = gpu_check("--cpu-smoke", "--only", "2,3", "--work", str(tmp / "work"), out=tmp / "out")
-    assert "2.clock" in proc.stdout, proc.stdout + proc.stderr
+    proc = gpu_check("--cpu-smoke", "--only", "3", "--work", str(tmp / "work"), out=tmp / "out")
+    assert "3.gloo-cpu.time" in proc.stdout, proc.stdout + proc.stderr
     doc = json.loads((tmp / "out" / "gpu-check.json").read_text())
     return check_lines(proc.stdout), {c["check"]: c for c in doc["checks"]}, tmp / "work"
 
@@ -72,21 +73,6 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, Path]:
 def only_dir(work: Path, suffix: str) -> Path:
     (found,) = [p for p in work.iterdir() if p.name.endswith(suffix)]
     return found
-
-
-def test_smoke_clock_figures_are_the_runs_own(smoke) -> None:
-    lines, checks, work = smoke
-    bench = json.loads((only_dir(work, "bench-0-probe") / "bench.json").read_text())
-    report = json.loads((only_dir(work, "bench-0-probe") / "r.json").read_text())
-    clock = checks["2.clock"]["data"]
-    assert clock["workload"] == bench["images_per_sec"]
-    assert clock["probe"] == report["steps"]["samples_per_s"]
-    # both clocks time the same steps of one run (the e2e bench test's bound)
-    assert abs(clock["diff_pct"]) < 10
-    off = json.loads((only_dir(work, "bench-0-noprobe") / "bench.json").read_text())
-    assert checks["2.overhead"]["data"]["without"] == [off["images_per_sec"]]
-    assert lines["2.memory"].split()[1] == "SKIP"
-    assert checks["2.phases"]["data"]["step_ms"] > 0
 
 
 def probe_all_reduce_bytes(run_dir: Path) -> dict[int, list[int]]:

@@ -1,0 +1,75 @@
+"""How checks 2 and 3 read scalescope's JSON: which fields they compare (report --json of the
+probe's run, bench.json of the workload, analyze --json of the trace; docs/report-schema.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from gpucheck.check_bench import BenchRun, judge  # noqa: E402
+from gpucheck.check_comm import CommCase, Records  # noqa: E402
+from gpucheck.check_comm import judge as judge_comm  # noqa: E402
+from gpucheck.plan import FULL, SMOKE  # noqa: E402
+
+MIB = 2**20
+
+
+def report(samples_per_s: float, phases: dict[str, float], peaks: list[int]) -> dict:
+    rows = [{"phase": p, "mean_ms": ms} for p, ms in phases.items()]
+    memory = [{"name": "cuda_max_allocated", "peak_bytes": b} for b in peaks]
+    return {"steps": {"samples_per_s": samples_per_s,
+                      "ranks": [{"phases": rows, "memory": memory}]}}  # fmt: skip
+
+
+PHASES = {"data": 1.0, "forward": 30.0, "backward": 60.0, "optimizer": 7.0, "other": 2.0,
+          "step": 100.0}  # fmt: skip
+
+
+def runs(probe_ips: float, torch_peak: int | None) -> tuple[list[BenchRun], list[BenchRun]]:
+    on = [BenchRun(Path("a"), {"images_per_sec": 1000.0},
+                   report(probe_ips, PHASES, [3000 * MIB, 4000 * MIB]))]  # fmt: skip
+    off = [BenchRun(Path("b"), {"images_per_sec": 1005.0,
+                                "cuda_max_memory_allocated": torch_peak}, None)]  # fmt: skip
+    return on, off
+
+
+def test_bench_judge_on_cuda():
+    clock, overhead, phases, memory = judge(FULL, *runs(1010.0, 4000 * MIB))
+    assert clock.status == "PASS" and clock.data["probe"] == 1010.0
+    assert clock.data["workload"] == 1000.0
+    assert overhead.data["ratio"] == pytest.approx(1000.0 / 1005.0) and overhead.status == "PASS"
+    # other and step are not phases: 1 + 30 + 60 + 7 = 98 of the 100 ms step
+    assert phases.data["phases_ms"] == {"data": 1.0, "forward": 30.0, "backward": 60.0,
+                                        "optimizer": 7.0}  # fmt: skip
+    assert phases.data["diff_pct"] == pytest.approx(-2.0)
+    # the probe's peak is the largest step's
+    assert memory.data == {"probe_bytes": 4000 * MIB, "torch_bytes": 4000 * MIB, "diff_pct": 0.0}
+
+
+def test_bench_judge_without_figures_skips_memory():
+    *_, memory = judge(FULL, *runs(1010.0, None))
+    assert memory.status == "SKIP" and "no cuda_max_allocated row" in memory.reason
+    *_, cpu = judge(SMOKE, *runs(1010.0, None))
+    assert cpu.status == "SKIP" and cpu.reason == "CPU smoke: no device memory to compare"
+
+
+def sizes(rows: list[tuple[int, float, float]]) -> dict:
+    return {"collectives": {"sizes": [
+        {"op": "all_reduce", "nbytes": n, "calls_per_rank": c, "time_avg_us": t}
+        for n, c, t in rows
+    ]}}  # fmt: skip
+
+
+def test_comm_judge_counts_the_probes_warmup_call_and_not_the_traces():
+    case = CommCase("3.nccl", "nccl", "cuda", 1)
+    probe = sizes([(8, 1, 900.0), (4096, 20, 30.0), (1 << 20, 20, 80.0)])
+    trace = sizes([(4096, 20, 28.0), (1 << 20, 20, 79.0)])
+    counted, traced, timed = judge_comm(case, Records(probe, trace), (4096, 1 << 20), 20)
+    assert (counted.status, traced.status) == ("PASS", "PASS")
+    assert timed.status == "PASS" and set(timed.data["sizes"]) == {4096, 1 << 20}
+    lost = sizes([(4096, 20, 30.0), (1 << 20, 19, 80.0)])
+    counted, *_ = judge_comm(case, Records(lost, trace), (4096, 1 << 20), 20)
+    assert counted.status == "FAIL" and "8 B: None calls, expected 1" in counted.figure
