@@ -18,12 +18,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from gpucheck.setup_env import ensure_venv  # noqa: E402  (standard library only)
+
+if TYPE_CHECKING:
+    from gpucheck.machine import Machine
+    from gpucheck.plan import Plan
+    from gpucheck.results import CheckResult
+    from gpucheck.runner import Runner
 
 CHECK_NUMBERS = (1, 2, 3, 4, 5, 6)
 DEFAULT_BUDGET_S = 510.0
@@ -64,7 +71,10 @@ def output_dir(args: argparse.Namespace, work: Path) -> Path:
     return args.out or work
 
 
-def run_checks(args: argparse.Namespace, runner, plan, machine) -> list:  # noqa: ANN001
+def run_checks(
+    args: argparse.Namespace, runner: Runner, plan: Plan, machine: Machine
+) -> list[CheckResult]:
+    """Checks in the order 1, 2, 3, 4, 6, 5: 6 needs 2's figure; 5's tune may be cut short."""
     from gpucheck.check_bench import check_bench
     from gpucheck.check_comm import check_comm
     from gpucheck.check_cores import check_cores
@@ -75,7 +85,7 @@ def run_checks(args: argparse.Namespace, runner, plan, machine) -> list:  # noqa
 
     measured: list[float | None] = [None]
 
-    def bench() -> list:
+    def bench() -> list[CheckResult]:
         results, measured[0] = check_bench(runner, plan, machine)
         return results
 
