@@ -62,7 +62,13 @@ def ensure_venv(argv: list[str], wheels: Path | None) -> None:
         return
     log: list[str] = []
     if not venv_ready():
-        create_venv(wheels, log)
+        try:
+            create_venv(wheels, log)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            sys.exit(
+                f"gpu-check: setting up {VENV} failed ({exc}); without a network give "
+                "--wheels DIR holding torch, torchvision and the project's dependencies"
+            )
         if not venv_ready():
             sys.exit(f"gpu-check: {VENV} has no working scalescope/torch after setup ({log})")
     for line in log:
