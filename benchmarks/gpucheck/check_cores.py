@@ -26,7 +26,7 @@ def run_scale(runner: Runner, plan: Plan) -> tuple[CheckResult, Path]:
     runner.cli("scale", [
         "scale", "--ranks", ",".join(map(str, plan.scale_ranks)), "--bench", plan.scale_model,
         "--batch-size", str(plan.scale_batch), "--image-size", str(plan.scale_image),
-        "--steps", str(plan.scale_steps), "--study-dir", str(study),
+        "--steps", str(plan.scale_steps), "--study-dir", str(study), *plan.scale_options,
     ], env=CPU_ONLY)  # fmt: skip
     points = read_json(study / "scale.json")["points"]
     return compare.scale_points(points, plan.scale_ranks), study

@@ -26,6 +26,8 @@ class Plan:
     scale_batch: int = 16
     scale_image: int = 64
     scale_steps: int = 20
+    scale_options: tuple[str, ...] = ()
+    """More options of ``scale`` (the smoke's 3 ranks on 2 cores need ``--oversubscribe``)."""
     tune_nproc: int = 8
     tune_trials: int = 6
     tune_trial_seconds: float = 40.0
@@ -41,7 +43,8 @@ SMOKE = Plan(
     smoke=True, device="cpu", bench_model="resnet18", bench_batch=4, bench_image=32,
     bench_steps=12, bench_warmup=3, overhead_pairs=1, comm_sizes=(4096, 65536), comm_iters=5,
     trace_model="resnet18", trace_steps=4, scale_ranks=(1, 2, 3), scale_batch=4, scale_image=32,
-    scale_steps=8, project_steps=4, env={"OMP_NUM_THREADS": "1"},
+    scale_steps=8, scale_options=("--oversubscribe",), project_steps=4,
+    env={"OMP_NUM_THREADS": "1"},
 )  # fmt: skip
 """Tiny sizes on the CPU: proves the plumbing (probe vs the workload's clock, the trace vs the
 probe's counts), not the GPU paths."""
