@@ -55,7 +55,18 @@ def positive_float(text: str) -> float:
 
 
 def pick_device(world: World) -> torch.device:
-    if torch.cuda.is_available():
-        torch.cuda.set_device(world.local_rank)
-        return torch.device("cuda", world.local_rank)
-    return torch.device("cpu")
+    """This rank's GPU (its local rank), or the CPU when torch sees no CUDA device.
+
+    A local rank without a GPU of its own is an error: NCCL refuses two ranks on one GPU.
+    """
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    if world.local_rank >= gpus:
+        raise ValueError(
+            f"local rank {world.local_rank} has no GPU of its own ({gpus} visible): run at "
+            f"most {gpus} ranks per node, or hide the GPUs (CUDA_VISIBLE_DEVICES=) for gloo "
+            "on the CPU"
+        )
+    torch.cuda.set_device(world.local_rank)
+    return torch.device("cuda", world.local_rank)

@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         world = World.from_env()
     except ValueError as e:
         parser.error(str(e))
-    device = pick_device(world)
+    try:
+        device = pick_device(world)
+    except ValueError as e:
+        parser.error(str(e))
     dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     try:
         result = run(args, world, device)

@@ -327,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     loader = make_loader(args, world)
     steps = total_steps(parser, args, loader, world.world_size)
-    device = pick_device(world)
+    try:
+        device = pick_device(world)
+    except ValueError as e:
+        parser.error(str(e))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
     try:
