@@ -112,3 +112,12 @@ def test_smoke_counts_match_the_files_of_both_records(smoke) -> None:
     assert trace_all_reduce_bytes(only_dir(work, "3-gloo-cpu-trace")) == {0: issued, 1: issued}
     time = checks["3.gloo-cpu.time"]
     assert time["status"] == "INFO" and sorted(map(int, time["data"]["sizes"])) == list(SMOKE_SIZES)
+
+
+def test_a_check_without_time_left_skips_with_the_seconds_left(tmp_path: Path) -> None:
+    proc = gpu_check("--cpu-smoke", "--only", "1,3", "--budget-s", "0", "--work",
+                     str(tmp_path / "work"), out=tmp_path / "out")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = check_lines(proc.stdout)
+    assert "SKIP (time budget: " in lines["1.env"] and "needs about 10 s" in lines["1.env"]
+    assert "SKIP (time budget: " in lines["3.comm"] and "needs about 60 s" in lines["3.comm"]
