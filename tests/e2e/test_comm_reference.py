@@ -4,7 +4,10 @@ beside it, runs interleaved A B B A ..., medians compared. The α-β that comm f
 sizes must predict the bare loop's time at a size comm never measured.
 
 Timed (tests/conftest.py ``TIMED_MODULES``): it compares times measured here, so ``make test``
-runs it alone.
+runs it alone. comm fits α-β to its average times, which calls slowed by other processes
+swing (on a machine at load 11, a 4 KiB average of 3.2 ms against a median of 0.7 ms): a
+miss while other processes used the cpus skips, or fails with the load where the tests run
+alone (``real_runs.skip_or_fail``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_runs import MAX_EXTERNAL_PCT, ExternalLoad, skip_or_fail
 
 from conftest import SCRIPTS, cli_env, scalescope
 from scalescope.predict.alpha_beta import load_fits
@@ -57,17 +61,30 @@ def bare_once(where: Path) -> dict[int, list[float]]:
 
 
 @pytest.fixture(scope="module")
-def interleaved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
+def interleaved(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """PAIRS runs of each, A B then B A: each run's median call per size."""
-    runs: dict[str, list[dict]] = {"comm": [], "bare": []}
-    for i in range(PAIRS):
-        for name in ("comm", "bare") if i % 2 == 0 else ("bare", "comm"):
-            where = tmp_path_factory.mktemp(f"{name}{i}")
-            times = comm_once(where) if name == "comm" else bare_once(where)
-            runs[name].append({n: statistics.median(t) for n, t in times.items()})
-            if name == "comm":
-                runs.setdefault("dirs", []).append(where / "run")
+    runs: dict = {"comm": [], "bare": [], "dirs": []}
+    with ExternalLoad() as load:
+        for i in range(PAIRS):
+            for name in ("comm", "bare") if i % 2 == 0 else ("bare", "comm"):
+                where = tmp_path_factory.mktemp(f"{name}{i}")
+                times = comm_once(where) if name == "comm" else bare_once(where)
+                runs[name].append({n: statistics.median(t) for n, t in times.items()})
+                if name == "comm":
+                    runs["dirs"].append(where / "run")
+    runs["external_pct"] = load.pct
     return runs
+
+
+def within(ratio: float, bounds: tuple[float, float], runs: dict, what: str) -> None:
+    """Assert ``ratio`` in ``bounds``; a miss on a busy machine skips (or fails, alone)."""
+    lo, hi = bounds
+    if lo <= ratio <= hi:
+        return
+    message = f"{what}: ratio {ratio:.2f}, outside {lo}-{hi}"
+    if runs["external_pct"] > MAX_EXTERNAL_PCT:
+        skip_or_fail(f"other processes used {runs['external_pct']:.0f}% of the CPUs; {message}")
+    pytest.fail(message)
 
 
 def median_over_runs(runs: list[dict], nbytes: int) -> float:
@@ -78,9 +95,8 @@ def median_over_runs(runs: list[dict], nbytes: int) -> float:
 def test_comm_times_the_call_as_a_bare_loop_does(interleaved: dict) -> None:
     comm = median_over_runs(interleaved["comm"], SHARED)
     bare = median_over_runs(interleaved["bare"], SHARED)
-    ratio = comm / bare
-    lo, hi = SAME_TIME
-    assert lo <= ratio <= hi, f"comm {1e6 * comm:.0f} µs, bare loop {1e6 * bare:.0f} µs"
+    what = f"comm {1e6 * comm:.0f} µs, bare loop {1e6 * bare:.0f} µs at {SHARED} B"
+    within(comm / bare, SAME_TIME, interleaved, what)
 
 
 @pytest.mark.timeout(600)
@@ -92,8 +108,6 @@ def test_alpha_beta_predicts_a_size_it_was_not_fitted_to(interleaved: dict) -> N
         assert fit.num_points == len(FITTED) and HELD_OUT not in FITTED
         predictions.append(fit.time_s(HELD_OUT))
     predicted = statistics.median(predictions)
-    lo, hi = PREDICTED
-    assert lo <= predicted / bare <= hi, (
-        f"α-β predicts {1e6 * predicted:.0f} µs at {HELD_OUT} B, the bare loop took "
-        f"{1e6 * bare:.0f} µs"
-    )
+    what = f"α-β predicts {1e6 * predicted:.0f} µs at {HELD_OUT} B, the bare loop "
+    what += f"took {1e6 * bare:.0f} µs"
+    within(predicted / bare, PREDICTED, interleaved, what)

@@ -80,11 +80,12 @@ def test_a_trial_that_never_steps_is_killed_with_its_reason(endless: dict) -> No
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The bench workload of resnet18 on small images; --budget ends the study after the
-    baseline (which alone takes longer than the budget)."""
+    baseline (which alone takes longer than the budget), before --trials 3."""
     cwd = tmp_path_factory.mktemp("bench")
     done = tune(
         cwd, "--bench", "resnet18", "-n", "2", "--batch-size", "8", "--image-size", "32",
-        "--trial-steps", "30", "--budget", f"{BUDGET_MIN:g}", "--confirm", "0", "--json",
+        "--trial-steps", "30", "--budget", f"{BUDGET_MIN:g}", "--trials", "3", "--confirm", "0",
+        "--json",
         "t.json", "--run-dir", "study", timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
