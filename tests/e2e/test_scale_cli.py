@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from machine import usable_cores
+from machine import counted, usable_cores
 from table_text import header_columns
 
 from conftest import DDP_TRAIN, scalescope, scalescope_in_process
@@ -37,7 +37,7 @@ def test_failed_size_is_recorded_and_the_others_report(study):
     assert proc.returncode == 1, proc.stderr  # one size failed
     s = load_study(tmp / "study")
     assert [(p.ranks, p.status) for p in s.points] == [(1, "ok"), (2, "ok"), (TOO_MANY, "failed")]
-    too_many = f"{TOO_MANY} ranks × 1 thread = {TOO_MANY} > {CORES} cores"
+    too_many = f"{TOO_MANY} ranks × 1 thread = {TOO_MANY} > {counted(CORES, 'core')}"
     assert too_many in s.points[2].error
     assert f"{TOO_MANY} ranks failed: {too_many}" in " ".join(proc.stdout.split())
     assert s.mode == "weak" and s.workload == str(DDP_TRAIN)

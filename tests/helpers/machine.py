@@ -26,3 +26,8 @@ def usable_cores() -> int:
 def more_ranks_than_cores() -> int:
     """The fewest ranks of one thread each that oversubscribe this machine."""
     return usable_cores() + 1
+
+
+def counted(n: int, word: str) -> str:
+    """``2 cores``, ``1 core``: a count as the CLI's messages write it."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
