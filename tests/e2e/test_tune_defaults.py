@@ -85,8 +85,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     done = tune(
         cwd, "--bench", "resnet18", "-n", "2", "--batch-size", "8", "--image-size", "32",
         "--trial-steps", "30", "--budget", f"{BUDGET_MIN:g}", "--trials", "3", "--confirm", "0",
-        "--json",
-        "t.json", "--run-dir", "study", timeout=400,
+        "--json", "t.json", "--run-dir", "study", timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((cwd / "t.json").read_text()) | {"cwd": cwd}
