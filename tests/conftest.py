@@ -14,6 +14,7 @@ if HELPERS not in sys.path:
 
 TIMED_MODULES = frozenset(
     {
+        "test_comm_reference.py",
         "test_diagnosis_real.py",
         "test_ingest_vs_probe.py",
         "test_project_real.py",

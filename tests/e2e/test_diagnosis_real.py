@@ -18,6 +18,7 @@ import socket
 import subprocess
 
 import pytest
+from machine import usable_cores
 from real_runs import (
     CLI,
     RealRun,
@@ -114,7 +115,8 @@ def test_oversubscribed_threads_named_first(reference, tmp_path):
     computes at ``flops_expected_fraction`` of the estimated peak; this VM's peak comes from
     its nominal clock, so the share is checked as a user gets it with ``--baseline``: the
     fraction the well-placed reference reached becomes the expected one."""
-    run = real_run([*RESNET18_ARGS, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"],
+    threads = str(usable_cores())  # 2 ranks of as many threads as cores: twice the cores
+    run = real_run([*RESNET18_ARGS, "--no-bind", "--oversubscribe", "--threads-per-rank", threads],
                    tmp_path)  # fmt: skip
     first, truth = run.diagnosis.findings[0], lost_share(run, reference)
     assert first.code == "OVERSUBSCRIBED" and first.bottleneck == "CPU placement"

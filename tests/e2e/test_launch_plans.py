@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+
+from machine import counted, usable_cores
 
 from conftest import DDP_TRAIN
 
@@ -18,21 +21,26 @@ def test_dry_run_prints_the_plan_and_starts_nothing(run_cli, tmp_path):
 
 
 def test_more_ranks_than_cores_is_refused(run_cli):
-    proc = run_cli("run", "-n", "4", str(DDP_TRAIN))
+    cores = usable_cores()
+    ranks = 2 * cores
+    proc = run_cli("run", "-n", str(ranks), str(DDP_TRAIN))
     assert proc.returncode == 2
-    assert "4 ranks × 1 thread = 4 > 2 cores" in proc.stderr
+    assert f"{ranks} ranks × 1 thread = {ranks} > {counted(cores, 'core')}" in proc.stderr
     assert "--oversubscribe" in proc.stderr
 
 
-def test_oversubscribe_runs_four_ranks_on_two_cores(run_cli, tmp_path):
+def test_oversubscribe_runs_two_ranks_per_core(run_cli, tmp_path):
+    cores = usable_cores()
     proc = run_cli(
-        "run", "-n", "4", "--oversubscribe", "--bind-to", "core", "--run-dir", "run",
-        "--no-report", str(DDP_TRAIN), "--steps", "2",
+        "run", "-n", str(2 * cores), "--oversubscribe", "--bind-to", "core", "--run-dir",
+        "run", "--no-report", str(DDP_TRAIN), "--steps", "2",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert meta["world_size"] == 4
-    assert [p["cpus"] for p in meta["placements"]] == [[0], [1], [0], [1]]
+    assert meta["world_size"] == 2 * cores
+    placed = [p["cpus"] for p in meta["placements"]]
+    assert placed[:cores] == placed[cores:], "rank k and rank k + cores share a core"
+    assert len({tuple(c) for c in placed}) == cores
 
 
 def test_missing_numa_node_is_refused(run_cli):
@@ -50,9 +58,12 @@ def test_overlapping_cpu_lists_are_refused(run_cli):
 
 
 def test_threads_per_rank_above_the_cores_is_refused(run_cli):
-    proc = run_cli("run", "-n", "2", "--threads-per-rank", "2", "--dry-run", str(DDP_TRAIN))
+    cores = usable_cores()
+    threads = str(cores)
+    proc = run_cli("run", "-n", "2", "--threads-per-rank", threads, "--dry-run", str(DDP_TRAIN))
     assert proc.returncode == 2
-    assert "2 ranks × 2 threads = 4 > 2 cores" in proc.stderr
+    want = f"2 ranks × {counted(cores, 'thread')} = {2 * cores} > {counted(cores, 'core')}"
+    assert want in proc.stderr
 
 
 def test_unknown_map_by_is_refused(run_cli):
@@ -69,7 +80,7 @@ def test_no_bind_leaves_affinity_alone(run_cli, tmp_path):
     assert proc.returncode == 0, proc.stderr
     for rank in (0, 1):
         meta = json.loads((tmp_path / "run" / "ranks" / f"rank-0000{rank}.json").read_text())
-        assert meta["cpus"] == [0, 1] and not meta["bound"]
+        assert meta["cpus"] == sorted(os.sched_getaffinity(0)) and not meta["bound"]
         assert meta["thread_env"]["OMP_NUM_THREADS"] == "1"
 
 

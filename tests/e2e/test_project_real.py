@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 import torchvision
-from real_runs import CLI, MAX_EXTERNAL_PCT, ExternalLoad
+from machine import usable_cores
+from real_runs import CLI, MAX_EXTERNAL_PCT, ExternalLoad, skip_or_fail
 
 from conftest import cli_env, scalescope_in_process
 from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
@@ -66,11 +67,14 @@ def record_study(root: Path) -> Study:
 
 
 def test_the_study_is_scales_own_with_the_oversubscribed_size_marked(study: Study):
+    """3 ranks of one thread are oversubscribed on 2 cores, not on 4."""
+    cores = usable_cores()
     points = load_study(study.path).points
     assert [(p.ranks, p.status, p.oversubscribed) for p in points] == [
-        (1, "ok", False), (2, "ok", False), (3, "ok", True)
-    ]  # fmt: skip
-    assert "3 ranks oversubscribed: 3 ranks × 1 threads exceed" in " ".join(study.table.split())
+        (n, "ok", n > cores) for n in STUDY_RANKS
+    ]
+    marked = "3 ranks oversubscribed: 3 ranks × 1 threads exceed" in " ".join(study.table.split())
+    assert marked == (STUDY_RANKS[-1] > cores), study.table
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +108,7 @@ def test_validation_predicts_the_held_out_size(study: Study, tmp_path):
     error = 100 * (held["predicted_samples_per_s"] / measured - 1)
     assert held["terms"]["compute_ms"] > 0 and held["terms"]["exposed_ms"] > 0
     if study.load_note is not None:
-        pytest.skip(f"{study.load_note}; error was {error:+.1f}%")
+        skip_or_fail(f"{study.load_note}; error was {error:+.1f}%")
     assert abs(error) <= MAX_ERROR_PCT, done.stdout
 
 

@@ -1,25 +1,30 @@
 """`scalescope scale` with real ranks: a table whose samples/s are the runs' own, and a size
-that cannot start recorded as failed while the others report."""
+that cannot start (one rank more than this machine's cores) recorded as failed while the
+others report."""
 
 from __future__ import annotations
 
 import msgspec
 import pytest
+from machine import counted, usable_cores
+from table_text import header_columns
 
-from conftest import DDP_TRAIN, scalescope
+from conftest import DDP_TRAIN, scalescope, scalescope_in_process
 from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
-from scalescope.events.study import load_study
+from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
 from scalescope.report.outputs import report_json
 
 BATCH, STEPS, WARMUP = 4, 8, 2
+CORES = usable_cores()
+TOO_MANY = CORES + 1
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scale")
     proc = scalescope(
-        "scale", "--ranks", "1,2,3", "--batch-size", BATCH, "--warmup-steps", WARMUP,
+        "scale", "--ranks", f"1,2,{TOO_MANY}", "--batch-size", BATCH, "--warmup-steps", WARMUP,
         "--threads-per-rank", 1, "--bind-to", "core", "--study-dir", tmp / "study",
         "--html", tmp / "scale.html", "--", DDP_TRAIN, "--steps", STEPS, "--batch-size", "{batch}",
         cwd=tmp,
@@ -31,9 +36,10 @@ def test_failed_size_is_recorded_and_the_others_report(study):
     proc, tmp = study
     assert proc.returncode == 1, proc.stderr  # one size failed
     s = load_study(tmp / "study")
-    assert [(p.ranks, p.status) for p in s.points] == [(1, "ok"), (2, "ok"), (3, "failed")]
-    assert "3 > 2 cores" in s.points[2].error
-    assert "3 ranks failed: 3 ranks × 1 thread = 3 > 2 cores" in " ".join(proc.stdout.split())
+    assert [(p.ranks, p.status) for p in s.points] == [(1, "ok"), (2, "ok"), (TOO_MANY, "failed")]
+    too_many = f"{TOO_MANY} ranks × 1 thread = {TOO_MANY} > {counted(CORES, 'core')}"
+    assert too_many in s.points[2].error
+    assert f"{TOO_MANY} ranks failed: {too_many}" in " ".join(proc.stdout.split())
     assert s.mode == "weak" and s.workload == str(DDP_TRAIN)
     assert [p.per_rank_batch for p in s.points] == [BATCH] * 3
 
@@ -63,15 +69,16 @@ def test_speedup_efficiency_and_breakdown(study):
     assert f"{speedup:.2f}" in row and f"{100 * speedup / 2:.0f}" in row
     cores = msgspec.json.decode((tmp / "study" / "ranks-2" / "run.json").read_bytes())
     assert two.oversubscribed == (2 * two.threads_per_rank > cores["hardware"]["usable_cores"])
+    (columns,) = header_columns(proc.stdout)
     for col in ("compute (ms)", "exposed comm (ms)", "waiting (ms)", "data (ms)"):
-        assert col in " ".join(proc.stdout.split()) or col.split()[0] in proc.stdout
+        assert col in columns, columns
 
 
 def test_dashboard_page_has_the_scaling_charts(study):
     _, tmp = study
     page = (tmp / "scale.html").read_text()
     assert 'id="chart-scale-throughput"' in page and 'id="chart-scale-breakdown"' in page
-    assert "3 ranks failed" in page
+    assert f"{TOO_MANY} ranks failed" in page
 
 
 def test_breakdown_per_size_from_each_runs_analysis(study):
@@ -114,3 +121,20 @@ def test_a_size_that_crashes_mid_run_is_marked_and_keeps_its_steps(tmp_path):
     ev = load_run(tmp_path / "study" / "ranks-2").events
     steps = ev.select(ev.kind == Kind.STEP)
     assert set(steps.step[steps.rank == 1].tolist()) >= {0, 1, 2}
+
+
+def test_project_refuses_a_study_with_no_completed_size(tmp_path):
+    """Through the CLI: one line, exit 2, the study left as it was."""
+    failed = ScalePoint(ranks=TOO_MANY, status="failed", error=f"{TOO_MANY} > {CORES} cores")
+    save_study(ScaleStudy(workload="w", points=[failed]), tmp_path / "study")
+    before = sorted((p, p.read_bytes()) for p in (tmp_path / "study").rglob("*"))
+    done = scalescope_in_process(
+        "project", tmp_path / "study", "--nodes", "1,2", "--json", tmp_path / "p.json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith("the scale study has no completed size to project from"), line
+    assert str(tmp_path / "study") in line
+    assert sorted((p, p.read_bytes()) for p in (tmp_path / "study").rglob("*")) == before
+    assert not (tmp_path / "p.json").exists()

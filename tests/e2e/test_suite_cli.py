@@ -4,6 +4,7 @@ and bad input. Analytics results are checked against scikit-learn on the same ro
 from __future__ import annotations
 
 import json
+import math
 import signal
 import time
 import warnings
@@ -97,6 +98,19 @@ def test_per_rank_split_comes_from_the_recorded_events(quick):
             window = (mine.start_ns + mine.dur_ns).max() - mine.start_ns.min()
             assert split["window_s"] == pytest.approx(window / 1e9)
             assert 0 < split["collective_s"] <= split["window_s"]
+
+
+def test_sequence_models_trained_on_a_finite_loss(quick):
+    """Both ranks trained from the untrained model's loss, ln(vocab) (a uniform guess), and
+    ended on a finite one (tests/unit/bench/test_sequence_models.py: longer runs lower it)."""
+    _, _, suite_dir, _ = quick
+    for workload in ("lstm", "transformer"):
+        record = _record(suite_dir, workload)
+        first, final = record["result"]["first_loss"], record["result"]["final_loss"]
+        finite = [isinstance(v, float) and math.isfinite(v) for v in (first, final)]
+        assert finite == [True, True], (workload, record["result"])  # NaN is written as null
+        assert first == pytest.approx(math.log(record["options"]["vocab"]), rel=0.15)
+        assert final < 1.5 * first
 
 
 def test_kmeans_run_is_an_ordinary_profiled_run(quick):

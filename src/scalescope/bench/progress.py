@@ -86,6 +86,7 @@ class StepReporter:
         self.loss_sum: torch.Tensor | None = None
         self.loss_count = 0
         self.last_loss: torch.Tensor | None = None
+        self.first_loss: torch.Tensor | None = None
         self.clock = time.perf_counter()
 
     def compute_starts(self) -> None:
@@ -99,6 +100,8 @@ class StepReporter:
         if self.compute_start is not None:
             self.compute_times.append(end - self.compute_start)
         self.last_loss = loss.detach()
+        if self.first_loss is None:
+            self.first_loss = self.last_loss
         self.loss_sum = self.last_loss if self.loss_sum is None else self.loss_sum + self.last_loss
         self.loss_count += 1
         self.display.advance()

@@ -89,11 +89,12 @@ def train(
 def record(args: argparse.Namespace, world: World, reporter: StepReporter) -> WorkloadRecord:
     measured = reporter.step_times[args.warmup_steps :]
     tokens_per_step = args.batch_size * args.seq_len * world.world_size
-    assert reporter.last_loss is not None
+    assert reporter.first_loss is not None and reporter.last_loss is not None
+    losses = {"first_loss": reporter.first_loss.item(), "final_loss": reporter.last_loss.item()}
     return WorkloadRecord(
         workload=args.model, world_size=world.world_size, size=args.hidden,
         time_s=sum(measured), items=len(measured) * tokens_per_step, unit="tokens",
-        options=vars(args), result={"final_loss": reporter.last_loss.item()},
+        options=vars(args), result=losses,
     )  # fmt: skip
 
 

@@ -107,7 +107,9 @@ def tune_target(p: dict[str, Any], args: list[str]):  # noqa: ANN201
     from scalescope.tune.apply import TuneTarget
 
     script, model = p["script"], p["bench_model"]
-    if (script is None) == (model is None):
+    if script is not None and model is not None:
+        fail(f"--bench takes no script or script arguments, got {' '.join([script, *args])}")
+    if script is None and model is None:
         fail("give a training script or --bench MODEL (one of them)")
     if script is not None and script.startswith("-"):
         fail(f"No such option: {script} (see scalescope tune --help)")
@@ -116,8 +118,6 @@ def tune_target(p: dict[str, Any], args: list[str]):  # noqa: ANN201
             p, target=script, is_module=p["module"], args=args, warmup_steps=p["warmup_steps"]
         )
         return TuneTarget(spec)
-    if args:
-        fail(f"--bench takes no script arguments, got {' '.join(args)}")
     try:
         options = BenchOptions(
             model=model, batch_size=p["batch_size"], image_size=p["image_size"],
