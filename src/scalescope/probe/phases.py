@@ -4,6 +4,12 @@ No per-submodule hooks: the data wait is ``_BaseDataLoaderIter.__next__``, forwa
 the DDP root module's pre/post hooks, backward is ``torch.autograd.backward`` (which
 ``Tensor.backward`` calls), and a step ends at the first optimizer's ``step()`` through
 torch's global optimizer hooks.
+
+Samples of a step: the batches the DataLoader gave in it; in a step with none (a script
+that feeds plain tensors), the leading dimension of the first tensor given to the DDP
+module's forward while training (grad enabled, ``module.training``), summed over the
+forwards of the step (gradient accumulation). Without DDP or a DataLoader nothing is
+counted, and throughput is in steps/s.
 """
 
 from __future__ import annotations
@@ -70,17 +76,20 @@ class PhaseHooks:
             start = time.perf_counter_ns()
             batch = original(iterator)
             recorder.phase("data", start, time.perf_counter_ns())
-            recorder.step_samples += batch_size_of(batch)
+            recorder.loader_samples += batch_size_of(batch)
             return batch
 
         return __next__
 
     def watch_forward(self, module: torch.nn.Module) -> None:
-        module.register_forward_pre_hook(self._forward_pre)
+        module.register_forward_pre_hook(self._forward_pre, with_kwargs=True)
         module.register_forward_hook(self._forward_post)
 
-    def _forward_pre(self, _module: Any, _inputs: Any) -> None:
+    def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
         self._forward_start = time.perf_counter_ns()
+        if module.training and torch.is_grad_enabled():
+            first = batch_size_of(args) if args else batch_size_of(kwargs)
+            self.recorder.forward_samples += first
 
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:
