@@ -76,8 +76,7 @@ def throughput(steps: StepAnalysis | None) -> tuple[float | None, str, int]:
     count = sum(r.num_steps for r in steps.ranks)
     if steps.samples_per_s is not None:
         return steps.samples_per_s, SAMPLES_UNIT, count
-    rates = [r.num_steps / r.span_s for r in steps.ranks if r.span_s]
-    return (min(rates) if rates else None), STEPS_UNIT, count
+    return steps.steps_per_s, STEPS_UNIT, count
 
 
 def samples_per_step(steps: StepAnalysis | None) -> float | None:
