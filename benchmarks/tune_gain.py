@@ -210,7 +210,7 @@ class Workload:
 WORKLOADS = {
     "comm-bound": Workload(
         "comm_bound.py", ("--steps=30", "--warmup-steps=5"),
-        ("nproc_per_node=1,2", "threads_per_rank=1,2", "comm_hook=none,fp16"),
+        ("nproc_per_node=1,2", "threads_per_rank=1,2"),
     ),
     "input-bound": Workload(
         "input_bound.py", ("--steps=30", "--warmup-steps=5"), ("workers=0,1,2,4",),
