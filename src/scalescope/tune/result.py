@@ -97,7 +97,9 @@ class TuneResult:
         return statistics.median(values) if values else None
 
     def confirmed(self, record: TrialRecord) -> bool:
-        return len(self.measurements(record)) >= self.required_runs
+        """Measured as often as the confirmation asks; the baseline needs no confirmation to
+        lead: leading, it only keeps the configuration as given."""
+        return record.baseline or len(self.measurements(record)) >= self.required_runs
 
     def by_median(self) -> list[TrialRecord]:
         """Measured trials, highest median first (the earlier trial first on a tie)."""

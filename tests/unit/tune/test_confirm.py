@@ -154,7 +154,8 @@ def test_a_configuration_short_of_measurements_is_never_named_best(confirmed: Tu
     # trial 3 (90, one run) and the lucky trial 2 before its runs: not eligible
     lucky = replace(full, confirmations=RUNS[:2])
     assert lucky.by_median()[0].number == 2 and not lucky.confirmed(lucky.records[2])
-    assert lucky.best is None and lucky.unconfirmed_leader.number == 2
+    assert lucky.unconfirmed_leader.number == 2
+    assert lucky.best.number == 0 and lucky.recommended is None  # trial 1 has 2 of 3 too
     assert full.best.number == 1 and full.recommended.number == 1
     assert full.unconfirmed_leader is None
 
@@ -219,3 +220,11 @@ def test_past_the_budget_the_leader_is_not_confirmed_nor_recommended(
     assert (2, 1) not in search.listener.started
     assert result.unconfirmed_leader.number == 2
     assert result.best.number == 0 and result.recommended is None  # the baseline, 100 > 92
+
+
+def test_a_leading_baseline_keeps_the_configuration_as_given(confirmed: TuneResult) -> None:
+    """The baseline (one failed confirmation run: 2 of 3 measurements) leads: no gain."""
+    runs = (again(0, 1, 130.0), again(0, 2, None, "failed"), again(1, 1, 100.0))
+    result = TuneResult("w", SPACE, RECORDS[:2], "finished", confirmations=runs, required_runs=3)
+    assert result.best.number == 0 and result.unconfirmed_leader is None
+    assert result.recommended is None
