@@ -223,7 +223,7 @@ WORKLOADS = {
 
 
 def script_study(args: argparse.Namespace, w: Workload, tmp: Path) -> dict:
-    spaces = [word for item in w.space for word in ("--space", item)]
+    spaces = [word for item in args.space or w.space for word in ("--space", item)]
     cmd = [
         *CLI, "tune", "-n", str(args.nproc), *w.launch, *spaces, f"--trials={args.trials}",
         f"--trial-seconds={args.trial_seconds}", f"--confirm={args.confirm}",
@@ -303,7 +303,7 @@ def script_reuse(args: argparse.Namespace, w: Workload, study: dict, trial: dict
     from scalescope.tune.apply import TuneTarget, reuse_command
     from scalescope.tune.space import SpaceContext, parse_space
 
-    space = parse_space(list(w.space), SpaceContext(args.nproc, os.cpu_count() or 1))
+    space = parse_space(list(args.space or w.space), SpaceContext(args.nproc, os.cpu_count() or 1))
     spec = RunSpec(target=str(SCRIPTS / w.script), args=list(w.args),
                    launch=LaunchOptions(nproc_per_node=args.nproc))  # fmt: skip
     return reuse_command(TuneTarget(spec), space, trial["config"])

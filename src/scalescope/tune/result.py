@@ -173,7 +173,7 @@ class TuneResult:
             text = knob.semantics
             if text == GLOBAL_BATCH:
                 text = batch_change(base, record)
-            if text not in out:
+            if text and text not in out:
                 out.append(text)
         return out
 
@@ -182,10 +182,14 @@ UNIT = "samples/s"
 
 
 def batch_change(base: TrialRecord | None, record: TrialRecord) -> str:
+    """The global batch's measured sizes; empty when they are equal (a knob the baseline
+    did not state, at the value it had)."""
     before = base.samples_per_step if base is not None else None
     after = record.samples_per_step
     if before is None or after is None:
         return GLOBAL_BATCH
+    if before == after:
+        return ""
     return f"{GLOBAL_BATCH}: {before:g} → {after:g} samples per step"
 
 

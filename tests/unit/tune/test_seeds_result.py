@@ -67,7 +67,7 @@ def test_the_global_batch_note_gives_the_measured_sizes_once() -> None:
     ranks = record(2, {"nproc_per_node": 1, "batch_size": 8}, "ok", 90.0, samples_per_step=8.0)
     uncounted = record(3, {"nproc_per_node": 1, "batch_size": 8}, "pruned", 9.0)
     result = TuneResult("w", space, (base, both, ranks, uncounted), "finished")
-    assert result.semantics(both) == ["the global batch: 16 → 16 samples per step"]
+    assert result.semantics(both) == []  # 2 ranks x 8 = 1 rank x 16: the same global batch
     assert result.semantics(ranks) == ["the global batch: 16 → 8 samples per step"]
     assert result.semantics(uncounted) == ["the global batch"]
     assert result.semantics(base) == []
