@@ -67,9 +67,10 @@ def test_confirmation_reruns_the_baseline_and_the_best(crashing: Path) -> None:
     ("args", "message"),
     [
         (["--space", "fusion=1,2"], "unknown knob 'fusion'"),
-        (["--space", "bucket_cap_mb=5"], "empty space"),
+        (["--space", "bucket_cap_mb=5"], "nothing to search"),
         (["--space", "bucket_cap_mb=5,"], "empty value"),
         (["--space", "bind_to=[red]"], "'[red]' is not one of"),
+        (["--space", "workers=0,2"], "never calls scalescope.tune.knobs(), so it cannot"),
         (["--confirm", "-1"], "--confirm must be 0 (off) or more, got -1"),
         (["--confirm-rounds", "0"], "--confirm-rounds must be at least 1, got 0"),
     ],

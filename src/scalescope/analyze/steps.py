@@ -69,6 +69,9 @@ class StepAnalysis:
     """total_samples / span_s."""
     mean_step_ms: float | None
     """Mean duration of every measured step of every rank."""
+    steps_per_s: float | None = None
+    """Global steps per second: the slowest rank's measured steps over its span (every
+    rank steps once per step of the job). The unit of speed when samples were not counted."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,7 @@ def analyze_steps(events: EventTable, warmup_steps: int) -> StepAnalysis | None:
     total_samples = sum(r.samples for r in ranks)
     span_s = max(spans) if spans else None
     rate = total_samples / span_s if span_s and total_samples > 0 else None
+    step_rates = [r.num_steps / r.span_s for r in ranks if r.span_s]
     return StepAnalysis(
         warmup_steps=warmup_steps,
         warmup_fallback=measured.warmup_fallback,
@@ -204,4 +208,5 @@ def analyze_steps(events: EventTable, warmup_steps: int) -> StepAnalysis | None:
         span_s=span_s,
         samples_per_s=rate,
         mean_step_ms=float(measured.rows.dur_ns.mean()) / 1e6,
+        steps_per_s=min(step_rates) if step_rates else None,
     )

@@ -9,6 +9,12 @@ When the DDP module's parameters are on a CUDA device, forward, backward (and it
 comm_wait tail) and the optimizer step are timed on the device: CUDA events recorded at
 the same host moments, resolved at flush (``cuda_timing``). Their host times only say
 when the work was queued. The data wait stays a host time: it is the host that waits.
+
+Samples of a step: the batches the DataLoader gave in it; in a step with none (a script
+that feeds plain tensors), the leading dimension of the first tensor given to the DDP
+module's forward while training (grad enabled, ``module.training``), summed over the
+forwards of the step (gradient accumulation). Without DDP or a DataLoader nothing is
+counted, and throughput is in steps/s.
 """
 
 from __future__ import annotations
@@ -80,7 +86,7 @@ class PhaseHooks:
             start = time.perf_counter_ns()
             batch = original(iterator)
             recorder.phase("data", start, time.perf_counter_ns())
-            recorder.step_samples += batch_size_of(batch)
+            recorder.loader_samples += batch_size_of(batch)
             return batch
 
         return __next__
@@ -88,7 +94,7 @@ class PhaseHooks:
     def watch_forward(self, module: torch.nn.Module) -> None:
         param = next(module.parameters(), None)
         self.on_cuda = param is not None and param.is_cuda
-        module.register_forward_pre_hook(self._forward_pre)
+        module.register_forward_pre_hook(self._forward_pre, with_kwargs=True)
         module.register_forward_hook(self._forward_post)
 
     def _mark(self, key: str) -> None:
@@ -103,9 +109,12 @@ class PhaseHooks:
         if self.on_cuda and first is not None and last is not None:
             self.cuda.span(row, first, last)
 
-    def _forward_pre(self, _module: Any, _inputs: Any) -> None:
+    def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
         self._forward_start = time.perf_counter_ns()
         self._mark("forward_start")
+        if module.training and torch.is_grad_enabled():
+            first = batch_size_of(args) if args else batch_size_of(kwargs)
+            self.recorder.forward_samples += first
 
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:

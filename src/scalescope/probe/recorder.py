@@ -29,7 +29,11 @@ class Recorder:
         self.rank = rank
         self.step = 0
         self.step_start_ns: int | None = None
-        self.step_samples = 0
+        self.loader_samples = 0
+        """Samples of the DataLoader batches of the current step."""
+        self.forward_samples = 0
+        """Leading dimension of the DDP module's inputs in the current step: counted when
+        the step saw no DataLoader batch."""
         self.rows: list[list] = []
         self.flush_every_steps = flush_every_steps
         self.flush_every_ns = int(flush_every_s * 1e9)
@@ -82,7 +86,7 @@ class Recorder:
                 start,
                 end_ns - start,
                 0,
-                self.step_samples,
+                self.loader_samples or self.forward_samples,
                 "",
                 "",
                 -1,
@@ -94,7 +98,7 @@ class Recorder:
             rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, ""])
         self.step += 1
         self.step_start_ns = end_ns
-        self.step_samples = 0
+        self.loader_samples = self.forward_samples = 0
         if (
             self.step % self.flush_every_steps == 0
             or end_ns - self._last_flush_ns > self.flush_every_ns

@@ -132,8 +132,14 @@ def _step_summary(s: StepAnalysis) -> list[tuple[str, str]]:
         scope = f"no step reached the warm-up of {s.warmup_steps}: all used, warm-up included"
     else:
         scope = f"warm-up steps 0-{s.warmup_steps - 1} left out" if s.warmup_steps else "no warm-up"
+    throughput = fmt(s.samples_per_s, ",.1f", "samples/s") + " (all ranks)"
+    if s.samples_per_s is None:
+        throughput = (
+            f"{fmt(s.steps_per_s, ',.2f', 'global steps/s')} (samples not counted: no "
+            "DataLoader batch, no DDP forward)"
+        )
     return [
-        ("throughput", fmt(s.samples_per_s, ",.1f", "samples/s") + " (all ranks)"),
+        ("throughput", throughput),
         ("samples", f"{s.total_samples:,} over {fmt(s.span_s, '.3f', 's')} (longest rank span)"),
         ("mean step time", fmt(s.mean_step_ms, ".2f", "ms")),
         ("measured steps", f"{first} to {last} on {_plural(len(done), 'rank')} ({scope})"),

@@ -16,6 +16,7 @@ from scalescope.report.tune_view import (
     config_text,
     last_line,
     rate_text,
+    unconfirmed_text,
 )
 from scalescope.tune.result import TuneResult, knob_effects
 
@@ -58,8 +59,8 @@ def knobs_chart(result: TuneResult) -> Chart:
                 name=plotly_text(f"{effect.name} (spread {effect.spread_pct:.0f}%)"),
             )
         )
-    layout(fig, yaxis_title="mean samples/s", height=380)
-    title = "Mean samples/s per knob value (knobs by spread: the most important first)"
+    layout(fig, yaxis_title=f"mean {result.unit}", height=380)
+    title = f"Mean {result.unit} per knob value (knobs by spread: the most important first)"
     return Chart("chart-knobs", title, fig)
 
 
@@ -89,6 +90,9 @@ def render_tune_html(result: TuneResult) -> str:
     summary = [f"<p>Study: {html.escape(STOPPED.get(result.stopped, result.stopped))}.</p>"]
     if best is not None:
         summary.append(f"<p><b>{html.escape(best_text(result, best))}</b></p>")
+    leader = result.unconfirmed_leader
+    if leader is not None:
+        summary.append(f"<p>{html.escape(unconfirmed_text(result, leader))}</p>")
     if best is not None and result.recommended is None:
         summary.append(f"<p>{NO_GAIN}</p>")
     if result.reuse:

@@ -100,7 +100,7 @@ NO_GAIN = "no significant gain: keep the configuration as given"
 
 
 def trials_table(result: TuneResult) -> Table:
-    title = Text(f"tune {result.target}: trials by median samples/s")
+    title = Text(f"tune {result.target}: trials by median {result.unit}")
     table = Table(title=title, title_justify="left")
     for column in TABLE_COLUMNS:
         table.add_column(column, justify="right" if column in RIGHT else "left")
@@ -130,9 +130,12 @@ def render_tune(result: TuneResult, console: Console) -> None:
     console.print(f"study: {STOPPED.get(result.stopped, result.stopped)}")
     best = result.best
     if best is None:
-        console.print("no trial was measured")
+        console.print("no trial was measured" if not result.by_median() else NONE_CONFIRMED)
         return
     console.print(best_text(result, best))
+    leader = result.unconfirmed_leader
+    if leader is not None:
+        console.print(unconfirmed_text(result, leader))
     if result.recommended is None:
         console.print(NO_GAIN)
         return
@@ -146,6 +149,18 @@ def render_tune(result: TuneResult, console: Console) -> None:
     if result.reuse:
         console.print("reuse it with:")
         console.print(Text(result.reuse), soft_wrap=True, highlight=False)
+
+
+NONE_CONFIRMED = "no configuration has every measurement: nothing is recommended"
+
+
+def unconfirmed_text(result: TuneResult, leader: TrialRecord) -> str:
+    runs = len(result.measurements(leader))
+    return (
+        f"not recommended: trial {leader.number} has a higher median "
+        f"({rate_text(result.median(leader), result.unit)}) but {runs} of "
+        f"{result.required_runs} measurements (its confirmation did not finish)"
+    )
 
 
 def best_text(result: TuneResult, best: TrialRecord) -> str:
@@ -169,9 +184,13 @@ def tune_json(result: TuneResult) -> bytes:
         "schema": "scalescope.tune/1",
         "target": result.target,
         "stopped": result.stopped,
+        "unit": result.unit,
         "space": {k.name: list(k.values) for k in result.space},
+        "required_runs": result.required_runs,
         "best_trial": best.number if best else None,
         "recommended_trial": chosen.number if chosen else None,
+        "recommended_runs": len(result.measurements(chosen)) if chosen else 0,
+        "recommended_speedup": result.speedup(chosen) if chosen else None,
         "baseline_spread": result.baseline_spread(),
         "reuse": result.reuse,
         "trials": [trial_json(result, r) for r in result.ranked()],

@@ -230,7 +230,38 @@ def target_space(target: TuneTarget, items: list[str] | None) -> Space:
         batch_size=(target.bench.batch_size if target.bench else None) or DEFAULT_BATCH,
         bench=target.bench is not None,
     )
-    return parse_space(items, ctx)
+    space = parse_space(items, ctx)
+    check_receivable(target, space)
+    return space
+
+
+def check_receivable(target: TuneTarget, space: Space) -> None:
+    """A script receives the workload knobs (workers, batch_size, ...) only through
+    ``scalescope.tune.knobs()``: searching them in a script that never calls it would
+    measure the same configuration under other names. A ValueError names the first."""
+    wanted = [k.name for k in space if k.kind == WORKLOAD]
+    if target.bench is not None or not wanted:
+        return
+    source = script_source(target.spec)
+    if source is not None and "knobs(" not in source:
+        raise ValueError(
+            f"--space {wanted[0]}: {target.spec.target} never calls scalescope.tune.knobs(), "
+            f"so it cannot receive {', '.join(wanted)} (docs/tune.md: scripts opt in)"
+        )
+
+
+def script_source(spec: RunSpec) -> str | None:
+    """The text of the script (or the module's file); None when it cannot be read."""
+    try:
+        if spec.is_module:
+            import importlib.util
+
+            found = importlib.util.find_spec(spec.target)
+            origin = found.origin if found is not None else None
+            return Path(origin).read_text(errors="replace") if origin else None
+        return Path(spec.target).read_text(errors="replace")
+    except (OSError, ImportError, ValueError):
+        return None
 
 
 def default_study_dir(target: TuneTarget) -> Path:

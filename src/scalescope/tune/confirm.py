@@ -1,6 +1,9 @@
 """The confirmation phase: after the search, the baseline and the top configurations run
 again, interleaved, through the same trial runner, so the best is named by the median of
-several measurements rather than by one short trial on a noisy machine.
+several measurements rather than by one short trial on a noisy machine. When the highest
+median then belongs to a configuration with fewer measurements (one that was not among the
+top, or whose lucky first run made it so), it runs its missing rounds next, within
+``--budget``, until the highest median has them all.
 
 The runs are kept in the study's user attributes, so ``--resume`` does not repeat them.
 """
@@ -35,9 +38,28 @@ def store(study: optuna.Study, run: ConfirmRun) -> None:
 
 def confirm(search: Search, result: TuneResult) -> TuneResult:
     """``result`` with the confirmation runs still to do done (stopped: interrupted when the
-    user stopped one; that run is not kept)."""
+    user stopped one; that run is not kept), then the leader by median confirmed."""
     options = search.options
+    if options.confirm <= 0:
+        return result
+    result = replace(result, required_runs=1 + options.confirm_rounds)
     plan = confirm_plan(result, to_confirm(result, options.confirm), options.confirm_rounds)
+    result = run_plan(search, result, plan)
+    skipped: set[int] = set()
+    while result.stopped != "interrupted":
+        leader = next((r for r in result.by_median() if r.number not in skipped), None)
+        if leader is None or result.confirmed(leader):
+            break
+        missing = confirm_plan(result, [leader], options.confirm_rounds)
+        if not missing or search.over_budget():
+            skipped.add(leader.number)
+            continue
+        result = run_plan(search, result, missing)
+    return result
+
+
+def run_plan(search: Search, result: TuneResult, plan: list) -> TuneResult:
+    """``result`` with the runs of ``plan`` done and kept."""
     for done, (round_, record) in enumerate(plan):
         search.listener.confirm_starts(done, len(plan), round_, record)
         try:

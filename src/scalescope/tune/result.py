@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from scalescope.tune.space import Config, Knob, Space, Value, format_value
+from scalescope.tune.space import GLOBAL_BATCH, Config, Knob, Space, Value, format_value
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class TrialRecord:
     seeded_by: str = ""
     """The finding code whose remedies proposed it."""
     stopped_at_budget: bool = False
+    samples_per_step: float | None = None
+    """The global batch its run measured; None when samples were not counted."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class ConfirmRun:
     seconds: float
     run_dir: str
     error: str | None = None
+    samples_per_step: float | None = None
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,23 @@ class TuneResult:
     reuse: str = ""
     """The command line of the recommended configuration; empty when none is."""
     confirmations: tuple[ConfirmRun, ...] = ()
+    required_runs: int = 1
+    """Measurements a configuration needs to be named best: its trial and every
+    confirmation round (1 + --confirm-rounds; 1 with --confirm 0)."""
 
     @property
     def baseline(self) -> TrialRecord | None:
         baselines = [r for r in self.records if r.baseline]
         return next((r for r in baselines if r.status == "ok"), baselines[0] if baselines else None)
 
+    @property
+    def unit(self) -> str:
+        """The unit of every speed of the study: the baseline's (all trials share it)."""
+        base = self.baseline
+        return base.unit if base is not None else next((r.unit for r in self.records), UNIT)
+
     def measurements(self, record: TrialRecord) -> list[float]:
-        """samples/s of the trial (when measured, not pruned) and of its confirmation runs."""
+        """Speeds of the trial (when measured, not pruned) and of its confirmation runs."""
         first = [record.samples_per_s] if record.status == "ok" and record.samples_per_s else []
         again = [
             c.samples_per_s
@@ -84,20 +96,37 @@ class TuneResult:
         values = self.measurements(record)
         return statistics.median(values) if values else None
 
+    def confirmed(self, record: TrialRecord) -> bool:
+        """Measured as often as the confirmation asks; the baseline needs no confirmation to
+        lead: leading, it only keeps the configuration as given."""
+        return record.baseline or len(self.measurements(record)) >= self.required_runs
+
+    def by_median(self) -> list[TrialRecord]:
+        """Measured trials, highest median first (the earlier trial first on a tie)."""
+        measured = [r for r in self.records if self.median(r) is not None]
+        return sorted(measured, key=lambda r: (-(self.median(r) or 0.0), r.number))
+
     @property
     def best(self) -> TrialRecord | None:
-        """The measured trial of the highest median samples/s (the baseline may be it)."""
-        measured = [r for r in self.records if self.median(r) is not None]
-        return max(measured, key=lambda r: (self.median(r) or 0.0, -r.number), default=None)
+        """The highest median among the trials with every measurement (the baseline may be
+        it): a configuration measured fewer times is never named best."""
+        return next((r for r in self.by_median() if self.confirmed(r)), None)
+
+    @property
+    def unconfirmed_leader(self) -> TrialRecord | None:
+        """A trial of a higher median than the best that lacks measurements (the budget or a
+        failed run stopped its confirmation); None when the best leads."""
+        leader = next(iter(self.by_median()), None)
+        return leader if leader is not None and not self.confirmed(leader) else None
 
     def speedup(self, record: TrialRecord) -> float | None:
-        """Median samples/s of the trial over the baseline's median."""
+        """Median speed of the trial over the baseline's median."""
         base = self.baseline
         ours, theirs = self.median(record), self.median(base) if base else None
         return ours / theirs if ours and theirs else None
 
     def baseline_spread(self) -> float:
-        """max - min samples/s of the baseline's measurements (0 with a single one)."""
+        """max - min speed of the baseline's measurements (0 with a single one)."""
         values = self.measurements(self.baseline) if self.baseline else []
         return max(values) - min(values) if values else 0.0
 
@@ -130,14 +159,38 @@ class TuneResult:
         )
 
     def semantics(self, record: TrialRecord) -> list[str]:
-        """What the trial changes besides speed, against the baseline."""
-        base = self.baseline.config if self.baseline else {}
-        out = []
+        """What the trial changes besides speed, against the baseline, each once (the global
+        batch with its measured sizes, e.g. ``the global batch: 16 → 8 samples per step``)."""
+        base = self.baseline
+        given = base.config if base else {}
+        out: list[str] = []
         for knob in self.space:
-            changed = knob.name in record.config and base.get(knob.name) != record.config[knob.name]
-            if knob.semantics and changed and _active(record, knob):
-                out.append(knob.semantics)
+            changed = (
+                knob.name in record.config and given.get(knob.name) != record.config[knob.name]
+            )
+            if not (knob.semantics and changed and _active(record, knob)):
+                continue
+            text = knob.semantics
+            if text == GLOBAL_BATCH:
+                text = batch_change(base, record)
+            if text and text not in out:
+                out.append(text)
         return out
+
+
+UNIT = "samples/s"
+
+
+def batch_change(base: TrialRecord | None, record: TrialRecord) -> str:
+    """The global batch's measured sizes; empty when they are equal (a knob the baseline
+    did not state, at the value it had)."""
+    before = base.samples_per_step if base is not None else None
+    after = record.samples_per_step
+    if before is None or after is None:
+        return GLOBAL_BATCH
+    if before == after:
+        return ""
+    return f"{GLOBAL_BATCH}: {before:g} → {after:g} samples per step"
 
 
 def _active(record: TrialRecord, knob: Knob) -> bool:

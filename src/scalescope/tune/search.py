@@ -14,7 +14,7 @@ from scalescope.tune.apply import TuneTarget, baseline_config, reuse_command, tr
 from scalescope.tune.confirm import confirm, stored
 from scalescope.tune.result import TrialRecord, TuneResult
 from scalescope.tune.seeds import seeds
-from scalescope.tune.space import Config, Space, config_key, space_size
+from scalescope.tune.space import GLOBAL_BATCH, Config, Space, config_key, space_size
 from scalescope.tune.study import (
     MAX_REPEATS,
     Listener,
@@ -23,7 +23,7 @@ from scalescope.tune.study import (
     suggest,
     to_params,
 )
-from scalescope.tune.trial import PROGRESS_EVERY_S, TrialResult, run_trial
+from scalescope.tune.trial import PROGRESS_EVERY_S, STEPS_UNIT, TrialResult, run_trial
 
 TrialState = optuna.trial.TrialState
 RECORD_ATTRS = tuple(f.name for f in fields(TrialRecord) if f.name != "number")
@@ -65,19 +65,26 @@ class Search:
         self.study_dir, self.listener = Path(study_dir), listener
         self.study = open_study(self.study_dir, target, space, options)
         self.done = records(self.study)
+        self.started = time.monotonic()
         self.measured = {
             config_key(space, r.config): r
             for r in self.done
             if r.config and r.status != "interrupted"
         }
 
+    def over_budget(self) -> bool:
+        budget = self.options.budget_min
+        return budget is not None and time.monotonic() - self.started >= 60 * budget
+
     def run(self) -> TuneResult:
         stopped = "finished"
-        started = time.monotonic()
+        self.started = time.monotonic()
+        for given in (r for r in self.done if r.baseline):
+            refuse_uncounted(given, self.space)
         if not any(r.baseline and r.status != "interrupted" for r in self.done):
             self._enqueue_baseline()
         try:
-            stopped = self._loop(started)
+            stopped = self._loop()
         except (KeyboardInterrupt, SignalException):
             stopped = "interrupted"
             self._fail_running()
@@ -95,11 +102,10 @@ class Search:
             result = replace(result, reuse=reuse_command(self.target, self.space, chosen.config))
         return result
 
-    def _loop(self, started: float) -> str:
+    def _loop(self) -> str:
         repeats = 0
         while len(self.done) < self.options.trials:
-            budget = self.options.budget_min
-            if budget is not None and time.monotonic() - started >= 60 * budget:
+            if self.over_budget():
                 return "budget"
             if len(self.measured) >= space_size(self.space) or repeats > MAX_REPEATS:
                 return "exhausted"
@@ -116,6 +122,8 @@ class Search:
             record = self._run(trial, config, baseline)
             if record.status == "interrupted":
                 return "interrupted"
+            if baseline:
+                refuse_uncounted(record, self.space)
             if baseline and record.status == "ok" and self.options.sampler != "grid":
                 self._enqueue_seeds(record)
         return "finished"
@@ -188,6 +196,20 @@ class Search:
     def _fail_running(self) -> None:
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.study.tell(t.number, state=TrialState.FAIL)
+
+
+def refuse_uncounted(baseline: TrialRecord, space: Space) -> None:
+    """Global steps/s cannot rank configurations whose steps hold other numbers of samples
+    (other ranks, another batch size): a ValueError naming the knobs, before any is run."""
+    if baseline.status != "ok" or baseline.unit != STEPS_UNIT:
+        return
+    knobs = [k.name for k in space if k.semantics == GLOBAL_BATCH]
+    if knobs:
+        raise ValueError(
+            f"the script's samples are not counted (no DataLoader batch, no DDP forward), so "
+            f"speed is in {STEPS_UNIT}, which cannot compare {', '.join(knobs)} (they change "
+            f"the samples of a step): remove {', '.join(knobs)} from --space"
+        )
 
 
 def _attrs(record: TrialRecord) -> dict[str, Any]:

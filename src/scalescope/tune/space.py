@@ -25,6 +25,9 @@ WORKLOAD = "workload"
 ARG = "arg"
 ENV = "env"
 
+GLOBAL_BATCH = "the global batch"
+"""What the knobs that change the samples of a step (ranks, batch size) change."""
+
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 ARG_NAME = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -109,10 +112,11 @@ CATALOGUE: dict[str, KnobDef] = {
     ),
     "comm_hook": KnobDef(
         _choice("none", "fp16", "bf16"), DDP, lambda c: ("none", "bf16", "fp16"),
-        semantics="gradients all-reduced in 16 bits", help="gradient compression comm hook",
+        semantics="the numerics: gradients all-reduced in 16 bits",
+        help="gradient compression comm hook",
     ),
     "nproc_per_node": KnobDef(
-        _int(1), LAUNCH, _ranks, semantics="global batch changes with the ranks",
+        _int(1), LAUNCH, _ranks, semantics=GLOBAL_BATCH,
         help="ranks on the node",
     ),
     "threads_per_rank": KnobDef(
@@ -137,13 +141,13 @@ CATALOGUE: dict[str, KnobDef] = {
         _bool, WORKLOAD, lambda c: (False, True), help="channels_last memory format"
     ),
     "bf16": KnobDef(
-        _bool, WORKLOAD, lambda c: (False, True), semantics="bfloat16 autocast",
+        _bool, WORKLOAD, lambda c: (False, True), semantics="the numerics: bfloat16 autocast",
         help="bfloat16 autocast",
     ),
     "batch_size": KnobDef(
         _int(1), WORKLOAD,
         lambda c: tuple(sorted({max(1, c.batch_size // 2), c.batch_size, 2 * c.batch_size})),
-        semantics="batch size (scale the learning rate)", help="samples per rank per step",
+        semantics=GLOBAL_BATCH, help="samples per rank per step (scale the learning rate)",
     ),
 }  # fmt: skip
 
@@ -242,7 +246,9 @@ def parse_space(items: Iterable[str] | None, ctx: SpaceContext) -> Space:
     if duplicate:
         raise ValueError(f"--space {duplicate}: the knob is given twice")
     if space_size(knobs) < 2:
-        raise ValueError("empty space: give at least one knob with two or more values")
+        raise ValueError(
+            "nothing to search: the space has a single point (give a knob two or more values)"
+        )
     return tuple(knobs)
 
 

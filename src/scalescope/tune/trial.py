@@ -30,6 +30,13 @@ KILL_GRACE_S = 10.0
 Progress = Callable[[float, float | None], bool]
 """Called with (seconds since launch, running samples/s or None); True stops the trial."""
 
+SAMPLES_UNIT = "samples/s"
+"""Samples of all ranks per second: the unit of every speed when the script's samples are
+counted (DataLoader batches, or the DDP module's inputs)."""
+STEPS_UNIT = "global steps/s"
+"""Steps of the whole job per second (every rank steps once per global step): the unit when
+nothing could be counted; it cannot compare configurations with other work per step."""
+
 
 @dataclass(frozen=True)
 class TrialResult:
@@ -37,13 +44,15 @@ class TrialResult:
     """ok, failed, pruned or interrupted (the user stopped the study)."""
     samples_per_s: float | None
     unit: str
-    """samples/s, or steps/s when the script's batches were not counted."""
+    """SAMPLES_UNIT, or STEPS_UNIT when the script's samples were not counted."""
     steps: int
     """Measured steps (after warm-up) of all ranks."""
     seconds: float
     run_dir: Path
     error: str | None = None
     stopped_at_budget: bool = False
+    samples_per_step: float | None = None
+    """Samples of all ranks in one global step (the global batch); None when not counted."""
 
     def outcome(self) -> dict[str, Any]:
         """The fields every record of a run shares (``TrialRecord``, ``ConfirmRun``): how it
@@ -55,18 +64,27 @@ class TrialResult:
             "seconds": self.seconds,
             "run_dir": str(self.run_dir),
             "error": self.error,
+            "samples_per_step": self.samples_per_step,
         }
 
 
 def throughput(steps: StepAnalysis | None) -> tuple[float | None, str, int]:
-    """Samples/s after warm-up (steps/s when samples were not counted), unit, steps."""
+    """Global samples/s after warm-up (global steps/s when samples were not counted: the
+    slowest rank's steps/s, which paces the job), unit, steps of all ranks."""
     if steps is None or steps.warmup_fallback:
-        return None, "samples/s", 0
+        return None, SAMPLES_UNIT, 0
     count = sum(r.num_steps for r in steps.ranks)
     if steps.samples_per_s is not None:
-        return steps.samples_per_s, "samples/s", count
-    rates = [r.num_steps / r.span_s for r in steps.ranks if r.span_s]
-    return (min(rates) if rates else None), "steps/s", count
+        return steps.samples_per_s, SAMPLES_UNIT, count
+    return steps.steps_per_s, STEPS_UNIT, count
+
+
+def samples_per_step(steps: StepAnalysis | None) -> float | None:
+    """The global batch: each rank's samples per measured step, summed over the ranks."""
+    if steps is None or steps.samples_per_s is None:
+        return None
+    per_rank = [r.samples / r.num_steps for r in steps.ranks if r.num_steps]
+    return sum(per_rank) if per_rank else None
 
 
 def running_rate(run_dir: Path, warmup_steps: int) -> float | None:
@@ -181,7 +199,8 @@ def run_trial(
 def _ended(
     run_dir: Path, watch: Watch, status: str, analysis: RunAnalysis | None, error: str | None
 ) -> TrialResult:
-    rate, unit, steps = throughput(analysis.steps if analysis else None)
+    analysed = analysis.steps if analysis else None
+    rate, unit, steps = throughput(analysed)
     if status == "pruned":
         rate = rate or watch.last_rate
     return TrialResult(
@@ -193,6 +212,7 @@ def _ended(
         run_dir=run_dir,
         error=error,
         stopped_at_budget=watch.reason == "budget",
+        samples_per_step=samples_per_step(analysed),
     )
 
 

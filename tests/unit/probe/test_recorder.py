@@ -45,16 +45,20 @@ def test_pending_collective_waits_for_completion_then_final_marks_it(tmp_path):
 def test_steps_tile_time_and_count_samples(tmp_path):
     rec = Recorder(tmp_path / "e.arrows", rank=2)
     rec.phase("data", 1_000, 1_100)
-    rec.step_samples += 32
+    rec.loader_samples += 32
+    rec.forward_samples += 16  # the loader's count wins when a step has one
     rec.end_step(2_000)
     rec.phase("data", 2_100, 2_200)
     rec.end_step(3_500)
+    rec.forward_samples += 8
+    rec.forward_samples += 8  # two forwards of one step (gradient accumulation)
+    rec.end_step(4_000)
     rec.close()
     table = _load(tmp_path / "e.arrows")
     steps = table.of_kind(Kind.STEP)
-    assert steps.start_ns.tolist() == [1_000, 2_000]
-    assert steps.dur_ns.tolist() == [1_000, 1_500]
-    assert steps.count.tolist() == [32, 0]
+    assert steps.start_ns.tolist() == [1_000, 2_000, 3_500]
+    assert steps.dur_ns.tolist() == [1_000, 1_500, 500]
+    assert steps.count.tolist() == [32, 0, 16]
     assert set(table.rank.tolist()) == {2}
 
 

@@ -29,12 +29,12 @@ def test_table_ranks_by_samples_per_s_with_speedup_and_flags() -> None:
     numbers = [line.split("│")[1].strip() for line in lines if line.split("│")[1].strip()]
     assert numbers == ["2", "1", "0", "3"]
     assert "150.0 samples/s" in lines[0] and "1.50x" in lines[0]
-    assert "changes bfloat16 autocast" in lines[0]
+    assert "changes the numerics: bfloat16 autocast" in lines[0]
     assert "1.25x" in lines[1] and "1.00x" in lines[2]
     assert "failed" in lines[3] and "RuntimeError: x" in lines[3]
     assert "best: trial 2, median 150.0 samples/s of 1 run (1.50x the baseline's median" in text
     assert "no significant gain" not in text
-    assert "note: the best configuration changes bfloat16 autocast" in text
+    assert "note: the best configuration changes the numerics: bfloat16 autocast" in text
     assert "scalescope run t.py --tag=x" in text
 
 
@@ -82,7 +82,9 @@ def test_json_has_every_trial() -> None:
     doc = json.loads(tune_json(tune_result()))
     assert [t["number"] for t in doc["trials"]] == [2, 1, 0, 3]
     best = doc["trials"][0]
-    assert best["speedup"] == 1.5 and best["changes"] == ["bfloat16 autocast"]
+    assert best["speedup"] == 1.5 and best["changes"] == ["the numerics: bfloat16 autocast"]
+    assert doc["unit"] == "samples/s" and doc["required_runs"] == 1
+    assert doc["recommended_runs"] == 1 and doc["recommended_speedup"] == 1.5
     assert doc["best_trial"] == 2 and doc["trials"][3]["samples_per_s"] is None
     assert doc["space"]["bucket_cap_mb"] == [5.0, 25.0]
     assert best["measurements"] == [150.0] and best["median"] == 150.0
@@ -95,12 +97,25 @@ def test_json_has_the_confirmation_runs_and_medians() -> None:
     assert len(doc["confirmations"]) == 6
     assert doc["confirmations"][1] == {
         "trial": 2, "round": 1, "status": "ok", "samples_per_s": 96.0, "unit": "samples/s",
-        "seconds": 2.0, "run_dir": "trials/c-2-1", "error": None,
+        "seconds": 2.0, "run_dir": "trials/c-2-1", "error": None, "samples_per_step": None,
     }  # fmt: skip
     trial = {t["number"]: t for t in doc["trials"]}
     assert trial[2]["measurements"] == [150.0, 96.0, 98.0] and trial[2]["median"] == 98.0
     assert trial[1]["speedup"] == pytest.approx(128.0 / 100.0)
     assert doc["best_trial"] == doc["recommended_trial"] == 1
+
+
+def test_a_leader_short_of_runs_is_named_but_not_recommended() -> None:
+    """Trial 2 (150 once) leads by median with one run of three: trial 1 is recommended."""
+    runs = ((0, 1, 110.0), (1, 1, 130.0), (1, 2, 128.0), (0, 2, 90.0))
+    result = replace(confirmed(), confirmations=tuple(confirm_run(*r) for r in runs))
+    result = replace(result, required_runs=3)
+    text = rendered(result)
+    assert "best: trial 1, median 128.0 samples/s of 3 runs" in text
+    assert "not recommended: trial 2 has a higher median (150.0 samples/s) but 1 of 3" in text
+    doc = json.loads(tune_json(result))
+    assert doc["recommended_trial"] == 1 and doc["recommended_runs"] == 3
+    assert doc["required_runs"] == 3
 
 
 def test_html_escapes_user_strings() -> None:

@@ -116,3 +116,22 @@ def test_reuse_command_leaves_out_a_batch_bench_chooses(tmp_path: Path) -> None:
     space = parse_space(["channels_last"], CTX)
     command = reuse_command(TuneTarget(spec, bench), space, {"channels_last": True})
     assert command.endswith("--channels-last --image-size=32") and "None" not in command
+
+
+def test_loader_knobs_need_a_script_that_calls_knobs(tmp_path) -> None:
+    from scalescope.tune.apply import target_space
+
+    calls = tmp_path / "calls.py"
+    calls.write_text("import scalescope.tune\nk = scalescope.tune.knobs({'workers': 0})\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("print('no knobs here')\n")
+    space = ["workers=0,2"]
+    assert [k.name for k in target_space(TuneTarget(RunSpec(target=str(calls))), space)] == [
+        "workers"
+    ]
+    with pytest.raises(ValueError, match=r"--space workers: .*plain.py never calls"):
+        target_space(TuneTarget(RunSpec(target=str(plain))), space)
+    with pytest.raises(ValueError, match="json never calls"):  # a module: its file is read
+        target_space(TuneTarget(RunSpec(target="json", is_module=True)), space)
+    # knobs that reach the script another way need no knobs()
+    assert target_space(TuneTarget(RunSpec(target=str(plain))), ["bucket_cap_mb=5,25"])

@@ -147,3 +147,84 @@ def test_an_interrupted_runs_directory_is_not_reused(tmp_path: Path) -> None:
     wanted.mkdir()
     (tmp_path / "trial-0003-confirm-1-2").mkdir()
     assert fresh_dir(wanted) == tmp_path / "trial-0003-confirm-1-3"
+
+
+def test_a_configuration_short_of_measurements_is_never_named_best(confirmed: TuneResult) -> None:
+    full = replace(confirmed, required_runs=3)
+    # trial 3 (90, one run) and the lucky trial 2 before its runs: not eligible
+    lucky = replace(full, confirmations=RUNS[:2])
+    assert lucky.by_median()[0].number == 2 and not lucky.confirmed(lucky.records[2])
+    assert lucky.unconfirmed_leader.number == 2
+    assert lucky.best.number == 0 and lucky.recommended is None  # trial 1 has 2 of 3 too
+    assert full.best.number == 1 and full.recommended.number == 1
+    assert full.unconfirmed_leader is None
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.started: list[tuple[int, int]] = []
+
+    def confirm_starts(self, done: int, total: int, round_: int, record: TrialRecord) -> None:
+        self.started.append((record.number, round_))
+
+    def confirm_ends(self, run: ConfirmRun) -> None:
+        pass
+
+
+def search_of(tmp_path: Path, speeds: dict[int, list[float]], over_budget: bool = False):
+    """A search whose confirmation runs measure ``speeds[trial]`` in turn (no ranks start:
+    the loop's choices are what is tested)."""
+    from types import SimpleNamespace
+
+    target = TuneTarget(RunSpec(target=__file__))
+    options = TuneOptions(confirm=1, confirm_rounds=2)
+    search = SimpleNamespace(
+        options=options, listener=Listener(), study=open_study(tmp_path, target, SPACE, options),
+        over_budget=lambda: over_budget,
+    )  # fmt: skip
+
+    def run(_search, record: TrialRecord, round_: int) -> ConfirmRun:
+        return again(record.number, round_, speeds[record.number].pop(0))
+
+    return search, run
+
+
+def test_the_leader_by_median_is_confirmed_until_the_best_has_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scalescope.tune import confirm as confirm_module
+
+    records = (record(0, 100.0, baseline=True), record(1, 150.0), record(2, 140.0))
+    # --confirm 1 runs the baseline and trial 1; trial 1 falls to 90, so trial 2 (140, one
+    # run) leads and is confirmed next: 138 and 60, median 138.
+    speeds = {0: [101.0, 99.0], 1: [90.0, 92.0], 2: [138.0, 60.0]}
+    search, run = search_of(tmp_path, speeds)
+    monkeypatch.setattr(confirm_module, "confirm_run", run)
+    result = confirm_module.confirm(search, TuneResult("w", SPACE, records, "finished"))
+    assert search.listener.started == [(0, 1), (1, 1), (1, 2), (0, 2), (2, 1), (2, 2)]
+    assert result.required_runs == 3
+    assert result.best.number == 2 and result.median(result.best) == 138.0
+    assert result.recommended.number == 2
+
+
+def test_past_the_budget_the_leader_is_not_confirmed_nor_recommended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scalescope.tune import confirm as confirm_module
+
+    records = (record(0, 100.0, baseline=True), record(1, 150.0), record(2, 140.0))
+    speeds = {0: [101.0, 99.0], 1: [90.0, 92.0]}
+    search, run = search_of(tmp_path, speeds, over_budget=True)
+    monkeypatch.setattr(confirm_module, "confirm_run", run)
+    result = confirm_module.confirm(search, TuneResult("w", SPACE, records, "finished"))
+    assert (2, 1) not in search.listener.started
+    assert result.unconfirmed_leader.number == 2
+    assert result.best.number == 0 and result.recommended is None  # the baseline, 100 > 92
+
+
+def test_a_leading_baseline_keeps_the_configuration_as_given(confirmed: TuneResult) -> None:
+    """The baseline (one failed confirmation run: 2 of 3 measurements) leads: no gain."""
+    runs = (again(0, 1, 130.0), again(0, 2, None, "failed"), again(1, 1, 100.0))
+    result = TuneResult("w", SPACE, RECORDS[:2], "finished", confirmations=runs, required_runs=3)
+    assert result.best.number == 0 and result.unconfirmed_leader is None
+    assert result.recommended is None

@@ -55,8 +55,22 @@ def test_ranking_speedup_and_semantics(result: TuneResult) -> None:
     assert [r.number for r in result.ranked()] == [2, 1, 0, 4, 3]
     assert result.best.number == 2
     assert result.speedup(result.best) == pytest.approx(1.5)
-    assert result.semantics(result.records[2]) == ["bfloat16 autocast"]
+    assert result.semantics(result.records[2]) == ["the numerics: bfloat16 autocast"]
     assert result.semantics(result.records[1]) == []
+
+
+def test_the_global_batch_note_gives_the_measured_sizes_once() -> None:
+    space = parse_space(["nproc_per_node=1,2", "batch_size=8,16"], CTX)
+    base = record(0, {"nproc_per_node": 2, "batch_size": 8}, "ok", 100.0, baseline=True,
+                  samples_per_step=16.0)  # fmt: skip
+    both = record(1, {"nproc_per_node": 1, "batch_size": 16}, "ok", 90.0, samples_per_step=16.0)
+    ranks = record(2, {"nproc_per_node": 1, "batch_size": 8}, "ok", 90.0, samples_per_step=8.0)
+    uncounted = record(3, {"nproc_per_node": 1, "batch_size": 8}, "pruned", 9.0)
+    result = TuneResult("w", space, (base, both, ranks, uncounted), "finished")
+    assert result.semantics(both) == []  # 2 ranks x 8 = 1 rank x 16: the same global batch
+    assert result.semantics(ranks) == ["the global batch: 16 → 8 samples per step"]
+    assert result.semantics(uncounted) == ["the global batch"]
+    assert result.semantics(base) == []
 
 
 def test_knob_effects_are_means_per_value_of_measured_trials(result: TuneResult) -> None:

@@ -49,7 +49,7 @@ def test_default_space_leaves_out_knobs_that_change_semantics_and_single_values(
     [
         (["fusion=1,2"], "unknown knob 'fusion'"),
         ([""], "give NAME=VALUE"),
-        (["bucket_cap_mb=5"], "empty space"),
+        (["bucket_cap_mb=5"], "nothing to search: the space has a single point"),
         (["bucket_cap_mb=5,,6"], "empty value"),
         (["bucket_cap_mb=5,-1"], "not a positive number"),
         (["workers=2,2"], "repeated"),

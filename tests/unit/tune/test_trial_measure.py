@@ -46,3 +46,29 @@ def test_scoped_environ_restores_everything(monkeypatch: pytest.MonkeyPatch) -> 
         assert os.environ["TRIAL"] == "x"
     assert "TRIAL" not in os.environ and "LAUNCHER_ADDED" not in os.environ
     assert os.environ["KEEP"] == "1"
+
+
+def test_uncounted_samples_give_global_steps_per_s(tmp_path: Path) -> None:
+    from scalescope.analyze.steps import analyze_steps
+    from scalescope.events import load_run
+    from scalescope.tune.trial import STEPS_UNIT, samples_per_step, throughput
+
+    meta = RunMeta(run_id="r", command=[], script="s.py", world_size=2, warmup_steps=1)
+    # rank 1 is slower: 3 measured steps in 600 ms against rank 0's 300 ms
+    write_run_dir(tmp_path, meta, {0: [steps([50.0] + [100.0] * 3, 0)],
+                                   1: [steps([50.0] + [200.0] * 3, 0)]})  # fmt: skip
+    analysis = analyze_steps(load_run(tmp_path).events, 1)
+    rate, unit, count = throughput(analysis)
+    assert unit == STEPS_UNIT and count == 6
+    assert rate == pytest.approx(3 / 0.6)  # the job steps at its slowest rank's pace
+    assert samples_per_step(analysis) is None
+
+
+def test_samples_per_step_is_the_global_batch(tmp_path: Path) -> None:
+    from scalescope.analyze.steps import analyze_steps
+    from scalescope.events import load_run
+    from scalescope.tune.trial import samples_per_step
+
+    meta = RunMeta(run_id="r", command=[], script="s.py", world_size=2, warmup_steps=1)
+    write_run_dir(tmp_path, meta, {0: [steps([100.0] * 4, 8)], 1: [steps([100.0] * 4, 8)]})
+    assert samples_per_step(analyze_steps(load_run(tmp_path).events, 1)) == 16
