@@ -60,6 +60,9 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """User + system CPU time of the rank's process (all its threads) at its end, seconds."""
     involuntary_switches: int | None = None
     """Times the OS took a cpu from the rank's threads to run something else (ru_nivcsw)."""
+    optimizer_param_bytes: int | None = None
+    """Bytes of the parameters the rank's (first stepping) optimizer updates; None when no
+    optimizer stepped."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

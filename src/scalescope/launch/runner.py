@@ -10,11 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
+from scalescope.events.run import (
+    RUN_FILE,
+    RunMeta,
+    rank_meta_path,
+    read_rank_meta,
+    write_json_atomic,
+)
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
+from scalescope.launch.hang_watch import HangOptions, HangWatch
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.probe.binding import PLACEMENTS_ENV
+
+HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +45,7 @@ class RunSpec:
     command: list[str] = field(default_factory=list)
     launcher: str = ""
     """Who started this launcher, when not the user (e.g. slurm+elastic: one task per node)."""
+    hang: HangOptions = field(default_factory=HangOptions)
 
     def __post_init__(self) -> None:
         if self.is_module:
@@ -100,7 +110,9 @@ def start_meta(spec: RunSpec, run_dir: Path, plan: RankPlan) -> RunMeta:
     )
 
 
-def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
+def finish_meta(
+    meta: RunMeta, run_dir: Path, result: LaunchResult, hang_killed: bool = False
+) -> None:
     """Merge what each rank wrote with what the launcher saw; the launcher's exit codes win."""
     meta.end_time = time.time()
     meta.status = result.status
@@ -117,6 +129,9 @@ def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
                 rank_meta.error = rank_meta.error or f"exit code {code}"
         elif result.status == "interrupted" and rank_meta.status == "running":
             rank_meta.status = "interrupted"
+        if hang_killed and rank_meta.status != "completed":
+            rank_meta.error = f"{HANG_KILLED}; {rank_meta.error or 'no error recorded'}"
+            write_json_atomic(rank_meta_path(run_dir, rank), rank_meta)
         meta.ranks[str(rank)] = rank_meta
         hosts.append(rank_meta.hostname)
     meta.hostnames = sorted(set(hosts))
@@ -131,8 +146,14 @@ def execute(spec: RunSpec) -> RunOutcome:
     os.environ.update(plan.env)
     meta = start_meta(spec, run_dir, plan)
     write_json_atomic(run_dir / meta_file, meta)
-    result = launch(spec.launch, rank_argv(spec, run_dir))
-    finish_meta(meta, run_dir, result)
+    watch = HangWatch(run_dir, spec.launch.world_size, spec.hang)
+    if spec.probe:
+        watch.start()
+    try:
+        result = launch(spec.launch, rank_argv(spec, run_dir))
+    finally:
+        watch.done.set()
+    finish_meta(meta, run_dir, result, hang_killed=watch.killed)
     write_json_atomic(run_dir / meta_file, meta)
     return RunOutcome(run_dir, meta, exit_code_of(result))
 

@@ -148,6 +148,7 @@ def _finish(
     if probe is not None:
         probe.close()
         meta.steps = probe.steps
+        meta.optimizer_param_bytes = probe.optimizer_param_bytes
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error

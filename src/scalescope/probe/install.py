@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from scalescope.events.run import events_path
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
+from scalescope.probe.live import LiveProbe
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
@@ -22,12 +25,16 @@ class Probe:
         self.ddp = DDPPatch(self.recorder, self.phases, self.collectives.groups)
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
+        offset = time.time_ns() - time.perf_counter_ns()
+        self.live = LiveProbe(run_dir, rank, os.getpid(), offset)
+        self.recorder.live = self.live.writer
 
     def install(self) -> Probe:
         self.collectives.install()
         self.phases.install()
         self.ddp.install()
         self.clock.install()
+        self.live.start(self.recorder)
         return self
 
     def close(self) -> None:
@@ -36,11 +43,16 @@ class Probe:
         self.ddp.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
+        self.live.close()
         self.recorder.close()
 
     @property
     def steps(self) -> int:
         return self.recorder.step
+
+    @property
+    def optimizer_param_bytes(self) -> int | None:
+        return self.phases.stepped_param_bytes
 
     @property
     def errors(self) -> list[str]:

@@ -9,6 +9,7 @@ torch's global optimizer hooks.
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from typing import Any
 
@@ -38,6 +39,10 @@ class PhaseHooks:
         self._stepping_optimizer: int | None = None
         self._saved: dict[str, Any] = {}
         self._handles: list[Any] = []
+        self.forward_watched = False
+        self._searched_model = False
+        self.stepped_param_bytes: int | None = None
+        """Bytes of the parameters the stepping optimizer updates (set at its first step)."""
 
     def install(self) -> None:
         it = dataloader._BaseDataLoaderIter
@@ -68,6 +73,7 @@ class PhaseHooks:
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
             start = time.perf_counter_ns()
+            recorder.enter_phase("data", start)
             batch = original(iterator)
             recorder.phase("data", start, time.perf_counter_ns())
             recorder.step_samples += batch_size_of(batch)
@@ -78,9 +84,11 @@ class PhaseHooks:
     def watch_forward(self, module: torch.nn.Module) -> None:
         module.register_forward_pre_hook(self._forward_pre)
         module.register_forward_hook(self._forward_post)
+        self.forward_watched = True
 
     def _forward_pre(self, _module: Any, _inputs: Any) -> None:
         self._forward_start = time.perf_counter_ns()
+        self.recorder.enter_phase("forward", self._forward_start)
 
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:
@@ -95,6 +103,7 @@ class PhaseHooks:
         def backward(*args: Any, **kwargs: Any) -> Any:
             self._last_bucket_ns = None
             start = time.perf_counter_ns()
+            self.recorder.enter_phase("backward", start)
             result = original(*args, **kwargs)
             self._record_backward(start, time.perf_counter_ns())
             return result
@@ -114,6 +123,7 @@ class PhaseHooks:
             self._stepping_optimizer = id(optimizer)
         if id(optimizer) == self._stepping_optimizer:
             self._optimizer_start = time.perf_counter_ns()
+            self.recorder.enter_phase("optimizer", self._optimizer_start)
 
     def _optimizer_post(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
@@ -122,3 +132,36 @@ class PhaseHooks:
         self.recorder.phase("optimizer", self._optimizer_start, end)
         self._optimizer_start = None
         self.recorder.end_step(end)
+        if self.stepped_param_bytes is None:
+            self.stepped_param_bytes = sum(
+                p.numel() * p.element_size() for g in optimizer.param_groups for p in g["params"]
+            )
+        if not self.forward_watched and not self._searched_model:
+            self._watch_stepped_model(optimizer)
+
+    def _watch_stepped_model(self, optimizer: Any) -> None:
+        """No DDP module: time the forward of the model whose parameters the optimizer steps
+        (found once, after the first step; that step's forward stays in "other")."""
+        self._searched_model = True
+        module = stepped_module(optimizer)
+        if module is None:
+            self.recorder.errors.append(
+                "forward not recorded: no module holds the parameters the optimizer steps"
+            )
+            return
+        self.watch_forward(module)
+
+
+def stepped_module(optimizer: Any) -> torch.nn.Module | None:
+    """The outermost module holding every parameter ``optimizer`` steps, and no others."""
+    wanted = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if not wanted:
+        return None
+    found = [
+        obj
+        for obj in gc.get_objects()
+        if isinstance(obj, torch.nn.Module) and {id(p) for p in obj.parameters()} == wanted
+    ]
+    inner = {id(child) for m in found for child in m.modules() if child is not m}
+    outer = [m for m in found if id(m) not in inner]
+    return outer[0] if outer else None

@@ -40,7 +40,7 @@ from scalescope.report.html_charts import (
     timeline_chart,
     waits_chart,
 )
-from scalescope.report.terminal import fmt, fmt_bytes, fmt_count
+from scalescope.report.terminal import fmt, fmt_bytes, fmt_calls
 from scalescope.report.timeline import (
     DEFAULT_NUM_STEPS,
     chrome_trace,
@@ -310,7 +310,7 @@ def sizes_table(analysis: RunAnalysis) -> str:
     for z in coll.sizes:
         cells = [
             fmt_bytes(z.nbytes),
-            fmt_count(z.calls_per_rank),
+            fmt_calls(z.calls_min, z.calls_max),
             f"{z.time_avg_us:,.1f}",
             f"{z.time_min_us:,.1f}",
             f"{z.time_max_us:,.1f}",
