@@ -124,7 +124,8 @@ def _group_verdicts(group: str, ranks: list[RankHang], waiters: list[RankHang]) 
     in_group = [r for r in waiters if r.group == group]
     seq = max(r.seq for r in in_group)
     front = [r for r in in_group if r.seq == seq]
-    op = max({r.op for r in front}, key=[r.op for r in front].count)
+    ops = [r.op for r in sorted(front, key=lambda r: r.rank)]
+    op = max(ops, key=lambda o: (ops.count(o), -ops.index(o)))  # ties: the lowest rank's
     waiting = tuple(r.rank for r in front if r.op == op)
     waited = max(r.collective_for_s or 0.0 for r in front)
     base = dict(waiting=waiting, op=op, group=group, seq=seq, nbytes=front[0].nbytes)

@@ -129,6 +129,9 @@ def finish_meta(
                 rank_meta.error = rank_meta.error or f"exit code {code}"
         elif result.status == "interrupted" and rank_meta.status == "running":
             rank_meta.status = "interrupted"
+        elif result.status == "interrupted" and "DataLoader worker" in (rank_meta.error or ""):
+            rank_meta.status = "interrupted"  # the user's signal reached a worker first
+            rank_meta.error = f"stopped by signal {result.signal}; {rank_meta.error}"
         if hang_killed and rank_meta.status != "completed":
             rank_meta.error = f"{HANG_KILLED}; {rank_meta.error or 'no error recorded'}"
             write_json_atomic(rank_meta_path(run_dir, rank), rank_meta)
@@ -153,6 +156,8 @@ def execute(spec: RunSpec) -> RunOutcome:
         result = launch(spec.launch, rank_argv(spec, run_dir))
     finally:
         watch.done.set()
+    if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
+        result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
     write_json_atomic(run_dir / meta_file, meta)
     return RunOutcome(run_dir, meta, exit_code_of(result))

@@ -42,8 +42,28 @@ class Interrupted(SystemExit):
         self.signum = signum
 
 
+_received: list[int] = []
+"""Signals the handler saw: an error raised after one (a DataLoader worker the same Ctrl-C
+killed first) is part of the interruption, not a failure."""
+WORKER_SIGNALS = {"Interrupt": signal.SIGINT, "Terminated": signal.SIGTERM}
+"""How torch's DataLoader names the signal that killed a worker ("killed by signal: ...")."""
+
+
 def _on_signal(signum: int, _frame: object) -> None:
+    _received.append(signum)
     raise Interrupted(signum)
+
+
+def interrupting_signal(error_text: str) -> int | None:
+    """The user's signal when an error is the consequence of one: a signal reached this rank,
+    or a DataLoader worker was killed by SIGINT/SIGTERM (the terminal sends Ctrl-C to every
+    process of the job, and a worker may die before the rank sees its own)."""
+    if _received:
+        return _received[0]
+    for name, signum in WORKER_SIGNALS.items():
+        if f"killed by signal: {name}" in error_text:
+            return signum
+    return None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -134,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         error = None if code == 0 else f"SystemExit({exc.code!r})"
     except BaseException:
         status, code, error = "failed", 1, _tail(traceback.format_exc())
-        traceback.print_exc()
+        signum = interrupting_signal(error)
+        if signum is not None:
+            status, code = "interrupted", 128 + signum
+            error = f"stopped by {signal.Signals(signum).name} ({error.splitlines()[-1]})"
+        else:
+            traceback.print_exc()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)

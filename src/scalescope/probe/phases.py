@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import gc
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -157,11 +158,13 @@ def stepped_module(optimizer: Any) -> torch.nn.Module | None:
     wanted = {id(p) for group in optimizer.param_groups for p in group["params"]}
     if not wanted:
         return None
-    found = [
-        obj
-        for obj in gc.get_objects()
-        if isinstance(obj, torch.nn.Module) and {id(p) for p in obj.parameters()} == wanted
-    ]
+    with warnings.catch_warnings():  # isinstance on deprecated torch aliases warns
+        warnings.simplefilter("ignore")
+        found = [
+            obj
+            for obj in gc.get_objects()
+            if isinstance(obj, torch.nn.Module) and {id(p) for p in obj.parameters()} == wanted
+        ]
     inner = {id(child) for m in found for child in m.modules() if child is not m}
     outer = [m for m in found if id(m) not in inner]
     return outer[0] if outer else None
