@@ -154,7 +154,9 @@ def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
             raise typer.Exit(0)
         outcome = start(spec, given, p["master_addr"])
     except ValueError as exc:
-        fail(str(exc))
+        from scalescope.launch.runner import RunEndNotWritten
+
+        fail(str(exc), code=1 if isinstance(exc, RunEndNotWritten) else 2)
     finish(outcome, not p["no_report"], spec.probe, p["html"])
 
 

@@ -145,10 +145,13 @@ def execute(spec: RunSpec) -> RunOutcome:
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     meta_file = meta_file_name(spec.launch.node_rank)
     check_new_run_dir(run_dir, meta_file)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.update(plan.env)
     meta = start_meta(spec, run_dir, plan)
-    write_json_atomic(run_dir / meta_file, meta)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run_dir / meta_file, meta)
+    except OSError as exc:
+        raise ValueError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
+    os.environ.update(plan.env)
     watch = HangWatch(run_dir, spec.launch.world_size, spec.hang)
     if spec.probe:
         watch.start()
@@ -159,8 +162,18 @@ def execute(spec: RunSpec) -> RunOutcome:
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
         result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
-    write_json_atomic(run_dir / meta_file, meta)
+    try:
+        write_json_atomic(run_dir / meta_file, meta)
+    except OSError as exc:
+        raise RunEndNotWritten(
+            f"the run ended ({meta.status}) but {run_dir / meta_file} could not be updated: "
+            f"{exc.strerror}; what the ranks recorded is kept (scalescope report {run_dir})"
+        ) from None
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+class RunEndNotWritten(ValueError):
+    """The ranks ran, but the run's final status could not be written (disk full)."""
 
 
 def meta_file_name(node_rank: int) -> str:

@@ -14,6 +14,7 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict
@@ -32,6 +33,7 @@ THREAD_VARIABLES = (
 )
 
 ERROR_LINES = 12
+ORPHANED = "stopped by SIGTERM: its launcher died (the rank was blocked in C++ and did not end)"
 
 
 class Interrupted(SystemExit):
@@ -64,6 +66,27 @@ def interrupting_signal(error_text: str) -> int | None:
         if f"killed by signal: {name}" in error_text:
             return signum
     return None
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """Have the kernel send this rank SIGTERM when its launcher dies, even by SIGKILL (which
+    the launcher cannot pass on): no rank is left running without it. The rank then ends as
+    on any SIGTERM, its events flushed. Linux only; elsewhere nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the launcher died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -140,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         from scalescope.probe.install import Probe
 
         probe = Probe(args.run_dir, meta.rank, args.flush_every).install()
+        probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
+    end_with_parent()
     status, code, error = "completed", 0, None
     try:
         run_target(args)
@@ -167,7 +192,31 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+_finishing = threading.Lock()
+
+
+def _end_orphan(run_dir: Path, meta: RankMeta, probe: Any) -> None:
+    """The launcher died and the main thread is blocked: record what we have and exit."""
+    if not _finishing.acquire(blocking=False):
+        return
+    code = 128 + signal.SIGTERM
+    _record_end(run_dir, meta, probe, "interrupted", code, ORPHANED)
+    os._exit(code)
+
+
 def _finish(
+    run_dir: Path,
+    meta: RankMeta,
+    probe: Any,
+    status: str,
+    code: int,
+    error: str | None,
+) -> None:
+    if _finishing.acquire(blocking=False):
+        _record_end(run_dir, meta, probe, status, code, error)
+
+
+def _record_end(
     run_dir: Path, meta: RankMeta, probe: Any, status: str, code: int, error: str | None
 ) -> None:
     if probe is not None:
@@ -180,7 +229,10 @@ def _finish(
     meta.end_time = time.time()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     meta.cpu_s, meta.involuntary_switches = usage.ru_utime + usage.ru_stime, usage.ru_nivcsw
-    write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
+    try:
+        write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
+    except OSError as exc:  # a full or read-only disk: the launcher still records the exit
+        print(f"scalescope: rank {meta.rank} could not write its status: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ the rank.
 from __future__ import annotations
 
 import faulthandler
+import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +25,10 @@ from scalescope.events.live_state import (
 from scalescope.probe.recorder import Recorder
 
 POLL_S = 0.5
+ORPHAN_GRACE_POLLS = 4
+"""Polls (2 s) the main thread gets to end on the SIGTERM its launcher's death sent it
+(bootstrap.end_with_parent) before the watch thread ends the rank itself: a main thread
+blocked in C++ (a collective, a store connection) never runs its Python signal handler."""
 
 
 class LiveProbe:
@@ -33,6 +39,10 @@ class LiveProbe:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.recorder: Recorder | None = None
+        self.parent = os.getppid()
+        self.on_orphaned: Callable[[], None] | None = None
+        """Called from the watch thread when the launcher is gone and the main thread did
+        not end: it must record the rank's end and exit the process."""
 
     def start(self, recorder: Recorder) -> LiveProbe:
         self.recorder = recorder
@@ -43,15 +53,20 @@ class LiveProbe:
         return self
 
     def _watch(self) -> None:
+        orphaned = 0
         while not self._stop.wait(POLL_S):
             made, answered = self.writer.requests()
             if made > answered and self.recorder is not None:
                 self.recorder.flush()
                 self.writer.answered(made)
+            if os.getppid() != self.parent:
+                orphaned += 1
+                if orphaned > ORPHAN_GRACE_POLLS and self.on_orphaned is not None:
+                    self.on_orphaned()
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2 * POLL_S)
         if self._stack_file is not None:
             faulthandler.unregister(STACK_SIGNAL)

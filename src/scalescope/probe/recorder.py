@@ -150,4 +150,7 @@ class Recorder:
 
     def close(self) -> None:
         self.flush(final=True)
-        self.writer.close()
+        try:
+            self.writer.close()
+        except Exception as exc:  # a full disk: the batches written before are kept
+            self.errors.append(f"event file close failed: {exc}")
