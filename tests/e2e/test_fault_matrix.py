@@ -14,11 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_hangs import HANG_TRAIN, assert_no_process_left, recorded_steps, start_job, wait_until
 
 from conftest import scalescope
 from scalescope.events import load_run
 from scalescope.events.live_state import read_live_states
-from test_hangs import HANG_TRAIN, assert_no_process_left, recorded_steps, start_job, wait_until
 
 
 def mount_tmpfs(where: Path, options: str) -> str | None:
