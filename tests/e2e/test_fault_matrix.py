@@ -16,7 +16,7 @@ import psutil
 import pytest
 from test_hangs import HANG_TRAIN, assert_no_process_left, recorded_steps, start_job, wait_until
 
-from conftest import scalescope
+from conftest import cli_env, scalescope
 from scalescope.events import load_run
 from scalescope.events.live_state import read_live_states
 
@@ -173,3 +173,51 @@ def test_damaged_event_file_before_report(finished_run, tmp_path, damage):
         assert any("rank 1:" in p for p in run.problems)
         assert "Problems with the recorded data" in proc.stdout
         assert len(steps) < 60
+
+
+def test_peer_node_unreachable_mid_run(tmp_path):
+    """Two nodes in two network namespaces; node 1's link goes down after 20 steps: both
+    ranks wait in the same all_reduce forever. Each node's launcher sees the hang."""
+    from test_launch_cluster import CLI, free_port
+
+    from conftest import netns_unavailable, veth_hosts
+
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with veth_hosts("10.211.8", "sh") as hosts:
+        endpoint = f"{hosts[0][2]}:{free_port()}"
+        procs = [
+            subprocess.Popen(
+                [
+                    "ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *CLI, "run",
+                    "--nnodes", "2", "--node-rank", str(node), "-n", "1", "--rdzv-backend",
+                    "static", "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir",
+                    "run", "--no-report", "--hang-after", "3", "--hang-action", "kill",
+                    str(HANG_TRAIN), "--mode", "none", "--steps", "100000",
+                ],
+                cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True,
+            )
+            for node, (ns, dev, addr) in enumerate(hosts)
+        ]  # fmt: skip
+        run_dir = tmp_path / "run"
+        wait_until(
+            lambda: (
+                all(s.steps_done >= 20 for s in read_live_states(run_dir, 2).values())
+                and len(read_live_states(run_dir, 2)) == 2
+            ),
+            what="20 steps on both nodes",
+        )
+        pids = [s.pid for s in read_live_states(run_dir, 2).values()]
+        subprocess.run(["ip", "-n", hosts[1][0], "link", "set", hosts[1][1], "down"], check=True)
+        outputs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], outputs
+    assert "all wait in all_reduce" in outputs[0][1]
+    hang = json.loads((run_dir / "hang.json").read_text())
+    assert [(v["kind"], v["waiting"]) for v in hang["verdicts"]] == [("all_waiting", [0, 1])]
+    run = load_run(run_dir)
+    for r in hang["ranks"]:
+        assert recorded_steps(run, r["rank"]) == list(range(r["steps_done"]))
+        assert r["steps_done"] >= 20
+    assert_no_process_left(pids)
