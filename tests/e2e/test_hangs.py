@@ -116,7 +116,10 @@ def test_host_hang_keeps_every_step_and_leaves_no_process(host_hang):
 
 
 def test_report_of_a_hung_run_puts_the_hang_first(host_hang):
-    proc = scalescope("report", host_hang["dir"], cwd=host_hang["dir"].parent)
+    page = host_hang["dir"].parent / "dash.html"
+    proc = scalescope("report", host_hang["dir"], "--html", page, cwd=host_hang["dir"].parent)
+    html = page.read_text()
+    assert html.index('<pre id="hang">HANG: no rank finished') < html.index('id="failures"')
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert out.index("HANG: no rank finished") < out.index("Failures")

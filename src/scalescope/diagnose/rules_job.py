@@ -75,18 +75,15 @@ class ReplicasRule:
         per_step = [p for p in (coll.per_step if coll else ()) if p.tag not in SETUP_TAGS]
         moved = sum(p.nbytes_per_step for p in per_step)
         params = [m.optimizer_param_bytes for m in ctx.ranks.values() if m.optimizer_param_bytes]
-        if params and moved >= SYNC_SHARE * min(params):
-            return None
-        if not params and moved > 0:
-            return None
-        param_text = fmt_b(min(params)) if params else "unknown bytes"
+        if not params or moved >= SYNC_SHARE * min(params):
+            return None  # no optimizer seen by the probe (an ingested trace): abstain
+        param_text = fmt_b(min(params))
         evidence = (
             Evidence("ranks", a.world_size),
             Evidence("optimizer steps per rank", min(steps)),
             Evidence("gradient collectives (DDP buckets)", 0),
             Evidence("collective bytes per step", round(moved), "B"),
-            Evidence("parameters the optimizer steps", min(params) if params else "unknown",
-                     "B" if params else ""),
+            Evidence("parameters the optimizer steps", min(params), "B"),
         )  # fmt: skip
         return Finding(
             code="INDEPENDENT_REPLICAS",

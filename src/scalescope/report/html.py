@@ -299,6 +299,16 @@ SIZE_COLUMNS = (
 )
 
 
+def hang_section(analysis: RunAnalysis) -> str:
+    """The hang first, as the terminal shows it (verdicts, ranks, main-thread stacks)."""
+    if analysis.hang is None:
+        return ""
+    from scalescope.report.hang_view import hang_lines
+
+    text = "\n".join(hang_lines(analysis.hang, stacks="main"))
+    return f'<h2>Hang</h2><pre id="hang">{esc(text)}</pre>'
+
+
 def sizes_table(analysis: RunAnalysis) -> str:
     """The nccl-tests style table: one row per op and message size, per rank."""
     coll = analysis.collectives
@@ -423,6 +433,7 @@ def render_html(
         '<div class="cards">',
         summary_card(analysis),
         "</div>",
+        hang_section(analysis),
         failures_section(analysis),
         findings_section(diagnosis),
         *(chart_html(c) for c in charts[:2]),
