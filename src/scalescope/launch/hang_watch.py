@@ -48,6 +48,9 @@ POLL_S = 0.5
 MEDIAN_EVERY_S = 10.0
 ANSWER_WAIT_S = 3.0
 KILL_GRACE_S = 5.0
+LAUNCHER_GRACE_S = 20.0
+"""After killing hung ranks, how long torch's agent gets to return; it may wait on the
+rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
 ACTIONS = ("report", "kill")
 
 
@@ -89,6 +92,9 @@ class HangWatch(threading.Thread):
         self._median: float | None = None
         self._median_at = 0.0
         self._reported_progress: float | None = None
+        self.on_stuck: Callable[[], None] | None = None
+        """Called when the launcher has not returned ``LAUNCHER_GRACE_S`` after the ranks
+        were killed: it must record the run's end and exit the process."""
 
     def threshold_s(self) -> float:
         if self.options.after_s is not None:
@@ -134,6 +140,8 @@ class HangWatch(threading.Thread):
         if self.options.action == "kill":
             self.killed = True
             stop_processes([p for p in local.values() if p is not None])
+            if not self.done.wait(LAUNCHER_GRACE_S) and self.on_stuck is not None:
+                self.on_stuck()
 
     def _local_pids(self, states: dict[int, LiveState]) -> dict[int, psutil.Process | None]:
         """Each rank's process when it runs on this node and still lives, else None."""

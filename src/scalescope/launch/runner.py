@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from scalescope.events.run import (
     write_json_atomic,
 )
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
-from scalescope.launch.hang_watch import HangOptions, HangWatch
+from scalescope.launch.hang_watch import LAUNCHER_GRACE_S, HangOptions, HangWatch
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.probe.binding import PLACEMENTS_ENV
@@ -153,6 +155,7 @@ def execute(spec: RunSpec) -> RunOutcome:
         raise ValueError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
     os.environ.update(plan.env)
     watch = HangWatch(run_dir, spec.launch.world_size, spec.hang)
+    watch.on_stuck = lambda: end_stuck_launch(meta, run_dir, meta_file)
     if spec.probe:
         watch.start()
     try:
@@ -170,6 +173,24 @@ def execute(spec: RunSpec) -> RunOutcome:
             f"{exc.strerror}; what the ranks recorded is kept (scalescope report {run_dir})"
         ) from None
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def end_stuck_launch(meta: RunMeta, run_dir: Path, meta_file: str) -> None:
+    """The hung ranks were killed but torch's agent does not return (it waits on a peer
+    node that cannot be reached): record the end from the hang watch's thread and exit."""
+    finish_meta(meta, run_dir, LaunchResult("failed", {}), hang_killed=True)
+    for rank_meta in meta.ranks.values():
+        if rank_meta.status == "running":  # killed before it could write its end
+            rank_meta.status, rank_meta.error = "killed", HANG_KILLED
+    with contextlib.suppress(OSError):
+        write_json_atomic(run_dir / meta_file, meta)
+    print(
+        f"scalescope: the launcher did not return {LAUNCHER_GRACE_S:.0f} s after the hung ranks "
+        f"were stopped (a node that cannot be reached?); ending it. run failed: {run_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
 
 
 class RunEndNotWritten(ValueError):
