@@ -98,7 +98,7 @@ def rank_hang(state: LiveState, now_s: float, alive: bool, ended: str = "") -> R
     since = state.entered_s if state.in_collective else state.left_s
     return RankHang(
         rank=state.rank, pid=state.pid, alive=alive, ended=ended, steps_done=state.steps_done,
-        phase=state.phase or OUTSIDE,
+        phase=state.phase,
         phase_for_s=None if state.phase_since_s is None else now_s - state.phase_since_s,
         op=state.op, group=state.group, seq=state.seq if state.op else -1, nbytes=state.nbytes,
         in_collective=state.in_collective,

@@ -60,3 +60,34 @@ def test_threshold_is_ten_steps_and_at_least_the_floor():
     assert hang_threshold_s(0.5) == 60.0
     assert hang_threshold_s(7.0) == 70.0
     assert hang_threshold_s(0.1, floor_s=0.5) == 1.0
+
+
+def test_a_hang_is_rebuilt_from_the_events_of_an_interrupted_run(tmp_path):
+    """No hang.json (Ctrl-C before the launcher saw it): rank 0 ended in an all_reduce it had
+    waited in for 69 s, rank 1 in host work after step 6."""
+    from analyze_runs import make_run
+    from run_builders import coll_row, step_row
+
+    from scalescope.analyze.hang import run_hang
+    from scalescope.events import RankMeta
+
+    s = 1_000_000_000
+    rows = {r: [[step_row(k, k * s // 10, s // 10, 8) for k in range(6)]] for r in (0, 1)}
+    for r in (0, 1):
+        rows[r][0] += [coll_row(k, "all_reduce", k * s // 10 + s // 20, 1000, 16, k, tag="user")
+                       for k in range(6)]  # fmt: skip
+    rows[0][0].append(coll_row(6, "all_reduce", 7 * s // 10, -1, 16, 6, tag="user"))
+    end = 0.7 + 69.0  # wall seconds: offsets 0, so the event times are the wall clock
+    files = {r: RankMeta(rank=r, world_size=2, status="interrupted", end_time=end, steps=6)
+             for r in (0, 1)}  # fmt: skip
+    run = make_run(tmp_path, rows, world_size=2, rank_files=files, status="interrupted")
+    hang = run_hang(run)
+    assert hang is not None and hang.source == "events"
+    assert round(hang.idle_s) == 69
+    [v] = hang.verdicts
+    assert (v.kind, v.ranks, v.waiting, v.op, v.seq, v.nbytes) == (
+        "missing", (1,), (0,), "all_reduce", 6, 16,
+    )  # fmt: skip
+    assert verdict_line(v, {r.rank: r for r in hang.ranks}).endswith(
+        "rank 1 ended after step 6 (its phase then was not recorded)"
+    )
