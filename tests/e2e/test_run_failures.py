@@ -93,6 +93,7 @@ def test_rank_raises_at_step_3(run_cli, tmp_path):
 def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
     proc = _start_long_run(tmp_path, sleep_rank=0)
     time.sleep(1.0)
+    ranks = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
@@ -106,6 +107,8 @@ def test_sigterm_to_launcher_flushes_and_marks_interrupted(tmp_path):
         recorded = _steps(run, rank)
         assert recorded == list(range(meta.steps)), "every step the rank finished is recorded"
         assert len(recorded) >= 3
+    _gone, alive = psutil.wait_procs(ranks, timeout=10)
+    assert not alive, f"left running: {[p.pid for p in alive]}"
 
 
 def test_rank_killed_mid_run_keeps_flushed_steps(tmp_path):

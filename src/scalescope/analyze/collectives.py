@@ -51,6 +51,10 @@ class OpTotals:
     total_ms_per_rank: float
     nbytes_per_rank: float
     incomplete_calls: int
+    calls_min: int = 0
+    """Fewest completed calls of one rank (of the ranks that recorded the op)."""
+    calls_max: int = 0
+    """Most completed calls of one rank: differs from ``calls_min`` when ranks disagree."""
     """Calls that never completed (dur_ns == -1), summed over ranks; not in the times."""
 
 
@@ -72,6 +76,8 @@ class SizeStats:
     """nbytes / time_avg, GB/s with GB = 1e9 bytes; None when nbytes is 0."""
     busbw_gbps: float | None
     """algbw x bus factor of the op for world size ranks; None for ops without one."""
+    calls_min: int = 0
+    calls_max: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,14 @@ def _groups(*columns: np.ndarray) -> list[tuple[tuple[int, ...], np.ndarray]]:
     return [(tuple(int(v) for v in key), inverse == i) for i, key in enumerate(uniq)]
 
 
+def calls_range(rows: EventTable) -> dict[str, int]:
+    """Fewest and most calls of one rank among the ranks in ``rows``."""
+    if len(rows) == 0:
+        return {"calls_min": 0, "calls_max": 0}
+    _, counts = np.unique(rows.rank, return_counts=True)
+    return {"calls_min": int(counts.min()), "calls_max": int(counts.max())}
+
+
 def _op_totals(done: EventTable, pending: EventTable) -> list[OpTotals]:
     out = []
     keys = {k for k, _ in _groups(done.name, done.tag)} | {
@@ -144,6 +158,7 @@ def _op_totals(done: EventTable, pending: EventTable) -> list[OpTotals]:
                 total_ms_per_rank=float(rows.dur_ns.sum()) / 1e6 / n if n else 0.0,
                 nbytes_per_rank=float(rows.nbytes.sum()) / n if n else 0.0,
                 incomplete_calls=incomplete,
+                **calls_range(rows),
             )
         )
     return sorted(out, key=lambda o: (-o.total_ms_per_rank, o.op, o.tag))
@@ -167,6 +182,7 @@ def _size_stats(op: str, nbytes: int, rows: EventTable, world_size: int) -> Size
         total_ms_per_rank=float(dur.sum()) / 1e6 / n,
         algbw_gbps=algbw,
         busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
+        **calls_range(rows),
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
+from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.events import Run
 
@@ -60,6 +61,9 @@ class RunAnalysis:
     collectives: CollectiveAnalysis | None
     cross_rank: CrossRankAnalysis | None = None
     """Clocks, waiting versus transfer, stragglers, overlap; None with fewer than 2 ranks."""
+    hang: HangReport | None = None
+    """The launcher's record of a hang (hang.json), or one seen in the events: a rank ended
+    while it had waited in a collective for 10 typical steps; None when the run did not hang."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -135,4 +139,5 @@ def analyze_run(run: Run) -> RunAnalysis:
         steps=analyze_steps(run.events, meta.warmup_steps),
         collectives=analyze_collectives(run.events, meta.world_size, meta.warmup_steps),
         cross_rank=analyze_cross_rank(run, meta.warmup_steps),
+        hang=run_hang(run) if meta.probe else None,
     )

@@ -121,10 +121,14 @@ def mapping_options(p: dict[str, Any]) -> MappingOptions:
 
 def launch_spec(p: dict[str, Any], **spec: Any) -> RunSpec:
     """A RunSpec from the shared launch options of run and bench; bad values exit with 2."""
+    from scalescope.launch.hang_watch import HangOptions
     from scalescope.launch.runner import RunSpec
+    from scalescope.report.hang_view import render_hang
 
     try:
+        hang = HangOptions(after_s=p["hang_after"], action=p["hang_action"], render=render_hang)
         return RunSpec(
+            hang=hang,
             launch=launch_options(p),
             mapping=mapping_options(p),
             run_dir=p["run_dir"],
@@ -150,7 +154,9 @@ def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
             raise typer.Exit(0)
         outcome = start(spec, given, p["master_addr"])
     except ValueError as exc:
-        fail(str(exc))
+        from scalescope.launch.runner import RunEndNotWritten
+
+        fail(str(exc), code=1 if isinstance(exc, RunEndNotWritten) else 2)
     finish(outcome, not p["no_report"], spec.probe, p["html"])
 
 

@@ -76,6 +76,14 @@ GROUPS: dict[str, dict[str, tuple[Any, OptionInfo]]] = {
         "no_probe": (bool, _option(
             False, "--no-probe", "Run without instrumentation (for A/B).", RECORDING)),
     },
+    "hang": {
+        "hang_after": (float | None, _option(
+            None, "--hang-after", "Seconds without a finished step or collective on any rank "
+            "before a hang is reported (default: 10 typical steps, at least 60).", RECORDING)),
+        "hang_action": (str, _option(
+            "report", "--hang-action", "On a hang: report (stacks, hang.json; stop nothing) or "
+            "kill (then stop the ranks).", RECORDING)),
+    },
     "report": {
         "no_report": (bool, _option(
             False, "--no-report", "Do not print the report at the end.", RECORDING)),

@@ -36,6 +36,8 @@ COMPUTE_CAUSES = (
 )
 """Findings that explain low compute FLOP/s: when one fires, the compute finding's shortfall
 is theirs, not a separate saving."""
+FIRST_CODES = ("HANG", "INDEPENDENT_REPLICAS")
+"""Findings about the job itself: whatever else was measured comes after them."""
 SHARED_CORES = ("OVERSUBSCRIBED", "UNBOUND")
 """Findings of ranks sharing cores: which of them is late is then a consequence."""
 
@@ -109,12 +111,13 @@ def attribute(findings: list[Finding]) -> list[Finding]:
 
 
 def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:
-    """Warnings before information; then largest saving first, estimated ones before
-    those without an estimate, then by share of step time."""
+    """A hang or unsynchronised replicas first; then warnings before information, largest
+    saving first, estimated ones before those without an estimate, then by share of step time."""
     return tuple(
         sorted(
             findings,
             key=lambda f: (
+                f.code not in FIRST_CODES,
                 LEVELS.index(f.level),
                 f.saved_ms_per_step is None,
                 -(f.saved_ms_per_step or 0.0),

@@ -80,6 +80,8 @@ BOTTLENECKS: dict[str, str] = {
     "UNBOUND": "CPU placement",
     "IDLE_CORES": "CPU placement",
     "NUMA_SPAN": "CPU placement",
+    "HANG": "hang",
+    "INDEPENDENT_REPLICAS": "no data parallelism",
 }
 """Bottleneck of each finding code; ``BUILD_*`` codes are ``build``."""
 
@@ -103,6 +105,10 @@ SUMMARIES: dict[str, str] = {
     "and their memory",
     "IDLE_CORES": "{threads} compute threads on {cores} physical cores of {host}: most cores idle",
     "NUMA_SPAN": "rank {rank}'s cpus span NUMA nodes {nodes}: half its memory accesses are remote",
+    "HANG": "the run stopped progressing: {verdict}",
+    "INDEPENDENT_REPLICAS": "the ranks never synchronise gradients: they train independent "
+    "replicas ({ranks} ranks, {steps} optimizer steps each, {nbytes} of collectives per step "
+    "for {params} of parameters)",
     "UNEXPLAINED": "{name} is {value:.0f}{unit} (the {section} section), and no rule "
     "accounts for it",
 }
@@ -179,6 +185,22 @@ REMEDIES: dict[str, str] = {
     "unexplained": "read the {section} section of the report and `scalescope report RUN_DIR "
     "--timeline trace.json` to see where the time goes; please report the run: the "
     "diagnosis should have named this",
+    "hang_host": "see what rank {rank} does (its Python stack in {run}/hang.txt): a blocking "
+    "call, a wait on a file, a lock or a queue, a loop that never ends; every rank must reach "
+    "each collective",
+    "hang_order": "make every rank issue the same collectives in the same order: look for a "
+    "collective under `if rank == ...`, or loops whose length differs between ranks",
+    "hang_ended": "see why rank {rank} ended (the Failures section); ranks must run the same "
+    "number of steps (DistributedSampler(drop_last=True)) and stop together",
+    "hang_network": "check the network between the ranks (the interface gloo/NCCL use: "
+    "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME) and that every node reaches the others",
+    "hang_timeout": "make a lost collective fail instead of waiting 30 minutes: "
+    "`init_process_group(..., timeout=datetime.timedelta(minutes=5))`; `scalescope run "
+    "--hang-after 120 --hang-action kill` writes the stacks and stops a hung run",
+    "wrap_ddp": "wrap the model in DistributedDataParallel after moving it to its device: "
+    "`model = torch.nn.parallel.DistributedDataParallel(model)` (on CPU without "
+    "`device_ids`), and build the optimizer from its parameters; or all-reduce the "
+    "gradients yourself before `optimizer.step()`",
     "allocator": "`--allocator tcmalloc` (or jemalloc) for many threads allocating at once",
 }
 

@@ -15,6 +15,7 @@ from scalescope.diagnose.rules_build import BUILD_RULES
 from scalescope.diagnose.rules_comm import CommBandwidthRule, CommLatencyRule
 from scalescope.diagnose.rules_compute import ComputeRule, MemoryRule
 from scalescope.diagnose.rules_input import DiagnosisInput
+from scalescope.diagnose.rules_job import HangRule, ReplicasRule
 from scalescope.diagnose.rules_pipeline import InputRule
 from scalescope.diagnose.rules_placement import (
     IdleCoresRule,
@@ -34,6 +35,8 @@ class Rule(Protocol):
 
 
 RULES: tuple[Rule, ...] = (
+    HangRule(),
+    ReplicasRule(),
     InputRule(),
     CommLatencyRule(),
     CommBandwidthRule(),

@@ -21,18 +21,24 @@ class StreamRead:
 def read_event_stream(path: Path) -> StreamRead:
     batches: list[pa.RecordBatch] = []
     try:
-        reader = pa.ipc.open_stream(pa.memory_map(str(path)))
-    except (pa.ArrowInvalid, OSError) as exc:
+        source = pa.memory_map(str(path))
+        reader = pa.ipc.open_stream(source)
+    except (pa.ArrowException, OSError) as exc:
         return StreamRead(ARROW_SCHEMA.empty_table(), 0, f"not an event stream ({exc})")
     if reader.schema.remove_metadata() != ARROW_SCHEMA.remove_metadata():
         return StreamRead(ARROW_SCHEMA.empty_table(), 0, "unknown event schema")
     problem = None
     while True:
         try:
-            batches.append(reader.read_next_batch())
+            batch = reader.read_next_batch()
+            batch.validate(full=True)
+            batches.append(batch)
         except StopIteration:
+            left = source.size() - source.tell()
+            if left > 0:  # an end-of-stream marker where damage zeroed the file
+                problem = f"damaged after batch {len(batches)} ({left} bytes past it unread)"
             break
-        except (pa.ArrowInvalid, OSError) as exc:
+        except (pa.ArrowException, OSError) as exc:
             problem = f"truncated after batch {len(batches)} ({exc})"
             break
     table = pa.Table.from_batches(batches, schema=reader.schema)

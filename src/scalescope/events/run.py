@@ -60,6 +60,9 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """User + system CPU time of the rank's process (all its threads) at its end, seconds."""
     involuntary_switches: int | None = None
     """Times the OS took a cpu from the rank's threads to run something else (ru_nivcsw)."""
+    optimizer_param_bytes: int | None = None
+    """Bytes of the parameters the rank's (first stepping) optimizer updates; None when no
+    optimizer stepped."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):
@@ -107,8 +110,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # the old file stays whole
+        raise
     return path
 
 
@@ -172,6 +179,11 @@ def load_run(run_dir: Path) -> Run:
     tables: list[EventTable] = []
     ranks: dict[int, RankMeta] = {}
     problems: list[str] = []
+    if meta.status == "running":
+        problems.append(
+            f"{RUN_FILE} says running: the run is still going, or its launcher ended without "
+            "recording the end (killed, or its disk full); rank statuses are the ranks' own"
+        )
     for rank in range(meta.world_size):
         rank_meta = read_rank_meta(run_dir, rank) or meta.ranks.get(str(rank))
         if rank_meta is not None:

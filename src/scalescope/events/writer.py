@@ -45,10 +45,14 @@ class EventWriter:
         self.rows_written += len(rows)
 
     def close(self) -> None:
+        """End the stream and fsync; the file is closed even when that fails (disk full),
+        and the error is raised after: every batch written before stays readable."""
         if self._writer is None:
             return
-        self._writer.close()
-        self._sink.flush()
-        os.fsync(self._sink.fileno())
-        self._sink.close()
-        self._writer = None
+        writer, self._writer = self._writer, None
+        try:
+            writer.close()
+            self._sink.flush()
+            os.fsync(self._sink.fileno())
+        finally:
+            self._sink.close()

@@ -72,6 +72,13 @@ def ingest(path: Path | str) -> IngestResult:
     run) is analysed as far as it goes and listed in ``problems``.
     """
     path = Path(path)
+    try:
+        return _ingest(path)
+    except RecursionError as exc:
+        raise IngestError(f"{path}: JSON nested too deeply to read ({exc})") from None
+
+
+def _ingest(path: Path) -> IngestResult:
     if path.is_dir():
         return _from_directory(path)
     if not path.is_file():

@@ -25,7 +25,7 @@ import msgspec
 
 from scalescope.events import Kind, RankMeta, SymbolTable
 from scalescope.ingest.horovod_tables import Instance, message, phase_table, tag_of, wait_table
-from scalescope.ingest.jsonstream import ArrayStream, open_bytes
+from scalescope.ingest.jsonstream import ArrayStream, Int64, Micros, open_bytes
 from scalescope.ingest.result import HOROVOD, IngestResult
 from scalescope.ingest.rows import RowBuilder, make_run, normalize_op
 
@@ -38,16 +38,14 @@ class HorovodArgs(msgspec.Struct):
     name: str | None = None
     dtype: str | None = None
     shape: str | None = None
-    start_us: int | float | None = msgspec.field(
-        default=None, name="start_time_since_epoch_in_micros"
-    )
+    start_us: Micros | None = msgspec.field(default=None, name="start_time_since_epoch_in_micros")
 
 
 class HorovodEvent(msgspec.Struct):
     ph: str = ""
     name: str = ""
-    ts: float = 0.0
-    pid: int | str = 0
+    ts: Micros = 0.0
+    pid: Int64 | str = 0
     args: HorovodArgs | None = None
 
 
@@ -148,7 +146,7 @@ def _shape(text: str | None) -> list[int] | None:
         return None
     try:
         value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return [int(v) for v in value] if isinstance(value, list) else None
 

@@ -20,9 +20,15 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Annotated, Any, Generic, TypeVar
 
 import msgspec
+
+Micros = Annotated[float, msgspec.Meta(ge=-(2.0**53), le=2.0**53)]
+"""A time or duration in µs: finite and within 2^53 µs (285 years), so it converts to
+int64 ns; a larger number (1e999, 2^64) is a malformed event, left out."""
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
+"""A count, size or id that fits numpy's int64 columns with room for sums."""
 
 T = TypeVar("T")
 
@@ -117,6 +123,17 @@ _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
+def _malformed_at(pos: int, exc: Exception) -> int | None:
+    """Where decoding ``b"[" + buf[pos:...]`` failed, as a stream offset; None when the
+    JSON only ended early (a cut inside an element)."""
+    if isinstance(exc, UnicodeDecodeError):  # a string that is not UTF-8: malformed there
+        return pos + max(exc.start - 1, 0)
+    found = _ERROR_BYTE.search(str(exc))
+    if found is None:
+        return None
+    return pos + max(int(found.group(1)) - 1, 0)
+
+
 class ArrayStream(Generic[T]):
     """Iterate over batches (lists) of decoded elements; ``end`` is set when iteration stops.
 
@@ -177,12 +194,12 @@ class ArrayStream(Generic[T]):
         try:
             return self._decoder.decode(body)
         except msgspec.ValidationError:
-            return self._lenient(body)
-        except msgspec.DecodeError as exc:
-            found = _ERROR_BYTE.search(str(exc))
-            if found is None:
-                return None
-            return pos + max(int(found.group(1)) - 1, 0)
+            try:
+                return self._lenient(body)
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                return _malformed_at(pos, exc)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            return _malformed_at(pos, exc)
 
     def _lenient(self, body: bytes) -> list[T]:
         """Elements one by one, leaving out those whose fields have unexpected types."""
@@ -190,7 +207,7 @@ class ArrayStream(Generic[T]):
         for raw in msgspec.json.decode(body, type=list[msgspec.Raw]):
             try:
                 items.append(self._one.decode(raw))
-            except msgspec.ValidationError:
+            except (msgspec.ValidationError, UnicodeDecodeError):
                 self.skipped += 1
         return items
 
@@ -287,7 +304,7 @@ def decode_head(head: bytes) -> dict[str, Any]:
     body = text.rstrip(b", \t\r\n")
     try:
         value = msgspec.json.decode(body + b"}" if body != b"{" else b"{}")
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -299,6 +316,6 @@ def decode_tail(tail: bytes) -> dict[str, Any]:
         return {}
     try:
         value = msgspec.json.decode(b"{" + text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -13,7 +13,14 @@ from typing import Any
 
 import msgspec
 
-from scalescope.ingest.jsonstream import ArrayEnd, ArrayStream, decode_head, decode_tail
+from scalescope.ingest.jsonstream import (
+    ArrayEnd,
+    ArrayStream,
+    Int64,
+    Micros,
+    decode_head,
+    decode_tail,
+)
 from scalescope.ingest.jsonstream import open_bytes as _open
 from scalescope.ingest.kineto_gpu import MEMCPY, GpuScan, activity_kind
 
@@ -21,14 +28,14 @@ from scalescope.ingest.kineto_gpu import MEMCPY, GpuScan, activity_kind
 class KinetoArgs(msgspec.Struct):
     """The ``args`` members read; every other member is skipped by the decoder."""
 
-    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id: Int64 | None = msgspec.field(default=None, name="External id")
     collective: str | None = msgspec.field(default=None, name="Collective name")
-    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    in_nelems: Int64 | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Int64 | None = msgspec.field(default=None, name="Out msg nelems")
     dtype: str | None = None
-    group: str | int | None = msgspec.field(default=None, name="Process Group Name")
-    group_size: int | None = msgspec.field(default=None, name="Group size")
-    seq: int | None = msgspec.field(default=None, name="Seq")
+    group: str | Int64 | None = msgspec.field(default=None, name="Process Group Name")
+    group_size: Int64 | None = msgspec.field(default=None, name="Group size")
+    seq: Int64 | None = msgspec.field(default=None, name="Seq")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     nbytes: int | None = msgspec.field(default=None, name="bytes")
@@ -38,11 +45,11 @@ class KinetoEvent(msgspec.Struct):
     ph: str = ""
     name: str = ""
     cat: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float = 0.0
+    pid: Int64 | str | None = None
+    tid: Int64 | str | None = None
+    ts: Micros = 0.0
     """Microseconds, relative to ``baseTimeNanoseconds`` when the file has it."""
-    dur: float = 0.0
+    dur: Micros = 0.0
     args: msgspec.Raw = msgspec.Raw()
     """Decoded (as KinetoArgs) only for the few events that are kept: most events' args
     are skipped over, not parsed."""
@@ -56,7 +63,7 @@ def args_of(ev: KinetoEvent) -> KinetoArgs:
         return KinetoArgs()
     try:
         return _ARGS.decode(ev.args)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return KinetoArgs()
 
 
@@ -171,7 +178,7 @@ def _raw_list(raw: msgspec.Raw) -> list[Any]:
         return []
     try:
         value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return []
     return value if isinstance(value, list) else []
 

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
+from scalescope.events.run import (
+    RUN_FILE,
+    RunMeta,
+    rank_meta_path,
+    read_rank_meta,
+    write_json_atomic,
+)
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
+from scalescope.launch.hang_watch import LAUNCHER_GRACE_S, HangOptions, HangWatch
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.probe.binding import PLACEMENTS_ENV
+
+HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +47,7 @@ class RunSpec:
     command: list[str] = field(default_factory=list)
     launcher: str = ""
     """Who started this launcher, when not the user (e.g. slurm+elastic: one task per node)."""
+    hang: HangOptions = field(default_factory=HangOptions)
 
     def __post_init__(self) -> None:
         if self.is_module:
@@ -100,7 +112,9 @@ def start_meta(spec: RunSpec, run_dir: Path, plan: RankPlan) -> RunMeta:
     )
 
 
-def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
+def finish_meta(
+    meta: RunMeta, run_dir: Path, result: LaunchResult, hang_killed: bool = False
+) -> None:
     """Merge what each rank wrote with what the launcher saw; the launcher's exit codes win."""
     meta.end_time = time.time()
     meta.status = result.status
@@ -117,6 +131,12 @@ def finish_meta(meta: RunMeta, run_dir: Path, result: LaunchResult) -> None:
                 rank_meta.error = rank_meta.error or f"exit code {code}"
         elif result.status == "interrupted" and rank_meta.status == "running":
             rank_meta.status = "interrupted"
+        elif result.status == "interrupted" and "DataLoader worker" in (rank_meta.error or ""):
+            rank_meta.status = "interrupted"  # the user's signal reached a worker first
+            rank_meta.error = f"stopped by signal {result.signal}; {rank_meta.error}"
+        if hang_killed and rank_meta.status != "completed":
+            rank_meta.error = f"{HANG_KILLED}; {rank_meta.error or 'no error recorded'}"
+            write_json_atomic(rank_meta_path(run_dir, rank), rank_meta)
         meta.ranks[str(rank)] = rank_meta
         hosts.append(rank_meta.hostname)
     meta.hostnames = sorted(set(hosts))
@@ -127,14 +147,54 @@ def execute(spec: RunSpec) -> RunOutcome:
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     meta_file = meta_file_name(spec.launch.node_rank)
     check_new_run_dir(run_dir, meta_file)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.update(plan.env)
     meta = start_meta(spec, run_dir, plan)
-    write_json_atomic(run_dir / meta_file, meta)
-    result = launch(spec.launch, rank_argv(spec, run_dir))
-    finish_meta(meta, run_dir, result)
-    write_json_atomic(run_dir / meta_file, meta)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run_dir / meta_file, meta)
+    except OSError as exc:
+        raise ValueError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
+    os.environ.update(plan.env)
+    watch = HangWatch(run_dir, spec.launch.world_size, spec.hang)
+    watch.on_stuck = lambda: end_stuck_launch(meta, run_dir, meta_file)
+    if spec.probe:
+        watch.start()
+    try:
+        result = launch(spec.launch, rank_argv(spec, run_dir))
+    finally:
+        watch.done.set()
+    if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
+        result = LaunchResult("failed", result.exit_codes)
+    finish_meta(meta, run_dir, result, hang_killed=watch.killed)
+    try:
+        write_json_atomic(run_dir / meta_file, meta)
+    except OSError as exc:
+        raise RunEndNotWritten(
+            f"the run ended ({meta.status}) but {run_dir / meta_file} could not be updated: "
+            f"{exc.strerror}; what the ranks recorded is kept (scalescope report {run_dir})"
+        ) from None
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def end_stuck_launch(meta: RunMeta, run_dir: Path, meta_file: str) -> None:
+    """The hung ranks were killed but torch's agent does not return (it waits on a peer
+    node that cannot be reached): record the end from the hang watch's thread and exit."""
+    finish_meta(meta, run_dir, LaunchResult("failed", {}), hang_killed=True)
+    for rank_meta in meta.ranks.values():
+        if rank_meta.status == "running":  # killed before it could write its end
+            rank_meta.status, rank_meta.error = "killed", HANG_KILLED
+    with contextlib.suppress(OSError):
+        write_json_atomic(run_dir / meta_file, meta)
+    print(
+        f"scalescope: the launcher did not return {LAUNCHER_GRACE_S:.0f} s after the hung ranks "
+        f"were stopped (a node that cannot be reached?); ending it. run failed: {run_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
+
+
+class RunEndNotWritten(ValueError):
+    """The ranks ran, but the run's final status could not be written (disk full)."""
 
 
 def meta_file_name(node_rank: int) -> str:

@@ -14,6 +14,7 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict
@@ -32,6 +33,7 @@ THREAD_VARIABLES = (
 )
 
 ERROR_LINES = 12
+ORPHANED = "stopped by SIGTERM: its launcher died (the rank was blocked in C++ and did not end)"
 
 
 class Interrupted(SystemExit):
@@ -42,8 +44,49 @@ class Interrupted(SystemExit):
         self.signum = signum
 
 
+_received: list[int] = []
+"""Signals the handler saw: an error raised after one (a DataLoader worker the same Ctrl-C
+killed first) is part of the interruption, not a failure."""
+WORKER_SIGNALS = {"Interrupt": signal.SIGINT, "Terminated": signal.SIGTERM}
+"""How torch's DataLoader names the signal that killed a worker ("killed by signal: ...")."""
+
+
 def _on_signal(signum: int, _frame: object) -> None:
+    _received.append(signum)
     raise Interrupted(signum)
+
+
+def interrupting_signal(error_text: str) -> int | None:
+    """The user's signal when an error is the consequence of one: a signal reached this rank,
+    or a DataLoader worker was killed by SIGINT/SIGTERM (the terminal sends Ctrl-C to every
+    process of the job, and a worker may die before the rank sees its own)."""
+    if _received:
+        return _received[0]
+    for name, signum in WORKER_SIGNALS.items():
+        if f"killed by signal: {name}" in error_text:
+            return signum
+    return None
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """Have the kernel send this rank SIGTERM when its launcher dies, even by SIGKILL (which
+    the launcher cannot pass on): no rank is left running without it. The rank then ends as
+    on any SIGTERM, its events flushed. Linux only; elsewhere nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the launcher died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -120,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         from scalescope.probe.install import Probe
 
         probe = Probe(args.run_dir, meta.rank, args.flush_every).install()
+        probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
+    end_with_parent()
     status, code, error = "completed", 0, None
     try:
         run_target(args)
@@ -134,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         error = None if code == 0 else f"SystemExit({exc.code!r})"
     except BaseException:
         status, code, error = "failed", 1, _tail(traceback.format_exc())
-        traceback.print_exc()
+        signum = interrupting_signal(error)
+        if signum is not None:
+            status, code = "interrupted", 128 + signum
+            error = f"stopped by {signal.Signals(signum).name} ({error.splitlines()[-1]})"
+        else:
+            traceback.print_exc()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)
@@ -142,19 +192,47 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+_finishing = threading.Lock()
+
+
+def _end_orphan(run_dir: Path, meta: RankMeta, probe: Any) -> None:
+    """The launcher died and the main thread is blocked: record what we have and exit."""
+    if not _finishing.acquire(blocking=False):
+        return
+    code = 128 + signal.SIGTERM
+    _record_end(run_dir, meta, probe, "interrupted", code, ORPHANED)
+    os._exit(code)
+
+
 def _finish(
+    run_dir: Path,
+    meta: RankMeta,
+    probe: Any,
+    status: str,
+    code: int,
+    error: str | None,
+) -> None:
+    if _finishing.acquire(blocking=False):
+        _record_end(run_dir, meta, probe, status, code, error)
+
+
+def _record_end(
     run_dir: Path, meta: RankMeta, probe: Any, status: str, code: int, error: str | None
 ) -> None:
     if probe is not None:
         probe.close()
         meta.steps = probe.steps
+        meta.optimizer_param_bytes = probe.optimizer_param_bytes
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error
     meta.end_time = time.time()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     meta.cpu_s, meta.involuntary_switches = usage.ru_utime + usage.ru_stime, usage.ru_nivcsw
-    write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
+    try:
+        write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
+    except OSError as exc:  # a full or read-only disk: the launcher still records the exit
+        print(f"scalescope: rank {meta.rank} could not write its status: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -178,21 +178,22 @@ class CollectiveWrapper:
             work = result if is_async else None
             if timer is not None:
                 self.cuda.finish(row, timer, work)
+                recorder.left(row, time.perf_counter_ns())
             else:
-                _complete_on_host(row, start, work)
+                _complete_on_host(recorder, row, work)
             return result
 
         return wrapper
 
 
-def _complete_on_host(row: list, start_ns: int, work: Any) -> None:
+def _complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
     """Set the row's duration at completion: now for a sync call, else from the work's future."""
     if work is None:
-        row[4] = time.perf_counter_ns() - start_ns
+        recorder.completed(row, time.perf_counter_ns())
         return
 
     def done(_fut: Any) -> None:
-        row[4] = time.perf_counter_ns() - start_ns
+        recorder.completed(row, time.perf_counter_ns())
 
     with contextlib.suppress(Exception):  # no future: completion unknown, the row stays -1
         work.get_future().add_done_callback(done)

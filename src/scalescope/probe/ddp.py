@@ -147,7 +147,10 @@ class DDPPatch:
                 for dtype, nbytes, count in coalesced_chunks(tensors, buffer_size)
             ]
             result = original(process_group, tensors, buffer_size, *args, **kwargs)
-            share_rows(rows, start, time.perf_counter_ns())
+            end = time.perf_counter_ns()
+            share_rows(rows, start, end)
+            if rows:
+                recorder.left(rows[-1], end)
             return result
 
         return broadcast_coalesced

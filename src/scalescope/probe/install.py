@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from scalescope.events.run import events_path
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
+from scalescope.probe.live import LiveProbe
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
@@ -23,12 +26,16 @@ class Probe:
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
         self.recorder.before_flush.append(self.phases.cuda.resolve)
+        offset = time.time_ns() - time.perf_counter_ns()
+        self.live = LiveProbe(run_dir, rank, os.getpid(), offset)
+        self.recorder.live = self.live.writer
 
     def install(self) -> Probe:
         self.collectives.install()
         self.phases.install()
         self.ddp.install()
         self.clock.install()
+        self.live.start(self.recorder)
         return self
 
     def close(self) -> None:
@@ -38,6 +45,7 @@ class Probe:
         self.phases.uninstall()
         self.collectives.uninstall()
         self._resolve_device_times()
+        self.live.close()
         self.recorder.close()
 
     def _resolve_device_times(self) -> None:
@@ -54,6 +62,10 @@ class Probe:
     @property
     def steps(self) -> int:
         return self.recorder.step
+
+    @property
+    def optimizer_param_bytes(self) -> int | None:
+        return self.phases.stepped_param_bytes
 
     @property
     def errors(self) -> list[str]:

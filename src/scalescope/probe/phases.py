@@ -20,7 +20,9 @@ counted, and throughput is in steps/s.
 from __future__ import annotations
 
 import functools
+import gc
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -54,6 +56,10 @@ class PhaseHooks:
         self.on_cuda = False
         """Set when the watched module's parameters are on a CUDA device."""
         self._events: dict[str, Any] = {}
+        self.forward_watched = False
+        self._searched_model = False
+        self.stepped_param_bytes: int | None = None
+        """Bytes of the parameters the stepping optimizer updates (set at its first step)."""
 
     def install(self) -> None:
         it = dataloader._BaseDataLoaderIter
@@ -84,6 +90,7 @@ class PhaseHooks:
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
             start = time.perf_counter_ns()
+            recorder.enter_phase("data", start)
             batch = original(iterator)
             recorder.phase("data", start, time.perf_counter_ns())
             recorder.loader_samples += batch_size_of(batch)
@@ -96,6 +103,7 @@ class PhaseHooks:
         self.on_cuda = param is not None and param.is_cuda
         module.register_forward_pre_hook(self._forward_pre, with_kwargs=True)
         module.register_forward_hook(self._forward_post)
+        self.forward_watched = True
 
     def _mark(self, key: str) -> None:
         """A CUDA event at this host moment, when timing on the device."""
@@ -115,6 +123,7 @@ class PhaseHooks:
         if module.training and torch.is_grad_enabled():
             first = batch_size_of(args) if args else batch_size_of(kwargs)
             self.recorder.forward_samples += first
+        self.recorder.enter_phase("forward", self._forward_start)
 
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:
@@ -136,6 +145,7 @@ class PhaseHooks:
             self._events.pop("bucket", None)
             start = time.perf_counter_ns()
             self._mark("backward_start")
+            self.recorder.enter_phase("backward", start)
             result = original(*args, **kwargs)
             self._mark("backward_end")
             self._record_backward(start, time.perf_counter_ns())
@@ -158,6 +168,7 @@ class PhaseHooks:
         if id(optimizer) == self._stepping_optimizer:
             self._optimizer_start = time.perf_counter_ns()
             self._mark("optimizer_start")
+            self.recorder.enter_phase("optimizer", self._optimizer_start)
 
     def _optimizer_post(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
@@ -167,3 +178,38 @@ class PhaseHooks:
         self._phase("optimizer", self._optimizer_start, end, "optimizer_start", "optimizer_end")
         self._optimizer_start = None
         self.recorder.end_step(end)
+        if self.stepped_param_bytes is None:
+            self.stepped_param_bytes = sum(
+                p.numel() * p.element_size() for g in optimizer.param_groups for p in g["params"]
+            )
+        if not self.forward_watched and not self._searched_model:
+            self._watch_stepped_model(optimizer)
+
+    def _watch_stepped_model(self, optimizer: Any) -> None:
+        """No DDP module: time the forward of the model whose parameters the optimizer steps
+        (found once, after the first step; that step's forward stays in "other")."""
+        self._searched_model = True
+        module = stepped_module(optimizer)
+        if module is None:
+            self.recorder.errors.append(
+                "forward not recorded: no module holds the parameters the optimizer steps"
+            )
+            return
+        self.watch_forward(module)
+
+
+def stepped_module(optimizer: Any) -> torch.nn.Module | None:
+    """The outermost module holding every parameter ``optimizer`` steps, and no others."""
+    wanted = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if not wanted:
+        return None
+    with warnings.catch_warnings():  # isinstance on deprecated torch aliases warns
+        warnings.simplefilter("ignore")
+        found = [
+            obj
+            for obj in gc.get_objects()
+            if isinstance(obj, torch.nn.Module) and {id(p) for p in obj.parameters()} == wanted
+        ]
+    inner = {id(child) for m in found for child in m.modules() if child is not m}
+    outer = [m for m in found if id(m) not in inner]
+    return outer[0] if outer else None

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from scalescope.events.live_state import OUTSIDE, LiveStateWriter
 from scalescope.events.schema import Kind
 from scalescope.events.writer import EventWriter
 from scalescope.probe.memory import MemoryPeak
@@ -43,6 +44,13 @@ class Recorder:
         self.memory = MemoryPeak()
         self.errors: list[str] = []
         self.before_flush: list[Callable[[], None]] = []
+        self.live: LiveStateWriter | None = None
+        """Kept current on phase changes and collectives (events/live_state.py)."""
+        self._flush_lock = threading.Lock()
+
+    def enter_phase(self, name: str, start_ns: int) -> None:
+        if self.live is not None:
+            self.live.phase(name, start_ns)
 
     def phase(self, name: str, start_ns: int, end_ns: int) -> list:
         """Append a phase row and return it (CUDA timing replaces its dur_ns later)."""
@@ -50,6 +58,8 @@ class Recorder:
             self.step_start_ns = start_ns
         row = [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, ""]
         self.rows.append(row)
+        if self.live is not None:
+            self.live.phase(OUTSIDE, end_ns)
         return row
 
     def collective(
@@ -73,7 +83,19 @@ class Recorder:
                 tag,
             ]
             self.rows.append(row)
+        if self.live is not None:
+            self.live.enter(op, group, seq, nbytes, start_ns)
         return row
+
+    def completed(self, row: list, end_ns: int) -> None:
+        """A collective's row is done at ``end_ns`` (called from any thread)."""
+        row[_DONE] = end_ns - row[3]
+        self.left(row, end_ns)
+
+    def left(self, row: list, end_ns: int) -> None:
+        """The host left a collective (its duration may be resolved later, on a device)."""
+        if self.live is not None:
+            self.live.leave(row[8], row[9], end_ns)
 
     def end_step(self, end_ns: int) -> None:
         start = self.step_start_ns if self.step_start_ns is not None else end_ns
@@ -98,6 +120,8 @@ class Recorder:
             rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, ""])
         self.step += 1
         self.step_start_ns = end_ns
+        if self.live is not None:
+            self.live.step(self.step, end_ns)
         self.loader_samples = self.forward_samples = 0
         if (
             self.step % self.flush_every_steps == 0
@@ -107,6 +131,10 @@ class Recorder:
 
     def flush(self, final: bool = False) -> None:
         """Write completed rows; on ``final`` write incomplete collectives with dur_ns -1."""
+        with self._flush_lock:
+            self._flush(final)
+
+    def _flush(self, final: bool) -> None:
         for hook in self.before_flush:
             hook()
         with self._lock:
@@ -127,4 +155,7 @@ class Recorder:
 
     def close(self) -> None:
         self.flush(final=True)
-        self.writer.close()
+        try:
+            self.writer.close()
+        except Exception as exc:  # a full disk: the batches written before are kept
+            self.errors.append(f"event file close failed: {exc}")

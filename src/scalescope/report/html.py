@@ -40,7 +40,7 @@ from scalescope.report.html_charts import (
     timeline_chart,
     waits_chart,
 )
-from scalescope.report.terminal import fmt, fmt_bytes, fmt_count
+from scalescope.report.terminal import fmt, fmt_bytes, fmt_calls
 from scalescope.report.timeline import (
     DEFAULT_NUM_STEPS,
     chrome_trace,
@@ -299,6 +299,16 @@ SIZE_COLUMNS = (
 )
 
 
+def hang_section(analysis: RunAnalysis) -> str:
+    """The hang first, as the terminal shows it (verdicts, ranks, main-thread stacks)."""
+    if analysis.hang is None:
+        return ""
+    from scalescope.report.hang_view import hang_lines
+
+    text = "\n".join(hang_lines(analysis.hang, stacks="main"))
+    return f'<h2>Hang</h2><pre id="hang">{esc(text)}</pre>'
+
+
 def sizes_table(analysis: RunAnalysis) -> str:
     """The nccl-tests style table: one row per op and message size, per rank."""
     coll = analysis.collectives
@@ -310,7 +320,7 @@ def sizes_table(analysis: RunAnalysis) -> str:
     for z in coll.sizes:
         cells = [
             fmt_bytes(z.nbytes),
-            fmt_count(z.calls_per_rank),
+            fmt_calls(z.calls_min, z.calls_max),
             f"{z.time_avg_us:,.1f}",
             f"{z.time_min_us:,.1f}",
             f"{z.time_max_us:,.1f}",
@@ -423,6 +433,7 @@ def render_html(
         '<div class="cards">',
         summary_card(analysis),
         "</div>",
+        hang_section(analysis),
         failures_section(analysis),
         findings_section(diagnosis),
         *(chart_html(c) for c in charts[:2]),

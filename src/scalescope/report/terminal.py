@@ -48,6 +48,12 @@ def fmt_count(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
+def fmt_calls(lowest: int, highest: int) -> str:
+    """Calls of one rank: one number, or the range when the ranks made different counts
+    (a mean such as 6.50 would read as a count no rank made)."""
+    return f"{lowest:,}" if lowest == highest else f"{lowest:,}–{highest:,}"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
@@ -107,6 +113,18 @@ def _failures(a: RunAnalysis, console: Console) -> None:
         head = f"rank {r.rank} on {r.hostname or NA}: {r.status}{code}{steps}{why}"
         console.print(Text(head, style="bold"))
         console.print(Text(_last_lines(r.error)), soft_wrap=True)
+
+
+def _hang(a: RunAnalysis, console: Console) -> None:
+    if a.hang is None:
+        return
+    from scalescope.report.hang_view import hang_lines
+
+    _section(console, "Hang")
+    for line in hang_lines(a.hang, stacks="main"):
+        console.print(Text(line, style="bold" if line.startswith("HANG") else ""), soft_wrap=True)
+    if a.hang.source == "live":
+        console.print(Text("every thread's stack: hang.txt in the run directory"))
 
 
 def _problems(a: RunAnalysis, console: Console) -> None:
@@ -210,7 +228,7 @@ def _op_table(c: CollectiveAnalysis) -> Table:
             Text(o.op),
             Text(o.tag or NA),
             str(o.num_ranks),
-            fmt_count(o.calls_per_rank),
+            fmt_calls(o.calls_min, o.calls_max),
             f"{o.total_ms_per_rank:,.2f}",
             fmt_bytes(o.nbytes_per_rank),
             str(o.incomplete_calls),
@@ -229,7 +247,7 @@ def _size_table(c: CollectiveAnalysis) -> Table:
         table.add_row(
             Text(z.op),
             f"{z.nbytes:,}",
-            fmt_count(z.calls_per_rank),
+            fmt_calls(z.calls_min, z.calls_max),
             f"{z.time_avg_us:,.1f}",
             f"{z.time_min_us:,.1f}",
             f"{z.time_max_us:,.1f}",
@@ -289,6 +307,7 @@ def _collectives(a: RunAnalysis, console: Console) -> None:
 def render_terminal(analysis: RunAnalysis, console: Console) -> None:
     """Print the report: header, failures and problems first, then the measurements."""
     _header(analysis, console)
+    _hang(analysis, console)
     _failures(analysis, console)
     _problems(analysis, console)
     _steps(analysis, console)

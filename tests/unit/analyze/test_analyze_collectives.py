@@ -153,3 +153,25 @@ def test_no_collectives_abstains(tmp_path):
     rows = [row for row in synth.rows if row[1] != 1]
     run = make_run(tmp_path, {0: [rows]}, world_size=1, warmup_steps=WARMUP)
     assert analyze_run(run).collectives is None
+
+
+def test_ranks_that_made_different_counts_show_the_range_not_a_mean(tmp_path):
+    """A hung run: rank 0 completed 7 all_reduces, rank 1 six. The table shows 6–7 calls,
+    never the mean 6.50 (no rank made 6.5 calls)."""
+    import io
+
+    from rich.console import Console
+
+    from scalescope.report.terminal import _op_table
+
+    def rows(n: int) -> list:
+        return [[coll_row(s, "all_reduce", s * 1_000_000, 1000, 16, s, tag="user")]
+                for s in range(n)]  # fmt: skip
+
+    run = make_run(tmp_path, {0: rows(7), 1: rows(6)}, world_size=2, warmup_steps=0)
+    [op] = analyze_run(run).collectives.ops
+    assert (op.calls, op.calls_per_rank, op.calls_min, op.calls_max) == (13, 6.5, 6, 7)
+    console = Console(file=io.StringIO(), width=120)
+    console.print(_op_table(analyze_run(run).collectives))
+    text = console.file.getvalue()
+    assert "6–7" in text and "6.50" not in text

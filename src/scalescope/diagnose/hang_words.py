@@ -1,0 +1,80 @@
+"""The words for a hang's verdicts (analyze/hang.py): the HANG finding's summary and the
+launcher's and report's hang section use the same sentences."""
+
+from __future__ import annotations
+
+from scalescope.analyze.hang import RankHang, Verdict
+
+PHASE_WORDS = {
+    "outside": "in host work (outside the recorded phases)",
+    "data": "waiting for its DataLoader",
+    "forward": "in forward",
+    "backward": "in backward",
+    "comm_wait": "waiting for its gradient buckets",
+    "optimizer": "in the optimizer step",
+}
+
+
+def fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def fmt_b(nbytes: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    word = "rank" if len(ranks) == 1 else "ranks"
+    return f"{word} {', '.join(map(str, ranks))}"
+
+
+def _where(r: RankHang) -> str:
+    if not r.phase:
+        return f"ended after step {r.steps_done} (its phase then was not recorded)"
+    return f"is {PHASE_WORDS.get(r.phase, 'in ' + r.phase)} since step {r.steps_done}"
+
+
+def _coll(v: Verdict) -> str:
+    return f"{v.op} #{v.seq} (group {v.group}, {fmt_b(v.nbytes)})"
+
+
+def verdict_line(v: Verdict, ranks: dict[int, RankHang]) -> str:
+    waits = f"{_ranks(v.waiting)} {'waits' if len(v.waiting) == 1 else 'wait'} in"
+    if v.kind == "missing":
+        where = "; ".join(f"rank {r} {_where(ranks[r])}" for r in v.ranks)
+        verb = "has" if len(v.ranks) == 1 else "have"
+        return (
+            f"{_ranks(v.ranks)} {verb} not entered {_coll(v)} that {waits} for "
+            f"{fmt_s(v.waited_s)}; {where}"
+        )
+    if v.kind == "mismatch":
+        return (
+            f"{_ranks(v.waiting)} called {v.op}, {_ranks(v.ranks)} called {v.other_op} with "
+            f"the same sequence number (#{v.seq}, group {v.group}): the ranks do not issue "
+            "the same collectives in the same order"
+        )
+    if v.kind == "behind":
+        return (
+            f"{_ranks(v.ranks)} {'waits' if len(v.ranks) == 1 else 'wait'} in {v.other_op} "
+            f"#{v.other_seq} (group {v.group}) while {waits} {_coll(v)}: one side issued "
+            "more collectives than the other"
+        )
+    if v.kind == "ended":
+        status = ", ".join(f"rank {r}: {ranks[r].ended or 'gone'}" for r in v.ranks)
+        tail = f" while {waits} {_coll(v)} for {fmt_s(v.waited_s)}" if v.waiting else ""
+        return (
+            f"{_ranks(v.ranks)} no longer {'runs' if len(v.ranks) == 1 else 'run'} ({status}){tail}"
+        )
+    if v.kind == "all_waiting":
+        return (
+            f"{_ranks(v.waiting)} all wait in {_coll(v)} for {fmt_s(v.waited_s)}: the "
+            "collective itself does not complete (the network between the ranks, or a peer "
+            "that cannot be reached)"
+        )
+    where = "; ".join(f"rank {r} {_where(ranks[r])}" for r in v.ranks)
+    return f"no rank is in a collective: {where}"

@@ -1,0 +1,102 @@
+"""Findings about the job as a whole that come before any bottleneck: it hung, or its ranks
+never exchange gradients (each trains its own replica)."""
+
+from __future__ import annotations
+
+from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.hang_words import fmt_b, verdict_line
+from scalescope.diagnose.rules_input import DiagnosisInput
+
+SYNC_SHARE = 0.5
+"""Collectives moving at least this share of the stepped parameters' bytes per step count as
+a gradient exchange (a hand-written all_reduce of the gradients, FSDP's reduce_scatter)."""
+SETUP_TAGS = ("parameters", "buffers")
+"""DDP's broadcasts: they synchronise weights at start and buffers, not gradients."""
+HANG_REMEDY = {
+    "missing": "hang_host",
+    "host_work": "hang_host",
+    "mismatch": "hang_order",
+    "behind": "hang_order",
+    "ended": "hang_ended",
+    "all_waiting": "hang_network",
+}
+
+
+class HangRule:
+    name = "hang"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        hang = ctx.analysis.hang
+        if hang is None:
+            return None
+        ranks = {r.rank: r for r in hang.ranks}
+        first = hang.verdicts[0] if hang.verdicts else None
+        words = verdict_line(first, ranks) if first else "no rank progressed"
+        waits = [r.collective_for_s or 0.0 for r in hang.ranks if r.in_collective]
+        evidence = [
+            Evidence("no step or collective finished for", round(hang.idle_s, 1), "s",
+                     hang.hang_after_s, ">="),
+            Evidence("longest wait in an unfinished collective", round(max(waits, default=0), 1),
+                     "s"),
+            Evidence("seen", "live, by the launcher" if hang.source == "live" else
+                     "in the events, after the run ended"),
+        ]  # fmt: skip
+        remedies = []
+        if first is not None:
+            stuck = next(iter(first.ranks), 0)
+            remedies.append(remedy(HANG_REMEDY[first.kind], rank=stuck, run=ctx.meta.run_id))
+        remedies.append(remedy("hang_timeout"))
+        return Finding(
+            code="HANG", bottleneck=bottleneck("HANG"), summary=summary("HANG", verdict=words),
+            share_pct=None, saved_ms_per_step=None, evidence=tuple(evidence),
+            remedies=tuple(remedies),
+        )  # fmt: skip
+
+
+class ReplicasRule:
+    """World size > 1, optimizer steps recorded, no gradient collective."""
+
+    name = "independent replicas"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        a = ctx.analysis
+        steps = [m.steps for m in ctx.ranks.values() if m.steps]
+        if a.world_size < 2 or not steps or not a.probe:
+            return None
+        coll = a.collectives
+        if coll is not None and any(o.tag == "gradients" for o in coll.ops):
+            return None
+        per_step = [p for p in (coll.per_step if coll else ()) if p.tag not in SETUP_TAGS]
+        moved = sum(p.nbytes_per_step for p in per_step)
+        params = [m.optimizer_param_bytes for m in ctx.ranks.values() if m.optimizer_param_bytes]
+        if not params or moved >= SYNC_SHARE * min(params):
+            return None  # no optimizer seen by the probe (an ingested trace): abstain
+        param_text = fmt_b(min(params))
+        evidence = (
+            Evidence("ranks", a.world_size),
+            Evidence("optimizer steps per rank", min(steps)),
+            Evidence("gradient collectives (DDP buckets)", 0),
+            Evidence("collective bytes per step", round(moved), "B"),
+            Evidence("parameters the optimizer steps", min(params), "B"),
+        )  # fmt: skip
+        return Finding(
+            code="INDEPENDENT_REPLICAS",
+            bottleneck=bottleneck("INDEPENDENT_REPLICAS"),
+            summary=summary(
+                "INDEPENDENT_REPLICAS",
+                ranks=a.world_size,
+                steps=min(steps),
+                nbytes=fmt_b(round(moved)),
+                params=param_text,
+            ),  # fmt: skip
+            share_pct=None,
+            saved_ms_per_step=None,
+            evidence=evidence,
+            remedies=(remedy("wrap_ddp"),),
+        )

@@ -1,0 +1,211 @@
+"""Each rank's live state: one small fixed-layout file the probe keeps current in place.
+
+The event stream is flushed in batches (every 20 steps or 5 s), so a rank stuck between
+flushes says nothing there. The probe therefore also writes, on every phase change and every
+collective's entry and exit, a few fields into ``live/rank-N.state`` through a shared memory
+map (no system call, no flush: the page cache holds it; a reader on the same node sees it at
+once). Readers (the launcher's hang watch, ``scalescope top``) call ``read_live_states``.
+
+Times in the file are the rank's ``perf_counter`` ns; the header holds the offset to its wall
+clock, so ``LiveState`` gives wall-clock seconds comparable across processes.
+
+The launcher may ask a rank to flush its events by raising ``flush_requests``; the probe's
+watch thread answers it (see probe/live.py).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = b"SSLIVE01"
+SIZE = 256
+HEADER = struct.Struct("<8sqq")
+"""magic, pid, wall_minus_perf_ns."""
+STEP = struct.Struct("<qq")
+"""steps done, end of the last step (perf ns; 0 before the first)."""
+PHASE = struct.Struct("<16sq")
+"""phase now (``outside``: host work outside the recorded phases), since (perf ns)."""
+COLLECTIVE = struct.Struct("<16s48sqqqq")
+"""last collective entered: op, group, seq, nbytes, entered (perf ns), left (0: still in)."""
+DONE = struct.Struct("<q")
+"""when any collective last completed (perf ns)."""
+REQUEST = struct.Struct("<qq")
+"""flush requests made by a reader, flush requests the rank answered."""
+
+HEADER_AT = 0
+STEP_AT = HEADER_AT + HEADER.size
+PHASE_AT = STEP_AT + STEP.size
+COLLECTIVE_AT = PHASE_AT + PHASE.size
+DONE_AT = COLLECTIVE_AT + COLLECTIVE.size
+REQUEST_AT = DONE_AT + DONE.size
+assert REQUEST_AT + REQUEST.size <= SIZE
+
+STACK_SIGNAL = signal.SIGUSR2
+"""Sent to a rank to have it write its Python stacks (faulthandler) to ``stack_path``."""
+
+OUTSIDE = "outside"
+"""The phase name of host work outside data, forward, backward and optimizer."""
+
+
+def live_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "live"
+
+
+def live_state_path(run_dir: Path, rank: int) -> Path:
+    return live_dir(run_dir) / f"rank-{rank:05d}.state"
+
+
+def stack_path(run_dir: Path, rank: int) -> Path:
+    """Where the rank's Python stacks go when it is sent ``STACK_SIGNAL`` (faulthandler)."""
+    return live_dir(run_dir) / f"rank-{rank:05d}.stack"
+
+
+def _text(raw: bytes) -> str:
+    return raw.rstrip(b"\0").decode("utf-8", "replace")
+
+
+class LiveStateWriter:
+    """The probe's side: a memory map of the rank's state file, updated in place."""
+
+    def __init__(self, path: Path, pid: int, wall_minus_perf_ns: int) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(fd, SIZE)
+            self._map: mmap.mmap | bytearray = mmap.mmap(fd, SIZE)
+        finally:
+            os.close(fd)
+        HEADER.pack_into(self._map, HEADER_AT, MAGIC, pid, wall_minus_perf_ns)
+        PHASE.pack_into(self._map, PHASE_AT, OUTSIDE.encode(), 0)
+        self._names: dict[str, bytes] = {}
+
+    def _b(self, name: str) -> bytes:
+        raw = self._names.get(name)
+        if raw is None:
+            raw = self._names[name] = name.encode()[:48]
+        return raw
+
+    def phase(self, name: str, since_ns: int) -> None:
+        PHASE.pack_into(self._map, PHASE_AT, self._b(name), since_ns)
+
+    def step(self, steps_done: int, end_ns: int) -> None:
+        STEP.pack_into(self._map, STEP_AT, steps_done, end_ns)
+
+    def enter(self, op: str, group: str, seq: int, nbytes: int, start_ns: int) -> None:
+        COLLECTIVE.pack_into(
+            self._map, COLLECTIVE_AT, self._b(op), self._b(group), seq, nbytes, start_ns, 0
+        )
+
+    def leave(self, group: str, seq: int, end_ns: int) -> None:
+        """A collective completed: mark it left if it is the last one entered."""
+        DONE.pack_into(self._map, DONE_AT, end_ns)
+        _op, last_group, last_seq, *_ = COLLECTIVE.unpack_from(self._map, COLLECTIVE_AT)
+        if last_seq == seq and _text(last_group) == group:
+            struct.pack_into("<q", self._map, COLLECTIVE_AT + COLLECTIVE.size - 8, end_ns)
+
+    def requests(self) -> tuple[int, int]:
+        made, answered = REQUEST.unpack_from(self._map, REQUEST_AT)
+        return made, answered
+
+    def answered(self, count: int) -> None:
+        struct.pack_into("<q", self._map, REQUEST_AT + 8, count)
+
+    def close(self) -> None:
+        """Unmap; later updates (a collective completing on another thread) go nowhere."""
+        current, self._map = self._map, bytearray(SIZE)
+        if isinstance(current, mmap.mmap):
+            current.close()
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """One rank's state as read from its file; times in wall-clock seconds."""
+
+    rank: int
+    pid: int
+    steps_done: int
+    last_step_end_s: float | None
+    phase: str
+    phase_since_s: float | None
+    op: str
+    """The last collective entered ("" when none yet)."""
+    group: str
+    seq: int
+    nbytes: int
+    entered_s: float | None
+    left_s: float | None
+    """None while the rank is still in it."""
+    last_done_s: float | None
+    """When any of its collectives last completed."""
+    flush_requests: int = 0
+    flushes_answered: int = 0
+
+    @property
+    def in_collective(self) -> bool:
+        return bool(self.op) and self.entered_s is not None and self.left_s is None
+
+    @property
+    def last_progress_s(self) -> float | None:
+        """The latest end of a step or of a collective (None before either)."""
+        times = [t for t in (self.last_step_end_s, self.last_done_s) if t is not None]
+        return max(times) if times else None
+
+
+def parse_live_state(rank: int, raw: bytes) -> LiveState | None:
+    """A state from the bytes of its file; None when they are not one (short, wrong magic)."""
+    if len(raw) < SIZE:
+        return None
+    magic, pid, offset = HEADER.unpack_from(raw, HEADER_AT)
+    if magic != MAGIC:
+        return None
+
+    def wall(ns: int) -> float | None:
+        return None if ns <= 0 else (ns + offset) / 1e9
+
+    steps, step_end = STEP.unpack_from(raw, STEP_AT)
+    phase, since = PHASE.unpack_from(raw, PHASE_AT)
+    op, group, seq, nbytes, entered, left = COLLECTIVE.unpack_from(raw, COLLECTIVE_AT)
+    (done,) = DONE.unpack_from(raw, DONE_AT)
+    made, answered = REQUEST.unpack_from(raw, REQUEST_AT)
+    return LiveState(
+        rank=rank, pid=pid, steps_done=steps, last_step_end_s=wall(step_end),
+        phase=_text(phase), phase_since_s=wall(since), op=_text(op), group=_text(group),
+        seq=seq, nbytes=nbytes, entered_s=wall(entered), left_s=wall(left),
+        last_done_s=wall(done), flush_requests=made, flushes_answered=answered,
+    )  # fmt: skip
+
+
+def read_live_state(run_dir: Path, rank: int) -> LiveState | None:
+    try:
+        raw = live_state_path(run_dir, rank).read_bytes()
+    except OSError:
+        return None
+    return parse_live_state(rank, raw)
+
+
+def read_live_states(run_dir: Path, world_size: int) -> dict[int, LiveState]:
+    """The states of the ranks that have written one, by rank."""
+    found = {}
+    for rank in range(world_size):
+        state = read_live_state(run_dir, rank)
+        if state is not None:
+            found[rank] = state
+    return found
+
+
+def request_flush(run_dir: Path, rank: int) -> bool:
+    """Ask a live rank to write the events it holds; False when it has no state file."""
+    path = live_state_path(run_dir, rank)
+    try:
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), SIZE) as m:
+            made, _ = REQUEST.unpack_from(m, REQUEST_AT)
+            struct.pack_into("<q", m, REQUEST_AT, made + 1)
+    except (OSError, ValueError):
+        return False
+    return True

@@ -1,0 +1,216 @@
+"""Beside the launcher: notice when no rank progresses, say which is stuck where, and
+(only with ``--hang-action kill``) stop the ranks.
+
+Reads the ranks' live state files (events/live_state.py) twice a second. When no rank has
+finished a step or a collective for ``--hang-after`` seconds (default: 10 typical steps, at
+least 60 s), it asks every rank to flush its events, has each write its Python stacks
+(faulthandler on ``STACK_SIGNAL``), and writes ``hang.json`` and ``hang.txt`` to the run
+directory. A run that progresses again may hang again later: the files then describe the
+latest hang.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from scalescope.analyze.hang import (
+    HANG_FILE,
+    HANG_TEXT,
+    HangReport,
+    hang_threshold_s,
+    rank_hang,
+    verdicts,
+)
+from scalescope.events.live_state import (
+    STACK_SIGNAL,
+    LiveState,
+    read_live_states,
+    request_flush,
+    stack_path,
+)
+from scalescope.events.reader import read_event_stream
+from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
+from scalescope.events.schema import Kind
+
+POLL_S = 0.5
+MEDIAN_EVERY_S = 10.0
+ANSWER_WAIT_S = 3.0
+KILL_GRACE_S = 5.0
+LAUNCHER_GRACE_S = 20.0
+"""After killing hung ranks, how long torch's agent gets to return; it may wait on the
+rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
+ACTIONS = ("report", "kill")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HangOptions:
+    after_s: float | None = None
+    """Seconds without a finished step or collective on any rank; None: 10 typical steps,
+    at least 60 s."""
+    action: str = "report"
+    """report: describe the hang and leave the ranks running; kill: then stop them."""
+    render: Callable[[HangReport], str] | None = None
+    """Words for the report (the CLI passes report/hang_view's); None writes hang.json only."""
+
+    def __post_init__(self) -> None:
+        if self.after_s is not None and self.after_s <= 0:
+            raise ValueError(f"--hang-after must be > 0 seconds, got {self.after_s}")
+        if self.action not in ACTIONS:
+            raise ValueError(f"--hang-action must be report or kill, got {self.action!r}")
+
+
+def median_step_s(run_dir: Path) -> float | None:
+    """Rank 0's median step time so far, from its event stream."""
+    path = events_path(run_dir, 0)
+    if not path.is_file():
+        return None
+    table = read_event_stream(path).table
+    kinds = table.column("kind").to_numpy()
+    durs = table.column("dur_ns").to_numpy()[kinds == Kind.STEP]
+    return float(np.median(durs)) / 1e9 if durs.size else None
+
+
+class HangWatch(threading.Thread):
+    def __init__(self, run_dir: Path, world_size: int, options: HangOptions) -> None:
+        super().__init__(daemon=True, name="scalescope-hang-watch")
+        self.run_dir, self.world_size, self.options = Path(run_dir), world_size, options
+        self.done = threading.Event()
+        self.report: HangReport | None = None
+        self.killed = False
+        self._median: float | None = None
+        self._median_at = 0.0
+        self._reported_progress: float | None = None
+        self.on_stuck: Callable[[], None] | None = None
+        """Called when the launcher has not returned ``LAUNCHER_GRACE_S`` after the ranks
+        were killed: it must record the run's end and exit the process."""
+
+    def threshold_s(self) -> float:
+        if self.options.after_s is not None:
+            return self.options.after_s
+        if time.monotonic() - self._median_at > MEDIAN_EVERY_S:
+            self._median_at = time.monotonic()
+            with suppress(Exception):
+                self._median = median_step_s(self.run_dir) or self._median
+        return hang_threshold_s(self._median)
+
+    def run(self) -> None:
+        while not self.done.wait(POLL_S):
+            states = read_live_states(self.run_dir, self.world_size)
+            progress = [s.last_progress_s for s in states.values() if s.last_progress_s]
+            if not progress or max(progress) == self._reported_progress:
+                continue
+            idle = time.time() - max(progress)
+            threshold = self.threshold_s()
+            if idle >= threshold:
+                self._reported_progress = max(progress)
+                self.on_hang(states, idle, threshold)
+
+    def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
+        local = self._local_pids(states)
+        self._flush(states, local)
+        stacks = collect_stacks(self.run_dir, local)
+        now = time.time()
+        ranks = []
+        for rank, state in sorted(states.items()):
+            ended = self._ended(rank, state, local)
+            hang = rank_hang(state, now, alive=not ended, ended=ended)
+            ranks.append(replace(hang, stack=stacks.get(rank, "")))
+        report = HangReport(
+            detected_at=now, idle_s=idle, hang_after_s=threshold, source="live",
+            ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=self.options.action,
+        )  # fmt: skip
+        self.report = report
+        write_json_atomic(self.run_dir / HANG_FILE, report)
+        if self.options.render is not None:
+            text = self.options.render(report)
+            (self.run_dir / HANG_TEXT).write_text(text + "\n")
+            print(text, file=sys.stderr, flush=True)
+        if self.options.action == "kill":
+            self.killed = True
+            stop_processes([p for p in local.values() if p is not None])
+            if not self.done.wait(LAUNCHER_GRACE_S) and self.on_stuck is not None:
+                self.on_stuck()
+
+    def _local_pids(self, states: dict[int, LiveState]) -> dict[int, psutil.Process | None]:
+        """Each rank's process when it runs on this node and still lives, else None."""
+        host = socket.gethostname()
+        out: dict[int, psutil.Process | None] = {}
+        for rank, state in states.items():
+            meta = read_rank_meta(self.run_dir, rank)
+            proc = None
+            if meta is None or meta.hostname == host:
+                with suppress(psutil.Error):
+                    candidate = psutil.Process(state.pid)
+                    if candidate.status() != psutil.STATUS_ZOMBIE:
+                        proc = candidate
+            out[rank] = proc
+        return out
+
+    def _ended(self, rank: int, state: LiveState, local: dict) -> str:
+        meta = read_rank_meta(self.run_dir, rank)
+        if meta is not None and meta.status != "running":
+            return meta.status
+        if local.get(rank) is None and (meta is None or meta.hostname == socket.gethostname()):
+            return "process gone"
+        return ""
+
+    def _flush(self, states: dict[int, LiveState], local: dict) -> None:
+        asked = {r: s.flush_requests + 1 for r, s in states.items() if local.get(r) is not None}
+        for rank in asked:
+            request_flush(self.run_dir, rank)
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        while asked and time.monotonic() < deadline:
+            now = read_live_states(self.run_dir, self.world_size)
+            asked = {r: n for r, n in asked.items() if now[r].flushes_answered < n}
+            time.sleep(0.05)
+
+
+def collect_stacks(run_dir: Path, procs: dict[int, psutil.Process | None]) -> dict[int, str]:
+    """Each live local rank's Python stacks, written by its faulthandler on STACK_SIGNAL."""
+    sizes: dict[int, int] = {}
+    for rank, proc in procs.items():
+        if proc is None:
+            continue
+        path = stack_path(run_dir, rank)
+        sizes[rank] = path.stat().st_size if path.exists() else 0
+        with suppress(psutil.Error):
+            proc.send_signal(STACK_SIGNAL)
+    deadline = time.monotonic() + ANSWER_WAIT_S
+    stacks: dict[int, str] = {}
+    while sizes and time.monotonic() < deadline:
+        time.sleep(0.1)
+        for rank, size in list(sizes.items()):
+            path = stack_path(run_dir, rank)
+            if path.exists() and path.stat().st_size > size:
+                time.sleep(0.05)
+                with open(path, "rb") as f:
+                    f.seek(size)
+                    stacks[rank] = f.read().decode("utf-8", "replace")
+                del sizes[rank]
+    return stacks
+
+
+def stop_processes(procs: list[psutil.Process]) -> None:
+    """SIGTERM the ranks, then SIGKILL what is left of them and their children."""
+    family = list(procs)
+    for proc in procs:
+        with suppress(psutil.Error):
+            family += proc.children(recursive=True)
+        with suppress(psutil.Error):
+            proc.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(family, timeout=KILL_GRACE_S)
+    for proc in alive:
+        with suppress(psutil.Error):
+            os.kill(proc.pid, signal.SIGKILL)

@@ -1,0 +1,66 @@
+"""The words for a hang (analyze/hang.py): verdict sentences, the per-rank table, stacks.
+
+Plain text, so the launcher prints the same lines it writes to ``hang.txt`` and ``report``
+shows them first.
+"""
+
+from __future__ import annotations
+
+from scalescope.analyze.hang import HangReport
+from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
+
+
+def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
+    rows = [("rank", "pid", "phase (for)", "last collective", "in it?", "for")]
+    for r in report.ranks:
+        phase = "gone: " + (r.ended or "?") if not r.alive else (r.phase or "not recorded")
+        if r.alive and r.phase and r.phase_for_s is not None:
+            phase += f" ({fmt_s(r.phase_for_s)})"
+        coll = f"{r.op} #{r.seq} (group {r.group}, {fmt_b(r.nbytes)})" if r.op else "none"
+        inside = ("yes" if r.in_collective else "left") if r.op else "-"
+        rows.append((str(r.rank), str(r.pid), phase, coll, inside, fmt_s(r.collective_for_s)))
+    return rows
+
+
+LAUNCH_FRAMES = ("<frozen runpy>", "scalescope/probe/bootstrap.py")
+"""Frames below the user's script: how scalescope started it."""
+
+
+def main_stack(text: str) -> str:
+    """The stack of the thread the signal interrupted (faulthandler's "Current thread"):
+    the main thread, where the training loop runs."""
+    at = text.find("Current thread")
+    lines = (text[at:] if at >= 0 else text).rstrip().splitlines()
+    while lines and any(m in lines[-1] for m in LAUNCH_FRAMES):
+        lines.pop()
+    return "\n".join(lines)
+
+
+def hang_lines(report: HangReport, stacks: str = "all") -> list[str]:
+    """The hang section: headline, verdicts, the per-rank table, then each rank's stack
+    (``stacks``: all threads, main thread only, or none)."""
+    seen = "seen while the run was live" if report.source == "live" else "from the events"
+    lines = [
+        f"HANG: no rank finished a step or a collective for {fmt_s(report.idle_s)} "
+        f"(threshold {fmt_s(report.hang_after_s)}, {seen})"
+    ]
+    by_rank = {r.rank: r for r in report.ranks}
+    lines += [f"  {verdict_line(v, by_rank)}" for v in report.verdicts]
+    rows = rank_rows(report)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines += [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    if report.action == "kill":
+        lines.append("  the ranks were stopped (--hang-action kill)")
+    for r in report.ranks if stacks != "none" else ():
+        if r.stack:
+            text = r.stack if stacks == "all" else main_stack(r.stack)
+            lines.append(f"  Python stack of rank {r.rank} (pid {r.pid}):")
+            lines += [f"    {line}" for line in text.rstrip().splitlines()]
+    return lines
+
+
+def render_hang(report: HangReport) -> str:
+    return "\n".join(hang_lines(report))

@@ -1,0 +1,93 @@
+"""The hang verdict from each rank's last state, and its words."""
+
+from __future__ import annotations
+
+from scalescope.analyze.hang import RankHang, hang_threshold_s, verdicts
+from scalescope.diagnose.hang_words import verdict_line
+
+
+def rank(r: int, op: str = "all_reduce", seq: int = 6, inside: bool = True, **kw) -> RankHang:
+    values = dict(
+        rank=r, pid=100 + r, alive=True, op=op, group="0", seq=seq, nbytes=16,
+        in_collective=inside, collective_for_s=95.0, phase="backward", steps_done=6,
+    )  # fmt: skip
+    return RankHang(**(values | kw))
+
+
+def test_a_rank_in_host_work_has_not_entered_the_collective_the_other_waits_in():
+    ranks = [rank(0), rank(1, seq=5, inside=False, phase="outside")]
+    [v] = verdicts(ranks)
+    assert (v.kind, v.ranks, v.waiting, v.op, v.seq, v.nbytes) == (
+        "missing", (1,), (0,), "all_reduce", 6, 16,
+    )  # fmt: skip
+    assert verdict_line(v, {r.rank: r for r in ranks}) == (
+        "rank 1 has not entered all_reduce #6 (group 0, 16 B) that rank 0 waits in for 95 s; "
+        "rank 1 is in host work (outside the recorded phases) since step 6"
+    )
+
+
+def test_same_sequence_number_different_ops_is_a_mismatch():
+    ranks = [rank(0), rank(1, op="broadcast"), rank(2)]
+    [v] = verdicts(ranks)
+    assert (v.kind, v.ranks, v.waiting, v.op, v.other_op) == (
+        "mismatch", (1,), (0, 2), "all_reduce", "broadcast",
+    )  # fmt: skip
+    assert verdict_line(v, {r.rank: r for r in ranks}).startswith(
+        "ranks 0, 2 called all_reduce, rank 1 called broadcast with the same sequence number"
+    )
+
+
+def test_a_tie_takes_the_lowest_ranks_op_as_the_reference():
+    [v] = verdicts([rank(0, op="broadcast"), rank(1)])
+    assert (v.op, v.other_op, v.waiting) == ("broadcast", "all_reduce", (0,))
+
+
+def test_an_earlier_collective_is_behind_and_a_gone_process_ended():
+    ranks = [rank(0), rank(1, seq=4), rank(2, alive=False, ended="failed", inside=False, seq=5)]
+    kinds = {v.kind: v.ranks for v in verdicts(ranks)}
+    assert kinds == {"behind": (1,), "ended": (2,)}
+
+
+def test_all_ranks_in_the_same_collective_and_no_rank_in_any():
+    [v] = verdicts([rank(0), rank(1)])
+    assert v.kind == "all_waiting" and v.waiting == (0, 1)
+    [v] = verdicts([rank(0, inside=False), rank(1, inside=False)])
+    assert v.kind == "host_work" and v.ranks == (0, 1)
+
+
+def test_threshold_is_ten_steps_and_at_least_the_floor():
+    assert hang_threshold_s(None) == 60.0
+    assert hang_threshold_s(0.5) == 60.0
+    assert hang_threshold_s(7.0) == 70.0
+    assert hang_threshold_s(0.1, floor_s=0.5) == 1.0
+
+
+def test_a_hang_is_rebuilt_from_the_events_of_an_interrupted_run(tmp_path):
+    """No hang.json (Ctrl-C before the launcher saw it): rank 0 ended in an all_reduce it had
+    waited in for 69 s, rank 1 in host work after step 6."""
+    from analyze_runs import make_run
+    from run_builders import coll_row, step_row
+
+    from scalescope.analyze.hang import run_hang
+    from scalescope.events import RankMeta
+
+    s = 1_000_000_000
+    rows = {r: [[step_row(k, k * s // 10, s // 10, 8) for k in range(6)]] for r in (0, 1)}
+    for r in (0, 1):
+        rows[r][0] += [coll_row(k, "all_reduce", k * s // 10 + s // 20, 1000, 16, k, tag="user")
+                       for k in range(6)]  # fmt: skip
+    rows[0][0].append(coll_row(6, "all_reduce", 7 * s // 10, -1, 16, 6, tag="user"))
+    end = 0.7 + 69.0  # wall seconds: offsets 0, so the event times are the wall clock
+    files = {r: RankMeta(rank=r, world_size=2, status="interrupted", end_time=end, steps=6)
+             for r in (0, 1)}  # fmt: skip
+    run = make_run(tmp_path, rows, world_size=2, rank_files=files, status="interrupted")
+    hang = run_hang(run)
+    assert hang is not None and hang.source == "events"
+    assert round(hang.idle_s) == 69
+    [v] = hang.verdicts
+    assert (v.kind, v.ranks, v.waiting, v.op, v.seq, v.nbytes) == (
+        "missing", (1,), (0,), "all_reduce", 6, 16,
+    )  # fmt: skip
+    assert verdict_line(v, {r.rank: r for r in hang.ranks}).endswith(
+        "rank 1 ended after step 6 (its phase then was not recorded)"
+    )

@@ -1,0 +1,49 @@
+"""The live state file: what the probe writes in place is what a reader sees."""
+
+from __future__ import annotations
+
+from scalescope.events.live_state import (
+    SIZE,
+    LiveStateWriter,
+    live_state_path,
+    parse_live_state,
+    read_live_state,
+    request_flush,
+)
+
+OFFSET = 1_000_000_000_000_000_000
+
+
+def test_writer_and_reader_agree(tmp_path):
+    w = LiveStateWriter(live_state_path(tmp_path, 3), pid=4242, wall_minus_perf_ns=OFFSET)
+    w.phase("forward", 5_000_000_000)
+    w.enter("all_reduce", "0", 7, 16, 6_000_000_000)
+    s = read_live_state(tmp_path, 3)
+    assert (s.rank, s.pid, s.phase, s.op, s.group, s.seq, s.nbytes) == (
+        3, 4242, "forward", "all_reduce", "0", 7, 16,
+    )  # fmt: skip
+    assert s.in_collective and s.entered_s == (6_000_000_000 + OFFSET) / 1e9
+    assert s.last_progress_s is None
+    w.leave("0", 6, 6_500_000_000)  # an earlier async collective completing
+    assert read_live_state(tmp_path, 3).in_collective
+    w.leave("0", 7, 7_000_000_000)
+    w.step(1, 7_500_000_000)
+    s = read_live_state(tmp_path, 3)
+    assert not s.in_collective and s.left_s == (7_000_000_000 + OFFSET) / 1e9
+    assert s.steps_done == 1 and s.last_progress_s == (7_500_000_000 + OFFSET) / 1e9
+    w.close()
+    w.phase("data", 1)  # after close (a late completion callback): no error, no write
+
+
+def test_flush_requests_are_counted(tmp_path):
+    w = LiveStateWriter(live_state_path(tmp_path, 0), pid=1, wall_minus_perf_ns=0)
+    assert request_flush(tmp_path, 0) and request_flush(tmp_path, 0)
+    assert w.requests() == (2, 0)
+    w.answered(2)
+    assert read_live_state(tmp_path, 0).flushes_answered == 2
+    assert not request_flush(tmp_path, 9)
+
+
+def test_garbage_is_not_a_state():
+    assert parse_live_state(0, b"\0" * SIZE) is None
+    assert parse_live_state(0, b"SSLIVE01") is None
