@@ -6,7 +6,7 @@ import importlib.util
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,14 +127,27 @@ def execute(spec: RunSpec) -> RunOutcome:
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     meta_file = meta_file_name(spec.launch.node_rank)
     check_new_run_dir(run_dir, meta_file)
+    options = with_log_dir(spec.launch, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     os.environ.update(plan.env)
     meta = start_meta(spec, run_dir, plan)
     write_json_atomic(run_dir / meta_file, meta)
-    result = launch(spec.launch, rank_argv(spec, run_dir))
+    result = launch(options, rank_argv(spec, run_dir))
     finish_meta(meta, run_dir, result)
     write_json_atomic(run_dir / meta_file, meta)
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def with_log_dir(options: LaunchOptions, run_dir: Path) -> LaunchOptions:
+    """Ranks' output files, when kept, go to RUN_DIR/logs (torch's layout below it)."""
+    output = options.output
+    if not output.to_files:
+        return options
+    if output.ranks is not None and max(output.ranks) >= options.world_size:
+        raise ValueError(
+            f"--ranks-output {max(output.ranks)}: the run has ranks 0..{options.world_size - 1}"
+        )
+    return replace(options, output=replace(output, log_dir=str(run_dir.resolve() / "logs")))
 
 
 def meta_file_name(node_rank: int) -> str:

@@ -1,0 +1,179 @@
+"""Watch a run directory: poll its files, analyse the window, redraw once a second.
+
+``LiveTop.frame`` reads what the ranks appended (``events.tail``), analyses the last steps
+of every rank, and every ``finding_every_s`` runs the diagnosis on them for the first
+finding. ``watch`` drives it in the foreground (``scalescope top``: q or Ctrl-C quits);
+``LiveThread`` in the background of the launching process (``run --live``: the launcher
+owns the main thread).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import sys
+import termios
+import threading
+import time
+import tty
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from scalescope.analyze.live import live_snapshot
+from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.events.run import RankMeta, Run, read_rank_meta
+from scalescope.events.tail import RunTail
+from scalescope.report.live_view import LiveExtras, render_live
+
+REFRESH_S = 1.0
+OUTPUT_LINES = 6
+
+
+def pid_alive(meta: RankMeta | None, host: str) -> bool | None:
+    """Whether the rank's process still runs; None when it runs on another node."""
+    if meta is None or not meta.pid or meta.hostname != host:
+        return None
+    try:
+        return psutil.Process(meta.pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def first_finding(run: Run, analysis: RunAnalysis) -> str | None:
+    """The diagnosis' first warning as "bottleneck, N % of the step"."""
+    from scalescope.diagnose.engine import diagnose_run
+
+    findings = [f for f in diagnose_run(run, analysis).findings if f.level == "warning"]
+    if not findings:
+        return "no bottleneck found"
+    top = findings[0]
+    share = f", {top.share_pct:.0f} % of the step" if top.share_pct is not None else ""
+    return f"{top.bottleneck}{share}"
+
+
+def last_output(run_dir: Path, lines: int = OUTPUT_LINES) -> list[str]:
+    """The last lines rank 0 wrote to its redirected stdout and stderr (``run --live``)."""
+    found: list[str] = []
+    for name in ("stdout.log", "stderr.log"):
+        for path in sorted(Path(run_dir).glob(f"logs/*/attempt_*/0/{name}")):
+            with open(path, "rb") as f:
+                f.seek(max(os.path.getsize(path) - 4096, 0))
+                found += f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    return found[-lines:]
+
+
+class LiveTop:
+    """One run directory watched: each ``frame`` is the view of what was read so far."""
+
+    def __init__(
+        self, run_dir: Path, finding_every_s: float = 10.0, show_output: bool = False
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.tail = RunTail(self.run_dir)
+        self.finding_every_s = finding_every_s
+        self.show_output = show_output
+        self.finding: str | None = None
+        self.finding_at = 0.0
+        self.host = socket.gethostname()
+        self.ended = False
+
+    def frame(self) -> RenderableType:
+        now = time.time()
+        self.tail.poll()
+        meta = self.tail.meta
+        assert meta is not None
+        metas = {r: read_rank_meta(self.run_dir, r) or meta.ranks.get(str(r))
+                 for r in range(meta.world_size)}  # fmt: skip
+        window = self.tail.window()
+        run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
+        analysis = analyze_run(run) if len(window) else None
+        running = meta.status == "running"
+        alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
+        silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
+        snap = live_snapshot(meta, analysis, self.tail.totals, metas, alive, silent, now)
+        note = ""
+        if analysis is not None and (now - self.finding_at >= self.finding_every_s or not running):
+            self.finding_at = now
+            try:
+                self.finding = first_finding(run, analysis)
+            except Exception as exc:  # a partial window the rules cannot judge yet
+                note = f"diagnosis not available yet: {exc}"
+        self.ended = not running
+        output = last_output(self.run_dir) if self.show_output else ()
+        return render_live(snap, LiveExtras(finding=self.finding, output=output, note=note))
+
+
+@contextmanager
+def keys() -> Iterator[bool]:
+    """stdin in cbreak mode (keys one at a time, Ctrl-C still a signal) when a terminal."""
+    if not sys.stdin.isatty():
+        yield False
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def quit_pressed(timeout_s: float) -> bool:
+    ready, _, _ = select.select([sys.stdin], [], [], timeout_s)
+    return bool(ready) and sys.stdin.read(1) in ("q", "Q")
+
+
+def watch(run_dir: Path, console: Console) -> int:
+    """Redraw until q (exit 0) or Ctrl-C (130); without a terminal, until the run ends."""
+    top = LiveTop(run_dir)
+    first = top.frame()
+    try:
+        with keys() as interactive, Live(first, console=console, auto_refresh=False) as live:
+            while True:
+                if interactive:
+                    if quit_pressed(REFRESH_S):
+                        return 0
+                elif top.ended:
+                    return 0
+                else:
+                    time.sleep(REFRESH_S)
+                live.update(top.frame(), refresh=True)
+    except KeyboardInterrupt:
+        return 130
+
+
+class LiveThread:
+    """The live view drawn by a background thread while the main thread launches."""
+
+    def __init__(self, run_dir: Path, console: Console) -> None:
+        self.top = LiveTop(run_dir, show_output=True)
+        self.live = Live(console=console, auto_refresh=False, redirect_stdout=False)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="scalescope-live", daemon=True)
+
+    def _draw(self) -> None:
+        try:
+            self.live.update(self.top.frame(), refresh=True)
+        except (OSError, ValueError) as exc:  # run.json not written yet
+            self.live.update(f"waiting for the run to start ({exc})", refresh=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(REFRESH_S):
+            self._draw()
+
+    def __enter__(self) -> LiveThread:
+        self.live.start()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._draw()
+        self.live.stop()
