@@ -82,31 +82,43 @@ class LiveTop:
         self.finding_at = 0.0
         self.host = socket.gethostname()
         self.ended = False
+        self.note = ""
+        self.run: Run | None = None
+        self.analysis: RunAnalysis | None = None
 
     def frame(self) -> RenderableType:
         now = time.time()
-        self.tail.poll()
+        new_rows = self.tail.poll()
         meta = self.tail.meta
         assert meta is not None
         metas = {r: read_rank_meta(self.run_dir, r) or meta.ranks.get(str(r))
                  for r in range(meta.world_size)}  # fmt: skip
-        window = self.tail.window()
-        run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
-        analysis = analyze_run(run) if len(window) else None
         running = meta.status == "running"
+        changed = new_rows > 0 or running != (not self.ended) or self.analysis is None
+        if changed:
+            window = self.tail.window()
+            self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
+            self.analysis = analyze_run(self.run) if len(window) else None
         alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
-        snap = live_snapshot(meta, analysis, self.tail.totals, metas, alive, silent, now)
-        note = ""
-        if analysis is not None and (now - self.finding_at >= self.finding_every_s or not running):
-            self.finding_at = now
-            try:
-                self.finding = first_finding(run, analysis)
-            except Exception as exc:  # a partial window the rules cannot judge yet
-                note = f"diagnosis not available yet: {exc}"
+        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now)
+        due = now - self.finding_at >= self.finding_every_s or not running
+        if changed and due:
+            self.update_finding(now)
         self.ended = not running
         output = last_output(self.run_dir) if self.show_output else ()
-        return render_live(snap, LiveExtras(finding=self.finding, output=output, note=note))
+        extras = LiveExtras(finding=self.finding, output=output, note=self.note)
+        return render_live(snap, extras)
+
+    def update_finding(self, now: float) -> None:
+        """The diagnosis of the window; at most every ``finding_every_s`` while running."""
+        self.finding_at = now
+        if self.analysis is None or self.run is None:
+            return
+        try:
+            self.finding, self.note = first_finding(self.run, self.analysis), ""
+        except Exception as exc:  # a partial window the rules cannot judge yet
+            self.note = f"diagnosis not available yet: {exc}"
 
 
 @contextmanager
