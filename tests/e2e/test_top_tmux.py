@@ -17,14 +17,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from conftest import DDP_TRAIN, cli_env
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 CLI = f"{shlex.quote(sys.executable)} -m scalescope.cli"
 FAIL_STEP = 260
-TRAIN_ARGS = ["--steps", "400", "--sleep-rank", "1", "--sleep-s", "0.03",
-              "--sleep-where", "data", "--fail-rank", "1", "--fail-step", str(FAIL_STEP)]  # fmt: skip
+TRAIN_ARGS = [
+    *("--steps", "400", "--sleep-rank", "1", "--sleep-s", "0.03", "--sleep-where", "data"),
+    *("--fail-rank", "1", "--fail-step", str(FAIL_STEP)),
+]
 
 
 class Pane:
@@ -62,6 +65,14 @@ class Pane:
 def exit_status_shown(text: str) -> int | None:
     match = re.search(r"^EXIT=(\d+)\s*$", text, re.MULTILINE)
     return int(match.group(1)) if match else None
+
+
+def exited(pane: Pane, timeout: float) -> int:
+    """The exit status the pane's shell printed."""
+    text = pane.wait_for(lambda t: exit_status_shown(t) is not None, timeout, "the exit status")
+    status = exit_status_shown(text)
+    assert status is not None
+    return status
 
 
 def rank_rows(text: str) -> dict[str, list[str]]:
@@ -108,7 +119,7 @@ def test_top_shows_the_ranks_and_the_straggler_then_the_crash(crashing_run) -> N
     assert f"rank 1 failed: RuntimeError: deliberate failure on rank 1 at step {FAIL_STEP}" in text
     assert rank_rows(text)["1*" if "1*" in rank_rows(text) else "1"][1] == "FAILED"
     pane.keys("C-c")
-    assert exit_status_shown(pane.wait_for(exit_status_shown, 30, "the exit status")) == 130
+    assert exited(pane, 30) == 130
 
 
 def test_top_of_a_finished_run_quits_with_q(crashing_run) -> None:
@@ -122,7 +133,7 @@ def test_top_of_a_finished_run_quits_with_q(crashing_run) -> None:
         text = pane.wait_for(lambda t: "scalescope top run  failed" in t, 60, "the header")
         assert rank_rows(text)
         pane.keys("q")
-        assert exit_status_shown(pane.wait_for(exit_status_shown, 30, "the exit status")) == 0
+        assert exited(pane, 30) == 0
     finally:
         pane.close()
 
@@ -134,8 +145,8 @@ def test_run_live_draws_the_view_above_the_output(tmp_path: Path) -> None:
     pane = Pane(f"{CLI} run --live -n 2 --no-report --run-dir live {script} {args}; "
                 "echo EXIT=$?", tmp_path)  # fmt: skip
     try:
-        text = pane.wait_for(exit_status_shown, 300, "the run's end")
-        assert exit_status_shown(text) == 0, text
+        assert exited(pane, 300) == 0
+        text = pane.text()
         rows = rank_rows(text)
         assert {r.rstrip("*") for r in rows} == {"0", "1"}, text
         assert all(r[1] == "completed" and r[2] == "120" for r in rows.values()), text

@@ -22,6 +22,7 @@ from scalescope.cli.common import (
 )
 from scalescope.cli.launch_options import with_launch_options
 from scalescope.cli.option_check import CheckedCommand
+from scalescope.report.eta import Eta
 
 if TYPE_CHECKING:
     from scalescope.launch.runner import RunSpec
@@ -70,9 +71,8 @@ def suite(
             ),
             mapping=mapping_options(params), command=("scalescope", *sys.argv[1:]),
         )  # fmt: skip
-        total = len(plan.workloads) * len(plan.ranks)
-        count = iter(range(1, total + 1))
-        result = run_suite(plan, lambda what: err.print(f"suite [{next(count)}/{total}] {what}"))
+        eta = Eta(len(plan.workloads) * len(plan.ranks), "suite")
+        result = run_suite(plan, lambda what: err.print(eta.line(what)))
     except ValueError as exc:
         fail(str(exc))
     render_suite(result, suite_console())
@@ -221,9 +221,14 @@ def scale(
         fail(f"{str(where)} already holds a study; choose another --run-dir")
     params["nnodes"] = max(plan.nodes)  # the base run's node count; each size sets its own
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
-    study = run_study(
-        spec, plan, where, lambda s: start(s, True, launch["master_addr"]), scale_progress
-    )
+    eta = Eta(len(plan.ranks), "scale")
+
+    def start_size(size_spec: RunSpec) -> object:
+        ranks = size_spec.launch.world_size
+        err.print(eta.line(f"{ranks} rank{'s' if ranks > 1 else ''}"))
+        return start(size_spec, True, launch["master_addr"])
+
+    study = run_study(spec, plan, where, start_size, scale_progress)
     for path in report_study(where, html, report_console()):
         err.print(f"wrote {path}")
     err.print(f"study: {where / STUDY_FILE}  (scalescope report {where})")
