@@ -115,3 +115,10 @@ def test_arguments_after_the_script_go_to_it_untouched(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert f"ARGS {passed!r}" in proc.stdout
+
+
+def test_top_of_a_directory_without_a_run_is_one_line(tmp_path: Path) -> None:
+    line = refused(scalescope_in_process("top", ODD, cwd=tmp_path))
+    assert line == f"error: {ODD} is not a scalescope run directory (no run.json)"
+    line = refused(scalescope_in_process("top", "--onse", ODD, cwd=tmp_path))
+    assert "unknown option --onse for top; did you mean --once?" in line

@@ -173,10 +173,18 @@ def start_live(spec: RunSpec, given: bool, master_addr: str | None) -> Outcome:
     """Start the run with the live view drawn here (the ranks' output in RUN_DIR/logs)."""
     from dataclasses import replace
 
+    import os
+
     from scalescope.launch.runner import default_run_dir
-    from scalescope.launch.session import start
+    from scalescope.launch.session import find_world, start
     from scalescope.report.live_top import LiveThread
 
+    world = find_world(spec, given, master_addr, os.environ)
+    if world is not None and not given:
+        raise ValueError(
+            f"--live draws in the terminal that launches the ranks; under {world.source} each "
+            "task is a rank: watch with `scalescope top RUN_DIR` from another terminal"
+        )
     spec = replace(spec, run_dir=spec.run_dir or default_run_dir(spec))
     with LiveThread(spec.run_dir, err):
         outcome = start(spec, given, master_addr)
