@@ -171,9 +171,8 @@ def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
 
 def start_live(spec: RunSpec, given: bool, master_addr: str | None) -> Outcome:
     """Start the run with the live view drawn here (the ranks' output in RUN_DIR/logs)."""
-    from dataclasses import replace
-
     import os
+    from dataclasses import replace
 
     from scalescope.launch.runner import default_run_dir
     from scalescope.launch.session import find_world, start
