@@ -15,46 +15,6 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 
 @dataclass(frozen=True, kw_only=True)
-class LaunchOptions:
-    """How to start the ranks on this node."""
-
-    nproc_per_node: int = 1
-    """Ranks on this node (torchrun's --nproc-per-node)."""
-    master_addr: str = "127.0.0.1"
-    master_port: int | None = None
-    """Port of the rendezvous; None picks a free one."""
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    """HOST[:PORT] of the rendezvous for several nodes (torchrun's --rdzv-endpoint)."""
-    rdzv_backend: str = "c10d"
-    rdzv_id: str = ""
-    local_addr: str | None = None
-    """This node's address as the other nodes reach it (default: the master address)."""
-    monitor_interval_s: float = 0.1
-    output: OutputOptions = field(default_factory=lambda: OutputOptions())
-
-    def __post_init__(self) -> None:
-        if self.nproc_per_node < 1:
-            raise ValueError(f"--nproc-per-node must be at least 1, got {self.nproc_per_node}")
-        if self.master_port is not None and not 0 < self.master_port < 65536:
-            raise ValueError(f"--master-port must be in 1..65535, got {self.master_port}")
-        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
-            raise ValueError(
-                f"--node-rank must be in 0..{self.nnodes - 1} for --nnodes {self.nnodes}, "
-                f"got {self.node_rank}"
-            )
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise ValueError("several nodes need --rdzv-endpoint HOST:PORT of the rendezvous")
-        if self.rdzv_backend not in ("c10d", "static"):
-            raise ValueError(f"--rdzv-backend must be c10d or static, got {self.rdzv_backend!r}")
-
-    @property
-    def world_size(self) -> int:
-        return self.nnodes * self.nproc_per_node
-
-
-@dataclass(frozen=True, kw_only=True)
 class OutputOptions:
     """Where the ranks' stdout and stderr go; torch's ``DefaultLogsSpecs`` does the work."""
 
@@ -74,6 +34,46 @@ class OutputOptions:
     @property
     def to_files(self) -> bool:
         return self.label or self.ranks is not None or self.quiet
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchOptions:
+    """How to start the ranks on this node."""
+
+    nproc_per_node: int = 1
+    """Ranks on this node (torchrun's --nproc-per-node)."""
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    """Port of the rendezvous; None picks a free one."""
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    """HOST[:PORT] of the rendezvous for several nodes (torchrun's --rdzv-endpoint)."""
+    rdzv_backend: str = "c10d"
+    rdzv_id: str = ""
+    local_addr: str | None = None
+    """This node's address as the other nodes reach it (default: the master address)."""
+    monitor_interval_s: float = 0.1
+    output: OutputOptions = field(default_factory=OutputOptions)
+
+    def __post_init__(self) -> None:
+        if self.nproc_per_node < 1:
+            raise ValueError(f"--nproc-per-node must be at least 1, got {self.nproc_per_node}")
+        if self.master_port is not None and not 0 < self.master_port < 65536:
+            raise ValueError(f"--master-port must be in 1..65535, got {self.master_port}")
+        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(
+                f"--node-rank must be in 0..{self.nnodes - 1} for --nnodes {self.nnodes}, "
+                f"got {self.node_rank}"
+            )
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise ValueError("several nodes need --rdzv-endpoint HOST:PORT of the rendezvous")
+        if self.rdzv_backend not in ("c10d", "static"):
+            raise ValueError(f"--rdzv-backend must be c10d or static, got {self.rdzv_backend!r}")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
 
 
 def logs_specs(output: OutputOptions, node_rank: int, nproc: int) -> DefaultLogsSpecs | None:
