@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 import psutil
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -57,15 +58,29 @@ def first_finding(run: Run, analysis: RunAnalysis) -> str | None:
     return f"{top.bottleneck}{share}"
 
 
-def last_output(run_dir: Path, lines: int = OUTPUT_LINES) -> list[str]:
-    """The last lines rank 0 wrote to its redirected stdout and stderr (``run --live``)."""
+def last_output(
+    run_dir: Path,
+    local_rank: int = 0,
+    lines: int = OUTPUT_LINES,
+    names: tuple[str, ...] = ("stdout.log", "stderr.log"),
+) -> list[str]:
+    """The last lines a local rank wrote to its redirected output (``--live``, the output
+    options); none when its output was not redirected."""
     found: list[str] = []
-    for name in ("stdout.log", "stderr.log"):
-        for path in sorted(Path(run_dir).glob(f"logs/*/attempt_*/0/{name}")):
+    for name in names:
+        for path in sorted(Path(run_dir).glob(f"logs/*/attempt_*/{local_rank}/{name}")):
             with open(path, "rb") as f:
                 f.seek(max(os.path.getsize(path) - 4096, 0))
                 found += f.read().decode("utf-8", "replace").splitlines()[-lines:]
     return found[-lines:]
+
+
+def with_last_words(run_dir: Path, meta: RankMeta | None, alive: bool | None) -> RankMeta | None:
+    """A rank gone without writing its error (killed): its last stderr line as the error."""
+    if meta is None or meta.error or alive is not False:
+        return meta
+    words = [line for line in last_output(run_dir, meta.local_rank, 3, ("stderr.log",)) if line]
+    return msgspec.structs.replace(meta, error=words[-1]) if words else meta
 
 
 class LiveTop:
@@ -100,6 +115,7 @@ class LiveTop:
             self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
             self.analysis = analyze_run(self.run) if len(window) else None
         alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
+        metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
         snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now)
         due = now - self.finding_at >= self.finding_every_s or not running

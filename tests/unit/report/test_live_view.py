@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import time
 from pathlib import Path
 
@@ -99,3 +100,35 @@ def test_thousands_of_ranks_are_summarised() -> None:
     assert "step ms of 2000 ranks: 100.0" in text and "2,099.0" in text
     assert "straggler: rank 1999 (forward)" in text
     assert "so far: straggler, 5 % of the step" in text
+
+
+def test_a_rank_gone_without_a_word_is_marked_died_with_its_last_stderr_line(
+    tmp_path: Path,
+) -> None:
+    import socket
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    meta = RunMeta(run_id="live", command=[], script="x.py", world_size=2,
+                   start_time=time.time())  # fmt: skip
+    ranks = {r: RankMeta(rank=r, local_rank=r, world_size=2, hostname=socket.gethostname(),
+                         pid=pid) for r, pid in ((0, os.getpid()), (1, gone.pid))}  # fmt: skip
+    write_run_dir(tmp_path, meta, {r: [rank_rows(r)] for r in (0, 1)}, ranks)
+    log = tmp_path / "logs" / "run_x" / "attempt_0" / "1" / "stderr.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("loading...\nKilled by the OOM killer\n\n")
+    text = render(LiveTop(tmp_path).frame())
+    rows = {line.split()[0].rstrip("*"): line.split()[1] for line in text.splitlines()
+            if line.split() and line.split()[0].rstrip("*").isdigit()}  # fmt: skip
+    assert rows["0"] == "running" and rows["1"] == "DIED", text
+    assert "rank 1 died: Killed by the OOM killer" in text
+
+
+def test_a_rank_that_stopped_writing_is_silent(tmp_path: Path) -> None:
+    top = LiveTop(write_run(tmp_path))
+    top.frame()
+    meta = top.tail.meta
+    snap = live_snapshot(meta, None, top.tail.totals, {}, {}, {0: 3.0, 1: 20.0}, time.time())
+    assert [r.status for r in snap.ranks] == ["running", "silent"]
+    assert snap.ranks[1].last_words == "no events for 20 s"
