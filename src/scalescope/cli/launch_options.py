@@ -87,7 +87,7 @@ GROUPS: dict[str, dict[str, tuple[Any, OptionInfo]]] = {
             False, "--live", "Show the live view (scalescope top) here while it trains; the "
             "ranks' output goes to RUN_DIR/logs, its last lines below the view.", OUTPUT)),
         "label_output": (bool, _option(
-            False, "--label-output", "Prefix each line of the ranks' output with [rank N] "
+            False, "--label-output", "Prefix each line of the ranks' output with \\[rank N] "
             "(whole lines, never cut or glued).", OUTPUT)),
         "ranks_output": (str | None, _option(
             None, "--ranks-output", "Only these ranks' output on the terminal, e.g. 0; every "
