@@ -15,9 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import typer
-from typer import _click
-from typer._click import exceptions as click_errors
 from typer.core import TyperCommand
+
+try:  # recent typer carries its own copy of click
+    from typer import _click
+except ImportError:  # older typer runs on click itself
+    import click as _click  # type: ignore[no-redef]
+click_errors = _click.exceptions
 
 
 @dataclass(frozen=True)
