@@ -95,6 +95,8 @@ class LiveTop:
         self.show_output = show_output
         self.finding: str | None = None
         self.finding_at = 0.0
+        self.finding_stale = False
+        """The window changed since the finding was made."""
         self.host = socket.gethostname()
         self.ended = False
         self.note = ""
@@ -114,12 +116,13 @@ class LiveTop:
             window = self.tail.window()
             self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
             self.analysis = analyze_run(self.run) if len(window) else None
+            self.finding_stale = True
         alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
         metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
         snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now)
         due = now - self.finding_at >= self.finding_every_s or not running
-        if changed and due:
+        if self.finding_stale and due:
             self.update_finding(now)
         self.ended = not running
         output = last_output(self.run_dir) if self.show_output else ()
@@ -128,7 +131,7 @@ class LiveTop:
 
     def update_finding(self, now: float) -> None:
         """The diagnosis of the window; at most every ``finding_every_s`` while running."""
-        self.finding_at = now
+        self.finding_at, self.finding_stale = now, False
         if self.analysis is None or self.run is None:
             return
         try:
