@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,6 +45,8 @@ class AttachedTop:
         self.run_dir = run_dir
         self.proc: subprocess.Popen | None = None
         self.frames_bytes = 0
+        self.cpu_s = 0.0
+        self.attached_s = 0.0
         self.master, slave = pty.openpty()
         self.slave = slave
         self.stop = threading.Event()
@@ -66,6 +70,10 @@ class AttachedTop:
     def close(self) -> None:
         self.stop.set()
         if self.proc is not None:
+            watcher = psutil.Process(self.proc.pid)
+            times = watcher.cpu_times()
+            self.cpu_s = times.user + times.system
+            self.attached_s = time.time() - watcher.create_time()
             os.write(self.master, b"q")
             self.proc.wait(timeout=120)
         self.thread.join(timeout=10)
@@ -73,7 +81,9 @@ class AttachedTop:
         os.close(self.slave)
 
 
-def images_per_sec(args: argparse.Namespace, run_dir: Path, watched: bool) -> tuple[float, int]:
+def images_per_sec(
+    args: argparse.Namespace, run_dir: Path, watched: bool
+) -> tuple[float, AttachedTop | None]:
     cmd = [
         sys.executable, "-m", "scalescope.cli", "bench", args.model, "-n", str(args.nproc),
         "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
@@ -82,29 +92,32 @@ def images_per_sec(args: argparse.Namespace, run_dir: Path, watched: bool) -> tu
     ]  # fmt: skip
     top = AttachedTop(run_dir) if watched else None
     try:
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.5 if watched else 0)  # the last redraws
     finally:
-        drawn = 0
         if top is not None:
             top.close()
-            drawn = top.frames_bytes
-    if watched and drawn == 0:
+    if top is not None and top.frames_bytes == 0:
         raise RuntimeError("top never drew: the A run was not watched")
-    return float(json.loads((run_dir / "bench.json").read_text())["images_per_sec"]), drawn
+    return float(json.loads((run_dir / "bench.json").read_text())["images_per_sec"]), top
 
 
 def main() -> None:
     args = parse()
     watched: list[float] = []
     alone: list[float] = []
+    cpu_shares: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.pairs):
             order = (True, False) if i % 2 == 0 else (False, True)
             for with_top in order:
-                value, drawn = images_per_sec(args, Path(tmp) / f"{i}-{with_top}", with_top)
+                value, top = images_per_sec(args, Path(tmp) / f"{i}-{with_top}", with_top)
                 (watched if with_top else alone).append(value)
-                label = f"top attached ({drawn:,} B drawn)" if with_top else "nobody watching"
+                label = "nobody watching"
+                if top is not None:
+                    cpu_shares.append(top.cpu_s / top.attached_s)
+                    label = (f"top attached ({top.frames_bytes:,} B drawn, {top.cpu_s:.1f} s "
+                             f"CPU in {top.attached_s:.0f} s)")  # fmt: skip
                 print(f"pair {i + 1}/{args.pairs}  {value:8.1f} images/s  {label}", flush=True)
     a, b = statistics.median(watched), statistics.median(alone)
     spread = (max(alone) - min(alone)) / b if len(alone) > 1 else 0.0
@@ -113,6 +126,8 @@ def main() -> None:
     print(f"median images/s without:           {b:8.1f}")
     print(f"ratio with/without: {a / b:.4f}  (target >= 0.99; the B runs' own spread "
           f"{100 * spread:.1f} %)")  # fmt: skip
+    print(f"top's own CPU: median {100 * statistics.median(cpu_shares):.1f} % of one core "
+          "while attached")  # fmt: skip
 
 
 if __name__ == "__main__":
