@@ -47,12 +47,18 @@ def pid_alive(meta: RankMeta | None, host: str) -> bool | None:
 
 
 def first_finding(run: Run, analysis: RunAnalysis) -> str | None:
-    """The diagnosis' first warning as "bottleneck, N % of the step"."""
-    from scalescope.diagnose.engine import diagnose_run
+    """The diagnosis' first warning as "bottleneck, N % of the step".
 
-    findings = [f for f in diagnose_run(run, analysis).findings if f.level == "warning"]
+    Without the model's FLOPs: counting them builds the model (seconds of CPU taken from the
+    ranks, and torch imported in the watcher), so the achieved-FLOP/s check is left to
+    ``scalescope report``; every other rule judges the window."""
+    from scalescope.diagnose.engine import diagnose
+    from scalescope.diagnose.rules_input import DiagnosisInput
+
+    ctx = DiagnosisInput(analysis=analysis, meta=run.meta, ranks=dict(run.ranks), bench=None)
+    findings = [f for f in diagnose(ctx).findings if f.level == "warning"]
     if not findings:
-        return "no bottleneck found"
+        return "no bottleneck found yet"
     top = findings[0]
     share = f", {top.share_pct:.0f} % of the step" if top.share_pct is not None else ""
     return f"{top.bottleneck}{share}"
