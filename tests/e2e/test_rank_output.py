@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import scalescope
+import pytest
+
+from conftest import scalescope, scalescope_in_process
 
 LINES = 300
 CHATTY = f"""
@@ -58,3 +60,15 @@ def test_ranks_output_beyond_the_world_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: --ranks-output 5: the run has ranks 0..1"
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [(",", "takes ranks like 0 or 0,3, got ','"), ("x", "takes ranks like 0 or 0,3, got 'x'"),
+     ("0,-1", "takes ranks >= 0, got 0,-1")],
+)  # fmt: skip
+def test_ranks_output_not_ranks_is_refused(tmp_path: Path, given: str, why: str) -> None:
+    proc = scalescope_in_process("run", "-n", "2", "--ranks-output", given, chatty(tmp_path),
+                                 cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: --ranks-output {why}"

@@ -89,10 +89,13 @@ def output_options(p: dict[str, Any]) -> OutputOptions:
     from scalescope.launch.local import OutputOptions
 
     shown = p["ranks_output"]
+    wrong = ValueError(f"--ranks-output takes ranks like 0 or 0,3, got {shown!r}")
     try:
         ranks = tuple(int(r) for r in shown.split(",") if r.strip()) if shown else None
     except ValueError as exc:
-        raise ValueError(f"--ranks-output takes ranks like 0 or 0,3, got {shown!r}") from exc
+        raise wrong from exc
+    if ranks == ():
+        raise wrong
     return OutputOptions(label=p["label_output"], ranks=ranks, quiet=p["live"])
 
 

@@ -29,7 +29,8 @@ class OutputOptions:
 
     def __post_init__(self) -> None:
         if self.ranks is not None and any(r < 0 for r in self.ranks):
-            raise ValueError(f"--ranks-output takes ranks >= 0, got {self.ranks}")
+            shown = ",".join(map(str, self.ranks))
+            raise ValueError(f"--ranks-output takes ranks >= 0, got {shown}")
 
     @property
     def to_files(self) -> bool:
