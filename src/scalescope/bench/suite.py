@@ -61,7 +61,9 @@ def run_dir_of(plan: SuitePlan, workload: SuiteWorkload, ranks: int) -> Path:
 def check_plan(plan: SuitePlan) -> None:
     """Refuse before running anything: a placement that cannot run, a directory in use."""
     if (plan.suite_dir / SUITE_FILE).exists():
-        raise ValueError(f"suite directory {plan.suite_dir} already holds a suite; choose another")
+        raise ValueError(
+            f"suite directory {plan.suite_dir} already holds a suite; choose another --run-dir"
+        )
     for ranks in plan.ranks:
         make_plan(plan.mapping, ranks)
     for workload in plan.workloads:

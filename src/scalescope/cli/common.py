@@ -14,7 +14,7 @@ from scalescope.launch.plan import MappingOptions
 
 if TYPE_CHECKING:
     from scalescope.diagnose.thresholds import Thresholds
-    from scalescope.launch.local import LaunchOptions
+    from scalescope.launch.local import LaunchOptions, OutputOptions
     from scalescope.launch.runner import RunSpec
     from scalescope.launch.session import Outcome
 
@@ -85,10 +85,25 @@ def finish(outcome: Outcome, show_report: bool, probe: bool, html: Path | None) 
     raise typer.Exit(outcome.exit_code)
 
 
+def output_options(p: dict[str, Any]) -> OutputOptions:
+    from scalescope.launch.local import OutputOptions
+
+    shown = p["ranks_output"]
+    wrong = ValueError(f"--ranks-output takes ranks like 0 or 0,3, got {shown!r}")
+    try:
+        ranks = tuple(int(r) for r in shown.split(",") if r.strip()) if shown else None
+    except ValueError as exc:
+        raise wrong from exc
+    if ranks == ():
+        raise wrong
+    return OutputOptions(label=p["label_output"], ranks=ranks, quiet=p["live"])
+
+
 def launch_options(p: dict[str, Any]) -> LaunchOptions:
     from scalescope.launch.local import LaunchOptions
 
     return LaunchOptions(
+        output=output_options(p),
         nproc_per_node=p["nproc_per_node"] or 1,
         master_addr=p["master_addr"] or "127.0.0.1",
         master_port=p["master_port"],
@@ -152,12 +167,37 @@ def start_or_plan(spec: RunSpec, p: dict[str, Any]) -> None:
 
             render_plan(dry_run(spec, given, p["master_addr"]), plain_console())
             raise typer.Exit(0)
-        outcome = start(spec, given, p["master_addr"])
+        if p["live"]:
+            outcome = start_live(spec, given, p["master_addr"])
+        else:
+            outcome = start(spec, given, p["master_addr"])
     except ValueError as exc:
         from scalescope.launch.runner import RunEndNotWritten
 
         fail(str(exc), code=1 if isinstance(exc, RunEndNotWritten) else 2)
     finish(outcome, not p["no_report"], spec.probe, p["html"])
+
+
+def start_live(spec: RunSpec, given: bool, master_addr: str | None) -> Outcome:
+    """Start the run with the live view drawn here (the ranks' output in RUN_DIR/logs)."""
+    import os
+    from dataclasses import replace
+
+    from scalescope.launch.runner import default_run_dir
+    from scalescope.launch.session import find_world, start
+    from scalescope.report.live_top import LiveThread
+
+    world = find_world(spec, given, master_addr, os.environ)
+    if world is not None and not given:
+        raise ValueError(
+            f"--live draws in the terminal that launches the ranks; under {world.source} each "
+            "task is a rank: watch with `scalescope top RUN_DIR` from another terminal"
+        )
+    spec = replace(spec, run_dir=spec.run_dir or default_run_dir(spec))
+    with LiveThread(spec.run_dir, err):
+        outcome = start(spec, given, master_addr)
+    err.print(f"the ranks' output: {outcome.run_dir / 'logs'}")
+    return outcome
 
 
 def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from typer.models import OptionInfo
 
-RENDEZVOUS, PLACEMENT, RECORDING = "Rendezvous", "Placement", "Recording"
+RENDEZVOUS, PLACEMENT, RECORDING, OUTPUT = "Rendezvous", "Placement", "Recording", "Output"
 
 
 def _option(default: Any, flag: str, help: str, panel: str, **kw: Any) -> OptionInfo:
@@ -89,6 +89,17 @@ GROUPS: dict[str, dict[str, tuple[Any, OptionInfo]]] = {
             False, "--no-report", "Do not print the report at the end.", RECORDING)),
         "html": (Path | None, _option(
             None, "--html", "Also write the HTML dashboard of the run here.", RECORDING)),
+    },
+    "output": {
+        "live": (bool, _option(
+            False, "--live", "Show the live view (scalescope top) here while it trains; the "
+            "ranks' output goes to RUN_DIR/logs, its last lines below the view.", OUTPUT)),
+        "label_output": (bool, _option(
+            False, "--label-output", "Prefix each line of the ranks' output with \\[rank N] "
+            "(whole lines, never cut or glued).", OUTPUT)),
+        "ranks_output": (str | None, _option(
+            None, "--ranks-output", "Only these ranks' output on the terminal, e.g. 0; every "
+            "rank's is kept in RUN_DIR/logs.", OUTPUT)),
     },
 }  # fmt: skip
 """Each launch option by group: its type and its typer option."""

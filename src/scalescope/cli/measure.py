@@ -21,12 +21,14 @@ from scalescope.cli.common import (
     time_stamp,
 )
 from scalescope.cli.launch_options import with_launch_options
+from scalescope.cli.option_check import CheckedCommand
+from scalescope.report.eta import Eta
 
 if TYPE_CHECKING:
     from scalescope.launch.runner import RunSpec
 
 
-@app.command()
+@app.command(cls=CheckedCommand)
 @with_launch_options("rendezvous", "placement", skip=("cpu_list",))
 def suite(
     quick: bool = typer.Option(False, "--quick", help="Tiny sizes and few steps (CI smoke run)."),
@@ -43,7 +45,11 @@ def suite(
         "or rows (pca, kmeans, svm), e.g. kmeans=2000000.",
     ),
     suite_dir: Path | None = typer.Option(
-        None, "--suite-dir", help="Where to record the runs (default: scalescope_runs/suite-…)."
+        None,
+        "--run-dir",
+        "--suite-dir",
+        help="Where to record the suite's runs (default: scalescope_runs/suite-…); "
+        "--suite-dir is its old name.",
     ),
     json_file: Path | None = typer.Option(None, "--json", help="Also write the table as JSON."),
     *,
@@ -65,9 +71,8 @@ def suite(
             ),
             mapping=mapping_options(params), command=("scalescope", *sys.argv[1:]),
         )  # fmt: skip
-        total = len(plan.workloads) * len(plan.ranks)
-        count = iter(range(1, total + 1))
-        result = run_suite(plan, lambda what: err.print(f"suite [{next(count)}/{total}] {what}"))
+        eta = Eta(len(plan.workloads) * len(plan.ranks), "suite")
+        result = run_suite(plan, lambda what: err.print(eta.line(what)))
     except ValueError as exc:
         fail(str(exc))
     render_suite(result, suite_console())
@@ -77,7 +82,7 @@ def suite(
     raise typer.Exit(130 if result.interrupted else (1 if failed else 0))
 
 
-@app.command()
+@app.command(cls=CheckedCommand)
 @with_launch_options("rendezvous", "nodes", "placement", "recording", skip=("no_probe",))
 def comm(
     nproc_per_node: int | None = NPROC,
@@ -159,7 +164,7 @@ def comm(
     raise typer.Exit(outcome.exit_code)
 
 
-@app.command(context_settings=PASSTHROUGH)
+@app.command(cls=CheckedCommand, context_settings=PASSTHROUGH)
 @with_launch_options("rendezvous", "nodes", "placement", skip=("nnodes",))
 def scale(
     ctx: typer.Context,
@@ -177,7 +182,13 @@ def scale(
     steps: int = typer.Option(20, help="Steps per size (--bench).", min=1),
     image_size: int = typer.Option(224, help="Image size (--bench).", min=8),
     warmup_steps: int = typer.Option(5, help="Steps left out of the statistics.", min=0),
-    study_dir: Path | None = typer.Option(None, "--study-dir", help="Where the runs go."),
+    study_dir: Path | None = typer.Option(
+        None,
+        "--run-dir",
+        "--study-dir",
+        help="Where the study's runs go (default: scalescope_runs/scale-…); --study-dir is "
+        "its old name.",
+    ),
     html: Path | None = typer.Option(None, "--html", help="Write the scaling dashboard here."),
     *,
     launch: dict[str, Any],
@@ -207,12 +218,17 @@ def scale(
     name = bench_model or Path(script or "").stem
     where = study_dir or Path("scalescope_runs") / f"scale-{name}-{time_stamp()}"
     if (where / STUDY_FILE).exists():
-        fail(f"{str(where)} already holds a study; choose another --study-dir")
+        fail(f"{str(where)} already holds a study; choose another --run-dir")
     params["nnodes"] = max(plan.nodes)  # the base run's node count; each size sets its own
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
-    study = run_study(
-        spec, plan, where, lambda s: start(s, True, launch["master_addr"]), scale_progress
-    )
+    eta = Eta(len(plan.ranks), "scale")
+
+    def start_size(size_spec: RunSpec) -> object:
+        ranks = size_spec.launch.world_size
+        err.print(eta.line(f"{ranks} rank{'s' if ranks > 1 else ''}"))
+        return start(size_spec, True, launch["master_addr"])
+
+    study = run_study(spec, plan, where, start_size, scale_progress)
     for path in report_study(where, html, report_console()):
         err.print(f"wrote {path}")
     err.print(f"study: {where / STUDY_FILE}  (scalescope report {where})")

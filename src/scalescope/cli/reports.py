@@ -107,7 +107,7 @@ def analyze(
     files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
     thresholds = diagnosis_thresholds(threshold, baseline)
     try:
-        written = analyze_trace(path, files, thresholds)
+        written = analyze_trace(path, files, thresholds, progress=err)
     except IngestError as exc:
         fail(str(exc))
     for out in written:

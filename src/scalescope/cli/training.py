@@ -16,9 +16,10 @@ from scalescope.cli.common import (
     start_or_plan,
 )
 from scalescope.cli.launch_options import ALL_GROUPS, with_launch_options
+from scalescope.cli.option_check import CheckedCommand
 
 
-@app.command(context_settings=PASSTHROUGH)
+@app.command(cls=CheckedCommand, context_settings=PASSTHROUGH)
 @with_launch_options(*ALL_GROUPS)
 def run(
     ctx: typer.Context,
@@ -43,7 +44,7 @@ def run(
     start_or_plan(spec, params)
 
 
-@app.command()
+@app.command(cls=CheckedCommand)
 @with_launch_options(*ALL_GROUPS)
 def bench(
     model: str = typer.Argument(..., help="A torchvision classifier: resnet18, resnet50, ..."),

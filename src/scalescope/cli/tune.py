@@ -16,9 +16,10 @@ from scalescope.cli.common import (
     launch_spec,
 )
 from scalescope.cli.launch_options import with_launch_options
+from scalescope.cli.option_check import CheckedCommand
 
 
-@app.command(context_settings=PASSTHROUGH)
+@app.command(cls=CheckedCommand, context_settings=PASSTHROUGH)
 @with_launch_options("rendezvous", "placement")
 def tune(
     ctx: typer.Context,

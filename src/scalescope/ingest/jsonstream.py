@@ -17,7 +17,9 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Any, Generic, TypeVar
@@ -43,6 +45,19 @@ _FINISH_RETRIES = 64
 _WS = b" \t\r\n"
 _GZIP_MAGIC = b"\x1f\x8b"
 
+READ_PROGRESS: ContextVar[Callable[[int], None] | None] = ContextVar("read_progress", default=None)
+"""Called with the bytes on disk each chunk of a streamed array consumed (progress bars)."""
+
+
+@contextmanager
+def reading_progress(advance: Callable[[int], None]) -> Iterator[None]:
+    """Report every streamed array's reading to ``advance`` within the block."""
+    token = READ_PROGRESS.set(advance)
+    try:
+        yield
+    finally:
+        READ_PROGRESS.reset(token)
+
 
 class ByteSource:
     """Bytes of a file, gunzipped when the content is gzip (by magic, not by name).
@@ -57,6 +72,14 @@ class ByteSource:
         opener = gzip.open if self.gzipped else open
         self._file: IO[bytes] = opener(path, "rb")  # noqa: SIM115 (closed by close())
         self.error: str | None = None
+
+    def disk_position(self) -> int:
+        """Bytes of the file on disk consumed so far (compressed bytes for gzip)."""
+        raw = getattr(self._file, "fileobj", None) if self.gzipped else self._file
+        try:
+            return raw.tell() if raw is not None else 0
+        except (OSError, ValueError):
+            return 0
 
     def read(self, size: int) -> bytes:
         if self.error is not None:
@@ -163,7 +186,11 @@ class ArrayStream(Generic[T]):
         """Append one chunk to the buffer; False at end of input."""
         if self._eof:
             return False
+        before = self._src.disk_position()
         data = self._src.read(self._chunk)
+        advance = READ_PROGRESS.get()
+        if advance is not None:
+            advance(self._src.disk_position() - before)
         if not data:
             self._eof = True
             return False

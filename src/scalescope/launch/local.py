@@ -6,12 +6,35 @@ import dataclasses
 import socket
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
-from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException, Std
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputOptions:
+    """Where the ranks' stdout and stderr go; torch's ``DefaultLogsSpecs`` does the work."""
+
+    label: bool = False
+    """Prefix each line with ``[rank N]`` (whole lines: torch tails the ranks' log files)."""
+    ranks: tuple[int, ...] | None = None
+    """Global ranks whose output reaches the terminal (None: all); every rank's is kept."""
+    quiet: bool = False
+    """No rank writes to the terminal (``--live`` draws there); all is kept."""
+    log_dir: str | None = None
+    """Where the ranks' output files go (set by the runner: RUN_DIR/logs)."""
+
+    def __post_init__(self) -> None:
+        if self.ranks is not None and any(r < 0 for r in self.ranks):
+            shown = ",".join(map(str, self.ranks))
+            raise ValueError(f"--ranks-output takes ranks >= 0, got {shown}")
+
+    @property
+    def to_files(self) -> bool:
+        return self.label or self.ranks is not None or self.quiet
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +55,7 @@ class LaunchOptions:
     local_addr: str | None = None
     """This node's address as the other nodes reach it (default: the master address)."""
     monitor_interval_s: float = 0.1
+    output: OutputOptions = field(default_factory=OutputOptions)
 
     def __post_init__(self) -> None:
         if self.nproc_per_node < 1:
@@ -51,6 +75,20 @@ class LaunchOptions:
     @property
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
+
+
+def logs_specs(output: OutputOptions, node_rank: int, nproc: int) -> DefaultLogsSpecs | None:
+    """Every rank's output into files under ``log_dir``, the chosen ones also to the terminal
+    (torch's tee with ``local_ranks_filter``); None keeps the ranks on the terminal directly."""
+    if not output.to_files or output.log_dir is None:
+        return None
+    first = node_rank * nproc
+    local = None if output.ranks is None else {r - first for r in output.ranks}
+    if output.quiet or (local is not None and not local & set(range(nproc))):
+        return DefaultLogsSpecs(log_dir=output.log_dir, redirects=Std.ALL)
+    return DefaultLogsSpecs(
+        log_dir=output.log_dir, redirects=Std.ALL, tee=Std.ALL, local_ranks_filter=local
+    )
 
 
 @dataclass(frozen=True)
@@ -107,6 +145,11 @@ def launch_config(options: LaunchOptions) -> LaunchConfig:
         local_addr=options.local_addr or options.master_addr,
         **rendezvous(options),
     )
+    specs = logs_specs(options.output, options.node_rank, options.nproc_per_node)
+    if specs is not None:
+        values["logs_specs"] = specs
+    if options.output.label:
+        values["log_line_prefix_template"] = "[rank ${rank}] "
     known = {f.name for f in dataclasses.fields(LaunchConfig)}
     return LaunchConfig(**{k: v for k, v in values.items() if k in known})
 

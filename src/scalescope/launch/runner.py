@@ -8,7 +8,7 @@ import os
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     meta_file = meta_file_name(spec.launch.node_rank)
     check_new_run_dir(run_dir, meta_file)
+    options = with_log_dir(spec.launch, run_dir)
     meta = start_meta(spec, run_dir, plan)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -159,7 +160,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     if spec.probe:
         watch.start()
     try:
-        result = launch(spec.launch, rank_argv(spec, run_dir))
+        result = launch(options, rank_argv(spec, run_dir))
     finally:
         watch.done.set()
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
@@ -195,6 +196,18 @@ def end_stuck_launch(meta: RunMeta, run_dir: Path, meta_file: str) -> None:
 
 class RunEndNotWritten(ValueError):
     """The ranks ran, but the run's final status could not be written (disk full)."""
+
+
+def with_log_dir(options: LaunchOptions, run_dir: Path) -> LaunchOptions:
+    """Ranks' output files, when kept, go to RUN_DIR/logs (torch's layout below it)."""
+    output = options.output
+    if not output.to_files:
+        return options
+    if output.ranks is not None and max(output.ranks) >= options.world_size:
+        raise ValueError(
+            f"--ranks-output {max(output.ranks)}: the run has ranks 0..{options.world_size - 1}"
+        )
+    return replace(options, output=replace(output, log_dir=str(run_dir.resolve() / "logs")))
 
 
 def meta_file_name(node_rank: int) -> str:

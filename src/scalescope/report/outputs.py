@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 from rich.console import Console
@@ -12,6 +13,9 @@ from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import Run, load_run
+
+if TYPE_CHECKING:
+    from scalescope.ingest import IngestResult
 
 REPORT_WIDTH = 120
 """Width of the report when stdout is not a terminal (logs, pipes)."""
@@ -122,15 +126,36 @@ def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Pat
         html.write_text(render_compare_html(a, run_a, b, run_b), encoding="utf-8")
 
 
+def ingest_with_progress(path: Path, console: Console | None) -> IngestResult:
+    """Ingest ``path`` with a bar of the trace bytes read and the time left on ``console``
+    (hidden off a terminal)."""
+    from scalescope.ingest import ingest
+    from scalescope.ingest.detect import trace_candidates
+    from scalescope.ingest.jsonstream import reading_progress
+    from scalescope.report.data_view import byte_progress
+
+    if console is None:
+        return ingest(path)
+    found = trace_candidates(path) if path.is_dir() else [path] if path.is_file() else []
+    total = sum(p.stat().st_size for p in found)
+    with (
+        byte_progress(console, f"reading {path}") as advance,
+        reading_progress(lambda nbytes: advance(nbytes, total)),
+    ):
+        return ingest(path)
+
+
 def analyze_trace(
-    path: Path, files: ReportFiles, thresholds: Thresholds = DEFAULT_THRESHOLDS
+    path: Path,
+    files: ReportFiles,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    progress: Console | None = None,
 ) -> list[Path]:
     """Ingest another tool's trace and give it the same views as a recorded run."""
-    from scalescope.ingest import ingest
     from scalescope.report.gpu_view import render_gpu_activity
     from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
 
-    result = ingest(path)
+    result = ingest_with_progress(Path(path), progress)
     render_ingest_source(result, report_console())
     written = analyse_and_render(result.run, files, thresholds=thresholds)
     render_horovod_phases(result, report_console())

@@ -12,6 +12,7 @@ from scalescope.cli import app
 from scalescope.cli.launch_options import (
     DEFAULTS,
     GROUPS,
+    OUTPUT,
     PLACEMENT,
     RECORDING,
     RENDEZVOUS,
@@ -27,7 +28,7 @@ def flags_of(*groups: str, skip: tuple[str, ...] = ()) -> set[str]:
 
 def command_flags(name: str) -> set[str]:
     command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
-    panels = {RENDEZVOUS, PLACEMENT, RECORDING}
+    panels = {RENDEZVOUS, PLACEMENT, RECORDING, OUTPUT}
     return {p.opts[0] for p in command.params if getattr(p, "rich_help_panel", None) in panels}
 
 

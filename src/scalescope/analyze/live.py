@@ -1,0 +1,156 @@
+"""What a live view shows of a run in progress, from the rows read so far.
+
+Pure: the caller reads the files (``events.tail.RunTail``) and says which ranks are alive;
+this combines the window's analysis (the last steps of every rank) with the running totals
+and each rank's own status file into one frozen snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scalescope.analyze.steps import OTHER
+from scalescope.analyze.summary import RunAnalysis
+from scalescope.events.run import RankMeta, RunMeta
+from scalescope.events.schema import PHASES
+from scalescope.events.tail import RankTotals
+
+LIVE_PHASES = (*PHASES, OTHER)
+"""The phase split of a row: data, forward, backward, comm_wait (exposed comm), optimizer,
+other."""
+ENDED = ("completed", "failed", "killed", "interrupted")
+DEAD = ("failed", "killed", "interrupted", "died")
+SILENT_AFTER_S = 15.0
+"""A running rank that wrote nothing for this long is marked silent: ranks flush every
+20 steps or 5 s, so three missed flushes."""
+
+
+@dataclass(frozen=True)
+class RankLive:
+    rank: int
+    status: str
+    """running, completed, failed, killed, interrupted, died (its process is gone without a
+    word), silent (no events for SILENT_AFTER_S) or starting (nothing written yet)."""
+    steps: int
+    step_ms: float | None
+    """Mean step time over the window."""
+    phases_ms: tuple[tuple[str, float], ...]
+    """Mean ms per step of each of LIVE_PHASES that was measured."""
+    waiting_ms: float | None
+    """Time per step spent waiting for the last rank at collectives (None: not matched)."""
+    memory_bytes: int | None
+    silent_s: float | None
+    last_words: str | None
+    """The last line of its error, or why it is marked."""
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    run_id: str
+    status: str
+    world_size: int
+    elapsed_s: float | None
+    steps_done: int
+    """Steps every rank has finished (the slowest rank's count)."""
+    samples_per_s_now: float | None
+    """Over the window's steps (the last few of each rank), all ranks."""
+    samples_per_s_mean: float | None
+    """Since the first step, all ranks."""
+    ranks: tuple[RankLive, ...]
+    straggler: int | None
+    straggler_phase: str | None
+
+
+def last_line(text: str | None) -> str | None:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _status(meta: RankMeta | None, alive: bool | None, silent_s: float | None) -> str:
+    if meta is not None and meta.status in ENDED:
+        return meta.status
+    if alive is False:
+        return "died"
+    if silent_s is not None and silent_s > SILENT_AFTER_S:
+        return "silent"
+    return "running" if meta is not None or silent_s is not None else "starting"
+
+
+def _words(status: str, meta: RankMeta | None, silent_s: float | None) -> str | None:
+    if status == "silent":
+        return f"no events for {silent_s:.0f} s"
+    if status not in DEAD:
+        return None
+    words = last_line(meta.error if meta else None)
+    if words is None and meta is not None and meta.exit_code is not None:
+        words = f"exit code {meta.exit_code}"
+    return words or "its process ended without a word"
+
+
+def rank_live(
+    rank: int, analysis: RunAnalysis | None, totals: RankTotals | None, meta: RankMeta | None,
+    alive: bool | None, silent_s: float | None,
+) -> RankLive:  # fmt: skip
+    steps = analysis.steps if analysis else None
+    own = next((r for r in steps.ranks if r.rank == rank), None) if steps else None
+    cross = analysis.cross_rank if analysis else None
+    waits = next((w for w in cross.ranks if w.rank == rank), None) if cross else None
+    status = _status(meta, alive, silent_s)
+    measured = own.phases if own else ()
+    phases = tuple((p.phase, p.mean_ms) for p in measured if p.phase in LIVE_PHASES)
+    memory = max((m.peak_bytes for m in own.memory), default=None) if own else None
+    return RankLive(
+        rank=rank,
+        status=status,
+        steps=totals.steps if totals else 0,
+        step_ms=own.mean_step_ms if own else None,
+        phases_ms=phases,
+        waiting_ms=waits.wait_ms_per_step if waits and cross.matched_instances else None,
+        memory_bytes=memory,
+        silent_s=silent_s,
+        last_words=_words(status, meta, silent_s),
+    )
+
+
+def mean_rate(totals: Mapping[int, RankTotals]) -> float | None:
+    """Samples per second since the first step: all samples over the longest span."""
+    spans = [
+        (t.last_end_ns - t.first_start_ns) / 1e9
+        for t in totals.values()
+        if t.first_start_ns is not None and t.last_end_ns is not None
+    ]
+    samples = sum(t.samples for t in totals.values())
+    span = max(spans, default=0.0)
+    return samples / span if span > 0 and samples > 0 else None
+
+
+def live_snapshot(
+    meta: RunMeta,
+    analysis: RunAnalysis | None,
+    totals: Mapping[int, RankTotals],
+    rank_metas: Mapping[int, RankMeta | None],
+    alive: Mapping[int, bool | None],
+    silent: Mapping[int, float | None],
+    now: float,
+) -> LiveSnapshot:
+    """The live figures of ``meta``'s run; ``analysis`` is that of the window's rows."""
+    ranks = tuple(
+        rank_live(r, analysis, totals.get(r), rank_metas.get(r), alive.get(r), silent.get(r))
+        for r in range(meta.world_size)
+    )
+    end = meta.end_time or now
+    straggler = analysis.cross_rank.straggler if analysis and analysis.cross_rank else None
+    steps = analysis.steps if analysis else None
+    return LiveSnapshot(
+        run_id=meta.run_id,
+        status=meta.status,
+        world_size=meta.world_size,
+        elapsed_s=end - meta.start_time if meta.start_time else None,
+        steps_done=min((r.steps for r in ranks), default=0),
+        samples_per_s_now=steps.samples_per_s if steps else None,
+        samples_per_s_mean=mean_rate(totals),
+        ranks=ranks,
+        straggler=straggler.rank if straggler else None,
+        straggler_phase=straggler.phase if straggler else None,
+    )

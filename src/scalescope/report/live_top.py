@@ -1,0 +1,216 @@
+"""Watch a run directory: poll its files, analyse the window, redraw once a second.
+
+``LiveTop.frame`` reads what the ranks appended (``events.tail``), analyses the last steps
+of every rank, and every ``finding_every_s`` runs the diagnosis on them for the first
+finding. ``watch`` drives it in the foreground (``scalescope top``: q or Ctrl-C quits);
+``LiveThread`` in the background of the launching process (``run --live``: the launcher
+owns the main thread).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import sys
+import termios
+import threading
+import time
+import tty
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+import psutil
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from scalescope.analyze.live import live_snapshot
+from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.events.run import RankMeta, Run, read_rank_meta
+from scalescope.events.tail import RunTail
+from scalescope.report.live_view import LiveExtras, render_live
+
+REFRESH_S = 1.0
+OUTPUT_LINES = 6
+
+
+def pid_alive(meta: RankMeta | None, host: str) -> bool | None:
+    """Whether the rank's process still runs; None when it runs on another node."""
+    if meta is None or not meta.pid or meta.hostname != host:
+        return None
+    try:
+        return psutil.Process(meta.pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def first_finding(run: Run, analysis: RunAnalysis) -> str | None:
+    """The diagnosis' first warning as "bottleneck, N % of the step".
+
+    Without the model's FLOPs: counting them builds the model (seconds of CPU taken from the
+    ranks, and torch imported in the watcher), so the achieved-FLOP/s check is left to
+    ``scalescope report``; every other rule judges the window."""
+    from scalescope.diagnose.engine import diagnose
+    from scalescope.diagnose.rules_input import DiagnosisInput
+
+    ctx = DiagnosisInput(analysis=analysis, meta=run.meta, ranks=dict(run.ranks), bench=None)
+    findings = [f for f in diagnose(ctx).findings if f.level == "warning"]
+    if not findings:
+        return "no bottleneck found yet"
+    top = findings[0]
+    share = f", {top.share_pct:.0f} % of the step" if top.share_pct is not None else ""
+    return f"{top.bottleneck}{share}"
+
+
+def last_output(
+    run_dir: Path,
+    local_rank: int = 0,
+    lines: int = OUTPUT_LINES,
+    names: tuple[str, ...] = ("stdout.log", "stderr.log"),
+) -> list[str]:
+    """The last lines a local rank wrote to its redirected output (``--live``, the output
+    options); none when its output was not redirected."""
+    found: list[str] = []
+    for name in names:
+        for path in sorted(Path(run_dir).glob(f"logs/*/attempt_*/{local_rank}/{name}")):
+            with open(path, "rb") as f:
+                f.seek(max(os.path.getsize(path) - 4096, 0))
+                found += f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    return found[-lines:]
+
+
+def with_last_words(run_dir: Path, meta: RankMeta | None, alive: bool | None) -> RankMeta | None:
+    """A rank gone without writing its error (killed): its last stderr line as the error."""
+    if meta is None or meta.error or alive is not False:
+        return meta
+    words = [line for line in last_output(run_dir, meta.local_rank, 3, ("stderr.log",)) if line]
+    return msgspec.structs.replace(meta, error=words[-1]) if words else meta
+
+
+class LiveTop:
+    """One run directory watched: each ``frame`` is the view of what was read so far."""
+
+    def __init__(
+        self, run_dir: Path, finding_every_s: float = 10.0, show_output: bool = False
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.tail = RunTail(self.run_dir)
+        self.finding_every_s = finding_every_s
+        self.show_output = show_output
+        self.finding: str | None = None
+        self.finding_at = 0.0
+        self.finding_stale = False
+        """The window changed since the finding was made."""
+        self.host = socket.gethostname()
+        self.ended = False
+        self.note = ""
+        self.run: Run | None = None
+        self.analysis: RunAnalysis | None = None
+
+    def frame(self) -> RenderableType:
+        now = time.time()
+        new_rows = self.tail.poll()
+        meta = self.tail.meta
+        assert meta is not None
+        metas = {r: read_rank_meta(self.run_dir, r) or meta.ranks.get(str(r))
+                 for r in range(meta.world_size)}  # fmt: skip
+        running = meta.status == "running"
+        changed = new_rows > 0 or running != (not self.ended) or self.analysis is None
+        if changed:
+            window = self.tail.window()
+            self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
+            self.analysis = analyze_run(self.run) if len(window) else None
+            self.finding_stale = True
+        alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
+        metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
+        silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
+        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now)
+        due = now - self.finding_at >= self.finding_every_s or not running
+        if self.finding_stale and due:
+            self.update_finding(now)
+        self.ended = not running
+        output = last_output(self.run_dir) if self.show_output else ()
+        extras = LiveExtras(finding=self.finding, output=output, note=self.note)
+        return render_live(snap, extras)
+
+    def update_finding(self, now: float) -> None:
+        """The diagnosis of the window; at most every ``finding_every_s`` while running."""
+        self.finding_at, self.finding_stale = now, False
+        if self.analysis is None or self.run is None:
+            return
+        try:
+            self.finding, self.note = first_finding(self.run, self.analysis), ""
+        except Exception as exc:  # a partial window the rules cannot judge yet
+            self.note = f"diagnosis not available yet: {exc}"
+
+
+@contextmanager
+def keys() -> Iterator[bool]:
+    """stdin in cbreak mode (keys one at a time, Ctrl-C still a signal) when a terminal."""
+    if not sys.stdin.isatty():
+        yield False
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def quit_pressed(timeout_s: float) -> bool:
+    ready, _, _ = select.select([sys.stdin], [], [], timeout_s)
+    return bool(ready) and sys.stdin.read(1) in ("q", "Q")
+
+
+def watch(run_dir: Path, console: Console) -> int:
+    """Redraw until q (exit 0) or Ctrl-C (130); without a terminal, until the run ends."""
+    top = LiveTop(run_dir)
+    first = top.frame()
+    try:
+        with keys() as interactive, Live(first, console=console, auto_refresh=False) as live:
+            while True:
+                if interactive:
+                    if quit_pressed(REFRESH_S):
+                        return 0
+                elif top.ended:
+                    return 0
+                else:
+                    time.sleep(REFRESH_S)
+                live.update(top.frame(), refresh=True)
+    except KeyboardInterrupt:
+        return 130
+
+
+class LiveThread:
+    """The live view drawn by a background thread while the main thread launches."""
+
+    def __init__(self, run_dir: Path, console: Console) -> None:
+        self.top = LiveTop(run_dir, show_output=True)
+        self.live = Live(console=console, auto_refresh=False, redirect_stdout=False)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="scalescope-live", daemon=True)
+
+    def _draw(self) -> None:
+        try:
+            self.live.update(self.top.frame(), refresh=True)
+        except (OSError, ValueError) as exc:  # run.json not written yet
+            self.live.update(f"waiting for the run to start ({exc})", refresh=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(REFRESH_S):
+            self._draw()
+
+    def __enter__(self) -> LiveThread:
+        self.live.start()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._draw()
+        self.live.stop()

@@ -1,0 +1,134 @@
+"""The live view's figures against the rows written, and its rendering of many ranks."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+
+from rich.console import Console
+from run_builders import phase_row, step_row, write_run_dir
+
+from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
+from scalescope.events import RankMeta, RunMeta
+from scalescope.report.live_top import LiveTop
+from scalescope.report.live_view import LiveExtras, phase_bar, render_live
+
+MS = 1_000_000
+PHASES_MS = {0: {"data": 1, "forward": 3, "backward": 4, "optimizer": 1},
+             1: {"data": 11, "forward": 3, "backward": 4, "optimizer": 1}}  # fmt: skip
+STEPS, SAMPLES = 30, 8
+
+
+def rank_rows(rank: int) -> list:
+    phases = PHASES_MS[rank]
+    step_ms = sum(phases.values()) + 1  # 1 ms of "other"
+    rows, t = [], 0
+    for s in range(STEPS):
+        rows.append(step_row(s, t, step_ms * MS, SAMPLES))
+        at = t
+        for name, ms in phases.items():
+            rows.append(phase_row(s, name, at, ms * MS))
+            at += ms * MS
+        t += step_ms * MS
+    return rows
+
+
+def write_run(tmp_path: Path) -> Path:
+    meta = RunMeta(run_id="live", command=[], script="x.py", world_size=2, warmup_steps=1,
+                   start_time=time.time() - 30)  # fmt: skip
+    failed = RankMeta(rank=1, world_size=2, status="failed", exit_code=1,
+                      error="Traceback ...\nRuntimeError: out of cheese\n")  # fmt: skip
+    ok = RankMeta(rank=0, world_size=2)
+    return write_run_dir(tmp_path, meta, {r: [rank_rows(r)] for r in (0, 1)}, {0: ok, 1: failed})
+
+
+def test_figures_match_the_rows(tmp_path: Path) -> None:
+    top = LiveTop(write_run(tmp_path))
+    text = render(top.frame())
+    snap = top_snapshot(top)
+    assert [r.steps for r in snap.ranks] == [STEPS, STEPS]
+    for r in snap.ranks:
+        expected = sum(PHASES_MS[r.rank].values()) + 1
+        assert abs(r.step_ms - expected) < 1e-6
+        assert dict(r.phases_ms)["data"] == PHASES_MS[r.rank]["data"]
+        assert abs(dict(r.phases_ms)["other"] - 1.0) < 1e-6
+    span_s = STEPS * (sum(PHASES_MS[1].values()) + 1) / 1e3  # the longer rank's span
+    assert abs(snap.samples_per_s_mean - 2 * STEPS * SAMPLES / span_s) < 1e-6
+    assert snap.ranks[1].status == "failed"
+    assert snap.ranks[1].last_words == "RuntimeError: out of cheese"
+    assert "rank 1 failed: RuntimeError: out of cheese" in text
+    assert "FAILED" in text
+
+
+def top_snapshot(top: LiveTop) -> LiveSnapshot:
+    from scalescope.analyze.summary import analyze_run
+    from scalescope.events.run import Run, read_rank_meta
+
+    meta = top.tail.meta
+    metas = {r: read_rank_meta(top.run_dir, r) for r in range(meta.world_size)}
+    run = Run(top.run_dir, meta, top.tail.window(), {r: m for r, m in metas.items() if m})
+    return live_snapshot(meta, analyze_run(run), top.tail.totals, metas, {}, {}, time.time())
+
+
+def render(renderable: object, width: int = 120) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_bar_widths_follow_the_phase_split() -> None:
+    rank = RankLive(0, "running", 5, 20.0, (("data", 10.0), ("forward", 5.0), ("other", 5.0)),
+                    None, None, None, None)  # fmt: skip
+    assert phase_bar(rank, width=20).plain == "d" * 10 + "f" * 5 + "." * 5
+
+
+def test_thousands_of_ranks_are_summarised() -> None:
+    ranks = tuple(
+        RankLive(r, "running", 10, 100.0 + r, (("forward", 100.0 + r),), None, None, None, None)
+        for r in range(2000)
+    )
+    dead = RankLive(2000, "died", 3, None, (), None, None, None, "its process ended")
+    snap = LiveSnapshot("big", "running", 2001, 10.0, 3, 1.0, 1.0, (*ranks, dead), 1999, "forward")
+    text = render(render_live(snap, LiveExtras(finding="straggler, 5 % of the step")))
+    lines = text.splitlines()
+    assert len(lines) < 40
+    assert any(line.split()[:2] == ["1999*", "running"] for line in lines)  # slowest
+    assert any(line.split()[:2] == ["0", "running"] for line in lines)  # fastest
+    assert any(line.split()[:2] == ["2000", "DIED"] for line in lines)
+    assert "step ms of 2000 ranks: 100.0" in text and "2,099.0" in text
+    assert "straggler: rank 1999 (forward)" in text
+    assert "so far: straggler, 5 % of the step" in text
+
+
+def test_a_rank_gone_without_a_word_is_marked_died_with_its_last_stderr_line(
+    tmp_path: Path,
+) -> None:
+    import socket
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    meta = RunMeta(run_id="live", command=[], script="x.py", world_size=2,
+                   start_time=time.time())  # fmt: skip
+    ranks = {r: RankMeta(rank=r, local_rank=r, world_size=2, hostname=socket.gethostname(),
+                         pid=pid) for r, pid in ((0, os.getpid()), (1, gone.pid))}  # fmt: skip
+    write_run_dir(tmp_path, meta, {r: [rank_rows(r)] for r in (0, 1)}, ranks)
+    log = tmp_path / "logs" / "run_x" / "attempt_0" / "1" / "stderr.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("loading...\nKilled by the OOM killer\n\n")
+    text = render(LiveTop(tmp_path).frame())
+    rows = {line.split()[0].rstrip("*"): line.split()[1] for line in text.splitlines()
+            if line.split() and line.split()[0].rstrip("*").isdigit()}  # fmt: skip
+    assert rows["0"] == "running" and rows["1"] == "DIED", text
+    assert "rank 1 died: Killed by the OOM killer" in text
+
+
+def test_a_rank_that_stopped_writing_is_silent(tmp_path: Path) -> None:
+    top = LiveTop(write_run(tmp_path))
+    top.frame()
+    meta = top.tail.meta
+    snap = live_snapshot(meta, None, top.tail.totals, {}, {}, {0: 3.0, 1: 20.0}, time.time())
+    assert [r.status for r in snap.ranks] == ["running", "silent"]
+    assert snap.ranks[1].last_words == "no events for 20 s"
