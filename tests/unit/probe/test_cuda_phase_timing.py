@@ -73,14 +73,15 @@ def test_hooks_mark_device_time_only_on_cuda(tmp_path: Path) -> None:
     import torch
 
     hooks = PhaseHooks(Recorder(tmp_path / "rank-0.arrows", 0))
-    hooks.watch_forward(torch.nn.Linear(2, 2))
+    model = torch.nn.Linear(2, 2)
+    hooks.watch_forward(model)
     assert hooks.on_cuda is False
-    hooks._forward_pre(None, None)
+    hooks._forward_pre(model, (torch.zeros(4, 2),), {})
     hooks._forward_post(None, None, None)
     assert hooks.cuda.pending == [] and hooks.recorder.rows[0][4] is not None
     marks = iter([StandInEvent(0.0), StandInEvent(3.0)])
     hooks.on_cuda, hooks.cuda.start = True, lambda: next(marks)
-    hooks._forward_pre(None, None)
+    hooks._forward_pre(model, (torch.zeros(4, 2),), {})
     hooks._forward_post(None, None, None)
     ((row, first, last),) = hooks.cuda.pending
     assert row[2] == "forward" and row[4] is None and last.at_ms - first.at_ms == 3.0
