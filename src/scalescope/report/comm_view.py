@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.analyze.comm_bench import CommBenchmark, CommRow
-from scalescope.report.terminal import fmt, fmt_bytes
+from scalescope.report.formatting import fmt, fmt_bytes
 
 COMM_SCHEMA = "scalescope.comm/1"
 NCCL_COLUMNS = (

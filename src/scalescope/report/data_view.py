@@ -22,7 +22,7 @@ from rich.table import Table
 from scalescope.bench.data_speed import Ratio, Speed
 from scalescope.bench.shards import Manifest
 from scalescope.bench.stage import StageResult
-from scalescope.report.terminal import fmt_bytes
+from scalescope.report.formatting import fmt_bytes
 
 
 @contextmanager

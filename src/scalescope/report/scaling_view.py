@@ -8,9 +8,9 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.analyze.scaling import ScalingRow, ScalingTable
+from scalescope.report.formatting import fmt
 from scalescope.report.html import chart_html, esc, page
 from scalescope.report.html_charts import PHASE_COLORS, Chart, layout
-from scalescope.report.terminal import fmt
 
 SCALE_CHART_IDS = ("chart-scale-throughput", "chart-scale-breakdown")
 COLUMNS = (

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.analyze.suite import SUITE_FILE, SuiteEntry, SuiteResult
+from scalescope.report.formatting import NA, fmt
 from scalescope.report.outputs import report_console
-from scalescope.report.terminal import NA, fmt
 
 SUITE_SCHEMA = "scalescope.suite/1"
 SUITE_WIDTH = 150
