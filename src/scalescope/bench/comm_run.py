@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, comm_results
+from scalescope.events.files import COMM_FILE
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import Outcome, start
-from scalescope.predict.alpha_beta import RAW_FILE
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,12 @@ def run_comm(
 
 def load_comm(run_dir: Path, unavailable: dict[str, str]) -> CommBenchmark:
     """The results of a comm run directory; ValueError when rank 0 wrote none."""
-    path = Path(run_dir) / RAW_FILE
+    path = Path(run_dir) / COMM_FILE
     try:
         raw = json.loads(path.read_text())
         return comm_results(raw, unavailable)
     except FileNotFoundError as exc:
-        raise ValueError(f"{run_dir}: no {RAW_FILE}: the benchmark did not finish") from exc
+        raise ValueError(f"{run_dir}: no {COMM_FILE}: the benchmark did not finish") from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: malformed comm results ({exc})") from exc
 

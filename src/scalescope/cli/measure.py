@@ -50,8 +50,9 @@ def suite(
     launch: dict[str, Any],
 ) -> None:
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
-    from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
+    from scalescope.bench.suite import SuitePlan, default_suite_dir, run_suite
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.events.files import SUITE_FILE
     from scalescope.launch.local import LaunchOptions
     from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
 
@@ -188,7 +189,7 @@ def scale(
     --batch {batch} (weak: {batch} is the per-rank batch; --strong: the global one / ranks).
     """
     from scalescope.bench.scale import ScalePlan, report_study, run_study
-    from scalescope.events.study import STUDY_FILE
+    from scalescope.events.files import SCALE_STUDY_FILE
     from scalescope.launch.session import start
     from scalescope.report.outputs import report_console
 
@@ -206,7 +207,7 @@ def scale(
         fail(str(exc))
     name = bench_model or Path(script or "").stem
     where = study_dir or Path("scalescope_runs") / f"scale-{name}-{time_stamp()}"
-    if (where / STUDY_FILE).exists():
+    if (where / SCALE_STUDY_FILE).exists():
         fail(f"{str(where)} already holds a study; choose another --study-dir")
     params["nnodes"] = max(plan.nodes)  # the base run's node count; each size sets its own
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
@@ -215,7 +216,7 @@ def scale(
     )
     for path in report_study(where, html, report_console()):
         err.print(f"wrote {path}")
-    err.print(f"study: {where / STUDY_FILE}  (scalescope report {where})")
+    err.print(f"study: {where / SCALE_STUDY_FILE}  (scalescope report {where})")
     raise typer.Exit(0 if all(p.status == "ok" for p in study.points) else 1)
 
 

@@ -37,12 +37,11 @@ def report(
 ) -> None:
     """Print where the time went in a recorded run; optionally write JSON, HTML, timeline.
     A scale study or a suite prints its table again."""
-    from scalescope.analyze.suite import SUITE_FILE
+    from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
     from scalescope.events.run import RunDirError
-    from scalescope.events.study import STUDY_FILE
     from scalescope.report.outputs import ReportFiles, report_run
 
-    if (run_dir / STUDY_FILE).is_file():
+    if (run_dir / SCALE_STUDY_FILE).is_file():
         _report_study(run_dir, json_file, html, timeline)
         return
     if run_dir.is_file() or (run_dir / SUITE_FILE).is_file():
@@ -62,11 +61,11 @@ def _report_study(
     study_dir: Path, json_file: Path | None, html: Path | None, timeline: Path | None
 ) -> None:
     from scalescope.bench.scale import report_study
-    from scalescope.events.study import STUDY_FILE
+    from scalescope.events.files import SCALE_STUDY_FILE
     from scalescope.report.outputs import report_console
 
     if json_file or timeline:
-        fail(f"{study_dir} is a scale study: its JSON is {STUDY_FILE}; no timeline")
+        fail(f"{study_dir} is a scale study: its JSON is {SCALE_STUDY_FILE}; no timeline")
     try:
         written = report_study(study_dir, html, report_console())
     except ValueError as exc:
@@ -76,7 +75,7 @@ def _report_study(
 
 
 def _report_suite(path: Path, other_output: Path | None) -> None:
-    from scalescope.analyze.suite import SUITE_FILE
+    from scalescope.events.files import SUITE_FILE
     from scalescope.report.suite_view import load_suite, render_suite, suite_console
 
     if other_output:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
+from scalescope.events.files import RUN_FILE, meta_file_name
+from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
@@ -135,11 +136,6 @@ def execute(spec: RunSpec) -> RunOutcome:
     finish_meta(meta, run_dir, result)
     write_json_atomic(run_dir / meta_file, meta)
     return RunOutcome(run_dir, meta, exit_code_of(result))
-
-
-def meta_file_name(node_rank: int) -> str:
-    """Node 0 writes run.json; other nodes sharing the directory write nodes/node-K.json."""
-    return RUN_FILE if node_rank == 0 else f"nodes/node-{node_rank:04d}.json"
 
 
 def exit_code_of(result: LaunchResult) -> int:

@@ -13,7 +13,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-RAW_FILE = "comm.json"
+from scalescope.events.files import COMM_FILE
+
 """What rank 0 of `scalescope comm` leaves in its run directory: the raw measurements."""
 
 
@@ -101,7 +102,7 @@ def bandwidth_fit(
 def load_fits(path: Path) -> list[AlphaBetaFit]:
     """The α-β fits of `scalescope comm`: the ``fits`` of its ``--json`` file, or fitted here
     from the raw record a comm run leaves in its run directory (``RUN_DIR/comm.json``)."""
-    source = path / RAW_FILE if path.is_dir() else path
+    source = path / COMM_FILE if path.is_dir() else path
     try:
         doc = msgspec.json.decode(source.read_bytes())
         if "fits" in doc:

@@ -83,7 +83,6 @@ def rank_meta_from_env(probe: bool, binding: Binding) -> RankMeta:
 
 def describe_binding(meta: RankMeta) -> str:
     """One line per rank, like mpirun --report-bindings."""
-
     numa = "" if meta.numa_node is None else f" NUMA {meta.numa_node}"
     env = " ".join(f"{k}={v}" for k, v in meta.thread_env.items())
     how = "bound" if meta.bound else "not bound by scalescope"

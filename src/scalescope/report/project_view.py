@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from scalescope.events.files import PROJECTION_FILE
 from scalescope.events.run import write_bytes_atomic
 from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
 from scalescope.predict.validate import Validation, validate_study
@@ -19,7 +20,6 @@ from scalescope.report.html import chart_html, esc, page
 from scalescope.report.html_charts import Chart, layout
 from scalescope.report.outputs import report_console
 from scalescope.report.project_section import (
-    PROJECTION_FILE,
     TERM_COLORS,
     decode_projection,
     projection_chart,

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scalescope.analyze.suite import SUITE_FILE, SuiteEntry, SuiteResult
+from scalescope.analyze.suite import SuiteEntry, SuiteResult
+from scalescope.events.files import SUITE_FILE
 from scalescope.report.formatting import NA, fmt
 from scalescope.report.outputs import report_console
 

@@ -7,13 +7,13 @@ import os
 import pytest
 
 from scalescope.bench.suite import (
-    SUITE_FILE,
     SuitePlan,
     check_plan,
     restored_environ,
     run_spec,
 )
 from scalescope.bench.suite_workloads import BY_NAME, select_workloads
+from scalescope.events.files import SUITE_FILE
 from scalescope.launch.plan import MappingOptions
 
 

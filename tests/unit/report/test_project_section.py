@@ -16,11 +16,11 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "predict"))
 
 from predict_inputs import inputs  # noqa: E402
 
+from scalescope.events.files import PROJECTION_FILE  # noqa: E402
 from scalescope.predict.project import Projection, ProjectOptions, project_inputs  # noqa: E402
 from scalescope.report.outputs import ReportFiles, report_run  # noqa: E402
 from scalescope.report.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
-    PROJECTION_FILE,
     decode_projection,
     projection_chart,
     stored_projection,
