@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from scalescope.analyze.comm_bench import load_fits
 from scalescope.events.files import RUN_FILE, SCALE_STUDY_FILE
 from scalescope.events.study import load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
-from scalescope.predict.alpha_beta import load_fits
 from scalescope.predict.catalogue import Hardware, load_hardware
 from scalescope.predict.inputs import Placement, RunInputs, run_inputs
 from scalescope.predict.model import StepTerms, Target, sharing_slowdown, step_terms
