@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scalescope.bench.scale import recorded_point
+from scalescope.commands.scale import recorded_point
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 
 CLI = [sys.executable, "-m", "scalescope.cli"]

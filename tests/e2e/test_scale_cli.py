@@ -10,7 +10,7 @@ from conftest import DDP_TRAIN, scalescope
 from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
 from scalescope.events.study import load_study
-from scalescope.report.outputs import report_json
+from scalescope.report.json_report import report_json
 
 BATCH, STEPS, WARMUP = 4, 8, 2
 
@@ -76,7 +76,7 @@ def test_dashboard_page_has_the_scaling_charts(study):
 
 def test_breakdown_per_size_from_each_runs_analysis(study):
     _, tmp = study
-    from scalescope.bench.scale import study_table
+    from scalescope.commands.scale import study_table
 
     table = study_table(tmp / "study", load_study(tmp / "study"))
     one, two, three = table.rows

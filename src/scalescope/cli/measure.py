@@ -50,8 +50,8 @@ def suite(
     launch: dict[str, Any],
 ) -> None:
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
-    from scalescope.bench.suite import SuitePlan, default_suite_dir, run_suite
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.commands.suite import SuitePlan, default_suite_dir, run_suite
     from scalescope.events.files import SUITE_FILE
     from scalescope.launch.local import LaunchOptions
     from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
@@ -118,9 +118,9 @@ def comm(
     engine's own calls, untouched by the probe unless --probe.
     """
     from scalescope.bench.comm_options import CommOptions
-    from scalescope.bench.comm_run import CommFiles, run_comm, show_nccl_tests, write_comm
+    from scalescope.commands.comm import CommFiles, run_comm, show_nccl_tests, write_comm
     from scalescope.ingest import IngestError
-    from scalescope.report.outputs import report_console
+    from scalescope.report.formatting import report_console
 
     if nccl_tests is not None:
         try:
@@ -188,10 +188,10 @@ def scale(
     scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 --batch-size 32 -- train.py
     --batch {batch} (weak: {batch} is the per-rank batch; --strong: the global one / ranks).
     """
-    from scalescope.bench.scale import ScalePlan, report_study, run_study
+    from scalescope.commands.scale import ScalePlan, report_study, run_study
     from scalescope.events.files import SCALE_STUDY_FILE
     from scalescope.launch.session import start
-    from scalescope.report.outputs import report_console
+    from scalescope.report.formatting import report_console
 
     sizes = int_list(ranks, "--ranks") or ()
     params = locals() | launch | {"nproc_per_node": 1}
@@ -225,7 +225,7 @@ def scale_spec(
     image_size: int,
 ) -> RunSpec:  # fmt: skip
     """The run of one size before its ranks and batch are set."""
-    from scalescope.bench.scale import BATCH_PLACEHOLDER
+    from scalescope.commands.scale import BATCH_PLACEHOLDER
 
     if model is None:
         if p["batch_size"] is not None and not any(BATCH_PLACEHOLDER in a for a in args):

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
-from scalescope.diagnose.rules_flops import count_model_flops
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run

@@ -6,6 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+REPORT_WIDTH = 120
+"""Width of the report when stdout is not a terminal (logs, pipes)."""
+
+
 ERROR_LINES = 4
 """Lines of a rank's error shown in the failures section."""
 NA = "n/a"
@@ -64,3 +68,12 @@ def last_lines(text: str | None, n: int = ERROR_LINES) -> str:
     if not text:
         return NA
     return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+def report_console(width: int = REPORT_WIDTH) -> Console:
+    """Markup off: run ids, hosts, commands and op names print as recorded, brackets too;
+    ``width`` columns when stdout is not a terminal."""
+    console = Console(highlight=False, markup=False)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, markup=False, width=width)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict
-from pathlib import Path
 
 import msgspec
 import plotly.graph_objects as go
@@ -12,13 +11,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scalescope.events.files import PROJECTION_FILE
-from scalescope.events.run import write_bytes_atomic
-from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
-from scalescope.predict.validate import Validation, validate_study
+from scalescope.predict.project import ProjectedPoint, Projection
+from scalescope.predict.validate import Validation
 from scalescope.report.html import chart_html, esc, page
 from scalescope.report.html_charts import Chart, layout
-from scalescope.report.outputs import report_console
 from scalescope.report.project_section import (
     TERM_COLORS,
     decode_projection,
@@ -182,44 +178,3 @@ def projection_html(p: Projection) -> str:
         chart_html(terms_chart(p)),
     ]
     return page(f"scalescope projection {p.run_dir}", body)
-
-
-def store_projection(run_dir: Path, projection: Projection) -> Path:
-    """Keep the projection in the run directory, where the run's dashboard finds it (the
-    latest projection replaces an earlier one)."""
-    return write_bytes_atomic(run_dir / PROJECTION_FILE, projection_json(projection))
-
-
-def write_projection(
-    run_dir: Path, options: ProjectOptions, json_file: Path | None, html_file: Path | None
-) -> list[Path]:
-    """Project a run, print it, store it in the run directory (for its dashboard), and write
-    the JSON and HTML asked for."""
-    projection = project_run(run_dir, options)
-    render_projection(projection, report_console())
-    run_dir = Path(projection.run_dir)
-    written = []
-    try:
-        written.append(store_projection(run_dir, projection))
-    except OSError as exc:
-        Console(stderr=True, markup=False, highlight=False).print(
-            f"warning: the projection was not stored in {run_dir} ({exc.strerror or exc}): "
-            "its dashboard will not show it"
-        )
-    if json_file is not None:
-        json_file.write_bytes(projection_json(projection))
-        written.append(json_file)
-    if html_file is not None:
-        html_file.write_text(projection_html(projection), encoding="utf-8")
-        written.append(html_file)
-    return written
-
-
-def write_validation(
-    study_dir: Path, holdout: int, comm: Path | None, algorithm: str, json_file: Path | None
-) -> None:
-    """Validate on a scale study, print predicted vs measured, write the JSON if asked."""
-    result = validate_study(study_dir, holdout, comm, algorithm)
-    render_validation(result, report_console())
-    if json_file is not None:
-        json_file.write_bytes(validation_json(result))
