@@ -57,7 +57,7 @@ def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: C
         files.csv.write_text(comm_csv(bench))
         written.append(files.csv)
     if files.html is not None:
-        from scalescope.report.comm_html import render_comm_html
+        from scalescope.report.comm_view import render_comm_html
 
         files.html.write_text(render_comm_html(bench), encoding="utf-8")
         written.append(files.html)
@@ -69,10 +69,11 @@ def show_nccl_tests(path: Path, console: Console) -> None:
     from scalescope.analyze.comm_bench import rows_from_nccl_tests
     from scalescope.ingest.nccl_tests import parse_nccl_tests
     from scalescope.report.comm_view import nccl_table
+    from scalescope.report.document_terminal import render_block
 
     log = parse_nccl_tests(path)
     title = f"{log.op} from nccl-tests, {log.world_size} ranks ({path.name})"
-    console.print(nccl_table(list(rows_from_nccl_tests(log)), title), markup=False)
+    render_block(nccl_table(list(rows_from_nccl_tests(log)), title), console)
     if log.avg_busbw_gbps is not None:
         console.print(f"the log's average bus bandwidth: {log.avg_busbw_gbps:.3f} GB/s")
     for problem in log.problems:
