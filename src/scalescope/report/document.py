@@ -61,6 +61,8 @@ class Table:
     columns: tuple[Column, ...]
     rows: tuple[tuple[str, ...], ...]
     values: tuple[tuple[float | int | str | None, ...], ...] | None = None
+    html_id: str = ""
+    """The table's id in the HTML page, for links and tests (empty: none)."""
 
     def __post_init__(self) -> None:
         width = len(self.columns)

@@ -28,7 +28,8 @@ def table_html(table: Table) -> str:
         for row in table.rows
     )
     caption = f"<caption>{esc(table.title)}</caption>" if table.title else ""
-    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    ident = f' id="{esc(table.html_id)}"' if table.html_id else ""
+    return f"<table{ident}>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def block_html(block: Block, level: int = 1) -> str:
