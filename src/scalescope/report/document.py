@@ -26,7 +26,8 @@ class Heading:
 
 @dataclass(frozen=True)
 class Line:
-    """A sentence; ``label`` is a word shown in ``style`` before it ("failed", "unavailable")."""
+    """A sentence; ``label`` is a word shown in ``style`` before it ("failed", "unavailable");
+    with no label the whole sentence takes the style."""
 
     text: str
     label: str = ""
@@ -63,6 +64,8 @@ class Table:
     values: tuple[tuple[float | int | str | None, ...], ...] | None = None
     html_id: str = ""
     """The table's id in the HTML page, for links and tests (empty: none)."""
+    styles: tuple[Style, ...] | None = None
+    """One per row: a failed row in red, a doubtful one in yellow."""
 
     def __post_init__(self) -> None:
         width = len(self.columns)
@@ -70,6 +73,8 @@ class Table:
             raise ValueError(f"table {self.title!r}: every row needs {width} cells")
         if self.values is not None and len(self.values) != len(self.rows):
             raise ValueError(f"table {self.title!r}: values and rows differ in length")
+        if self.styles is not None and len(self.styles) != len(self.rows):
+            raise ValueError(f"table {self.title!r}: styles and rows differ in length")
 
 
 @dataclass(frozen=True)

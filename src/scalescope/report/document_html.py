@@ -18,14 +18,15 @@ from scalescope.report.html_charts import Chart
 
 def table_html(table: Table) -> str:
     head = "".join(f"<th>{esc(c.header)}</th>" for c in table.columns)
+    styles = table.styles or ("",) * len(table.rows)
     body = "".join(
-        "<tr>"
+        (f'<tr class="{style}">' if style else "<tr>")
         + "".join(
             f'<td class="num">{esc(cell)}</td>' if col.align == "right" else f"<td>{esc(cell)}</td>"
             for col, cell in zip(table.columns, row, strict=True)
         )
         + "</tr>"
-        for row in table.rows
+        for row, style in zip(table.rows, styles, strict=True)
     )
     caption = f"<caption>{esc(table.title)}</caption>" if table.title else ""
     ident = f' id="{esc(table.html_id)}"' if table.html_id else ""

@@ -23,8 +23,9 @@ def rich_table(table: Table) -> RichTable:
     out = RichTable(title=Text(table.title), title_justify="left")
     for col in table.columns:
         out.add_column(col.header, justify=col.align)
-    for row in table.rows:
-        out.add_row(*(Text(cell) for cell in row))
+    styles = table.styles or ("",) * len(table.rows)
+    for row, style in zip(table.rows, styles, strict=True):
+        out.add_row(*(Text(cell) for cell in row), style=style or None)
     return out
 
 
@@ -34,8 +35,10 @@ def render_block(block: Block, console: Console) -> None:
             Text.assemble((block.text, "bold"), f" {block.detail}" if block.detail else "")
         )
     elif isinstance(block, Line):
-        label = (block.label, block.style or "bold") if block.label else ""
-        console.print(Text.assemble(label, " " if block.label else "", block.text))
+        if block.label:
+            console.print(Text.assemble((block.label, block.style or "bold"), " ", block.text))
+        else:
+            console.print(Text(block.text, style=block.style))
     elif isinstance(block, Grid):
         console.print(kv_grid(list(block.rows)))
     elif isinstance(block, Table):
