@@ -5,7 +5,7 @@ to a bridge (in a hub namespace, so the host's network is not touched), each end
 pair limited to ``--rate`` with tbf. The bench workload (default squeezenet1_1: 4.9 MB of
 gradients per step, about 1 s per step over 40 Mbit/s) runs at 1, 2 and 3 nodes of one
 rank each; the runs and their scale.json make an ordinary scale study (written with
-``bench.scale.recorded_point``, as `scalescope scale` does). Then ``project --validate``
+``commands.scale.recorded_point``, as `scalescope scale` does). Then ``project --validate``
 fits on the smaller sizes, predicts the largest, and this script prints predicted vs
 measured and the error.
 
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scalescope.bench.scale import recorded_point
+from scalescope.commands.scale import recorded_point
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 
 CLI = [sys.executable, "-m", "scalescope.cli"]

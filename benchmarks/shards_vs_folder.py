@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from scalescope.bench.data_speed import images_per_s, make_loader, parse_workers
-from scalescope.bench.pack import pack_folder
-from scalescope.bench.page_cache import data_files, drop_page_cache
 from scalescope.bench.shards import parse_size, read_manifest, read_shard
+from scalescope.data.pack import pack_folder
+from scalescope.data.page_cache import data_files, drop_page_cache
+from scalescope.data.speed import images_per_s, make_loader, parse_workers
 
 KINDS = ("folder", "shards")
 HEADER = f"{'':<24}{'folder img/s':>14}{'shards img/s':>14}{'ratio':>8}  ratio per round"

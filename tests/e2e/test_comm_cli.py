@@ -10,8 +10,8 @@ import statistics
 import pytest
 
 from conftest import scalescope
+from scalescope.analyze.comm_bench import load_fits
 from scalescope.events import Kind, load_run
-from scalescope.predict.alpha_beta import load_fits
 
 OPS = "allreduce,allgather,reduce_scatter,broadcast,alltoall,sendrecv"
 ITERS, WARMUP = 3, 1

@@ -17,8 +17,8 @@ from image_folders import make_image_folder
 from page_residency import file_system, resident_pages
 
 from scalescope.bench import data_speed
-from scalescope.bench.pack import pack_folder
-from scalescope.bench.page_cache import data_files
+from scalescope.data.pack import pack_folder
+from scalescope.data.page_cache import data_files
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="posix_fadvise and mincore")
 IMAGES, BATCH = 32, 8

@@ -158,7 +158,7 @@ def test_comm_and_scale_pages_render(tmp_path):
     from scalescope.analyze.comm_bench import comm_results
     from scalescope.analyze.scaling import scaling_table
     from scalescope.events.study import ScalePoint, ScaleStudy
-    from scalescope.report.comm_html import COMM_CHART_IDS, render_comm_html
+    from scalescope.report.comm_view import COMM_CHART_IDS, render_comm_html
     from scalescope.report.scaling_view import SCALE_CHART_IDS, render_scaling_html
 
     sizes = (8, 1024, 2**20)

@@ -13,7 +13,7 @@ from conftest import DDP_TRAIN, scalescope, scalescope_in_process
 from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
 from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
-from scalescope.report.outputs import report_json
+from scalescope.report.json_report import report_json
 
 BATCH, STEPS, WARMUP = 4, 8, 2
 CORES = usable_cores()
@@ -83,7 +83,7 @@ def test_dashboard_page_has_the_scaling_charts(study):
 
 def test_breakdown_per_size_from_each_runs_analysis(study):
     _, tmp = study
-    from scalescope.bench.scale import study_table
+    from scalescope.commands.scale import study_table
 
     table = study_table(tmp / "study", load_study(tmp / "study"))
     one, two, three = table.rows

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from scalescope.analyze.alpha_beta import AlphaBetaFit, fit_alpha_beta
 from scalescope.analyze.collectives import bus_factor
+from scalescope.events.files import COMM_FILE
 from scalescope.ingest.nccl_tests import NcclTestsLog
-from scalescope.predict.alpha_beta import AlphaBetaFit, fit_alpha_beta
 
 REDOPS = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
 ROOTS = {"broadcast": 0, "reduce": 0}
@@ -197,3 +201,18 @@ def rows_from_nccl_tests(log: NcclTestsLog) -> tuple[CommRow, ...]:
             replace(row, redop=r.redop, root=r.root, iters=0, time_min_us=None, time_max_us=None)
         )
     return tuple(rows)
+
+
+def load_fits(path: Path) -> list[AlphaBetaFit]:
+    """The α-β fits of `scalescope comm`: the ``fits`` of its ``--json`` file, or fitted here
+    from the raw record a comm run leaves in its run directory (``RUN_DIR/comm.json``)."""
+    source = path / COMM_FILE if path.is_dir() else path
+    try:
+        doc = msgspec.json.decode(source.read_bytes())
+        if "fits" in doc:
+            return [AlphaBetaFit(**item) for item in doc["fits"]]
+        return list(comm_results(doc, {}).fits)
+    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{path}: not a scalescope comm JSON or comm run directory with α-β fits ({exc})"
+        ) from exc

@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from scalescope.analyze.rank_split import RankSplit
 from scalescope.analyze.scaling import scaling_efficiency
 
-SUITE_FILE = "suite.json"
 """The result in a suite directory, beside its runs' directories."""
 
 

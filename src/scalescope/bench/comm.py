@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from scalescope.bench.comm_options import DTYPES, OPS
-from scalescope.predict.alpha_beta import RAW_FILE
+from scalescope.events.files import COMM_FILE
 
 ROUNDED_OPS = ("all_gather", "reduce_scatter", "all_to_all")
 """Ops whose element count is rounded down to a multiple of the ranks (as nccl-tests does)."""
@@ -147,7 +147,7 @@ def write_raw(record: dict[str, Any]) -> None:
     """comm.json in the run directory, atomically (a reader never sees half a file)."""
     run_dir = os.environ.get("SCALESCOPE_RUN_DIR")
     if run_dir:
-        path = Path(run_dir) / RAW_FILE
+        path = Path(run_dir) / COMM_FILE
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(record) + "\n")
         os.replace(tmp, path)

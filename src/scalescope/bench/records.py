@@ -9,11 +9,10 @@ from typing import Any
 
 import msgspec
 
+from scalescope.events.files import BENCH_FILE, WORKLOAD_FILE
 from scalescope.events.run import write_json_atomic
 
 RUN_DIR_ENV = "SCALESCOPE_RUN_DIR"
-RECORD_FILE = "workload.json"
-BENCH_FILE = "bench.json"
 
 
 class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,7 +38,7 @@ class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def write_record(run_dir: str | os.PathLike[str], record: WorkloadRecord) -> Path:
-    path = Path(run_dir) / RECORD_FILE
+    path = Path(run_dir) / WORKLOAD_FILE
     write_json_atomic(path, record)
     return path
 
@@ -61,7 +60,7 @@ def from_bench_json(doc: dict[str, Any]) -> WorkloadRecord:
 
 def read_record(run_dir: Path) -> WorkloadRecord | None:
     """The run's workload.json (or its bench.json); None when rank 0 wrote neither."""
-    path = run_dir / RECORD_FILE
+    path = run_dir / WORKLOAD_FILE
     if path.is_file():
         return msgspec.json.decode(path.read_bytes(), type=WorkloadRecord)
     bench = run_dir / BENCH_FILE

@@ -49,6 +49,7 @@ from scalescope.bench.training import (
     build_training,
     per_rank_batch,
 )
+from scalescope.events.files import BENCH_FILE
 from scalescope.recipes import RECIPES
 
 RUN_DIR_ENV = "SCALESCOPE_RUN_DIR"
@@ -289,7 +290,7 @@ def cuda_peak_bytes(device: torch.device) -> int | None:
 
 def write_bench_json(run_dir: str, record: dict[str, Any]) -> Path:
     """Write bench.json atomically, so a reader never sees half a file."""
-    path = Path(run_dir) / "bench.json"
+    path = Path(run_dir) / BENCH_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")

@@ -76,7 +76,7 @@ def fail(message: str, code: int = 2) -> None:
 
 def finish(outcome: Outcome, show_report: bool, probe: bool, html: Path | None) -> None:
     if probe and outcome.report_here and (show_report or html):
-        from scalescope.report.outputs import ReportFiles, report_run
+        from scalescope.commands.report import ReportFiles, report_run
 
         for path in report_run(outcome.run_dir, ReportFiles(html=html), terminal=show_report):
             err.print(f"wrote {path}")

@@ -28,8 +28,8 @@ def data_pack(
     seed: int = typer.Option(0, help="Seed of the image order (classes mixed in shards)."),
 ) -> None:
     """Pack an image folder into tar shards (WebDataset layout) with a manifest."""
-    from scalescope.bench.pack import pack_folder
     from scalescope.bench.shards import parse_size
+    from scalescope.data.pack import pack_folder
     from scalescope.report.data_view import byte_progress, render_pack
 
     try:
@@ -48,7 +48,7 @@ def data_stage(
     timeout: float = typer.Option(3600.0, help="Seconds the other ranks wait for the copy."),
 ) -> None:
     """Copy shards to node-local disk or RAM, once per node under Slurm, mpirun or torchrun."""
-    from scalescope.bench.stage import stage_shards
+    from scalescope.data.stage import stage_shards
     from scalescope.report.data_view import byte_progress, render_stage
 
     try:
@@ -75,7 +75,7 @@ def data_bench(
     ),
 ) -> None:
     """Images/s of folders vs shards through the bench's decode + training transforms."""
-    from scalescope.bench.data_speed import measure, one_line, parse_workers, ratios
+    from scalescope.data.speed import measure, one_line, parse_workers, ratios
     from scalescope.report.data_view import render_speed, run_progress
 
     try:

@@ -56,8 +56,9 @@ def suite(
     launch: dict[str, Any],
 ) -> None:
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
-    from scalescope.bench.suite import SUITE_FILE, SuitePlan, default_suite_dir, run_suite
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.commands.suite import SuitePlan, default_suite_dir, run_suite
+    from scalescope.events.files import SUITE_FILE
     from scalescope.launch.local import LaunchOptions
     from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
 
@@ -122,9 +123,9 @@ def comm(
     engine's own calls, untouched by the probe unless --probe.
     """
     from scalescope.bench.comm_options import CommOptions
-    from scalescope.bench.comm_run import CommFiles, run_comm, show_nccl_tests, write_comm
+    from scalescope.commands.comm import CommFiles, run_comm, show_nccl_tests, write_comm
     from scalescope.ingest import IngestError
-    from scalescope.report.outputs import report_console
+    from scalescope.report.formatting import report_console
 
     if nccl_tests is not None:
         try:
@@ -198,10 +199,10 @@ def scale(
     scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 --batch-size 32 -- train.py
     --batch {batch} (weak: {batch} is the per-rank batch; --strong: the global one / ranks).
     """
-    from scalescope.bench.scale import ScalePlan, report_study, run_study
-    from scalescope.events.study import STUDY_FILE
+    from scalescope.commands.scale import ScalePlan, report_study, run_study
+    from scalescope.events.files import SCALE_STUDY_FILE
     from scalescope.launch.session import start
-    from scalescope.report.outputs import report_console
+    from scalescope.report.formatting import report_console
 
     sizes = int_list(ranks, "--ranks") or ()
     params = locals() | launch | {"nproc_per_node": 1}
@@ -217,7 +218,7 @@ def scale(
         fail(str(exc))
     name = bench_model or Path(script or "").stem
     where = study_dir or Path("scalescope_runs") / f"scale-{name}-{time_stamp()}"
-    if (where / STUDY_FILE).exists():
+    if (where / SCALE_STUDY_FILE).exists():
         fail(f"{str(where)} already holds a study; choose another --run-dir")
     params["nnodes"] = max(plan.nodes)  # the base run's node count; each size sets its own
     spec = scale_spec(params, script, bench_model, list(ctx.args), steps, image_size)
@@ -231,7 +232,7 @@ def scale(
     study = run_study(spec, plan, where, start_size, scale_progress)
     for path in report_study(where, html, report_console()):
         err.print(f"wrote {path}")
-    err.print(f"study: {where / STUDY_FILE}  (scalescope report {where})")
+    err.print(f"study: {where / SCALE_STUDY_FILE}  (scalescope report {where})")
     raise typer.Exit(0 if all(p.status == "ok" for p in study.points) else 1)
 
 
@@ -240,7 +241,7 @@ def scale_spec(
     image_size: int,
 ) -> RunSpec:  # fmt: skip
     """The run of one size before its ranks and batch are set."""
-    from scalescope.bench.scale import BATCH_PLACEHOLDER
+    from scalescope.commands.scale import BATCH_PLACEHOLDER
 
     if model is None:
         if p["batch_size"] is not None and not any(BATCH_PLACEHOLDER in a for a in args):

@@ -60,7 +60,7 @@ def project(
 
     Also kept in RUN_DIR/projection.json for the run's dashboard (report RUN_DIR --html).
     """
-    from scalescope.report.project_view import write_projection, write_validation
+    from scalescope.commands.project import write_projection, write_validation
 
     if (run_dir is None) == (validate is None):
         fail("give a RUN_DIR to project, or --validate STUDY_DIR (not both)")

@@ -37,12 +37,11 @@ def report(
 ) -> None:
     """Print where the time went in a recorded run; optionally write JSON, HTML, timeline.
     A scale study or a suite prints its table again."""
-    from scalescope.analyze.suite import SUITE_FILE
+    from scalescope.commands.report import ReportFiles, report_run
+    from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
     from scalescope.events.run import RunDirError
-    from scalescope.events.study import STUDY_FILE
-    from scalescope.report.outputs import ReportFiles, report_run
 
-    if (run_dir / STUDY_FILE).is_file():
+    if (run_dir / SCALE_STUDY_FILE).is_file():
         _report_study(run_dir, json_file, html, timeline)
         return
     if run_dir.is_file() or (run_dir / SUITE_FILE).is_file():
@@ -61,12 +60,12 @@ def report(
 def _report_study(
     study_dir: Path, json_file: Path | None, html: Path | None, timeline: Path | None
 ) -> None:
-    from scalescope.bench.scale import report_study
-    from scalescope.events.study import STUDY_FILE
-    from scalescope.report.outputs import report_console
+    from scalescope.commands.scale import report_study
+    from scalescope.events.files import SCALE_STUDY_FILE
+    from scalescope.report.formatting import report_console
 
     if json_file or timeline:
-        fail(f"{study_dir} is a scale study: its JSON is {STUDY_FILE}; no timeline")
+        fail(f"{study_dir} is a scale study: its JSON is {SCALE_STUDY_FILE}; no timeline")
     try:
         written = report_study(study_dir, html, report_console())
     except ValueError as exc:
@@ -76,7 +75,7 @@ def _report_study(
 
 
 def _report_suite(path: Path, other_output: Path | None) -> None:
-    from scalescope.analyze.suite import SUITE_FILE
+    from scalescope.events.files import SUITE_FILE
     from scalescope.report.suite_view import load_suite, render_suite, suite_console
 
     if other_output:
@@ -101,8 +100,8 @@ def analyze(
     baseline: Path | None = BASELINE,
 ) -> None:
     """The same report for traces from other tools (torch.profiler/Kineto, Horovod)."""
+    from scalescope.commands.report import ReportFiles, analyze_trace
     from scalescope.ingest import IngestError
-    from scalescope.report.outputs import ReportFiles, analyze_trace
 
     files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
     thresholds = diagnosis_thresholds(threshold, baseline)
@@ -122,8 +121,8 @@ def compare(
     html: Path | None = typer.Option(None, "--html", help="Also write a side-by-side dashboard."),
 ) -> None:
     """The same tables for two runs side by side, with ratios B / A."""
+    from scalescope.commands.report import compare_run_dirs
     from scalescope.events.run import RunDirError
-    from scalescope.report.outputs import compare_run_dirs
 
     try:
         compare_run_dirs(run_a, run_b, json_file, html)

@@ -87,7 +87,7 @@ def tune(
             result = run_study(target, knobs, options, study_dir, progress)
     except ValueError as exc:
         fail(str(exc))
-    from scalescope.report.outputs import report_console
+    from scalescope.report.formatting import report_console
 
     render_tune(result, report_console())
     if json_file is not None:

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
-from scalescope.diagnose.rules_flops import count_model_flops
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run
+from scalescope.events.files import BENCH_FILE
 
-BENCH_FILE = "bench.json"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 MAX_FILES_SCANNED = 100_000
 """Files of an image folder looked at for their count and mean size (a sample beyond)."""

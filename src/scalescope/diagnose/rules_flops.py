@@ -1,26 +1,17 @@
 """Achieved FLOP/s of a run against an estimated peak of the cores it ran on.
 
-The peak is an estimate: usable physical cores x fp32 FLOPs per cycle per core for the CPU's
-widest vector ISA x clock. FLOPs per cycle assume two FMA pipes per core (Xeon Gold and
-Platinum since Skylake-SP, EPYC since Zen 4, A64FX, Neoverse); parts with one FMA unit
-reach half. AVX-512 and AVX frequency licences lower the real clock further, and AMX or
-bfloat16 raise the peak of ``--bf16`` runs: the fraction is a guide, not a measurement.
-
-The model's FLOPs are counted with ``torch.utils.flop_counter.FlopCounterMode`` on one image
-of the run's size in the process that diagnoses (never in the ranks), for bench runs only:
+The peak is cores x fp32 FLOPs per cycle x clock (analyze/peak.py: an estimate, not a
+measurement); the model's FLOPs per sample come from bench/flops.py, for bench runs only:
 a user script's model is unknown, so its FLOP/s is not judged.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
 
+from scalescope.analyze.peak import clock_ghz, isa_rate
 from scalescope.diagnose.rules_input import (
     DiagnosisInput,
-    ModelFlops,
     host_cores,
     hosts,
     machine_cores,
@@ -28,18 +19,6 @@ from scalescope.diagnose.rules_input import (
     mean_step,
     rank_times,
 )
-
-FP32_FLOPS_PER_CYCLE: dict[str, int] = {
-    "AVX-512": 64,
-    "AVX2": 32,
-    "NEON": 16,
-}
-"""fp32 FLOPs per cycle per core = FMA pipes (2) x fp32 lanes x 2 (a fused multiply-add).
-AVX-512: 2 x 16 x 2; AVX2 (with FMA): 2 x 8 x 2; NEON/ASIMD: 2 x 4 x 2. SVE: 2 x (vector
-bits / 32) x 2, i.e. 64 for A64FX's 512-bit vectors (48 cores x 1.8 GHz x 64 = 5.5 TFLOP/s,
-its published fp32 peak). These are fp32 rates; fp64 rates are half."""
-AVX512_FLAGS = ("avx512f", "fma")
-CLOCK_IN_MODEL = re.compile(r"@\s*([0-9.]+)\s*GHz", re.I)
 
 
 @dataclass(frozen=True)
@@ -63,30 +42,6 @@ class Efficiency:
     peak: PeakFlops
     fraction: float
     """compute_flops_per_s / peak: how well the cores are used while computing."""
-
-
-def isa_rate(hardware: dict[str, Any]) -> tuple[int, str] | None:
-    """fp32 FLOPs per cycle per core and the ISA it assumes; None for an unknown CPU."""
-    flags = set(hardware.get("isa_flags") or ())
-    if all(f in flags for f in AVX512_FLAGS):
-        return FP32_FLOPS_PER_CYCLE["AVX-512"], "AVX-512"
-    if {"avx2", "fma"} <= flags:
-        return FP32_FLOPS_PER_CYCLE["AVX2"], "AVX2"
-    bits = hardware.get("sve_vector_bits")
-    if "sve" in flags and isinstance(bits, int) and bits >= 128:
-        return 2 * (bits // 32) * 2, f"SVE-{bits}"
-    if "asimd" in flags or "sve" in flags:
-        return FP32_FLOPS_PER_CYCLE["NEON"], "NEON"
-    return None
-
-
-def clock_ghz(hardware: dict[str, Any]) -> float | None:
-    """The clock from the facts (``cpu_mhz``), else the ``@ 2.10GHz`` of the model name."""
-    mhz = hardware.get("cpu_mhz")
-    if isinstance(mhz, int | float) and mhz > 0:
-        return float(mhz) / 1000.0
-    match = CLOCK_IN_MODEL.search(str(hardware.get("cpu_model") or ""))
-    return float(match.group(1)) if match else None
 
 
 def job_cores(ctx: DiagnosisInput) -> int | None:
@@ -159,39 +114,3 @@ def step_excess_ms(ctx: DiagnosisInput, eff: Efficiency, kept_ms: float) -> floa
     ranks and makes them wait for each other costs."""
     step = mean_step(rank_times(ctx.analysis)) or 0.0
     return max(0.0, step - ideal_compute_ms(ctx, eff) - kept_ms)
-
-
-def _num_classes(options: dict[str, Any]) -> int:
-    data = options.get("data")
-    if data:
-        from pathlib import Path
-
-        root = Path(data)
-        if root.is_dir():
-            return max(1, sum(1 for p in root.iterdir() if p.is_dir()))
-    return int(options.get("num_classes") or 1000)
-
-
-@lru_cache(maxsize=16)
-def _forward_flops(model: str, image_size: int, num_classes: int) -> float:
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from scalescope.bench.models import build_model
-
-    net = build_model(model, num_classes, image_size=image_size).eval()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        net(torch.zeros(1, 3, image_size, image_size))
-    return float(counter.get_total_flops())
-
-
-def count_model_flops(workload: str, options: dict[str, Any]) -> ModelFlops | None:
-    """FLOPs of one sample of a bench run's model (None for scripts or unknown models)."""
-    model, size = options.get("model") or workload, options.get("image_size")
-    if workload == "script" or not model or not isinstance(size, int):
-        return None
-    try:
-        forward = _forward_flops(model, size, _num_classes(options))
-    except (ValueError, RuntimeError, TypeError):
-        return None
-    return ModelFlops(model=model, image_size=size, forward_flops=forward)

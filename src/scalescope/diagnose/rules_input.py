@@ -12,6 +12,7 @@ from typing import Any
 
 from scalescope.analyze.steps import RankSteps
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.bench.flops import ModelFlops
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import RankMeta, RunMeta
 
@@ -19,21 +20,6 @@ COMPUTE_PHASES = ("forward", "backward", "optimizer")
 """The phases that are the model's own work."""
 RECORDED_PHASES = ("data", "forward", "backward", "comm_wait", "optimizer")
 LOCAL_HOST = "this host"
-
-
-@dataclass(frozen=True)
-class ModelFlops:
-    """FLOPs of the run's model per sample, counted by torch.utils.flop_counter."""
-
-    model: str
-    image_size: int
-    forward_flops: float
-    """Of one sample's forward pass (a multiply-add counts 2)."""
-
-    @property
-    def train_flops(self) -> float:
-        """Forward + backward: backward costs about twice the forward."""
-        return 3.0 * self.forward_flops
 
 
 @dataclass(frozen=True)

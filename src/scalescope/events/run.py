@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 
+from scalescope.events.files import NODES_DIR, RUN_FILE, events_path, rank_meta_path
 from scalescope.events.reader import read_event_stream
 from scalescope.events.table import EventTable, SymbolTable
 
 RUN_SCHEMA = "scalescope.run/1"
-RUN_FILE = "run.json"
 
 
 class ClockSync(msgspec.Struct, kw_only=True):
@@ -97,14 +97,6 @@ class RunMeta(msgspec.Struct, kw_only=True):
     """Final per-rank status, keyed by rank as a string."""
 
 
-def rank_meta_path(run_dir: Path, rank: int) -> Path:
-    return Path(run_dir) / "ranks" / f"rank-{rank:05d}.json"
-
-
-def events_path(run_dir: Path, rank: int) -> Path:
-    return Path(run_dir) / "events" / f"rank-{rank:05d}.arrows"
-
-
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write through a temporary file and rename, so a reader never sees half a file."""
     path = Path(path)
@@ -159,7 +151,7 @@ def load_meta(run_dir: Path) -> RunMeta:
 
 def merge_node_files(run_dir: Path, meta: RunMeta) -> None:
     """Add the final rank status that launchers of other nodes wrote (``nodes/node-K.json``)."""
-    for path in sorted((Path(run_dir) / "nodes").glob("node-*.json")):
+    for path in sorted((Path(run_dir) / NODES_DIR).glob("node-*.json")):
         try:
             node = msgspec.json.decode(path.read_bytes(), type=RunMeta)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import msgspec
 
+from scalescope.events.files import SCALE_STUDY_FILE
 from scalescope.events.run import write_json_atomic
 
 STUDY_SCHEMA = "scalescope.scale/1"
-STUDY_FILE = "scale.json"
 
 
 class ScalePoint(msgspec.Struct, kw_only=True):
@@ -46,15 +46,16 @@ class ScaleStudy(msgspec.Struct, kw_only=True):
 
 
 def save_study(study: ScaleStudy, study_dir: Path) -> Path:
-    return write_json_atomic(study_dir / STUDY_FILE, study)
+    return write_json_atomic(study_dir / SCALE_STUDY_FILE, study)
 
 
 def load_study(study_dir: Path) -> ScaleStudy:
     """The study in STUDY_DIR; a missing or malformed scale.json is a ValueError naming it."""
-    path = study_dir / STUDY_FILE
+    path = study_dir / SCALE_STUDY_FILE
     try:
         return msgspec.json.decode(path.read_bytes(), type=ScaleStudy)
     except FileNotFoundError as exc:
-        raise ValueError(f"{study_dir}: no {STUDY_FILE} (not a scalescope scale study)") from exc
+        msg = f"{study_dir}: no {SCALE_STUDY_FILE} (not a scalescope scale study)"
+        raise ValueError(msg) from exc
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ValueError(f"{path}: malformed scale study ({exc})") from exc

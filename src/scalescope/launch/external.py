@@ -17,7 +17,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from scalescope.events.run import RUN_FILE, RunMeta, read_rank_meta, write_json_atomic
+from scalescope.events.files import RUN_FILE
+from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta

@@ -12,13 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.run import (
-    RUN_FILE,
-    RunMeta,
-    rank_meta_path,
-    read_rank_meta,
-    write_json_atomic,
-)
+from scalescope.events.files import RUN_FILE, meta_file_name, rank_meta_path
+from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.hang_watch import LAUNCHER_GRACE_S, HangOptions, HangWatch
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
@@ -208,11 +203,6 @@ def with_log_dir(options: LaunchOptions, run_dir: Path) -> LaunchOptions:
             f"--ranks-output {max(output.ranks)}: the run has ranks 0..{options.world_size - 1}"
         )
     return replace(options, output=replace(output, log_dir=str(run_dir.resolve() / "logs")))
-
-
-def meta_file_name(node_rank: int) -> str:
-    """Node 0 writes run.json; other nodes sharing the directory write nodes/node-K.json."""
-    return RUN_FILE if node_rank == 0 else f"nodes/node-{node_rank:04d}.json"
 
 
 def exit_code_of(result: LaunchResult) -> int:

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalescope.probe.binding import format_cpulist
+
 REAL_SYSFS = Path("/sys")
 _NODE_DIR = re.compile(r"node(\d+)$")
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
@@ -32,19 +34,6 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
             raise ValueError(f"bad cpu list {text!r}: range {part!r} runs backwards")
         cpus.update(range(lo, hi + 1))
     return tuple(sorted(cpus))
-
-
-def format_cpulist(cpus: Iterable[int]) -> str:
-    """Format cpu ids the way the kernel does: "0-3,8,10-11"."""
-    ids = sorted(set(cpus))
-    parts: list[str] = []
-    start = 0
-    for i in range(1, len(ids) + 1):
-        if i == len(ids) or ids[i] != ids[i - 1] + 1:
-            lo, hi = ids[start], ids[i - 1]
-            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
-            start = i
-    return ",".join(parts)
 
 
 @dataclass(frozen=True, order=True)

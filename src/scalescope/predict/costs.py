@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from scalescope.diagnose.rules_flops import count_model_flops
+from scalescope.bench.flops import count_model_flops
 
 TRAIN_FACTOR = 3.0
 PARAM_PASSES = 8.0

@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scalescope.events.run import RUN_FILE
-from scalescope.events.study import STUDY_FILE, load_study
+from scalescope.analyze.comm_bench import load_fits
+from scalescope.events.files import RUN_FILE, SCALE_STUDY_FILE
+from scalescope.events.study import load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
-from scalescope.predict.alpha_beta import load_fits
 from scalescope.predict.catalogue import Hardware, load_hardware
 from scalescope.predict.inputs import Placement, RunInputs, run_inputs
 from scalescope.predict.model import StepTerms, Target, sharing_slowdown, step_terms
@@ -229,7 +229,7 @@ def with_speedup(points: list[ProjectedPoint]) -> tuple[ProjectedPoint, ...]:
 def reference_run(path: Path) -> tuple[Path, str | None]:
     """The run to project from: PATH, or the largest completed size of the `scale` study in
     PATH (the most ranks measured, so the least extrapolation), with a note saying so."""
-    if (path / RUN_FILE).is_file() or not (path / STUDY_FILE).is_file():
+    if (path / RUN_FILE).is_file() or not (path / SCALE_STUDY_FILE).is_file():
         return path, None
     done = [p for p in load_study(path).points if p.status == "ok" and p.run_dir]
     if not done:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalescope.diagnose.rules_flops import clock_ghz, isa_rate
+from scalescope.analyze.peak import clock_ghz, isa_rate
 from scalescope.predict.catalogue import Hardware
 from scalescope.predict.inputs import RunInputs
 

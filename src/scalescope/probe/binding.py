@@ -9,9 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 PLACEMENTS_ENV = "SCALESCOPE_PLACEMENTS"
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """Format cpu ids the way the kernel does: "0-3,8,10-11"."""
+    ids = sorted(set(cpus))
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or ids[i] != ids[i - 1] + 1:
+            lo, hi = ids[start], ids[i - 1]
+            parts.append(str(lo) if lo == hi else f"{lo}-{hi}")
+            start = i
+    return ",".join(parts)
 
 
 @dataclass

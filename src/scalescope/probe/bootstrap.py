@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.events.run import ClockSync, RankMeta, rank_meta_path, write_json_atomic
-from scalescope.probe.binding import Binding, apply_placement
+from scalescope.probe.binding import Binding, apply_placement, format_cpulist
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -126,8 +126,6 @@ def rank_meta_from_env(probe: bool, binding: Binding) -> RankMeta:
 
 def describe_binding(meta: RankMeta) -> str:
     """One line per rank, like mpirun --report-bindings."""
-    from scalescope.launch.topology import format_cpulist
-
     numa = "" if meta.numa_node is None else f" NUMA {meta.numa_node}"
     env = " ".join(f"{k}={v}" for k, v in meta.thread_env.items())
     how = "bound" if meta.bound else "not bound by scalescope"

@@ -1,4 +1,5 @@
-"""`scalescope comm` rendered: nccl-tests tables, OSU lines, ratios, α-β fits, JSON, CSV."""
+"""`scalescope comm` as one document (nccl-tests tables, OSU lines, ratios, α-β fits, charts)
+for the terminal and the HTML page, and its documented JSON and CSV."""
 
 from __future__ import annotations
 
@@ -7,33 +8,45 @@ import io
 from dataclasses import asdict, fields
 from typing import Any
 
+import plotly.graph_objects as go
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from scalescope.analyze.comm_bench import CommBenchmark, CommRow
-from scalescope.report.terminal import fmt, fmt_bytes
+from scalescope.report.document import (
+    Column,
+    Document,
+    Heading,
+    Line,
+    Preformatted,
+    Section,
+    Table,
+)
+from scalescope.report.document_html import document_html
+from scalescope.report.document_terminal import render_document
+from scalescope.report.formatting import fmt, fmt_bytes
+from scalescope.report.html_charts import Chart, layout, plotly_text
 
 COMM_SCHEMA = "scalescope.comm/1"
+COMM_CHART_IDS = ("chart-comm-latency", "chart-comm-busbw")
 NCCL_COLUMNS = (
-    "size (B)",
-    "count (elements)",
-    "type",
-    "redop",
-    "root",
-    "time avg (µs)",
-    "min (µs)",
-    "max (µs)",
-    "algbw (GB/s)",
-    "busbw (GB/s)",
+    Column("size", "B"),
+    Column("count", "elements"),
+    Column("type", align="left"),
+    Column("redop", align="left"),
+    Column("root"),
+    Column("time avg", "µs"),
+    Column("min", "µs"),
+    Column("max", "µs"),
+    Column("algbw", "GB/s"),
+    Column("busbw", "GB/s"),
 )
 OSU_HEADER = f"{'# Size':<10}{'Avg Latency(us)':>18}{'Min Latency(us)':>18}"
 OSU_HEADER += f"{'Max Latency(us)':>18}{'Iterations':>12}"
 
 
-def nccl_cells(r: CommRow) -> list[str]:
+def nccl_cells(r: CommRow) -> tuple[str, ...]:
     """The nccl-tests columns of one row, in its units (B, elements, µs, GB/s = 1e9 B/s)."""
-    return [
+    return (
         f"{r.nbytes:,}",
         f"{r.count:,}",
         r.dtype,
@@ -44,16 +57,31 @@ def nccl_cells(r: CommRow) -> list[str]:
         fmt(r.time_max_us, ",.2f"),
         f"{r.algbw_gbps:.3f}",
         f"{r.busbw_gbps:.3f}",
-    ]
+    )
+
+
+def nccl_values(r: CommRow) -> tuple[Any, ...]:
+    return (
+        r.nbytes,
+        r.count,
+        r.dtype,
+        r.redop,
+        r.root,
+        r.time_avg_us,
+        r.time_min_us,
+        r.time_max_us,
+        r.algbw_gbps,
+        r.busbw_gbps,
+    )
 
 
 def nccl_table(rows: list[CommRow], title: str) -> Table:
-    table = Table(title=Text(title), title_justify="left")
-    for i, col in enumerate(NCCL_COLUMNS):
-        table.add_column(col, justify="left" if i in (2, 3) else "right")
-    for r in rows:
-        table.add_row(*nccl_cells(r))
-    return table
+    return Table(
+        title,
+        NCCL_COLUMNS,
+        tuple(nccl_cells(r) for r in rows),
+        tuple(nccl_values(r) for r in rows),
+    )
 
 
 def osu_lines(rows: list[CommRow], op: str, backend: str, world_size: int) -> list[str]:
@@ -74,52 +102,127 @@ def groups(bench: CommBenchmark) -> list[tuple[str, str, list[CommRow]]]:
 
 
 def ratio_table(bench: CommBenchmark) -> Table:
-    table = Table(title="Backends side by side (time ratio > 1: slower than the first)")
-    for col in ("op", "size", "backends", "time ratio", "busbw ratio"):
-        table.add_column(col, justify="right" if "ratio" in col else "left")
-    for r in bench.ratios:
-        table.add_row(
-            r.op, fmt_bytes(r.nbytes), f"{r.backend} / {r.base}", f"{r.time_ratio:.2f}",
+    cols = (
+        Column("op", align="left"),
+        Column("size", align="left"),
+        Column("backends", align="left"),
+        Column("time ratio"),
+        Column("busbw ratio"),
+    )
+    rows = tuple(
+        (
+            r.op,
+            fmt_bytes(r.nbytes),
+            f"{r.backend} / {r.base}",
+            f"{r.time_ratio:.2f}",
             f"{r.busbw_ratio:.2f}",
-        )  # fmt: skip
-    return table
+        )
+        for r in bench.ratios
+    )
+    values = tuple(
+        (r.op, r.nbytes, f"{r.backend} / {r.base}", r.time_ratio, r.busbw_ratio)
+        for r in bench.ratios
+    )
+    title = "Backends side by side (time ratio > 1: slower than the first)"
+    return Table(title, cols, rows, values)
 
 
 def fits_table(bench: CommBenchmark) -> Table:
-    table = Table(title="α-β fit: time = α + β × size (weighted least squares, docs/comm.md)")
-    cols = ("op", "backend", "ranks", "α (µs)", "1/β (GB/s)", "fit error (rms %)", "sizes")
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("op", "backend") else "right")
+    cols = (
+        Column("op", align="left"),
+        Column("backend", align="left"),
+        Column("ranks"),
+        Column("α", "µs"),
+        Column("1/β", "GB/s"),
+        Column("fit error", "rms %"),
+        Column("sizes"),
+    )
+    rows, values = [], []
     for f in bench.fits:
         inv_beta = 1 / f.beta_s_per_byte / 1e9 if f.beta_s_per_byte > 0 else None
-        table.add_row(
-            f.op, f.backend, str(f.world_size), f"{f.alpha_s * 1e6:,.2f}",
-            fmt(inv_beta, ",.3f"), f"{f.rel_err * 100:.1f}",
-            f"{f.num_points} ({fmt_bytes(f.min_bytes)}–{fmt_bytes(f.max_bytes)})",
-        )  # fmt: skip
-    return table
+        rows.append(
+            (
+                f.op,
+                f.backend,
+                str(f.world_size),
+                f"{f.alpha_s * 1e6:,.2f}",
+                fmt(inv_beta, ",.3f"),
+                f"{f.rel_err * 100:.1f}",
+                f"{f.num_points} ({fmt_bytes(f.min_bytes)}–{fmt_bytes(f.max_bytes)})",
+            )
+        )
+        values.append(
+            (
+                f.op,
+                f.backend,
+                f.world_size,
+                f.alpha_s * 1e6,
+                inv_beta,
+                f.rel_err * 100,
+                f.num_points,
+            )
+        )
+    title = "α-β fit: time = α + β × size (weighted least squares, docs/comm.md)"
+    return Table(title, cols, tuple(rows), tuple(values))
+
+
+def comm_chart(bench: CommBenchmark, chart_id: str, title: str, value: str, unit: str) -> Chart:
+    fig = go.Figure()
+    for op, backend, rows in groups(bench):
+        fig.add_trace(
+            go.Scatter(
+                x=[r.nbytes for r in rows],
+                y=[getattr(r, value) for r in rows],
+                name=plotly_text(f"{op} · {backend}"),
+                mode="lines+markers",
+            )
+        )
+    if not fig.data:
+        return Chart(chart_id, title, None, "No size was measured.")
+    layout(
+        fig,
+        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
+        yaxis={"type": "log", "title": {"text": unit}},
+    )
+    return Chart(chart_id, title, fig)
+
+
+def comm_document(bench: CommBenchmark) -> Document:
+    """Everything `comm` shows, once: the terminal prints it, the HTML page draws it too."""
+    head = f"(n = {bench.world_size} ranks, {bench.dtype}, {bench.iters} timed calls after "
+    head += f"{bench.warmup} warm-up)"
+    blocks: list = [
+        Heading("Collectives micro-benchmark", head),
+        Line("time = slowest rank's call after a barrier; GB = 1e9 B; busbw = algbw × factor"),
+        comm_chart(
+            bench, COMM_CHART_IDS[0], "Latency by message size", "time_avg_us", "µs per call"
+        ),
+        comm_chart(bench, COMM_CHART_IDS[1], "Bus bandwidth by message size", "busbw_gbps", "GB/s"),
+    ]
+    for op, backend, rows in groups(bench):
+        blocks.append(nccl_table(rows, f"{op} on {backend}"))
+        blocks.append(Preformatted(tuple(osu_lines(rows, op, backend, bench.world_size))))
+    if bench.ratios:
+        blocks.append(ratio_table(bench))
+    if bench.fits:
+        blocks.append(fits_table(bench))
+    for f in bench.failures:
+        size = f" at {fmt_bytes(f.nbytes)}" if f.nbytes else ""
+        blocks.append(Line(f"{f.op} on {f.backend}{size}: {f.error}", "failed", "red"))
+    if bench.unavailable:
+        lines = tuple(
+            Line(f"{b}: {why}", "unavailable", "yellow") for b, why in bench.unavailable.items()
+        )
+        blocks.append(Section("Unavailable backends", lines))
+    return Document(f"scalescope comm {bench.world_size} ranks", tuple(blocks))
 
 
 def render_comm(bench: CommBenchmark, console: Console) -> None:
-    head = f"n = {bench.world_size} ranks, {bench.dtype}, {bench.iters} timed calls"
-    console.print(
-        Text.assemble(
-            ("Collectives micro-benchmark", "bold"), f" ({head} after {bench.warmup} warm-up)"
-        )
-    )
-    console.print("time = slowest rank's call after a barrier; GB = 1e9 B; busbw = algbw × factor")
-    for op, backend, rows in groups(bench):
-        console.print(nccl_table(rows, f"{op} on {backend}"))
-        console.print("\n".join(osu_lines(rows, op, backend, bench.world_size)), markup=False)
-    if bench.ratios:
-        console.print(ratio_table(bench))
-    if bench.fits:
-        console.print(fits_table(bench))
-    for f in bench.failures:
-        size = f" at {fmt_bytes(f.nbytes)}" if f.nbytes else ""
-        console.print(Text.assemble(("failed", "red"), f" {f.op} on {f.backend}{size}: {f.error}"))
-    for backend, reason in bench.unavailable.items():
-        console.print(Text.assemble(("unavailable", "yellow"), f" {backend}: {reason}"))
+    render_document(comm_document(bench), console)
+
+
+def render_comm_html(bench: CommBenchmark) -> str:
+    return document_html(comm_document(bench))
 
 
 def comm_json(bench: CommBenchmark, run_dir: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.analyze.compare import Pair, RunComparison, SizeKey
-from scalescope.report.terminal import NA, _kv_grid, _section, fmt, fmt_count
+from scalescope.report.formatting import NA, fmt, fmt_count, kv_grid, section
 
 COMPARE_SCHEMA = "scalescope.compare/1"
 
@@ -114,7 +114,7 @@ def _cross_rank(c: RunComparison, console: Console) -> None:
         console.print(Text("No cross-rank comparison: a run has fewer than two ranks with events."))
         return
     console.print(
-        _kv_grid([("straggler", f"A: {_straggler(x.straggler_a)}; B: {_straggler(x.straggler_b)}")])
+        kv_grid([("straggler", f"A: {_straggler(x.straggler_a)}; B: {_straggler(x.straggler_b)}")])
     )
     table = _table("Across ranks (per rank figures averaged over ranks)", ("",), ("",))
     table.add_row("wait in collectives (ms/step)", *_cells(x.wait_ms_per_step, ",.2f"))
@@ -147,9 +147,9 @@ def render_comparison(comparison: RunComparison, console: Console) -> None:
     c = comparison
     console.rule(Text(f"scalescope compare: A = {c.a.run_id}, B = {c.b.run_id} (ratios B/A)"))
     _facts(c, console)
-    _section(console, "Throughput and step time")
+    section(console, "Throughput and step time")
     _throughput(c, console)
-    _section(console, "Collectives")
+    section(console, "Collectives")
     _sizes(c, console)
-    _section(console, "Across ranks")
+    section(console, "Across ranks")
     _cross_rank(c, console)

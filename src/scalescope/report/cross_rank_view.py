@@ -16,7 +16,7 @@ from scalescope.analyze.cross_rank import (
 )
 from scalescope.analyze.gaps import describe
 from scalescope.analyze.step_slots import OTHER
-from scalescope.report.terminal import NA, _kv_grid, _section, fmt
+from scalescope.report.formatting import NA, fmt, kv_grid, section
 
 CLOCK_RANKS_LISTED = 8
 """Up to this many ranks, one clock line each; beyond, one line per method with ranges."""
@@ -191,11 +191,11 @@ def render_cross_rank(analysis: RunAnalysis, console: Console) -> None:
     c = analysis.cross_rank
     if c is None:
         if analysis.probe and analysis.world_size > 1:
-            _section(console, "Across ranks")
+            section(console, "Across ranks")
             console.print(Text("No cross-rank analysis: fewer than two ranks recorded events."))
         return
-    _section(console, "Across ranks: waiting versus transfer")
-    console.print(_kv_grid(_summary_rows(c)))
+    section(console, "Across ranks: waiting versus transfer")
+    console.print(kv_grid(_summary_rows(c)))
     if c.waits:
         console.print(_waits_table(c))
     if c.ranks:

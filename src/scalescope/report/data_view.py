@@ -19,10 +19,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from scalescope.bench.data_speed import Ratio, Speed
 from scalescope.bench.shards import Manifest
-from scalescope.bench.stage import StageResult
-from scalescope.report.terminal import fmt_bytes
+from scalescope.data.speed import Ratio, Speed
+from scalescope.data.stage import StageResult
+from scalescope.report.formatting import fmt_bytes
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.diagnose.env_checks import EnvWarning
-from scalescope.report.terminal import fmt_bytes
+from scalescope.report.formatting import fmt_bytes
 
 ENV_SCHEMA = "scalescope.env/1"
 NA = "n/a"

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalescope.ingest import IngestResult
-from scalescope.report.terminal import fmt_bytes
+from scalescope.report.formatting import fmt_bytes
 
 COLUMNS = (
     "rank", "kernels", "kernel ms", "NCCL kernels", "NCCL ms", "memcpy", "memcpy ms",

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scalescope.ingest import IngestResult
-from scalescope.report.terminal import fmt_bytes
+from scalescope.report.formatting import fmt_bytes
 
 NA = "n/a"
 MAX_FILES_SHOWN = 8

@@ -30,6 +30,7 @@ from plotly.offline import get_plotlyjs
 from scalescope.analyze import RunAnalysis
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
+from scalescope.report.formatting import fmt, fmt_bytes, fmt_calls
 from scalescope.report.html_charts import (
     Chart,
     count_chart,
@@ -40,7 +41,6 @@ from scalescope.report.html_charts import (
     timeline_chart,
     waits_chart,
 )
-from scalescope.report.terminal import fmt, fmt_bytes, fmt_calls
 from scalescope.report.timeline import (
     DEFAULT_NUM_STEPS,
     chrome_trace,

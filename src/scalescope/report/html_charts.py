@@ -19,7 +19,7 @@ from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import CrossRankAnalysis
 from scalescope.analyze.steps import OTHER
 from scalescope.events import PHASES
-from scalescope.report.terminal import fmt_bytes
+from scalescope.report.formatting import fmt_bytes
 
 PHASE_COLORS = {
     "data": "#e45756",

@@ -14,10 +14,10 @@ from pathlib import Path
 import msgspec
 import plotly.graph_objects as go
 
+from scalescope.events.files import PROJECTION_FILE
 from scalescope.report.html import chart_html, esc
 from scalescope.report.html_charts import PHASE_COLORS, Chart, layout, plotly_text
 
-PROJECTION_FILE = "projection.json"
 PROJECTION_CHART_ID = "chart-projection"
 TERM_COLORS = {
     "compute": PHASE_COLORS["backward"],

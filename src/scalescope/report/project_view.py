@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import asdict
-from pathlib import Path
 
 import msgspec
 import plotly.graph_objects as go
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from scalescope.events.run import write_bytes_atomic
-from scalescope.predict.project import ProjectedPoint, Projection, ProjectOptions, project_run
-from scalescope.predict.validate import Validation, validate_study
-from scalescope.report.html import chart_html, esc, page
+from scalescope.predict.project import ProjectedPoint, Projection
+from scalescope.predict.validate import Validation
+from scalescope.report.document import Column, Document, Heading, Line, Table
+from scalescope.report.document_html import document_html
+from scalescope.report.document_terminal import render_document
 from scalescope.report.html_charts import Chart, layout
-from scalescope.report.outputs import report_console
 from scalescope.report.project_section import (
-    PROJECTION_FILE,
     TERM_COLORS,
     decode_projection,
     projection_chart,
@@ -66,22 +61,73 @@ def _banded(value: float, q: ProjectedPoint) -> str:
     return f"{value:,.1f} ± {value * q.band_ms / q.terms.step_ms:,.1f}"
 
 
-def render_projection(p: Projection, console: Console) -> None:
-    for line in _inputs_lines(p):
-        console.print(Text(line))
-    table = Table(title="Projected step time, throughput and epoch time (± one standard deviation)")
-    columns = ("nodes", "ranks", "step (ms)", "samples/s", "epoch (s)", "speedup", "efficiency")
-    for col in (*columns, "compute (ms)", "exposed (ms)", "waiting (ms)", "dominant"):
-        table.add_column(col, justify="left" if col == "dominant" else "right")
+def projection_table(p: Projection) -> Table:
+    cols = (
+        Column("nodes"),
+        Column("ranks"),
+        Column("step", "ms"),
+        Column("samples/s"),
+        Column("epoch", "s"),
+        Column("speedup"),
+        Column("efficiency"),
+        Column("compute", "ms"),
+        Column("exposed", "ms"),
+        Column("waiting", "ms"),
+        Column("dominant", align="left"),
+    )
+    rows, values = [], []
     for q in p.points:
         t = q.terms
-        table.add_row(
-            str(q.nodes), str(q.ranks), f"{t.step_ms:,.1f} ± {q.band_ms:,.1f}",
-            _banded(q.samples_per_s, q), _banded(q.epoch_s, q), f"{q.speedup:,.2f}×",
-            f"{q.efficiency * 100:.0f}%", f"{t.compute_ms:,.1f}", f"{t.exposed_ms:,.1f}",
-            f"{t.waiting_ms:,.1f}", q.dominant,
-        )  # fmt: skip
-    console.print(table)
+        rows.append(
+            (
+                str(q.nodes),
+                str(q.ranks),
+                f"{t.step_ms:,.1f} ± {q.band_ms:,.1f}",
+                _banded(q.samples_per_s, q),
+                _banded(q.epoch_s, q),
+                f"{q.speedup:,.2f}×",
+                f"{q.efficiency * 100:.0f}%",
+                f"{t.compute_ms:,.1f}",
+                f"{t.exposed_ms:,.1f}",
+                f"{t.waiting_ms:,.1f}",
+                q.dominant,
+            )
+        )
+        values.append(
+            (
+                q.nodes,
+                q.ranks,
+                t.step_ms,
+                q.samples_per_s,
+                q.epoch_s,
+                q.speedup,
+                q.efficiency,
+                t.compute_ms,
+                t.exposed_ms,
+                t.waiting_ms,
+                q.dominant,
+            )
+        )
+    title = "Projected step time, throughput and epoch time (± one standard deviation)"
+    return Table(title, cols, tuple(rows), tuple(values), html_id="projection")
+
+
+def projection_document(p: Projection) -> Document:
+    """The projection once: the terminal prints its inputs and table, the page adds its charts."""
+    return Document(
+        f"scalescope projection {p.run_dir}",
+        (
+            Heading("scalescope projection", p.run_dir),
+            *(Line(line) for line in _inputs_lines(p)),
+            projection_table(p),
+            throughput_chart(p),
+            terms_chart(p),
+        ),
+    )
+
+
+def render_projection(p: Projection, console: Console) -> None:
+    render_document(projection_document(p), console)
 
 
 def _point_json(q: ProjectedPoint) -> dict:
@@ -109,23 +155,54 @@ def projection_json(p: Projection) -> bytes:
     return msgspec.json.format(msgspec.json.encode(doc), indent=2)
 
 
-def render_validation(v: Validation, console: Console) -> None:
-    console.print(Text(f"study {v.study_dir}: fitted on {list(v.fitted_ranks)} ranks; "
-                         f"transfers from {v.hop_source}"))  # fmt: skip
-    table = Table(title="Held-out sizes: predicted vs measured")
-    steps = ("predicted step (ms)", "±", "measured step (ms)")
-    rates = ("predicted samples/s", "measured samples/s", "error")
-    for col in ("ranks", "reference", "other threads", *steps, *rates):
-        table.add_column(col, justify="right")
-    for h in v.held_out:
-        table.add_row(
-            str(h.ranks), f"{h.reference_ranks} ranks", f"{h.other_threads:.1f}",
+def validation_document(v: Validation) -> Document:
+    head = f"study {v.study_dir}: fitted on {list(v.fitted_ranks)} ranks; "
+    head += f"transfers from {v.hop_source}"
+    cols = (
+        Column("ranks"),
+        Column("reference"),
+        Column("other threads"),
+        Column("predicted step", "ms"),
+        Column("±"),
+        Column("measured step", "ms"),
+        Column("predicted samples/s"),
+        Column("measured samples/s"),
+        Column("error"),
+    )
+    rows = tuple(
+        (
+            str(h.ranks),
+            f"{h.reference_ranks} ranks",
+            f"{h.other_threads:.1f}",
             f"{h.predicted_step_ms:,.1f}",
-            f"{h.band_ms:,.1f}", f"{h.measured_step_ms:,.1f}",
-            f"{h.predicted_samples_per_s:,.2f}", f"{h.measured_samples_per_s:,.2f}",
+            f"{h.band_ms:,.1f}",
+            f"{h.measured_step_ms:,.1f}",
+            f"{h.predicted_samples_per_s:,.2f}",
+            f"{h.measured_samples_per_s:,.2f}",
             f"{h.error_pct:+.1f}%",
-        )  # fmt: skip
-    console.print(table)
+        )
+        for h in v.held_out
+    )
+    values = tuple(
+        (
+            h.ranks,
+            h.reference_ranks,
+            h.other_threads,
+            h.predicted_step_ms,
+            h.band_ms,
+            h.measured_step_ms,
+            h.predicted_samples_per_s,
+            h.measured_samples_per_s,
+            h.error_pct,
+        )
+        for h in v.held_out
+    )
+    table = Table("Held-out sizes: predicted vs measured", cols, rows, values)
+    return Document(f"scalescope projection validation {v.study_dir}", (Line(head), table))
+
+
+def render_validation(v: Validation, console: Console) -> None:
+    render_document(validation_document(v), console)
 
 
 def validation_json(v: Validation) -> bytes:
@@ -158,68 +235,4 @@ def terms_chart(p: Projection) -> Chart:
 
 
 def projection_html(p: Projection) -> str:
-    lines = "".join(f"<li>{esc(line)}</li>" for line in _inputs_lines(p))
-    head = ("nodes", "ranks", "step (ms)", "±", "samples/s", "epoch (s)", "efficiency",
-            "dominant")  # fmt: skip
-    rows = "".join(
-        "<tr>" + "".join(f'<td class="num">{esc(c)}</td>' for c in (
-            q.nodes, q.ranks, f"{q.terms.step_ms:,.1f}", f"{q.band_ms:,.1f}",
-            f"{q.samples_per_s:,.1f}", f"{q.epoch_s:,.1f}", f"{q.efficiency * 100:.0f}%",
-            q.dominant)) + "</tr>"
-        for q in p.points
-    )  # fmt: skip
-    table = (
-        '<table id="projection"><thead><tr>'
-        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        + f"</tr></thead><tbody>{rows}</tbody></table>"
-    )
-    body = [
-        f"<h1>scalescope projection: {esc(p.run_dir)}</h1>",
-        f"<h2>Model inputs</h2><ul>{lines}</ul>",
-        "<h2>Projected sizes</h2>",
-        table,
-        chart_html(throughput_chart(p)),
-        chart_html(terms_chart(p)),
-    ]
-    return page(f"scalescope projection {p.run_dir}", body)
-
-
-def store_projection(run_dir: Path, projection: Projection) -> Path:
-    """Keep the projection in the run directory, where the run's dashboard finds it (the
-    latest projection replaces an earlier one)."""
-    return write_bytes_atomic(run_dir / PROJECTION_FILE, projection_json(projection))
-
-
-def write_projection(
-    run_dir: Path, options: ProjectOptions, json_file: Path | None, html_file: Path | None
-) -> list[Path]:
-    """Project a run, print it, store it in the run directory (for its dashboard), and write
-    the JSON and HTML asked for."""
-    projection = project_run(run_dir, options)
-    render_projection(projection, report_console())
-    run_dir = Path(projection.run_dir)
-    written = []
-    try:
-        written.append(store_projection(run_dir, projection))
-    except OSError as exc:
-        Console(stderr=True, markup=False, highlight=False).print(
-            f"warning: the projection was not stored in {run_dir} ({exc.strerror or exc}): "
-            "its dashboard will not show it"
-        )
-    if json_file is not None:
-        json_file.write_bytes(projection_json(projection))
-        written.append(json_file)
-    if html_file is not None:
-        html_file.write_text(projection_html(projection), encoding="utf-8")
-        written.append(html_file)
-    return written
-
-
-def write_validation(
-    study_dir: Path, holdout: int, comm: Path | None, algorithm: str, json_file: Path | None
-) -> None:
-    """Validate on a scale study, print predicted vs measured, write the JSON if asked."""
-    result = validate_study(study_dir, holdout, comm, algorithm)
-    render_validation(result, report_console())
-    if json_file is not None:
-        json_file.write_bytes(validation_json(result))
+    return document_html(projection_document(p))

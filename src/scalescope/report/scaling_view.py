@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from scalescope.analyze.scaling import ScalingRow, ScalingTable
-from scalescope.report.html import chart_html, esc, page
+from scalescope.report.document import Column, Document, Line, Style, Table
+from scalescope.report.document_html import document_html
+from scalescope.report.document_terminal import render_document
+from scalescope.report.formatting import fmt
 from scalescope.report.html_charts import PHASE_COLORS, Chart, layout
-from scalescope.report.terminal import fmt
 
 SCALE_CHART_IDS = ("chart-scale-throughput", "chart-scale-breakdown")
 COLUMNS = (
-    "ranks", "nodes", "samples/s", "step (ms)", "speedup", "efficiency (%)", "compute (ms)",
-    "exposed comm (ms)", "waiting (ms)", "data (ms)", "note",
-)  # fmt: skip
+    Column("ranks"),
+    Column("nodes"),
+    Column("samples/s"),
+    Column("step", "ms"),
+    Column("speedup"),
+    Column("efficiency", "%"),
+    Column("compute", "ms"),
+    Column("exposed comm", "ms"),
+    Column("waiting", "ms"),
+    Column("data", "ms"),
+    Column("note", align="left"),
+)
 PARTS = (
     ("compute", "compute_ms"),
     ("exposed comm", "exposed_comm_ms"),
@@ -44,32 +53,68 @@ def explain(r: ScalingRow) -> str | None:
     return None
 
 
-def cells(r: ScalingRow) -> list[str]:
+def cells(r: ScalingRow) -> tuple[str, ...]:
     b = r.breakdown
     parts = [fmt(getattr(b, attr) if b else None, ",.1f") for _, attr in PARTS]
-    return [
-        str(r.ranks), str(r.nodes), fmt(r.samples_per_s, ",.1f"), fmt(r.step_ms, ",.1f"),
-        fmt(r.speedup, ".2f"), fmt(r.efficiency_pct, ".0f"), *parts, note(r),
-    ]  # fmt: skip
+    return (
+        str(r.ranks),
+        str(r.nodes),
+        fmt(r.samples_per_s, ",.1f"),
+        fmt(r.step_ms, ",.1f"),
+        fmt(r.speedup, ".2f"),
+        fmt(r.efficiency_pct, ".0f"),
+        *parts,
+        note(r),
+    )
 
 
-def render_scaling(t: ScalingTable, console: Console) -> None:
+def values(r: ScalingRow) -> tuple[float | int | str | None, ...]:
+    b = r.breakdown
+    parts = [getattr(b, attr) if b else None for _, attr in PARTS]
+    return (
+        r.ranks,
+        r.nodes,
+        r.samples_per_s,
+        r.step_ms,
+        r.speedup,
+        r.efficiency_pct,
+        *parts,
+        note(r),
+    )
+
+
+def style(r: ScalingRow) -> Style:
+    return "red" if r.status != "ok" else ("yellow" if r.oversubscribed else "")
+
+
+def scaling_table(t: ScalingTable) -> Table:
     base = f"against {t.base_ranks} ranks" if t.base_ranks else "no size succeeded"
     title = f"Scaling of {t.workload} ({t.mode}; speedup and efficiency {base})"
-    table = Table(title=Text(title), title_justify="left")
-    for col in COLUMNS:
-        table.add_column(col, justify="left" if col == "note" else "right")
-    for r in t.rows:
-        style = "red" if r.status != "ok" else ("yellow" if r.oversubscribed else None)
-        table.add_row(*(Text(c) for c in cells(r)), style=style)
-    console.print(table)
-    for r in t.rows:
-        if (text := explain(r)) is not None:
-            console.print(Text(text, style="red" if r.status != "ok" else "yellow"))
-    console.print(
+    rows = tuple(cells(r) for r in t.rows)
+    return Table(
+        title,
+        COLUMNS,
+        rows,
+        tuple(values(r) for r in t.rows),
+        html_id="scaling",
+        styles=tuple(style(r) for r in t.rows),
+    )
+
+
+def scaling_document(t: ScalingTable) -> Document:
+    explained = [Line(text, style=style(r)) for r in t.rows if (text := explain(r)) is not None]
+    legend = (
         "step breakdown per measured step, mean over ranks: compute = forward + backward + "
         "optimizer; exposed comm = gradient transfer after backward; waiting = for other ranks"
     )
+    return Document(
+        f"scalescope scale {t.workload}",
+        (scaling_table(t), *explained, Line(legend), throughput_chart(t), breakdown_chart(t)),
+    )
+
+
+def render_scaling(t: ScalingTable, console: Console) -> None:
+    render_document(scaling_document(t), console)
 
 
 def throughput_chart(t: ScalingTable) -> Chart:
@@ -111,16 +156,4 @@ def breakdown_chart(t: ScalingTable) -> Chart:
 
 
 def render_scaling_html(t: ScalingTable) -> str:
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
-    body_rows = "".join(
-        "<tr>" + "".join(f'<td class="num">{esc(c)}</td>' for c in cells(r)) + "</tr>"
-        for r in t.rows
-    )
-    body = [
-        f"<h1>scalescope scale: {esc(t.workload)} ({esc(t.mode)} scaling)</h1>",
-        f'<table id="scaling"><thead><tr>{head}</tr></thead><tbody>{body_rows}</tbody></table>',
-        "".join(f"<p>{esc(text)}</p>" for r in t.rows if (text := explain(r))),
-        chart_html(throughput_chart(t)),
-        chart_html(breakdown_chart(t)),
-    ]
-    return page(f"scalescope scale {t.workload}", body)
+    return document_html(scaling_document(t))

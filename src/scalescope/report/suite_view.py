@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scalescope.analyze.suite import SUITE_FILE, SuiteEntry, SuiteResult
-from scalescope.report.outputs import report_console
-from scalescope.report.terminal import NA, fmt
+from scalescope.analyze.suite import SuiteEntry, SuiteResult
+from scalescope.events.files import SUITE_FILE
+from scalescope.report.formatting import NA, fmt, report_console
 
 SUITE_SCHEMA = "scalescope.suite/1"
 SUITE_WIDTH = 150

@@ -11,60 +11,17 @@ from scalescope.analyze import (
     RunAnalysis,
     StepAnalysis,
 )
-
-ERROR_LINES = 4
-"""Lines of a rank's error shown in the failures section."""
-NA = "n/a"
-
-
-def fmt_bytes(nbytes: float) -> str:
-    """Binary units with two decimals: 4194304 -> '4.00 MiB'."""
-    value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def fmt_bytes_exact(nbytes: float) -> str:
-    """Exact bytes beside the readable size: '4,194,304 B (4.00 MiB)'."""
-    if float(nbytes).is_integer() and abs(nbytes) < 1024:
-        return f"{nbytes:,.0f} B"
-    exact = f"{nbytes:,.0f}" if float(nbytes).is_integer() else f"{nbytes:,.1f}"
-    return f"{exact} B ({fmt_bytes(nbytes)})"
-
-
-def fmt(value: float | None, spec: str, unit: str = "") -> str:
-    """Format a number with its unit, or ``n/a`` when it was not measured."""
-    if value is None:
-        return NA
-    text = format(value, spec)
-    return f"{text} {unit}" if unit else text
-
-
-def fmt_count(value: float) -> str:
-    """Counts averaged over ranks are whole numbers unless ranks disagree."""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
-
-
-def fmt_calls(lowest: int, highest: int) -> str:
-    """Calls of one rank: one number, or the range when the ranks made different counts
-    (a mean such as 6.50 would read as a count no rank made)."""
-    return f"{lowest:,}" if lowest == highest else f"{lowest:,}–{highest:,}"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-def _kv_grid(rows: list[tuple[str, str]]) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    for key, value in rows:
-        grid.add_row(Text(key), Text(value))
-    return grid
+from scalescope.report.formatting import (
+    NA,
+    fmt,
+    fmt_bytes,
+    fmt_bytes_exact,
+    fmt_calls,
+    kv_grid,
+    last_lines,
+    plural,
+    section,
+)
 
 
 def _header(a: RunAnalysis, console: Console) -> None:
@@ -78,26 +35,15 @@ def _header(a: RunAnalysis, console: Console) -> None:
         ("status", a.status),
         ("duration", fmt(a.duration_s, ".1f", "s")),
         ("probe", "on" if a.probe else "off (no events recorded)"),
-        ("warm-up", f"first {_plural(a.warmup_steps, 'step')} left out of step statistics"),
+        ("warm-up", f"first {plural(a.warmup_steps, 'step')} left out of step statistics"),
     ]
-    console.print(_kv_grid(rows))
-
-
-def _section(console: Console, title: str) -> None:
-    console.print()
-    console.rule(Text(title))
-
-
-def _last_lines(text: str | None, n: int = ERROR_LINES) -> str:
-    if not text:
-        return NA
-    return "\n".join(text.rstrip().splitlines()[-n:])
+    console.print(kv_grid(rows))
 
 
 def _failures(a: RunAnalysis, console: Console) -> None:
     if not a.failed_ranks and a.status not in ("failed", "interrupted"):
         return
-    _section(console, "Failures")
+    section(console, "Failures")
     not_done = [r for r in a.ranks if r.status != "completed"]
     if not not_done:
         console.print(Text(f"The run is {a.status}, but every rank reported completing."))
@@ -106,13 +52,13 @@ def _failures(a: RunAnalysis, console: Console) -> None:
     not_done.sort(key=lambda r: r is not first)
     for r in not_done:
         code = "" if r.exit_code is None else f", exit code {r.exit_code}"
-        steps = "" if r.steps is None else f", {_plural(r.steps, 'step')} done"
+        steps = "" if r.steps is None else f", {plural(r.steps, 'step')} done"
         why = " (first to fail)" if r is first and r.status != "interrupted" else ""
         if r.failed_because_of_peer:
             why = " (lost a peer)"
         head = f"rank {r.rank} on {r.hostname or NA}: {r.status}{code}{steps}{why}"
         console.print(Text(head, style="bold"))
-        console.print(Text(_last_lines(r.error)), soft_wrap=True)
+        console.print(Text(last_lines(r.error)), soft_wrap=True)
 
 
 def _hang(a: RunAnalysis, console: Console) -> None:
@@ -120,7 +66,7 @@ def _hang(a: RunAnalysis, console: Console) -> None:
         return
     from scalescope.report.hang_view import hang_lines
 
-    _section(console, "Hang")
+    section(console, "Hang")
     for line in hang_lines(a.hang, stacks="main"):
         console.print(Text(line, style="bold" if line.startswith("HANG") else ""), soft_wrap=True)
     if a.hang.source == "live":
@@ -130,7 +76,7 @@ def _hang(a: RunAnalysis, console: Console) -> None:
 def _problems(a: RunAnalysis, console: Console) -> None:
     if not a.problems:
         return
-    _section(console, "Problems with the recorded data")
+    section(console, "Problems with the recorded data")
     for problem in a.problems:
         console.print(Text(f"- {problem}"))
     console.print(Text("Everything else that was recorded is analysed below."))
@@ -160,7 +106,7 @@ def _step_summary(s: StepAnalysis) -> list[tuple[str, str]]:
         ("throughput", throughput),
         ("samples", f"{s.total_samples:,} over {fmt(s.span_s, '.3f', 's')} (longest rank span)"),
         ("mean step time", fmt(s.mean_step_ms, ".2f", "ms")),
-        ("measured steps", f"{first} to {last} on {_plural(len(done), 'rank')} ({scope})"),
+        ("measured steps", f"{first} to {last} on {plural(len(done), 'rank')} ({scope})"),
     ]
 
 
@@ -208,12 +154,12 @@ def _phase_table(s: StepAnalysis) -> Table:
 
 
 def _steps(a: RunAnalysis, console: Console) -> None:
-    _section(console, "Throughput and step time")
+    section(console, "Throughput and step time")
     s = a.steps
     if s is None:
         console.print(_no_data(a, "step events"))
         return
-    console.print(_kv_grid(_step_summary(s)))
+    console.print(kv_grid(_step_summary(s)))
     console.print(_rank_throughput_table(s))
     console.print(_phase_table(s))
 
@@ -276,7 +222,7 @@ def _per_step_table(c: CollectiveAnalysis) -> Table:
 
 
 def _incomplete_table(c: CollectiveAnalysis) -> Table:
-    calls = _plural(c.incomplete_calls, "call")
+    calls = plural(c.incomplete_calls, "call")
     title = f"Collectives that never completed ({calls}, not in the times)"
     table = Table(title=title, title_justify="left")
     for col in ("rank", "op", "tag", "calls", "first seq", "step"):
@@ -290,7 +236,7 @@ def _incomplete_table(c: CollectiveAnalysis) -> Table:
 
 
 def _collectives(a: RunAnalysis, console: Console) -> None:
-    _section(console, "Collectives")
+    section(console, "Collectives")
     c = a.collectives
     if c is None:
         console.print(_no_data(a, "collectives"))

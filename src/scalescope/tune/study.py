@@ -13,12 +13,12 @@ from typing import Any, Protocol
 
 import optuna
 
+from scalescope.events.files import TUNE_STUDY_FILE
 from scalescope.tune.apply import TuneTarget
 from scalescope.tune.result import ConfirmRun, TrialRecord
 from scalescope.tune.space import Config, Space
 from scalescope.tune.trial import PROGRESS_EVERY_S
 
-STUDY_FILE = "study.db"
 STUDY_NAME = "scalescope-tune"
 MAX_REPEATS = 200
 """Proposals of already measured configurations in a row before the space counts as done."""
@@ -128,9 +128,9 @@ def describe(target: TuneTarget, space: Space) -> dict[str, Any]:
 
 
 def open_study(study_dir: Path, target: TuneTarget, space: Space, options: TuneOptions):
-    path = study_dir / STUDY_FILE
+    path = study_dir / TUNE_STUDY_FILE
     if options.resume and not path.is_file():
-        raise ValueError(f"--resume: {study_dir} holds no study ({STUDY_FILE})")
+        raise ValueError(f"--resume: {study_dir} holds no study ({TUNE_STUDY_FILE})")
     if not options.resume and path.exists():
         raise ValueError(f"{study_dir} already holds a study: add --resume, or another --run-dir")
     study_dir.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from image_folders import make_image_folder
 from PIL import Image
 
 from scalescope.bench.data import validate_data
-from scalescope.bench.pack import pack_folder
 from scalescope.bench.shards import (
     ShardError,
     load_sample,
@@ -23,6 +22,7 @@ from scalescope.bench.shards import (
     shard_loader,
     validate_shard_dir,
 )
+from scalescope.data.pack import pack_folder
 
 CLASSES, PER_CLASS = 3, 10
 

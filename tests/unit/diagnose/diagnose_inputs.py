@@ -12,8 +12,8 @@ from scalescope.analyze.collectives import CollectiveAnalysis, SizeStats, TagPer
 from scalescope.analyze.cross_rank import CrossRankAnalysis, RankWaits, Straggler
 from scalescope.analyze.steps import MemoryPeak, PhaseStats, RankSteps, StepAnalysis
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.bench.flops import ModelFlops
 from scalescope.diagnose import DEFAULT_THRESHOLDS, DiagnosisInput, Thresholds
-from scalescope.diagnose.rules_input import ModelFlops
 from scalescope.events import RankMeta, RunMeta
 
 GIB = 2**30

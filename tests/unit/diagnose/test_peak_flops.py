@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from diagnose_inputs import analysis, make_input, run_meta
 
-from scalescope.diagnose.rules_flops import clock_ghz, isa_rate, peak_flops
+from scalescope.analyze.peak import clock_ghz, isa_rate
+from scalescope.diagnose.rules_flops import peak_flops
 
 
 @pytest.mark.parametrize(

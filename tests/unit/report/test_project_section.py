@@ -16,11 +16,12 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "predict"))
 
 from predict_inputs import inputs  # noqa: E402
 
+from scalescope.commands.project import store_projection  # noqa: E402
+from scalescope.commands.report import ReportFiles, report_run  # noqa: E402
+from scalescope.events.files import PROJECTION_FILE  # noqa: E402
 from scalescope.predict.project import Projection, ProjectOptions, project_inputs  # noqa: E402
-from scalescope.report.outputs import ReportFiles, report_run  # noqa: E402
 from scalescope.report.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
-    PROJECTION_FILE,
     decode_projection,
     projection_chart,
     stored_projection,
@@ -29,7 +30,6 @@ from scalescope.report.project_view import (  # noqa: E402
     PROJECT_CHART_IDS,
     projection_html,
     projection_json,
-    store_projection,
 )
 
 

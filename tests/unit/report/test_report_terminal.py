@@ -18,7 +18,7 @@ from rich.console import Console
 
 from scalescope.events import RankMeta
 from scalescope.report import render_terminal
-from scalescope.report.terminal import fmt_bytes, fmt_bytes_exact
+from scalescope.report.formatting import fmt_bytes, fmt_bytes_exact
 
 
 def _render(analysis) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from image_folders import make_image_folder
 
-from scalescope.bench.pack import pack_folder
 from scalescope.bench.shards import ShardError, read_manifest, validate_shard_dir
-from scalescope.bench.stage import FAILED, stage_shards
+from scalescope.data.pack import pack_folder
+from scalescope.data.stage import FAILED, stage_shards
 
 
 def torchrun_env(local_rank: int, run_id: str = "job7") -> dict[str, str]:

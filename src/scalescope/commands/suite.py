@@ -21,9 +21,10 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.analyze.rank_split import rank_splits
-from scalescope.analyze.suite import SUITE_FILE, SuiteEntry, SuiteResult, with_efficiency
+from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
+from scalescope.events.files import SUITE_FILE
 from scalescope.events.run import RunDirError, load_run
 from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions, make_plan

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scalescope.bench.scale import ScalePlan
 from scalescope.cli import app
+from scalescope.commands.scale import ScalePlan
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 
 DDP_TRAIN = Path(__file__).parents[2] / "e2e" / "scripts" / "ddp_train.py"
@@ -65,7 +65,7 @@ def test_an_existing_study_is_not_overwritten(tmp_path):
 
 
 def test_each_size_gets_its_ranks_nodes_batch_and_run_directory(tmp_path):
-    from scalescope.bench.scale import point_spec
+    from scalescope.commands.scale import point_spec
     from scalescope.launch.local import LaunchOptions
     from scalescope.launch.runner import RunSpec
 
@@ -94,7 +94,7 @@ def test_report_of_a_study_refuses_run_only_outputs(tmp_path):
 def test_a_node_sits_out_the_sizes_it_is_not_in_and_joins_the_others(tmp_path):
     """Node 1 of a --nodes 1,2 study: its base run has 2 nodes (scale gives it the study's
     largest count, so --node-rank 1 is valid); the 1-node size goes on without it."""
-    from scalescope.bench.scale import run_study
+    from scalescope.commands.scale import run_study
     from scalescope.launch.local import LaunchOptions
     from scalescope.launch.runner import RunSpec
 

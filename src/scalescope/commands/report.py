@@ -1,4 +1,5 @@
-"""Write the views of a loaded run: terminal, JSON, HTML dashboard, Chrome timeline."""
+"""`scalescope report`, `compare` and `analyze`: load or ingest a run, analyse and diagnose it,
+print it and write the views asked for (JSON, HTML dashboard, Chrome timeline)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import Run, load_run
+from scalescope.report.formatting import report_console
+from scalescope.report.json_report import dump_json, report_json
 
 if TYPE_CHECKING:
     from scalescope.ingest import IngestResult
-
-REPORT_WIDTH = 120
-"""Width of the report when stdout is not a terminal (logs, pipes)."""
 
 
 @dataclass(frozen=True)
@@ -28,29 +28,6 @@ class ReportFiles:
     timeline: Path | None = None
     steps: int | None = None
     """Steps in the timeline and the dashboard's timeline (default: a few after warm-up)."""
-
-
-def report_console(width: int = REPORT_WIDTH) -> Console:
-    """Markup off: run ids, hosts, commands and op names print as recorded, brackets too;
-    ``width`` columns when stdout is not a terminal."""
-    console = Console(highlight=False, markup=False)
-    if console.is_terminal:
-        return console
-    return Console(highlight=False, markup=False, width=width)
-
-
-def report_json(analysis: RunAnalysis, diagnosis: Diagnosis | None) -> dict:
-    """The report JSON (docs/report-schema.md) with the findings as ``diagnosis``."""
-    from scalescope.report.diagnosis_view import diagnosis_builtins
-    from scalescope.report.json_report import to_json
-
-    doc = msgspec.json.decode(to_json(analysis))
-    doc["diagnosis"] = diagnosis_builtins(diagnosis) if diagnosis is not None else None
-    return doc
-
-
-def dump_json(path: Path, doc: dict) -> None:
-    path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
 
 
 def write_outputs(

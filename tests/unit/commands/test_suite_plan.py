@@ -6,14 +6,14 @@ import os
 
 import pytest
 
-from scalescope.bench.suite import (
-    SUITE_FILE,
+from scalescope.bench.suite_workloads import BY_NAME, select_workloads
+from scalescope.commands.suite import (
     SuitePlan,
     check_plan,
     restored_environ,
     run_spec,
 )
-from scalescope.bench.suite_workloads import BY_NAME, select_workloads
+from scalescope.events.files import SUITE_FILE
 from scalescope.launch.plan import MappingOptions
 
 

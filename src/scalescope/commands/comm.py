@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, comm_results
+from scalescope.events.files import COMM_FILE
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import Outcome, start
-from scalescope.predict.alpha_beta import RAW_FILE
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,12 @@ def run_comm(
 
 def load_comm(run_dir: Path, unavailable: dict[str, str]) -> CommBenchmark:
     """The results of a comm run directory; ValueError when rank 0 wrote none."""
-    path = Path(run_dir) / RAW_FILE
+    path = Path(run_dir) / COMM_FILE
     try:
         raw = json.loads(path.read_text())
         return comm_results(raw, unavailable)
     except FileNotFoundError as exc:
-        raise ValueError(f"{run_dir}: no {RAW_FILE}: the benchmark did not finish") from exc
+        raise ValueError(f"{run_dir}: no {COMM_FILE}: the benchmark did not finish") from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: malformed comm results ({exc})") from exc
 
@@ -57,7 +57,7 @@ def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: C
         files.csv.write_text(comm_csv(bench))
         written.append(files.csv)
     if files.html is not None:
-        from scalescope.report.comm_html import render_comm_html
+        from scalescope.report.comm_view import render_comm_html
 
         files.html.write_text(render_comm_html(bench), encoding="utf-8")
         written.append(files.html)
@@ -69,10 +69,11 @@ def show_nccl_tests(path: Path, console: Console) -> None:
     from scalescope.analyze.comm_bench import rows_from_nccl_tests
     from scalescope.ingest.nccl_tests import parse_nccl_tests
     from scalescope.report.comm_view import nccl_table
+    from scalescope.report.document_terminal import render_block
 
     log = parse_nccl_tests(path)
     title = f"{log.op} from nccl-tests, {log.world_size} ranks ({path.name})"
-    console.print(nccl_table(list(rows_from_nccl_tests(log)), title), markup=False)
+    render_block(nccl_table(list(rows_from_nccl_tests(log)), title), console)
     if log.avg_busbw_gbps is not None:
         console.print(f"the log's average bus bandwidth: {log.avg_busbw_gbps:.3f} GB/s")
     for problem in log.problems:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from torch.utils.data import DataLoader
 
 from scalescope.bench.data import build_loader, image_folder, train_transforms, validate_data
-from scalescope.bench.page_cache import data_files, drop_page_cache
 from scalescope.bench.shards import is_shard_dir, shard_loader
+from scalescope.data.page_cache import data_files, drop_page_cache
 
 
 @dataclass(frozen=True)

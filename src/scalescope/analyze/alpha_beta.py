@@ -8,12 +8,9 @@ at other sizes and rank counts.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-import msgspec
 import numpy as np
 
-RAW_FILE = "comm.json"
 """What rank 0 of `scalescope comm` leaves in its run directory: the raw measurements."""
 
 
@@ -96,20 +93,3 @@ def bandwidth_fit(
         min_bytes=nbytes,
         max_bytes=nbytes,
     )
-
-
-def load_fits(path: Path) -> list[AlphaBetaFit]:
-    """The α-β fits of `scalescope comm`: the ``fits`` of its ``--json`` file, or fitted here
-    from the raw record a comm run leaves in its run directory (``RUN_DIR/comm.json``)."""
-    source = path / RAW_FILE if path.is_dir() else path
-    try:
-        doc = msgspec.json.decode(source.read_bytes())
-        if "fits" in doc:
-            return [AlphaBetaFit(**item) for item in doc["fits"]]
-        from scalescope.analyze.comm_bench import comm_results
-
-        return list(comm_results(doc, {}).fits)
-    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{path}: not a scalescope comm JSON or comm run directory with α-β fits ({exc})"
-        ) from exc

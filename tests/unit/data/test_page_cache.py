@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from page_residency import file_system, resident_pages
 
-from scalescope.bench.page_cache import data_files, drop_page_cache
+from scalescope.data.page_cache import data_files, drop_page_cache
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="posix_fadvise and mincore")
 

@@ -1,0 +1,61 @@
+"""FLOPs of one sample of a built-in workload's model, counted with
+``torch.utils.flop_counter.FlopCounterMode`` on one image of the run's size, in the process
+that asks (never in the ranks). The diagnosis and the projection both use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelFlops:
+    """FLOPs of the run's model per sample, counted by torch.utils.flop_counter."""
+
+    model: str
+    image_size: int
+    forward_flops: float
+    """Of one sample's forward pass (a multiply-add counts 2)."""
+
+    @property
+    def train_flops(self) -> float:
+        """Forward + backward: backward costs about twice the forward."""
+        return 3.0 * self.forward_flops
+
+
+def _num_classes(options: dict[str, Any]) -> int:
+    data = options.get("data")
+    if data:
+        from pathlib import Path
+
+        root = Path(data)
+        if root.is_dir():
+            return max(1, sum(1 for p in root.iterdir() if p.is_dir()))
+    return int(options.get("num_classes") or 1000)
+
+
+@lru_cache(maxsize=16)
+def _forward_flops(model: str, image_size: int, num_classes: int) -> float:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from scalescope.bench.models import build_model
+
+    net = build_model(model, num_classes, image_size=image_size).eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        net(torch.zeros(1, 3, image_size, image_size))
+    return float(counter.get_total_flops())
+
+
+def count_model_flops(workload: str, options: dict[str, Any]) -> ModelFlops | None:
+    """FLOPs of one sample of a bench run's model (None for scripts or unknown models)."""
+    model, size = options.get("model") or workload, options.get("image_size")
+    if workload == "script" or not model or not isinstance(size, int):
+        return None
+    try:
+        forward = _forward_flops(model, size, _num_classes(options))
+    except (ValueError, RuntimeError, TypeError):
+        return None
+    return ModelFlops(model=model, image_size=size, forward_flops=forward)

@@ -1,0 +1,62 @@
+"""`scalescope project`: project a run or validate on a scale study, print the result, keep the
+projection in the run directory (for its dashboard) and write the JSON and HTML asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from scalescope.events.files import PROJECTION_FILE
+from scalescope.events.run import write_bytes_atomic
+from scalescope.predict.project import Projection, ProjectOptions, project_run
+from scalescope.predict.validate import validate_study
+from scalescope.report.formatting import report_console
+from scalescope.report.project_view import (
+    projection_html,
+    projection_json,
+    render_projection,
+    render_validation,
+    validation_json,
+)
+
+
+def store_projection(run_dir: Path, projection: Projection) -> Path:
+    """Keep the projection in the run directory, where the run's dashboard finds it (the
+    latest projection replaces an earlier one)."""
+    return write_bytes_atomic(run_dir / PROJECTION_FILE, projection_json(projection))
+
+
+def write_projection(
+    run_dir: Path, options: ProjectOptions, json_file: Path | None, html_file: Path | None
+) -> list[Path]:
+    """Project a run, print it, store it in the run directory (for its dashboard), and write
+    the JSON and HTML asked for."""
+    projection = project_run(run_dir, options)
+    render_projection(projection, report_console())
+    run_dir = Path(projection.run_dir)
+    written = []
+    try:
+        written.append(store_projection(run_dir, projection))
+    except OSError as exc:
+        Console(stderr=True, markup=False, highlight=False).print(
+            f"warning: the projection was not stored in {run_dir} ({exc.strerror or exc}): "
+            "its dashboard will not show it"
+        )
+    if json_file is not None:
+        json_file.write_bytes(projection_json(projection))
+        written.append(json_file)
+    if html_file is not None:
+        html_file.write_text(projection_html(projection), encoding="utf-8")
+        written.append(html_file)
+    return written
+
+
+def write_validation(
+    study_dir: Path, holdout: int, comm: Path | None, algorithm: str, json_file: Path | None
+) -> None:
+    """Validate on a scale study, print predicted vs measured, write the JSON if asked."""
+    result = validate_study(study_dir, holdout, comm, algorithm)
+    render_validation(result, report_console())
+    if json_file is not None:
+        json_file.write_bytes(validation_json(result))

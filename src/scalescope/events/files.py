@@ -1,0 +1,43 @@
+"""The names of the files scalescope writes: one place, one name for one file.
+
+A run directory holds ``run.json``, a status file and an event stream per rank, and what the
+command that made it adds (a workload's record, a benchmark's results, a stored projection).
+A study directory (scale, suite, tune) holds its own file beside its runs' directories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUN_FILE = "run.json"
+"""The run's metadata (events.run.RunMeta): command, world, status, per-rank exit."""
+RANK_DIR = "ranks"
+EVENTS_DIR = "events"
+NODES_DIR = "nodes"
+WORKLOAD_FILE = "workload.json"
+"""What a built-in workload records of itself (model, batch, options)."""
+BENCH_FILE = "bench.json"
+"""The built-in workload's own clock: images/s and compute time per step."""
+COMM_FILE = "comm.json"
+"""`scalescope comm`'s raw results, read back by its views and by `project --comm`."""
+PROJECTION_FILE = "projection.json"
+"""The last `scalescope project` of a run, drawn in its dashboard."""
+SCALE_STUDY_FILE = "scale.json"
+"""`scalescope scale`'s study: one run directory per size."""
+SUITE_FILE = "suite.json"
+"""`scalescope suite`'s result: one run directory per workload and size."""
+TUNE_STUDY_FILE = "study.db"
+"""`scalescope tune`'s optuna study (SQLite), resumable with --resume."""
+
+
+def rank_meta_path(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / RANK_DIR / f"rank-{rank:05d}.json"
+
+
+def events_path(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / EVENTS_DIR / f"rank-{rank:05d}.arrows"
+
+
+def meta_file_name(node_rank: int) -> str:
+    """Node 0 writes run.json; other nodes sharing the directory write nodes/node-K.json."""
+    return RUN_FILE if node_rank == 0 else f"{NODES_DIR}/node-{node_rank:04d}.json"

@@ -1,0 +1,100 @@
+"""One neutral document per subject, rendered to the terminal, HTML and JSON alike.
+
+A view builds a `Document` of blocks (headings, lines, key-value grids, tables whose columns
+carry their units, preformatted text, charts as data, sections); `document_terminal`,
+`document_html` and `document_json` render any document, so the three outputs of a subject
+say the same things by construction, and a new command writes one builder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scalescope.report.html_charts import Chart
+
+Style = Literal["", "bold", "red", "yellow", "green"]
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A title line, with plain text after it."""
+
+    text: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Line:
+    """A sentence; ``label`` is a word shown in ``style`` before it ("failed", "unavailable");
+    with no label the whole sentence takes the style."""
+
+    text: str
+    label: str = ""
+    style: Style = ""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Key-value rows."""
+
+    rows: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str = ""
+    """Printed after the name, "time avg (µs)"; empty for text and counts."""
+    align: Literal["left", "right"] = "right"
+
+    @property
+    def header(self) -> str:
+        return f"{self.name} ({self.unit})" if self.unit else self.name
+
+
+@dataclass(frozen=True)
+class Table:
+    """Cells are the text shown; ``values`` (same shape, optional) are the numbers behind them,
+    in the column's unit, for programs."""
+
+    title: str
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[str, ...], ...]
+    values: tuple[tuple[float | int | str | None, ...], ...] | None = None
+    html_id: str = ""
+    """The table's id in the HTML page, for links and tests (empty: none)."""
+    styles: tuple[Style, ...] | None = None
+    """One per row: a failed row in red, a doubtful one in yellow."""
+
+    def __post_init__(self) -> None:
+        width = len(self.columns)
+        if any(len(row) != width for row in self.rows):
+            raise ValueError(f"table {self.title!r}: every row needs {width} cells")
+        if self.values is not None and len(self.values) != len(self.rows):
+            raise ValueError(f"table {self.title!r}: values and rows differ in length")
+        if self.styles is not None and len(self.styles) != len(self.rows):
+            raise ValueError(f"table {self.title!r}: styles and rows differ in length")
+
+
+@dataclass(frozen=True)
+class Preformatted:
+    """Lines kept exactly as written (a block in another tool's format, such as OSU's)."""
+
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    blocks: tuple[Block, ...]
+
+
+Block = Heading | Line | Grid | Table | Preformatted | Chart | Section
+
+
+@dataclass(frozen=True)
+class Document:
+    title: str
+    """The page title (HTML) and the document's name (JSON); the terminal shows its blocks."""
+    blocks: tuple[Block, ...] = field(default_factory=tuple)

@@ -1,0 +1,64 @@
+"""A Document as JSON builtins: each block with its kind, tables with their columns' units and
+the numbers behind the cells, charts as plotly figure JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from scalescope.report.document import (
+    Block,
+    Document,
+    Grid,
+    Heading,
+    Line,
+    Preformatted,
+    Section,
+    Table,
+)
+from scalescope.report.html_charts import Chart
+
+DOCUMENT_SCHEMA = "scalescope.document/1"
+
+
+def block_json(block: Block) -> dict[str, Any]:
+    if isinstance(block, Heading):
+        return {"kind": "heading", "text": block.text, "detail": block.detail}
+    if isinstance(block, Line):
+        return {"kind": "line", "label": block.label, "text": block.text}
+    if isinstance(block, Grid):
+        return {"kind": "grid", "rows": [list(r) for r in block.rows]}
+    if isinstance(block, Table):
+        return {
+            "kind": "table",
+            "title": block.title,
+            "columns": [{"name": c.name, "unit": c.unit} for c in block.columns],
+            "rows": [list(r) for r in block.rows],
+            "values": None if block.values is None else [list(v) for v in block.values],
+        }
+    if isinstance(block, Preformatted):
+        return {"kind": "preformatted", "lines": list(block.lines)}
+    if isinstance(block, Chart):
+        figure = None if block.figure is None else json.loads(block.figure.to_json())
+        return {
+            "kind": "chart",
+            "id": block.chart_id,
+            "title": block.title,
+            "figure": figure,
+            "note": block.note,
+        }
+    if isinstance(block, Section):
+        return {
+            "kind": "section",
+            "title": block.title,
+            "blocks": [block_json(b) for b in block.blocks],
+        }
+    raise TypeError(f"not a document block: {type(block).__name__}")
+
+
+def document_json(doc: Document) -> dict[str, Any]:
+    return {
+        "schema": DOCUMENT_SCHEMA,
+        "title": doc.title,
+        "blocks": [block_json(b) for b in doc.blocks],
+    }

@@ -1,0 +1,85 @@
+"""Formatting shared by the terminal views: numbers with units, key-value grids, section rules."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+REPORT_WIDTH = 120
+"""Width of the report when stdout is not a terminal (logs, pipes)."""
+
+
+ERROR_LINES = 4
+"""Lines of a rank's error shown in the failures section."""
+NA = "n/a"
+
+
+def fmt_bytes(nbytes: float) -> str:
+    """Binary units with two decimals: 4194304 -> '4.00 MiB'."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_bytes_exact(nbytes: float) -> str:
+    """Exact bytes beside the readable size: '4,194,304 B (4.00 MiB)'."""
+    if float(nbytes).is_integer() and abs(nbytes) < 1024:
+        return f"{nbytes:,.0f} B"
+    exact = f"{nbytes:,.0f}" if float(nbytes).is_integer() else f"{nbytes:,.1f}"
+    return f"{exact} B ({fmt_bytes(nbytes)})"
+
+
+def fmt(value: float | None, spec: str, unit: str = "") -> str:
+    """Format a number with its unit, or ``n/a`` when it was not measured."""
+    if value is None:
+        return NA
+    text = format(value, spec)
+    return f"{text} {unit}" if unit else text
+
+
+def fmt_count(value: float) -> str:
+    """Counts averaged over ranks are whole numbers unless ranks disagree."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def fmt_calls(lowest: int, highest: int) -> str:
+    """Calls of one rank: one number, or the range when the ranks made different counts
+    (a mean such as 6.50 would read as a count no rank made)."""
+    return f"{lowest:,}" if lowest == highest else f"{lowest:,}–{highest:,}"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def kv_grid(rows: list[tuple[str, str]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for key, value in rows:
+        grid.add_row(Text(key), Text(value))
+    return grid
+
+
+def section(console: Console, title: str) -> None:
+    console.print()
+    console.rule(Text(title))
+
+
+def last_lines(text: str | None, n: int = ERROR_LINES) -> str:
+    if not text:
+        return NA
+    return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+def report_console(width: int = REPORT_WIDTH) -> Console:
+    """Markup off: run ids, hosts, commands and op names print as recorded, brackets too;
+    ``width`` columns when stdout is not a terminal."""
+    console = Console(highlight=False, markup=False)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, markup=False, width=width)

@@ -1,0 +1,154 @@
+"""The house rule: every import of scalescope points down the layers, and no modules import each
+other in a circle. Read from the source (every import statement, inside functions too, except
+those under ``if TYPE_CHECKING:``), so a lazy import cannot hide an arrow that runs up."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[3] / "src" / "scalescope"
+
+LAYERS = (
+    "events",  # the data model: imports nothing of ours
+    "probe",  # inside each rank
+    "recipes",  # large-batch rules, a public API
+    "ingest",  # other tools' traces -> events
+    "bench",  # the built-in workloads that run inside a rank, and their models' FLOPs
+    "analyze",  # pure functions over the event table
+    "launch",  # starts the ranks with the probe, watches them for hangs
+    "data",  # the data tools: pack, stage, data bench
+    "diagnose",  # rules over the analysis
+    "predict",  # fits and projections
+    "tune",  # the knob search
+    "report",  # renderers only
+    "commands",  # one journey per command
+    "cli",  # parses, calls one command
+)
+"""Bottom first: a package may import only itself and the packages before it."""
+RANK = {name: i for i, name in enumerate(LAYERS)}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def type_checking_nodes(tree: ast.Module) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def imported(path: Path, modules: set[str]) -> set[str]:
+    """The scalescope modules a file imports (a name imported from a package counts as its
+    submodule when one of that name exists)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = type_checking_nodes(tree)
+    package = (
+        module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    )
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("scalescope"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            if base.startswith("scalescope"):
+                found.update(
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                    for a in node.names
+                )
+    return {m for m in found if m in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in SRC.rglob("*.py")}
+    names = set(files)
+    return {name: imported(path, names) - {name} for name, path in files.items()}
+
+
+def package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for a, targets in graph.items():
+        for b in targets:
+            pa, pb = package(a), package(b)
+            if pa and pb and pa != pb and RANK[pb] > RANK[pa]:
+                bad.append(f"{a} -> {b} ({pa} is below {pb})")
+    return sorted(bad)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def test_every_package_has_a_layer(graph: dict[str, set[str]]) -> None:
+    packages = {package(m) for m in graph} - {""}
+    assert packages <= set(LAYERS), f"packages with no layer: {sorted(packages - set(LAYERS))}"
+
+
+def test_imports_point_down(graph: dict[str, set[str]]) -> None:
+    assert arrows_up(graph) == []
+
+
+def test_no_import_circles(graph: dict[str, set[str]]) -> None:
+    assert circles(graph) == []
+
+
+def test_the_checks_see_a_broken_rule() -> None:
+    """The checks themselves: an arrow up and a circle planted in a copy of the graph."""
+    planted = {
+        "scalescope.events.run": {"scalescope.report.terminal"},
+        "scalescope.report.terminal": {"scalescope.events.run"},
+    }
+    assert arrows_up(planted) == [
+        "scalescope.events.run -> scalescope.report.terminal (events is below report)"
+    ]
+    assert circles(planted) == [["scalescope.events.run", "scalescope.report.terminal"]]

@@ -1,0 +1,116 @@
+"""One document, three renderers: the terminal, the HTML page and the JSON say the same things,
+units travel with the columns, and every user-supplied string is escaped in HTML."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+from rich.console import Console
+
+from scalescope.analyze.comm_bench import comm_results
+from scalescope.report.comm_view import COMM_CHART_IDS, comm_document
+from scalescope.report.document import (
+    Column,
+    Document,
+    Grid,
+    Heading,
+    Line,
+    Preformatted,
+    Section,
+    Table,
+)
+from scalescope.report.document_html import document_html
+from scalescope.report.document_json import document_json
+from scalescope.report.document_terminal import render_document
+
+HOSTILE = "<script>alert('x')</script> [bold]&"
+
+
+def terminal_text(doc: Document) -> str:
+    console = Console(record=True, width=200, markup=False, highlight=False)
+    render_document(doc, console)
+    return console.export_text()
+
+
+def every_kind() -> Document:
+    table = Table(
+        "sizes",
+        (Column("op", align="left"), Column("time", "µs"), Column("busbw", "GB/s")),
+        (("all_reduce", "1,010.00", "1.485"), (HOSTILE, "5.00", "0.002")),
+        (("all_reduce", 1010.0, 1.485), (HOSTILE, 5.0, 0.002)),
+    )
+    return Document(
+        f"page {HOSTILE}",
+        (
+            Heading("Benchmark", f"on {HOSTILE}"),
+            Line("a plain sentence"),
+            Line(f"gloo at 8 B: {HOSTILE}", "failed", "red"),
+            Grid((("host", HOSTILE), ("ranks", "4"))),
+            table,
+            Preformatted(("# Size  Avg", "8       12.50")),
+            Section("More", (Line("inside a section"),)),
+        ),
+    )
+
+
+def test_the_same_cells_in_terminal_html_and_json() -> None:
+    doc = every_kind()
+    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    for cell in ("all_reduce", "1,010.00", "1.485", "a plain sentence", "inside a section"):
+        assert cell in text and cell in page
+    assert "time (µs)" in text and "<th>time (µs)</th>" in page
+    table = next(b for b in data["blocks"] if b["kind"] == "table")
+    assert table["columns"][1] == {"name": "time", "unit": "µs"}
+    assert table["values"][0] == ["all_reduce", 1010.0, 1.485]
+    assert table["rows"][0] == ["all_reduce", "1,010.00", "1.485"]
+    assert [b["kind"] for b in data["blocks"]] == [
+        "heading", "line", "line", "grid", "table", "preformatted", "section",
+    ]  # fmt: skip
+    json.dumps(data)
+
+
+def test_user_strings_are_escaped_in_html_and_printed_verbatim_on_the_terminal() -> None:
+    doc = every_kind()
+    page = document_html(doc)
+    assert "<script>alert" not in page
+    assert html.escape(HOSTILE) in page
+    assert HOSTILE in terminal_text(doc)
+
+
+def test_a_ragged_table_is_refused() -> None:
+    with pytest.raises(ValueError, match="every row needs 2 cells"):
+        Table("t", (Column("a"), Column("b")), (("1",),))
+    with pytest.raises(ValueError, match="values and rows differ"):
+        Table("t", (Column("a"),), (("1",),), ())
+
+
+def comm_bench():
+    m = []
+    for backend, scale in (("gloo", 1.0), ("mpi", 2.0)):
+        for nbytes in (1000, 1_000_000):
+            t = (10e-6 + nbytes * 1e-9) * scale
+            m.append({"backend": backend, "op": "all_reduce", "nbytes": nbytes,
+                      "count": nbytes // 4, "times_s": [t * 0.5, t * 1.5]})  # fmt: skip
+    m.append({"backend": "gloo", "op": "sendrecv", "nbytes": 8, "count": 2, "error": "boom"})
+    raw = {"world_size": 4, "dtype": "float32", "iters": 2, "warmup": 1, "measurements": m}
+    return comm_results(raw, {"nccl": "no CUDA device"})
+
+
+def test_comm_says_the_same_on_the_terminal_and_the_page() -> None:
+    bench = comm_bench()
+    doc = comm_document(bench)
+    text, page = terminal_text(doc), document_html(doc)
+    big = next(r for r in bench.rows if r.backend == "gloo" and r.nbytes == 1_000_000)
+    for shown in ("1,000,000", f"{big.time_avg_us:,.2f}", f"{big.busbw_gbps:.3f}", "boom",
+                  "no CUDA device", "α-β fit", "OSU-style AllReduce", "time avg (µs)"):  # fmt: skip
+        assert shown in text, shown
+        assert html.escape(shown) in page, shown
+    assert all(f'id="{chart_id}"' in page for chart_id in COMM_CHART_IDS)
+    data = document_json(doc)
+    tables = [b for b in data["blocks"] if b["kind"] == "table"]
+    gloo = next(t for t in tables if t["title"] == "all_reduce on gloo")
+    assert gloo["values"][1][0] == 1_000_000
+    assert gloo["values"][1][5] == pytest.approx(1010.0)
+    assert "failed sendrecv on gloo at 8 B: boom" in text
