@@ -18,10 +18,9 @@ import msgspec
 import numpy as np
 
 from scalescope.events import Kind, Run
+from scalescope.events.files import HANG_FILE
 from scalescope.events.live_state import OUTSIDE, LiveState
 
-HANG_FILE = "hang.json"
-HANG_TEXT = "hang.txt"
 HANG_FACTOR = 10
 """A run hangs when nothing progressed for this many typical steps ..."""
 MIN_HANG_S = 60.0

@@ -28,6 +28,15 @@ SUITE_FILE = "suite.json"
 """`scalescope suite`'s result: one run directory per workload and size."""
 TUNE_STUDY_FILE = "study.db"
 """`scalescope tune`'s optuna study (SQLite), resumable with --resume."""
+HANG_FILE = "hang.json"
+"""What the hang watch saw when the run stopped moving (analyze.hang.HangReport)."""
+HANG_TEXT = "hang.txt"
+"""The same for people, with every thread's stack of every rank."""
+LIVE_DIR = "live"
+"""Each rank's live state file and, on request, its stacks."""
+LOGS_DIR = "logs"
+"""The ranks' stdout and stderr when kept (--live, --label-output, --ranks-output), in torch's
+layout below it."""
 
 
 def rank_meta_path(run_dir: Path, rank: int) -> Path:
@@ -41,3 +50,16 @@ def events_path(run_dir: Path, rank: int) -> Path:
 def meta_file_name(node_rank: int) -> str:
     """Node 0 writes run.json; other nodes sharing the directory write nodes/node-K.json."""
     return RUN_FILE if node_rank == 0 else f"{NODES_DIR}/node-{node_rank:04d}.json"
+
+
+def live_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / LIVE_DIR
+
+
+def live_state_path(run_dir: Path, rank: int) -> Path:
+    return live_dir(run_dir) / f"rank-{rank:05d}.state"
+
+
+def stack_path(run_dir: Path, rank: int) -> Path:
+    """Where the rank's Python stacks go when it is sent ``STACK_SIGNAL`` (faulthandler)."""
+    return live_dir(run_dir) / f"rank-{rank:05d}.stack"

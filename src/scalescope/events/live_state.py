@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalescope.events.files import live_state_path
+
 MAGIC = b"SSLIVE01"
 SIZE = 256
 HEADER = struct.Struct("<8sqq")
@@ -50,19 +52,6 @@ STACK_SIGNAL = signal.SIGUSR2
 
 OUTSIDE = "outside"
 """The phase name of host work outside data, forward, backward and optimizer."""
-
-
-def live_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "live"
-
-
-def live_state_path(run_dir: Path, rank: int) -> Path:
-    return live_dir(run_dir) / f"rank-{rank:05d}.state"
-
-
-def stack_path(run_dir: Path, rank: int) -> Path:
-    """Where the rank's Python stacks go when it is sent ``STACK_SIGNAL`` (faulthandler)."""
-    return live_dir(run_dir) / f"rank-{rank:05d}.stack"
 
 
 def _text(raw: bytes) -> str:

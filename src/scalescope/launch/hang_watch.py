@@ -26,19 +26,17 @@ import numpy as np
 import psutil
 
 from scalescope.analyze.hang import (
-    HANG_FILE,
-    HANG_TEXT,
     HangReport,
     hang_threshold_s,
     rank_hang,
     verdicts,
 )
+from scalescope.events.files import HANG_FILE, HANG_TEXT, stack_path
 from scalescope.events.live_state import (
     STACK_SIGNAL,
     LiveState,
     read_live_states,
     request_flush,
-    stack_path,
 )
 from scalescope.events.reader import read_event_stream
 from scalescope.events.run import events_path, read_rank_meta, write_json_atomic

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.files import RUN_FILE, meta_file_name, rank_meta_path
+from scalescope.events.files import LOGS_DIR, RUN_FILE, meta_file_name, rank_meta_path
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.hang_watch import LAUNCHER_GRACE_S, HangOptions, HangWatch
@@ -202,7 +202,7 @@ def with_log_dir(options: LaunchOptions, run_dir: Path) -> LaunchOptions:
         raise ValueError(
             f"--ranks-output {max(output.ranks)}: the run has ranks 0..{options.world_size - 1}"
         )
-    return replace(options, output=replace(output, log_dir=str(run_dir.resolve() / "logs")))
+    return replace(options, output=replace(output, log_dir=str(run_dir.resolve() / LOGS_DIR)))
 
 
 def exit_code_of(result: LaunchResult) -> int:

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from scalescope.events.files import live_state_path, stack_path
 from scalescope.events.live_state import (
     STACK_SIGNAL,
     LiveStateWriter,
-    live_state_path,
-    stack_path,
 )
 from scalescope.probe.recorder import Recorder
 

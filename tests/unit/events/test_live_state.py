@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from scalescope.events.files import live_state_path
 from scalescope.events.live_state import (
     SIZE,
     LiveStateWriter,
-    live_state_path,
     parse_live_state,
     read_live_state,
     request_flush,
