@@ -12,17 +12,31 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import optuna
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
-from scalescope.tune.apply import trial_setup
+from scalescope.tune.apply import TuneTarget, trial_setup
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, confirm_plan, to_confirm
+from scalescope.tune.space import Space
+from scalescope.tune.study import Listener, TuneOptions
 from scalescope.tune.trial import run_trial
 
-if TYPE_CHECKING:
-    from scalescope.tune.search import Search
+
+class Search(Protocol):
+    """What the confirmation needs of the search that runs it (tune.search.Search), so the
+    two modules do not import each other."""
+
+    target: TuneTarget
+    space: Space
+    options: TuneOptions
+    study: optuna.Study
+    study_dir: Path
+    listener: Listener
+
+    def over_budget(self) -> bool: ...
+
 
 CONFIRM_ATTR = "confirmations"
 

@@ -1,6 +1,6 @@
 """The house rule: every import of scalescope points down the layers, and no modules import each
-other in a circle. Read from the source (every import statement, inside functions too, except
-those under ``if TYPE_CHECKING:``), so a lazy import cannot hide an arrow that runs up."""
+other in a circle. Read from the source (every import statement: inside functions and under
+``if TYPE_CHECKING:`` too), so neither a lazy nor a type-only import can hide an arrow up."""
 
 from __future__ import annotations
 
@@ -36,26 +36,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def type_checking_nodes(tree: ast.Module) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return skip
-
-
 def imported(path: Path, modules: set[str]) -> set[str]:
     """The scalescope modules a file imports (a name imported from a package counts as its
     submodule when one of that name exists)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = type_checking_nodes(tree)
     package = (
         module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     )
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("scalescope"))
         elif isinstance(node, ast.ImportFrom):
