@@ -200,7 +200,7 @@ def test_projection_page_renders(tmp_path):
 def test_tune_page_renders(tmp_path):
     from tune_results import tune_result
 
-    from scalescope.report.tune_html import render_tune_html
+    from scalescope.report.tune_view import render_tune_html
 
     page = tmp_path / "tune.html"
     page.write_text(render_tune_html(tune_result(EVIL)), encoding="utf-8")

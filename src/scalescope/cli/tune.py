@@ -94,7 +94,7 @@ def tune(
         json_file.write_bytes(tune_json(result))
         err.print(f"wrote {json_file}")
     if html is not None:
-        from scalescope.report.tune_html import render_tune_html
+        from scalescope.report.tune_view import render_tune_html
 
         html.write_text(render_tune_html(result), encoding="utf-8")
         err.print(f"wrote {html}")

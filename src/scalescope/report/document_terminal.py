@@ -44,7 +44,7 @@ def render_block(block: Block, console: Console) -> None:
     elif isinstance(block, Table):
         console.print(rich_table(block))
     elif isinstance(block, Preformatted):
-        console.print(Text("\n".join(block.lines)))
+        console.print(Text("\n".join(block.lines)), soft_wrap=True)
     elif isinstance(block, Section):
         section(console, block.title)
         for inner in block.blocks:

@@ -1,6 +1,7 @@
 """``scalescope tune`` for people and programs: a progress bar per trial and confirmation
-run, the table of trials ranked by median samples/s, the verdict (the best configuration as a
-command, or keep the one given), and the JSON."""
+run; the study as one document (the table of trials ranked by median samples/s, the verdict:
+the best configuration as a command, or keep the one given; charts per trial and per knob)
+for the terminal and the HTML page; and the JSON."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from dataclasses import asdict
 from typing import Any
 
 import msgspec
+import plotly.graph_objects as go
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
+from scalescope.report.document import Block, Column, Document, Line, Preformatted, Table
+from scalescope.report.document_html import document_html
+from scalescope.report.document_terminal import render_document
+from scalescope.report.html_charts import Chart, layout, plotly_text
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, knob_effects
 from scalescope.tune.space import Config, format_value
 
@@ -94,64 +99,91 @@ class TuneProgress:
         self.console.print(Text(f"confirm trial {run.trial} round {run.round} -> {outcome}"))
 
 
-TABLE_COLUMNS = ("trial", "configuration", "runs", "median", "vs baseline", "status", "note")
-RIGHT = ("trial", "runs", "vs baseline")
+TABLE_COLUMNS = (
+    Column("trial"),
+    Column("configuration", align="left"),
+    Column("runs"),
+    Column("median", align="left"),
+    Column("vs baseline"),
+    Column("status", align="left"),
+    Column("note", align="left"),
+)
 NO_GAIN = "no significant gain: keep the configuration as given"
+NONE_CONFIRMED = "no configuration has every measurement: nothing is recommended"
+
+
+def trial_note(result: TuneResult, r: TrialRecord) -> str:
+    note = "; ".join(f"changes {s}" for s in result.semantics(r))
+    if r.seeded_by:
+        note = "; ".join(filter(None, [f"from diagnosis {r.seeded_by}", note]))
+    if r.status == "failed" and r.error:
+        note = last_line(r.error)
+    return note
+
+
+def trial_what(r: TrialRecord) -> str:
+    what = "baseline (as given)" if r.baseline and not r.config else config_text(r.config)
+    return f"{what} [baseline]" if r.baseline and r.config else what
 
 
 def trials_table(result: TuneResult) -> Table:
-    title = Text(f"tune {result.target}: trials by median {result.unit}")
-    table = Table(title=title, title_justify="left")
-    for column in TABLE_COLUMNS:
-        table.add_column(column, justify="right" if column in RIGHT else "left")
+    rows, values = [], []
     for r in result.ranked():
-        speedup = result.speedup(r)
-        note = "; ".join(f"changes {s}" for s in result.semantics(r))
-        if r.seeded_by:
-            note = "; ".join(filter(None, [f"from diagnosis {r.seeded_by}", note]))
-        if r.status == "failed" and r.error:
-            note = last_line(r.error)
-        what = "baseline (as given)" if r.baseline and not r.config else config_text(r.config)
-        what = f"{what} [baseline]" if r.baseline and r.config else what
-        table.add_row(
-            str(r.number),
-            Text(what),
-            str(len(result.measurements(r))),
-            rate_text(result.median(r) or r.samples_per_s, r.unit),
-            "-" if speedup is None else f"{speedup:.2f}x",
-            r.status,
-            Text(note),
+        speedup, median = result.speedup(r), result.median(r) or r.samples_per_s
+        runs = len(result.measurements(r))
+        rows.append(
+            (
+                str(r.number),
+                trial_what(r),
+                str(runs),
+                rate_text(median, r.unit),
+                "-" if speedup is None else f"{speedup:.2f}x",
+                r.status,
+                trial_note(result, r),
+            )
         )
-    return table
+        values.append(
+            (r.number, trial_what(r), runs, median, speedup, r.status, trial_note(result, r))
+        )
+    title = f"tune {result.target}: trials by median {result.unit}"
+    return Table(title, TABLE_COLUMNS, tuple(rows), tuple(values), html_id="trials")
+
+
+def verdict(result: TuneResult) -> list[Block]:
+    """The study's end, the best, an unconfirmed leader, and what to do."""
+    lines: list[Block] = [Line(f"study: {STOPPED.get(result.stopped, result.stopped)}")]
+    best = result.best
+    if best is None:
+        return [*lines, Line("no trial was measured" if not result.by_median() else NONE_CONFIRMED)]
+    lines.append(Line(best_text(result, best)))
+    leader = result.unconfirmed_leader
+    if leader is not None:
+        lines.append(Line(unconfirmed_text(result, leader)))
+    if result.recommended is None:
+        return [*lines, Line(NO_GAIN)]
+    flagged = result.semantics(best)
+    if flagged:
+        changes = f"the best configuration changes {', '.join(flagged)}"
+        lines.append(Line(changes, "note:", "yellow"))
+    if result.reuse:
+        lines += [Line("reuse it with:"), Preformatted((result.reuse,))]
+    return lines
+
+
+def tune_document(result: TuneResult) -> Document:
+    """The study once: the terminal prints the table and the verdict, the page adds charts."""
+    return Document(
+        f"scalescope tune {result.target}",
+        (trials_table(result), *verdict(result), trials_chart(result), knobs_chart(result)),
+    )
 
 
 def render_tune(result: TuneResult, console: Console) -> None:
-    console.print(trials_table(result))
-    console.print(f"study: {STOPPED.get(result.stopped, result.stopped)}")
-    best = result.best
-    if best is None:
-        console.print("no trial was measured" if not result.by_median() else NONE_CONFIRMED)
-        return
-    console.print(best_text(result, best))
-    leader = result.unconfirmed_leader
-    if leader is not None:
-        console.print(unconfirmed_text(result, leader))
-    if result.recommended is None:
-        console.print(NO_GAIN)
-        return
-    flagged = result.semantics(best)
-    if flagged:
-        console.print(
-            Text.assemble(
-                ("note:", "bold yellow"), f" the best configuration changes {', '.join(flagged)}"
-            )
-        )
-    if result.reuse:
-        console.print("reuse it with:")
-        console.print(Text(result.reuse), soft_wrap=True, highlight=False)
+    render_document(tune_document(result), console)
 
 
-NONE_CONFIRMED = "no configuration has every measurement: nothing is recommended"
+def render_tune_html(result: TuneResult) -> str:
+    return document_html(tune_document(result))
 
 
 def unconfirmed_text(result: TuneResult, leader: TrialRecord) -> str:
@@ -174,6 +206,50 @@ def best_text(result: TuneResult, best: TrialRecord) -> str:
         spread = rate_text(result.baseline_spread(), base.unit)
         text += f" ({speedup:.2f}x the baseline's median; baseline spread {spread} over {n} runs)"
     return text
+
+
+COLORS = {"ok": "#4878a8", "pruned": "#c9a227", "failed": "#b22222", "interrupted": "#888"}
+
+
+def trials_chart(result: TuneResult) -> Chart:
+    records = sorted(result.records, key=lambda r: r.number)
+    measured = [r for r in records if r.samples_per_s is not None]
+    if not measured:
+        return Chart("chart-trials", "Samples/s per trial", None, "No trial was measured.")
+    fig = go.Figure(
+        go.Bar(
+            x=[f"#{r.number}" for r in measured],
+            y=[r.samples_per_s for r in measured],
+            marker_color=[COLORS.get(r.status, "#888") for r in measured],
+            hovertext=[plotly_text(config_text(r.config)) for r in measured],
+            name="samples/s",
+        )
+    )
+    base = result.baseline
+    if base is not None and base.samples_per_s:
+        fig.add_hline(y=base.samples_per_s, line_dash="dash", annotation_text="baseline")
+    unit = measured[0].unit
+    layout(fig, xaxis_title="trial", yaxis_title=unit, height=360)
+    return Chart("chart-trials", f"{unit} per trial (pruned in yellow)", fig)
+
+
+def knobs_chart(result: TuneResult) -> Chart:
+    effects = knob_effects(result)
+    if not effects:
+        return Chart("chart-knobs", "Samples/s per knob value", None, "No trial was measured.")
+    fig = go.Figure()
+    for effect in effects:
+        fig.add_trace(
+            go.Bar(
+                x=[plotly_text(f"{effect.name}={value}") for value, _, _ in effect.means],
+                y=[mean for _, mean, _ in effect.means],
+                hovertext=[f"{n} trials" for _, _, n in effect.means],
+                name=plotly_text(f"{effect.name} (spread {effect.spread_pct:.0f}%)"),
+            )
+        )
+    layout(fig, yaxis_title=f"mean {result.unit}", height=380)
+    title = f"Mean {result.unit} per knob value (knobs by spread: the most important first)"
+    return Chart("chart-knobs", title, fig)
 
 
 def tune_json(result: TuneResult) -> bytes:

@@ -11,8 +11,7 @@ import pytest
 from rich.console import Console
 from tune_results import confirm_run, tune_result
 
-from scalescope.report.tune_html import render_tune_html
-from scalescope.report.tune_view import render_tune, tune_json
+from scalescope.report.tune_view import render_tune, render_tune_html, tune_json
 
 EVIL = "[bold]<script>alert(1)</script>"
 
