@@ -20,7 +20,8 @@ import numpy as np
 from scalescope.analyze import analyze_run
 from scalescope.events import EventWriter, Kind, RankMeta, RunMeta, load_run
 from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
-from scalescope.report.html import plotly_payload, render_html
+from scalescope.report.html import render_html
+from scalescope.report.html_page import plotly_payload
 from scalescope.report.timeline import chrome_trace, run_offsets
 
 MS = 1_000_000

@@ -29,7 +29,8 @@ from test_timeline import build_run  # noqa: E402
 
 from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
-from scalescope.report.html import CHART_IDS, STATUS_ID, render_compare_html  # noqa: E402
+from scalescope.report.html import CHART_IDS, render_compare_html  # noqa: E402
+from scalescope.report.html_page import STATUS_ID  # noqa: E402
 from scalescope.report.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
     DashboardProjection,

@@ -15,8 +15,8 @@ import msgspec
 import plotly.graph_objects as go
 
 from scalescope.events.files import PROJECTION_FILE
-from scalescope.report.html import chart_html, esc
 from scalescope.report.html_charts import PHASE_COLORS, Chart, layout, plotly_text
+from scalescope.report.html_page import chart_html, esc
 
 PROJECTION_CHART_ID = "chart-projection"
 TERM_COLORS = {

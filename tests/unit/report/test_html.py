@@ -31,12 +31,11 @@ from scalescope.analyze.cross_rank import (
 )
 from scalescope.report.html import (
     CHART_IDS,
-    STATUS_ID,
-    plotly_payload,
     render_compare_html,
     render_html,
     timeline_scope,
 )
+from scalescope.report.html_page import STATUS_ID, plotly_payload
 
 EVIL = "<script>alert(1)</script></script><img src=x onerror=alert(2)>&amp;\"'"
 SIZE_LIMIT = 5_000_000
