@@ -16,7 +16,7 @@ import pytest
 from image_folders import make_image_folder
 from page_residency import file_system, resident_pages
 
-from scalescope.bench import data_speed
+from scalescope.data import speed as data_speed
 from scalescope.data.pack import pack_folder
 from scalescope.data.page_cache import data_files
 

@@ -1,8 +1,8 @@
 """``tune`` speaks global samples/s for any script: the probe counts a step's samples from the
 DDP module's inputs when no DataLoader batch is seen (checked against the script's own batch
 size, accumulation and steps), speedups are ratios of global samples/s across world sizes,
-the global batch note gives its sizes, and a script whose samples cannot be counted is not
-compared across world sizes."""
+the global batch note gives its sizes, and a script whose samples cannot be counted (its
+weights in no module) is not compared across world sizes."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_speedup_is_global_samples_per_s_and_the_note_gives_the_batch(study: dic
 @pytest.mark.timeout(600)
 def test_uncounted_samples_refuse_to_compare_world_sizes(tmp_path: Path) -> None:
     done = tune(
-        tmp_path, "-n", "2", *COMMON, *RANKS, "--run-dir", "study", str(PLAIN), "--no-ddp",
+        tmp_path, "-n", "2", *COMMON, *RANKS, "--run-dir", "study", str(PLAIN), "--raw-params",
         *SCRIPT_ARGS,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]

@@ -13,8 +13,10 @@ when the work was queued. The data wait stays a host time: it is the host that w
 Samples of a step: the batches the DataLoader gave in it; in a step with none (a script
 that feeds plain tensors), the leading dimension of the first tensor given to the DDP
 module's forward while training (grad enabled, ``module.training``), summed over the
-forwards of the step (gradient accumulation). Without DDP or a DataLoader nothing is
-counted, and throughput is in steps/s.
+forwards of the step (gradient accumulation). Without DDP the module that holds the
+parameters the optimizer steps is watched from the second step on, and its forward counts
+the same way; with no such module (weights as plain tensors) nothing is counted, and
+throughput is in global steps/s.
 """
 
 from __future__ import annotations
