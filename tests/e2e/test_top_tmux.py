@@ -37,6 +37,9 @@ class Pane:
         self.socket = f"sstest-{uuid.uuid4().hex[:8]}"
         self.tmux("new-session", "-d", "-s", "t", "-x", "160", "-y", "50", "-c", str(cwd),
                   f"{command}; sleep 600")  # fmt: skip
+        # a detached session can come up at tmux's default 80 columns (seen under load in
+        # CI); the view reads its size at every refresh, so set it again
+        self.tmux("resize-window", "-t", "t", "-x", "160", "-y", "50")
         self.pane_pid = self.tmux("display", "-p", "-t", "t", "#{pane_pid}").strip()
 
     def tmux(self, *args: str) -> str:
