@@ -30,6 +30,12 @@ TRAIN_ARGS = [
 ]
 
 
+def pane_env() -> dict[str, str]:
+    """The tests' environment less COLUMNS and LINES: pytest-xdist's workers carry 80x24,
+    which would size the view instead of the pane."""
+    return {k: v for k, v in cli_env().items() if k not in ("COLUMNS", "LINES")}
+
+
 class Pane:
     """A command in its own tmux server and 160x50 window, kept after it exits."""
 
@@ -37,14 +43,12 @@ class Pane:
         self.socket = f"sstest-{uuid.uuid4().hex[:8]}"
         self.tmux("new-session", "-d", "-s", "t", "-x", "160", "-y", "50", "-c", str(cwd),
                   f"{command}; sleep 600")  # fmt: skip
-        # a detached session can come up at tmux's default 80 columns (seen under load in
-        # CI); the view reads its size at every refresh, so set it again
-        self.tmux("resize-window", "-t", "t", "-x", "160", "-y", "50")
         self.pane_pid = self.tmux("display", "-p", "-t", "t", "#{pane_pid}").strip()
 
     def tmux(self, *args: str) -> str:
         cmd = ["tmux", "-L", self.socket, "-f", "/dev/null", *args]
-        return subprocess.run(cmd, env=cli_env(), capture_output=True, text=True, check=True).stdout
+        done = subprocess.run(cmd, env=pane_env(), capture_output=True, text=True, check=True)
+        return done.stdout
 
     def text(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-300", "-t", "t")
