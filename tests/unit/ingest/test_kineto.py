@@ -72,12 +72,21 @@ dist.destroy_process_group()
 """
 
 
+PROFILER_EXIT_ABORT = "terminate called without an active exception"
+"""torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
+as it exits, after profiler_stop (seen in 2 of 4 full suites on the loaded 2-core VM, in a
+script that scalescope does not touch): such a run is made again, once."""
+
+
 def torchrun(script: Path, *args: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    proc = subprocess.run(
-        [*cmd, str(script), *args], env=env, capture_output=True, text=True, timeout=180
-    )
+    for _ in range(2):
+        proc = subprocess.run(
+            [*cmd, str(script), *args], env=env, capture_output=True, text=True, timeout=180
+        )
+        if proc.returncode == 0 or PROFILER_EXIT_ABORT not in proc.stderr:
+            break
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
