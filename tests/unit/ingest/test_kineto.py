@@ -78,10 +78,12 @@ as it exits, after profiler_stop (seen in 2 of 4 full suites on the loaded 2-cor
 script that scalescope does not touch): such a run is made again, once."""
 
 
-def torchrun(script: Path, *args: str) -> None:
+def torchrun(out: Path, script: Path, *args: str) -> None:
+    """``script ARGS`` on 2 ranks, its traces in ``out`` (emptied before each try)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     for _ in range(2):
+        shutil.rmtree(out, ignore_errors=True)
         proc = subprocess.run(
             [*cmd, str(script), *args], env=env, capture_output=True, text=True, timeout=180
         )
@@ -94,10 +96,12 @@ def torchrun(script: Path, *args: str) -> None:
 def runs(tmp_path_factory) -> dict[str, Path]:
     """Two real 2-rank gloo runs under torch.profiler: DDP training, and one of every op."""
     tmp = tmp_path_factory.mktemp("kineto")
-    torchrun(DDP_SCRIPT, "--trace-dir", str(tmp / "ddp"), "--steps", "6", "--active", "3")
+    torchrun(
+        tmp / "ddp", DDP_SCRIPT, "--trace-dir", str(tmp / "ddp"), "--steps", "6", "--active", "3"
+    )
     script = tmp / "ops.py"
     script.write_text(OPS_SCRIPT)
-    torchrun(script, str(tmp / "ops"))
+    torchrun(tmp / "ops", script, str(tmp / "ops"))
     return {"ddp": tmp / "ddp", "ops": tmp / "ops"}
 
 
