@@ -28,13 +28,14 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format src tests benchmarks
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
-# Debian packages the tests use (mpirun, ip netns and tc, headless chromium);
+# Debian packages the tests use (mpirun, ip netns and tc, headless chromium, tmux);
 # installed with apt-get when missing.
 sysdeps:
 	@missing=""; \
 	command -v mpirun >/dev/null || missing="$$missing openmpi-bin"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v tmux >/dev/null || missing="$$missing tmux"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
