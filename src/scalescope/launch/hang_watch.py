@@ -38,9 +38,9 @@ from scalescope.events.live_state import (
     read_live_states,
     request_flush,
 )
-from scalescope.events.reader import read_event_stream
 from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
 from scalescope.events.schema import Kind
+from scalescope.events.tail import StreamTail
 
 POLL_S = 0.5
 MEDIAN_EVERY_S = 10.0
@@ -69,15 +69,20 @@ class HangOptions:
             raise ValueError(f"--hang-action must be report or kill, got {self.action!r}")
 
 
-def median_step_s(run_dir: Path) -> float | None:
-    """Rank 0's median step time so far, from its event stream."""
-    path = events_path(run_dir, 0)
-    if not path.is_file():
-        return None
-    table = read_event_stream(path).table
-    kinds = table.column("kind").to_numpy()
-    durs = table.column("dur_ns").to_numpy()[kinds == Kind.STEP]
-    return float(np.median(durs)) / 1e9 if durs.size else None
+class StepTimes:
+    """Rank 0's step durations so far, read incrementally from its event stream (only what
+    was appended since the last call), for the default --hang-after."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.tail = StreamTail(events_path(run_dir, 0))
+        self.durs_ns: list[np.ndarray] = []
+
+    def median_s(self) -> float | None:
+        for batch in self.tail.read_new():
+            kinds = batch.column("kind").to_numpy()
+            self.durs_ns.append(batch.column("dur_ns").to_numpy()[kinds == Kind.STEP])
+        durs = np.concatenate(self.durs_ns) if self.durs_ns else np.empty(0)
+        return float(np.median(durs)) / 1e9 if durs.size else None
 
 
 class HangWatch(threading.Thread):
@@ -88,6 +93,7 @@ class HangWatch(threading.Thread):
         self.report: HangReport | None = None
         self.killed = False
         self._median: float | None = None
+        self._steps = StepTimes(self.run_dir)
         self._median_at = 0.0
         self._reported_progress: float | None = None
         self.on_stuck: Callable[[], None] | None = None
@@ -100,7 +106,7 @@ class HangWatch(threading.Thread):
         if time.monotonic() - self._median_at > MEDIAN_EVERY_S:
             self._median_at = time.monotonic()
             with suppress(Exception):
-                self._median = median_step_s(self.run_dir) or self._median
+                self._median = self._steps.median_s() or self._median
         return hang_threshold_s(self._median)
 
     def run(self) -> None:
