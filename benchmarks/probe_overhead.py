@@ -17,25 +17,30 @@ import tempfile
 from pathlib import Path
 
 
-def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse(doc: str = __doc__, steps: int = 40) -> argparse.Namespace:
+    """The bench workload's options, shared with top_overhead.py."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--pairs", type=int, default=5, help="A/B pairs to run (interleaved)")
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--image-size", type=int, default=128)
     return p.parse_args()
 
 
-def images_per_sec(args: argparse.Namespace, run_dir: Path, probe: bool) -> float:
-    cmd = [
+def bench_cmd(args: argparse.Namespace, run_dir: Path) -> list[str]:
+    return [
         sys.executable, "-m", "scalescope.cli", "bench", args.model, "-n", str(args.nproc),
         "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
         "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
         "--run-dir", str(run_dir), "--no-report",
     ]  # fmt: skip
+
+
+def images_per_sec(args: argparse.Namespace, run_dir: Path, probe: bool) -> float:
+    cmd = bench_cmd(args, run_dir)
     if not probe:
         cmd.append("--no-probe")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

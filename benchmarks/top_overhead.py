@@ -25,17 +25,7 @@ from pathlib import Path
 
 import psutil
 
-
-def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="resnet18")
-    p.add_argument("--nproc", type=int, default=2)
-    p.add_argument("--pairs", type=int, default=5, help="A/B pairs to run (interleaved)")
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--image-size", type=int, default=128)
-    return p.parse_args()
+from probe_overhead import bench_cmd, parse
 
 
 class AttachedTop:
@@ -84,12 +74,7 @@ class AttachedTop:
 def images_per_sec(
     args: argparse.Namespace, run_dir: Path, watched: bool
 ) -> tuple[float, AttachedTop | None]:
-    cmd = [
-        sys.executable, "-m", "scalescope.cli", "bench", args.model, "-n", str(args.nproc),
-        "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-        "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
-        "--run-dir", str(run_dir), "--no-report",
-    ]  # fmt: skip
+    cmd = bench_cmd(args, run_dir)
     top = AttachedTop(run_dir) if watched else None
     try:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -103,7 +88,7 @@ def images_per_sec(
 
 
 def main() -> None:
-    args = parse()
+    args = parse(__doc__, steps=60)
     watched: list[float] = []
     alone: list[float] = []
     cpu_shares: list[float] = []
