@@ -47,6 +47,9 @@ class Recorder:
         self.live: LiveStateWriter | None = None
         """Kept current on phase changes and collectives (events/live_state.py)."""
         self._flush_lock = threading.Lock()
+        self._steps_flushed = 0
+        """One past the last step row flushed: a signal that lands between ``end_step``'s
+        append and its ``step += 1`` leaves a written step the counter missed."""
 
     def enter_phase(self, name: str, start_ns: int) -> None:
         if self.live is not None:
@@ -145,6 +148,8 @@ class Recorder:
                 pending.append(row)
             else:
                 done.append(tuple(row) if row[_DONE] is not None else (*row[:_DONE], -1, *row[5:]))
+                if row[1] == Kind.STEP:
+                    self._steps_flushed = max(self._steps_flushed, row[0] + 1)
         with self._lock:
             self.rows[:0] = pending
         try:
@@ -155,6 +160,7 @@ class Recorder:
 
     def close(self) -> None:
         self.flush(final=True)
+        self.step = max(self.step, self._steps_flushed)
         try:
             self.writer.close()
         except Exception as exc:  # a full disk: the batches written before are kept

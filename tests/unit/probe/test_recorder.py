@@ -77,3 +77,25 @@ def test_memory_peak_sees_a_large_allocation():
     assert kind == "rss_peak"
     assert nbytes >= 200 * 2**20
     del block
+
+
+class _SignalInEndStep:
+    """A memory reader that raises as SIGTERM's handler would, after the step row went in."""
+
+    def read_and_reset(self):
+        raise KeyboardInterrupt
+
+
+def test_a_signal_inside_end_step_still_counts_the_written_step(tmp_path):
+    rec = Recorder(tmp_path / "e.arrows", rank=0)
+    rec.end_step(1_000)
+    rec.end_step(2_000)
+    rec.memory = _SignalInEndStep()
+    try:
+        rec.end_step(3_000)
+    except KeyboardInterrupt:
+        pass
+    rec.close()
+    steps = _load(tmp_path / "e.arrows").of_kind(Kind.STEP)
+    assert steps.step.tolist() == [0, 1, 2]
+    assert rec.step == 3
