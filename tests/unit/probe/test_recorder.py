@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from scalescope.events import EventTable, Kind, SymbolTable
@@ -91,10 +93,8 @@ def test_a_signal_inside_end_step_still_counts_the_written_step(tmp_path):
     rec.end_step(1_000)
     rec.end_step(2_000)
     rec.memory = _SignalInEndStep()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         rec.end_step(3_000)
-    except KeyboardInterrupt:
-        pass
     rec.close()
     steps = _load(tmp_path / "e.arrows").of_kind(Kind.STEP)
     assert steps.step.tolist() == [0, 1, 2]
