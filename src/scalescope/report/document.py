@@ -51,6 +51,8 @@ class Column:
     align: Literal["left", "right"] = "right"
     no_wrap: bool = False
     """Keep each cell on one line on the terminal (op names)."""
+    min_width: int | None = None
+    """The narrowest the column gets on the terminal (a wide table's short columns)."""
     byte_size: bool = False
     """Cells are exact byte counts ("4,194,304", the terminal's and the JSON's text) and values
     the integers; the page shows them readable ("4.00 MiB") under the bare name."""

@@ -23,7 +23,7 @@ def rich_table(table: Table) -> RichTable:
     """Titles and captions as Text (no markup read in them) in rich's table styles."""
     out = RichTable(title=Text(table.title, style="table.title"), title_justify="left")
     for col in table.columns:
-        out.add_column(col.header, justify=col.align, no_wrap=col.no_wrap)
+        out.add_column(col.header, justify=col.align, no_wrap=col.no_wrap, min_width=col.min_width)
     styles = table.styles or ("",) * len(table.rows)
     for group in table.grouped_rows():
         for i in group:
