@@ -1,6 +1,8 @@
 """One HTML dashboard of a run (or two runs side by side), on the shared page of
 report/html_page.py: summary, failures, findings, the by-size table, charts and a timeline.
-The summary, failures and the by-size table are plain HTML and work without JavaScript.
+The hang, the failures and problems and the by-size table are the run report's own blocks
+(report/run_document.py) through document_html, so they say what the terminal says. The
+summary, failures and the by-size table are plain HTML and work without JavaScript.
 """
 
 from __future__ import annotations
