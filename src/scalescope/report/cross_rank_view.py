@@ -1,11 +1,9 @@
-"""Terminal sections of the cross-rank analysis: clocks, waiting versus transfer, stragglers,
+"""The run report's section on the cross-rank analysis: clocks, waiting versus transfer, stragglers,
 load imbalance, overlap and the throughput without waiting."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import (
@@ -16,7 +14,9 @@ from scalescope.analyze.cross_rank import (
 )
 from scalescope.analyze.gaps import describe
 from scalescope.analyze.step_slots import OTHER
-from scalescope.report.formatting import NA, fmt, kv_grid, section
+from scalescope.report.document import Block, Column, Grid, Line, Section, Table
+from scalescope.report.document_terminal import render_block
+from scalescope.report.formatting import NA, fmt
 
 CLOCK_RANKS_LISTED = 8
 """Up to this many ranks, one clock line each; beyond, one line per method with ranges."""
@@ -131,18 +131,24 @@ def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
     return rows
 
 
+WAITS_COLUMNS = (
+    Column("op", align="left", no_wrap=True),
+    Column("tag", align="left"),
+    Column("size", "B"),
+    Column("instances"),
+    Column("skew avg", "µs"),
+    Column("skew max", "µs"),
+    Column("wait avg", "µs"),
+    Column("transfer avg", "µs"),
+    Column("wait share", "%"),
+)
+
+
 def _waits_table(c: CrossRankAnalysis) -> Table:
-    title = "Waiting for the last rank versus transfer, per op and size (measured steps)"
-    table = Table(title=title, title_justify="left")
-    table.add_column("op", no_wrap=True)
-    table.add_column("tag")
-    cols = ("size (B)", "instances", "skew avg (µs)", "skew max (µs)", "wait avg (µs)")
-    for col in (*cols, "transfer avg (µs)", "wait share (%)"):
-        table.add_column(col, justify="right")
-    for w in c.waits:
-        table.add_row(
-            Text(w.op),
-            Text(w.tag or NA),
+    rows = tuple(
+        (
+            w.op,
+            w.tag or NA,
             f"{w.nbytes:,}",
             f"{w.instances:,}",
             f"{w.skew_avg_us:,.1f}",
@@ -151,22 +157,33 @@ def _waits_table(c: CrossRankAnalysis) -> Table:
             f"{w.transfer_avg_us:,.1f}",
             f"{w.wait_share_pct:.1f}",
         )
-    table.caption = (
-        "on rank 0's clock; arrival = issue, or the completion of the rank's previous "
-        "collective of the group if later; wait = last arrival - arrival; "
-        "transfer = completion - last arrival; averages over instances and ranks"
+        for w in c.waits
     )
-    table.caption_justify = "left"
-    return table
+    return Table(
+        "Waiting for the last rank versus transfer, per op and size (measured steps)",
+        WAITS_COLUMNS,
+        rows,
+        caption="on rank 0's clock; arrival = issue, or the completion of the rank's previous "
+        "collective of the group if later; wait = last arrival - arrival; "
+        "transfer = completion - last arrival; averages over instances and ranks",
+    )
+
+
+RANKS_COLUMNS = (
+    Column("rank"),
+    Column("last"),
+    Column("last share", "%"),
+    Column("lateness avg", "ms"),
+    Column("lateness", "ms/step"),
+    Column("lateness share", "%"),
+    Column("wait", "ms/step"),
+    Column("busy", "ms/step"),
+)
 
 
 def _ranks_table(c: CrossRankAnalysis) -> Table:
-    table = Table(title="Per rank (measured steps)", title_justify="left")
-    cols = ("rank", "last", "last share (%)", "lateness avg (ms)", "lateness (ms/step)")
-    for col in (*cols, "lateness share (%)", "wait (ms/step)", "busy (ms/step)"):
-        table.add_column(col, justify="right")
-    for r in c.ranks:
-        table.add_row(
+    rows = tuple(
+        (
             str(r.rank),
             f"{r.last_count:,} of {r.instances:,}",
             f"{r.last_share_pct:.1f}",
@@ -176,27 +193,37 @@ def _ranks_table(c: CrossRankAnalysis) -> Table:
             f"{r.wait_ms_per_step:,.2f}",
             f"{r.busy_ms_per_step:,.2f}",
         )
-    table.caption = (
-        f"last: instances the rank arrived at last by more than {c.tie_tolerance_us:,.0f} µs "
-        "(share: of the instances with such a rank); lateness: how much later than the "
-        "second-to-last; busy: the step less its waiting (comm_wait, blocking collectives):"
-        " its phases and the time outside them (other)"
+        for r in c.ranks
     )
-    table.caption_justify = "left"
-    return table
+    return Table(
+        "Per rank (measured steps)",
+        RANKS_COLUMNS,
+        rows,
+        caption=f"last: instances the rank arrived at last by more than "
+        f"{c.tie_tolerance_us:,.0f} µs (share: of the instances with such a rank); lateness: "
+        "how much later than the second-to-last; busy: the step less its waiting (comm_wait, "
+        "blocking collectives): its phases and the time outside them (other)",
+    )
+
+
+def cross_rank_section(analysis: RunAnalysis) -> Section | None:
+    """The cross-rank part of the run report; None for a single-rank or probe-off run."""
+    c = analysis.cross_rank
+    if c is None:
+        if analysis.probe and analysis.world_size > 1:
+            why = Line("No cross-rank analysis: fewer than two ranks recorded events.")
+            return Section("Across ranks", (why,))
+        return None
+    blocks: list[Block] = [Grid(tuple(_summary_rows(c)))]
+    if c.waits:
+        blocks.append(_waits_table(c))
+    if c.ranks:
+        blocks.append(_ranks_table(c))
+    return Section("Across ranks: waiting versus transfer", tuple(blocks))
 
 
 def render_cross_rank(analysis: RunAnalysis, console: Console) -> None:
     """Print the cross-rank sections; a single-rank or probe-off run prints nothing."""
-    c = analysis.cross_rank
-    if c is None:
-        if analysis.probe and analysis.world_size > 1:
-            section(console, "Across ranks")
-            console.print(Text("No cross-rank analysis: fewer than two ranks recorded events."))
-        return
-    section(console, "Across ranks: waiting versus transfer")
-    console.print(kv_grid(_summary_rows(c)))
-    if c.waits:
-        console.print(_waits_table(c))
-    if c.ranks:
-        console.print(_ranks_table(c))
+    section = cross_rank_section(analysis)
+    if section is not None:
+        render_block(section, console)

@@ -22,6 +22,8 @@ class Heading:
 
     text: str
     detail: str = ""
+    rule: bool = False
+    """A report's title: a rule across the terminal with the text in it."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,13 @@ class Column:
     unit: str = ""
     """Printed after the name, "time avg (µs)"; empty for text and counts."""
     align: Literal["left", "right"] = "right"
+    no_wrap: bool = False
+    """Keep each cell on one line on the terminal (op names)."""
+    min_width: int | None = None
+    """The narrowest the column gets on the terminal (a wide table's short columns)."""
+    byte_size: bool = False
+    """Cells are exact byte counts ("4,194,304", the terminal's and the JSON's text) and values
+    the integers; the page shows them readable ("4.00 MiB") under the bare name."""
 
     @property
     def header(self) -> str:
@@ -66,6 +75,11 @@ class Table:
     """The table's id in the HTML page, for links and tests (empty: none)."""
     styles: tuple[Style, ...] | None = None
     """One per row: a failed row in red, a doubtful one in yellow."""
+    caption: str = ""
+    """A note under the table: what the columns mean, what was left out."""
+    groups: tuple[int, ...] | None = None
+    """Rows per group, in order (a rank's phases): a rule between groups on the terminal, one
+    ``<tbody>`` each in HTML."""
 
     def __post_init__(self) -> None:
         width = len(self.columns)
@@ -75,6 +89,16 @@ class Table:
             raise ValueError(f"table {self.title!r}: values and rows differ in length")
         if self.styles is not None and len(self.styles) != len(self.rows):
             raise ValueError(f"table {self.title!r}: styles and rows differ in length")
+        if self.groups is not None and sum(self.groups) != len(self.rows):
+            raise ValueError(f"table {self.title!r}: groups do not add up to the rows")
+        if self.values is None and any(c.byte_size for c in self.columns):
+            raise ValueError(f"table {self.title!r}: a byte-size column needs values")
+
+    def grouped_rows(self) -> list[list[int]]:
+        """Row indexes per group (one group when the table has none)."""
+        sizes = self.groups if self.groups is not None else (len(self.rows),)
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        return [list(range(start, start + n)) for start, n in zip(starts, sizes, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -82,12 +106,23 @@ class Preformatted:
     """Lines kept exactly as written (a block in another tool's format, such as OSU's)."""
 
     lines: tuple[str, ...]
+    styles: tuple[Style, ...] | None = None
+    """One per line, for the terminal (the page keeps the block plain text)."""
+    tail: int | None = None
+    """The terminal shows only the last ``tail`` lines (a traceback's end); the page and the
+    JSON hold them all."""
+    html_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.styles is not None and len(self.styles) != len(self.lines):
+            raise ValueError("preformatted: styles and lines differ in length")
 
 
 @dataclass(frozen=True)
 class Section:
     title: str
     blocks: tuple[Block, ...]
+    html_id: str = ""
 
 
 Block = Heading | Line | Grid | Table | Preformatted | Chart | Section

@@ -12,25 +12,41 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.html import chart_html, esc, page
+from scalescope.report.formatting import NA, fmt_bytes
 from scalescope.report.html_charts import Chart
+from scalescope.report.html_page import chart_html, esc, page
+
+
+def _ident(html_id: str) -> str:
+    return f' id="{esc(html_id)}"' if html_id else ""
+
+
+def _row_html(table: Table, i: int) -> str:
+    style = table.styles[i] if table.styles else ""
+    values = table.values[i] if table.values else (None,) * len(table.columns)
+    cells = []
+    for col, cell, value in zip(table.columns, table.rows[i], values, strict=True):
+        if col.byte_size:
+            cell = NA if value is None else fmt_bytes(float(value))
+        cells.append(
+            f'<td class="num">{esc(cell)}</td>' if col.align == "right" else f"<td>{esc(cell)}</td>"
+        )
+    return (f'<tr class="{style}">' if style else "<tr>") + "".join(cells) + "</tr>"
 
 
 def table_html(table: Table) -> str:
-    head = "".join(f"<th>{esc(c.header)}</th>" for c in table.columns)
-    styles = table.styles or ("",) * len(table.rows)
+    """Byte-size columns readable ("4.00 MiB", the unit in the cells), one ``<tbody>`` per
+    group of rows, the caption as a note under the table."""
+    head = "".join(f"<th>{esc(c.name if c.byte_size else c.header)}</th>" for c in table.columns)
     body = "".join(
-        (f'<tr class="{style}">' if style else "<tr>")
-        + "".join(
-            f'<td class="num">{esc(cell)}</td>' if col.align == "right" else f"<td>{esc(cell)}</td>"
-            for col, cell in zip(table.columns, row, strict=True)
-        )
-        + "</tr>"
-        for row, style in zip(table.rows, styles, strict=True)
+        "<tbody>" + "".join(_row_html(table, i) for i in group) + "</tbody>"
+        for group in table.grouped_rows()
     )
-    caption = f"<caption>{esc(table.title)}</caption>" if table.title else ""
-    ident = f' id="{esc(table.html_id)}"' if table.html_id else ""
-    return f"<table{ident}>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    title = f"<caption>{esc(table.title)}</caption>" if table.title else ""
+    note = f'<p class="note">{esc(table.caption)}</p>' if table.caption else ""
+    return (
+        f"<table{_ident(table.html_id)}>{title}<thead><tr>{head}</tr></thead>{body}</table>{note}"
+    )
 
 
 def block_html(block: Block, level: int = 1) -> str:
@@ -38,20 +54,22 @@ def block_html(block: Block, level: int = 1) -> str:
         detail = f" <small>{esc(block.detail)}</small>" if block.detail else ""
         return f"<h{level}>{esc(block.text)}{detail}</h{level}>"
     if isinstance(block, Line):
-        label = f"<strong>{esc(block.label)}</strong> " if block.label else ""
-        return f"<p>{label}{esc(block.text)}</p>"
+        if block.label:
+            return f"<p><strong>{esc(block.label)}</strong> {esc(block.text)}</p>"
+        opening = f'<p class="{block.style}">' if block.style else "<p>"
+        return f"{opening}{esc(block.text)}</p>"
     if isinstance(block, Grid):
         rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in block.rows)
         return f'<table class="grid"><tbody>{rows}</tbody></table>'
     if isinstance(block, Table):
         return table_html(block)
     if isinstance(block, Preformatted):
-        return f"<pre>{esc(chr(10).join(block.lines))}</pre>"
+        return f"<pre{_ident(block.html_id)}>{esc(chr(10).join(block.lines))}</pre>"
     if isinstance(block, Chart):
         return chart_html(block)
     if isinstance(block, Section):
         inner = "".join(block_html(b, level + 1) for b in block.blocks)
-        return f"<section><h2>{esc(block.title)}</h2>{inner}</section>"
+        return f"<section{_ident(block.html_id)}><h2>{esc(block.title)}</h2>{inner}</section>"
     raise TypeError(f"not a document block: {type(block).__name__}")
 
 

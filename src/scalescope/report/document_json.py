@@ -35,6 +35,8 @@ def block_json(block: Block) -> dict[str, Any]:
             "columns": [{"name": c.name, "unit": c.unit} for c in block.columns],
             "rows": [list(r) for r in block.rows],
             "values": None if block.values is None else [list(v) for v in block.values],
+            "caption": block.caption,
+            "groups": None if block.groups is None else list(block.groups),
         }
     if isinstance(block, Preformatted):
         return {"kind": "preformatted", "lines": list(block.lines)}

@@ -20,17 +20,36 @@ from scalescope.report.formatting import kv_grid, section
 
 
 def rich_table(table: Table) -> RichTable:
-    out = RichTable(title=Text(table.title), title_justify="left")
+    """Titles and captions as Text (no markup read in them) in rich's table styles."""
+    out = RichTable(title=Text(table.title, style="table.title"), title_justify="left")
     for col in table.columns:
-        out.add_column(col.header, justify=col.align)
+        out.add_column(col.header, justify=col.align, no_wrap=col.no_wrap, min_width=col.min_width)
     styles = table.styles or ("",) * len(table.rows)
-    for row, style in zip(table.rows, styles, strict=True):
-        out.add_row(*(Text(cell) for cell in row), style=style or None)
+    for group in table.grouped_rows():
+        for i in group:
+            out.add_row(
+                *(Text(cell) for cell in table.rows[i]),
+                style=styles[i] or None,
+                end_section=table.groups is not None and i == group[-1],
+            )
+    if table.caption:
+        out.caption = Text(table.caption, style="table.caption")
+        out.caption_justify = "left"
     return out
 
 
+def preformatted_text(block: Preformatted) -> Text:
+    styles = block.styles or ("",) * len(block.lines)
+    shown = list(zip(block.lines, styles, strict=True))
+    if block.tail is not None:
+        shown = shown[len(shown) - block.tail :] if block.tail < len(shown) else shown
+    return Text("\n").join(Text(line, style=style) for line, style in shown)
+
+
 def render_block(block: Block, console: Console) -> None:
-    if isinstance(block, Heading):
+    if isinstance(block, Heading) and block.rule:
+        console.rule(Text(block.text))
+    elif isinstance(block, Heading):
         console.print(
             Text.assemble((block.text, "bold"), f" {block.detail}" if block.detail else "")
         )
@@ -44,7 +63,7 @@ def render_block(block: Block, console: Console) -> None:
     elif isinstance(block, Table):
         console.print(rich_table(block))
     elif isinstance(block, Preformatted):
-        console.print(Text("\n".join(block.lines)), soft_wrap=True)
+        console.print(preformatted_text(block), soft_wrap=True)
     elif isinstance(block, Section):
         section(console, block.title)
         for inner in block.blocks:

@@ -11,7 +11,7 @@ REPORT_WIDTH = 120
 
 
 ERROR_LINES = 4
-"""Lines of a rank's error shown in the failures section."""
+"""Lines of a rank's error the terminal shows in the failures section (the page shows all)."""
 NA = "n/a"
 
 
@@ -68,12 +68,6 @@ def kv_grid(rows: list[tuple[str, str]]) -> Table:
 def section(console: Console, title: str) -> None:
     console.print()
     console.rule(Text(title))
-
-
-def last_lines(text: str | None, n: int = ERROR_LINES) -> str:
-    if not text:
-        return NA
-    return "\n".join(text.rstrip().splitlines()[-n:])
 
 
 def report_console(width: int = REPORT_WIDTH) -> Console:

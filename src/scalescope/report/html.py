@@ -1,6 +1,8 @@
 """One HTML dashboard of a run (or two runs side by side), on the shared page of
 report/html_page.py: summary, failures, findings, the by-size table, charts and a timeline.
-The summary, failures and the by-size table are plain HTML and work without JavaScript.
+The hang, the failures and problems and the by-size table are the run report's own blocks
+(report/run_document.py) through document_html, so they say what the terminal says. The
+summary, failures and the by-size table are plain HTML and work without JavaScript.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from collections.abc import Iterable
 from scalescope.analyze import RunAnalysis
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
-from scalescope.report.formatting import fmt, fmt_bytes, fmt_calls
+from scalescope.report.document import Line, Section
+from scalescope.report.document_html import block_html
+from scalescope.report.formatting import fmt
 from scalescope.report.html_charts import (
     count_chart,
     cross_rank_of,
@@ -22,6 +26,8 @@ from scalescope.report.html_charts import (
     waits_chart,
 )
 from scalescope.report.html_page import chart_html, esc, page
+from scalescope.report.run_document import failure_blocks, problem_lines, size_table
+from scalescope.report.run_document import hang_section as run_hang_section
 from scalescope.report.timeline import (
     DEFAULT_NUM_STEPS,
     chrome_trace,
@@ -149,56 +155,26 @@ def summary_card(analysis: RunAnalysis, label: str = "") -> str:
     return f'<section class="card">{head}<dl>{items}</dl>{loss_html}</section>'
 
 
-def _failed_ranks(a: RunAnalysis) -> list[str]:
-    first = a.first_failure
-    out = []
-    for r in sorted(a.failed_ranks, key=lambda r: r is not first):
-        code = "" if r.exit_code is None else f", exit code {r.exit_code}"
-        why = " (first to fail)" if r is first and r.status != "interrupted" else ""
-        head = f"rank {r.rank} on {r.hostname or 'n/a'}: {r.status}{code}{why}"
-        error = f"<pre>{esc(r.error)}</pre>" if r.error else ""
-        out.append(f"<li><strong>{esc(head)}</strong>{error}</li>")
-    return out
-
-
 def failures_section(analysis: RunAnalysis, label: str = "") -> str:
-    """Failed ranks with their errors, problems with the data, calls that never completed."""
-    items = _failed_ranks(analysis)
-    items += [f"<li>{esc(p)}</li>" for p in analysis.problems]
+    """Failed ranks with their errors and problems with the data, as the terminal words them,
+    and the calls that never completed."""
     coll = analysis.collectives
-    for i in coll.incomplete if coll is not None else ():
-        text = (
-            f"rank {i.rank}: {i.calls} {i.op} ({i.tag}) never completed, from step {i.first_step}"
-        )
-        items.append(f"<li>{esc(text)}</li>")
+    incomplete = tuple(
+        Line(f"rank {i.rank}: {i.calls} {i.op} ({i.tag}) never completed, from step {i.first_step}")
+        for i in (coll.incomplete if coll is not None else ())
+    )
+    items = (*failure_blocks(analysis), *problem_lines(analysis), *incomplete)
     if not items and analysis.status in ("completed", "running"):
         return ""
     title = f"{label} failures and problems" if label else "Failures and problems"
-    status = f"<p>Run status: {esc(analysis.status)}</p>"
-    return f'<h2>{esc(title)}</h2>{status}<ul id="failures">{"".join(items)}</ul>'
-
-
-SIZE_COLUMNS = (
-    "op",
-    "size",
-    "count",
-    "avg (µs)",
-    "min (µs)",
-    "max (µs)",
-    "total (ms)",
-    "algbw (GB/s)",
-    "busbw (GB/s)",
-)
+    status = Line(f"Run status: {analysis.status}")
+    return block_html(Section(title, (status, *items), html_id="failures"))
 
 
 def hang_section(analysis: RunAnalysis) -> str:
     """The hang first, as the terminal shows it (verdicts, ranks, main-thread stacks)."""
-    if analysis.hang is None:
-        return ""
-    from scalescope.report.hang_view import hang_lines
-
-    text = "\n".join(hang_lines(analysis.hang, stacks="main"))
-    return f'<h2>Hang</h2><pre id="hang">{esc(text)}</pre>'
+    section = run_hang_section(analysis)
+    return "" if section is None else block_html(section)
 
 
 def sizes_table(analysis: RunAnalysis) -> str:
@@ -207,29 +183,7 @@ def sizes_table(analysis: RunAnalysis) -> str:
     if coll is None or not coll.sizes:
         what = "no events were recorded (probe off)" if not analysis.probe else "none recorded"
         return f'<p class="note">Collectives: {what}.</p>'
-    head = "".join(f"<th>{c}</th>" for c in SIZE_COLUMNS)
-    rows = []
-    for z in coll.sizes:
-        cells = [
-            fmt_bytes(z.nbytes),
-            fmt_calls(z.calls_min, z.calls_max),
-            f"{z.time_avg_us:,.1f}",
-            f"{z.time_min_us:,.1f}",
-            f"{z.time_max_us:,.1f}",
-            f"{z.total_ms_per_rank:,.2f}",
-            fmt(z.algbw_gbps, ".2f"),
-            fmt(z.busbw_gbps, ".2f"),
-        ]
-        nums = "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
-        rows.append(f"<tr><td>{esc(z.op)}</td>{nums}</tr>")
-    caption = (
-        f"n = {coll.world_size} ranks; count and total per rank; time per call over all "
-        "ranks; GB = 1e9 B; busbw = algbw × nccl-tests factor"
-    )
-    return (
-        f'<table id="sizes"><caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+    return block_html(size_table(coll))
 
 
 def findings_section(diagnosis: Diagnosis | None) -> str:

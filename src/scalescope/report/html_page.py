@@ -42,6 +42,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:2px 8px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f0f0f0}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}.chart{min-height:200px}
+.bold{font-weight:600}.red{color:#b22}.yellow{color:#a60}.green{color:#282}
 """
 
 HOOK_JS = """

@@ -162,7 +162,8 @@ def test_ranks_that_made_different_counts_show_the_range_not_a_mean(tmp_path):
 
     from rich.console import Console
 
-    from scalescope.report.terminal import _op_table
+    from scalescope.report.document_terminal import rich_table
+    from scalescope.report.run_document import op_table
 
     def rows(n: int) -> list:
         return [[coll_row(s, "all_reduce", s * 1_000_000, 1000, 16, s, tag="user")]
@@ -172,6 +173,6 @@ def test_ranks_that_made_different_counts_show_the_range_not_a_mean(tmp_path):
     [op] = analyze_run(run).collectives.ops
     assert (op.calls, op.calls_per_rank, op.calls_min, op.calls_max) == (13, 6.5, 6, 7)
     console = Console(file=io.StringIO(), width=120)
-    console.print(_op_table(analyze_run(run).collectives))
+    console.print(rich_table(op_table(analyze_run(run).collectives)))
     text = console.file.getvalue()
     assert "6–7" in text and "6.50" not in text

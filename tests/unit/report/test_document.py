@@ -114,3 +114,46 @@ def test_comm_says_the_same_on_the_terminal_and_the_page() -> None:
     assert gloo["values"][1][0] == 1_000_000
     assert gloo["values"][1][5] == pytest.approx(1010.0)
     assert "failed sendrecv on gloo at 8 B: boom" in text
+
+
+def test_byte_sizes_are_exact_on_the_terminal_readable_on_the_page_and_integers_in_json() -> None:
+    size = Column("size", "B", byte_size=True)
+    table = Table("t", (Column("op", align="left"), size), (("all_reduce", "4,194,304"),),
+                  (("all_reduce", 4 * 2**20),))  # fmt: skip
+    doc = Document("d", (table,))
+    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    assert "size (B)" in text and "4,194,304" in text and "MiB" not in text
+    assert "<th>size</th>" in page and '<td class="num">4.00 MiB</td>' in page
+    assert "4,194,304" not in page
+    [block] = data["blocks"]
+    assert block["columns"][1]["unit"] == "B" and block["values"][0][1] == 4_194_304
+    with pytest.raises(ValueError, match="byte-size column needs values"):
+        Table("t", (size,), (("1",),))
+
+
+def test_row_groups_and_the_caption_on_every_renderer() -> None:
+    rows = (("0", "data"), ("", "forward"), ("1", "data"))
+    cols = (Column("rank", align="left"), Column("phase", align="left"))
+    table = Table("phases", cols, rows, groups=(2, 1), caption=f"note {HOSTILE}")
+    doc = Document("d", (table,))
+    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    lines = text.splitlines()
+    forward = next(i for i, line in enumerate(lines) if "forward" in line)
+    assert lines[forward + 1].startswith("├")
+    assert lines[forward + 4].startswith("note") and "[bold]&" in text  # under the table
+    assert page.count("<tbody>") == 2 and html.escape(f"note {HOSTILE}") in page
+    assert data["blocks"][0]["groups"] == [2, 1]
+    assert data["blocks"][0]["caption"] == f"note {HOSTILE}"
+    with pytest.raises(ValueError, match="groups do not add up"):
+        Table("t", cols, rows, groups=(2,))
+
+
+def test_a_traceback_is_cut_on_the_terminal_only_and_ids_reach_the_page() -> None:
+    lines = tuple(f"frame {i}" for i in range(6))
+    pre = Preformatted(lines, styles=("bold",) + ("",) * 5, tail=2, html_id="trace")
+    doc = Document("d", (Heading("title", rule=True), Section("S", (pre,), html_id="s")))
+    text, page = terminal_text(doc), document_html(doc)
+    assert text.splitlines()[0].startswith("─") and " title " in text.splitlines()[0]
+    assert "frame 3" not in text and "frame 4\nframe 5" in text
+    assert '<section id="s">' in page and '<pre id="trace">frame 0\nframe 1' in page
+    assert "frame 5</pre>" in page

@@ -1,0 +1,327 @@
+"""The run report as one document: header, hang, failures, problems, throughput and phases,
+collectives, the cross-rank analysis. The terminal prints all of it; the HTML dashboard
+(report/html.py) draws its hang, failures, problems and by-size table from the same blocks."""
+
+from __future__ import annotations
+
+from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
+from scalescope.report.cross_rank_view import cross_rank_section
+from scalescope.report.document import (
+    Block,
+    Column,
+    Document,
+    Grid,
+    Heading,
+    Line,
+    Preformatted,
+    Section,
+    Table,
+)
+from scalescope.report.formatting import (
+    ERROR_LINES,
+    NA,
+    fmt,
+    fmt_bytes,
+    fmt_bytes_exact,
+    fmt_calls,
+    plural,
+)
+from scalescope.report.hang_view import hang_lines
+
+
+def header(a: RunAnalysis) -> tuple[Block, ...]:
+    per_node = f" ({a.nproc_per_node} per node)" if a.nproc_per_node else ""
+    rows = (
+        ("workload", a.workload),
+        ("command", " ".join(a.command) or NA),
+        ("world size", f"{a.world_size} ranks{per_node}"),
+        ("hosts", f"{len(a.hostnames)}: {', '.join(a.hostnames)}" if a.hostnames else NA),
+        ("status", a.status),
+        ("duration", fmt(a.duration_s, ".1f", "s")),
+        ("probe", "on" if a.probe else "off (no events recorded)"),
+        ("warm-up", f"first {plural(a.warmup_steps, 'step')} left out of step statistics"),
+    )
+    return (Heading(f"scalescope report: run {a.run_id}", rule=True), Grid(rows))
+
+
+def hang_section(a: RunAnalysis) -> Section | None:
+    """The hang first: verdicts, ranks, main-thread stacks (``<pre id="hang">`` on the page)."""
+    if a.hang is None:
+        return None
+    lines = tuple(hang_lines(a.hang, stacks="main"))
+    styles = tuple("bold" if line.startswith("HANG") else "" for line in lines)
+    blocks: list[Block] = [Preformatted(lines, styles, html_id="hang")]
+    if a.hang.source == "live":
+        blocks.append(Line("every thread's stack: hang.txt in the run directory"))
+    return Section("Hang", tuple(blocks))
+
+
+def failure_blocks(a: RunAnalysis) -> tuple[Block, ...]:
+    """Each rank that did not complete, the first to fail first, with the end of its error;
+    nothing unless the run failed or was interrupted."""
+    if not a.failed_ranks and a.status not in ("failed", "interrupted"):
+        return ()
+    not_done = [r for r in a.ranks if r.status != "completed"]
+    if not not_done:
+        return (Line(f"The run is {a.status}, but every rank reported completing."),)
+    first = a.first_failure
+    not_done.sort(key=lambda r: r is not first)
+    blocks: list[Block] = []
+    for r in not_done:
+        code = "" if r.exit_code is None else f", exit code {r.exit_code}"
+        steps = "" if r.steps is None else f", {plural(r.steps, 'step')} done"
+        why = " (first to fail)" if r is first and r.status != "interrupted" else ""
+        if r.failed_because_of_peer:
+            why = " (lost a peer)"
+        head = f"rank {r.rank} on {r.hostname or NA}: {r.status}{code}{steps}{why}"
+        error = tuple((r.error or "").rstrip().splitlines()) or (NA,)
+        blocks += [Line(head, style="bold"), Preformatted(error, tail=ERROR_LINES)]
+    return tuple(blocks)
+
+
+def problem_lines(a: RunAnalysis) -> tuple[Line, ...]:
+    return tuple(Line(f"- {problem}") for problem in a.problems)
+
+
+def _problems(a: RunAnalysis) -> Section | None:
+    if not a.problems:
+        return None
+    rest = Line("Everything else that was recorded is analysed below.")
+    return Section("Problems with the recorded data", (*problem_lines(a), rest))
+
+
+def _no_data(a: RunAnalysis, what: str) -> Line:
+    if not a.probe:
+        return Line(f"No {what}: the run was launched with the probe off, so none was recorded.")
+    return Line(f"No {what} were recorded (see problems above, if any).")
+
+
+def _step_summary(s: StepAnalysis) -> Grid:
+    done = [r for r in s.ranks if r.num_steps]
+    first = min(r.first_step for r in done if r.first_step is not None)
+    last = max(r.last_step for r in done if r.last_step is not None)
+    if s.warmup_fallback:
+        scope = f"no step reached the warm-up of {s.warmup_steps}: all used, warm-up included"
+    else:
+        scope = f"warm-up steps 0-{s.warmup_steps - 1} left out" if s.warmup_steps else "no warm-up"
+    throughput = fmt(s.samples_per_s, ",.1f", "samples/s") + " (all ranks)"
+    if s.samples_per_s is None:
+        throughput = (
+            f"{fmt(s.steps_per_s, ',.2f', 'global steps/s')} (samples not counted: no "
+            "DataLoader batch, no DDP forward)"
+        )
+    return Grid(
+        (
+            ("throughput", throughput),
+            (
+                "samples",
+                f"{s.total_samples:,} over {fmt(s.span_s, '.3f', 's')} (longest rank span)",
+            ),
+            ("mean step time", fmt(s.mean_step_ms, ".2f", "ms")),
+            ("measured steps", f"{first} to {last} on {plural(len(done), 'rank')} ({scope})"),
+        )
+    )
+
+
+RANK_COLUMNS = (
+    Column("rank", align="left"),
+    Column("steps"),
+    Column("samples"),
+    Column("span", "s"),
+    Column("samples/s"),
+    Column("mean step", "ms"),
+    Column("peak", align="left"),
+)
+
+
+def _rank_throughput_table(s: StepAnalysis) -> Table:
+    rows = tuple(
+        (
+            str(r.rank),
+            f"{r.num_steps:,}",
+            f"{r.samples:,}",
+            fmt(r.span_s, ".3f"),
+            fmt(r.samples_per_s, ",.1f"),
+            fmt(r.mean_step_ms, ".2f"),
+            ", ".join(f"{fmt_bytes(m.peak_bytes)} {m.name}" for m in r.memory) or NA,
+        )
+        for r in s.ranks
+    )
+    return Table("Per rank", RANK_COLUMNS, rows)
+
+
+PHASE_COLUMNS = (
+    Column("rank", align="left"),
+    Column("phase", align="left"),
+    Column("mean", "ms"),
+    Column("p50", "ms"),
+    Column("p95", "ms"),
+    Column("share", "%"),
+)
+
+
+def _phase_table(s: StepAnalysis) -> Table:
+    """One group of rows per rank; the phases a rank did not record in the caption."""
+    rows, groups, notes = [], [], []
+    for r in s.ranks:
+        for i, p in enumerate(r.phases):
+            rows.append(
+                (
+                    str(r.rank) if i == 0 else "",
+                    p.phase,
+                    fmt(p.mean_ms, ".2f"),
+                    fmt(p.p50_ms, ".2f"),
+                    fmt(p.p95_ms, ".2f"),
+                    fmt(p.share_pct, ".1f"),
+                )
+            )
+        if r.phases:
+            groups.append(len(r.phases))
+        if r.missing_phases and r.num_steps:
+            notes.append(f"rank {r.rank}: {', '.join(r.missing_phases)}")
+    caption = "not recorded (counted in other): " + "; ".join(notes) if notes else ""
+    title = "Step phases per rank (per-step sums)"
+    return Table(title, PHASE_COLUMNS, tuple(rows), groups=tuple(groups), caption=caption)
+
+
+def _steps(a: RunAnalysis) -> Section:
+    s = a.steps
+    if s is None:
+        blocks: tuple[Block, ...] = (_no_data(a, "step events"),)
+    else:
+        blocks = (_step_summary(s), _rank_throughput_table(s), _phase_table(s))
+    return Section("Throughput and step time", blocks)
+
+
+OP_COLUMNS = (
+    Column("op", align="left"),
+    Column("tag", align="left"),
+    Column("ranks"),
+    Column("calls"),
+    Column("total", "ms"),
+    Column("bytes", align="left"),
+    Column("incomplete calls"),
+)
+
+
+def op_table(c: CollectiveAnalysis) -> Table:
+    rows = tuple(
+        (
+            o.op,
+            o.tag or NA,
+            str(o.num_ranks),
+            fmt_calls(o.calls_min, o.calls_max),
+            f"{o.total_ms_per_rank:,.2f}",
+            fmt_bytes(o.nbytes_per_rank),
+            str(o.incomplete_calls),
+        )
+        for o in c.ops
+    )
+    return Table("Collectives per op (per rank)", OP_COLUMNS, rows)
+
+
+SIZE_COLUMNS = (
+    Column("op", align="left", no_wrap=True),
+    Column("size", "B", byte_size=True),
+    Column("count"),
+    Column("avg", "µs"),
+    Column("min", "µs"),
+    Column("max", "µs"),
+    Column("total", "ms"),
+    Column("algbw", "GB/s"),
+    Column("busbw", "GB/s"),
+)
+
+
+def size_table(c: CollectiveAnalysis) -> Table:
+    """The nccl-tests columns: one row per op and message size, count and total per rank."""
+    rows, values = [], []
+    for z in c.sizes:
+        times = (z.time_avg_us, z.time_min_us, z.time_max_us)
+        calls = fmt_calls(z.calls_min, z.calls_max)
+        rows.append(
+            (
+                z.op,
+                f"{z.nbytes:,}",
+                calls,
+                *(f"{t:,.1f}" for t in times),
+                f"{z.total_ms_per_rank:,.2f}",
+                fmt(z.algbw_gbps, ".2f"),
+                fmt(z.busbw_gbps, ".2f"),
+            )
+        )
+        count = z.calls_min if z.calls_min == z.calls_max else calls
+        values.append(
+            (z.op, z.nbytes, count, *times, z.total_ms_per_rank, z.algbw_gbps, z.busbw_gbps)
+        )
+    return Table(
+        f"Collectives by message size (nccl-tests columns, n = {c.world_size} ranks)",
+        SIZE_COLUMNS,
+        tuple(rows),
+        tuple(values),
+        html_id="sizes",
+        caption="count and total per rank; time per call (avg/min/max) from issue to "
+        "completion, over all ranks; GB = 1e9 B; algbw = size / avg time; "
+        "busbw = algbw x nccl-tests factor",
+    )
+
+
+def _per_step_table(c: CollectiveAnalysis) -> Table:
+    cols = (Column("tag", align="left"), Column("bytes/step", align="left"), Column("calls/step"))
+    rows = tuple(
+        (t.tag or NA, fmt_bytes_exact(t.nbytes_per_step), f"{t.calls_per_step:,.2f}")
+        for t in c.per_step
+    )
+    return Table("Traffic per measured step (per rank)", cols, rows)
+
+
+INCOMPLETE_COLUMNS = tuple(
+    Column(name, align="left") for name in ("rank", "op", "tag", "calls", "first seq", "step")
+)
+
+
+def _incomplete_table(c: CollectiveAnalysis) -> Table:
+    rows = tuple(
+        (
+            str(i.rank),
+            i.op,
+            i.tag or NA,
+            str(i.calls),
+            NA if i.first_seq < 0 else str(i.first_seq),
+            str(i.first_step),
+        )
+        for i in c.incomplete
+    )
+    calls = plural(c.incomplete_calls, "call")
+    title = f"Collectives that never completed ({calls}, not in the times)"
+    return Table(title, INCOMPLETE_COLUMNS, rows)
+
+
+def _collectives(a: RunAnalysis) -> Section:
+    c = a.collectives
+    if c is None:
+        return Section("Collectives", (_no_data(a, "collectives"),))
+    blocks: list[Block] = [op_table(c)]
+    if c.sizes:
+        blocks.append(size_table(c))
+    if c.per_step:
+        blocks.append(_per_step_table(c))
+    if c.incomplete:
+        blocks.append(_incomplete_table(c))
+    return Section("Collectives", tuple(blocks))
+
+
+def run_document(a: RunAnalysis) -> Document:
+    """The report: header, then what went wrong (hang, failures, problems), then the
+    measurements."""
+    failures = failure_blocks(a)
+    blocks = (
+        *header(a),
+        hang_section(a),
+        Section("Failures", failures, html_id="failures") if failures else None,
+        _problems(a),
+        _steps(a),
+        _collectives(a),
+        cross_rank_section(a),
+    )
+    return Document(f"scalescope report: run {a.run_id}", tuple(b for b in blocks if b is not None))
