@@ -13,7 +13,8 @@ from typing import Literal
 
 from scalescope.report.html_charts import Chart
 
-Style = Literal["", "bold", "red", "yellow", "green"]
+Style = Literal["", "bold", "red", "yellow", "green", "note"]
+"""``note``: an aside (dim on the terminal, grey italics on the page)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Line:
     text: str
     label: str = ""
     style: Style = ""
+    html_id: str = ""
 
 
 @dataclass(frozen=True)

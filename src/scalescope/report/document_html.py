@@ -56,8 +56,8 @@ def block_html(block: Block, level: int = 1) -> str:
     if isinstance(block, Line):
         if block.label:
             return f"<p><strong>{esc(block.label)}</strong> {esc(block.text)}</p>"
-        opening = f'<p class="{block.style}">' if block.style else "<p>"
-        return f"{opening}{esc(block.text)}</p>"
+        style = f' class="{block.style}"' if block.style else ""
+        return f"<p{style}{_ident(block.html_id)}>{esc(block.text)}</p>"
     if isinstance(block, Grid):
         rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in block.rows)
         return f'<table class="grid"><tbody>{rows}</tbody></table>'

@@ -18,6 +18,9 @@ from scalescope.report.document import (
 )
 from scalescope.report.formatting import kv_grid, section
 
+TERMINAL_STYLES = {"note": "dim"}
+"""Document styles that are not rich style names."""
+
 
 def rich_table(table: Table) -> RichTable:
     """Titles and captions as Text (no markup read in them) in rich's table styles."""
@@ -57,7 +60,7 @@ def render_block(block: Block, console: Console) -> None:
         if block.label:
             console.print(Text.assemble((block.label, block.style or "bold"), " ", block.text))
         else:
-            console.print(Text(block.text, style=block.style))
+            console.print(Text(block.text, style=TERMINAL_STYLES.get(block.style, block.style)))
     elif isinstance(block, Grid):
         console.print(kv_grid(list(block.rows)))
     elif isinstance(block, Table):

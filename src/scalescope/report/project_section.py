@@ -7,7 +7,6 @@ The projection page of `project --html` draws its throughput with the same chart
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +14,9 @@ import msgspec
 import plotly.graph_objects as go
 
 from scalescope.events.files import PROJECTION_FILE
+from scalescope.report.document import Column, Line, Section, Table
+from scalescope.report.document_html import block_html
 from scalescope.report.html_charts import PHASE_COLORS, Chart, layout, plotly_text
-from scalescope.report.html_page import chart_html, esc
 
 PROJECTION_CHART_ID = "chart-projection"
 TERM_COLORS = {
@@ -135,36 +135,44 @@ def projection_chart(p: StoredProjection, chart_id: str = PROJECTION_CHART_ID) -
     return Chart(chart_id, title, fig)
 
 
-def _table(p: StoredProjection) -> str:
-    head = ("nodes", "ranks", "samples/s", "step (ms)", "±", "dominant")
-    rows = "".join(
-        "<tr>" + "".join(f'<td class="num">{esc(c)}</td>' for c in (
-            q.nodes, q.ranks, f"{q.samples_per_s:,.1f}", f"{q.step_ms:,.1f}",
-            f"{q.band_ms:,.1f}", q.dominant)) + "</tr>"
-        for q in sorted(p.points, key=lambda q: q.nodes)
+def _table(p: StoredProjection) -> Table:
+    points = sorted(p.points, key=lambda q: q.nodes)
+    columns = (
+        Column("nodes"),
+        Column("ranks"),
+        Column("samples/s"),
+        Column("step", "ms"),
+        Column("±", "ms"),
+        Column("dominant"),
+    )
+    rows = tuple(
+        (str(q.nodes), str(q.ranks), f"{q.samples_per_s:,.1f}", f"{q.step_ms:,.1f}",
+         f"{q.band_ms:,.1f}", q.dominant)
+        for q in points
     )  # fmt: skip
-    return (
-        '<table id="projected-sizes"><thead><tr>'
-        + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        + f"</tr></thead><tbody>{rows}</tbody></table>"
+    values = tuple(
+        (q.nodes, q.ranks, q.samples_per_s, q.step_ms, q.band_ms, q.dominant) for q in points
+    )
+    return Table("", columns, rows, values, html_id="projected-sizes")
+
+
+def projection_block(stored: DashboardProjection) -> Section:
+    """The stored projection as a document section: what was projected, the sizes, the notes
+    and the chart, or the one-line problem that kept it from being read."""
+    title = "Projection (scalescope project)"
+    p = stored.projection
+    if p is None:
+        return Section(title, (Line(stored.problem, style="note", html_id="projection-note"),))
+    what = (
+        f"{p.mode} scaling on {p.hardware}, ranks per node: {p.ranks_per_node}, "
+        f"{p.algorithm} allreduce; band: one standard deviation of the model's inputs"
+    )
+    notes = tuple(Line(f"- {n}") for n in p.notes)
+    return Section(
+        title, (Line(what), _table(p), *notes, projection_chart(p)), html_id="projection"
     )
 
 
 def projection_section(stored: DashboardProjection | None) -> str:
     """The dashboard's projection section; empty when the run has no stored projection."""
-    if stored is None:
-        return ""
-    head = '<h2 id="projection">Projection (scalescope project)</h2>'
-    p = stored.projection
-    if p is None:
-        return f'{head}<p class="note" id="projection-note">{esc(stored.problem)}</p>'
-    what = (
-        f"{p.mode} scaling on {p.hardware}, ranks per node: {p.ranks_per_node}, "
-        f"{p.algorithm} allreduce; band: one standard deviation of the model's inputs"
-    )
-    notes = "".join(f"<li>{esc(n)}</li>" for n in p.notes)
-    return (
-        f"{head}<p>{esc(what)}</p>{_table(p)}"
-        + (f"<ul>{notes}</ul>" if notes else "")
-        + chart_html(projection_chart(p))
-    )
+    return "" if stored is None else block_html(projection_block(stored))
