@@ -79,7 +79,8 @@ def test_launcher_sigkilled_mid_run_leaves_no_rank(tmp_path):
     )
     wait_gone(pids)
     run = load_run(run_dir)
-    assert any("run.json says running" in p for p in run.problems)
+    assert any("run.json says running, but every rank recorded its end" in p for p in run.problems)
+    assert run.meta.status == "interrupted"
     for rank in (0, 1):
         meta = run.ranks[rank]
         assert meta.status == "interrupted" and meta.error.startswith("stopped by SIGTERM")

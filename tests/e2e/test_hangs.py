@@ -55,10 +55,10 @@ def assert_no_process_left(pids: list[int]) -> None:
     assert not alive, f"processes still running: {alive}"
 
 
-def hang_run(tmp: Path, mode: str, action: str = "kill") -> dict:
+def hang_run(tmp: Path, mode: str, action: str = "kill", at: int = 6) -> dict:
     proc = scalescope(
         "run", "-n", "2", "--run-dir", "run", "--hang-after", "3", "--hang-action", action,
-        "--no-report", HANG_TRAIN, "--mode", mode, "--at", "6", cwd=tmp, timeout=180,
+        "--no-report", HANG_TRAIN, "--mode", mode, "--at", at, cwd=tmp, timeout=180,
     )  # fmt: skip
     hang = json.loads((tmp / "run" / "hang.json").read_text())
     return {"proc": proc, "hang": hang, "run": load_run(tmp / "run"), "dir": tmp / "run"}
@@ -127,6 +127,20 @@ def test_report_of_a_hung_run_puts_the_hang_first(host_hang):
     assert findings.split("\n", 2)[1].startswith("1. hang: the run stopped progressing")
     assert "verdict: hang:" in out
     assert "communication latency" not in out.split("verdict:")[-1]
+
+
+def test_a_hang_before_the_first_step_is_seen(tmp_path):
+    """Rank 1 sleeps before its first step: nothing ever finished, but rank 0 entered DDP's
+    first all_reduce and waits there; that is the hang's start."""
+    hung = hang_run(tmp_path, "host", at=0)
+    assert hung["proc"].returncode == 1, hung["proc"].stderr
+    verdict = hung["hang"]["verdicts"][0]
+    assert verdict["kind"] == "missing" and verdict["ranks"] == [1] and verdict["waiting"] == [0]
+    ranks = {r["rank"]: r for r in hung["hang"]["ranks"]}
+    assert ranks[0]["in_collective"] and ranks[0]["steps_done"] == ranks[1]["steps_done"] == 0
+    assert ranks[0]["collective_for_s"] >= 3.0
+    assert "rank 1 has not entered all_reduce #0" in hung["proc"].stderr
+    assert_no_process_left([r["pid"] for r in ranks.values()])
 
 
 def test_mismatch_names_both_ops(mismatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,32 @@ def merge_node_files(run_dir: Path, meta: RunMeta) -> None:
             meta.status = node.status
 
 
+def status_of_ranks(ranks: Iterable[RankMeta]) -> str:
+    """A run's status by its ranks' word: for a run the launcher saw end well whose ranks say
+    otherwise (a rank stopped by a SIGTERM that its handler turned into a clean exit), and
+    for a run whose launcher died before it could record the end."""
+    statuses = {r.status for r in ranks}
+    if statuses & {"failed", "killed"}:
+        return "failed"
+    return "interrupted" if "interrupted" in statuses else "completed"
+
+
+def _unrecorded_end(meta: RunMeta, ranks: dict[int, RankMeta]) -> str:
+    """The problem of a run.json that still says running, and, when every rank recorded its
+    end, the run's status taken from them."""
+    ended = len(ranks) == meta.world_size and all(r.status != "running" for r in ranks.values())
+    if not ended:
+        return (
+            f"{RUN_FILE} says running: the run is still going, or its launcher ended without "
+            "recording the end (killed, or its disk full); rank statuses are the ranks' own"
+        )
+    meta.status = status_of_ranks(ranks.values())
+    return (
+        f"{RUN_FILE} says running, but every rank recorded its end: the launcher ended without "
+        f"recording it (killed, or its disk full); the run's status ({meta.status}) is the ranks'"
+    )
+
+
 def load_run(run_dir: Path) -> Run:
     """Load everything that was recorded; say in ``problems`` what is missing or cut short."""
     run_dir = Path(run_dir)
@@ -171,11 +198,6 @@ def load_run(run_dir: Path) -> Run:
     tables: list[EventTable] = []
     ranks: dict[int, RankMeta] = {}
     problems: list[str] = []
-    if meta.status == "running":
-        problems.append(
-            f"{RUN_FILE} says running: the run is still going, or its launcher ended without "
-            "recording the end (killed, or its disk full); rank statuses are the ranks' own"
-        )
     for rank in range(meta.world_size):
         rank_meta = read_rank_meta(run_dir, rank) or meta.ranks.get(str(rank))
         if rank_meta is not None:
@@ -190,5 +212,7 @@ def load_run(run_dir: Path) -> Run:
         if read.problem:
             problems.append(f"rank {rank}: {path.name} {read.problem}; kept {read.batches} batches")
         tables.append(EventTable.from_arrow(read.table, symbols))
+    if meta.status == "running":
+        problems.insert(0, _unrecorded_end(meta, ranks))
     events = EventTable.concat(tables) if tables else EventTable.empty(symbols)
     return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems)

@@ -112,7 +112,7 @@ class HangWatch(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(POLL_S):
             states = read_live_states(self.run_dir, self.world_size)
-            progress = [s.last_progress_s for s in states.values() if s.last_progress_s]
+            progress = progress_times(states)
             if not progress or max(progress) == self._reported_progress:
                 continue
             idle = time.time() - max(progress)
@@ -179,6 +179,14 @@ class HangWatch(threading.Thread):
             now = read_live_states(self.run_dir, self.world_size)
             asked = {r: n for r, n in asked.items() if now[r].flushes_answered < n}
             time.sleep(0.05)
+
+
+def progress_times(states: dict[int, LiveState]) -> list[float]:
+    """When each rank last finished a step or a collective; before any has, when each entered
+    its first collective: a rank that waits there for a peer that never comes (stuck before
+    its first step) is a hang too, while a slow start with no collective yet is not."""
+    progress = [s.last_progress_s for s in states.values() if s.last_progress_s]
+    return progress or [s.entered_s for s in states.values() if s.entered_s]
 
 
 def collect_stacks(run_dir: Path, procs: dict[int, psutil.Process | None]) -> dict[int, str]:

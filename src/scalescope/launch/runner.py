@@ -8,13 +8,17 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from scalescope.events.files import LOGS_DIR, RUN_FILE, meta_file_name, rank_meta_path
-from scalescope.events.run import RankMeta, RunMeta, read_rank_meta, write_json_atomic
+from scalescope.events.run import (
+    RunMeta,
+    read_rank_meta,
+    status_of_ranks,
+    write_json_atomic,
+)
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.hang_watch import LAUNCHER_GRACE_S, HangOptions, HangWatch
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
@@ -138,15 +142,6 @@ def finish_meta(
     meta.hostnames = sorted(set(hosts))
     if meta.status == "completed":
         meta.status = status_of_ranks(meta.ranks.values())
-
-
-def status_of_ranks(ranks: Iterable[RankMeta]) -> str:
-    """A run the launcher saw end well but whose ranks say otherwise (a rank stopped by a
-    SIGTERM that its handler turned into a clean exit) takes the ranks' word."""
-    statuses = {r.status for r in ranks}
-    if statuses & {"failed", "killed"}:
-        return "failed"
-    return "interrupted" if "interrupted" in statuses else "completed"
 
 
 def execute(spec: RunSpec) -> RunOutcome:

@@ -116,3 +116,22 @@ def test_failed_rank_takes_the_final_word(tmp_path):
     assert a.failed_ranks == (r1,)
     assert "rank 1" in a.problems[0]  # its event file is missing
     assert [r.rank for r in a.steps.ranks] == [0]
+
+
+@pytest.mark.parametrize(
+    ("rank1", "status"),
+    [("interrupted", "interrupted"), ("failed", "failed"), ("running", "running")],
+)
+def test_a_launcher_that_died_leaves_the_status_to_the_ranks(tmp_path, rank1, status):
+    """run.json says running; when every rank recorded its end, the run's status is theirs."""
+    ranks = [synth_rank(r, STEPS, warmup_steps=WARMUP) for r in range(2)]
+    run = make_run(
+        tmp_path,
+        {r.rank: [r.rows] for r in ranks},
+        world_size=2,
+        status="running",
+        rank_files={0: _done(0, status="interrupted"), 1: _done(1, status=rank1)},
+    )
+    assert analyze_run(run).status == status
+    said = "but every rank recorded its end" in run.problems[0]
+    assert run.problems[0].startswith("run.json says running") and said == (rank1 != "running")
