@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -19,6 +20,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.analyze.summary import RunAnalysis, analyze_run
 from scalescope.events.run import RunDirError, load_run
+from scalescope.events.tail import RunTail
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import start
 
@@ -87,13 +89,20 @@ def samples_per_step(steps: StepAnalysis | None) -> float | None:
     return sum(per_rank) if per_rank else None
 
 
-def running_rate(run_dir: Path, warmup_steps: int) -> float | None:
-    """Samples/s of the steps flushed so far (ranks flush every 20 steps or 5 s)."""
-    try:
-        run = load_run(run_dir)
-    except RunDirError:
-        return None
-    return throughput(analyze_steps(run.events, warmup_steps))[0]
+class RunningRate:
+    """Samples/s of the steps flushed so far (ranks flush every 20 steps or 5 s), reading only
+    what the ranks appended since the last call (events/tail.py)."""
+
+    def __init__(self, run_dir: Path, warmup_steps: int) -> None:
+        self.tail = RunTail(run_dir, keep_steps=sys.maxsize)
+        self.warmup_steps = warmup_steps
+
+    def __call__(self) -> float | None:
+        try:
+            self.tail.poll()
+        except RunDirError:
+            return None
+        return throughput(analyze_steps(self.tail.window(), self.warmup_steps))[0]
 
 
 @contextmanager
@@ -138,6 +147,7 @@ class Watch(threading.Thread):
         self.reason: str | None = None
         self.last_rate: float | None = None
         self.started = time.monotonic()
+        self.rate = RunningRate(run_dir, warmup)
 
     def run(self) -> None:
         last_report = 0.0
@@ -147,7 +157,7 @@ class Watch(threading.Thread):
                 self.stop("budget")
             elif self.reason is None and elapsed - last_report >= PROGRESS_EVERY_S:
                 last_report = elapsed
-                self.last_rate = running_rate(self.run_dir, self.warmup)
+                self.last_rate = self.rate()
                 if self.progress is not None and self.progress(elapsed, self.last_rate):
                     self.stop("pruned")
 

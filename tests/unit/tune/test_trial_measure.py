@@ -8,7 +8,9 @@ import pytest
 from run_builders import step_row, write_run_dir
 
 from scalescope.events import RunMeta
-from scalescope.tune.trial import running_rate, scoped_environ
+from scalescope.events.run import events_path
+from scalescope.events.writer import EventWriter
+from scalescope.tune.trial import RunningRate, scoped_environ
 
 MS = 1_000_000
 
@@ -25,15 +27,33 @@ def test_running_rate_is_samples_per_s_after_warmup(tmp_path: Path) -> None:
     meta = RunMeta(run_id="r", command=[], script="s.py", world_size=2, warmup_steps=2)
     durations = [500.0, 300.0, 100.0, 100.0, 200.0]
     write_run_dir(tmp_path, meta, {0: [steps(durations, 8)], 1: [steps(durations, 8)]})
+    rate = RunningRate(tmp_path, 2)
     # measured: steps 2..4 of each rank, 3 x 8 samples in 400 ms on each of 2 ranks
-    assert running_rate(tmp_path, 2) == pytest.approx(2 * 3 * 8 / 0.4)
+    assert rate() == pytest.approx(2 * 3 * 8 / 0.4)
+    assert rate() == pytest.approx(2 * 3 * 8 / 0.4), "nothing new read: the same rate"
+
+
+def test_the_rate_grows_with_what_the_ranks_append(tmp_path: Path) -> None:
+    """Read incrementally while the rank writes, the rate equals the whole stream's read
+    afresh."""
+    meta = RunMeta(run_id="r", command=[], script="s.py", world_size=1, warmup_steps=1)
+    write_run_dir(tmp_path, meta, {})
+    rows = steps([500.0, 100.0, 100.0, 400.0], 8)
+    writer = EventWriter(events_path(tmp_path, 0), 0)
+    writer.write(rows[:2])
+    rate = RunningRate(tmp_path, 1)
+    assert rate() == pytest.approx(8 / 0.1)
+    writer.write(rows[2:])
+    assert rate() == pytest.approx(3 * 8 / 0.6) == RunningRate(tmp_path, 1)()
+    writer.close()
 
 
 def test_no_rate_before_a_measured_step_or_a_run(tmp_path: Path) -> None:
-    assert running_rate(tmp_path, 2) is None  # no run.json yet: the trial is starting
+    rate = RunningRate(tmp_path, 5)
+    assert rate() is None  # no run.json yet: the trial is starting
     meta = RunMeta(run_id="r", command=[], script="s.py", world_size=1, warmup_steps=5)
     write_run_dir(tmp_path, meta, {0: [steps([100.0, 100.0], 8)]})
-    assert running_rate(tmp_path, 5) is None  # warm-up only: no rate yet
+    assert rate() is None  # warm-up only: no rate yet
 
 
 def test_scoped_environ_restores_everything(monkeypatch: pytest.MonkeyPatch) -> None:
