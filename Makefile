@@ -41,10 +41,12 @@ sysdeps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# Two at a time, then the timed tests alone (they compare times measured on this machine):
-# alone, a test that finds the cpus busy fails with the load it saw instead of skipping.
+# Three at a time (many tests wait on ranks that sleep, hang or are killed: three workers
+# keep 2 cpus busy), then the timed tests alone (they compare times measured on this
+# machine): alone, a test that finds the cpus busy fails with the load it saw instead of
+# skipping.
 test: lint sysdeps
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not timed"; rest=$$?; \
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile -m "not timed"; rest=$$?; \
 	SCALESCOPE_TESTS_ALONE=1 $(VENV)/bin/pytest -q -m timed tests/e2e; timed=$$?; \
 	test $$rest -eq 0 && test $$timed -eq 0
 

@@ -130,8 +130,8 @@ def test_report_of_a_hung_run_puts_the_hang_first(host_hang):
 
 
 def test_a_hang_before_the_first_step_is_seen(tmp_path):
-    """Rank 1 sleeps before its first step: nothing ever finished, but rank 0 entered DDP's
-    first all_reduce and waits there; that is the hang's start."""
+    """Rank 1 sleeps before its first step, after DDP's broadcast of the parameters (#0):
+    rank 0 waits in the first gradient all_reduce (#1) with no step done on either rank."""
     hung = hang_run(tmp_path, "host", at=0)
     assert hung["proc"].returncode == 1, hung["proc"].stderr
     verdict = hung["hang"]["verdicts"][0]
@@ -139,7 +139,7 @@ def test_a_hang_before_the_first_step_is_seen(tmp_path):
     ranks = {r["rank"]: r for r in hung["hang"]["ranks"]}
     assert ranks[0]["in_collective"] and ranks[0]["steps_done"] == ranks[1]["steps_done"] == 0
     assert ranks[0]["collective_for_s"] >= 3.0
-    assert "rank 1 has not entered all_reduce #0" in hung["proc"].stderr
+    assert "rank 1 has not entered all_reduce #1" in hung["proc"].stderr
     assert_no_process_left([r["pid"] for r in ranks.values()])
 
 
