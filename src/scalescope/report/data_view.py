@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,10 +20,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from scalescope.bench.shards import Manifest
-from scalescope.data.speed import Ratio, Speed
-from scalescope.data.stage import StageResult
 from scalescope.report.formatting import fmt_bytes
+
+if TYPE_CHECKING:  # the data tools import torch: a progress bar must not
+    from scalescope.bench.shards import Manifest
+    from scalescope.data.speed import Ratio, Speed
+    from scalescope.data.stage import StageResult
 
 
 @contextmanager
