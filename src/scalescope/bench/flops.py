@@ -48,8 +48,14 @@ def _num_classes(options: dict[str, Any]) -> int:
     return int(options.get("num_classes") or 1000)
 
 
-def cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+def cache_path() -> Path | None:
+    """None when there is no home to keep it in (a batch job with no HOME nor passwd entry)."""
+    root = os.environ.get("XDG_CACHE_HOME")
+    if not root:
+        try:
+            root = Path.home() / ".cache"
+        except RuntimeError:
+            return None
     return Path(root) / "scalescope" / CACHE_NAME
 
 
@@ -89,11 +95,12 @@ def _write_cache(path: Path, counts: dict[str, float]) -> None:
 @lru_cache(maxsize=16)
 def _forward_flops(model: str, image_size: int, num_classes: int) -> float:
     path, key = cache_path(), _cache_key(model, image_size, num_classes)
-    kept = _read_cache(path).get(key)
+    kept = None if path is None else _read_cache(path).get(key)
     if kept is not None:
         return kept
     flops = _count_forward_flops(model, image_size, num_classes)
-    _write_cache(path, _read_cache(path) | {key: flops})
+    if path is not None:
+        _write_cache(path, _read_cache(path) | {key: flops})
     return flops
 
 

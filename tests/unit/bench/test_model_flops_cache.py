@@ -62,3 +62,18 @@ def test_an_unwritable_cache_still_counts(tmp_path, monkeypatch):
     counted = flops.count_model_flops("resnet18", OPTIONS)
     flops._forward_flops.cache_clear()
     assert counted is not None and counted.forward_flops == _counted_here()
+
+
+def test_no_home_no_cache(monkeypatch):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(flops.Path, "home", _no_home)
+    assert flops.cache_path() is None
+    flops._forward_flops.cache_clear()
+    counted = flops.count_model_flops("resnet18", OPTIONS)
+    flops._forward_flops.cache_clear()
+    assert counted is not None and counted.forward_flops == _counted_here()
+
+
+def _no_home() -> flops.Path:
+    raise RuntimeError("Could not determine home directory.")
