@@ -173,19 +173,22 @@ def status_of_ranks(ranks: Iterable[RankMeta]) -> str:
     return "interrupted" if "interrupted" in statuses else "completed"
 
 
-def _unrecorded_end(meta: RunMeta, ranks: dict[int, RankMeta]) -> str:
-    """The problem of a run.json that still says running, and, when every rank recorded its
-    end, the run's status taken from them."""
-    ended = len(ranks) == meta.world_size and all(r.status != "running" for r in ranks.values())
-    if not ended:
+def _ranks_ended(meta: RunMeta, ranks: dict[int, RankMeta]) -> bool:
+    """Every rank of the world recorded its end in its own file."""
+    return len(ranks) == meta.world_size and all(r.status != "running" for r in ranks.values())
+
+
+def _unrecorded_end(ranks_status: str | None) -> str:
+    """The problem of a run.json that still says running; ``ranks_status`` is the run's
+    status by its ranks when every rank recorded its end, else None."""
+    if ranks_status is None:
         return (
             f"{RUN_FILE} says running: the run is still going, or its launcher ended without "
             "recording the end (killed, or its disk full); rank statuses are the ranks' own"
         )
-    meta.status = status_of_ranks(ranks.values())
     return (
         f"{RUN_FILE} says running, but every rank recorded its end: the launcher ended without "
-        f"recording it (killed, or its disk full); the run's status ({meta.status}) is the ranks'"
+        f"recording it (killed, or its disk full); the run's status ({ranks_status}) is the ranks'"
     )
 
 
@@ -213,6 +216,9 @@ def load_run(run_dir: Path) -> Run:
             problems.append(f"rank {rank}: {path.name} {read.problem}; kept {read.batches} batches")
         tables.append(EventTable.from_arrow(read.table, symbols))
     if meta.status == "running":
-        problems.insert(0, _unrecorded_end(meta, ranks))
+        ended = _ranks_ended(meta, ranks)
+        ranks_status = status_of_ranks(ranks.values()) if ended else None
+        problems.insert(0, _unrecorded_end(ranks_status))
+        meta.status = ranks_status or meta.status
     events = EventTable.concat(tables) if tables else EventTable.empty(symbols)
     return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems)
