@@ -2,24 +2,17 @@
 ``torch.utils.flop_counter.FlopCounterMode`` on one image of the run's size, in the process
 that asks (never in the ranks). The diagnosis and the projection both use it.
 
-Counting builds the model (torch and torchvision imported: ~4 s of CPU), so each count is
-kept in ``$XDG_CACHE_HOME/scalescope/model-flops.json`` (``~/.cache`` by default), keyed by
-the model, image size, classes and the installed torch and torchvision versions: a second
+Counting builds the model, so each count is kept on disk (``bench.model_cache``): a second
 ``report`` of a bench run reads the number instead of building the model again.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-CACHE_NAME = "model-flops.json"
+from scalescope.bench.model_cache import cache_key, kept_or_counted
 
 
 @dataclass(frozen=True)
@@ -48,59 +41,10 @@ def _num_classes(options: dict[str, Any]) -> int:
     return int(options.get("num_classes") or 1000)
 
 
-def cache_path() -> Path | None:
-    """None when there is no home to keep it in (a batch job with no HOME nor passwd entry)."""
-    root = os.environ.get("XDG_CACHE_HOME")
-    if not root:
-        try:
-            root = Path.home() / ".cache"
-        except RuntimeError:
-            return None
-    return Path(root) / "scalescope" / CACHE_NAME
-
-
-def _cache_key(model: str, image_size: int, num_classes: int) -> str:
-    versions = []
-    for package in ("torch", "torchvision"):
-        try:
-            versions.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{package} none")
-    return f"{model} {image_size}px {num_classes} classes; {', '.join(versions)}"
-
-
-def _read_cache(path: Path) -> dict[str, float]:
-    """The counts kept so far; a missing, unreadable or damaged file is an empty cache."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
-
-
-def _write_cache(path: Path, counts: dict[str, float]) -> None:
-    """Atomically, so ranks or tests counting at once never read half a file; a home that
-    cannot be written only loses the cache."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as f:
-            json.dump(counts, f, indent=1, sort_keys=True)
-        os.replace(f.name, path)
-    except OSError:
-        return
-
-
 @lru_cache(maxsize=16)
 def _forward_flops(model: str, image_size: int, num_classes: int) -> float:
-    path, key = cache_path(), _cache_key(model, image_size, num_classes)
-    kept = None if path is None else _read_cache(path).get(key)
-    if kept is not None:
-        return kept
-    flops = _count_forward_flops(model, image_size, num_classes)
-    if path is not None:
-        _write_cache(path, _read_cache(path) | {key: flops})
+    key = cache_key("forward FLOPs", model, image_size, num_classes)
+    (flops,) = kept_or_counted(key, lambda: (_count_forward_flops(model, image_size, num_classes),))
     return flops
 
 

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from scalescope.bench.flops import count_model_flops
+from scalescope.bench.model_cache import cache_key, kept_or_counted
 
 TRAIN_FACTOR = 3.0
 PARAM_PASSES = 8.0
@@ -56,9 +57,14 @@ def _tensor_bytes(value: Any) -> int:
 
 
 @lru_cache(maxsize=16)
-def forward_bytes(model: str, image_size: int, num_classes: int) -> tuple[float, float, float]:
+def forward_bytes(model: str, image_size: int, num_classes: int) -> tuple[float, ...]:
     """Activation bytes read + written and written by the forward pass of one image, and
-    the parameters' bytes."""
+    the parameters' bytes (kept on disk: ``bench.model_cache``)."""
+    key = cache_key("forward bytes", model, image_size, num_classes)
+    return kept_or_counted(key, lambda: _count_forward_bytes(model, image_size, num_classes))
+
+
+def _count_forward_bytes(model: str, image_size: int, num_classes: int) -> tuple[float, ...]:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 

@@ -1,5 +1,5 @@
-"""The model FLOP count is kept on disk: a second ask reads it instead of building the model,
-and a damaged or unwritable cache only costs a recount."""
+"""The model's FLOP count and forward traffic are kept on disk: a second ask reads them
+instead of building the model, and a damaged or unwritable cache only costs a recount."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from scalescope.bench import flops
+from scalescope.bench import flops, model_cache
 from scalescope.bench.models import build_model
+from scalescope.predict import costs
 
 OPTIONS = {"model": "resnet18", "image_size": 32, "num_classes": 10}
 
@@ -19,8 +20,10 @@ OPTIONS = {"model": "resnet18", "image_size": 32, "num_classes": 10}
 def cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     flops._forward_flops.cache_clear()
-    yield tmp_path / "cache" / "scalescope" / flops.CACHE_NAME
+    costs.forward_bytes.cache_clear()
+    yield tmp_path / "cache" / "scalescope" / model_cache.CACHE_NAME
     flops._forward_flops.cache_clear()
+    costs.forward_bytes.cache_clear()
 
 
 def _counted_here() -> float:
@@ -38,12 +41,26 @@ def test_a_second_ask_reads_the_count_kept_on_disk(cache_home, monkeypatch):
     first = flops.count_model_flops("resnet18", OPTIONS)
     assert first is not None and first.forward_flops == _counted_here()
     kept = json.loads(cache_home.read_text())
-    assert list(kept.values()) == [first.forward_flops]
+    assert list(kept.values()) == [[first.forward_flops]]
     (key,) = kept
-    assert key.startswith("resnet18 32px 10 classes; torch ")
+    assert key.startswith("forward FLOPs: resnet18 32px 10 classes; torch ")
     flops._forward_flops.cache_clear()
     monkeypatch.setattr(flops, "_count_forward_flops", _no_counting)
     assert flops.count_model_flops("resnet18", OPTIONS) == first
+
+
+def test_the_forward_traffic_is_kept_beside_the_flops(cache_home, monkeypatch):
+    cost = costs.model_cost("resnet18", OPTIONS)
+    assert cost is not None
+    resnet18 = build_model("resnet18", 10, image_size=32)
+    assert cost.parameter_bytes == 4 * sum(p.numel() for p in resnet18.parameters())
+    kept = json.loads(cache_home.read_text())
+    assert sorted(k.split(":")[0] for k in kept) == ["forward FLOPs", "forward bytes"]
+    flops._forward_flops.cache_clear()
+    costs.forward_bytes.cache_clear()
+    monkeypatch.setattr(flops, "_count_forward_flops", _no_counting)
+    monkeypatch.setattr(costs, "_count_forward_bytes", _no_counting)
+    assert costs.model_cost("resnet18", OPTIONS) == cost
 
 
 def test_a_damaged_cache_is_counted_again_and_rewritten(cache_home):
@@ -51,7 +68,7 @@ def test_a_damaged_cache_is_counted_again_and_rewritten(cache_home):
     cache_home.write_text('{"resnet18 32px')
     counted = flops.count_model_flops("resnet18", OPTIONS)
     assert counted is not None and counted.forward_flops == _counted_here()
-    assert list(json.loads(cache_home.read_text()).values()) == [counted.forward_flops]
+    assert list(json.loads(cache_home.read_text()).values()) == [[counted.forward_flops]]
 
 
 def test_an_unwritable_cache_still_counts(tmp_path, monkeypatch):
@@ -67,13 +84,13 @@ def test_an_unwritable_cache_still_counts(tmp_path, monkeypatch):
 def test_no_home_no_cache(monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.delenv("HOME", raising=False)
-    monkeypatch.setattr(flops.Path, "home", _no_home)
-    assert flops.cache_path() is None
+    monkeypatch.setattr(model_cache.Path, "home", _no_home)
+    assert model_cache.cache_path() is None
     flops._forward_flops.cache_clear()
     counted = flops.count_model_flops("resnet18", OPTIONS)
     flops._forward_flops.cache_clear()
     assert counted is not None and counted.forward_flops == _counted_here()
 
 
-def _no_home() -> flops.Path:
+def _no_home() -> model_cache.Path:
     raise RuntimeError("Could not determine home directory.")
