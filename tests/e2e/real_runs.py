@@ -129,6 +129,13 @@ def bench_step_ms(run_dir: Path, key: str = "step_times_s") -> float:
     return 1e3 * statistics.fmean(bench[key][bench["warmup_steps"] :])
 
 
+def bench_wait_ms(run_dir: Path) -> float:
+    """Mean time of a step outside forward, backward and optimizer by the workload's own
+    clock (bench.json: step minus compute time), after its warmup, ms: on a CPU, the wait
+    for the next batch."""
+    return bench_step_ms(run_dir) - bench_step_ms(run_dir, "compute_times_s")
+
+
 def diagnose_dir(run_dir: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Diagnosis:
     run = load_run(run_dir)
     return diagnose_run(run, analyze_run(run), thresholds)
@@ -283,39 +290,3 @@ def noise_images(root: Path, count: int, width: int, height: int) -> Path:
         pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(folder / f"{i:03d}.jpg", quality=90)
     return root
-
-
-class OneCore:
-    """Run the test process on one cpu with one torch thread, as one bound rank runs."""
-
-    def __init__(self, cpu: int = 0) -> None:
-        self.cpus = {cpu}
-
-    def __enter__(self) -> OneCore:
-        import torch
-
-        self._cpus, self._threads = os.sched_getaffinity(0), torch.get_num_threads()
-        os.sched_setaffinity(0, self.cpus)
-        torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import torch
-
-        os.sched_setaffinity(0, self._cpus)
-        torch.set_num_threads(self._threads)
-
-
-def time_loader_ms(data: Path, image_size: int, batch: int, epochs: int = 2) -> float:
-    """Mean time of one batch of the bench's own ImageFolder pipeline, 0 workers, 1 core."""
-    from torch.utils.data import DataLoader
-
-    from scalescope.bench.data import image_folder
-
-    loader = DataLoader(image_folder(data, image_size), batch_size=batch, shuffle=True)
-    with OneCore():
-        next(iter(loader))
-        start, batches = time.perf_counter(), 0
-        for _ in range(epochs):
-            batches += sum(1 for _ in loader)
-        return 1e3 * (time.perf_counter() - start) / batches
