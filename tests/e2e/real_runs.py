@@ -204,7 +204,7 @@ def _once(
     return RealRun(run_dir, diagnose_dir(run_dir), step_ms, load.pct, meters.work_s or None)
 
 
-def _slower_pct(*work_s: float) -> float:
+def slower_pct(*work_s: float) -> float:
     """How much slower the slowest speedometer time is than the fastest, % of the slowest."""
     return 100.0 * (max(work_s) - min(work_s)) / max(work_s)
 
@@ -213,7 +213,7 @@ def unequal_cores(run: RealRun) -> str | None:
     """Why cpus 0 and 1 were not equally fast during ``run`` (its speedometers), or None."""
     if not run.cpu_work_s:
         return "the cpus' speed was not measured"
-    gap = _slower_pct(*run.cpu_work_s.values())
+    gap = slower_pct(*run.cpu_work_s.values())
     if gap > MAX_CPU_SPEED_GAP_PCT:
         return f"one cpu was {gap:.0f}% slower than the other (speedometers)"
     return None
@@ -226,7 +226,7 @@ def speed_gap(a: RealRun, b: RealRun, cpu: int) -> str | None:
     the same cpu speed to make the difference its own."""
     if cpu not in (a.cpu_work_s or {}) or cpu not in (b.cpu_work_s or {}):
         return f"the speed of cpu {cpu} was not measured in both runs"
-    gap = _slower_pct(a.cpu_work_s[cpu], b.cpu_work_s[cpu])
+    gap = slower_pct(a.cpu_work_s[cpu], b.cpu_work_s[cpu])
     if gap > MAX_CPU_SPEED_GAP_PCT:
         return f"cpu {cpu} ran {gap:.0f}% slower in one of the two runs (speedometers)"
     return None

@@ -22,16 +22,34 @@ from conftest import cli_env, scalescope_in_process
 
 @pytest.fixture(scope="module")
 def crashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A study in which one configuration crashes, then the baseline and the best run once
-    more (``--confirm 1 --confirm-rounds 1``)."""
+    """A grid of 3 points in which one configuration crashes, stopped after 2 trials
+    (``--confirm 0``) and resumed to the end, then the baseline and the best run once more
+    (``--confirm 1 --confirm-rounds 1``)."""
     cwd = tmp_path_factory.mktemp("crashing")
-    done = tune(
-        cwd, *COMMON, "--confirm", "1", "--confirm-rounds", "1", "--space",
-        "--sleep-ms=0,30,crash", "--trials", "4", "--json", "t.json", "--run-dir", "study",
-        str(TUNE_TRAIN), "--sleep-ms=30",
+    grid = [*COMMON, "--sampler", "grid", "--space", "--sleep-ms=0,30,crash", "--run-dir",
+            "study"]  # fmt: skip
+    first = tune(cwd, *grid, *NO_CONFIRM, "--trials", "2", "--json", "first.json",
+                 str(TUNE_TRAIN), "--sleep-ms=30")  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = tune(
+        cwd, *grid, "--resume", "--confirm", "1", "--confirm-rounds", "1", "--trials", "4",
+        "--json", "t.json", str(TUNE_TRAIN), "--sleep-ms=30",
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert second.returncode == 0, second.stderr[-3000:]
     return cwd
+
+
+@pytest.mark.timeout(600)
+def test_resume_continues_the_study(crashing: Path) -> None:
+    first = {t["number"] for t in trials_of(crashing / "first.json")}
+    every = trials_of(crashing / "t.json")
+    assert len(first) == 2 and first < {t["number"] for t in every}
+    assert len([t for t in every if t["baseline"]]) == 1, "resume ran the baseline again"
+    points = {tuple(sorted(t["config"].items())) for t in every if not t["baseline"]}
+    assert len(points) == 2 == len(every) - 1, "each point measured exactly once"
+    assert json.loads((crashing / "first.json").read_text())["confirmations"] == [], (
+        "--confirm 0 ran confirmation runs"
+    )
 
 
 @pytest.mark.timeout(600)
