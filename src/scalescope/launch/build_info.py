@@ -12,8 +12,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
-
 SETTINGS: dict[str, str] = {
     "BLAS_INFO": "blas",
     "LAPACK_INFO": "lapack",
@@ -103,6 +101,8 @@ def parse_parallel_backend(text: str) -> str | None:
 
 def build_facts() -> dict[str, Any]:
     """The build of the torch in this process (see ``parse_build_config``)."""
+    import torch
+
     facts = parse_build_config(torch.__config__.show())
     try:
         facts["parallel_backend"] = parse_parallel_backend(torch.__config__.parallel_info())
@@ -113,6 +113,8 @@ def build_facts() -> dict[str, Any]:
 
 def cuda_facts() -> dict[str, Any]:
     """cuDNN and NCCL versions; ``None`` where CUDA, cuDNN or NCCL is absent."""
+    import torch
+
     facts: dict[str, Any] = {"cudnn": None, "nccl": None}
     if not torch.cuda.is_available():
         return facts
@@ -154,7 +156,10 @@ def allocator(paths: list[str]) -> dict[str, str | None]:
 
 
 def runtime_facts(maps_path: Path = Path("/proc/self/maps")) -> dict[str, Any]:
-    """OpenMP runtimes and allocator loaded in this process, and torch's thread count."""
+    """OpenMP runtimes and allocator loaded in this process (torch's among them: imported
+    first), and torch's thread count."""
+    import torch
+
     try:
         paths = loaded_libraries(maps_path.read_text())
     except OSError:

@@ -10,7 +10,8 @@ Three JSON-able dicts (keys documented in docs/env.md):
   ISA dispatch, exactly as set (unset ones are absent).
 
 Facts are read from the process that calls them (the launcher for run.json), never invented:
-what cannot be read is ``None`` or an empty list.
+what cannot be read is ``None`` or an empty list. torch is imported by the facts that read
+it, so a command that only checks its options never pays for it.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import torch
-import torch.distributed as dist
 
 from scalescope.launch.build_info import build_facts, cuda_facts, runtime_facts
 from scalescope.launch.topology import parse_cpulist
@@ -93,6 +92,8 @@ def _read(path: Path) -> str | None:
 
 def distributed_backends() -> dict[str, bool]:
     """Which torch.distributed backends this build can create."""
+    import torch.distributed as dist
+
     names = ("gloo", "nccl", "mpi", "ucc", "xccl")
     if not dist.is_available():
         return dict.fromkeys(names, False)
@@ -104,6 +105,8 @@ def distributed_backends() -> dict[str, bool]:
 
 
 def software_facts() -> dict[str, Any]:
+    import torch
+
     cpu_capability = ""
     if hasattr(torch.backends, "cpu"):
         cpu_capability = torch.backends.cpu.get_cpu_capability()
@@ -204,6 +207,8 @@ def _driver_version() -> str | None:
 
 def gpu_facts() -> list[dict[str, Any]]:
     """Each visible CUDA device: name, memory, compute capability, SMs and the driver."""
+    import torch
+
     if not torch.cuda.is_available():
         return []
     driver = _driver_version()
