@@ -13,7 +13,7 @@ from image_folders import make_image_folder
 from typer.testing import CliRunner
 
 from conftest import cli_env, scalescope
-from scalescope.bench.shards import read_manifest, validate_shard_dir
+from scalescope.bench.shard_manifest import read_manifest, validate_shard_dir
 from scalescope.cli import app
 from scalescope.events import load_run
 

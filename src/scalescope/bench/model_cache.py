@@ -1,6 +1,7 @@
-"""Numbers counted by building a built-in model once (its FLOPs, its forward pass's memory
-traffic), kept on disk: building it imports torch and torchvision and runs a forward pass,
-~4 s of CPU that a second ``report`` or ``project`` of a bench run should not pay again.
+"""What building or listing the built-in models once tells (their FLOPs, their forward pass's
+memory traffic, torchvision's model names), kept on disk: that imports torch and
+torchvision and runs a forward pass, up to ~4 s of CPU that a second ``report``,
+``project`` or ``bench`` launcher should not pay again.
 
 The file is ``$XDG_CACHE_HOME/scalescope/model-costs.json`` (``~/.cache`` by default); a key
 names what was counted, the model, image size, classes and the installed torch and
@@ -42,17 +43,28 @@ def _versions() -> str:
     return ", ".join(versions)
 
 
-def cache_key(what: str, model: str, image_size: int, num_classes: int) -> str:
-    return f"{what}: {model} {image_size}px {num_classes} classes; {_versions()}"
+def cache_key(what: str, model: str | None = None, image_size: int = 0, classes: int = 0) -> str:
+    """``what`` of ``model`` at its image size and classes (of torchvision with no model),
+    with the installed torch and torchvision versions."""
+    about = f"{model} {image_size}px {classes} classes" if model else "torchvision"
+    return f"{what}: {about}; {_versions()}"
 
 
-def _numbers(value: object) -> tuple[float, ...] | None:
-    if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
+Kept = tuple[float, ...] | tuple[str, ...]
+
+
+def _kept(value: object) -> Kept | None:
+    """A non-empty list of numbers or of strings, as a tuple; None for anything else."""
+    if not isinstance(value, list) or not value:
+        return None
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
         return tuple(float(v) for v in value)
+    if all(isinstance(v, str) for v in value):
+        return tuple(value)
     return None
 
 
-def read_cache(path: Path) -> dict[str, tuple[float, ...]]:
+def read_cache(path: Path) -> dict[str, Kept]:
     """The counts kept so far; a missing, unreadable or damaged file is an empty cache."""
     try:
         data = json.loads(path.read_text())
@@ -60,11 +72,11 @@ def read_cache(path: Path) -> dict[str, tuple[float, ...]]:
         return {}
     if not isinstance(data, dict):
         return {}
-    kept = {key: _numbers(value) for key, value in data.items()}
+    kept = {key: _kept(value) for key, value in data.items()}
     return {key: value for key, value in kept.items() if value is not None}
 
 
-def _write_cache(path: Path, counts: dict[str, tuple[float, ...]]) -> None:
+def _write_cache(path: Path, counts: dict[str, Kept]) -> None:
     """Atomically, so ranks or tests counting at once never read half a file; a home that
     cannot be written only loses the cache."""
     try:
@@ -76,13 +88,15 @@ def _write_cache(path: Path, counts: dict[str, tuple[float, ...]]) -> None:
         return
 
 
-def kept_or_counted(key: str, count: Callable[[], tuple[float, ...]]) -> tuple[float, ...]:
-    """The numbers kept under ``key``, else ``count()``, kept for the next time."""
+def kept_or_counted(key: str, count: Callable[[], Kept]) -> Kept:
+    """The values kept under ``key``, else ``count()``, kept for the next time."""
     path = cache_path()
     kept = None if path is None else read_cache(path).get(key)
     if kept is not None:
         return kept
-    counted = tuple(float(v) for v in count())
+    counted = _kept(list(count()))
+    if counted is None:
+        raise ValueError(f"{key}: nothing to keep")
     if path is not None:
         _write_cache(path, read_cache(path) | {key: counted})
     return counted

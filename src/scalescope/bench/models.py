@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torchvision
-from torch import nn
+from scalescope.bench.model_cache import cache_key, kept_or_counted
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 @cache
 def _model_names() -> tuple[str, ...]:
+    """Kept on disk per torchvision version (``bench.model_cache``): listing them imports
+    torchvision, ~1.7 s of CPU that the launcher would spend before any rank starts."""
+    names = kept_or_counted(cache_key("model names"), _list_models)
+    return tuple(str(n) for n in names)
+
+
+def _list_models() -> tuple[str, ...]:
+    import torchvision
+
     return tuple(sorted(torchvision.models.list_models(module=torchvision.models)))
 
 
@@ -47,6 +58,8 @@ def build_model(name: str, num_classes: int, image_size: int | None = None) -> n
     `image_size` is only needed by models whose input size is fixed at construction (ViT,
     MaxViT); the others accept any size large enough for their downsampling.
     """
+    import torchvision
+
     validate_model(name)
     return torchvision.models.get_model(
         name, weights=None, num_classes=num_classes, **_builder_kwargs(name, image_size)

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+DEFAULT_BATCH = 32
+"""Images per rank per step."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class BenchOptions:
@@ -29,7 +32,7 @@ class BenchOptions:
     pin_memory: bool = False
 
     def __post_init__(self) -> None:
-        from scalescope.bench.data import validate_data
+        from scalescope.bench.data_check import validate_data
         from scalescope.bench.models import validate_model
 
         validate_model(self.model)
@@ -48,8 +51,6 @@ class BenchOptions:
 
     def check_world(self, world_size: int) -> None:
         """ValueError if --global-batch does not split over ``world_size`` ranks."""
-        from scalescope.bench.training import per_rank_batch
-
         per_rank_batch(self.batch_size, self.global_batch, world_size)
 
     def workload_args(self) -> list[str]:
@@ -83,3 +84,16 @@ class BenchOptions:
         values = asdict(self)
         values["data"] = str(self.data) if self.data else None
         return values
+
+
+def per_rank_batch(batch_size: int | None, global_batch: int | None, world_size: int) -> int:
+    """Images per rank per step: --batch-size, or --global-batch split over the ranks."""
+    if global_batch is None:
+        return batch_size or DEFAULT_BATCH
+    if batch_size is not None:
+        raise ValueError("give --batch-size (per rank) or --global-batch, not both")
+    if global_batch % world_size:
+        raise ValueError(
+            f"--global-batch {global_batch} does not split evenly over {world_size} ranks"
+        )
+    return global_batch // world_size

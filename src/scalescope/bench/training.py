@@ -16,7 +16,6 @@ from scalescope.bench.models import build_model
 from scalescope.recipes import get_recipe
 
 DEFAULT_LR = 0.01
-DEFAULT_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -29,19 +28,6 @@ class Training:
     lr: float
     """The peak learning rate."""
     lr_warmup_steps: int
-
-
-def per_rank_batch(batch_size: int | None, global_batch: int | None, world_size: int) -> int:
-    """Images per rank per step: --batch-size, or --global-batch split over the ranks."""
-    if global_batch is None:
-        return batch_size or DEFAULT_BATCH
-    if batch_size is not None:
-        raise ValueError("give --batch-size (per rank) or --global-batch, not both")
-    if global_batch % world_size:
-        raise ValueError(
-            f"--global-batch {global_batch} does not split evenly over {world_size} ranks"
-        )
-    return global_batch // world_size
 
 
 def _ddp(args: argparse.Namespace, device: torch.device) -> nn.Module:

@@ -29,9 +29,10 @@ from scalescope.bench.data import (
     build_loader,
     image_folder,
     train_transforms,
-    validate_data,
 )
+from scalescope.bench.data_check import validate_data
 from scalescope.bench.models import validate_model
+from scalescope.bench.options import DEFAULT_BATCH, per_rank_batch
 from scalescope.bench.progress import Display, StepReporter
 from scalescope.bench.rank_env import (
     World,
@@ -40,15 +41,10 @@ from scalescope.bench.rank_env import (
     positive_float,
     positive_int,
 )
-from scalescope.bench.shards import is_shard_dir, shard_loader
+from scalescope.bench.shard_manifest import is_shard_dir
+from scalescope.bench.shards import shard_loader
 from scalescope.bench.throughput import HEADER, format_total, throughput
-from scalescope.bench.training import (
-    DEFAULT_BATCH,
-    DEFAULT_LR,
-    Training,
-    build_training,
-    per_rank_batch,
-)
+from scalescope.bench.training import DEFAULT_LR, Training, build_training
 from scalescope.events.files import BENCH_FILE
 from scalescope.recipes import RECIPES
 

@@ -28,7 +28,7 @@ def data_pack(
     seed: int = typer.Option(0, help="Seed of the image order (classes mixed in shards)."),
 ) -> None:
     """Pack an image folder into tar shards (WebDataset layout) with a manifest."""
-    from scalescope.bench.shards import parse_size
+    from scalescope.bench.shard_manifest import parse_size
     from scalescope.data.pack import pack_folder
     from scalescope.report.data_view import byte_progress, render_pack
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from torchvision.datasets.folder import IMG_EXTENSIONS, make_dataset
 
-from scalescope.bench.data import validate_image_folder
-from scalescope.bench.shards import MANIFEST, SHARD_NAME, Manifest, ShardInfo
+from scalescope.bench.data_check import validate_image_folder
+from scalescope.bench.shard_manifest import MANIFEST, SHARD_NAME, Manifest, ShardInfo
 
 TAR_OVERHEAD = 3 * 512
 """Bytes a tar adds per image: a header for the image and for .cls, and their padding."""

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from torch.utils.data import DataLoader
 
-from scalescope.bench.data import build_loader, image_folder, train_transforms, validate_data
-from scalescope.bench.shards import is_shard_dir, shard_loader
+from scalescope.bench.data import build_loader, image_folder, train_transforms
+from scalescope.bench.data_check import validate_data
+from scalescope.bench.shard_manifest import is_shard_dir
+from scalescope.bench.shards import shard_loader
 from scalescope.data.page_cache import data_files, drop_page_cache
 
 

@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalescope.bench.shards import MANIFEST, Manifest, ShardError, ShardInfo, validate_shard_dir
+from scalescope.bench.shard_manifest import (
+    MANIFEST,
+    Manifest,
+    ShardError,
+    ShardInfo,
+    validate_shard_dir,
+)
 from scalescope.launch.world import detect_world
 
 FAILED = ".stage-failed"

@@ -23,7 +23,7 @@ from rich.table import Table
 from scalescope.report.formatting import fmt_bytes
 
 if TYPE_CHECKING:  # the data tools import torch: a progress bar must not
-    from scalescope.bench.shards import Manifest
+    from scalescope.bench.shard_manifest import Manifest
     from scalescope.data.speed import Ratio, Speed
     from scalescope.data.stage import StageResult
 

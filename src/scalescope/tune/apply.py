@@ -221,7 +221,7 @@ def target_space(target: TuneTarget, items: list[str] | None) -> Space:
     """The space of ``--space`` items (or the default one) for this workload."""
     import psutil
 
-    from scalescope.bench.training import DEFAULT_BATCH
+    from scalescope.bench.options import DEFAULT_BATCH
     from scalescope.tune.space import SpaceContext, parse_space
 
     ctx = SpaceContext(

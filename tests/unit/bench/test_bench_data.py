@@ -10,8 +10,8 @@ from scalescope.bench.data import (
     SyntheticImages,
     build_loader,
     image_folder,
-    validate_image_folder,
 )
+from scalescope.bench.data_check import IMG_EXTENSIONS, validate_image_folder
 
 
 def write_images(directory: Path, count: int, suffix: str = ".jpg") -> None:
@@ -125,3 +125,10 @@ def test_image_folder_loader_yields_normalized_tensors(folder: Path) -> None:
         pixels = images * std + mean
         assert pixels.min() >= -1e-5 and pixels.max() <= 1 + 1e-5
     assert images.min() < 0
+
+
+def test_the_image_extensions_are_torchvisions():
+    """The torch-free check of --data knows the files ImageFolder reads, no more, no less."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS as TORCHVISION
+
+    assert IMG_EXTENSIONS == TORCHVISION

@@ -12,16 +12,14 @@ import webdataset as wds
 from image_folders import make_image_folder
 from PIL import Image
 
-from scalescope.bench.data import validate_data
-from scalescope.bench.shards import (
+from scalescope.bench.data_check import validate_data
+from scalescope.bench.shard_manifest import (
     ShardError,
-    load_sample,
     parse_size,
     read_manifest,
-    read_shard,
-    shard_loader,
     validate_shard_dir,
 )
+from scalescope.bench.shards import load_sample, read_shard, shard_loader
 from scalescope.data.pack import pack_folder
 
 CLASSES, PER_CLASS = 3, 10

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from image_folders import make_image_folder
 
-from scalescope.bench.shards import ShardError, read_manifest, validate_shard_dir
+from scalescope.bench.shard_manifest import ShardError, read_manifest, validate_shard_dir
 from scalescope.data.pack import pack_folder
 from scalescope.data.stage import FAILED, stage_shards
 
