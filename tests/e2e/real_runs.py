@@ -50,7 +50,7 @@ minutes, with no other process and no steal time to show for it; a rank bound to
 a real straggler (forward and backward 15-20% longer), which the balanced scenario must not
 be. Equal cpus measured within 5%."""
 SPEEDOMETER = (
-    "import os, sys, time, statistics\n"
+    "import json, os, sys, time\n"
     "import numpy as np\n"
     "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
     "stop, times, a = sys.argv[2], [], np.ones(1 << 20, dtype=np.float32)\n"
@@ -58,12 +58,12 @@ SPEEDOMETER = (
     "    time.sleep(0.25)\n"
     "    start = time.perf_counter()\n"
     "    x = sum(i * i for i in range(5000)) + float((a * 1.5).sum())\n"
-    "    times.append(time.perf_counter() - start)\n"
-    "print(statistics.median(times))\n"
+    "    times.append((time.time(), time.perf_counter() - start))\n"
+    "print(json.dumps(times))\n"
 )
 """A fixed piece of work every 0.25 s on one cpu (~2 ms, under 1% of it: Python arithmetic
 and a pass over 4 MB, so a neighbour on the core or on its cache and memory slows it);
-prints its median time."""
+prints when it measured and how long the work took, every time."""
 ATTEMPTS = 3
 BUSY_LOOP = (
     "import os, sys, time\n"
@@ -169,10 +169,16 @@ class Speedometers:
 
     def __exit__(self, *exc: object) -> None:
         self.stop.touch()
-        self.work_s = {
-            cpu: float(p.communicate(timeout=30)[0])
+        self.samples = {
+            cpu: [(float(t), float(s)) for t, s in json.loads(p.communicate(timeout=30)[0])]
             for cpu, p in zip(self.cpus, self.procs, strict=True)
         }
+        self.work_s = {cpu: statistics.median(s for _, s in v) for cpu, v in self.samples.items()}
+
+    def work_s_between(self, cpu: int, start: float, end: float) -> float | None:
+        """Median time of the work on ``cpu`` measured between two wall-clock times."""
+        inside = [s for t, s in self.samples[cpu] if start <= t <= end]
+        return statistics.median(inside) if inside else None
 
 
 def _once(

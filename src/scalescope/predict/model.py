@@ -10,7 +10,10 @@
 - exposed: DDP issues bucket k when backward has produced its gradients (buckets are taken
   to become ready in proportion to their bytes through backward); buckets go one after
   another over the link, each an allreduce of its bytes (``allreduce.py``); what is still
-  in flight when backward ends is exposed;
+  in flight when backward ends is exposed. On the run's own hardware, the exposed time this
+  schedule misses at the reference itself (measured − scheduled at its own size) is added,
+  grown as its transfers grow (ring size, core sharing): on a 2-core VM the schedule gave
+  14-25 ms of the 23-30 ms measured at 2 ranks, and 32-66 ms of the 53-64 ms at 3;
 - waiting: the reference's comm_wait above the least one is the lateness of the slowest of
   its ranks; with rank step times spread normally (σ) the slowest of p ranks is late by
   σ·e(p), e(p) the expected maximum of p standard normals, so waiting(p) scales by e(p)/e(p0)
@@ -97,6 +100,21 @@ def exposed_ms(
     return max(free - backward_ms, 0.0)
 
 
+def missed_exposed_ms(
+    ref: RunInputs, ranks: int, ref_hop: HopCost, hop: HopCost, algorithm: str
+) -> float:
+    """The reference's exposed transfer that the schedule misses at its own size (negative
+    where it is too high), grown as the whole gradient's allreduce grows from the
+    reference's ranks and hop to ``ranks`` and ``hop``."""
+    total = float(sum(ref.buckets))
+    if ref.world_size <= 1 or ranks <= 1 or total <= 0:
+        return 0.0
+    scheduled = exposed_ms(ref.buckets, ref.backward_ms, ref.world_size, ref_hop, algorithm)
+    before = allreduce_s(total, ref.world_size, ref_hop, algorithm)
+    after = allreduce_s(total, ranks, hop, algorithm)
+    return (ref.exposed_ms - scheduled) * (after / before if before > 0 else 1.0)
+
+
 def waiting_ms(ref: RunInputs, ranks: int, compute_ms: float) -> float:
     """The reference's waiting, scaled by e(p) / e(p0) and by the compute time (σ is a
     spread of the ranks' own work, so it shrinks with it on faster hardware)."""
@@ -112,21 +130,27 @@ def step_terms(
     hop: HopCost,
     algorithm: str = "ring",
     compute_per_sample_ms: float | None = None,
+    ref_hop: HopCost | None = None,
 ) -> StepTerms:
     """The step of one rank at ``target``; ``compute_per_sample_ms`` replaces the
-    reference's compute (other hardware), else it is scaled by core sharing."""
+    reference's compute (other hardware), else it is scaled by core sharing and the
+    exposure the schedule misses at the reference is carried over (``ref_hop``: the
+    reference's own hop where ``hop`` was scaled for the target)."""
     scale = target.per_rank_batch / ref.per_rank_batch
+    missed = 0.0
     if compute_per_sample_ms is None:
         slowdown = sharing_slowdown(ref.placement, target.placement)
         compute = ref.compute_ms * scale * slowdown
         backward = ref.backward_ms * scale * slowdown
+        missed = missed_exposed_ms(ref, target.ranks, ref_hop or hop, hop, algorithm)
     else:
         compute = compute_per_sample_ms * target.per_rank_batch
         backward = compute * ref.backward_ms / ref.compute_ms if ref.compute_ms else 0.0
+    scheduled = exposed_ms(ref.buckets, backward, target.ranks, hop, algorithm)
     return StepTerms(
         compute_ms=compute,
         data_ms=ref.data_ms * scale,
-        exposed_ms=exposed_ms(ref.buckets, backward, target.ranks, hop, algorithm),
+        exposed_ms=max(scheduled + missed, 0.0),
         waiting_ms=waiting_ms(ref, target.ranks, compute),
         other_ms=ref.other_ms,
     )

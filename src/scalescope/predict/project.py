@@ -145,8 +145,9 @@ def predict_point(
 ) -> tuple[StepTerms, float]:
     """The step terms at ``target`` and their band (ms)."""
     if roof is None:
-        hop = scaled_hop(hop, sharing_slowdown(ref.placement, target.placement))
-        terms = step_terms(ref, target, hop, algorithm)
+        shared = scaled_hop(hop, sharing_slowdown(ref.placement, target.placement))
+        terms = step_terms(ref, target, shared, algorithm, ref_hop=hop)
+        hop = shared
     else:
         terms = step_terms(ref, target, hop, algorithm, roof.per_sample_ms)
     return terms, band_ms(terms, ref, hop)

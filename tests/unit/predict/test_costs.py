@@ -1,6 +1,7 @@
 import pytest
 import torch
 import torchvision
+from torch.utils.flop_counter import FlopCounterMode
 
 from scalescope.predict.costs import PARAM_PASSES, TRAIN_FACTOR, model_cost
 
@@ -15,7 +16,7 @@ def test_resnet18_cost_against_independent_counts():
     assert cost.activation_bytes_per_sample > 4 * (1000 + 64 * 16 * 16)
     # every forward output is written once and read at least once (loss aside)
     assert cost.activation_traffic_per_sample >= TRAIN_FACTOR * cost.activation_bytes_per_sample
-    with torch.utils.flop_counter.FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter:
         net.eval()(torch.zeros(1, 3, 32, 32))
     assert cost.flops_per_sample == pytest.approx(3 * counter.get_total_flops())
 

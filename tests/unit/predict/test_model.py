@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -6,7 +7,13 @@ from predict_inputs import inputs
 
 from scalescope.predict.allreduce import hop_from_fit
 from scalescope.predict.inputs import Placement
-from scalescope.predict.model import Target, expected_max_normal, exposed_ms, step_terms
+from scalescope.predict.model import (
+    Target,
+    expected_max_normal,
+    exposed_ms,
+    missed_exposed_ms,
+    step_terms,
+)
 from scalescope.predict.project import ProjectOptions, project_inputs
 from scalescope.predict.roofline import MEMORY_BOUND, target_compute
 
@@ -36,11 +43,31 @@ def test_exposed_by_hand():
 
 
 def test_reference_size_gives_back_its_own_terms():
+    """The schedule hides all but 2.001 ms of the transfer; the run measured 10 ms exposed:
+    the 7.999 ms it misses are carried over, so the reference gives back its own step."""
     ref = inputs()
     terms = step_terms(ref, target(2), hop_from_fit(ref.transfer_fit))
     assert (terms.compute_ms, terms.data_ms, terms.other_ms) == (100.0, 2.0, 3.0)
     assert terms.waiting_ms == pytest.approx(4.0)
-    assert terms.step_ms == pytest.approx(100 + 2 + 3 + 4 + 2.001)
+    assert terms.exposed_ms == pytest.approx(10.0)
+    assert terms.step_ms == pytest.approx(ref.step_ms)
+
+
+def test_missed_exposure_grows_as_the_whole_allreduce_does():
+    ref = inputs()
+    hop = hop_from_fit(ref.transfer_fit)
+    # 6 MB over a ring of 2: 2 α + 6e6 β = 6.001 ms; of 3: 4 α + 4/3 · 6e6 β = 8.002 ms
+    grown = missed_exposed_ms(ref, 3, hop, hop, "ring")
+    assert grown == pytest.approx((10.0 - 2.001) * 8.002 / 6.001)
+    slower = replace(hop, alpha_s=1.5 * hop.alpha_s, beta_s_per_byte=1.5 * hop.beta_s_per_byte)
+    assert missed_exposed_ms(ref, 3, hop, slower, "ring") == pytest.approx(1.5 * grown)
+    assert missed_exposed_ms(ref, 1, hop, hop, "ring") == 0.0
+    # measured less than scheduled: the target's schedule (2.669 ms at 3 ranks, backward
+    # 90 ms) is lowered by the grown difference
+    over = inputs(exposed_ms=1.0)
+    assert step_terms(over, target(3), hop).exposed_ms == pytest.approx(
+        exposed_ms(over.buckets, 90.0, 3, hop, "ring") - (2.001 - 1.0) * 8.002 / 6.001
+    )
 
 
 def test_shared_cores_slow_compute_by_their_share():
@@ -66,7 +93,7 @@ def test_weak_projection_table():
             q.samples_per_s / first.samples_per_s * first.ranks / q.ranks
         )
     assert p.points[0].speedup == 1.0 and p.points[-1].efficiency < 1.0
-    assert p.points[0].band_ms == pytest.approx(np.hypot(0.1 * 100, 0.05 * 2.001), 1e-3)
+    assert p.points[0].band_ms == pytest.approx(np.hypot(0.1 * 100, 0.05 * 10.0), 1e-3)
 
 
 def test_throughput_and_epoch_carry_the_band():
