@@ -1,6 +1,7 @@
 """The "Findings" section: what limits the run, what it costs, the evidence, what to change.
 
-``render_diagnosis`` prints a ``Diagnosis`` (scalescope.diagnose) for people; for programs
+``findings_section`` makes a ``Diagnosis`` (scalescope.diagnose) a document section, which
+``render_diagnosis`` prints and the dashboard draws; for programs
 ``diagnosis_builtins`` gives the same content as JSON-able builtins (msgspec), the
 ``findings`` section of the report JSON (docs/report-schema.md).
 """
@@ -11,9 +12,10 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
-from rich.text import Text
 
 from scalescope.diagnose.findings import Diagnosis, Evidence, Finding
+from scalescope.report.document import Block, Bullets, Item, Items, Line, Section
+from scalescope.report.document_terminal import render_block
 
 TITLE = "Findings"
 
@@ -53,38 +55,38 @@ def cost_line(f: Finding) -> str:
     return f"{text} ({f.basis})" if f.basis else text
 
 
-def _finding(console: Console, number: int, f: Finding) -> None:
-    head = Text(f"{number}. ", style="bold")
-    head.append(f"{f.bottleneck}", style="bold red" if f.level == "warning" else "bold")
-    if f.level == "info":
-        head.append(" (info)", style="dim")
-    head.append(f": {f.summary}")
-    console.print(head)
-    console.print(Text(f"   cost: {cost_line(f)}"))
+def _item(f: Finding) -> Item:
+    lists = []
     if f.evidence:
-        console.print(Text("   evidence:", style="bold"))
-        for e in f.evidence:
-            console.print(Text(f"     - {evidence_line(e)}"))
+        lists.append(Bullets("evidence", tuple(evidence_line(e) for e in f.evidence)))
     if f.remedies:
-        console.print(Text("   change:", style="bold"))
-        for remedy in f.remedies:
-            console.print(Text(f"     - {remedy}"))
+        lists.append(Bullets("change", f.remedies))
+    warning = f.level == "warning"
+    return Item(
+        text=f.summary,
+        label=f.bottleneck,
+        style="red" if warning else "bold",
+        aside="" if warning else f"({f.level})",
+        lines=(f"cost: {cost_line(f)}",),
+        lists=tuple(lists),
+        html_class=f"finding {f.level}",
+    )
+
+
+def findings_section(diagnosis: Diagnosis) -> Section:
+    """Numbered findings best first, then what was not judged, then the verdict."""
+    blocks: list[Block] = []
+    if diagnosis.findings:
+        blocks.append(Items(tuple(_item(f) for f in diagnosis.findings)))
+    if diagnosis.not_judged:
+        blocks.append(Bullets("not judged", diagnosis.not_judged))
+    blocks.append(Line(diagnosis.verdict, label="verdict:"))
+    return Section(TITLE, tuple(blocks), html_id="findings")
 
 
 def render_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
-    """Print the Findings section: numbered findings best first, then what was not
-    judged, then the verdict."""
-    console.print()
-    console.rule(Text(TITLE))
-    for number, finding in enumerate(diagnosis.findings, start=1):
-        _finding(console, number, finding)
-    if diagnosis.not_judged:
-        console.print(Text("not judged:", style="bold"))
-        for reason in diagnosis.not_judged:
-            console.print(Text(f"  - {reason}"))
-    verdict = Text("verdict: ", style="bold")
-    verdict.append(diagnosis.verdict)
-    console.print(verdict)
+    """Print the Findings section (``findings_section``)."""
+    render_block(findings_section(diagnosis), console)
 
 
 def diagnosis_builtins(diagnosis: Diagnosis) -> dict[str, Any]:

@@ -121,13 +121,42 @@ class Preformatted:
 
 
 @dataclass(frozen=True)
+class Bullets:
+    """A captioned list ("not judged:", an item's "evidence:")."""
+
+    caption: str
+    entries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One entry of a numbered list: ``label`` (bold, in ``style``), an ``aside`` after it,
+    the text, then lines and captioned lists under it."""
+
+    text: str
+    label: str = ""
+    style: Style = ""
+    aside: str = ""
+    lines: tuple[str, ...] = ()
+    lists: tuple[Bullets, ...] = ()
+    html_class: str = ""
+
+
+@dataclass(frozen=True)
+class Items:
+    """A numbered list of items (the diagnosis's findings, best first)."""
+
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
 class Section:
     title: str
     blocks: tuple[Block, ...]
     html_id: str = ""
 
 
-Block = Heading | Line | Grid | Table | Preformatted | Chart | Section
+Block = Heading | Line | Grid | Table | Preformatted | Bullets | Items | Chart | Section
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from scalescope.report.document import (
     Block,
+    Bullets,
     Document,
     Grid,
     Heading,
+    Item,
+    Items,
     Line,
     Preformatted,
     Section,
@@ -49,6 +52,22 @@ def table_html(table: Table) -> str:
     )
 
 
+def bullets_html(block: Bullets) -> str:
+    entries = "".join(f"<li>{esc(e)}</li>" for e in block.entries)
+    return f"<p>{esc(block.caption)}:</p><ul>{entries}</ul>"
+
+
+def item_html(item: Item) -> str:
+    head = esc(item.text)
+    if item.label:
+        aside = f" <small>{esc(item.aside)}</small>" if item.aside else ""
+        head = f"{esc(item.label)}{aside}: {head}"
+    lines = "".join(f"<br>{esc(line)}" for line in item.lines)
+    lists = "".join(bullets_html(b) for b in item.lists)
+    css = f' class="{esc(item.html_class)}"' if item.html_class else ""
+    return f"<li{css}><b>{head}</b>{lines}{lists}</li>"
+
+
 def block_html(block: Block, level: int = 1) -> str:
     if isinstance(block, Heading):
         detail = f" <small>{esc(block.detail)}</small>" if block.detail else ""
@@ -65,6 +84,10 @@ def block_html(block: Block, level: int = 1) -> str:
         return table_html(block)
     if isinstance(block, Preformatted):
         return f"<pre{_ident(block.html_id)}>{esc(chr(10).join(block.lines))}</pre>"
+    if isinstance(block, Bullets):
+        return bullets_html(block)
+    if isinstance(block, Items):
+        return f"<ol>{''.join(item_html(i) for i in block.items)}</ol>"
     if isinstance(block, Chart):
         return chart_html(block)
     if isinstance(block, Section):

@@ -8,9 +8,12 @@ from typing import Any
 
 from scalescope.report.document import (
     Block,
+    Bullets,
     Document,
     Grid,
     Heading,
+    Item,
+    Items,
     Line,
     Preformatted,
     Section,
@@ -40,6 +43,10 @@ def block_json(block: Block) -> dict[str, Any]:
         }
     if isinstance(block, Preformatted):
         return {"kind": "preformatted", "lines": list(block.lines)}
+    if isinstance(block, Bullets):
+        return {"kind": "bullets", "caption": block.caption, "entries": list(block.entries)}
+    if isinstance(block, Items):
+        return {"kind": "items", "items": [_item_json(i) for i in block.items]}
     if isinstance(block, Chart):
         figure = None if block.figure is None else json.loads(block.figure.to_json())
         return {
@@ -56,6 +63,16 @@ def block_json(block: Block) -> dict[str, Any]:
             "blocks": [block_json(b) for b in block.blocks],
         }
     raise TypeError(f"not a document block: {type(block).__name__}")
+
+
+def _item_json(item: Item) -> dict[str, Any]:
+    return {
+        "label": item.label,
+        "aside": item.aside,
+        "text": item.text,
+        "lines": list(item.lines),
+        "lists": [block_json(b) for b in item.lists],
+    }
 
 
 def document_json(doc: Document) -> dict[str, Any]:

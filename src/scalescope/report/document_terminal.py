@@ -8,9 +8,12 @@ from rich.text import Text
 
 from scalescope.report.document import (
     Block,
+    Bullets,
     Document,
     Grid,
     Heading,
+    Item,
+    Items,
     Line,
     Preformatted,
     Section,
@@ -49,6 +52,28 @@ def preformatted_text(block: Preformatted) -> Text:
     return Text("\n").join(Text(line, style=style) for line, style in shown)
 
 
+def render_bullets(block: Bullets, console: Console, indent: int = 0) -> None:
+    console.print(Text(" " * indent + f"{block.caption}:", style="bold"))
+    for entry in block.entries:
+        console.print(Text(" " * (indent + 2) + f"- {entry}"))
+
+
+def render_item(number: int, item: Item, console: Console) -> None:
+    """``1. label (aside): text``, then its lines and lists indented under the number."""
+    head = Text(f"{number}. ", style="bold")
+    if item.label:
+        head.append(item.label, style=f"bold {item.style}" if item.style else "bold")
+        if item.aside:
+            head.append(f" {item.aside}", style="dim")
+        head.append(": ")
+    head.append(item.text)
+    console.print(head)
+    for line in item.lines:
+        console.print(Text(f"   {line}"))
+    for bullets in item.lists:
+        render_bullets(bullets, console, indent=3)
+
+
 def render_block(block: Block, console: Console) -> None:
     if isinstance(block, Heading) and block.rule:
         console.rule(Text(block.text))
@@ -67,6 +92,11 @@ def render_block(block: Block, console: Console) -> None:
         console.print(rich_table(block))
     elif isinstance(block, Preformatted):
         console.print(preformatted_text(block), soft_wrap=True)
+    elif isinstance(block, Bullets):
+        render_bullets(block, console)
+    elif isinstance(block, Items):
+        for number, item in enumerate(block.items, start=1):
+            render_item(number, item, console)
     elif isinstance(block, Section):
         section(console, block.title)
         for inner in block.blocks:

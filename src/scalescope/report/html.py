@@ -186,27 +186,13 @@ def sizes_table(analysis: RunAnalysis) -> str:
     return block_html(size_table(coll))
 
 
-def findings_section(diagnosis: Diagnosis | None) -> str:
+def findings_html(diagnosis: Diagnosis | None) -> str:
     """The findings, best first, each with its cost, evidence and remedies (all escaped)."""
     if diagnosis is None:
         return ""
-    from scalescope.report.diagnosis_view import cost_line, evidence_line
+    from scalescope.report.diagnosis_view import findings_section
 
-    items = []
-    for f in diagnosis.findings:
-        evidence = "".join(f"<li>{html.escape(evidence_line(e))}</li>" for e in f.evidence)
-        remedies = "".join(f"<li>{html.escape(r)}</li>" for r in f.remedies)
-        items.append(
-            f'<li class="finding {html.escape(f.level)}"><b>{html.escape(f.summary)}</b>'
-            f"<br>{html.escape(cost_line(f))}<ul>{evidence}</ul>"
-            f"<p>What to change:</p><ul>{remedies}</ul></li>"
-        )
-    not_judged = "".join(f"<li>{html.escape(n)}</li>" for n in diagnosis.not_judged)
-    parts = ['<h2 id="findings">Findings</h2>', f"<ol>{''.join(items)}</ol>" if items else ""]
-    parts.append(f"<p><b>Verdict:</b> {html.escape(diagnosis.verdict)}</p>")
-    if not_judged:
-        parts.append(f"<p>Not judged:</p><ul>{not_judged}</ul>")
-    return "".join(parts)
+    return block_html(findings_section(diagnosis))
 
 
 def render_html(
@@ -235,7 +221,7 @@ def render_html(
         "</div>",
         hang_section(analysis),
         failures_section(analysis),
-        findings_section(diagnosis),
+        findings_html(diagnosis),
         *(chart_html(c) for c in charts[:2]),
         "<h2>Collectives by message size (per rank)</h2>",
         sizes_table(analysis),

@@ -98,3 +98,32 @@ def test_json_builtins_keep_every_field():
         "name": "data wait", "value": 34.2, "unit": "% of step time", "threshold": 10.0,
         "comparison": ">=",
     }  # fmt: skip
+
+
+def test_the_page_and_the_json_draw_the_same_findings_section():
+    """One section for the terminal, the dashboard and the document JSON: the page says what
+    the terminal says, escaped."""
+    from scalescope.report.diagnosis_view import findings_section
+    from scalescope.report.document_html import block_html
+    from scalescope.report.document_json import block_json
+
+    hostile = Finding(**{f.name: getattr(INPUT, f.name) for f in fields(Finding)} | {
+        "summary": "rank <script>alert(1)</script> waits", "level": "warning"})  # fmt: skip
+    d = Diagnosis((hostile, COMPUTE), ("straggler: one rank",), "input pipeline: ranks wait")
+    section = findings_section(d)
+    page = block_html(section)
+    assert page.startswith('<section id="findings"><h2>Findings</h2><ol>')
+    assert "<script>" not in page and "rank &lt;script&gt;alert(1)&lt;/script&gt; waits" in page
+    assert '<li class="finding warning"><b>input pipeline: rank &lt;script&gt;' in page
+    assert f"<br>cost: {cost_line(INPUT)}" in page
+    assert "<li>data wait 34.2% of step time (threshold 10%)</li>" in page
+    assert "<p>change:</p><ul><li>load batches while the step runs" in page
+    assert "<b>compute <small>(info)</small>: compute takes 60% of the step</b>" in page
+    assert "<p>not judged:</p><ul><li>straggler: one rank</li></ul>" in page
+    assert page.endswith("<p><strong>verdict:</strong> input pipeline: ranks wait</p></section>")
+    doc = block_json(section)
+    first, second = doc["blocks"][0]["items"]
+    assert (first["label"], first["aside"], second["aside"]) == ("input pipeline", "", "(info)")
+    assert first["lines"] == [f"cost: {cost_line(INPUT)}"]
+    assert [b["caption"] for b in first["lists"]] == ["evidence", "change"]
+    assert doc["blocks"][-1] == {"kind": "line", "label": "verdict:", "text": d.verdict}
