@@ -65,7 +65,7 @@ def _item(f: Finding) -> Item:
     return Item(
         text=f.summary,
         label=f.bottleneck,
-        style="red" if warning else "bold",
+        style="red" if warning else "",
         aside="" if warning else f"({f.level})",
         lines=(f"cost: {cost_line(f)}",),
         lists=tuple(lists),
