@@ -97,12 +97,13 @@ def speed_gap(meters: Speedometers, root: Path) -> str | None:
     gap = slower_pct(*meters.work_s.values())
     if gap > MAX_CPU_SPEED_GAP_PCT:
         return f"one cpu was {gap:.0f}% slower than the other during the study"
+    windows = []
+    for point in load_study(root).points:
+        run = json.loads((root / point.run_dir / "run.json").read_text())
+        windows.append((run["start_time"], run["end_time"]))
     for cpu in meters.cpus:
-        by_size = {}
-        for point in load_study(root).points:
-            run = json.loads((root / point.run_dir / "run.json").read_text())
-            by_size[point.ranks] = meters.work_s_between(cpu, run["start_time"], run["end_time"])
-        measured = [s for s in by_size.values() if s is not None]
+        by_size = [meters.work_s_between(cpu, start, end) for start, end in windows]
+        measured = [s for s in by_size if s is not None]
         if len(measured) < len(by_size):
             return f"cpu {cpu}'s speed was not measured during every size's run"
         gap = slower_pct(*measured)
