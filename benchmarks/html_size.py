@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from results import record
 from scalescope.analyze import analyze_run
 from scalescope.events import EventWriter, Kind, RankMeta, RunMeta, load_run
 from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
@@ -152,6 +153,11 @@ def main() -> None:
     print(f"timeline json (default 10 steps): {len(trace) / 1e3:.1f} kB")
     if args.out:
         args.out.write_text(page, encoding="utf-8")
+    record(
+        f"HTML dashboard of {args.ranks} ranks x {args.steps} steps", size / 1e6, "MB",
+        f"< {LIMIT_BYTES / 1e6:.0f} MB", size < LIMIT_BYTES,
+        f"plotly.js {plotly_size / 1e6:.3f} MB of it; render_html {rendered - analysed:.2f} s",
+    )  # fmt: skip
     if size >= LIMIT_BYTES:
         raise SystemExit(f"HTML is {size / 1e6:.3f} MB, over the {LIMIT_BYTES / 1e6:.0f} MB limit")
 

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import msgspec
 
+from results import record, skipped
+
 TRAIN = """
 import sys, torch, torch.distributed as dist
 from torch import nn
@@ -180,6 +182,28 @@ def report(size_mb: float, ours: dict, hta: dict | None) -> None:
         print(f"HTA load only: {load_s:.2f} s; breakdown: {note}")
         print(f"time ratio scalescope/HTA: {ours['seconds'] / hta['seconds']:.3f} (target <= 0.1)")
         print(f"memory ratio scalescope/HTA: {ours['peak_mb'] / hta['peak_mb']:.3f}")
+    record_figures(size_mb, ours, hta)
+
+
+def record_figures(size_mb: float, ours: dict, hta: dict | None) -> None:
+    figure = f"ingest + analyze time, scalescope / HTA, {size_mb:.0f} MB of traces"
+    if "error" in ours:
+        skipped(figure, "ratio", "<= 0.1", f"scalescope failed: {ours['error']}")
+        return
+    record(
+        f"ingest + analyze_run of {size_mb:.0f} MB of traces (2 ranks)", ours["seconds"], "s",
+        "", None, f"peak RSS {ours['peak_mb']:.0f} MB",
+    )  # fmt: skip
+    if hta is None or "error" in hta:
+        why = "hta is not importable" if hta is None else f"HTA failed: {hta['error']}"
+        skipped(figure, "ratio", "<= 0.1", why)
+        return
+    ratio = ours["seconds"] / hta["seconds"]
+    record(
+        figure, ratio, "ratio", "<= 0.1", ratio <= 0.1,
+        f"{ours['seconds']:.2f} s vs {hta['seconds']:.2f} s; memory ratio "
+        f"{ours['peak_mb'] / hta['peak_mb']:.3f}",
+    )  # fmt: skip
 
 
 def main() -> None:

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from results import record
+
 
 def parse(doc: str = __doc__, steps: int = 40) -> argparse.Namespace:
     """The bench workload's options, shared with top_overhead.py."""
@@ -64,6 +66,11 @@ def main() -> None:
     print(f"median images/s with probe:    {a:8.1f}")
     print(f"median images/s without probe: {b:8.1f}")
     print(f"ratio with/without: {a / b:.4f}  (target >= 0.99)")
+    record(
+        f"images/s with the probe / without ({args.model}, {args.nproc} ranks, "
+        f"{args.image_size} px)", a / b, "ratio", ">= 0.99", a / b >= 0.99,
+        f"medians {a:.1f} / {b:.1f} images/s, {args.pairs} pairs of {args.steps} steps",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -30,11 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from results import record, skipped
 from scalescope.commands.scale import recorded_point
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
 SUBNET = "10.213.9"
+MAX_ERROR_PCT = 20.0
+"""The bound of the e2e test of ``project --validate`` (docs/project.md)."""
 Node = tuple[str, str, str]
 """(namespace, device, address) of one node."""
 
@@ -186,6 +189,9 @@ def main() -> None:
     reason = netns_unavailable()
     if reason is not None:
         print(f"skipped: the study needs network namespaces with tc tbf: {reason}")
+        skipped(f"project --validate error over a {args.rate} link", "%",
+                f"within ±{MAX_ERROR_PCT:.0f} %",
+                f"needs network namespaces with tc tbf: {reason}")  # fmt: skip
         return
     sizes = [int(n) for n in args.ranks.split(",")]
     with tempfile.TemporaryDirectory() as tmp, star(max(sizes), args.rate) as nodes:
@@ -200,6 +206,14 @@ def main() -> None:
               f"{h['predicted_samples_per_s']:.2f} samples/s ({h['predicted_step_ms']:,.0f} ms), "
               f"measured {h['measured_samples_per_s']:.2f} samples/s "
               f"({h['measured_step_ms']:,.0f} ms), error {h['error_pct']:+.1f}%")  # fmt: skip
+        error = h["error_pct"]
+        record(
+            f"project --validate error, {h['ranks']} ranks predicted from the smaller sizes over "
+            f"a {args.rate} link ({args.model})", error, "%", f"within ±{MAX_ERROR_PCT:.0f} %",
+            abs(error) <= MAX_ERROR_PCT,
+            f"predicted {h['predicted_samples_per_s']:.2f}, measured "
+            f"{h['measured_samples_per_s']:.2f} samples/s",
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from scalescope.bench.shards import parse_size, read_manifest, read_shard
+from results import record
+from scalescope.bench.shard_manifest import parse_size, read_manifest
+from scalescope.bench.shards import read_shard
 from scalescope.data.pack import pack_folder
 from scalescope.data.page_cache import data_files, drop_page_cache
 from scalescope.data.speed import images_per_s, make_loader, parse_workers
@@ -113,7 +115,7 @@ def reader(path: Path) -> float:
     return count / (time.perf_counter() - start)
 
 
-def compare(label: str, rounds: int, measure: Callable[[str], float]) -> None:
+def compare(label: str, rounds: int, measure: Callable[[str], float], table: str = "") -> None:
     """One table row: folder and shards measured alternately (the first one flips every
     round), the medians and their ratio, and the ratio of each round's pair."""
     runs: dict[str, list[float]] = {kind: [] for kind in KINDS}
@@ -123,6 +125,10 @@ def compare(label: str, rounds: int, measure: Callable[[str], float]) -> None:
     f, s = (statistics.median(runs[k]) for k in KINDS)
     pairs = " ".join(f"{b / a:.2f}" for a, b in zip(runs["folder"], runs["shards"], strict=True))
     print(f"{label:<24}{f:>14,.1f}{s:>14,.1f}{s / f:>7.2f}x  {pairs}", flush=True)
+    record(
+        f"images/s, tar shards / image folder: {table}, {label}", s / f, "ratio", "", None,
+        f"medians {s:,.1f} / {f:,.1f} images/s, {rounds} rounds",
+    )  # fmt: skip
 
 
 def run_tables(args: argparse.Namespace, paths: dict[str, Path], every_file: list[Path]) -> None:
@@ -142,11 +148,11 @@ def run_tables(args: argparse.Namespace, paths: dict[str, Path], every_file: lis
     if "storage" in tables:
         print("\n1. storage: encoded bytes only (files, or shard files end to end)\n" + HEADER)
         for cache in caches:
-            compare(f"{cache} cache", args.rounds, timed(storage, cache == "cold"))
+            compare(f"{cache} cache", args.rounds, timed(storage, cache == "cold"), "storage")
     if "reader" in tables:
         print("\n2. reader: file reads, or webdataset's tar reader (no decode)\n" + HEADER)
         for cache in caches:
-            compare(f"{cache} cache", args.rounds, timed(reader, cache == "cold"))
+            compare(f"{cache} cache", args.rounds, timed(reader, cache == "cold"), "reader")
     if "loader" in tables:
         print(f"\n3. loader: decode + transforms (crop {args.image_size}) + DataLoader, "
               f"batch {args.batch_size}, {args.timed} images per run\n" + HEADER)  # fmt: skip
@@ -158,7 +164,7 @@ def run_tables(args: argparse.Namespace, paths: dict[str, Path], every_file: lis
                     return images_per_s(loader, args.timed)
 
                 label = f"{cache} cache, {workers} workers"
-                compare(label, args.rounds, timed(loader, cache == "cold"))
+                compare(label, args.rounds, timed(loader, cache == "cold"), "loader")
 
 
 def main() -> None:

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from results import record
+
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -85,6 +87,11 @@ def main() -> None:
     print(f"median images/s, torchrun default threads:  {a:8.2f}")
     print(f"median images/s, scalescope default:        {b:8.2f}")
     print(f"ratio scalescope / torchrun: {b / a:.3f}")
+    record(
+        f"images/s, scalescope's default placement / torchrun's default ({args.model}, "
+        f"{args.nproc} ranks)", b / a, "ratio", "", None,
+        f"medians {b:.2f} / {a:.2f} images/s, {args.pairs} pairs of {args.steps} steps",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

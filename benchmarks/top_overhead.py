@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from probe_overhead import bench_cmd, parse
+from results import record
 
 
 class AttachedTop:
@@ -113,6 +114,13 @@ def main() -> None:
           f"{100 * spread:.1f} %)")  # fmt: skip
     print(f"top's own CPU: median {100 * statistics.median(cpu_shares):.1f} % of one core "
           "while attached")  # fmt: skip
+    record(
+        f"images/s with `scalescope top` attached / nobody watching ({args.model}, "
+        f"{args.nproc} ranks, {args.image_size} px)", a / b, "ratio", ">= 0.99", a / b >= 0.99,
+        f"medians {a:.1f} / {b:.1f} images/s, {args.pairs} pairs of {args.steps} steps; "
+        f"unwatched runs spread {100 * spread:.1f} %; top's CPU "
+        f"{100 * statistics.median(cpu_shares):.1f} % of a core",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 import torch
 from torch import nn
 
+from results import record
 from scalescope.bench.models import build_model
 
 VARIANTS = {
@@ -88,6 +89,13 @@ def main() -> None:
     for name, values in rates.items():
         med = statistics.median(values)
         print(f"{name:26s} {med:16.2f} {med / base:20.2f}")
+        if name != names[0]:
+            record(
+                f"one rank's arithmetic, {name} / {names[0]} ({args.model}, batch "
+                f"{args.batch_size}, {args.image_size} px, {args.threads} thread(s))",
+                med / base, "ratio", "", None,
+                f"median {med:.2f} images/s over {args.steps} steps",
+            )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from results import record, skipped
+
 CLI = [sys.executable, "-m", "scalescope.cli"]
 
 
@@ -168,6 +170,11 @@ def main() -> None:
     print(f"median images/s, best tune configuration: {b:8.2f}")
     print(f"ratio tuned / torchrun: {b / a:.3f} (pairs {ratios})")
     print(f"tune's speedup of that configuration over its baseline: {confirmed_speedup(study)}")
+    record(
+        f"images/s, tune's best configuration / torchrun defaults ({args.model}, "
+        f"{args.nproc} ranks, {args.image_size} px)", b / a, "ratio", ">= 1.3", b / a >= 1.3,
+        f"pairs {ratios}; {trials} trials; tune's own speedup {confirmed_speedup(study)}",
+    )  # fmt: skip
 
 
 def measure_pairs(args: argparse.Namespace, reuse: str, tmp: Path) -> dict[str, list[float]]:
@@ -269,6 +276,9 @@ def script_main(args: argparse.Namespace) -> None:
         trial = claimed_trial(study)
         if trial is None:
             print("\ntune measured nothing to re-measure", flush=True)
+            skipped(f"{args.workload}: samples/s by the script's clock, tune's command / "
+                    "torchrun defaults", "ratio", ">= 1.3",
+                    "tune measured nothing to re-measure")  # fmt: skip
             return
         reuse = study["reuse"] or script_reuse(args, w, study, trial)
         print(f"\nre-measuring: {reuse}", flush=True)
@@ -330,6 +340,24 @@ def print_verdict(args: argparse.Namespace, study: dict, trial: dict, results: d
         ratio = claimed / measured
         print(f"tune's claimed speedup: {claimed:.3f}; claimed / re-measured = {ratio:.3f} "
               f"(target within 10 %: {'met' if abs(ratio - 1) <= 0.10 else 'MISSED'})")  # fmt: skip
+    record_verdict(args, trial, verdict, measured, pairs)
+
+
+def record_verdict(
+    args: argparse.Namespace, trial: dict, verdict: str, measured: float, pairs: str
+) -> None:
+    record(
+        f"{args.workload}: samples/s by the script's clock, tune's command / torchrun defaults",
+        measured, "ratio", ">= 1.3", measured >= 1.3,
+        f"trial {trial['number']} {trial['config']} ({verdict}); pairs {pairs}",
+    )  # fmt: skip
+    claimed = trial["speedup"]
+    if claimed:
+        ratio = claimed / measured
+        record(
+            f"{args.workload}: tune's claimed speedup / re-measured speedup", ratio, "ratio",
+            "within 10 % of 1", abs(ratio - 1) <= 0.10, f"claimed {claimed:.3f}",
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import record
 from tune_gain import clean_env, free_port
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
@@ -138,6 +139,14 @@ def main() -> None:
         paired = f"{statistics.median(ratios):7.2f}" if ratios else ""
         runs = ", ".join(f"{v:.1f}" for v in values)
         print(f"{name:18s} {med:16.2f} {ratio} {paired}  {runs}")
+        if ratios and name != "torchrun":
+            record(
+                f"images/s with {name} / torchrun defaults, paired by round ({args.model}, "
+                f"{args.nproc} ranks, {args.image_size} px)", statistics.median(ratios),
+                "ratio", "", None,
+                f"median {med:.2f} images/s, ratio of medians {med / statistics.median(base):.2f}"
+                f", {args.rounds} round(s)",
+            )  # fmt: skip
     print("paired: the median over rounds of the variant's images/s / torchrun's in that round")
 
 

@@ -4,7 +4,7 @@ other load measured, and independent measurements of the truth.
 The machine is shared (2 cores, other test suites): a run during which other processes used
 more than ``MAX_EXTERNAL_PCT`` of the CPUs is repeated once, then the test is skipped with
 the load it saw, because its timings are not the run's own. Where the tests have the cpus to
-themselves (``make test``'s timed stage sets ``ALONE_ENV``), a busy machine cannot be the
+themselves (``make bench`` sets ``ALONE_ENV`` for benchmarks/accuracy), a busy machine cannot be the
 reason, so the test fails with the load it measured instead: a broken model cannot hide as
 a skip there.
 """
@@ -40,7 +40,7 @@ from scalescope.events import load_run
 
 T = TypeVar("T")
 ALONE_ENV = "SCALESCOPE_TESTS_ALONE"
-"""Set to 1 where nothing else runs beside the tests (``make test``'s timed stage)."""
+"""Set to 1 where nothing else runs beside the tests (``make bench``'s accuracy tests)."""
 CLI = [sys.executable, "-m", "scalescope.cli"]
 MAX_EXTERNAL_PCT = 5.0
 MAX_CPU_SPEED_GAP_PCT = 10.0

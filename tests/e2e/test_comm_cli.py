@@ -7,6 +7,7 @@ import csv
 import json
 import statistics
 
+import numpy as np
 import pytest
 
 from conftest import scalescope
@@ -136,3 +137,33 @@ def test_html_has_both_charts_offline(two_ranks):
     page = (out / "comm.html").read_text()
     assert 'id="chart-comm-latency"' in page and 'id="chart-comm-busbw"' in page
     assert "http://" not in page.split("plotly-gz")[0]
+
+
+def test_each_timed_call_holds_the_probes_record_of_it(two_ranks):
+    """comm's time of a call (the slowest rank's, around the call) holds the interval the
+    probe recorded for the same call on every rank (its issue to completion): never shorter,
+    and in the least padded call of all, not half as long again (the probe's ~20 µs and
+    the return). Deterministic: a preempted call only pads its own ratio, and a time that
+    comm over- or under-counts moves every call's ratio together (doubled: each >= 2)."""
+    _, _, out = two_ranks
+    raw = json.loads((out / "run" / "comm.json").read_text())["measurements"]
+    ev = load_run(out / "run").events
+    ratios = []
+    for m in (m for m in raw if m["op"] == "all_reduce"):
+        per_rank = []
+        for rank in (0, 1):
+            calls = ev.select(
+                (ev.kind == Kind.COLLECTIVE)
+                & ev.where("name", "all_reduce")
+                & (ev.rank == rank)
+                & (ev.nbytes == m["nbytes"])
+            )
+            order = np.argsort(calls.start_ns)
+            per_rank.append(calls.dur_ns[order][WARMUP:] / 1e9)
+        probe_s = np.maximum(*per_rank)
+        assert len(probe_s) == len(m["times_s"]) == ITERS
+        comm_s = np.array(m["times_s"])
+        assert (comm_s >= probe_s).all(), (m["nbytes"], comm_s, probe_s)
+        ratios.extend(comm_s / probe_s)
+    assert len(ratios) == 3 * ITERS
+    assert min(ratios) < 1.5, sorted(ratios)

@@ -1,7 +1,6 @@
 """``scalescope tune`` when things go wrong, with real ranks: a crashing trial (and the
 confirmation runs of that study), Ctrl-C, and bad input refused before any rank starts.
-Nothing here compares timings, so these run beside other tests (tests/conftest.py:
-``TIMED_MODULES``)."""
+Nothing here compares timings."""
 
 from __future__ import annotations
 

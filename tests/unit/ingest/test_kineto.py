@@ -1,4 +1,5 @@
-"""Kineto traces: real torch.profiler runs made here (2-rank gloo) and the real shared traces.
+"""Kineto traces: real torch.profiler runs recorded here (2-rank gloo, tests/data/traces/) and
+the real shared traces.
 
 Every expectation is computed here from the JSON itself (json module, counting the events
 by hand), never with the ingester's code.
@@ -9,10 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from scalescope.ingest import KINETO, IngestError, ingest
 
 HERE = Path(__file__).resolve()
 TRACES = HERE.parents[4] / "shared" / "traces"
-DDP_SCRIPT = HERE.parents[2] / "e2e" / "scripts" / "ddp_profiled.py"
+RECORDED = HERE.parents[2] / "data" / "traces"
 needs_traces = pytest.mark.skipif(
     not TRACES.is_dir(),
     reason=f"real traces not found at {TRACES} (a clone outside the workspace has no ../shared)",
@@ -46,63 +44,12 @@ TIMES_WORLD = {"all_gather", "gather", "scatter"}
 PARAM_BYTES = 4 * (64 * 256 + 256 + 2 * 256 + 256 * 256 + 256 + 256 * 10 + 10)
 """ddp_profiled.py's model: the gradient bytes DDP all-reduces per step."""
 
-OPS_SCRIPT = """
-import sys, torch, torch.distributed as dist
-from torch.profiler import ProfilerActivity, profile, tensorboard_trace_handler
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-handler = tensorboard_trace_handler(sys.argv[1], worker_name=f"rank{rank}", use_gzip=True)
-with profile(activities=[ProfilerActivity.CPU], record_shapes=True, on_trace_ready=handler):
-    dist.all_reduce(torch.ones(1000))
-    dist.all_reduce(torch.ones(3, dtype=torch.bfloat16))
-    dist.broadcast(torch.ones(10, dtype=torch.float64), 0)
-    dist.all_gather([torch.zeros(10) for _ in range(world)], torch.ones(10))
-    dist.all_gather_into_tensor(torch.zeros(10 * world), torch.ones(10))
-    longs = torch.ones(8 * world, dtype=torch.int64)
-    dist.all_to_all_single(torch.zeros_like(longs), longs)
-    dist.barrier()
-    if rank == 0:
-        dist.send(torch.ones(7, dtype=torch.int32), 1)
-    else:
-        dist.recv(torch.zeros(7, dtype=torch.int32), 0)
-    dist.reduce(torch.ones(5), 0)
-    dist.gather(torch.ones(4), [torch.zeros(4) for _ in range(world)] if rank == 0 else None, dst=0)
-    dist.all_reduce(torch.ones(50), async_op=True).wait()
-dist.destroy_process_group()
-"""
-
-
-PROFILER_EXIT_ABORT = "terminate called without an active exception"
-"""torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
-as it exits, after profiler_stop (seen in 2 of 4 full suites on the loaded 2-core VM, in a
-script that scalescope does not touch): such a run is made again, once."""
-
-
-def torchrun(out: Path, script: Path, *args: str) -> None:
-    """``script ARGS`` on 2 ranks, its traces in ``out`` (emptied before each try)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    for _ in range(2):
-        shutil.rmtree(out, ignore_errors=True)
-        proc = subprocess.run(
-            [*cmd, str(script), *args], env=env, capture_output=True, text=True, timeout=180
-        )
-        if proc.returncode == 0 or PROFILER_EXIT_ABORT not in proc.stderr:
-            break
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Two real 2-rank gloo runs under torch.profiler: DDP training, and one of every op."""
-    tmp = tmp_path_factory.mktemp("kineto")
-    torchrun(
-        tmp / "ddp", DDP_SCRIPT, "--trace-dir", str(tmp / "ddp"), "--steps", "6", "--active", "3"
-    )
-    script = tmp / "ops.py"
-    script.write_text(OPS_SCRIPT)
-    torchrun(tmp / "ops", script, str(tmp / "ops"))
-    return {"ddp": tmp / "ddp", "ops": tmp / "ops"}
+def runs() -> dict[str, Path]:
+    """torch.profiler traces of two real 2-rank gloo runs under torchrun, recorded once
+    (tests/data/record.py kineto_traces): DDP training, and one call of every op."""
+    return {"ddp": RECORDED / "kineto-ddp", "ops": RECORDED / "kineto-ops"}
 
 
 def rank_file(folder: Path, rank: int) -> Path:

@@ -1,0 +1,41 @@
+"""Accuracy against a truth on live runs: each test makes a bottleneck or a search on this
+machine and compares what scalescope says with a truth timed beside it. ``make bench`` runs
+them (benchmarks/run_all.py) alone on the machine; CI does not, since a shared 2-core VM can
+miss a timed bound without anything being broken (docs/testing.md). The exact checks of the
+same scenarios, on runs recorded once, are tests/recorded/.
+
+The modules use the end-to-end helpers of tests/e2e (``conftest``, ``real_runs``,
+``tune_runs``) and tests/helpers: this conftest puts them on the path and is ``conftest`` for
+them here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[2] / "tests"
+for folder in (TESTS / "helpers", TESTS / "e2e"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+os.environ.setdefault("SCALESCOPE_TESTS_ALONE", "1")
+
+
+def _e2e_conftest():
+    spec = importlib.util.spec_from_file_location("e2e_conftest", TESTS / "e2e" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_e2e = _e2e_conftest()
+SCRIPTS, DDP_TRAIN = _e2e.SCRIPTS, _e2e.DDP_TRAIN
+cli_env, scalescope, scalescope_in_process = (
+    _e2e.cli_env,
+    _e2e.scalescope,
+    _e2e.scalescope_in_process,
+)
+start_scalescope, run_cli = _e2e.start_scalescope, _e2e.run_cli
+netns_unavailable, veth_hosts = _e2e.netns_unavailable, _e2e.veth_hosts

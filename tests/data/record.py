@@ -1,0 +1,474 @@
+"""Record the real runs under tests/data/runs/ again, or their reports, and print what changed.
+
+    .venv/bin/python tests/data/record.py                 # every scenario, live (~8 min)
+    .venv/bin/python tests/data/record.py straggler_data_2 hang_host
+    .venv/bin/python tests/data/record.py --reports-only  # keep the runs, write their reports
+
+Run it on an idle machine: the truth of each scenario (``scenario.json``) is measured beside
+the run (the workload's own clock, a reference run, the sleeps' real durations), and a run
+that other processes slowed is recorded again (``real_runs.ExternalLoad``). Re-record when
+the event schema changes; write the reports again (``--reports-only``) when a change to the
+analysis, the diagnosis or the report is meant to change what they say: the diff printed for
+each scenario is that change, to read before committing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import difflib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(TESTS / "helpers"), str(TESTS / "e2e")]
+
+import psutil  # noqa: E402
+from recorded_runs import (  # noqa: E402
+    RUNS,
+    RUNS_TOKEN,
+    Scenario,
+    load_scenario,
+    recorded_report,
+    report_of,
+    save_scenario,
+    store_report,
+)
+
+SCRIPTS = TESTS / "e2e" / "scripts"
+TRACES = TESTS / "data" / "traces"
+CLI = [sys.executable, "-m", "scalescope.cli"]
+MAX_EXTERNAL_PCT = 5.0
+ATTEMPTS = 3
+RESNET18 = [
+    "bench", "resnet18", "-n", "2", "--bind-to", "core", "--batch-size", "24",
+    "--image-size", "112", "--steps", "7", "--warmup-steps", "2",
+]  # fmt: skip
+"""The balanced workload of the diagnosis scenarios: one bound core and one thread per rank."""
+STRAGGLER_STEPS, STRAGGLER_REFERENCE_FROM, STRAGGLER_FROM, STRAGGLER_DELAY_S = 24, 3, 12, 0.07
+"""ddp_train.py's straggler: 24 steps, steps 3-11 the undelayed reference, rank 1 sleeping
+70 ms per step at its phase from step 12 (the probe's statistics start there)."""
+WHERES = ("data", "forward", "backward", "optimizer", "outside")
+
+
+def env() -> dict[str, str]:
+    out = dict(os.environ)
+    out.pop("OMP_NUM_THREADS", None)
+    out["PYTHONUNBUFFERED"] = "1"
+    return out
+
+
+def cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*CLI, *map(str, args)], cwd=cwd, env=env(), capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def bench_ms(run_dir: Path, key: str = "step_times_s") -> float:
+    """Mean of the workload's own per-step timing (bench.json) after its warm-up, ms."""
+    bench = json.loads((run_dir / "bench.json").read_text())
+    return 1e3 * statistics.fmean(bench[key][bench["warmup_steps"] :])
+
+
+def quiet(record: Callable[[], dict], what: str) -> dict:
+    """``record()`` again while other processes used more than ``MAX_EXTERNAL_PCT`` of the
+    cpus (its truth is then not the run's own); the last attempt is kept, its load noted."""
+    from real_runs import ExternalLoad
+
+    for attempt in range(ATTEMPTS):
+        with ExternalLoad() as load:
+            truth = record()
+        truth["external_load_pct"] = round(load.pct, 1)
+        if load.pct <= MAX_EXTERNAL_PCT:
+            return truth
+        print(f"  {what}: other processes used {load.pct:.0f}% of the cpus (attempt {attempt + 1})")
+    return truth
+
+
+def fresh(folder: Path) -> Path:
+    run_dir = folder / "run"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return run_dir
+
+
+def checked(proc: subprocess.CompletedProcess, codes: tuple[int, ...] = (0,)) -> None:
+    if proc.returncode not in codes:
+        raise SystemExit(f"exit {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def bench(args: list[str], run_dir: Path, busy_cpu: int | None = None) -> float:
+    """A bench run (optionally beside a busy loop on one cpu); its mean step, ms."""
+    from real_runs import BUSY_LOOP
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    busy = None
+    if busy_cpu is not None:
+        busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(busy_cpu), "240"])
+    try:
+        checked(cli([*args, "--run-dir", run_dir, "--no-report"], run_dir.parent))
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    return bench_ms(run_dir)
+
+
+# --- the scenarios: each records into its folder and returns its truth ---------------------
+
+
+def balanced(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    truth = quiet(lambda: {"step_ms": round(bench(RESNET18, run_dir), 1)}, "balanced")
+    about = "resnet18, 2 ranks on a core each, one thread each: no bottleneck to name"
+    return Scenario(folder.name, about, RESNET18, truth)
+
+
+def input_bound(folder: Path) -> Scenario:
+    from real_runs import noise_images
+
+    run_dir = fresh(folder)
+    images = noise_images(Path(f"/tmp/scalescope-record-{os.getpid()}"), 64, 1024, 768)
+    args = ["bench", "resnet18", "-n", "2", "--data", str(images), "--workers", "0",
+            "--image-size", "64", "--batch-size", "8", "--steps", "8",
+            "--warmup-steps", "2"]  # fmt: skip
+
+    def record() -> dict:
+        step = bench(args, run_dir)
+        wait = step - bench_ms(run_dir, "compute_times_s")
+        return {"share_pct": round(100 * wait / step, 1), "wait_ms": round(wait, 1)}
+
+    truth = quiet(record, "input_bound")
+    truth["about"] = "the wait for the next batch by the workload's own clock (bench.json)"
+    shutil.rmtree(images, ignore_errors=True)
+    about = "resnet18 reading 1024x768 JPEGs of noise with no DataLoader workers"
+    return Scenario(folder.name, about, args, truth)
+
+
+def oversubscribed(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = [*RESNET18, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"]
+    reference = load_scenario("balanced").truth["step_ms"]
+
+    def record() -> dict:
+        step = bench(args, run_dir)
+        return {"share_pct": round(100 * (step - reference) / step, 1), "step_ms": round(step, 1),
+                "reference_step_ms": reference}  # fmt: skip
+
+    truth = quiet(record, "oversubscribed")
+    truth["about"] = "step time lost against the balanced scenario's run"
+    about = "2 ranks of 2 threads each on 2 cores, unbound; reported with --baseline balanced"
+    return Scenario(folder.name, about, args, truth, ["--baseline", f"{RUNS_TOKEN}/balanced/run"])
+
+
+def straggler_shared_core(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+
+    def record() -> dict:
+        step = bench(RESNET18, run_dir, busy_cpu=1)
+        reference = bench(RESNET18, folder / "reference")
+        shutil.rmtree(folder / "reference")
+        return {"share_pct": round(100 * (step - reference) / step, 1), "step_ms": round(step, 1),
+                "reference_step_ms": round(reference, 1)}  # fmt: skip
+
+    truth = quiet(record, "straggler_shared_core")
+    truth["about"] = "step time lost against the same run recorded right after, without the loop"
+    about = "the balanced workload with a busy loop on rank 1's core"
+    return Scenario(folder.name, about, RESNET18, truth)
+
+
+def compute_resnet50(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["bench", "resnet50", "-n", "1", "--batch-size", "16", "--image-size", "96",
+            "--steps", "6", "--warmup-steps", "2"]  # fmt: skip
+
+    def record() -> dict:
+        step = bench(args, run_dir)
+        compute = bench_ms(run_dir, "compute_times_s")
+        return {"share_pct": round(min(100.0, 100 * compute / step), 1)}
+
+    truth = quiet(record, "compute_resnet50")
+    truth["about"] = "forward + backward + optimizer by the workload's own clock (bench.json)"
+    return Scenario(folder.name, "resnet50 on one rank: compute-bound", args, truth)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bench_in_namespaces(hosts: list, run_dir: Path, args: list[str]) -> float:
+    endpoint = f"{hosts[0][2]}:{_port()}"
+    procs = []
+    for node, (ns, dev, addr) in enumerate(hosts):
+        argv = [*CLI, *args, "--nnodes", "2", "--node-rank", str(node), "-n", "1",
+                "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir", str(run_dir),
+                "--cpu-list", str(node), "--no-report"]  # fmt: skip
+        cmd = ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *argv]
+        procs.append(subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit(f"comm_bound: {outs}")
+    return bench_ms(run_dir)
+
+
+def comm_bound(folder: Path) -> Scenario:
+    from conftest import veth_hosts
+
+    run_dir = fresh(folder)
+    args = ["bench", "squeezenet1_1", "--image-size", "64", "--batch-size", "8", "--steps", "5",
+            "--warmup-steps", "1"]  # fmt: skip
+    rate = "40mbit"
+    with veth_hosts("10.211.9", "rc") as hosts:
+        fast = _bench_in_namespaces(hosts, folder / "fast", args)
+        shutil.rmtree(folder / "fast")
+        for ns, dev, _ in hosts:
+            tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                   "rate", rate, "burst", "32kbit", "latency", "400ms"]  # fmt: skip
+            subprocess.run(tbf, check=True)
+        step = _bench_in_namespaces(hosts, run_dir, args)
+    truth = {"share_pct": round(100 * (step - fast) / step, 1), "step_ms": round(step, 1),
+             "unthrottled_step_ms": round(fast, 1),
+             "about": f"step time lost at {rate} against the same link unthrottled"}  # fmt: skip
+    about = f"squeezenet1_1, one rank in each of two network namespaces joined at {rate}"
+    return Scenario(folder.name, about, [*args, "--nnodes", "2"], truth)
+
+
+def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
+    def record_it(folder: Path) -> Scenario:
+        run_dir = fresh(folder)
+        shared = ["--oversubscribe"] if ranks > 2 else []
+        args = ["run", "-n", str(ranks), *shared, "--warmup-steps", str(STRAGGLER_FROM),
+                str(SCRIPTS / "ddp_train.py"), "--steps", str(STRAGGLER_STEPS),
+                "--sleep-rank", "1", "--sleep-s", str(STRAGGLER_DELAY_S), "--sleep-where", where,
+                "--sleep-from", str(STRAGGLER_FROM)]  # fmt: skip
+
+        def record() -> dict:
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            logs = ["--sleep-log", folder / "slept.json", "--step-log", folder / "steps.json"]
+            checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:], *logs],
+                        folder))  # fmt: skip
+            return _straggler_truth(folder)
+
+        truth = quiet(record, folder.name)
+        options = ["-t", f"max_threads_per_core={ranks / 2}"] if shared else []
+        about = f"{ranks} ranks of a DDP MLP; rank 1 sleeps 70 ms per step {where}"
+        return Scenario(folder.name, about, args, truth, options)
+
+    return record_it
+
+
+def _straggler_truth(folder: Path) -> dict:
+    """Medians of the sleeps, of rank 0's delayed steps and of its steps before them."""
+    slept = json.loads((folder / "slept.json").read_text())
+    steps = json.loads((folder / "steps.json").read_text())
+    reference = steps[STRAGGLER_REFERENCE_FROM:STRAGGLER_FROM]
+    ms = [1e3 * statistics.median(x) for x in (slept, steps[STRAGGLER_FROM:], reference)]
+    (folder / "slept.json").unlink()
+    (folder / "steps.json").unlink()
+    return {
+        "share_pct": round(100 * (ms[1] - ms[2]) / ms[1], 1),
+        "sleep_share_pct": round(100 * ms[0] / ms[1], 1),
+        "slept_ms": round(ms[0], 1),
+        "step_ms": round(ms[1], 1),
+        "reference_step_ms": round(ms[2], 1),
+        "about": "rank 0's step time lost against its steps before the sleeps (medians)",
+    }
+
+
+def hang(mode: str) -> Callable[[Path], Scenario]:
+    def record_it(folder: Path) -> Scenario:
+        run_dir = fresh(folder)
+        args = ["run", "-n", "2", "--hang-after", "3", "--hang-action", "kill",
+                str(SCRIPTS / "hang_train.py"), "--mode", mode, "--at", "6"]  # fmt: skip
+        proc = cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder)
+        if not (run_dir / "hang.json").is_file():
+            raise SystemExit(f"no hang.json (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        late = "sleeps in host work" if mode == "host" else "calls broadcast"
+        about = f"rank 1 {late} before its 7th step while rank 0 calls all_reduce"
+        truth = {"late_rank": 1, "at_step": 6, "about": about}
+        return Scenario(folder.name, f"a 2-rank hang: {mode}", args, truth)
+
+    return record_it
+
+
+def _start(args: list[str], folder: Path) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, *map(str, args)], cwd=folder, env=env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+
+
+def _wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} never appeared")
+        time.sleep(0.1)
+
+
+def replicas(folder: Path) -> Scenario:
+    from scalescope.events.live_state import read_live_states
+
+    run_dir = fresh(folder)
+    args = ["run", "-n", "2", str(SCRIPTS / "replicas_train.py"), "-a", "resnet18", "-b", "4",
+            "--dummy", "-j", "1", "--image-size", "32"]  # fmt: skip
+    proc = _start([*args[:1], "--run-dir", run_dir, *args[1:]], folder)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        states = read_live_states(run_dir, 2)
+        if len(states) == 2 and all(s.steps_done >= 8 for s in states.values()):
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=120)
+    truth = {"about": "imagenet/main.py's structure: a process group, no DDP; stopped by Ctrl-C"}
+    return Scenario(folder.name, "independent replicas, stopped by Ctrl-C", args, truth)
+
+
+def failed_rank(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["run", "-n", "2", str(SCRIPTS / "ddp_train.py"), "--fail-rank", "1",
+            "--fail-step", "3"]  # fmt: skip
+    checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder), (1,))
+    truth = {"failed_rank": 1, "steps_done": 3, "about": "rank 1 raises at step 3"}
+    return Scenario(folder.name, "a rank raises", args, truth)
+
+
+def killed_rank(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    ready = folder / "ready"
+    args = ["run", "-n", "2", str(SCRIPTS / "ddp_train.py"), "--steps", "5000",
+            "--sleep-rank", "1", "--sleep-s", "0.02"]  # fmt: skip
+    proc = _start([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:],
+                   "--ready-file", ready], folder)  # fmt: skip
+    _wait_for(ready)
+    time.sleep(2.0)
+    rank1 = [p for p in psutil.Process(proc.pid).children(recursive=True)
+             if p.environ().get("RANK") == "1"]  # fmt: skip
+    os.kill(rank1[0].pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    ready.unlink()
+    truth = {"killed_rank": 1, "signal": "SIGKILL", "about": "rank 1 killed 2 s into the run"}
+    return Scenario(folder.name, "a rank killed by SIGKILL mid-run", args, truth)
+
+
+def profiled(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["run", "-n", "2", str(SCRIPTS / "ddp_profiled.py"), "--trace-dir",
+            str(folder / "traces"), "--steps", "8", "--wait", "1", "--warmup", "1", "--active",
+            "4"]  # fmt: skip
+
+    def record() -> dict:
+        for path in (run_dir, folder / "traces"):
+            shutil.rmtree(path, ignore_errors=True)
+        checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder))
+        return {"profiled_steps": [2, 3, 4, 5], "about": "torch.profiler traces of the same run"}
+
+    truth = quiet(record, "profiled")
+    about = "a 2-rank DDP run recorded by the probe and by torch.profiler (traces/)"
+    return Scenario(folder.name, about, args, truth)
+
+
+PROFILER_EXIT_ABORT = "terminate called without an active exception"
+"""torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
+as it exits, after profiler_stop: such a run is made again."""
+
+
+def kineto_traces() -> None:
+    """torch.profiler traces of two 2-rank gloo runs under torchrun, no scalescope: DDP
+    training, and one call of every op (tests/unit/ingest/test_kineto.py)."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "2"]  # fmt: skip
+    for name, script, args in (
+        ("kineto-ddp", "ddp_profiled.py", ["--steps", "6", "--active", "3", "--trace-dir"]),
+        ("kineto-ops", "kineto_ops.py", []),
+    ):
+        out = TRACES / name
+        for _ in range(3):
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.run([*torchrun, str(SCRIPTS / script), *args, str(out)],
+                                  env=env() | {"OMP_NUM_THREADS": "1"}, capture_output=True,
+                                  text=True, timeout=300)  # fmt: skip
+            if proc.returncode == 0 or PROFILER_EXIT_ABORT not in proc.stderr:
+                break
+        checked(proc)
+        print(f"{name}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+
+
+TRACE_SETS: dict[str, Callable[[], None]] = {"kineto_traces": kineto_traces}
+"""Traces of other tools, recorded for the ingest tests (no report of their own)."""
+
+SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
+    "balanced": balanced,
+    "input_bound": input_bound,
+    "oversubscribed": oversubscribed,
+    "straggler_shared_core": straggler_shared_core,
+    "compute_resnet50": compute_resnet50,
+    "comm_bound": comm_bound,
+    **{f"straggler_{where}_2": straggler(where, 2) for where in WHERES},
+    "straggler_outside_3": straggler("outside", 3),
+    "hang_host": hang("host"),
+    "hang_mismatch": hang("mismatch"),
+    "replicas": replicas,
+    "failed_rank": failed_rank,
+    "killed_rank": killed_rank,
+    "profiled": profiled,
+}
+"""In recording order: ``oversubscribed`` reads the balanced run's step time."""
+
+
+def write_report(name: str) -> None:
+    """Write the scenario's report from its run and print how it differs from the last."""
+    s = load_scenario(name)
+    before = recorded_report(s) if (s.folder / "report.txt").exists() else None
+    now = report_of(s)
+    store_report(s, now)
+    if before is None:
+        print(f"{name}: report written")
+        return
+    old = before.text.splitlines() + json.dumps(before.diagnosis, indent=1).splitlines()
+    new = now.text.splitlines() + json.dumps(now.diagnosis, indent=1).splitlines()
+    diff = list(difflib.unified_diff(old, new, f"{name} (before)", f"{name} (now)", lineterm=""))
+    print("\n".join(diff) if diff else f"{name}: report unchanged")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    every = [*SCENARIOS, *TRACE_SETS]
+    p.add_argument("names", nargs="*", help=f"what to record (default: all): {', '.join(every)}")
+    p.add_argument("--reports-only", action="store_true", help="keep the runs, redo the reports")
+    args = p.parse_args()
+    unknown = sorted(set(args.names) - set(every))
+    if unknown:
+        p.error(f"unknown scenario(s): {', '.join(unknown)}")
+    names = [n for n in every if n in args.names] if args.names else every
+    for name in (n for n in names if n in TRACE_SETS and not args.reports_only):
+        TRACE_SETS[name]()
+    for name in (n for n in names if n in SCENARIOS):
+        if not args.reports_only:
+            started = time.monotonic()
+            scenario = SCENARIOS[name](RUNS / name)
+            scenario = replace(scenario, recorded=dt.date.today().isoformat())
+            save_scenario(scenario)
+            print(f"{name}: recorded in {time.monotonic() - started:.0f} s, truth {scenario.truth}")
+        write_report(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
