@@ -85,7 +85,8 @@ def _columns(width: int):
 @dataclass(frozen=True)
 class Report:
     text: str
-    """What ``scalescope report RUN_DIR`` printed, paths under ``RUNS`` as ``{runs}``."""
+    """What ``scalescope report RUN_DIR`` printed: the paths it shows are those recorded in the
+    run (where it was made), whatever folder the tests run from."""
     diagnosis: dict[str, Any]
     exit_code: int
 
@@ -103,8 +104,7 @@ def report_of(s: Scenario) -> Report:
         args = ["report", str(s.run_dir), *s.options(), "--json", str(out)]
         result = CliRunner().invoke(app, args)
         diagnosis = json.loads(out.read_text())["diagnosis"] if out.exists() else {}
-    text = result.stdout.replace(str(RUNS), RUNS_TOKEN)
-    return Report(text, diagnosis, result.exit_code)
+    return Report(result.stdout, diagnosis, result.exit_code)
 
 
 def recorded_report(s: Scenario) -> Report:
