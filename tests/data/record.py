@@ -441,8 +441,8 @@ def write_report(name: str) -> None:
     if before is None:
         print(f"{name}: report written")
         return
-    old = before.text.splitlines() + json.dumps(before.diagnosis, indent=1, sort_keys=True).splitlines()
-    new = now.text.splitlines() + json.dumps(now.diagnosis, indent=1, sort_keys=True).splitlines()
+    old, new = (r.text.splitlines() + json.dumps(r.diagnosis, indent=1, sort_keys=True).splitlines()
+                for r in (before, now))  # fmt: skip
     diff = list(difflib.unified_diff(old, new, f"{name} (before)", f"{name} (now)", lineterm=""))
     print("\n".join(diff) if diff else f"{name}: report unchanged")
 
