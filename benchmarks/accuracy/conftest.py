@@ -16,8 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[2] / "tests"
-for folder in (TESTS / "helpers", TESTS / "e2e"):
+BENCHMARKS = Path(__file__).resolve().parents[1]
+TESTS = BENCHMARKS.parent / "tests"
+for folder in (TESTS / "helpers", TESTS / "e2e", BENCHMARKS):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 os.environ.setdefault("SCALESCOPE_TESTS_ALONE", "1")
@@ -39,3 +40,16 @@ cli_env, scalescope, scalescope_in_process = (
 )
 start_scalescope, run_cli = _e2e.start_scalescope, _e2e.run_cli
 netns_unavailable, veth_hosts = _e2e.netns_unavailable, _e2e.veth_hosts
+
+
+def figure(
+    what: str, reported: float, truth: float, tolerance: float, unit: str = "points"
+) -> None:
+    """One row of docs/benchmarks.md (through ``make bench``): how far a reported figure was
+    from its truth, against the tolerance the test holds it to."""
+    from results import record
+
+    off = reported - truth
+    detail = f"reported {reported:.1f}, truth {truth:.1f}"
+    record(f"{what}: reported - truth", off, unit, f"|x| <= {tolerance:g}", abs(off) <= tolerance,
+           detail)  # fmt: skip

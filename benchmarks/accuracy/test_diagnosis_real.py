@@ -35,7 +35,7 @@ from real_runs import (
     warnings,
 )
 
-from conftest import cli_env, netns_unavailable, veth_hosts
+from conftest import cli_env, figure, netns_unavailable, veth_hosts
 from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK
 from scalescope.events import load_run
 
@@ -105,6 +105,7 @@ def test_input_bound_jpeg_folder_with_no_workers(tmp_path):
         tmp_path,
     )
     first, truth = first_and_truth(run, bench_wait_ms(run.run_dir), "input-bound")
+    figure("input-bound share of step time", first.share_pct, truth, TOLERANCE)
     assert first.code == "INPUT_BOUND"
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert any("--workers" in r for r in first.remedies)
@@ -135,6 +136,7 @@ def test_oversubscribed_threads_named_first(reference, tmp_path):
     print(f"oversubscribed: reported {first.share_pct:.1f}% (default), {share:.1f}% "
           f"(--baseline: {100 * achieved:.0f}% of peak), truth {truth:.1f}% "
           f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)")  # fmt: skip
+    figure("oversubscribed cost (--baseline)", share, truth, TOLERANCE)
     assert abs(share - truth) <= TOLERANCE
 
 
@@ -154,6 +156,7 @@ def test_straggler_on_a_shared_core_is_rank_1(tmp_path):
         f"straggler: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
         f"({run.step_ms:.0f} vs {reference.step_ms:.0f} ms)"
     )
+    figure("straggler on a shared core, cost", first.share_pct, truth, TOLERANCE)
     assert (first.code, first.rank) == ("STRAGGLER", 1)
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert first.remedies[0].startswith("rank 1's threads were preempted"), first.remedies
@@ -183,6 +186,7 @@ def test_compute_bound_resnet50_comes_first(tmp_path):
     )
     truth_ms = bench_step_ms(run.run_dir, "compute_times_s")
     first, truth = first_and_truth(run, truth_ms, "compute-bound")
+    figure("compute-bound share (resnet50)", first.share_pct, min(truth, 100.0), TOLERANCE)
     assert first.code == "COMPUTE", [(f.code, f.summary) for f in run.diagnosis.findings]
     assert abs(first.share_pct - min(truth, 100.0)) <= TOLERANCE
     assert any(e.name.startswith("estimated fp32 peak") for e in first.evidence)
@@ -279,6 +283,7 @@ def test_communication_bound_over_a_throttled_link(linked_hosts, tmp_path):
         f"communication: reported {first.share_pct:.1f}%, truth {truth:.1f}% "
         f"({step_ms:.0f} ms per step at {RATE}, {fast_ms:.0f} ms unthrottled)"
     )
+    figure(f"communication-bound share ({RATE} link)", first.share_pct, truth, TOLERANCE)
     assert first.code == "COMM_BANDWIDTH", [(f.code, f.summary) for f in d.findings]
     assert abs(first.share_pct - truth) <= TOLERANCE
     assert "bf16_compress_hook" in first.remedies[0]

@@ -33,7 +33,7 @@ from real_runs import (
     slower_pct,
 )
 
-from conftest import cli_env, scalescope_in_process
+from conftest import cli_env, figure, scalescope_in_process
 from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
 
 pytestmark = pytest.mark.timeout(900)
@@ -157,6 +157,7 @@ def test_validation_predicts_the_held_out_size(study: Study, tmp_path):
         pytest.skip(f"{study.speed_note}; error was {error:+.1f}%")
     if study.load_note is not None:
         skip_or_fail(f"{study.load_note}; error was {error:+.1f}%")
+    figure("project --validate, held-out samples/s error", error, 0.0, MAX_ERROR_PCT, "%")
     assert abs(error) <= MAX_ERROR_PCT, done.stdout
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from real_runs import MAX_EXTERNAL_PCT, ExternalLoad, diagnose_dir, skip_or_fail
 
-from conftest import DDP_TRAIN, scalescope
+from conftest import DDP_TRAIN, figure, scalescope
 from scalescope.analyze import analyze_run
 from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds
 from scalescope.events import load_run
@@ -156,6 +156,7 @@ def test_the_straggler_and_its_phase_are_named_first(scenario, where, ranks):
     assert first.summary.startswith(words), first.summary
     assert s.diagnosis.verdict.startswith(f"straggler: {words}")
     off = s.off_truth(first.share_pct)
+    figure(f"straggler {where}, {ranks} ranks, share off its truth", off, 0.0, TOLERANCE)
     if off > TOLERANCE and s.external_pct > MAX_EXTERNAL_PCT:
         skip_or_fail(f"other processes used {s.external_pct:.0f}% of the CPUs: the truth's "
                     f"step times are theirs too ({off:.1f} points off)")  # fmt: skip
