@@ -317,6 +317,8 @@ class Report:
     """The pytest run of benchmarks/accuracy/; None when it did not run."""
     accuracy_note: str = "no test modules under `benchmarks/accuracy/`"
     """Why it did not run."""
+    left_out: list[str] = field(default_factory=list)
+    """Benchmarks of the usual run that ``--only`` left out."""
 
     @property
     def results(self) -> list[Result]:
@@ -416,7 +418,9 @@ def render(report: Report) -> str:
         "# Benchmarks", "", INTRO, "",
         f"- Date: {when:%Y-%m-%d} (started {when:%H:%M} UTC, {minutes(report.seconds)} in all, "
         f"load average {report.load:.1f} at the start)",
-        f"- Machine: {report.machine.describe()}", "",
+        f"- Machine: {report.machine.describe()}",
+        *([f"- Left out of this run (`--only`): {', '.join(report.left_out)}"]
+          if report.left_out else []), "",
         "## Figures", "",
         f"{len(report.results)} rows: {counts(report.results) or 'none'}.", "",
         *figures_table(report.results), "",
@@ -528,6 +532,8 @@ def main(argv: list[str] | None = None) -> None:
         runs.append(run_bench(bench, work, progress.tick(bench.name)))
         progress.finish(runs[-1])
     report = Report(this_machine(), started, 0.0, runs, load)
+    chosen_names = {b.name for b in benches}
+    report.left_out = [b.name for b in BENCHES if b.default and b.name not in chosen_names]
     if accuracy:
         progress.start(ACCURACY, ACCURACY_MINUTES, "pytest benchmarks/accuracy")
         report.accuracy, report.tests = run_accuracy(

@@ -79,6 +79,12 @@ def test_table_has_a_row_per_figure_with_its_verdict_and_the_header():
     assert rows[0][1:4] == ["images/s with / without (ratio)", "0.995", ">= 0.99"]
     assert rows[3][1] == "a \\| b (%)" and rows[3][2] == "—" and rows[3][5] == "needs root"
     assert "1 met, 1 missed, 1 no target, 1 skipped, 1 failed" in text
+    assert "Left out of this run" not in text
+
+
+def test_benchmarks_left_out_by_only_are_named():
+    report = Report(MACHINE, STARTED, 1.0, [], left_out=["top_overhead", "tune_gain"])
+    assert "- Left out of this run (`--only`): top_overhead, tune_gain" in render(report)
 
 
 def _script(tmp_path: Path, body: str) -> Bench:
