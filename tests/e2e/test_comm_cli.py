@@ -142,9 +142,11 @@ def test_html_has_both_charts_offline(two_ranks):
 def test_each_timed_call_holds_the_probes_record_of_it(two_ranks):
     """comm's time of a call (the slowest rank's, around the call) holds the interval the
     probe recorded for the same call on every rank (its issue to completion): never shorter,
-    and in the least padded call of all, not half as long again (the probe's ~20 µs and
-    the return). Deterministic: a preempted call only pads its own ratio, and a time that
-    comm over- or under-counts moves every call's ratio together (doubled: each >= 2)."""
+    and in the least padded call of all, not half as long again. A time that comm over- or
+    under-counts moves every call's ratio together (doubled: each >= 2); a preempted call
+    pads its own only. Measured here on 2026-11-25 (this module's comm run): least padded
+    call 1.003-1.011x the probe's in 6 runs on an idle VM, 1.007-1.018x in 3 beside two busy
+    loops (medians of all calls 1.03-1.06x): the bound of 1.5 is 40 times that spread away."""
     _, _, out = two_ranks
     raw = json.loads((out / "run" / "comm.json").read_text())["measurements"]
     ev = load_run(out / "run").events
