@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from real_runs import MAX_EXTERNAL_PCT, ExternalLoad, diagnose_dir, skip_or_fail
+from straggler_words import OUTSIDE, WHERE
 
 from conftest import DDP_TRAIN, figure, scalescope
 from scalescope.analyze import analyze_run
@@ -38,15 +39,6 @@ STEPS, REFERENCE_FROM, FROM = 24, 3, 12
 which the probe's statistics are taken (``--warmup-steps``)."""
 TOLERANCE = 10.0
 """Points of step-time share the reported cost may differ from the truth."""
-WHERE = {
-    "data": ("in data", "rank 1 is late loading data"),
-    "forward": ("in forward", "rank 1 is late in forward"),
-    "backward": ("in backward", "rank 1 is late in backward"),
-    "optimizer": ("in optimizer", "rank 1 is late in optimizer"),
-    "outside": ("outside the recorded phases", "time outside the recorded phases of rank 1"),
-}
-"""Where rank 1 sleeps: how its finding's evidence and summary name the phase."""
-OUTSIDE = "between the optimizer step and the next batch"
 CPUS = len(os.sched_getaffinity(0))
 """Cpus the ranks may use: on 2 of them, 3 ranks share them (``--oversubscribe``). That
 sharing is the test's, not the scenario's: such runs are diagnosed with

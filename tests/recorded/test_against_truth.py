@@ -14,6 +14,7 @@ import re
 
 import pytest
 from recorded_runs import Report, Scenario, first_finding, load_scenario, report_of
+from straggler_words import OUTSIDE, WHERE
 
 from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
@@ -21,14 +22,6 @@ from scalescope.events import Kind, load_run
 
 TOLERANCE = 10.0
 """Points of step-time share the reported cost may differ from the truth."""
-WHERE = {
-    "data": ("in data", "rank 1 is late loading data"),
-    "forward": ("in forward", "rank 1 is late in forward"),
-    "backward": ("in backward", "rank 1 is late in backward"),
-    "optimizer": ("in optimizer", "rank 1 is late in optimizer"),
-    "outside": ("outside the recorded phases", "time outside the recorded phases of rank 1"),
-}
-OUTSIDE = "between the optimizer step and the next batch"
 
 
 def reported(name: str) -> tuple[Scenario, Report]:
