@@ -25,7 +25,10 @@ ENDLESS = SCRIPTS / "tune_endless.py"
 TRIAL_S = 25.0
 KILL_GRACE_S = 10.0
 """tune.trial.KILL_GRACE_S: how long ranks get after SIGTERM."""
-BUDGET_MIN = 0.1
+BUDGET_MIN = 0.01
+"""--budget: no trial starts after 0.6 s, so the study stops after its baseline however fast
+the machine runs it (ranks alone take seconds to start). At 0.1 min an idle VM ran the
+baseline in under 6 s and started a second trial (benchmarks/flake_rate.py, 2026-11-25)."""
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +83,7 @@ def test_a_trial_that_never_steps_is_killed_with_its_reason(endless: dict) -> No
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The bench workload of resnet18 on small images; --budget ends the study after the
-    baseline (which alone takes longer than the budget), before --trials 3."""
+    baseline (which alone takes longer than the budget, ``BUDGET_MIN``), before --trials 3."""
     cwd = tmp_path_factory.mktemp("bench")
     done = tune(
         cwd, "--bench", "resnet18", "-n", "2", "--batch-size", "8", "--image-size", "32",
