@@ -53,8 +53,12 @@ HEADER = (
 def read_junit(path: Path, run: StageRun) -> None:
     for case in ET.parse(path).iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        if case.find("failure") is not None or case.find("error") is not None:
-            run.failed.append(name)
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            message = " ".join(failure.get("message", "").split())[:200]
+            run.failed.append(f"{name} ({message})")
         elif (skip := case.find("skipped")) is not None:
             run.skipped.append(f"{name} ({skip.get('message', '')[:120]})")
         else:
