@@ -452,7 +452,11 @@ def main() -> int:
     every = [*SCENARIOS, *TRACE_SETS]
     p.add_argument("names", nargs="*", help=f"what to record (default: all): {', '.join(every)}")
     p.add_argument("--reports-only", action="store_true", help="keep the runs, redo the reports")
+    p.add_argument("--list", action="store_true", help="print what it records, one a line")
     args = p.parse_args()
+    if args.list:
+        print("\n".join(every))
+        return 0
     unknown = sorted(set(args.names) - set(every))
     if unknown:
         p.error(f"unknown scenario(s): {', '.join(unknown)}")

@@ -11,13 +11,16 @@ beside the run) is test_against_truth.py's.
 from __future__ import annotations
 
 import difflib
+import subprocess
+import sys
 from typing import Any
 
 import pytest
-from recorded_runs import load_scenario, recorded_report, report_of, scenario_names
+from recorded_runs import RUNS, load_scenario, recorded_report, report_of, scenario_names
 
 NAMES = scenario_names()
 REPLAY = "tests/data/record.py --reports-only"
+RECORDER = RUNS.parent / "record.py"
 
 
 def rounded(value: Any) -> Any:
@@ -38,6 +41,23 @@ def test_every_scenario_the_issue_names_is_recorded() -> None:
               "hang_mismatch", "replicas", "failed_rank", "killed_rank", "profiled"}  # fmt: skip
     needed |= {f"straggler_{w}_2" for w in ("data", "forward", "backward", "optimizer")}
     assert needed <= set(NAMES)
+
+
+def recorder(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RECORDER), *args], capture_output=True, text=True)
+
+
+def test_the_recorder_records_every_scenario_here_and_nothing_else() -> None:
+    done = recorder("--list")
+    assert done.returncode == 0, done.stderr
+    scenarios = [n for n in done.stdout.split() if not n.endswith("_traces")]
+    assert sorted(scenarios) == NAMES
+
+
+def test_the_recorder_refuses_an_unknown_scenario_before_recording() -> None:
+    done = recorder("nosuch", "balanced")
+    assert done.returncode == 2
+    assert "unknown scenario(s): nosuch" in done.stderr.splitlines()[-1]
 
 
 @pytest.fixture(scope="module", params=NAMES)
