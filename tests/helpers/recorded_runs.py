@@ -10,8 +10,6 @@ prints it) and ``expected.json`` (its diagnosis, from ``report --json``).
 from __future__ import annotations
 
 import json
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -68,20 +66,6 @@ def save_scenario(s: Scenario) -> None:
     (s.folder / SCENARIO_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
 
-@contextmanager
-def _columns(width: int):
-    """The report's width as a pipe gets it, whatever terminal the tests run in."""
-    saved = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(width)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = saved
-
-
 @dataclass(frozen=True)
 class Report:
     text: str
@@ -93,13 +77,13 @@ class Report:
 
 def report_of(s: Scenario) -> Report:
     """``scalescope report`` of a recorded run with the scenario's options, run in this
-    process by typer's runner (the command a user types, without a new interpreter)."""
+    process by typer's runner (the command a user types, without a new interpreter); its
+    output is not a terminal, so the report is ``REPORT_WIDTH`` wide, as in a pipe."""
     from typer.testing import CliRunner
 
     from scalescope.cli import app
-    from scalescope.report.formatting import REPORT_WIDTH
 
-    with TemporaryDirectory() as tmp, _columns(REPORT_WIDTH):
+    with TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         args = ["report", str(s.run_dir), *s.options(), "--json", str(out)]
         result = CliRunner().invoke(app, args)
