@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 
 import pytest
 from machine import usable_cores
 from real_runs import (
     CLI,
+    RATE,
+    RESNET18_ARGS,
     RealRun,
+    bench_in_both,
     bench_step_ms,
     bench_wait_ms,
     compute_efficiency,
@@ -31,6 +33,7 @@ from real_runs import (
     noise_images,
     real_run,
     speed_gap,
+    throttle,
     unequal_cores,
     warnings,
 )
@@ -41,13 +44,6 @@ from scalescope.events import load_run
 
 TOLERANCE = 10.0
 """Points of step-time share the reported cost may differ from the truth."""
-RESNET18 = (
-    "bench resnet18 -n 2 --bind-to core --batch-size 24 --image-size 112 --steps 7 --warmup-steps 2"
-)
-RESNET18_ARGS = RESNET18.split()
-"""The balanced workload: one bound core and one thread per rank; the 47 MB of gradients
-per step are exposed for 50-150 ms, 4-7% of its ~1.4 s step (at batch 16 they reached 12%
-of a 1.1 s step once, above ``exposed_comm_share_pct``; at batch 8 and 128 px, 11%)."""
 
 pytestmark = pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2, reason="the scenarios need two cpus (one per rank)"
@@ -194,10 +190,6 @@ def test_compute_bound_resnet50_comes_first(tmp_path):
 
 # --- communication over a throttled link between two network namespaces ------------------
 
-RATE = "40mbit"
-COMM_MODEL = "squeezenet1_1"
-"""1.24 M parameters: 4.9 MB of gradients per step, ~1 s on a 40 Mbit/s link."""
-
 
 def first_and_truth(run, truth_ms: float, label: str):
     """The first finding and the true share (%) of ``truth_ms`` in the step, printed together."""
@@ -220,62 +212,14 @@ def linked_hosts():
         yield hosts
 
 
-def throttle(hosts) -> None:
-    """Limit each end of the veth pair to ``RATE`` with tbf."""
-    for ns, dev, _ in hosts:
-        tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
-               "rate", RATE, "burst", "32kbit", "latency", "400ms"]  # fmt: skip
-        done = subprocess.run(tbf, capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"tc tbf is not available: {done.stderr.strip()}")
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _in_both(hosts, argv_of) -> list[str]:
-    """Run ``argv_of(node, addr)`` in both namespaces at once; their stdout, in node order."""
-    procs = [
-        subprocess.Popen(
-            ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *argv_of(node, addr)],
-            env=cli_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for node, (ns, dev, addr) in enumerate(hosts)
-    ]
-    outs = [p.communicate(timeout=240) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    return [out for out, _ in outs]
-
-
-def bench_in_both(hosts, run_dir) -> float:
-    """The comm-bound bench with one rank in each namespace, each on its own cpu (both
-    "nodes" see the same two cores); its mean step time, ms."""
-    endpoint = f"{hosts[0][2]}:{_port()}"
-    _in_both(
-        hosts,
-        lambda node, addr: [
-            *CLI, "bench", COMM_MODEL, "--nnodes", "2", "--node-rank", str(node), "-n", "1",
-            "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir", str(run_dir),
-            "--cpu-list", str(node),
-            "--no-report", "--image-size", "64", "--batch-size", "8", "--steps", "5",
-            "--warmup-steps", "1",
-        ],
-    )  # fmt: skip
-    return bench_step_ms(run_dir)
-
-
 def test_communication_bound_over_a_throttled_link(linked_hosts, tmp_path):
     """Truth: the step time lost when the same link is throttled, against the same run
     over the unthrottled veth pair (a plain all_reduce of the gradient bytes timed alone
     would also count the part DDP hides under backward)."""
     fast_ms = bench_in_both(linked_hosts, tmp_path / "fast")
-    throttle(linked_hosts)
+    reason = throttle(linked_hosts)
+    if reason:
+        pytest.skip(reason)
     step_ms = bench_in_both(linked_hosts, tmp_path / "run")
     d = diagnose_dir(tmp_path / "run")
     first, truth = d.findings[0], 100.0 * (step_ms - fast_ms) / step_ms

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,20 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(TESTS / "helpers"), str(TESTS / "e2e")]
 
 import psutil  # noqa: E402
+from real_runs import (  # noqa: E402
+    ATTEMPTS,
+    BUSY_LOOP,
+    CLI,
+    COMM_BENCH,
+    MAX_EXTERNAL_PCT,
+    RATE,
+    RESNET18_ARGS,
+    ExternalLoad,
+    bench_in_both,
+    noise_images,
+    throttle,
+)
+from real_runs import bench_step_ms as bench_ms  # noqa: E402
 from recorded_runs import (  # noqa: E402
     RUNS,
     RUNS_TOKEN,
@@ -45,47 +58,26 @@ from recorded_runs import (  # noqa: E402
     store_report,
 )
 
+from conftest import cli_env, veth_hosts  # noqa: E402
+
 SCRIPTS = TESTS / "e2e" / "scripts"
 TRACES = TESTS / "data" / "traces"
-CLI = [sys.executable, "-m", "scalescope.cli"]
-MAX_EXTERNAL_PCT = 5.0
-ATTEMPTS = 3
-RESNET18 = [
-    "bench", "resnet18", "-n", "2", "--bind-to", "core", "--batch-size", "24",
-    "--image-size", "112", "--steps", "7", "--warmup-steps", "2",
-]  # fmt: skip
-"""The balanced workload of the diagnosis scenarios: one bound core and one thread per rank."""
 STRAGGLER_STEPS, STRAGGLER_REFERENCE_FROM, STRAGGLER_FROM, STRAGGLER_DELAY_S = 24, 3, 12, 0.07
 """ddp_train.py's straggler: 24 steps, steps 3-11 the undelayed reference, rank 1 sleeping
 70 ms per step at its phase from step 12 (the probe's statistics start there)."""
 WHERES = ("data", "forward", "backward", "optimizer", "outside")
 
 
-def env() -> dict[str, str]:
-    out = dict(os.environ)
-    out.pop("OMP_NUM_THREADS", None)
-    out["PYTHONUNBUFFERED"] = "1"
-    return out
-
-
 def cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*CLI, *map(str, args)], cwd=cwd, env=env(), capture_output=True, text=True,
+        [*CLI, *map(str, args)], cwd=cwd, env=cli_env(), capture_output=True, text=True,
         timeout=timeout,
     )  # fmt: skip
-
-
-def bench_ms(run_dir: Path, key: str = "step_times_s") -> float:
-    """Mean of the workload's own per-step timing (bench.json) after its warm-up, ms."""
-    bench = json.loads((run_dir / "bench.json").read_text())
-    return 1e3 * statistics.fmean(bench[key][bench["warmup_steps"] :])
 
 
 def quiet(record: Callable[[], dict], what: str) -> dict:
     """``record()`` again while other processes used more than ``MAX_EXTERNAL_PCT`` of the
     cpus (its truth is then not the run's own); the last attempt is kept, its load noted."""
-    from real_runs import ExternalLoad
-
     for attempt in range(ATTEMPTS):
         with ExternalLoad() as load:
             truth = record()
@@ -111,8 +103,6 @@ def checked(proc: subprocess.CompletedProcess, codes: tuple[int, ...] = (0,)) ->
 
 def bench(args: list[str], run_dir: Path, busy_cpu: int | None = None) -> float:
     """A bench run (optionally beside a busy loop on one cpu); its mean step, ms."""
-    from real_runs import BUSY_LOOP
-
     shutil.rmtree(run_dir, ignore_errors=True)
     busy = None
     if busy_cpu is not None:
@@ -131,14 +121,12 @@ def bench(args: list[str], run_dir: Path, busy_cpu: int | None = None) -> float:
 
 def balanced(folder: Path) -> Scenario:
     run_dir = fresh(folder)
-    truth = quiet(lambda: {"step_ms": round(bench(RESNET18, run_dir), 1)}, "balanced")
+    truth = quiet(lambda: {"step_ms": round(bench(RESNET18_ARGS, run_dir), 1)}, "balanced")
     about = "resnet18, 2 ranks on a core each, one thread each: no bottleneck to name"
-    return Scenario(folder.name, about, RESNET18, truth)
+    return Scenario(folder.name, about, RESNET18_ARGS, truth)
 
 
 def input_bound(folder: Path) -> Scenario:
-    from real_runs import noise_images
-
     run_dir = fresh(folder)
     images = noise_images(Path(f"/tmp/scalescope-record-{os.getpid()}"), 64, 1024, 768)
     args = ["bench", "resnet18", "-n", "2", "--data", str(images), "--workers", "0",
@@ -159,7 +147,7 @@ def input_bound(folder: Path) -> Scenario:
 
 def oversubscribed(folder: Path) -> Scenario:
     run_dir = fresh(folder)
-    args = [*RESNET18, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"]
+    args = [*RESNET18_ARGS, "--no-bind", "--oversubscribe", "--threads-per-rank", "2"]
     reference = load_scenario("balanced").truth["step_ms"]
 
     def record() -> dict:
@@ -177,8 +165,8 @@ def straggler_shared_core(folder: Path) -> Scenario:
     run_dir = fresh(folder)
 
     def record() -> dict:
-        step = bench(RESNET18, run_dir, busy_cpu=1)
-        reference = bench(RESNET18, folder / "reference")
+        step = bench(RESNET18_ARGS, run_dir, busy_cpu=1)
+        reference = bench(RESNET18_ARGS, folder / "reference")
         shutil.rmtree(folder / "reference")
         return {"share_pct": round(100 * (step - reference) / step, 1), "step_ms": round(step, 1),
                 "reference_step_ms": round(reference, 1)}  # fmt: skip
@@ -186,7 +174,7 @@ def straggler_shared_core(folder: Path) -> Scenario:
     truth = quiet(record, "straggler_shared_core")
     truth["about"] = "step time lost against the same run recorded right after, without the loop"
     about = "the balanced workload with a busy loop on rank 1's core"
-    return Scenario(folder.name, about, RESNET18, truth)
+    return Scenario(folder.name, about, RESNET18_ARGS, truth)
 
 
 def compute_resnet50(folder: Path) -> Scenario:
@@ -204,48 +192,20 @@ def compute_resnet50(folder: Path) -> Scenario:
     return Scenario(folder.name, "resnet50 on one rank: compute-bound", args, truth)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _bench_in_namespaces(hosts: list, run_dir: Path, args: list[str]) -> float:
-    endpoint = f"{hosts[0][2]}:{_port()}"
-    procs = []
-    for node, (ns, dev, addr) in enumerate(hosts):
-        argv = [*CLI, *args, "--nnodes", "2", "--node-rank", str(node), "-n", "1",
-                "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir", str(run_dir),
-                "--cpu-list", str(node), "--no-report"]  # fmt: skip
-        cmd = ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *argv]
-        procs.append(subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))  # fmt: skip
-    outs = [p.communicate(timeout=300) for p in procs]
-    if any(p.returncode for p in procs):
-        raise SystemExit(f"comm_bound: {outs}")
-    return bench_ms(run_dir)
-
-
 def comm_bound(folder: Path) -> Scenario:
-    from conftest import veth_hosts
-
     run_dir = fresh(folder)
-    args = ["bench", "squeezenet1_1", "--image-size", "64", "--batch-size", "8", "--steps", "5",
-            "--warmup-steps", "1"]  # fmt: skip
-    rate = "40mbit"
     with veth_hosts("10.211.9", "rc") as hosts:
-        fast = _bench_in_namespaces(hosts, folder / "fast", args)
+        fast = bench_in_both(hosts, folder / "fast")
         shutil.rmtree(folder / "fast")
-        for ns, dev, _ in hosts:
-            tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
-                   "rate", rate, "burst", "32kbit", "latency", "400ms"]  # fmt: skip
-            subprocess.run(tbf, check=True)
-        step = _bench_in_namespaces(hosts, run_dir, args)
+        reason = throttle(hosts)
+        if reason:
+            raise SystemExit(reason)
+        step = bench_in_both(hosts, run_dir)
     truth = {"share_pct": round(100 * (step - fast) / step, 1), "step_ms": round(step, 1),
              "unthrottled_step_ms": round(fast, 1),
-             "about": f"step time lost at {rate} against the same link unthrottled"}  # fmt: skip
-    about = f"squeezenet1_1, one rank in each of two network namespaces joined at {rate}"
-    return Scenario(folder.name, about, [*args, "--nnodes", "2"], truth)
+             "about": f"step time lost at {RATE} against the same link unthrottled"}  # fmt: skip
+    about = f"{COMM_BENCH[1]}, one rank in each of two network namespaces joined at {RATE}"
+    return Scenario(folder.name, about, [*COMM_BENCH, "--nnodes", "2"], truth)
 
 
 def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
@@ -258,8 +218,7 @@ def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
                 "--sleep-from", str(STRAGGLER_FROM)]  # fmt: skip
 
         def record() -> dict:
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
+            shutil.rmtree(run_dir, ignore_errors=True)
             logs = ["--sleep-log", folder / "slept.json", "--step-log", folder / "steps.json"]
             checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:], *logs],
                         folder))  # fmt: skip
@@ -308,7 +267,7 @@ def hang(mode: str) -> Callable[[Path], Scenario]:
 
 
 def _start(args: list[str], folder: Path) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, *map(str, args)], cwd=folder, env=env(), text=True,
+    return subprocess.Popen([*CLI, *map(str, args)], cwd=folder, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # fmt: skip
 
@@ -402,8 +361,8 @@ def kineto_traces() -> None:
         for _ in range(3):
             shutil.rmtree(out, ignore_errors=True)
             proc = subprocess.run([*torchrun, str(SCRIPTS / script), *args, str(out)],
-                                  env=env() | {"OMP_NUM_THREADS": "1"}, capture_output=True,
-                                  text=True, timeout=300)  # fmt: skip
+                                  env=cli_env() | {"OMP_NUM_THREADS": "1"},
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
             if proc.returncode == 0 or PROFILER_EXIT_ABORT not in proc.stderr:
                 break
         checked(proc)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,17 @@ SPEEDOMETER = (
 and a pass over 4 MB, so a neighbour on the core or on its cache and memory slows it);
 prints when it measured and how long the work took, every time."""
 ATTEMPTS = 3
+RESNET18_ARGS = [
+    "bench", "resnet18", "-n", "2", "--bind-to", "core", "--batch-size", "24",
+    "--image-size", "112", "--steps", "7", "--warmup-steps", "2",
+]  # fmt: skip
+"""The balanced workload: one bound core and one thread per rank; the 47 MB of gradients
+per step are exposed for 50-150 ms, 4-7% of its ~1.4 s step (at batch 16 they reached 12%
+of a 1.1 s step once, above ``exposed_comm_share_pct``; at batch 8 and 128 px, 11%)."""
+RATE = "40mbit"
+COMM_MODEL = "squeezenet1_1"
+"""The comm-bound workload: 1.24 M parameters, 4.9 MB of gradients per step, ~1 s on a
+40 Mbit/s link."""
 BUSY_LOOP = (
     "import os, sys, time\n"
     "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
@@ -296,3 +308,60 @@ def noise_images(root: Path, count: int, width: int, height: int) -> Path:
         pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(folder / f"{i:03d}.jpg", quality=90)
     return root
+
+
+# --- communication over a throttled link between two network namespaces ------------------
+
+
+def throttle(hosts: list[tuple[str, str, str]], rate: str = RATE) -> str | None:
+    """Limit each end of the veth pair (``conftest.veth_hosts``) to ``rate`` with tbf; why it
+    could not, or None."""
+    for ns, dev, _ in hosts:
+        tbf = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+               "rate", rate, "burst", "32kbit", "latency", "400ms"]  # fmt: skip
+        done = subprocess.run(tbf, capture_output=True, text=True)
+        if done.returncode != 0:
+            return f"tc tbf is not available: {done.stderr.strip()}"
+    return None
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _in_both(hosts: list[tuple[str, str, str]], argv_of: Callable[[int, str], list[str]]) -> None:
+    """Run ``argv_of(node, addr)`` in both namespaces at once."""
+    procs = [
+        subprocess.Popen(
+            ["ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *argv_of(node, addr)],
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node, (ns, dev, addr) in enumerate(hosts)
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+
+
+COMM_BENCH = ["bench", COMM_MODEL, "--image-size", "64", "--batch-size", "8", "--steps", "5",
+              "--warmup-steps", "1"]  # fmt: skip
+"""The comm-bound bench's own options (each node adds its rendezvous and placement)."""
+
+
+def bench_in_both(hosts: list[tuple[str, str, str]], run_dir: Path) -> float:
+    """The comm-bound bench with one rank in each namespace, each on its own cpu (both
+    "nodes" see the same two cores); its mean step time, ms."""
+    endpoint = f"{hosts[0][2]}:{_port()}"
+    _in_both(
+        hosts,
+        lambda node, addr: [
+            *CLI, *COMM_BENCH, "--nnodes", "2", "--node-rank", str(node), "-n", "1",
+            "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir", str(run_dir),
+            "--cpu-list", str(node), "--no-report",
+        ],
+    )  # fmt: skip
+    return bench_step_ms(run_dir)
