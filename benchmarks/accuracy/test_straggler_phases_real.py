@@ -17,26 +17,20 @@ The rank and phase named first must hold under any load; the share is compared o
 other processes left the CPUs alone (else skipped with the load it saw, when it is off).
 """
 
-import json
 import os
 import re
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from real_runs import MAX_EXTERNAL_PCT, ExternalLoad, diagnose_dir, skip_or_fail
-from straggler_words import OUTSIDE, WHERE
+from stragglers import DELAY_S, FROM, OUTSIDE, STEPS, WHERE, truth_ms
 
 from conftest import DDP_TRAIN, figure, scalescope
 from scalescope.analyze import analyze_run
 from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds
 from scalescope.events import load_run
 
-DELAY_S = 0.07
-STEPS, REFERENCE_FROM, FROM = 24, 3, 12
-"""Steps in all; the first reference step (warm-up before); the first delayed step, from
-which the probe's statistics are taken (``--warmup-steps``)."""
 TOLERANCE = 10.0
 """Points of step-time share the reported cost may differ from the truth."""
 CPUS = len(os.sched_getaffinity(0))
@@ -81,16 +75,6 @@ class Scenario:
         return max(low - reported_pct, reported_pct - high, 0.0)
 
 
-def _truth(tmp: Path) -> tuple[float, float, float]:
-    """Median sleep, delayed step and reference step of a run, ms: medians, because a
-    burst of another process's work in one short reference step moves a mean by points."""
-    slept = json.loads((tmp / "slept.json").read_text())
-    steps = json.loads((tmp / "steps.json").read_text())
-    assert len(steps) == STEPS and len(slept) >= STEPS - FROM
-    ms = [1e3 * statistics.median(x) for x in (slept, steps[FROM:], steps[REFERENCE_FROM:FROM])]
-    return ms[0], ms[1], ms[2]
-
-
 def _record(tmp: Path, ranks: int, where: str) -> Scenario:
     """Run the scenario through the CLI and diagnose it as ``scalescope report`` does."""
     shared = ("--oversubscribe",) if ranks > CPUS else ()
@@ -104,7 +88,7 @@ def _record(tmp: Path, ranks: int, where: str) -> Scenario:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     thresholds = Thresholds(max_threads_per_core=ranks / CPUS) if shared else DEFAULT_THRESHOLDS
     d = diagnose_dir(tmp / "run", thresholds)
-    return Scenario(tmp / "run", d, *_truth(tmp), load.pct, ranks)
+    return Scenario(tmp / "run", d, *truth_ms(tmp), load.pct, ranks)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -57,15 +56,12 @@ from recorded_runs import (  # noqa: E402
     save_scenario,
     store_report,
 )
+from stragglers import DELAY_S, FROM, STEPS, WHERE, truth_ms  # noqa: E402
 
 from conftest import cli_env, veth_hosts  # noqa: E402
 
 SCRIPTS = TESTS / "e2e" / "scripts"
 TRACES = TESTS / "data" / "traces"
-STRAGGLER_STEPS, STRAGGLER_REFERENCE_FROM, STRAGGLER_FROM, STRAGGLER_DELAY_S = 24, 3, 12, 0.07
-"""ddp_train.py's straggler: 24 steps, steps 3-11 the undelayed reference, rank 1 sleeping
-70 ms per step at its phase from step 12 (the probe's statistics start there)."""
-WHERES = ("data", "forward", "backward", "optimizer", "outside")
 
 
 def cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -212,10 +208,10 @@ def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
     def record_it(folder: Path) -> Scenario:
         run_dir = fresh(folder)
         shared = ["--oversubscribe"] if ranks > 2 else []
-        args = ["run", "-n", str(ranks), *shared, "--warmup-steps", str(STRAGGLER_FROM),
-                str(SCRIPTS / "ddp_train.py"), "--steps", str(STRAGGLER_STEPS),
-                "--sleep-rank", "1", "--sleep-s", str(STRAGGLER_DELAY_S), "--sleep-where", where,
-                "--sleep-from", str(STRAGGLER_FROM)]  # fmt: skip
+        args = ["run", "-n", str(ranks), *shared, "--warmup-steps", str(FROM),
+                str(SCRIPTS / "ddp_train.py"), "--steps", str(STEPS),
+                "--sleep-rank", "1", "--sleep-s", str(DELAY_S), "--sleep-where", where,
+                "--sleep-from", str(FROM)]  # fmt: skip
 
         def record() -> dict:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -233,19 +229,15 @@ def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
 
 
 def _straggler_truth(folder: Path) -> dict:
-    """Medians of the sleeps, of rank 0's delayed steps and of its steps before them."""
-    slept = json.loads((folder / "slept.json").read_text())
-    steps = json.loads((folder / "steps.json").read_text())
-    reference = steps[STRAGGLER_REFERENCE_FROM:STRAGGLER_FROM]
-    ms = [1e3 * statistics.median(x) for x in (slept, steps[STRAGGLER_FROM:], reference)]
+    slept, step, reference = truth_ms(folder)
     (folder / "slept.json").unlink()
     (folder / "steps.json").unlink()
     return {
-        "share_pct": round(100 * (ms[1] - ms[2]) / ms[1], 1),
-        "sleep_share_pct": round(100 * ms[0] / ms[1], 1),
-        "slept_ms": round(ms[0], 1),
-        "step_ms": round(ms[1], 1),
-        "reference_step_ms": round(ms[2], 1),
+        "share_pct": round(100 * (step - reference) / step, 1),
+        "sleep_share_pct": round(100 * slept / step, 1),
+        "slept_ms": round(slept, 1),
+        "step_ms": round(step, 1),
+        "reference_step_ms": round(reference, 1),
         "about": "rank 0's step time lost against its steps before the sleeps (medians)",
     }
 
@@ -379,7 +371,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "straggler_shared_core": straggler_shared_core,
     "compute_resnet50": compute_resnet50,
     "comm_bound": comm_bound,
-    **{f"straggler_{where}_2": straggler(where, 2) for where in WHERES},
+    **{f"straggler_{where}_2": straggler(where, 2) for where in WHERE},
     "straggler_outside_3": straggler("outside", 3),
     "hang_host": hang("host"),
     "hang_mismatch": hang("mismatch"),

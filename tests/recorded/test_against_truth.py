@@ -14,7 +14,7 @@ import re
 
 import pytest
 from recorded_runs import Report, Scenario, first_finding, load_scenario, report_of
-from straggler_words import OUTSIDE, WHERE
+from stragglers import OUTSIDE, WHERE
 
 from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
