@@ -17,9 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from run_all import CaseRow, parse_junit
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = ["-m", "pytest", "-q", "-n", "3", "--dist", "loadfile", "-m", "live", "-p",
@@ -50,17 +51,12 @@ HEADER = (
 )
 
 
-def read_junit(path: Path, run: StageRun) -> None:
-    for case in ET.parse(path).iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        failure = case.find("failure")
-        if failure is None:
-            failure = case.find("error")
-        if failure is not None:
-            message = " ".join(failure.get("message", "").split())[:200]
-            run.failed.append(f"{name} ({message})")
-        elif (skip := case.find("skipped")) is not None:
-            run.skipped.append(f"{name} ({skip.get('message', '')[:120]})")
+def record_cases(cases: list[CaseRow], run: StageRun) -> None:
+    for case in cases:
+        if case.status == "failed":
+            run.failed.append(f"{case.nodeid} ({' '.join(case.reason.split())[:200]})")
+        elif case.status == "skipped":
+            run.skipped.append(f"{case.nodeid} ({case.reason[:120]})")
         else:
             run.passed += 1
 
@@ -77,7 +73,7 @@ def stage_once(busy: int) -> StageRun:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             run.wall_s = time.monotonic() - t0
             if junit.exists():
-                read_junit(junit, run)
+                record_cases(parse_junit(junit), run)
             else:
                 run.failed.append("pytest wrote no report")
     finally:
