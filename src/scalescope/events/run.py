@@ -193,7 +193,11 @@ def _unrecorded_end(ranks_status: str | None) -> str:
 
 
 def load_run(run_dir: Path) -> Run:
-    """Load everything that was recorded; say in ``problems`` what is missing or cut short."""
+    """Load everything that was recorded; say in ``problems`` what is missing or cut short.
+
+    A rank's status is the launcher's merge of its file with what the launcher saw (a rank
+    killed before it could write its end) once the launcher recorded the end, else the
+    rank's own file."""
     run_dir = Path(run_dir)
     meta = load_meta(run_dir)
     merge_node_files(run_dir, meta)
@@ -201,8 +205,10 @@ def load_run(run_dir: Path) -> Run:
     tables: list[EventTable] = []
     ranks: dict[int, RankMeta] = {}
     problems: list[str] = []
+    launcher_ended = meta.status != "running"
     for rank in range(meta.world_size):
-        rank_meta = read_rank_meta(run_dir, rank) or meta.ranks.get(str(rank))
+        merged = meta.ranks.get(str(rank))
+        rank_meta = (merged if launcher_ended else None) or read_rank_meta(run_dir, rank) or merged
         if rank_meta is not None:
             ranks[rank] = rank_meta
         if not meta.probe:

@@ -115,7 +115,14 @@ def start_meta(spec: RunSpec, run_dir: Path, plan: RankPlan) -> RunMeta:
 def finish_meta(
     meta: RunMeta, run_dir: Path, result: LaunchResult, hang_killed: bool = False
 ) -> None:
-    """Merge what each rank wrote with what the launcher saw; the launcher's exit codes win."""
+    """Merge what each rank wrote with what the launcher saw.
+
+    The launcher's exit code wins where the rank recorded no end of its own (still running,
+    or completed but then exited non-zero). A rank that recorded its own failure or
+    interruption keeps its code and error: the launcher then saw the SIGTERM it sent while
+    closing the job, which is a consequence, not the cause (rank 1 raises, rank 0 fails on
+    the closed connection first, and the launcher stops rank 1 while it still writes).
+    """
     meta.end_time = time.time()
     meta.status = result.status
     hosts = []
@@ -124,11 +131,10 @@ def finish_meta(
         code = result.exit_codes.get(rank)
         if rank_meta is None:
             continue
-        if code is not None:
+        if code is not None and rank_meta.status in ("running", "completed"):
             rank_meta.exit_code = code
-            if rank_meta.status in ("running", "completed"):
-                rank_meta.status = "killed" if code < 0 else "failed"
-                rank_meta.error = rank_meta.error or f"exit code {code}"
+            rank_meta.status = "killed" if code < 0 else "failed"
+            rank_meta.error = rank_meta.error or f"exit code {code}"
         elif result.status == "interrupted" and rank_meta.status == "running":
             rank_meta.status = "interrupted"
         elif result.status == "interrupted" and "DataLoader worker" in (rank_meta.error or ""):

@@ -51,9 +51,17 @@ WORKER_SIGNALS = {"Interrupt": signal.SIGINT, "Terminated": signal.SIGTERM}
 """How torch's DataLoader names the signal that killed a worker ("killed by signal: ...")."""
 
 
+_ending: list[bool] = []
+"""Set when the rank starts to end (an error or the first signal): later signals (the
+launcher's SIGTERM after the user's Ctrl-C) are noted but do not raise again, so the
+rank's end is recorded instead of cut short by a second exception."""
+
+
 def _on_signal(signum: int, _frame: object) -> None:
     _received.append(signum)
-    raise Interrupted(signum)
+    if not _ending:
+        _ending.append(True)
+        raise Interrupted(signum)
 
 
 def interrupting_signal(error_text: str) -> int | None:
@@ -168,26 +176,41 @@ def main(argv: list[str] | None = None) -> int:
     status, code, error = "completed", 0, None
     try:
         run_target(args)
-    except Interrupted as exc:
-        status, code = "interrupted", exc.code
-        error = f"stopped by {signal.Signals(exc.signum).name}"
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        status = "completed" if code == 0 else "failed"
-        error = None if code == 0 else f"SystemExit({exc.code!r})"
-    except BaseException:
-        status, code, error = "failed", 1, _tail(traceback.format_exc())
-        signum = interrupting_signal(error)
-        if signum is not None:
-            status, code = "interrupted", 128 + signum
-            error = f"stopped by {signal.Signals(signum).name} ({error.splitlines()[-1]})"
-        else:
-            traceback.print_exc()
+    except BaseException as exc:
+        _ending.append(True)
+        status, code, error = how_it_ended(exc)
     finally:
+        _ending.append(True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)
         _finish(args.run_dir, meta, probe, status, code, error)
     return code
+
+
+def how_it_ended(exc: BaseException) -> tuple[str, int, str | None]:
+    """The status, exit code and error of a rank that ``exc`` ended."""
+    if isinstance(exc, Interrupted):
+        error = f"stopped by {signal.Signals(exc.signum).name}"
+        unwinding = exc.__context__
+        if isinstance(unwinding, Exception):  # the signal came while this error unwound
+            first_line = next(iter(str(unwinding).splitlines()), "")[:200]
+            error += f" (during {type(unwinding).__name__}: {first_line})"
+        return "interrupted", exc.code, error
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return (
+            ("completed", 0, None) if code == 0 else ("failed", code, f"SystemExit({exc.code!r})")
+        )
+    error = _tail("".join(traceback.format_exception(exc)))
+    signum = interrupting_signal(error)
+    if signum is not None:
+        return (
+            "interrupted",
+            128 + signum,
+            f"stopped by {signal.Signals(signum).name} ({error.splitlines()[-1]})",
+        )
+    traceback.print_exception(exc)
+    return "failed", 1, error
 
 
 _finishing = threading.Lock()

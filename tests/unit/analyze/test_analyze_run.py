@@ -96,7 +96,8 @@ def test_probe_off_run_abstains(tmp_path):
 
 
 def test_failed_rank_takes_the_final_word(tmp_path):
-    """Rank 1 was killed: its own file still says running; the launcher knows better."""
+    """Rank 1 was killed: its own file still says running; the launcher knows better (its
+    entry is the rank's file with what the launcher saw, as finish_meta writes it)."""
     error = "Traceback (most recent call last):\n  File train.py\nRuntimeError: boom"
     synth = synth_rank(0, STEPS, warmup_steps=WARMUP)
     run = make_run(
@@ -106,13 +107,13 @@ def test_failed_rank_takes_the_final_word(tmp_path):
         warmup_steps=WARMUP,
         status="failed",
         rank_files={0: _done(0), 1: _done(1, status="running", exit_code=None, steps=2)},
-        launcher_ranks={1: RankMeta(rank=1, status="failed", exit_code=1, error=error)},
+        launcher_ranks={1: _done(1, status="failed", exit_code=1, error=error, steps=2)},
     )
     a = analyze_run(run)
     assert a.status == "failed"
     r1 = a.ranks[1]
     assert (r1.status, r1.exit_code, r1.error) == ("failed", 1, error)
-    assert r1.hostname == "node-a"  # from the rank's own file
+    assert r1.hostname == "node-a"
     assert a.failed_ranks == (r1,)
     assert "rank 1" in a.problems[0]  # its event file is missing
     assert [r.rank for r in a.steps.ranks] == [0]
