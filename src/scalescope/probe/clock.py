@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed.distributed_c10d as c10d
 
+from scalescope.probe.context import PROBE_TAG, tagged
+
 ROUNDS = 8
 TAG = 0x5CA1E
 
@@ -112,7 +114,8 @@ class ClockHooks:
 
     def _sync(self, when: str) -> None:
         try:
-            sample = sync_clock(when)
+            with tagged(PROBE_TAG):
+                sample = sync_clock(when)
         except Exception as exc:  # never break training because alignment failed
             self.errors.append(f"clock sync at {when} failed: {exc}")
             return

@@ -131,7 +131,7 @@ def _group_name(group: Any) -> str:
         return str(getattr(group, "group_name", "") or id(group))
 
 
-def _dtype_name(t: torch.Tensor | None) -> str:
+def dtype_name(t: torch.Tensor | None) -> str:
     return "" if t is None else str(t.dtype).removeprefix("torch.")
 
 
@@ -171,7 +171,7 @@ class CollectiveWrapper:
             on_device = tensor is not None and tensor.is_cuda
             start = time.perf_counter_ns()
             row = recorder.collective(
-                op, nbytes, count, _dtype_name(tensor), group, current_tag(), start
+                op, nbytes, count, dtype_name(tensor), group, current_tag(), start
             )
             timer = self.cuda.start() if on_device else None
             result = original(*args, **kwargs)
@@ -180,13 +180,13 @@ class CollectiveWrapper:
                 self.cuda.finish(row, timer, work)
                 recorder.left(row, time.perf_counter_ns())
             else:
-                _complete_on_host(recorder, row, work)
+                complete_on_host(recorder, row, work)
             return result
 
         return wrapper
 
 
-def _complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
+def complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
     """Set the row's duration at completion: now for a sync call, else from the work's future."""
     if work is None:
         recorder.completed(row, time.perf_counter_ns())

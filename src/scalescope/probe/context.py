@@ -9,6 +9,10 @@ from contextlib import contextmanager
 _local = threading.local()
 
 
+PROBE_TAG = "scalescope"
+"""The probe's own messages (the clock exchange): not recorded."""
+
+
 def current_tag() -> str:
     return getattr(_local, "tag", "user")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -80,10 +80,19 @@ _BUILTIN = {
 class DDPPatch:
     """Patches the DDP class (construction, comm hook registration) for this process."""
 
-    def __init__(self, recorder: Recorder, phases: Any, groups: GroupNames) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        phases: Any,
+        groups: GroupNames,
+        settle: Callable[[], None] | None = None,
+    ) -> None:
         self.recorder = recorder
         self.phases = phases
         self.groups = groups
+        self.settle = settle
+        """Where the group hooks record each broadcast (the patch then only tags them): what
+        completes the last one when the C++ call returns. None: the patch records them."""
         self._saved: dict[str, Any] = {}
 
     def install(self) -> None:
@@ -132,7 +141,7 @@ class DDPPatch:
 
     def _patched_broadcast(self, original: Any) -> Any:
         """DDP's coalesced broadcasts: parameters at construction, buffers before forward."""
-        recorder, groups = self.recorder, self.groups
+        recorder, groups, patch = self.recorder, self.groups, self
 
         @functools.wraps(original)
         def broadcast_coalesced(
@@ -140,6 +149,11 @@ class DDPPatch:
         ) -> Any:
             tag = current_tag()
             tag = "buffers" if tag == "user" else tag
+            if patch.settle is not None:
+                with tagged(tag):
+                    result = original(process_group, tensors, buffer_size, *args, **kwargs)
+                patch.settle()
+                return result
             group = groups.label(process_group)
             start = time.perf_counter_ns()
             rows = [

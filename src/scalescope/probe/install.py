@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 from scalescope.events.run import events_path
+from scalescope.probe import group_hooks
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
+from scalescope.probe.fsdp import FSDPPatch
+from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.live import LiveProbe
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
@@ -21,8 +24,19 @@ class Probe:
     def __init__(self, run_dir: Path, rank: int, flush_every_steps: int = 20) -> None:
         self.recorder = Recorder(events_path(run_dir, rank), rank, flush_every_steps)
         self.collectives = CollectiveWrapper(self.recorder)
+        self.group_hooks = (
+            GroupHooks(self.recorder, self.collectives.groups, self.collectives.cuda)
+            if group_hooks.available()
+            else None
+        )
         self.phases = PhaseHooks(self.recorder)
-        self.ddp = DDPPatch(self.recorder, self.phases, self.collectives.groups)
+        self.ddp = DDPPatch(
+            self.recorder,
+            self.phases,
+            self.collectives.groups,
+            settle=self.group_hooks.completions.settle if self.group_hooks else None,
+        )
+        self.fsdp = FSDPPatch()
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
         self.recorder.before_flush.append(self.phases.cuda.resolve)
@@ -31,9 +45,15 @@ class Probe:
         self.recorder.live = self.live.writer
 
     def install(self) -> Probe:
-        self.collectives.install()
+        """Collectives through torch's group hooks where this torch has them, else by
+        wrapping the ``dist.*`` functions."""
+        if self.group_hooks is not None:
+            self.group_hooks.install()
+        else:
+            self.collectives.install()
         self.phases.install()
         self.ddp.install()
+        self.fsdp.install()
         self.clock.install()
         self.live.start(self.recorder)
         return self
@@ -42,8 +62,11 @@ class Probe:
         """Remove every patch and write what is left; safe to call twice."""
         self.clock.uninstall()
         self.ddp.uninstall()
+        self.fsdp.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
+        if self.group_hooks is not None:
+            self.group_hooks.uninstall()
         self._resolve_device_times()
         self.live.close()
         self.recorder.close()

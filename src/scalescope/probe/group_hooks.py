@@ -1,0 +1,222 @@
+"""Every collective that reaches a process group, whoever issues it: torch's group hooks.
+
+torch calls a process group's pre and post hooks (``ProcessGroup.register_pre_hook``) for
+each collective it runs, on gloo and NCCL alike: the ``dist.*`` functions, DDP's reducer,
+FSDP2's all-gathers and reduce-scatters, DTensor's redistribution, functional collectives,
+coalesced calls, send and recv. The probe registers one pair on every group as torch
+creates it. Wrapping the Python functions instead misses what C++ or a new function issues
+(FSDP2 calls ``all_gather_single``, functional collectives go through the dispatcher), so
+the wrappers (probe/collectives.py) remain only for a torch without these hooks.
+
+The pre hook appends the collective's row at issue; the post hook receives the work, whose
+future completes the row. docs/probe.md compares this with the Flight Recorder and with
+wrapping and gives the cost per call (benchmarks/collective_cost.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+from scalescope.probe.collectives import GroupNames, dtype_name
+from scalescope.probe.completion import HostCompletions
+from scalescope.probe.context import PROBE_TAG, current_tag
+from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.recorder import Recorder
+
+HOOK_ID = 0x5CA1E5C0
+"""The id of the probe's hooks on every group (torch keys hooks by an id per group)."""
+
+UNKNOWN_GROUP = "unknown"
+
+
+def available() -> bool:
+    """This torch calls process-group hooks."""
+    return hasattr(getattr(dist, "ProcessGroup", None), "register_pre_hook")
+
+
+def _total(tensors: list[torch.Tensor]) -> tuple[int, int]:
+    return sum(t.nbytes for t in tensors), sum(t.numel() for t in tensors)
+
+
+def _inputs(ins: list, outs: list, n: int) -> tuple[int, int]:
+    return _total(ins)
+
+
+def _outputs(ins: list, outs: list, n: int) -> tuple[int, int]:
+    return _total(outs)
+
+
+def _inputs_times_group(ins: list, outs: list, n: int) -> tuple[int, int]:
+    nbytes, count = _total(ins)
+    return nbytes * n, count * n
+
+
+def _outputs_times_group(ins: list, outs: list, n: int) -> tuple[int, int]:
+    nbytes, count = _total(outs)
+    return nbytes * n, count * n
+
+
+def _received(ins: list, outs: list, n: int) -> tuple[int, int]:
+    return _total(outs or ins)
+
+
+SIZES: dict[str, tuple[str, Callable[[list, list, int], tuple[int, int]]]] = {
+    "ALLREDUCE": ("all_reduce", _inputs),
+    "BROADCAST": ("broadcast", _inputs),
+    "REDUCE": ("reduce", _inputs),
+    "ALLGATHER": ("all_gather", _outputs),
+    "REDUCE_SCATTER": ("reduce_scatter", _inputs),
+    "ALLTOALL": ("all_to_all", _inputs),
+    "GATHER": ("gather", _inputs_times_group),
+    "SCATTER": ("scatter", _outputs_times_group),
+    "BARRIER": ("barrier", lambda ins, outs, n: (0, 0)),
+    "SEND": ("send", _inputs),
+    "RECV": ("recv", _received),
+}
+"""torch's hook op name -> (the probe's op name, its bytes and elements by the nccl-tests
+convention: all-gather counts what each rank ends with, reduce-scatter what it starts with,
+gather and scatter one rank's part times the group)."""
+
+
+class GroupHooks:
+    """Registers the probe's hooks on every process group; ``attach_new`` finds new groups."""
+
+    def __init__(self, recorder: Recorder, groups: GroupNames, cuda: CudaTimings) -> None:
+        self.recorder = recorder
+        self.groups = groups
+        self.cuda = cuda
+        self.completions = HostCompletions(recorder)
+        self._hooked: dict[int, Any] = {}
+        self._saved: dict[str, Any] = {}
+        self._errors: set[str] = set()
+
+    def install(self) -> None:
+        self.completions.install()
+        register = getattr(c10d, "_register_pg_in_world", None)
+        if register is not None:
+            self._saved["_register_pg_in_world"] = register
+            c10d._register_pg_in_world = self._after(register)
+        self._saved["init_process_group"] = dist.init_process_group
+        dist.init_process_group = self._after(dist.init_process_group)
+        self._saved["destroy_process_group"] = dist.destroy_process_group
+        dist.destroy_process_group = self._detaching(dist.destroy_process_group)
+        self.recorder.before_flush.append(self.attach_new)
+        self.attach_new()
+
+    def uninstall(self) -> None:
+        for name, original in self._saved.items():
+            setattr(c10d if name.startswith("_") else dist, name, original)
+        self._saved.clear()
+        for pg in self._hooked.values():
+            _unregister(pg)
+        self._hooked.clear()
+        self.completions.uninstall()
+
+    def _after(self, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            self.attach_new()
+            return result
+
+        return wrapper
+
+    def _detaching(self, original: Callable) -> Callable:
+        """destroy_process_group: the probe lets go of the groups torch destroys."""
+
+        @functools.wraps(original)
+        def destroy(group: Any = None, *args: Any, **kwargs: Any) -> Any:
+            doomed = list(self._hooked) if group is None else [id(group)]
+            for key in doomed:
+                pg = self._hooked.pop(key, None)
+                if pg is not None:
+                    _unregister(pg)
+            return original(group, *args, **kwargs)
+
+        return destroy
+
+    def attach_new(self) -> None:
+        """Register the hooks on each group torch knows and the probe has not hooked yet."""
+        try:
+            groups = list(c10d._world.pg_map)
+        except Exception:  # no world yet, or a torch that keeps it elsewhere
+            return
+        for pg in groups:
+            if id(pg) not in self._hooked:
+                self._attach(pg)
+
+    def _attach(self, pg: Any) -> None:
+        label = self._label(pg)
+        size = pg.size()
+        pre, post = self._hooks(label, size)
+        try:
+            pg.register_pre_hook(HOOK_ID, pre)
+            pg.register_post_hook(HOOK_ID, post)
+        except Exception as exc:
+            self._error(f"collectives of group {label} not observed: {exc}")
+            return
+        self._hooked[id(pg)] = pg
+
+    def _label(self, pg: Any) -> str:
+        try:
+            return self.groups.label(pg)
+        except Exception:
+            return UNKNOWN_GROUP
+
+    def _hooks(self, group: str, size: int) -> tuple[Callable, Callable]:
+        recorder, cuda, clock = self.recorder, self.cuda, time.perf_counter_ns
+        completions = self.completions
+        issued: dict[int, tuple[list, Any]] = {}
+        """op id -> row and CUDA start event, from the pre hook to the post hook (two threads
+        may issue on one group: DDP's reducer and the main thread)."""
+
+        def pre(args: Any) -> None:
+            completions.settle()
+            tag = current_tag()
+            if tag == PROBE_TAG:
+                return
+            try:
+                op, size_of = SIZES[args.name.name]
+                ins, outs = args.input_tensors, args.output_tensors
+                nbytes, count = size_of(ins, outs, size)
+                first = ins[0] if ins else (outs[0] if outs else None)
+                on_device = first is not None and first.is_cuda
+                start = clock()
+                row = recorder.collective(op, nbytes, count, dtype_name(first), group, tag, start)
+                issued[args.op_id] = (row, cuda.start() if on_device else None)
+            except Exception as exc:  # never raise inside a rank's collective
+                self._error(f"a collective on group {group} not recorded: {exc!r}")
+
+        def post(args: Any) -> None:
+            row, timer = issued.pop(args.op_id, (None, None))
+            if row is None:
+                return
+            try:
+                if timer is not None:
+                    cuda.finish(row, timer, args.work)
+                    recorder.left(row, clock())
+                else:
+                    completions.watch(row, args.work, args.async_op)
+            except Exception as exc:
+                self._error(f"a collective on group {group} has no completion: {exc!r}")
+
+        return pre, post
+
+    def _error(self, text: str) -> None:
+        if text not in self._errors:
+            self._errors.add(text)
+            self.recorder.errors.append(text)
+
+
+def _unregister(pg: Any) -> None:
+    for unregister in (pg.unregister_pre_hook, pg.unregister_post_hook):
+        with contextlib.suppress(Exception):  # a destroyed group
+            unregister(HOOK_ID)
