@@ -335,6 +335,26 @@ def profiled(folder: Path) -> Scenario:
     return Scenario(folder.name, about, args, truth)
 
 
+def fsdp(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["run", "-n", "2", str(SCRIPTS / "fsdp_train.py"), "--trace-dir",
+            str(folder / "traces"), "--steps", "6", "--wait", "1", "--warmup", "1", "--active",
+            "3", "--dtensor"]  # fmt: skip
+
+    def record() -> dict:
+        for path in (run_dir, folder / "traces"):
+            shutil.rmtree(path, ignore_errors=True)
+        checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder))
+        return {"profiled_steps": [2, 3, 4], "about": "torch.profiler traces of the same run"}
+
+    truth = quiet(record, "fsdp")
+    about = (
+        "a 2-rank FSDP2 run (fully_shard on 3 blocks and the root) recorded by the probe and "
+        "by torch.profiler (traces/), then a DTensor redistribution and a functional all-reduce"
+    )
+    return Scenario(folder.name, about, args, truth)
+
+
 PROFILER_EXIT_ABORT = "terminate called without an active exception"
 """torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
 as it exits, after profiler_stop: such a run is made again."""
@@ -379,6 +399,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "failed_rank": failed_rank,
     "killed_rank": killed_rank,
     "profiled": profiled,
+    "fsdp": fsdp,
 }
 """In recording order: ``oversubscribed`` reads the balanced run's step time."""
 

@@ -105,10 +105,10 @@ def test_parameter_broadcast_counted_once(recorded):
         sizes = _collectives(run, rank, "parameters")
         assert list(sizes) == [0] and len(sizes[0]) == dtypes
         assert sum(sizes[0]) == facts["param_bytes"] + facts["buffer_bytes"]
-        assert sizes[0][0] == 8, "int64 num_batches_tracked goes first, as in take_tensors"
+        assert sorted(sizes[0])[0] == 8, "int64 num_batches_tracked apart from float32"
         buffers = _collectives(run, rank, "buffers")
         assert len(buffers) == STEPS
-        assert all(v == [8, facts["buffer_bytes"] - 8] for v in buffers.values())
+        assert all(sorted(v) == [8, facts["buffer_bytes"] - 8] for v in buffers.values())
 
 
 def test_user_allreduce_exact_size_and_tag(recorded):

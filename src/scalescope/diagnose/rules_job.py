@@ -6,11 +6,12 @@ from __future__ import annotations
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.hang_words import fmt_b, verdict_line
 from scalescope.diagnose.rules_input import DiagnosisInput
+from scalescope.events.tags import GRADIENT_EXCHANGE, tag_kind
 
 SYNC_SHARE = 0.5
 """Collectives moving at least this share of the stepped parameters' bytes per step count as
 a gradient exchange (a hand-written all_reduce of the gradients, FSDP's reduce_scatter)."""
-SETUP_TAGS = ("parameters", "buffers")
+SETUP_TAGS = ("parameters", "buffers", "ddp_setup", "ddp_buckets")
 """DDP's broadcasts: they synchronise weights at start and buffers, not gradients."""
 HANG_REMEDY = {
     "missing": "hang_host",
@@ -57,7 +58,8 @@ class HangRule:
 
 
 class ReplicasRule:
-    """World size > 1, optimizer steps recorded, no gradient collective."""
+    """World size > 1, optimizer steps recorded, no gradient exchange of any kind (DDP's
+    buckets, FSDP's reduce-scatters) and fewer bytes moved than the parameters stepped."""
 
     name = "independent replicas"
 
@@ -70,8 +72,8 @@ class ReplicasRule:
         if a.world_size < 2 or not steps or not a.probe:
             return None
         coll = a.collectives
-        if coll is not None and any(o.tag == "gradients" for o in coll.ops):
-            return None
+        if coll is not None and any(tag_kind(o.tag) in GRADIENT_EXCHANGE for o in coll.ops):
+            return None  # DDP's buckets, FSDP's reduce-scatters
         per_step = [p for p in (coll.per_step if coll else ()) if p.tag not in SETUP_TAGS]
         moved = sum(p.nbytes_per_step for p in per_step)
         params = [m.optimizer_param_bytes for m in ctx.ranks.values() if m.optimizer_param_bytes]
@@ -81,7 +83,7 @@ class ReplicasRule:
         evidence = (
             Evidence("ranks", a.world_size),
             Evidence("optimizer steps per rank", min(steps)),
-            Evidence("gradient collectives (DDP buckets)", 0),
+            Evidence("gradient collectives (DDP buckets, FSDP reduce-scatters)", 0),
             Evidence("collective bytes per step", round(moved), "B"),
             Evidence("parameters the optimizer steps", min(params), "B"),
         )  # fmt: skip

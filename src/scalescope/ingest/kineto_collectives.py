@@ -8,7 +8,8 @@ Two sources, as the trace has them:
 - ``gloo:<op>`` annotations (gloo, on its worker threads: they span the work's execution)
   and, in traces without ``Collective name`` (torch < 2.1), ``nccl:<op>`` annotations; sizes
   from ``Input Dims``/``Input type`` (``record_shapes=True``). The ``c10d::<op>`` op that
-  issued each one (same op, in issue order) gives the issue time and thread.
+  issued each one (same op, in issue order) gives the issue time, the thread and the op the
+  caller asked for (gloo runs a reduce-scatter as an all-reduce).
 """
 
 from __future__ import annotations
@@ -143,15 +144,27 @@ def _pair_issuers(anns: list[OpRecord], c10d: list[OpRecord]) -> list[OpRecord |
         queues[normalize_op(op.op_raw)].append(op)
     paired: list[OpRecord | None] = []
     for ann in anns:
-        queue = queues[normalize_op(ann.op_raw.split(":", 1)[1])]
-        size = _numels(ann.dims[:1])
-        window = [o for o in queue[:PAIR_WINDOW] if o.span.start_us <= ann.span.start_us]
-        same = [o for o in window if size & _numels(o.dims)]
-        pick = (same or window or [None])[0]
-        if pick is not None:
-            queue.remove(pick)
+        op = normalize_op(ann.op_raw.split(":", 1)[1])
+        pick = None
+        for asked in (op, *RUN_AS.get(op, ())):
+            pick = _earliest_fit(queues[asked], ann)
+            if pick is not None:
+                queues[asked].remove(pick)
+                break
         paired.append(pick)
     return paired
+
+
+RUN_AS = {"all_reduce": ("reduce_scatter",)}
+"""Ops a backend runs as another: gloo runs ``_reduce_scatter_base_`` as an all-reduce of
+the whole input (its annotation says ``gloo:all_reduce``)."""
+
+
+def _earliest_fit(queue: list[OpRecord], ann: OpRecord) -> OpRecord | None:
+    size = _numels(ann.dims[:1])
+    window = [o for o in queue[:PAIR_WINDOW] if o.span.start_us <= ann.span.start_us]
+    same = [o for o in window if size & _numels(o.dims)]
+    return (same or window or [None])[0]
 
 
 def from_backend(scan: FileScan, backends: tuple[str, ...], world: int) -> list[Collective]:
@@ -161,7 +174,7 @@ def from_backend(scan: FileScan, backends: tuple[str, ...], world: int) -> list[
     )
     out = []
     for ann, issuer in zip(anns, _pair_issuers(anns, scan.c10d_ops), strict=True):
-        op = normalize_op(ann.op_raw.split(":", 1)[1])
+        op = normalize_op((issuer or ann).op_raw.split(":", 1)[-1])  # what the caller asked
         count, dtype, size, sized = _backend_size(ann, issuer, op, world)
         first = issuer.span if issuer is not None else ann.span
         start = to_ns(scan, min(first.start_us, ann.span.start_us))

@@ -124,11 +124,21 @@ class GroupNames:
         return name
 
 
+UNKNOWN_GROUP = "unknown"
+"""The label of a group torch does not name (the collective is recorded all the same)."""
+
+
 def _group_name(group: Any) -> str:
     try:
-        return str(dist.distributed_c10d._get_process_group_name(group))
+        name = str(dist.distributed_c10d._get_process_group_name(group))
     except Exception:
-        return str(getattr(group, "group_name", "") or id(group))
+        name = ""
+    if name and name != "None":  # torch's answer for a group it does not know
+        return name
+    try:
+        return str(group.group_name or UNKNOWN_GROUP)
+    except Exception:
+        return UNKNOWN_GROUP
 
 
 def dtype_name(t: torch.Tensor | None) -> str:

@@ -46,6 +46,13 @@ def probe_comm_hook(state, bucket):  # noqa: ANN001, ANN201
         return state.inner_hook(state.inner_state, bucket)
 
 
+DDP_SETUP = "ddp_setup"
+"""DDP's construction: its checks of the parameters' shapes across ranks (all-gathers)."""
+DDP_BUCKETS = "ddp_buckets"
+"""DDP's forward before the first: the reducer broadcasts the gradient buckets it rebuilt."""
+BROADCAST_TAGS = {DDP_SETUP: "parameters", "user": "buffers", DDP_BUCKETS: "buffers"}
+"""DDP's coalesced broadcasts: the parameters at construction, the buffers before forward."""
+
 BUCKET_CAP_ENV = "SCALESCOPE_DDP_BUCKET_CAP_MB"
 BUCKET_VIEW_ENV = "SCALESCOPE_DDP_GRADIENT_AS_BUCKET_VIEW"
 COMM_HOOK_ENV = "SCALESCOPE_DDP_COMM_HOOK"
@@ -103,6 +110,9 @@ class DDPPatch:
         }
         self._saved_broadcast = dist._broadcast_coalesced
         DDP.__init__ = self._patched_init(DDP.__init__)
+        if hasattr(DDP, "_pre_forward"):
+            self._saved["_pre_forward"] = DDP._pre_forward
+            DDP._pre_forward = _tagging(DDP._pre_forward, DDP_BUCKETS)
         DDP.register_comm_hook = _patched_register(DDP.register_comm_hook)
         DDP._register_builtin_comm_hook = _patched_builtin(DDP._register_builtin_comm_hook)
         dist._broadcast_coalesced = self._patched_broadcast(dist._broadcast_coalesced)
@@ -120,7 +130,7 @@ class DDPPatch:
         @functools.wraps(original)
         def __init__(ddp: DDP, *args: Any, **kwargs: Any) -> None:
             kwargs.update(ddp_overrides())
-            with tagged("parameters"):
+            with tagged(DDP_SETUP):
                 original(ddp, *args, **kwargs)
             patch.attach(ddp)
 
@@ -147,8 +157,7 @@ class DDPPatch:
         def broadcast_coalesced(
             process_group: Any, tensors: list, buffer_size: int, *args: Any, **kwargs: Any
         ) -> Any:
-            tag = current_tag()
-            tag = "buffers" if tag == "user" else tag
+            tag = BROADCAST_TAGS.get(current_tag(), current_tag())
             if patch.settle is not None:
                 with tagged(tag):
                     result = original(process_group, tensors, buffer_size, *args, **kwargs)
@@ -215,6 +224,15 @@ def share_rows(rows: list[list], start_ns: int, end_ns: int) -> None:
     for i, row in enumerate(rows):
         row[3] = start_ns + int(i * span)
         row[4] = int(span)
+
+
+def _tagging(original: Any, tag: str) -> Any:
+    @functools.wraps(original)
+    def method(*args: Any, **kwargs: Any) -> Any:
+        with tagged(tag):
+            return original(*args, **kwargs)
+
+    return method
 
 
 def _patched_register(original: Any) -> Any:

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from scalescope.probe.collectives import GroupNames, dtype_name
+from scalescope.probe.collectives import UNKNOWN_GROUP, GroupNames, dtype_name
 from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import PROBE_TAG, current_tag
 from scalescope.probe.cuda_timing import CudaTimings
@@ -33,8 +33,6 @@ from scalescope.probe.recorder import Recorder
 
 HOOK_ID = 0x5CA1E5C0
 """The id of the probe's hooks on every group (torch keys hooks by an id per group)."""
-
-UNKNOWN_GROUP = "unknown"
 
 
 def available() -> bool:
@@ -196,10 +194,10 @@ class GroupHooks:
                 self._error(f"a collective on group {group} not recorded: {exc!r}")
 
         def post(args: Any) -> None:
-            row, timer = issued.pop(args.op_id, (None, None))
-            if row is None:
-                return
             try:
+                row, timer = issued.pop(args.op_id, (None, None))
+                if row is None:
+                    return
                 if timer is not None:
                     cuda.finish(row, timer, args.work)
                     recorder.left(row, clock())

@@ -3,18 +3,24 @@ and then on the root, as torchtitan and the FSDP2 tutorial do. It knows nothing 
 scalescope; it runs on gloo (CPU) or NCCL (one GPU per rank).
 
 The model is built by ``build_model`` so a test can count its units' parameters itself.
+``--trace-dir`` records the steps with torch.profiler too (one trace per rank; steps line up:
+``prof.step()`` right after ``opt.step()``). ``--dtensor``: after training, one DTensor
+redistribution (Shard(0) -> Replicate: an all-gather of DTENSOR_SHAPE) and one functional
+all-reduce of FUNCOL_NUMEL floats.
 """
 
 import argparse
+import contextlib
 import os
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.fsdp import fully_shard
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 WIDTH, DEPTH, CLASSES = 64, 3, 10
+DTENSOR_SHAPE = (8, 4)
+FUNCOL_NUMEL = 6
 
 
 class Block(nn.Module):
@@ -42,13 +48,15 @@ class Net(nn.Module):
         return self.head(x)
 
 
-def build_model(reshard_after_forward: bool = True) -> Net:
+def build_model() -> Net:
     """The unsharded model: the units are each block, then the root (embed and head)."""
     torch.manual_seed(0)
     return Net()
 
 
 def shard(model: Net, reshard_after_forward: bool) -> None:
+    from torch.distributed.fsdp import fully_shard
+
     for block in model.blocks:
         fully_shard(block, reshard_after_forward=reshard_after_forward)
     fully_shard(model, reshard_after_forward=reshard_after_forward)
@@ -59,7 +67,38 @@ def parse() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--no-reshard", action="store_true", help="reshard_after_forward=False")
+    p.add_argument("--trace-dir", default="", help="torch.profiler traces here")
+    p.add_argument("--wait", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--active", type=int, default=3)
+    p.add_argument("--dtensor", action="store_true")
     return p.parse_args()
+
+
+def profiler(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    if not args.trace_dir:
+        return contextlib.nullcontext()
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    plan = schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1)
+    rank = dist.get_rank()
+    handler = tensorboard_trace_handler(args.trace_dir, worker_name=f"rank{rank}", use_gzip=True)
+    return profile(
+        activities=[ProfilerActivity.CPU], schedule=plan, record_shapes=True, on_trace_ready=handler
+    )
+
+
+def dtensor_collectives(device: torch.device) -> None:
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    whole = torch.arange(DTENSOR_SHAPE[0] * DTENSOR_SHAPE[1], dtype=torch.float32)
+    sharded = distribute_tensor(whole.reshape(DTENSOR_SHAPE).to(device), mesh, [Shard(0)])
+    sharded.redistribute(mesh, [Replicate()]).to_local()
+    reduced = funcol.all_reduce(torch.ones(FUNCOL_NUMEL, device=device), "sum", mesh)
+    assert float(funcol.wait_tensor(reduced)[0]) == dist.get_world_size()
 
 
 def main() -> None:
@@ -73,18 +112,25 @@ def main() -> None:
     shard(model, reshard_after_forward=not args.no_reshard)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
-    data = TensorDataset(torch.randn(512, 16, generator=g), torch.randint(0, CLASSES, (512,), generator=g))
+    data = TensorDataset(
+        torch.randn(512, 16, generator=g), torch.randint(0, CLASSES, (512,), generator=g)
+    )
     loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data))
     step = 0
-    while step < args.steps:
-        for x, y in loader:
-            loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            if step == args.steps:
-                break
+    with profiler(args) as prof:
+        while step < args.steps:
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if prof is not None:
+                    prof.step()
+                step += 1
+                if step == args.steps:
+                    break
+    if args.dtensor:
+        dtensor_collectives(device)
     dist.destroy_process_group()
 
 

@@ -25,9 +25,7 @@ def finished(
         path.parent.mkdir(parents=True, exist_ok=True)
         code = 1 if status == "failed" else None
         write_json_atomic(path, RankMeta(rank=rank, hostname="h", status=status, exit_code=code))
-    meta = RunMeta(
-        run_id="r", command=["x"], script="t.py", world_size=len(statuses), probe=False
-    )
+    meta = RunMeta(run_id="r", command=["x"], script="t.py", world_size=len(statuses), probe=False)
     finish_meta(meta, tmp_path, LaunchResult(launcher, codes or {}))
     return meta
 

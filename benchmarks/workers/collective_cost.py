@@ -1,0 +1,119 @@
+"""Rank side of benchmarks/collective_cost.py: the probe installed and removed in-process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "tests" / "e2e" / "scripts"))
+import fsdp_train  # noqa: E402
+
+from scalescope.events.schema import Kind  # noqa: E402
+from scalescope.probe.install import Probe  # noqa: E402
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--blocks", type=int, default=21)
+    p.add_argument("--calls", type=int, default=500)
+    p.add_argument("--fsdp-steps", type=int, default=10)
+    p.add_argument("--fsdp-blocks", type=int, default=9)
+    return p.parse_args()
+
+
+class Way:
+    """One way of recording collectives, installed around a block."""
+
+    def __init__(self, name: str, run_dir: Path) -> None:
+        self.name, self.run_dir, self.probe = name, run_dir, None
+
+    def __enter__(self) -> None:
+        if self.name == "off":
+            return
+        self.probe = Probe(self.run_dir / self.name, dist.get_rank())
+        if self.name == "wrappers":  # the dist.* wrappers instead of the group hooks
+            self.probe.group_hooks = None
+        self.probe.install()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.probe is not None:
+            self.probe.recorder.rows.clear()
+            self.probe.close()
+
+
+def all_reduce_block(calls: int) -> float:
+    t = torch.ones(2, dtype=torch.float32)
+    dist.barrier()
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        dist.all_reduce(t)
+    return (time.perf_counter_ns() - start) / calls / 1e3
+
+
+def fsdp_step(model, opt, x, y) -> None:
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def fsdp_block(model, opt, x, y, steps: int) -> float:
+    """Mean step time of ``steps`` steps after one untimed step (the probe's first step
+    after install looks for the model once: a one-off, not a per-step cost)."""
+    fsdp_step(model, opt, x, y)
+    dist.barrier()
+    start = time.perf_counter_ns()
+    for _ in range(steps):
+        fsdp_step(model, opt, x, y)
+    return (time.perf_counter_ns() - start) / steps / 1e6
+
+
+def main() -> None:
+    args = parse()
+    dist.init_process_group("gloo")
+    run_dir = Path(tempfile.mkdtemp())
+    ways = ("off", "hooks", "wrappers")
+    times: dict[str, list[float]] = {w: [] for w in ways}
+    all_reduce_block(50)
+    for _ in range(args.blocks):
+        for way in ways:
+            with Way(way, run_dir):
+                times[way].append(all_reduce_block(args.calls))
+    model = fsdp_train.build_model()
+    fsdp_train.shard(model, reshard_after_forward=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 16), torch.randint(0, fsdp_train.CLASSES, (8,))
+    fsdp_step(model, opt, x, y)
+    steps: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(args.fsdp_blocks):
+        for way, name in (("off", "off"), ("hooks", "on")):
+            with Way(way, run_dir):
+                steps[name].append(fsdp_block(model, opt, x, y, args.fsdp_steps))
+    probe = Probe(run_dir / "count", dist.get_rank()).install()
+    fsdp_step(model, opt, x, y)
+    per_step = sum(row[1] == Kind.COLLECTIVE for row in probe.recorder.rows)
+    probe.close()
+    if dist.get_rank() == 0:
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "all_reduce_us": {w: statistics.median(v) for w, v in times.items()},
+                    "fsdp_step_ms": {w: statistics.median(v) for w, v in steps.items()},
+                    "fsdp_collectives_per_step": per_step,
+                }
+            )
+        )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""`scalescope run` of a real 2-rank FSDP2 script (gloo): every unit's all-gather and
+reduce-scatter recorded and tagged, each rank's end recorded, and no advice to "wrap the model
+in DDP". Structure only; the recorded run (tests/recorded/test_fsdp_recorded.py) holds the
+comparison with torch.profiler."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+
+import pytest
+
+from conftest import SCRIPTS, scalescope
+from scalescope.events import Kind, load_run
+
+FSDP_TRAIN = SCRIPTS / "fsdp_train.py"
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def fsdp_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp")
+    proc = scalescope(
+        "run", "-n", "2", "--run-dir", tmp / "run", FSDP_TRAIN, "--steps", STEPS, "--no-reshard",
+        cwd=tmp,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc, load_run(tmp / "run")
+
+
+def unit_bytes() -> dict[str, int]:
+    """Each unit's parameter bytes, from the script's own model (dims already even)."""
+    spec = importlib.util.spec_from_file_location("fsdp_train", FSDP_TRAIN)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    model = script.build_model()
+    size = {
+        f"blocks.{i}": sum(p.nbytes for p in b.parameters()) for i, b in enumerate(model.blocks)
+    }
+    size["root"] = sum(p.nbytes for m in (model.embed, model.head) for p in m.parameters())
+    return size
+
+
+def test_without_resharding_each_unit_is_gathered_once_and_reduced_once(fsdp_run) -> None:
+    _proc, run = fsdp_run
+    want = Counter()
+    for unit, nbytes in unit_bytes().items():
+        want[("all_gather", f"unshard:{unit}", nbytes)] = 1
+        want[("reduce_scatter", f"reduce_grads:{unit}", nbytes)] = 1
+    ev = run.events
+    for rank in (0, 1):
+        assert run.ranks[rank].status == "completed" and run.ranks[rank].steps == STEPS
+        for step in range(STEPS):
+            mask = (ev.kind == int(Kind.COLLECTIVE)) & (ev.rank == rank) & (ev.step == step)
+            coll = ev.select(mask)
+            got = Counter(
+                zip(coll.strings("name"), coll.strings("tag"), coll.nbytes.tolist(), strict=True)
+            )
+            assert got == want, (rank, step)
+            assert (coll.dur_ns > 0).all(), "every collective completed"
+
+
+def test_the_report_shows_the_units_and_no_replica_advice(fsdp_run) -> None:
+    proc, _run = fsdp_run
+    assert "unshard:blocks.0" in proc.stdout and "reduce_grads:root" in proc.stdout
+    assert "no data parallelism" not in proc.stdout
+    assert "DistributedDataParallel(model)" not in proc.stdout
