@@ -14,6 +14,7 @@ import numpy as np
 
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import EventTable, Kind
+from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
 
 BUS_FACTORS: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,
@@ -89,6 +90,22 @@ class TagPerStep:
     """Ranks with measured steps: the divisor."""
     nbytes_per_step: float
     calls_per_step: float
+    ms_per_step: float = 0.0
+    """Time in these collectives per step, issue to completion."""
+
+
+@dataclass(frozen=True)
+class UnitTraffic:
+    """One FSDP unit's collectives per measured step and per rank (tags ``unshard:UNIT``
+    and ``reduce_grads:UNIT``)."""
+
+    unit: str
+    gathers_per_step: float
+    gathered_bytes_per_step: float
+    gather_ms_per_step: float
+    reductions_per_step: float
+    reduced_bytes_per_step: float
+    reduce_ms_per_step: float
 
 
 @dataclass(frozen=True)
@@ -206,17 +223,20 @@ def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[T
     out = []
     for tag_id in np.unique(rows.tag):
         tagged = rows.select(rows.tag == tag_id)
-        nbytes, calls = [], []
+        nbytes, calls, ms = [], [], []
         for r in ranks:
             num_steps = len(np.unique(steps.step[steps.rank == r]))
-            nbytes.append(float(tagged.nbytes[tagged.rank == r].sum()) / num_steps)
-            calls.append(float((tagged.rank == r).sum()) / num_steps)
+            mine = tagged.rank == r
+            nbytes.append(float(tagged.nbytes[mine].sum()) / num_steps)
+            calls.append(float(mine.sum()) / num_steps)
+            ms.append(float(tagged.dur_ns[mine].sum()) / 1e6 / num_steps)
         out.append(
             TagPerStep(
                 tag=rows.symbols[int(tag_id)],
                 num_ranks=len(ranks),
                 nbytes_per_step=float(np.mean(nbytes)),
                 calls_per_step=float(np.mean(calls)),
+                ms_per_step=float(np.mean(ms)),
             )
         )
     return sorted(out, key=lambda t: t.tag)
@@ -258,4 +278,30 @@ def analyze_collectives(
         sizes=tuple(_sizes(done, world_size)),
         per_step=tuple(_per_step(done, events, warmup_steps)),
         incomplete=tuple(_incomplete(pending)),
+    )
+
+
+def fsdp_units(per_step: tuple[TagPerStep, ...]) -> tuple[UnitTraffic, ...]:
+    """Each FSDP unit's all-gathers and reduce-scatters per step, by name, the root last."""
+    gathers: dict[str, TagPerStep] = {}
+    reductions: dict[str, TagPerStep] = {}
+    for t in per_step:
+        unit = tag_unit(t.tag)
+        if unit is not None and tag_kind(t.tag) == UNSHARD:
+            gathers[unit] = t
+        elif unit is not None and tag_kind(t.tag) == REDUCE_GRADS:
+            reductions[unit] = t
+    none = TagPerStep("", 0, 0.0, 0.0, 0.0)
+    units = sorted(gathers.keys() | reductions.keys(), key=lambda u: (u == ROOT_UNIT, u))
+    return tuple(
+        UnitTraffic(
+            unit=u,
+            gathers_per_step=gathers.get(u, none).calls_per_step,
+            gathered_bytes_per_step=gathers.get(u, none).nbytes_per_step,
+            gather_ms_per_step=gathers.get(u, none).ms_per_step,
+            reductions_per_step=reductions.get(u, none).calls_per_step,
+            reduced_bytes_per_step=reductions.get(u, none).nbytes_per_step,
+            reduce_ms_per_step=reductions.get(u, none).ms_per_step,
+        )
+        for u in units
     )

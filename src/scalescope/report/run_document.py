@@ -5,6 +5,7 @@ collectives, the cross-rank analysis. The terminal prints all of it; the HTML da
 from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
+from scalescope.analyze.collectives import UnitTraffic, fsdp_units
 from scalescope.report.cross_rank_view import cross_rank_section
 from scalescope.report.document import (
     Block,
@@ -275,6 +276,41 @@ def _per_step_table(c: CollectiveAnalysis) -> Table:
     return Table("Traffic per measured step (per rank)", cols, rows)
 
 
+UNIT_COLUMNS = (
+    Column("unit", align="left"),
+    Column("all-gathers"),
+    Column("gathered"),
+    Column("all-gather (ms)"),
+    Column("reduce-scatters"),
+    Column("reduced"),
+    Column("reduce-scatter (ms)"),
+)
+
+
+def _units_table(units: tuple[UnitTraffic, ...]) -> Table:
+    rows = tuple(
+        (
+            u.unit,
+            f"{u.gathers_per_step:,.2f}",
+            fmt_bytes(u.gathered_bytes_per_step),
+            f"{u.gather_ms_per_step:,.2f}",
+            f"{u.reductions_per_step:,.2f}",
+            fmt_bytes(u.reduced_bytes_per_step),
+            f"{u.reduce_ms_per_step:,.2f}",
+        )
+        for u in units
+    )
+    return Table(
+        "FSDP units per measured step (per rank)",
+        UNIT_COLUMNS,
+        rows,
+        caption="per measured step and rank; a unit is a module given to fully_shard (root: "
+        "the outermost); all-gather: its parameters unsharded (in forward, and again in "
+        "backward when it reshards after forward); reduce-scatter: its gradients; time from "
+        "issue to completion",
+    )
+
+
 INCOMPLETE_COLUMNS = tuple(
     Column(name, align="left") for name in ("rank", "op", "tag", "calls", "first seq", "step")
 )
@@ -306,6 +342,9 @@ def _collectives(a: RunAnalysis) -> Section:
         blocks.append(size_table(c))
     if c.per_step:
         blocks.append(_per_step_table(c))
+    units = fsdp_units(c.per_step)
+    if units:
+        blocks.append(_units_table(units))
     if c.incomplete:
         blocks.append(_incomplete_table(c))
     return Section("Collectives", tuple(blocks))

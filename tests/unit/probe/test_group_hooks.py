@@ -20,6 +20,10 @@ from scalescope.probe.recorder import Recorder
 
 pytestmark = pytest.mark.skipif(not group_hooks.available(), reason="torch has no group hooks")
 
+ALL_GATHER = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
+"""FSDP2's calls; their older names warn on the pinned torch."""
+
 OP, BYTES, COUNT, DTYPE, GROUP, SEQ, TAG = 2, 5, 6, 7, 8, 9, 10
 """Indices in a recorder row."""
 
@@ -47,8 +51,8 @@ def test_each_op_is_recorded_by_the_nccl_tests_convention(hooks) -> None:
     t = torch.ones(8)
     dist.all_reduce(t)
     dist.broadcast(t, 0)
-    dist.all_gather_into_tensor(torch.empty(8), t)
-    dist.reduce_scatter_tensor(torch.empty(8), t)
+    ALL_GATHER(torch.empty(8), t)
+    REDUCE_SCATTER(torch.empty(8), t)
     dist.all_to_all_single(torch.empty(8), t)
     dist.barrier()
     got = [(r[OP], r[BYTES], r[COUNT], r[DTYPE], r[SEQ], r[TAG]) for r in rows(hooks)]
@@ -65,7 +69,7 @@ def test_each_op_is_recorded_by_the_nccl_tests_convention(hooks) -> None:
 
 def test_a_sync_call_is_complete_when_it_returns(hooks) -> None:
     dist.all_reduce(torch.ones(4))
-    dist.reduce_scatter_tensor(torch.empty(4), torch.ones(4))  # gloo: a work with no future
+    REDUCE_SCATTER(torch.empty(4), torch.ones(4))  # gloo: a work with no future
     assert all(r[4] is not None and r[4] >= 0 for r in rows(hooks))
 
 
