@@ -82,6 +82,8 @@ BOTTLENECKS: dict[str, str] = {
     "NUMA_SPAN": "CPU placement",
     "HANG": "hang",
     "INDEPENDENT_REPLICAS": "no data parallelism",
+    "FSDP_EXPOSED_GATHER": "communication (FSDP all-gather)",
+    "FSDP_SMALL_UNITS": "communication latency (FSDP units too small)",
 }
 """Bottleneck of each finding code; ``BUILD_*`` codes are ``build``."""
 
@@ -109,6 +111,10 @@ SUMMARIES: dict[str, str] = {
     "INDEPENDENT_REPLICAS": "the ranks never synchronise gradients: they train independent "
     "replicas ({ranks} ranks, {steps} optimizer steps each, {nbytes} of collectives per step "
     "for {params} of parameters)",
+    "FSDP_EXPOSED_GATHER": "FSDP's parameter all-gathers take {share:.0f}% of the step "
+    "({ms:.1f} ms) and compute does not hide them",
+    "FSDP_SMALL_UNITS": "{units} FSDP units of {size} on average: {calls:.0f} all-gathers and "
+    "reduce-scatters per step, each too small to use the network ({share:.0f}% of the step)",
     "UNEXPLAINED": "{name} is {value:.0f}{unit} (the {section} section), and no rule "
     "accounts for it",
 }
@@ -197,6 +203,19 @@ REMEDIES: dict[str, str] = {
     "hang_timeout": "make a lost collective fail instead of waiting 30 minutes: "
     "`init_process_group(..., timeout=datetime.timedelta(minutes=5))`; `scalescope run "
     "--hang-after 120 --hang-action kill` writes the stacks and stops a hung run",
+    "fsdp_prefetch": "prefetch the next units' all-gathers while this one computes: "
+    "`block.set_modules_to_forward_prefetch([next_blocks])` and "
+    "`set_modules_to_backward_prefetch([previous_blocks])` on the fully_shard modules (one "
+    "or two units ahead); on a GPU they then run on their own stream under compute",
+    "fsdp_no_reshard": "`fully_shard(block, reshard_after_forward=False)` for the last units "
+    "({units}): their parameters stay gathered from forward to backward, which saves "
+    "{regathers} all-gathers per step for their memory",
+    "fsdp_bigger_units": "wrap bigger blocks: call fully_shard on groups of layers (fewer, "
+    "larger units) so each all-gather and reduce-scatter carries at least {size}",
+    "fully_shard": "shard parameters, gradients and optimizer state across the ranks: "
+    "`torch.distributed.fsdp.fully_shard` on each block, then on the model",
+    "fsdp_offload": "`fully_shard(..., offload_policy=CPUOffloadPolicy())` keeps the sharded "
+    "parameters and optimizer state in host memory",
     "wrap_ddp": "wrap the model in DistributedDataParallel after moving it to its device: "
     "`model = torch.nn.parallel.DistributedDataParallel(model)` (on CPU without "
     "`device_ids`), and build the optimizer from its parameters; or all-reduce the "

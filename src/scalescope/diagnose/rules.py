@@ -14,6 +14,7 @@ from scalescope.diagnose.findings import Finding
 from scalescope.diagnose.rules_build import BUILD_RULES
 from scalescope.diagnose.rules_comm import CommBandwidthRule, CommLatencyRule
 from scalescope.diagnose.rules_compute import ComputeRule, MemoryRule
+from scalescope.diagnose.rules_fsdp import FSDP_RULES
 from scalescope.diagnose.rules_input import DiagnosisInput
 from scalescope.diagnose.rules_job import HangRule, ReplicasRule
 from scalescope.diagnose.rules_pipeline import InputRule
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     InputRule(),
     CommLatencyRule(),
     CommBandwidthRule(),
+    *FSDP_RULES,
     StragglerRule(),
     ImbalanceRule(),
     ComputeRule(),

@@ -13,6 +13,7 @@ from scalescope.diagnose.rules_input import (
     rank_times,
     share_pct,
 )
+from scalescope.events.tags import UNSHARD, tag_kind
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "svebf16")
 SMALL_BATCH = 32
@@ -166,6 +167,18 @@ def _memory_use(ctx: DiagnosisInput) -> list[tuple[str, int, int]]:
     return out
 
 
+def _memory_remedies(ctx: DiagnosisInput) -> tuple[str, ...]:
+    """Sharding first for a data-parallel job that does not shard yet; offload for one that
+    does (FSDP's unit tags)."""
+    usual = tuple(remedy(k) for k in ("smaller_batch", "checkpoint", "bf16_memory", "fewer_ranks"))
+    coll = ctx.analysis.collectives
+    if coll is not None and any(tag_kind(p.tag) == UNSHARD for p in coll.per_step):
+        return (*usual, remedy("fsdp_offload"))
+    if ctx.analysis.world_size > 1:
+        return (remedy("fully_shard"), *usual)
+    return usual
+
+
 class MemoryRule:
     """Peak memory at ``memory_fraction`` or more of a host's RAM or a GPU's memory."""
 
@@ -200,10 +213,5 @@ class MemoryRule:
                 ),
                 Evidence("peak", round(used / 2**30, 2), "GiB"),
             ),
-            remedies=(
-                remedy("smaller_batch"),
-                remedy("checkpoint"),
-                remedy("bf16_memory"),
-                remedy("fewer_ranks"),
-            ),
+            remedies=_memory_remedies(ctx),
         )
