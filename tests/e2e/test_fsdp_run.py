@@ -6,6 +6,7 @@ comparison with torch.profiler."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections import Counter
 
 import pytest
@@ -65,3 +66,20 @@ def test_the_report_shows_the_units_and_no_replica_advice(fsdp_run) -> None:
     assert "unshard:blocks.0" in proc.stdout and "reduce_grads:root" in proc.stdout
     assert "no data parallelism" not in proc.stdout
     assert "DistributedDataParallel(model)" not in proc.stdout
+
+
+def test_bench_fsdp_shards_each_block_instead_of_ddp(tmp_path) -> None:
+    proc = scalescope(
+        "bench", "resnet18", "--fsdp", "-n", "2", "--steps", "3", "--warmup-steps", "1",
+        "--batch-size", "2", "--image-size", "32", "--run-dir", tmp_path / "run", "--no-report",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(tmp_path / "run")
+    coll = run.events.select(run.events.kind == int(Kind.COLLECTIVE))
+    tags = set(coll.strings("tag"))
+    blocks = {f"{layer}.{i}" for layer in ("layer1", "layer2", "layer3", "layer4") for i in (0, 1)}
+    assert {f"unshard:{b}" for b in blocks} | {"unshard:root"} <= tags
+    assert {f"reduce_grads:{b}" for b in blocks} | {"reduce_grads:root"} <= tags
+    assert "gradients" not in tags, "no DDP bucket"
+    assert json.loads((tmp_path / "run" / "bench.json").read_text())["options"]["fsdp"] is True

@@ -3,8 +3,9 @@ gloo), recorded by the probe and by torch.profiler, then a DTensor redistributio
 functional all-reduce.
 
 Each unit's traffic per step must be what its parameters imply, counted here from the model
-itself: with ``reshard_after_forward=True`` every unit is gathered in forward and again in
-backward (the pinned torch does so for the root too), and its gradients reduce-scattered once.
+itself: the script passes ``reshard_after_forward=True`` to every ``fully_shard``, the root's
+too (left at its default, FSDP2 keeps the root gathered after forward), so every unit is
+gathered in forward and again in backward, and its gradients reduce-scattered once.
 FSDP2 pads each parameter's dim 0 to a multiple of the world size; an all-gather's message is
 the whole unit (nccl-tests: what each rank ends with), a reduce-scatter's the whole gradient
 (what each rank starts with).

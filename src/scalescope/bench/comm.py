@@ -4,8 +4,8 @@
 
 For each backend, op and size: warm-up calls, then timed calls, each after a barrier; a
 call's time is the slowest rank's (max over ranks, as nccl-tests reports). Rank 0 writes
-the raw times to ``comm.json`` in SCALESCOPE_RUN_DIR. The barriers and the max-reduction use
-torch.distributed's own unwrapped functions, so the probe records the benchmarked calls only.
+the raw times to ``comm.json`` in SCALESCOPE_RUN_DIR. The barriers and the max-reduction are
+tagged as scalescope's own messages, so the probe records the benchmarked calls only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch.distributed.distributed_c10d as c10d
 
 from scalescope.bench.comm_options import DTYPES, OPS
 from scalescope.events.files import COMM_FILE
+from scalescope.probe.context import PROBE_TAG, tagged
 
 ROUNDED_OPS = ("all_gather", "reduce_scatter", "all_to_all")
 """Ops whose element count is rounded down to a multiple of the ranks (as nccl-tests does)."""
@@ -71,7 +72,8 @@ def time_calls(call: Callable, group: Any, device: torch.device, warmup: int, it
     """Seconds of each timed call, max over ranks; a barrier before each call."""
     times = []
     for i in range(warmup + iters):
-        c10d.barrier(group=group)
+        with tagged(PROBE_TAG):
+            c10d.barrier(group=group)
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -86,7 +88,8 @@ def time_calls(call: Callable, group: Any, device: torch.device, warmup: int, it
         if i >= warmup:
             times.append(elapsed)
     slowest = torch.tensor(times, dtype=torch.float64, device=device)
-    c10d.all_reduce(slowest, op=c10d.ReduceOp.MAX, group=group)
+    with tagged(PROBE_TAG):
+        c10d.all_reduce(slowest, op=c10d.ReduceOp.MAX, group=group)
     return slowest.cpu().tolist()
 
 

@@ -26,6 +26,8 @@ class BenchOptions:
     channels_last: bool = False
     bf16: bool = False
     bucket_cap_mb: float = 25.0
+    fsdp: bool = False
+    """FSDP2 (fully_shard per block) instead of DDP."""
     seed: int = 0
     data: Path | None = None
     workers: int | None = None
@@ -77,6 +79,7 @@ class BenchOptions:
             "--channels-last": self.channels_last,
             "--bf16": self.bf16,
             "--pin-memory": self.pin_memory,
+            "--fsdp": self.fsdp,
         }
         return args + [flag for flag, on in flags.items() if on]
 

@@ -30,11 +30,45 @@ class Training:
     lr_warmup_steps: int
 
 
-def _ddp(args: argparse.Namespace, device: torch.device) -> nn.Module:
+BLOCKS = (
+    "BasicBlock", "Bottleneck", "InvertedResidual", "MBConv", "FusedMBConv", "_DenseBlock",
+    "_Transition", "EncoderBlock", "CNBlock", "SwinTransformerBlock", "Fire", "Inception",
+)  # fmt: skip
+"""torchvision's repeated blocks: the units ``--fsdp`` shards (class names)."""
+
+
+def fsdp_units(model: nn.Module) -> list[nn.Module]:
+    """The outermost blocks of ``model`` (torchvision's block classes); a model without any
+    shards its top-level children that hold parameters."""
+    found: list[nn.Module] = []
+    inside: set[int] = set()
+    for module in model.modules():
+        if id(module) in inside or type(module).__name__ not in BLOCKS:
+            continue
+        found.append(module)
+        inside.update(id(m) for m in module.modules())
+    if found:
+        return found
+    return [m for m in model.children() if any(True for _ in m.parameters())]
+
+
+def shard(model: nn.Module) -> nn.Module:
+    """FSDP2 as its documentation shows: fully_shard on each block, then on the model."""
+    from torch.distributed.fsdp import fully_shard
+
+    for unit in fsdp_units(model):
+        fully_shard(unit)
+    fully_shard(model)
+    return model
+
+
+def _parallel(args: argparse.Namespace, device: torch.device) -> nn.Module:
     torch.manual_seed(args.seed)
     model = build_model(args.model, args.num_classes, image_size=args.image_size).to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    if getattr(args, "fsdp", False):
+        return shard(model)
     return DistributedDataParallel(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,
@@ -49,9 +83,10 @@ def build_training(
     steps_per_epoch: int,
     total_steps: int,
 ) -> Training:
-    """The DDP-wrapped model with SGD (momentum 0.9, --lr), or with --recipe's optimizer,
-    schedule and loss for ``global_batch`` (--lr then replaces the recipe's base rate)."""
-    ddp = _ddp(args, device)
+    """The DDP-wrapped (or, with --fsdp, sharded) model with SGD (momentum 0.9, --lr), or
+    with --recipe's optimizer, schedule and loss for ``global_batch`` (--lr then replaces the
+    recipe's base rate)."""
+    ddp = _parallel(args, device)
     if args.recipe is None:
         lr = args.lr or DEFAULT_LR
         optimizer = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9)

@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="FSDP2: fully_shard on each block, then on the model, instead of DDP",
+    )
+    p.add_argument(
         "--bucket-cap-mb", type=positive_float, default=25.0, help="DDP bucket size (default 25)"
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="default 0")
@@ -264,6 +269,7 @@ def bench_record(
             "channels_last": args.channels_last,
             "bf16": args.bf16,
             "bucket_cap_mb": args.bucket_cap_mb,
+            "fsdp": args.fsdp,
             "workers": args.workers,
             "pin_memory": args.pin_memory,
             "lr": training.lr,

@@ -68,6 +68,9 @@ def bench(
     channels_last: bool = typer.Option(False, help="Use the channels_last memory format."),
     bf16: bool = typer.Option(False, help="bfloat16 autocast."),
     bucket_cap_mb: float = typer.Option(25.0, help="DDP bucket size (MB).", min=0.0),
+    fsdp: bool = typer.Option(
+        False, help="Shard with FSDP2 (fully_shard on each block, then the model) instead of DDP."
+    ),
     seed: int = typer.Option(0, help="Random seed."),
     data: Path | None = typer.Option(
         None, help="An ImageFolder or shards of `data pack` (default: synthetic)."
@@ -88,8 +91,8 @@ def bench(
             model=model, batch_size=batch_size, global_batch=global_batch, recipe=recipe,
             image_size=image_size, steps=steps,
             epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
-            bf16=bf16, bucket_cap_mb=bucket_cap_mb, seed=seed, data=data, workers=workers,
-            pin_memory=pin_memory,
+            bf16=bf16, bucket_cap_mb=bucket_cap_mb, fsdp=fsdp, seed=seed, data=data,
+            workers=workers, pin_memory=pin_memory,
         )  # fmt: skip
         if nproc_per_node is not None:
             options.check_world(nproc_per_node * launch["nnodes"])

@@ -1,9 +1,11 @@
 """DistributedDataParallel: tag its broadcasts, time its forward, observe its gradient buckets.
 
-DDP's bucket allreduces are issued from C++, so wrapping Python functions alone misses
-them. The probe registers a comm hook that runs DDP's default allreduce (or the hook the
-user registers later, which it then wraps), so every bucket's collective passes through
-the wrapped ``dist.all_reduce`` with tag ``gradients``.
+The probe registers a comm hook that runs DDP's default allreduce (or the hook the user
+registers later, which it then wraps): it marks each bucket's issue (the last one starts the
+exposed wait) and tags the bucket's collective ``gradients`` for the group hooks that record
+it (on a torch without them, the wrapped ``dist.all_reduce``). DDP's construction and its
+pre-forward are tagged too (``ddp_setup``, ``ddp_buckets``; their coalesced broadcasts
+``parameters`` and ``buffers``).
 
 ``scalescope tune`` sets DDP's fusion knobs through the environment (``DDP_ENV``): when set,
 they replace the script's own ``bucket_cap_mb`` and ``gradient_as_bucket_view``, and a
