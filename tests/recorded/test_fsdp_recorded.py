@@ -24,6 +24,7 @@ from recorded_runs import load_scenario
 from scalescope.events import Kind, load_run
 from scalescope.events.tags import tag_kind
 from scalescope.ingest import ingest
+from scalescope.report.timeline import chrome_trace
 
 WORLD, STEPS = 2, 6
 
@@ -118,3 +119,11 @@ def test_no_finding_says_the_ranks_never_synchronise(recorded) -> None:
         for t in run.events.select(run.events.kind == int(Kind.COLLECTIVE)).strings("tag")
     }
     assert {"unshard", "reduce_grads"} <= kinds
+
+
+def test_the_timeline_names_each_units_collectives(recorded) -> None:
+    _s, run = recorded
+    trace = chrome_trace(run, steps=range(STEPS + 1))
+    names = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "collective"}
+    assert {"all_gather blocks.0", "all_gather root", "reduce_scatter blocks.2"} <= names
+    assert "all_reduce" in names, "the functional all-reduce, tagged user, keeps its op name"

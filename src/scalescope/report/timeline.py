@@ -24,6 +24,7 @@ import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, align_clocks
 from scalescope.events import EventTable, Kind, Run
+from scalescope.events.tags import tag_unit
 
 DEFAULT_NUM_STEPS = 10
 """Steps shown when none are asked for: the first measured ones after warm-up."""
@@ -117,6 +118,8 @@ def _track_events(rows: EventTable, kind: Kind, pid: int, ts_ns: np.ndarray) -> 
         name = rows.symbols[int(rows.name[i])]
         if kind == Kind.STEP:
             name = f"step {int(rows.step[i])}"
+        elif kind == Kind.COLLECTIVE and (unit := tag_unit(rows.symbols[int(rows.tag[i])])):
+            name = f"{name} {unit}"  # an FSDP unit's all-gather or reduce-scatter
         out.append(
             {
                 "name": name,
