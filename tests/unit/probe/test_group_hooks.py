@@ -75,10 +75,15 @@ def test_a_sync_call_is_complete_when_it_returns(hooks) -> None:
 
 def test_an_async_and_a_functional_collective_complete(hooks) -> None:
     dist.all_reduce(torch.ones(4), async_op=True).wait()
+    REDUCE_SCATTER(torch.empty(2), torch.ones(2), async_op=True).wait()  # gloo: no future
     reduced = funcol.all_reduce(torch.ones(3), "sum", dist.group.WORLD)
     assert float(funcol.wait_tensor(reduced)[0]) == 1.0
     got = rows(hooks)
-    assert [(r[OP], r[BYTES]) for r in got] == [("all_reduce", 16), ("all_reduce", 12)]
+    assert [(r[OP], r[BYTES]) for r in got] == [
+        ("all_reduce", 16),
+        ("reduce_scatter", 8),
+        ("all_reduce", 12),
+    ]
     hooks.recorder.flush()  # the futures' callbacks ran on gloo's thread by now, or at flush
     assert all(r[4] is not None for r in got)
 
