@@ -82,6 +82,7 @@ BENCHES = (
     bench("ingest_vs_hta", "ingest_vs_hta.py", "--size-mb 50", 0.5),
     bench("shards_vs_folder", "shards_vs_folder.py", "--images 1000 --rounds 2 --timed 512", 1.5),
     bench("probe_overhead", "probe_overhead.py", "--pairs 3 --steps 20", 4.5),
+    bench("collective_cost", "collective_cost.py", "--blocks 21 --calls 500", 1.5),
     bench("top_overhead", "top_overhead.py", "--pairs 2 --steps 30", 4.0),
     bench("threads_mapping", "threads_mapping.py", "--pairs 2 --steps 10", 2.5),
     bench("tune_compute", "tune_compute.py", "--steps 4", 2.5),
