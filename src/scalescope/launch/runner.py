@@ -137,7 +137,11 @@ def finish_meta(
             rank_meta.error = rank_meta.error or f"exit code {code}"
         elif result.status == "interrupted" and rank_meta.status == "running":
             rank_meta.status = "interrupted"
-        elif result.status == "interrupted" and "DataLoader worker" in (rank_meta.error or ""):
+        elif (
+            result.status == "interrupted"
+            and rank_meta.status == "failed"
+            and "DataLoader worker" in (rank_meta.error or "")
+        ):
             rank_meta.status = "interrupted"  # the user's signal reached a worker first
             rank_meta.error = f"stopped by signal {result.signal}; {rank_meta.error}"
         if hang_killed and rank_meta.status != "completed":

@@ -71,3 +71,28 @@ def test_a_loaded_run_reads_the_launchers_merge(
     meta = finished(tmp_path, ["completed", "running"], launcher, codes=codes)
     write_json_atomic(tmp_path / "run.json", meta)
     assert load_run(tmp_path).ranks[1].status == status
+
+
+WORKER_DIED = "RuntimeError: DataLoader worker (pid 9) exited unexpectedly with exit code 130."
+
+
+@pytest.mark.parametrize(
+    ("own", "error"),
+    [
+        ("failed", f"stopped by signal 2; {WORKER_DIED}"),
+        ("interrupted", f"stopped by SIGINT ({WORKER_DIED})"),
+    ],
+)
+def test_a_worker_killed_by_the_users_signal_is_an_interruption_said_once(
+    tmp_path: Path, own: str, error: str
+) -> None:
+    """The terminal's Ctrl-C reaches a DataLoader worker before its rank: a rank that
+    recorded the worker's death as a failure is interrupted; one that already said so keeps
+    its words."""
+    path = rank_meta_path(tmp_path, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    words = WORKER_DIED if own == "failed" else f"stopped by SIGINT ({WORKER_DIED})"
+    write_json_atomic(path, RankMeta(rank=0, hostname="h", status=own, error=words))
+    meta = RunMeta(run_id="r", command=["x"], script="t.py", world_size=1, probe=False)
+    finish_meta(meta, tmp_path, LaunchResult("interrupted", {}, signal=2))
+    assert (meta.ranks["0"].status, meta.ranks["0"].error) == ("interrupted", error)
