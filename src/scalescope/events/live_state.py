@@ -34,6 +34,8 @@ PHASE = struct.Struct("<16sq")
 """phase now (``outside``: host work outside the recorded phases), since (perf ns)."""
 COLLECTIVE = struct.Struct("<16s48sqqqq")
 """last collective entered: op, group, seq, nbytes, entered (perf ns), left (0: still in)."""
+LEFT = struct.Struct("<q")
+"""The ``left`` field of COLLECTIVE, written alone."""
 DONE = struct.Struct("<q")
 """when any collective last completed (perf ns)."""
 REQUEST = struct.Struct("<qq")
@@ -45,6 +47,7 @@ PHASE_AT = STEP_AT + STEP.size
 COLLECTIVE_AT = PHASE_AT + PHASE.size
 DONE_AT = COLLECTIVE_AT + COLLECTIVE.size
 REQUEST_AT = DONE_AT + DONE.size
+LEFT_AT = COLLECTIVE_AT + COLLECTIVE.size - LEFT.size
 assert REQUEST_AT + REQUEST.size <= SIZE
 
 STACK_SIGNAL = signal.SIGUSR2
@@ -73,6 +76,8 @@ class LiveStateWriter:
         HEADER.pack_into(self._map, HEADER_AT, MAGIC, pid, wall_minus_perf_ns)
         PHASE.pack_into(self._map, PHASE_AT, OUTSIDE.encode(), 0)
         self._names: dict[str, bytes] = {}
+        self._last: tuple[str, int] | None = None
+        """Group and sequence of the collective last entered (as the map holds them)."""
 
     def _b(self, name: str) -> bytes:
         raw = self._names.get(name)
@@ -90,13 +95,13 @@ class LiveStateWriter:
         COLLECTIVE.pack_into(
             self._map, COLLECTIVE_AT, self._b(op), self._b(group), seq, nbytes, start_ns, 0
         )
+        self._last = (group, seq)
 
     def leave(self, group: str, seq: int, end_ns: int) -> None:
         """A collective completed: mark it left if it is the last one entered."""
         DONE.pack_into(self._map, DONE_AT, end_ns)
-        _op, last_group, last_seq, *_ = COLLECTIVE.unpack_from(self._map, COLLECTIVE_AT)
-        if last_seq == seq and _text(last_group) == group:
-            struct.pack_into("<q", self._map, COLLECTIVE_AT + COLLECTIVE.size - 8, end_ns)
+        if self._last == (group, seq):
+            LEFT.pack_into(self._map, LEFT_AT, end_ns)
 
     def requests(self) -> tuple[int, int]:
         made, answered = REQUEST.unpack_from(self._map, REQUEST_AT)

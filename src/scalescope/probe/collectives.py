@@ -141,8 +141,17 @@ def _group_name(group: Any) -> str:
         return UNKNOWN_GROUP
 
 
+DTYPE_NAMES: dict[torch.dtype, str] = {}
+"""``float32`` for torch.float32: each dtype's name, made once."""
+
+
 def dtype_name(t: torch.Tensor | None) -> str:
-    return "" if t is None else str(t.dtype).removeprefix("torch.")
+    if t is None:
+        return ""
+    name = DTYPE_NAMES.get(t.dtype)
+    if name is None:
+        name = DTYPE_NAMES[t.dtype] = str(t.dtype).removeprefix("torch.")
+    return name
 
 
 class CollectiveWrapper:

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from scalescope.probe.collectives import UNKNOWN_GROUP, GroupNames, dtype_name
+from scalescope.probe.collectives import DTYPE_NAMES, UNKNOWN_GROUP, GroupNames, dtype_name
 from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import PROBE_TAG, current_tag
 from scalescope.probe.cuda_timing import CudaTimings
@@ -41,6 +41,8 @@ def available() -> bool:
 
 
 def _total(tensors: list[torch.Tensor]) -> tuple[int, int]:
+    if len(tensors) == 1:  # the usual case, on the hot path
+        return tensors[0].nbytes, tensors[0].numel()
     return sum(t.nbytes for t in tensors), sum(t.numel() for t in tensors)
 
 
@@ -82,6 +84,12 @@ SIZES: dict[str, tuple[str, Callable[[list, list, int], tuple[int, int]]]] = {
 """torch's hook op name -> (the probe's op name, its bytes and elements by the nccl-tests
 convention: all-gather counts what each rank ends with, reduce-scatter what it starts with,
 gather and scatter one rank's part times the group)."""
+
+
+def sizes_by_hook_op() -> dict[Any, tuple[str, Callable[[list, list, int], tuple[int, int]]]]:
+    """``SIZES`` keyed by torch's ``HookOpName`` values (a dict lookup on the hot path)."""
+    names = torch._C._distributed_c10d.HookOpName
+    return {getattr(names, k): v for k, v in SIZES.items() if hasattr(names, k)}
 
 
 class GroupHooks:
@@ -171,7 +179,7 @@ class GroupHooks:
 
     def _hooks(self, group: str, size: int) -> tuple[Callable, Callable]:
         recorder, cuda, clock = self.recorder, self.cuda, time.perf_counter_ns
-        completions = self.completions
+        completions, sizes, dtypes = self.completions, sizes_by_hook_op(), DTYPE_NAMES
         issued: dict[int, tuple[list, Any]] = {}
         """op id -> row and CUDA start event, from the pre hook to the post hook (two threads
         may issue on one group: DDP's reducer and the main thread)."""
@@ -182,13 +190,13 @@ class GroupHooks:
             if tag == PROBE_TAG:
                 return
             try:
-                op, size_of = SIZES[args.name.name]
+                op, size_of = sizes[args.name]
                 ins, outs = args.input_tensors, args.output_tensors
                 nbytes, count = size_of(ins, outs, size)
                 first = ins[0] if ins else (outs[0] if outs else None)
                 on_device = first is not None and first.is_cuda
-                start = clock()
-                row = recorder.collective(op, nbytes, count, dtype_name(first), group, tag, start)
+                dtype = "" if first is None else dtypes.get(first.dtype) or dtype_name(first)
+                row = recorder.collective(op, nbytes, count, dtype, group, tag, clock())
                 issued[args.op_id] = (row, cuda.start() if on_device else None)
             except Exception as exc:  # never raise inside a rank's collective
                 self._error(f"a collective on group {group} not recorded: {exc!r}")
