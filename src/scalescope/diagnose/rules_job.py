@@ -11,7 +11,7 @@ from scalescope.events.tags import GRADIENT_EXCHANGE, tag_kind
 SYNC_SHARE = 0.5
 """Collectives moving at least this share of the stepped parameters' bytes per step count as
 a gradient exchange (a hand-written all_reduce of the gradients, FSDP's reduce_scatter)."""
-SETUP_TAGS = ("parameters", "buffers", "ddp_setup", "ddp_buckets")
+SETUP_TAGS = ("parameters", "buffers")
 """DDP's broadcasts: they synchronise weights at start and buffers, not gradients."""
 HANG_REMEDY = {
     "missing": "hang_host",

@@ -4,8 +4,8 @@ The probe registers a comm hook that runs DDP's default allreduce (or the hook t
 registers later, which it then wraps): it marks each bucket's issue (the last one starts the
 exposed wait) and tags the bucket's collective ``gradients`` for the group hooks that record
 it (on a torch without them, the wrapped ``dist.all_reduce``). DDP's construction and its
-pre-forward are tagged too (``ddp_setup``, ``ddp_buckets``; their coalesced broadcasts
-``parameters`` and ``buffers``).
+pre-forward are tagged too (``ddp_setup``, ``ddp_buckets``): their own checks are left out,
+their coalesced broadcasts recorded as ``parameters`` and ``buffers``.
 
 ``scalescope tune`` sets DDP's fusion knobs through the environment (``DDP_ENV``): when set,
 they replace the script's own ``bucket_cap_mb`` and ``gradient_as_bucket_view``, and a
@@ -26,7 +26,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from scalescope.probe.collectives import GroupNames
-from scalescope.probe.context import current_tag, tagged
+from scalescope.probe.context import DDP_BUCKETS, DDP_SETUP, current_tag, tagged
 from scalescope.probe.recorder import Recorder
 
 
@@ -48,10 +48,6 @@ def probe_comm_hook(state, bucket):  # noqa: ANN001, ANN201
         return state.inner_hook(state.inner_state, bucket)
 
 
-DDP_SETUP = "ddp_setup"
-"""DDP's construction: its checks of the parameters' shapes across ranks (all-gathers)."""
-DDP_BUCKETS = "ddp_buckets"
-"""DDP's forward before the first: the reducer broadcasts the gradient buckets it rebuilt."""
 BROADCAST_TAGS = {DDP_SETUP: "parameters", "user": "buffers", DDP_BUCKETS: "buffers"}
 """DDP's coalesced broadcasts: the parameters at construction, the buffers before forward."""
 

@@ -27,7 +27,7 @@ import torch.distributed.distributed_c10d as c10d
 
 from scalescope.probe.collectives import DTYPE_NAMES, UNKNOWN_GROUP, GroupNames, dtype_name
 from scalescope.probe.completion import HostCompletions
-from scalescope.probe.context import PROBE_TAG, current_tag
+from scalescope.probe.context import UNRECORDED, current_tag
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
 
@@ -187,7 +187,7 @@ class GroupHooks:
         def pre(args: Any) -> None:
             completions.settle()
             tag = current_tag()
-            if tag == PROBE_TAG:
+            if tag in UNRECORDED:
                 return
             try:
                 op, size_of = sizes[args.name]
