@@ -214,7 +214,8 @@ def test_peer_node_unreachable_mid_run(tmp_path):
         subprocess.run(["ip", "-n", hosts[1][0], "link", "set", hosts[1][1], "down"], check=True)
         outputs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [1, 1], outputs
-    assert "all wait in all_reduce" in outputs[0][1]
+    said = [line for line in outputs[0][1].splitlines() if "HANG" in line or "wait" in line]
+    assert "all wait in all_reduce" in outputs[0][1], f"node 0 said: {said}"
     hang = json.loads((run_dir / "hang.json").read_text())
     assert [(v["kind"], v["waiting"]) for v in hang["verdicts"]] == [("all_waiting", [0, 1])]
     run = load_run(run_dir)
