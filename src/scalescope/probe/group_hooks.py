@@ -118,6 +118,9 @@ class GroupHooks:
         self.attach_new()
 
     def uninstall(self) -> None:
+        """Remove every hook and patch; the recorder's last flush then hooks nothing again."""
+        if self.attach_new in self.recorder.before_flush:
+            self.recorder.before_flush.remove(self.attach_new)
         for name, original in self._saved.items():
             setattr(c10d if name.startswith("_") else dist, name, original)
         self._saved.clear()
