@@ -199,13 +199,13 @@ class CollectiveWrapper:
                 self.cuda.finish(row, timer, work)
                 recorder.left(row, time.perf_counter_ns())
             else:
-                complete_on_host(recorder, row, work)
+                _complete_on_host(recorder, row, work)
             return result
 
         return wrapper
 
 
-def complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
+def _complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
     """Set the row's duration at completion: now for a sync call, else from the work's future."""
     if work is None:
         recorder.completed(row, time.perf_counter_ns())

@@ -8,8 +8,9 @@ creates it. Wrapping the Python functions instead misses what C++ or a new funct
 (FSDP2 calls ``all_gather_single``, functional collectives go through the dispatcher), so
 the wrappers (probe/collectives.py) remain only for a torch without these hooks.
 
-The pre hook appends the collective's row at issue; the post hook receives the work, whose
-future completes the row. docs/probe.md compares this with the Flight Recorder and with
+The pre hook appends the collective's row at issue; the post hook hands the work to
+``HostCompletions`` (probe/completion.py), which completes the row when the work's wait
+returns or its future completes. docs/probe.md compares this with the Flight Recorder and with
 wrapping and gives the cost per call (benchmarks/collective_cost.py).
 """
 
