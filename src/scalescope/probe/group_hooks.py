@@ -41,35 +41,40 @@ def available() -> bool:
     return hasattr(getattr(dist, "ProcessGroup", None), "register_pre_hook")
 
 
-def _total(tensors: list[torch.Tensor]) -> tuple[int, int]:
+Sized = tuple[int, int, "torch.Tensor | None"]
+"""Bytes, elements, and the tensor that names the dtype and the device (None: no payload)."""
+
+
+def _total(tensors: list[torch.Tensor], times: int = 1) -> Sized:
+    if not tensors:
+        return 0, 0, None
     if len(tensors) == 1:  # the usual case, on the hot path
-        return tensors[0].nbytes, tensors[0].numel()
-    return sum(t.nbytes for t in tensors), sum(t.numel() for t in tensors)
+        return tensors[0].nbytes * times, tensors[0].numel() * times, tensors[0]
+    nbytes, count = sum(t.nbytes for t in tensors), sum(t.numel() for t in tensors)
+    return nbytes * times, count * times, tensors[0]
 
 
-def _inputs(ins: list, outs: list, n: int) -> tuple[int, int]:
-    return _total(ins)
+def _inputs(args: Any, n: int) -> Sized:
+    return _total(args.input_tensors)
 
 
-def _outputs(ins: list, outs: list, n: int) -> tuple[int, int]:
-    return _total(outs)
+def _outputs(args: Any, n: int) -> Sized:
+    return _total(args.output_tensors)
 
 
-def _inputs_times_group(ins: list, outs: list, n: int) -> tuple[int, int]:
-    nbytes, count = _total(ins)
-    return nbytes * n, count * n
+def _inputs_times_group(args: Any, n: int) -> Sized:
+    return _total(args.input_tensors, n)
 
 
-def _outputs_times_group(ins: list, outs: list, n: int) -> tuple[int, int]:
-    nbytes, count = _total(outs)
-    return nbytes * n, count * n
+def _outputs_times_group(args: Any, n: int) -> Sized:
+    return _total(args.output_tensors, n)
 
 
-def _received(ins: list, outs: list, n: int) -> tuple[int, int]:
-    return _total(outs or ins)
+def _received(args: Any, n: int) -> Sized:
+    return _total(args.output_tensors or args.input_tensors)
 
 
-SIZES: dict[str, tuple[str, Callable[[list, list, int], tuple[int, int]]]] = {
+SIZES: dict[str, tuple[str, Callable[[Any, int], Sized]]] = {
     "ALLREDUCE": ("all_reduce", _inputs),
     "BROADCAST": ("broadcast", _inputs),
     "REDUCE": ("reduce", _inputs),
@@ -78,16 +83,17 @@ SIZES: dict[str, tuple[str, Callable[[list, list, int], tuple[int, int]]]] = {
     "ALLTOALL": ("all_to_all", _inputs),
     "GATHER": ("gather", _inputs_times_group),
     "SCATTER": ("scatter", _outputs_times_group),
-    "BARRIER": ("barrier", lambda ins, outs, n: (0, 0)),
+    "BARRIER": ("barrier", lambda args, n: (0, 0, None)),
     "SEND": ("send", _inputs),
     "RECV": ("recv", _received),
 }
 """torch's hook op name -> (the probe's op name, its bytes and elements by the nccl-tests
 convention: all-gather counts what each rank ends with, reduce-scatter what it starts with,
-gather and scatter one rank's part times the group)."""
+gather and scatter one rank's part times the group). Each reads only the tensors it needs:
+every attribute of torch's hook arguments builds Python objects."""
 
 
-def sizes_by_hook_op() -> dict[Any, tuple[str, Callable[[list, list, int], tuple[int, int]]]]:
+def sizes_by_hook_op() -> dict[Any, tuple[str, Callable[[Any, int], Sized]]]:
     """``SIZES`` keyed by torch's ``HookOpName`` values (a dict lookup on the hot path)."""
     names = torch._C._distributed_c10d.HookOpName
     return {getattr(names, k): v for k, v in SIZES.items() if hasattr(names, k)}
@@ -195,9 +201,7 @@ class GroupHooks:
                 return
             try:
                 op, size_of = sizes[args.name]
-                ins, outs = args.input_tensors, args.output_tensors
-                nbytes, count = size_of(ins, outs, size)
-                first = ins[0] if ins else (outs[0] if outs else None)
+                nbytes, count, first = size_of(args, size)
                 on_device = first is not None and first.is_cuda
                 dtype = "" if first is None else dtypes.get(first.dtype) or dtype_name(first)
                 row = recorder.collective(op, nbytes, count, dtype, group, tag, clock())
