@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from gpucheck.results import CheckResult
     from gpucheck.runner import Runner
 
-CHECK_NUMBERS = (1, 2, 3, 4, 5, 6)
+CHECK_NUMBERS = (1, 2, 3, 4, 5, 6, 7)
 DEFAULT_BUDGET_S = 510.0
 """8.5 minutes of the 9: the rest is setup and writing the files."""
-LEAST_S = {1: 10, 2: 90, 3: 60, 4: 40, 6: 60, 5: 90}
+LEAST_S = {1: 10, 2: 90, 3: 60, 7: 40, 4: 40, 6: 60, 5: 90}
 """Seconds a check needs at the least (a guess until the first GPU run): with less left it
 says SKIP with the time left instead of starting and running out."""
 
@@ -64,7 +64,7 @@ def only_checks(text: str | None) -> tuple[int, ...]:
     numbers = tuple(int(w) for w in text.split(",") if w.strip())
     bad = [n for n in numbers if n not in CHECK_NUMBERS]
     if bad or not numbers:
-        raise ValueError(f"--only takes check numbers among 1-6, got {text!r}")
+        raise ValueError(f"--only takes check numbers among 1-7, got {text!r}")
     return numbers
 
 
@@ -77,11 +77,12 @@ def output_dir(args: argparse.Namespace, work: Path) -> Path:
 def run_checks(
     args: argparse.Namespace, runner: Runner, plan: Plan, machine: Machine
 ) -> list[CheckResult]:
-    """Checks in the order 1, 2, 3, 4, 6, 5: 6 needs 2's figure; 5's tune may be cut short."""
+    """Checks in the order 1, 2, 3, 7, 4, 6, 5: 6 needs 2's figure; 5's tune may be cut short."""
     from gpucheck.check_bench import check_bench
     from gpucheck.check_comm import check_comm
     from gpucheck.check_cores import check_cores
     from gpucheck.check_env import check_env
+    from gpucheck.check_fsdp import check_fsdp
     from gpucheck.check_project import check_project
     from gpucheck.check_trace import check_trace
     from gpucheck.results import skip
@@ -97,6 +98,7 @@ def run_checks(
         1: ("1.env", lambda: check_env(runner, plan, machine)),
         2: ("2.bench", bench),
         3: ("3.comm", lambda: check_comm(runner, plan, machine)),
+        7: ("7.fsdp", lambda: check_fsdp(runner, plan, machine)),
         4: ("4.trace", lambda: check_trace(runner, plan, machine)),
         6: ("6.project", lambda: check_project(runner, plan, machine, measured[0])),
         5: ("5.cores", lambda: check_cores(runner, plan, machine)),

@@ -1,6 +1,7 @@
 """A small real FSDP2 training script for the end-to-end tests: ``fully_shard`` on each block
 and then on the root, as torchtitan and the FSDP2 tutorial do. It knows nothing of
-scalescope; it runs on gloo (CPU) or NCCL (one GPU per rank).
+scalescope; it runs on gloo (CPU) or NCCL (one GPU per rank); ``--device cuda --backend gloo``
+puts every rank on GPU ``LOCAL_RANK % device_count`` (ranks may share one GPU over gloo).
 
 The model is built by ``build_model`` so a test can count its units' parameters itself.
 ``--trace-dir`` records the steps with torch.profiler too (one trace per rank; steps line up:
@@ -72,6 +73,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--active", type=int, default=3)
     p.add_argument("--dtensor", action="store_true")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if any")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: by device")
     return p.parse_args()
 
 
@@ -83,9 +86,10 @@ def profiler(args: argparse.Namespace) -> contextlib.AbstractContextManager:
     plan = schedule(wait=args.wait, warmup=args.warmup, active=args.active, repeat=1)
     rank = dist.get_rank()
     handler = tensorboard_trace_handler(args.trace_dir, worker_name=f"rank{rank}", use_gzip=True)
-    return profile(
-        activities=[ProfilerActivity.CPU], schedule=plan, record_shapes=True, on_trace_ready=handler
-    )
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    return profile(activities=activities, schedule=plan, record_shapes=True, on_trace_ready=handler)
 
 
 def dtensor_collectives(device: torch.device) -> None:
@@ -103,10 +107,11 @@ def dtensor_collectives(device: torch.device) -> None:
 
 def main() -> None:
     args = parse()
-    cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if cuda else "gloo")
-    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    cuda = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda"
+    dist.init_process_group(args.backend or ("nccl" if cuda else "gloo"))
+    device = torch.device("cpu")
     if cuda:
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     model = build_model().to(device)
     shard(model, reshard_after_forward=not args.no_reshard)

@@ -32,17 +32,17 @@ def test_inside_the_venv_nothing_is_set_up_again(monkeypatch):
 
 
 def test_only_takes_check_numbers():
-    assert gpu_check.only_checks(None) == (1, 2, 3, 4, 5, 6)
+    assert gpu_check.only_checks(None) == (1, 2, 3, 4, 5, 6, 7)
     assert gpu_check.only_checks("6,2") == (6, 2)
-    with pytest.raises(ValueError, match="among 1-6, got '2,7'"):
-        gpu_check.only_checks("2,7")
+    with pytest.raises(ValueError, match="among 1-7, got '2,8'"):
+        gpu_check.only_checks("2,8")
 
 
 def test_bad_only_is_a_one_line_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         gpu_check.parse(["--only", "9"])
     assert exit_info.value.code == 2
-    assert "--only takes check numbers among 1-6, got '9'" in capsys.readouterr().err
+    assert "--only takes check numbers among 1-7, got '9'" in capsys.readouterr().err
 
 
 def test_out_wins_over_out_option(monkeypatch, tmp_path):
