@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,8 @@ def measure(args: argparse.Namespace, ranks: int, tmp: Path) -> dict:
         "--blocks", str(args.blocks), "--calls", str(args.calls),
         "--fsdp-steps", str(args.fsdp_steps), "--fsdp-blocks", str(args.fsdp_blocks),
     ]  # fmt: skip
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    cpu_only = os.environ | {"CUDA_VISIBLE_DEVICES": ""}  # gloo on the CPU, on a GPU machine too
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=cpu_only)
     return json.loads(out.read_text())
 
 

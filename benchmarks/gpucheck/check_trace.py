@@ -28,4 +28,4 @@ def check_trace(runner: Runner, plan: Plan, machine: Machine) -> list[CheckResul
         ok = n > 0 and not gpu
         figure = f"{n} profiled steps analysed; no device rows on the CPU ({len(gpu)} GPU rows)"
         return [verdict("4.trace-cpu", ok, figure)]
-    return [compare.gpu_rows(gpu)]
+    return [compare.gpu_rows(gpu, ranks=1)]

@@ -84,8 +84,10 @@ OPS: dict[str, tuple[Callable[[Args, Kwargs], tuple], int, int]] = {
     "reduce": (_single(0, "tensor"), 3, 4),
     "all_gather": (_all_gather, 2, 3),
     "all_gather_into_tensor": (_single(0, "output_tensor"), 2, 3),
+    "all_gather_single": (_single(0, "output_tensor"), 2, 3),
     "reduce_scatter": (_list_input(1, "input_list"), 3, 4),
     "reduce_scatter_tensor": (_single(1, "input"), 3, 4),
+    "reduce_scatter_single": (_single(1, "input"), 3, 4),
     "all_to_all": (_list_input(1, "input_tensor_list"), 2, 3),
     "all_to_all_single": (_single(1, "input"), 4, 5),
     "gather": (_per_rank_times_group(3), 3, 4),
@@ -100,7 +102,9 @@ OPS: dict[str, tuple[Callable[[Args, Kwargs], tuple], int, int]] = {
 
 _NAMES = {
     "all_gather_into_tensor": "all_gather",
+    "all_gather_single": "all_gather",
     "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_single": "reduce_scatter",
     "all_to_all_single": "all_to_all",
     "isend": "send",
     "irecv": "recv",

@@ -12,10 +12,19 @@ from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.fsdp import FSDPPatch
+from scalescope.probe.functional import FunctionalCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.live import LiveProbe
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
+
+WAY_VARIABLE = "SCALESCOPE_COLLECTIVES"
+"""``wrappers``: the ``dist.*`` and functional-op wrappers even where torch has group hooks
+(what a torch without them records; the tests of that path run on a torch with them)."""
+
+
+def hooks_wanted() -> bool:
+    return group_hooks.available() and os.environ.get(WAY_VARIABLE) != "wrappers"
 
 
 class Probe:
@@ -26,9 +35,10 @@ class Probe:
         self.collectives = CollectiveWrapper(self.recorder)
         self.group_hooks = (
             GroupHooks(self.recorder, self.collectives.groups, self.collectives.cuda)
-            if group_hooks.available()
+            if hooks_wanted()
             else None
         )
+        self.functional = FunctionalCollectives(self.recorder, self.collectives.cuda)
         self.phases = PhaseHooks(self.recorder)
         self.ddp = DDPPatch(
             self.recorder,
@@ -46,11 +56,12 @@ class Probe:
 
     def install(self) -> Probe:
         """Collectives through torch's group hooks where this torch has them, else by
-        wrapping the ``dist.*`` functions."""
+        wrapping the ``dist.*`` functions and the functional collectives' ops."""
         if self.group_hooks is not None:
             self.group_hooks.install()
         else:
             self.collectives.install()
+            self.functional.install()
         self.phases.install()
         self.ddp.install()
         self.fsdp.install()
@@ -65,6 +76,7 @@ class Probe:
         self.fsdp.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
+        self.functional.uninstall()
         if self.group_hooks is not None:
             self.group_hooks.uninstall()
         self._resolve_device_times()

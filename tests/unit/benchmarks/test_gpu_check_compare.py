@@ -116,9 +116,20 @@ def gpu_row(**over):
 def test_gpu_rows():
     result = compare.gpu_rows([gpu_row()])
     assert result.status == PASS and "GPU idle 76.4 % of 667.2 ms" in result.figure
-    no_nccl = compare.gpu_rows([gpu_row(nccl_kernels=0)])
+    no_nccl = compare.gpu_rows([gpu_row(nccl_kernels=0)], ranks=2)
     assert no_nccl.status == FAIL and "none of: NCCL kernels" in no_nccl.figure
+    one_rank = compare.gpu_rows([gpu_row(nccl_kernels=0)], ranks=1)
+    assert one_rank.status == PASS and "one rank: none required" in one_rank.figure
+    no_copies = compare.gpu_rows([gpu_row(memcpys=0)], ranks=1)
+    assert no_copies.status == FAIL and "none of: memcpy" in no_copies.figure
     assert compare.gpu_rows([]).status == FAIL
+
+
+def test_only_nccl_across_gpus_times_the_same_call_as_the_trace():
+    from gpucheck.check_comm import GPU_CASES, SMOKE_CASES, CommCase, judged
+
+    assert not any(judged(c) for c in (*GPU_CASES, *SMOKE_CASES))  # one GPU: INFO
+    assert judged(CommCase("3.nccl", "nccl", "cuda", 2))
 
 
 def test_env_facts_gpu_and_cpu():

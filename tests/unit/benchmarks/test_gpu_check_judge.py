@@ -64,7 +64,7 @@ def sizes(rows: list[tuple[int, float, float]]) -> dict:
 
 
 def test_comm_judge_counts_the_probes_warmup_call_and_not_the_traces():
-    case = CommCase("3.nccl", "nccl", "cuda", 1)
+    case = CommCase("3.nccl", "nccl", "cuda", 2)  # judged: NCCL across GPUs
     probe = sizes([(8, 1, 900.0), (4096, 20, 30.0), (1 << 20, 20, 80.0)])
     trace = sizes([(4096, 20, 28.0), (1 << 20, 20, 79.0)])
     counted, traced, timed = judge_comm(case, Records(probe, trace), (4096, 1 << 20), 20)
