@@ -118,3 +118,30 @@ def test_without_group_hooks_the_wrappers_see_fsdp_dtensor_and_functional_ops(tm
         units = {t for t in coll.strings("tag") if t.startswith(("unshard:", "reduce_grads:"))}
         assert {"unshard:blocks.0", "unshard:root", "reduce_grads:blocks.2"} <= units
         assert (coll.dur_ns > 0).all(), "every call completed, the functional ones at their wait"
+
+
+def test_tunes_reshard_knob_reaches_an_unmodified_script(tmp_path) -> None:
+    """`tune`'s reshard_after_forward=false, as a trial sets it: the script asks for
+    resharding, the probe's fully_shard gives False, so each unit is gathered once a step."""
+    import subprocess
+
+    from scalescope.probe.fsdp_knobs import RESHARD_ENV
+
+    steps = 2
+    env = cli_env() | {RESHARD_ENV: "false"}
+    cmd = [
+        sys.executable, "-m", "scalescope.cli", "run", "-n", "2", "--run-dir", tmp_path / "run",
+        "--no-report", FSDP_TRAIN, "--steps", str(steps),
+    ]  # fmt: skip
+    proc = subprocess.run(
+        list(map(str, cmd)), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr
+    ev = load_run(tmp_path / "run").events
+    coll = ev.select((ev.kind == int(Kind.COLLECTIVE)) & (ev.rank == 0) & (ev.step == 1))
+    gathers = Counter(
+        t
+        for n, t in zip(coll.strings("name"), coll.strings("tag"), strict=True)
+        if n == "all_gather"
+    )
+    assert gathers == Counter({f"unshard:{unit}": 1 for unit in unit_bytes()})

@@ -90,6 +90,8 @@ def test_confirmation_reruns_the_baseline_and_the_best(crashing: Path) -> None:
         (["--space", "workers=0,2"], "never calls scalescope.tune.knobs(), so it cannot"),
         (["--confirm", "-1"], "--confirm must be 0 (off) or more, got -1"),
         (["--confirm-rounds", "0"], "--confirm-rounds must be at least 1, got 0"),
+        (["--fsdp"], "--fsdp is an option of --bench: a script shards its own model"),
+        (["--space", "fsdp_prefetch=0,2"], "'0' is less than 1"),
     ],
 )
 def test_bad_space_is_a_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:

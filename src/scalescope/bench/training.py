@@ -53,8 +53,13 @@ def fsdp_units(model: nn.Module) -> list[nn.Module]:
 
 
 def shard(model: nn.Module) -> nn.Module:
-    """FSDP2 as its documentation shows: fully_shard on each block, then on the model."""
-    from torch.distributed.fsdp import fully_shard
+    """FSDP2 as its documentation shows: fully_shard on each block, then on the model (with
+    tune's FSDP knobs when set: probe/fsdp_knobs.py)."""
+    from torch.distributed.fsdp import fully_shard as plain
+
+    from scalescope.probe.fsdp_knobs import with_knobs
+
+    fully_shard = with_knobs(plain)
 
     for unit in fsdp_units(model):
         fully_shard(unit)

@@ -53,6 +53,9 @@ def tune(
     batch_size: int = typer.Option(32, help="--bench: images per rank per step.", min=1),
     image_size: int = typer.Option(224, help="--bench: height and width of the images.", min=8),
     trial_steps: int = typer.Option(200, help="--bench: steps of one trial.", min=2),
+    fsdp: bool = typer.Option(
+        False, "--fsdp", help="--bench: FSDP2 (fully_shard on each block) instead of DDP."
+    ),
     run_dir: Path | None = typer.Option(
         None, "--run-dir", help="The study's directory (default: scalescope_runs/tune-…)."
     ),
@@ -112,6 +115,8 @@ def tune_target(p: dict[str, Any], args: list[str]):  # noqa: ANN201
         fail(f"--bench takes no script or script arguments, got {' '.join([script, *args])}")
     if script is None and model is None:
         fail("give a training script or --bench MODEL (one of them)")
+    if model is None and p["fsdp"]:
+        fail("--fsdp is an option of --bench: a script shards its own model")
     if script is not None and script.startswith("-"):
         fail(f"No such option: {script} (see scalescope tune --help)")
     if model is None:
@@ -122,7 +127,7 @@ def tune_target(p: dict[str, Any], args: list[str]):  # noqa: ANN201
     try:
         options = BenchOptions(
             model=model, batch_size=p["batch_size"], image_size=p["image_size"],
-            steps=p["trial_steps"], warmup_steps=p["warmup_steps"],
+            steps=p["trial_steps"], warmup_steps=p["warmup_steps"], fsdp=p["fsdp"],
         )  # fmt: skip
     except ValueError as exc:
         fail(str(exc))

@@ -12,6 +12,7 @@ from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.fsdp import FSDPPatch
+from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.live import LiveProbe
@@ -47,6 +48,7 @@ class Probe:
             settle=self.group_hooks.completions.settle if self.group_hooks else None,
         )
         self.fsdp = FSDPPatch()
+        self.fsdp_knobs = FSDPKnobs()
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
         self.recorder.before_flush.append(self.phases.cuda.resolve)
@@ -65,6 +67,7 @@ class Probe:
         self.phases.install()
         self.ddp.install()
         self.fsdp.install()
+        self.fsdp_knobs.install()
         self.clock.install()
         self.live.start(self.recorder)
         return self
@@ -74,6 +77,7 @@ class Probe:
         self.clock.uninstall()
         self.ddp.uninstall()
         self.fsdp.uninstall()
+        self.fsdp_knobs.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
         self.functional.uninstall()

@@ -13,13 +13,26 @@ from typing import Any
 from scalescope.bench.options import BenchOptions
 from scalescope.launch.runner import RunSpec
 from scalescope.probe.ddp import BUCKET_CAP_ENV, BUCKET_VIEW_ENV, COMM_HOOK_ENV
+from scalescope.probe.fsdp_knobs import PREFETCH_ENV, RESHARD_ENV
 from scalescope.tune.api import KNOBS_ENV
-from scalescope.tune.space import ARG, DDP, ENV, LAUNCH, WORKLOAD, Config, Space, format_value
+from scalescope.tune.space import (
+    ARG,
+    DDP,
+    ENV,
+    FSDP,
+    LAUNCH,
+    WORKLOAD,
+    Config,
+    Space,
+    format_value,
+)  # fmt: skip
 
 DDP_VARIABLES = {
     "bucket_cap_mb": BUCKET_CAP_ENV,
     "gradient_as_bucket_view": BUCKET_VIEW_ENV,
     "comm_hook": COMM_HOOK_ENV,
+    "reshard_after_forward": RESHARD_ENV,
+    "fsdp_prefetch": PREFETCH_ENV,
 }
 BENCH_FIELDS = ("bucket_cap_mb", "workers", "pin_memory", "channels_last", "bf16", "batch_size")
 """Knobs that are options of ``scalescope bench`` (the rest reach it like any script)."""
@@ -72,7 +85,7 @@ def trial_setup(target: TuneTarget, space: Space, config: Config, run_dir: Path)
         kind = kinds[name]
         if target.bench is not None and name in BENCH_FIELDS:
             bench_values[name] = value
-        elif kind == DDP:
+        elif kind in (DDP, FSDP):
             env[DDP_VARIABLES[name]] = format_value(value)
         elif kind == WORKLOAD:
             api[name] = value
@@ -152,7 +165,7 @@ def reuse_command(target: TuneTarget, space: Space, config: Config) -> str:
         sizes = {"batch_size": target.bench.batch_size, "image_size": target.bench.image_size}
         given = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items() if k not in config and v]
         words = ["scalescope", "bench", target.bench.model, *launch, *_bench_flags(config)]
-        words += given
+        words += given + (["--fsdp"] if target.bench.fsdp else [])
     else:
         module = ["-m"] if target.spec.is_module else []
         args = setup.spec.args
@@ -175,8 +188,12 @@ def baseline_config(target: TuneTarget, space: Space) -> Config | None:
     return config
 
 
-BENCH_DDP = {"gradient_as_bucket_view": False, "comm_hook": "none"}
-"""What the bench workload's DDP runs with when tune does not change it."""
+BENCH_DDP = {
+    "gradient_as_bucket_view": False, "comm_hook": "none",
+    "reshard_after_forward": True, "fsdp_prefetch": 1,
+}  # fmt: skip
+"""What the bench workload's DDP (and, with --fsdp, FSDP2) runs with when tune does not
+change it."""
 
 
 def _given_value(target: TuneTarget, name: str, kind: str) -> Any:
@@ -229,6 +246,7 @@ def target_space(target: TuneTarget, items: list[str] | None) -> Space:
         cores=psutil.cpu_count(logical=False) or 1,
         batch_size=(target.bench.batch_size if target.bench else None) or DEFAULT_BATCH,
         bench=target.bench is not None,
+        fsdp=bool(target.bench and target.bench.fsdp),
     )
     space = parse_space(items, ctx)
     check_receivable(target, space)

@@ -20,6 +20,9 @@ LAUNCH = "launch"
 """A launcher option (ranks, threads, binding)."""
 DDP = "ddp"
 """A DDP constructor argument or comm hook, applied by the probe (``probe.ddp.DDP_ENV``)."""
+FSDP = "fsdp"
+"""A ``fully_shard`` argument or FSDP2 prefetch depth, applied by the probe and by bench
+(``probe.fsdp_knobs.FSDP_ENV``)."""
 WORKLOAD = "workload"
 """An option of the bench workload; scripts read it through ``scalescope.tune.knobs()``."""
 ARG = "arg"
@@ -89,6 +92,8 @@ class SpaceContext:
     cores: int
     batch_size: int = 32
     bench: bool = False
+    fsdp: bool = False
+    """bench --fsdp: FSDP2's knobs in place of DDP's in the default space."""
 
 
 def _threads(ctx: SpaceContext) -> tuple[int, ...]:
@@ -114,6 +119,14 @@ CATALOGUE: dict[str, KnobDef] = {
         _choice("none", "fp16", "bf16"), DDP, lambda c: ("none", "bf16", "fp16"),
         semantics="the numerics: gradients all-reduced in 16 bits",
         help="gradient compression comm hook",
+    ),
+    "reshard_after_forward": KnobDef(
+        _bool, FSDP, lambda c: (True, False),
+        help="FSDP2: free gathered parameters after forward (False: one gather a step)",
+    ),
+    "fsdp_prefetch": KnobDef(
+        _int(1), FSDP, lambda c: (1, 2, 3),
+        help="FSDP2: units gathered ahead in forward and backward (1: torch's own)",
     ),
     "nproc_per_node": KnobDef(
         _int(1), LAUNCH, _ranks, semantics=GLOBAL_BATCH,
@@ -153,6 +166,10 @@ CATALOGUE: dict[str, KnobDef] = {
 
 DEFAULT_KNOBS = ("bucket_cap_mb", "gradient_as_bucket_view", "threads_per_rank", "bind_to")
 DEFAULT_BENCH_KNOBS = (*DEFAULT_KNOBS, "workers", "channels_last")
+DEFAULT_FSDP_BENCH_KNOBS = (
+    "reshard_after_forward", "fsdp_prefetch", "threads_per_rank", "bind_to", "workers",
+    "channels_last",
+)  # fmt: skip
 """Searched when no ``--space`` is given. Knobs that change the numerics or the batch are
 searched only when named, so they are never applied silently."""
 
@@ -238,7 +255,9 @@ def parse_space(items: Iterable[str] | None, ctx: SpaceContext) -> Space:
     if items:
         knobs = [parse_knob(item, ctx) for item in items]
     else:
-        names = DEFAULT_BENCH_KNOBS if ctx.bench else DEFAULT_KNOBS
+        names = DEFAULT_KNOBS
+        if ctx.bench:
+            names = DEFAULT_FSDP_BENCH_KNOBS if ctx.fsdp else DEFAULT_BENCH_KNOBS
         knobs = [parse_knob(name, ctx) for name in names]
         knobs = [k for k in knobs if len(k.values) > 1]
     names = [k.name for k in knobs]

@@ -135,3 +135,33 @@ def test_loader_knobs_need_a_script_that_calls_knobs(tmp_path) -> None:
         target_space(TuneTarget(RunSpec(target="json", is_module=True)), space)
     # knobs that reach the script another way need no knobs()
     assert target_space(TuneTarget(RunSpec(target=str(plain))), ["bucket_cap_mb=5,25"])
+
+
+def test_fsdp_knobs_reach_the_ranks_through_the_environment(tmp_path: Path) -> None:
+    space = parse_space(["reshard_after_forward", "fsdp_prefetch=1,2"], CTX)
+    assert [k.values for k in space] == [(True, False), (1, 2)]
+    setup = trial_setup(
+        script_target(), space, {"reshard_after_forward": False, "fsdp_prefetch": 2}, tmp_path
+    )
+    assert setup.env == {"SCALESCOPE_FSDP_RESHARD": "false", "SCALESCOPE_FSDP_PREFETCH": "2"}
+    bench = BenchOptions(model="resnet18", image_size=32, steps=20, fsdp=True)
+    spec = RunSpec(target="scalescope.bench.workload", is_module=True, args=bench.workload_args())
+    assert baseline_config(TuneTarget(spec, bench), space) == {
+        "reshard_after_forward": True,
+        "fsdp_prefetch": 1,
+    }
+    command = reuse_command(
+        TuneTarget(spec, bench), space, {"reshard_after_forward": False, "fsdp_prefetch": 1}
+    )
+    assert command.startswith("SCALESCOPE_FSDP_PREFETCH=1 SCALESCOPE_FSDP_RESHARD=false ")
+    assert command.endswith("--fsdp")
+
+
+def test_bench_fsdp_searches_fsdps_knobs_not_ddps_by_default() -> None:
+    from scalescope.tune.apply import target_space
+
+    bench = BenchOptions(model="resnet18", image_size=32, steps=20, fsdp=True)
+    spec = RunSpec(target="scalescope.bench.workload", is_module=True, args=bench.workload_args())
+    names = [k.name for k in target_space(TuneTarget(spec, bench), None)]
+    assert {"reshard_after_forward", "fsdp_prefetch"} <= set(names)
+    assert "bucket_cap_mb" not in names and "gradient_as_bucket_view" not in names
