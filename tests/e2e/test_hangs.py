@@ -210,3 +210,32 @@ def test_independent_replicas_and_ctrl_c_of_a_public_script_structure(tmp_path):
         steps = set(ev.step[forward & (ev.rank == rank)].tolist())
         assert set(range(1, run.ranks[rank].steps)) <= steps, "forward from the 2nd step on"
     assert_no_process_left(pids)
+
+
+def test_ctrl_c_before_the_threshold_names_the_hang_from_the_events(tmp_path):
+    """The default threshold (30 s at least) is not reached: Ctrl-C after rank 0 waited 6 s in
+    the all_reduce rank 1 never entered. Rank 1, in host work, exits on SIGINT first, which
+    ends rank 0's wait with gloo's 'connection closed'; the report still names the hang, from
+    the events, as its first finding and verdict."""
+    proc = start_job(
+        "run", "-n", "2", "--run-dir", "run", "--no-report", HANG_TRAIN, "--mode", "host",
+        "--at", "3", cwd=tmp_path,
+    )  # fmt: skip
+
+    def waited_6_s() -> bool:
+        states = read_live_states(tmp_path / "run", 2)
+        zero = states.get(0)
+        return bool(zero and zero.in_collective and time.time() - zero.entered_s > 6.0)
+
+    wait_until(waited_6_s, what="rank 0 waiting 6 s in its collective")
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert not (tmp_path / "run" / "hang.json").exists(), "the launcher's threshold was not met"
+    done = scalescope("report", "run", "--json", "r.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["hang"]["source"] == "events"
+    [verdict] = doc["hang"]["verdicts"]
+    assert (verdict["kind"], verdict["ranks"], verdict["waiting"]) == ("missing", [1], [0])
+    assert doc["diagnosis"]["findings"][0]["code"] == "HANG"
+    assert "HANG: no rank finished" in done.stdout

@@ -11,7 +11,7 @@ different collective (a mismatch).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import msgspec
@@ -23,10 +23,13 @@ from scalescope.events.live_state import OUTSIDE, LiveState
 
 HANG_FACTOR = 10
 """A run hangs when nothing progressed for this many typical steps ..."""
-MIN_HANG_S = 60.0
+MIN_HANG_S = 30.0
 """... and at least this long (the launcher's default; ``--hang-after`` sets it)."""
 MIN_RECORDED_HANG_S = 5.0
 """After the fact (no hang.json), an unfinished collective this old at the rank's end counts."""
+BROKEN_BY_END_S = 2.0
+"""A collective that ended this close to its rank's end was ended by the stop (a peer that
+exited closed the connection: gloo's ``Connection closed by peer``), not completed."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ def recorded_hang(run: Run, median_step_s: float | None) -> HangReport | None:
     ranks, longest, end = [], 0.0, 0.0
     for rank, state in sorted(states.items()):
         meta = run.ranks[rank]
+        state = broken_by_end(state, meta.end_time, threshold)
         now = meta.end_time or state.entered_s or 0.0
         end = max(end, now)
         hang = rank_hang(state, now, alive=meta.status in ("running", "interrupted"))
@@ -213,6 +217,19 @@ def recorded_hang(run: Run, median_step_s: float | None) -> HangReport | None:
         detected_at=end, idle_s=longest, hang_after_s=threshold, source="events",
         ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)),
     )  # fmt: skip
+
+
+def broken_by_end(state: LiveState, end_s: float | None, threshold_s: float) -> LiveState:
+    """``state`` still in its last collective when that one lasted ``threshold_s`` or more and
+    ended with the rank (within BROKEN_BY_END_S): the stop broke the wait, the peer never
+    came. A Ctrl-C reaches the rank in host work first; it exits and closes the connection,
+    and the waiting rank's collective then ends with an error, as if completed."""
+    if end_s is None or state.entered_s is None or state.left_s is None:
+        return state
+    lasted = state.left_s - state.entered_s
+    if lasted >= threshold_s and end_s - state.left_s <= BROKEN_BY_END_S:
+        return replace(state, left_s=None)
+    return state
 
 
 def read_hang_file(run_dir: Path) -> HangReport | None:

@@ -79,7 +79,7 @@ GROUPS: dict[str, dict[str, tuple[Any, OptionInfo]]] = {
     "hang": {
         "hang_after": (float | None, _option(
             None, "--hang-after", "Seconds without a finished step or collective on any rank "
-            "before a hang is reported (default: 10 typical steps, at least 60).", RECORDING)),
+            "before a hang is reported (default: 10 typical steps, at least 30).", RECORDING)),
         "hang_action": (str, _option(
             "report", "--hang-action", "On a hang: report (stacks, hang.json; stop nothing) or "
             "kill (then stop the ranks).", RECORDING)),

@@ -3,7 +3,7 @@
 
 Reads the ranks' live state files (events/live_state.py) twice a second. When no rank has
 finished a step or a collective for ``--hang-after`` seconds (default: 10 typical steps, at
-least 60 s), it asks every rank to flush its events, has each write its Python stacks
+least 30 s), it asks every rank to flush its events, has each write its Python stacks
 (faulthandler on ``STACK_SIGNAL``), and writes ``hang.json`` and ``hang.txt`` to the run
 directory. A run that progresses again may hang again later: the files then describe the
 latest hang.
@@ -56,7 +56,7 @@ ACTIONS = ("report", "kill")
 class HangOptions:
     after_s: float | None = None
     """Seconds without a finished step or collective on any rank; None: 10 typical steps,
-    at least 60 s."""
+    at least 30 s."""
     action: str = "report"
     """report: describe the hang and leave the ranks running; kill: then stop them."""
     render: Callable[[HangReport], str] | None = None

@@ -56,8 +56,8 @@ def test_all_ranks_in_the_same_collective_and_no_rank_in_any():
 
 
 def test_threshold_is_ten_steps_and_at_least_the_floor():
-    assert hang_threshold_s(None) == 60.0
-    assert hang_threshold_s(0.5) == 60.0
+    assert hang_threshold_s(None) == 30.0
+    assert hang_threshold_s(0.5) == 30.0
     assert hang_threshold_s(7.0) == 70.0
     assert hang_threshold_s(0.1, floor_s=0.5) == 1.0
 
@@ -91,3 +91,37 @@ def test_a_hang_is_rebuilt_from_the_events_of_an_interrupted_run(tmp_path):
     assert verdict_line(v, {r.rank: r for r in hang.ranks}).endswith(
         "rank 1 ended after step 6 (its phase then was not recorded)"
     )
+
+
+def test_a_wait_the_stop_broke_is_still_the_hang(tmp_path):
+    """Ctrl-C reached rank 1 in host work first; it exited, and rank 0's all_reduce, in which
+    it had waited 16.9 s, ended 2.5 ms before rank 0 did (gloo: connection closed by peer).
+    The same wait ended 3 s before the rank's end, or lasting under the threshold, is not."""
+    from analyze_runs import make_run
+    from run_builders import coll_row, step_row
+
+    from scalescope.analyze.hang import recorded_hang
+    from scalescope.events import RankMeta
+
+    s = 1_000_000_000
+    wait_s, start = 16.9, 0.7
+
+    def run_with(end_gap_s: float, lasted_s: float, folder: str):
+        rows = {r: [[step_row(k, k * s // 10, s // 10, 8) for k in range(6)]] for r in (0, 1)}
+        for r in (0, 1):
+            rows[r][0] += [coll_row(k, "all_reduce", k * s // 10 + s // 20, 1000, 16, k, tag="user")
+                           for k in range(6)]  # fmt: skip
+        rows[0][0].append(coll_row(6, "all_reduce", int(start * s), int(lasted_s * s), 16, 6))
+        ends = {0: start + lasted_s + end_gap_s, 1: start + lasted_s - 0.9}
+        files = {r: RankMeta(rank=r, world_size=2, status="interrupted", end_time=ends[r], steps=6)
+                 for r in (0, 1)}  # fmt: skip
+        return make_run(tmp_path / folder, rows, world_size=2, rank_files=files,
+                        status="interrupted")  # fmt: skip
+
+    hang = recorded_hang(run_with(0.0025, wait_s, "broken"), 0.1)
+    assert hang is not None and hang.source == "events"
+    assert abs(hang.idle_s - wait_s) < 0.01
+    [v] = hang.verdicts
+    assert (v.kind, v.ranks, v.waiting, v.seq) == ("missing", (1,), (0,), 6)
+    assert recorded_hang(run_with(3.0, wait_s, "completed"), 0.1) is None
+    assert recorded_hang(run_with(0.0025, 0.9, "short"), 0.1) is None
