@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.hang import HangReport, run_hang
+from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.events import Run
 
@@ -64,6 +67,8 @@ class RunAnalysis:
     hang: HangReport | None = None
     """The launcher's record of a hang (hang.json), or one seen in the events: a rank ended
     while it had waited in a collective for 10 typical steps; None when the run did not hang."""
+    pauses: PauseAnalysis | None = None
+    """Steps of 10 typical steps or more on every rank that completed (checkpoints)."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -118,6 +123,8 @@ def analyze_run(run: Run) -> RunAnalysis:
     """Analyse a loaded run; stages without data are None (a probe-off run has no events)."""
     meta = run.meta
     ranks = tuple(_rank_status(run, r) for r in range(meta.world_size))
+    pauses = analyze_pauses(run.events)
+    measured = without_pauses(run, pauses)
     start = meta.start_time or None
     end = meta.end_time
     duration = end - start if start is not None and end is not None and end >= start else None
@@ -136,8 +143,18 @@ def analyze_run(run: Run) -> RunAnalysis:
         warmup_steps=meta.warmup_steps,
         ranks=ranks,
         problems=tuple(run.problems),
-        steps=analyze_steps(run.events, meta.warmup_steps),
-        collectives=analyze_collectives(run.events, meta.world_size, meta.warmup_steps),
-        cross_rank=analyze_cross_rank(run, meta.warmup_steps),
+        steps=analyze_steps(measured.events, meta.warmup_steps),
+        collectives=analyze_collectives(measured.events, meta.world_size, meta.warmup_steps),
+        cross_rank=analyze_cross_rank(measured, meta.warmup_steps),
         hang=run_hang(run) if meta.probe else None,
+        pauses=pauses,
     )
+
+
+def without_pauses(run: Run, pauses: PauseAnalysis | None) -> Run:
+    """``run`` without the rows of its pause steps: like warm-up, a checkpoint's step is left
+    out of the step statistics (the pause finding describes it)."""
+    if pauses is None:
+        return run
+    steps = np.array([p.step for p in pauses.pauses])
+    return replace(run, events=run.events.select(~np.isin(run.events.step, steps)))

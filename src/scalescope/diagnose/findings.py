@@ -81,6 +81,7 @@ BOTTLENECKS: dict[str, str] = {
     "IDLE_CORES": "CPU placement",
     "NUMA_SPAN": "CPU placement",
     "HANG": "hang",
+    "PAUSE": "pause (checkpoint or evaluation)",
     "INDEPENDENT_REPLICAS": "no data parallelism",
     "FSDP_EXPOSED_GATHER": "communication (FSDP all-gather)",
     "FSDP_SMALL_UNITS": "communication latency (FSDP units too small)",
@@ -108,6 +109,8 @@ SUMMARIES: dict[str, str] = {
     "IDLE_CORES": "{threads} compute threads on {cores} physical cores of {host}: most cores idle",
     "NUMA_SPAN": "rank {rank}'s cpus span NUMA nodes {nodes}: half its memory accesses are remote",
     "HANG": "the run stopped progressing: {verdict}",
+    "PAUSE": "{who} paused {count}{every}, {longest:.1f} s at the longest, while the "
+    "others waited in the next collective: a checkpoint or an evaluation, not a hang",
     "INDEPENDENT_REPLICAS": "the ranks never synchronise gradients: they train independent "
     "replicas ({ranks} ranks, {steps} optimizer steps each, {nbytes} of collectives per step "
     "for {params} of parameters)",
@@ -203,6 +206,15 @@ REMEDIES: dict[str, str] = {
     "hang_timeout": "make a lost collective fail instead of waiting 30 minutes: "
     "`init_process_group(..., timeout=datetime.timedelta(minutes=5))`; `scalescope run "
     "--hang-after 120 --hang-action kill` writes the stacks and stops a hung run",
+    "pause_hang_after": "keep the hang watch from taking a longer pause for a hang: "
+    "`scalescope run --hang-after {seconds:.0f}` (the default is 10 typical steps, at least "
+    "30 s, here {default:.0f} s)",
+    "pause_within_default": "the hang watch's default threshold (10 typical steps, at least "
+    "30 s: {default:.0f} s here) tolerates pauses of {longest:.1f} s; if they grow towards it, "
+    "raise it with `scalescope run --hang-after SECONDS`",
+    "pause_async": "write checkpoints without stopping the others: "
+    "`torch.distributed.checkpoint.async_save` (or save on every rank's shard with "
+    "`torch.distributed.checkpoint.save`), or less often",
     "fsdp_prefetch": "prefetch the next units' all-gathers while this one computes: "
     "`block.set_modules_to_forward_prefetch([next_blocks])` and "
     "`set_modules_to_backward_prefetch([previous_blocks])` on the fully_shard modules (one "

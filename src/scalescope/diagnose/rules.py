@@ -16,7 +16,7 @@ from scalescope.diagnose.rules_comm import CommBandwidthRule, CommLatencyRule
 from scalescope.diagnose.rules_compute import ComputeRule, MemoryRule
 from scalescope.diagnose.rules_fsdp import FSDP_RULES
 from scalescope.diagnose.rules_input import DiagnosisInput
-from scalescope.diagnose.rules_job import HangRule, ReplicasRule
+from scalescope.diagnose.rules_job import HangRule, PauseRule, ReplicasRule
 from scalescope.diagnose.rules_pipeline import InputRule
 from scalescope.diagnose.rules_placement import (
     IdleCoresRule,
@@ -38,6 +38,7 @@ class Rule(Protocol):
 RULES: tuple[Rule, ...] = (
     HangRule(),
     ReplicasRule(),
+    PauseRule(),
     InputRule(),
     CommLatencyRule(),
     CommBandwidthRule(),

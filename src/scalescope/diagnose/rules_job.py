@@ -3,6 +3,7 @@ never exchange gradients (each trains its own replica)."""
 
 from __future__ import annotations
 
+from scalescope.analyze.hang import hang_threshold_s
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.hang_words import fmt_b, verdict_line
 from scalescope.diagnose.rules_input import DiagnosisInput
@@ -55,6 +56,55 @@ class HangRule:
             share_pct=None, saved_ms_per_step=None, evidence=tuple(evidence),
             remedies=tuple(remedies),
         )  # fmt: skip
+
+
+PAUSE_MARGIN = 1.5
+"""The --hang-after proposed for a run that pauses: this many times its longest pause."""
+
+
+class PauseRule:
+    """Steps of 10 typical steps or more that completed (analyze/pauses.py): one rank stopped
+    the others, then they went on. Said so, with the --hang-after that tolerates it."""
+
+    name = "pause"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        pauses = ctx.analysis.pauses
+        if pauses is None or ctx.analysis.hang is not None:
+            return None
+        ranks = pauses.ranks
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+        every = f" every {pauses.every_steps} steps" if pauses.every_steps else ""
+        default = hang_threshold_s(pauses.median_step_s)
+        count = len(pauses.pauses)
+        steps = ", ".join(str(p.step) for p in pauses.pauses[:8])
+        evidence = (
+            Evidence("pauses", len(pauses.pauses)),
+            Evidence("at steps", steps + (" ..." if len(pauses.pauses) > 8 else "")),
+            Evidence("longest pause", round(pauses.longest_s, 1), "s"),
+            Evidence("median step", round(pauses.median_step_s * 1e3, 1), "ms"),
+            Evidence("share of the run's step time", round(pauses.share_pct, 1), "%"),
+        )  # fmt: skip
+        return Finding(
+            code="PAUSE", bottleneck=bottleneck("PAUSE"),
+            summary=summary(
+                "PAUSE", who=who, count=f"{count} time" + "s" * (count > 1), every=every,
+                longest=pauses.longest_s,
+            ),
+            share_pct=round(pauses.share_pct, 1), saved_ms_per_step=None, evidence=evidence,
+            remedies=(pause_hang_after(pauses.longest_s, default), remedy("pause_async")),
+            rank=ranks[0] if len(ranks) == 1 else None, level="info",
+        )  # fmt: skip
+
+
+def pause_hang_after(longest_s: float, default_s: float) -> str:
+    needed = PAUSE_MARGIN * longest_s
+    if needed > default_s:
+        return remedy("pause_hang_after", seconds=needed, default=default_s)
+    return remedy("pause_within_default", default=default_s, longest=longest_s)
 
 
 class ReplicasRule:

@@ -97,7 +97,7 @@ def _no_data(a: RunAnalysis, what: str) -> Line:
     return Line(f"No {what} were recorded (see problems above, if any).")
 
 
-def _step_summary(s: StepAnalysis) -> Grid:
+def _step_summary(s: StepAnalysis, paused: tuple[int, ...] = ()) -> Grid:
     done = [r for r in s.ranks if r.num_steps]
     first = min(r.first_step for r in done if r.first_step is not None)
     last = max(r.last_step for r in done if r.last_step is not None)
@@ -105,6 +105,9 @@ def _step_summary(s: StepAnalysis) -> Grid:
         scope = f"no step reached the warm-up of {s.warmup_steps}: all used, warm-up included"
     else:
         scope = f"warm-up steps 0-{s.warmup_steps - 1} left out" if s.warmup_steps else "no warm-up"
+    if paused:
+        shown = ", ".join(map(str, paused[:6])) + (" ..." if len(paused) > 6 else "")
+        scope += f"; pause steps {shown} left out (the pause finding)"
     throughput = fmt(s.samples_per_s, ",.1f", "samples/s") + " (all ranks)"
     if s.samples_per_s is None:
         throughput = (
@@ -190,7 +193,8 @@ def _steps(a: RunAnalysis) -> Section:
     if s is None:
         blocks: tuple[Block, ...] = (_no_data(a, "step events"),)
     else:
-        blocks = (_step_summary(s), _rank_throughput_table(s), _phase_table(s))
+        paused = tuple(p.step for p in a.pauses.pauses) if a.pauses else ()
+        blocks = (_step_summary(s, paused), _rank_throughput_table(s), _phase_table(s))
     return Section("Throughput and step time", blocks)
 
 

@@ -2,8 +2,9 @@
 
 Each step ends with a user all_reduce of 4 floats (16 B). From step ``--at`` on, rank
 ``--rank`` does one of: ``host`` (sleeps in host work, outside every phase, before the step),
-``mismatch`` (calls broadcast where the others call all_reduce), ``none`` (nothing: a run
-that completes).
+``mismatch`` (calls broadcast where the others call all_reduce), ``pause`` (sleeps
+``--sleep-s`` after every ``--every``-th optimizer step, as a checkpoint would: the others
+wait in the next all_reduce, then all go on), ``none`` (nothing: a run that completes).
 """
 
 import argparse
@@ -20,7 +21,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--at", type=int, default=6)
     p.add_argument("--rank", type=int, default=1)
-    p.add_argument("--mode", choices=["host", "mismatch", "none"], default="host")
+    p.add_argument("--mode", choices=["host", "mismatch", "pause", "none"], default="host")
+    p.add_argument("--every", type=int, default=5)
     p.add_argument("--sleep-s", type=float, default=600.0)
     args = p.parse_args()
     dist.init_process_group("gloo")
@@ -36,6 +38,8 @@ def main() -> None:
         opt.zero_grad()
         model(x).pow(2).mean().backward()
         opt.step()
+        if args.mode == "pause" and rank == args.rank and step % args.every == args.every - 1:
+            time.sleep(args.sleep_s)
         stats = torch.ones(4)
         if stuck and args.mode == "mismatch":
             dist.broadcast(stats, src=0)
