@@ -5,20 +5,33 @@ starting a second launcher: it sets the variables torch's ``env://`` rendezvous 
 the rank to its share of the node (unless the launcher already bound it), and runs the probe
 bootstrap in a child process, so OpenMP and an allocator preload see their variables from
 the start. Rank 0 writes run.json; every rank writes its own rank file.
+
+Beside its rank, each task's scalescope relays the rank's live state to the job's store, and
+task 0's watches the whole world there for hangs (launch/live_channel.py, hang_watch.py).
+A SIGTERM or SIGINT (mpirun, srun, a scheduler) is passed to the rank; a rank still alive
+``STOP_GRACE_S`` later (blocked in C++, where its Python handler never runs) is asked to
+flush its events, then killed and recorded as interrupted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scalescope.events.files import RUN_FILE
+import psutil
+
+from scalescope.events.files import RUN_FILE, rank_meta_path
+from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
+from scalescope.launch.hang_watch import HangWatch, StoreSource
+from scalescope.launch.live_channel import Channel, Relay
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
@@ -64,17 +77,112 @@ def child_env(world: World, plan: RankPlan) -> dict[str, str]:
     return {**os.environ, **world.torch_env(), **plan.env}
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> int:
-    """Run the bootstrap; forward SIGTERM/SIGINT so the rank flushes and marks itself."""
-    child = subprocess.Popen([sys.executable, "-u", *argv], env=env)
+STOP_GRACE_S = 5.0
+"""After a stop signal, how long the rank gets to end by its own handler."""
+FLUSH_WAIT_S = 2.0
+
+
+@dataclass
+class Task:
+    """This task's rank process and what watches it."""
+
+    run_dir: Path
+    rank: int
+    child: subprocess.Popen | None = None
+    relay: Relay | None = None
+    stopped_by: int | None = None
+
+
+def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, spec: RunSpec) -> int:
+    """Run the bootstrap with its relay (and, on task 0, the world's hang watch); pass
+    SIGTERM/SIGINT on, and end a rank that does not end by itself."""
+    child = task.child = subprocess.Popen([sys.executable, "-u", *argv], env=env, process_group=0)
 
     def forward(signum: int, _frame: object) -> None:
-        child.send_signal(signum)
+        if task.stopped_by is None:
+            task.stopped_by = signum
+            threading.Thread(target=end_stopped_rank, args=(task,), daemon=True).start()
+        with contextlib.suppress(OSError):
+            child.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
+    watch = start_watch(task, world, spec) if spec.probe else None
     code = child.wait()
+    if watch is not None:
+        watch.done.set()
+    if task.relay is not None:
+        task.relay.finish(rank_status(task))
     return 128 - code if code < 0 else code
+
+
+def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
+    """The relay of this task's rank; on task 0 also the hang watch over the store."""
+    if world.master_addr is None or world.master_port is None or task.child is None:
+        return None
+    task.relay = Relay(world.master_addr, world.master_port, task.run_dir, task.rank,
+                       task.child.pid)  # fmt: skip
+    task.relay.start()
+    if world.rank != 0:
+        return None
+    channel = Channel(addr=world.master_addr, port=world.master_port)
+    watch = HangWatch(
+        task.run_dir, world.world_size, spec.hang, StoreSource(channel, world.world_size)
+    )
+    watch.start()
+    return watch
+
+
+def end_stopped_rank(task: Task) -> None:
+    """A rank still alive STOP_GRACE_S after its stop signal is blocked in C++: its watch
+    thread writes its events, then it is killed and recorded as interrupted."""
+    child = task.child
+    if child is None or _ended_within(child, STOP_GRACE_S):
+        return
+    state = read_live_state(task.run_dir, task.rank)
+    if state is not None and request_flush(task.run_dir, task.rank):
+        deadline = time.monotonic() + FLUSH_WAIT_S
+        while time.monotonic() < deadline:
+            now = read_live_state(task.run_dir, task.rank)
+            if now is None or now.flushes_answered > state.flush_requests:
+                break
+            time.sleep(0.05)
+    kill_family(child.pid)
+    meta = read_rank_meta(task.run_dir, task.rank)
+    if meta is not None and meta.status == "running":
+        name = signal.Signals(task.stopped_by or signal.SIGTERM).name
+        meta.status, meta.exit_code, meta.end_time = (
+            "interrupted",
+            128 + (task.stopped_by or 15),
+            time.time(),
+        )
+        meta.error = (
+            f"stopped by {name}: blocked in C++ (a collective?), killed {STOP_GRACE_S:.0f} s later"
+        )
+        with contextlib.suppress(OSError):
+            write_json_atomic(rank_meta_path(task.run_dir, task.rank), meta)
+
+
+def kill_family(pid: int) -> None:
+    """SIGKILL a process and its children (DataLoader workers): it had its SIGTERM."""
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        for member in [*proc.children(recursive=True), proc]:
+            with contextlib.suppress(psutil.Error):
+                member.kill()
+
+
+def _ended_within(child: subprocess.Popen, seconds: float) -> bool:
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def rank_status(task: Task) -> str:
+    meta = read_rank_meta(task.run_dir, task.rank)
+    return meta.status if meta is not None else "unknown"
 
 
 def execute_rank(spec: RunSpec, world: World) -> tuple[Path, int]:
@@ -91,7 +199,8 @@ def _execute_met(spec: RunSpec, world: World) -> tuple[Path, int]:
         check_new_run_dir(run_dir)
         meta = world_meta(spec, run_dir, plan, world)
         write_json_atomic(run_dir / RUN_FILE, meta)
-    code = run_child(rank_argv(spec, run_dir), child_env(world, plan))
+    task = Task(run_dir, world.rank)
+    code = run_child(rank_argv(spec, run_dir), child_env(world, plan), task, world, spec)
     if meta is not None:
         finish_world_meta(meta, run_dir, code)
     return run_dir, code

@@ -1,7 +1,9 @@
 """Beside the launcher: notice when no rank progresses, say which is stuck where, and
 (only with ``--hang-action kill``) stop the ranks.
 
-Reads the ranks' live state files (events/live_state.py) twice a second. When no rank has
+Reads the ranks' live states twice a second: the state files of this node's ranks
+(events/live_state.py), or, for a world srun or mpirun started, the job's store
+(launch/live_channel.py). When no rank has
 finished a step or a collective for ``--hang-after`` seconds (default: 10 typical steps, at
 least 30 s), it asks every rank to flush its events, has each write its Python stacks
 (faulthandler on ``STACK_SIGNAL``), and writes ``hang.json`` and ``hang.txt`` to the run
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -41,6 +44,7 @@ from scalescope.events.live_state import (
 from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
+from scalescope.launch.live_channel import FLUSH, KILL, RELAY_POLL_S, STACKS, Channel
 
 POLL_S = 0.5
 MEDIAN_EVERY_S = 10.0
@@ -85,10 +89,91 @@ class StepTimes:
         return float(np.median(durs)) / 1e9 if durs.size else None
 
 
+class FileSource:
+    """The ranks of this node's launcher: their live state files, their processes."""
+
+    def __init__(self, run_dir: Path, world_size: int) -> None:
+        self.run_dir, self.world_size = run_dir, world_size
+        self._local: dict[int, psutil.Process | None] = {}
+
+    def states(self) -> dict[int, LiveState]:
+        return read_live_states(self.run_dir, self.world_size)
+
+    def flush(self, states: dict[int, LiveState]) -> None:
+        self._local = local_pids(self.run_dir, states)
+        asked = {
+            r: s.flush_requests + 1 for r, s in states.items() if self._local.get(r) is not None
+        }
+        for rank in asked:
+            request_flush(self.run_dir, rank)
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        while asked and time.monotonic() < deadline:
+            now = read_live_states(self.run_dir, self.world_size)
+            asked = {r: n for r, n in asked.items() if now[r].flushes_answered < n}
+            time.sleep(0.05)
+
+    def stacks(self) -> dict[int, str]:
+        return collect_stacks(self.run_dir, self._local)
+
+    def ended(self, rank: int, state: LiveState) -> str:
+        meta = read_rank_meta(self.run_dir, rank)
+        if meta is not None and meta.status != "running":
+            return meta.status
+        gone = self._local.get(rank) is None
+        if gone and (meta is None or meta.hostname == socket.gethostname()):
+            return "process gone"
+        return ""
+
+    def stop(self) -> None:
+        stop_processes([p for p in self._local.values() if p is not None])
+
+
+class StoreSource:
+    """Every rank of an externally launched world, through the job's store
+    (launch/live_channel.py): the relays beside the ranks answer on their nodes."""
+
+    def __init__(self, channel: Channel, world_size: int) -> None:
+        self.channel, self.world_size = channel, world_size
+
+    def states(self) -> dict[int, LiveState]:
+        return self.channel.states(list(range(self.world_size)))
+
+    def flush(self, states: dict[int, LiveState]) -> None:
+        want = {r: s.flush_requests + 1 for r, s in states.items() if not self.ended(r, s)}
+        self.channel.ask(FLUSH)
+        deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 2
+        while want and time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self.states()
+            want = {r: n for r, n in want.items() if r in now and now[r].flushes_answered < n}
+
+    def stacks(self) -> dict[int, str]:
+        count = self.channel.ask(STACKS)
+        out: dict[int, str] = {}
+        deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 4
+        while len(out) < self.world_size and time.monotonic() < deadline:
+            time.sleep(0.1)
+            for rank in range(self.world_size):
+                if rank not in out and (text := self.channel.stack(rank, count)) is not None:
+                    out[rank] = text
+        return {r: t for r, t in out.items() if t}
+
+    def ended(self, rank: int, state: LiveState) -> str:
+        return self.channel.ended(rank)
+
+    def stop(self) -> None:
+        self.channel.ask(KILL)
+
+
 class HangWatch(threading.Thread):
-    def __init__(self, run_dir: Path, world_size: int, options: HangOptions) -> None:
+    def __init__(
+        self, run_dir: Path, world_size: int, options: HangOptions, source: Any = None
+    ) -> None:
         super().__init__(daemon=True, name="scalescope-hang-watch")
         self.run_dir, self.world_size, self.options = Path(run_dir), world_size, options
+        self.source = source or FileSource(self.run_dir, world_size)
+        """Where the states come from and requests go: this node's files (FileSource) or
+        the job's store (StoreSource)."""
         self.done = threading.Event()
         self.report: HangReport | None = None
         self.killed = False
@@ -111,7 +196,10 @@ class HangWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(POLL_S):
-            states = read_live_states(self.run_dir, self.world_size)
+            try:
+                states = self.source.states()
+            except Exception:  # the store went away with rank 0: nothing left to watch
+                continue
             progress = progress_times(states)
             if not progress or max(progress) == self._reported_progress:
                 continue
@@ -122,13 +210,12 @@ class HangWatch(threading.Thread):
                 self.on_hang(states, idle, threshold)
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
-        local = self._local_pids(states)
-        self._flush(states, local)
-        stacks = collect_stacks(self.run_dir, local)
+        self.source.flush(states)
+        stacks = self.source.stacks()
         now = time.time()
         ranks = []
         for rank, state in sorted(states.items()):
-            ended = self._ended(rank, state, local)
+            ended = self.source.ended(rank, state)
             hang = rank_hang(state, now, alive=not ended, ended=ended)
             ranks.append(replace(hang, stack=stacks.get(rank, "")))
         report = HangReport(
@@ -143,42 +230,25 @@ class HangWatch(threading.Thread):
             print(text, file=sys.stderr, flush=True)
         if self.options.action == "kill":
             self.killed = True
-            stop_processes([p for p in local.values() if p is not None])
+            self.source.stop()
             if not self.done.wait(LAUNCHER_GRACE_S) and self.on_stuck is not None:
                 self.on_stuck()
 
-    def _local_pids(self, states: dict[int, LiveState]) -> dict[int, psutil.Process | None]:
-        """Each rank's process when it runs on this node and still lives, else None."""
-        host = socket.gethostname()
-        out: dict[int, psutil.Process | None] = {}
-        for rank, state in states.items():
-            meta = read_rank_meta(self.run_dir, rank)
-            proc = None
-            if meta is None or meta.hostname == host:
-                with suppress(psutil.Error):
-                    candidate = psutil.Process(state.pid)
-                    if candidate.status() != psutil.STATUS_ZOMBIE:
-                        proc = candidate
-            out[rank] = proc
-        return out
 
-    def _ended(self, rank: int, state: LiveState, local: dict) -> str:
-        meta = read_rank_meta(self.run_dir, rank)
-        if meta is not None and meta.status != "running":
-            return meta.status
-        if local.get(rank) is None and (meta is None or meta.hostname == socket.gethostname()):
-            return "process gone"
-        return ""
-
-    def _flush(self, states: dict[int, LiveState], local: dict) -> None:
-        asked = {r: s.flush_requests + 1 for r, s in states.items() if local.get(r) is not None}
-        for rank in asked:
-            request_flush(self.run_dir, rank)
-        deadline = time.monotonic() + ANSWER_WAIT_S
-        while asked and time.monotonic() < deadline:
-            now = read_live_states(self.run_dir, self.world_size)
-            asked = {r: n for r, n in asked.items() if now[r].flushes_answered < n}
-            time.sleep(0.05)
+def local_pids(run_dir: Path, states: dict[int, LiveState]) -> dict[int, psutil.Process | None]:
+    """Each rank's process when it runs on this node and still lives, else None."""
+    host = socket.gethostname()
+    out: dict[int, psutil.Process | None] = {}
+    for rank, state in states.items():
+        meta = read_rank_meta(run_dir, rank)
+        proc = None
+        if meta is None or meta.hostname == host:
+            with suppress(psutil.Error):
+                candidate = psutil.Process(state.pid)
+                if candidate.status() != psutil.STATUS_ZOMBIE:
+                    proc = candidate
+        out[rank] = proc
+    return out
 
 
 def progress_times(states: dict[int, LiveState]) -> list[float]:

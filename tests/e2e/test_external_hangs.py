@@ -1,0 +1,150 @@
+"""Hangs and stops in worlds another launcher started, one task per rank (srun, mpirun):
+the ranks' live states travel through the job's store, task 0's scalescope names the hang;
+a stop signal ends every rank within 10 s, its events flushed, its status interrupted."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from test_launch_cluster import slurm_env, unique_job
+
+from conftest import SCRIPTS, cli_env
+from scalescope.events import Kind, load_run
+from scalescope.events.live_state import read_live_states
+
+HANG_TRAIN = SCRIPTS / "hang_train.py"
+CLI = [sys.executable, "-m", "scalescope.cli"]
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+no_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed")
+
+
+def wait_until(check, timeout: float = 120.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def rank_pids(run_dir: Path) -> list[int]:
+    return [s.pid for s in read_live_states(run_dir, 2).values()]
+
+
+def gone(pids: list[int]) -> bool:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return not alive
+
+
+def rank_waits(run_dir: Path, seconds: float) -> bool:
+    zero = read_live_states(run_dir, 2).get(0)
+    return bool(zero and zero.in_collective and time.time() - zero.entered_s > seconds)
+
+
+@no_mpirun
+def test_mpirun_hang_is_named_live_through_the_store(tmp_path):
+    """Rank 1 sleeps in host work; task 0's scalescope sees it through the store, gets both
+    ranks' stacks through their relays, writes hang.json and (kill) stops both ranks."""
+    script = Path(sys.executable).with_name("scalescope")
+    proc = subprocess.run(
+        [*MPIRUN, str(script), "run", "--run-dir", "run", "--hang-after", "4", "--hang-action",
+         "kill", "--no-report", str(HANG_TRAIN), "--mode", "host", "--at", "3"],
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    hang = json.loads((tmp_path / "run" / "hang.json").read_text())
+    assert hang["source"] == "live" and hang["hang_after_s"] == 4.0
+    assert hang["idle_s"] < 4.0 + 5.0, "named within 5 s of the threshold"
+    [verdict] = hang["verdicts"]
+    assert (verdict["kind"], verdict["ranks"], verdict["waiting"]) == ("missing", [1], [0])
+    stacks = {r["rank"]: r["stack"] for r in hang["ranks"]}
+    assert "hang_train.py" in stacks[0] and "hang_train.py" in stacks[1], "both relays answered"
+    assert "HANG: no rank finished" in proc.stderr
+    assert gone([r["pid"] for r in hang["ranks"]])
+
+
+@no_mpirun
+def test_sigterm_to_mpirun_ends_every_rank_and_keeps_their_events(tmp_path):
+    script = Path(sys.executable).with_name("scalescope")
+    proc = subprocess.Popen(
+        [*MPIRUN, str(script), "run", "--run-dir", "run", "--no-report", str(HANG_TRAIN),
+         "--mode", "host", "--at", "3"],
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    wait_until(lambda: rank_waits(run_dir, 6.0), what="rank 0 waiting 6 s")
+    pids = rank_pids(run_dir)
+    stopped = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    wait_until(lambda: gone(pids), timeout=10.0, what="every rank gone within 10 s")
+    assert time.monotonic() - stopped < 10.0
+    run = load_run(run_dir)
+    for rank in (0, 1):
+        assert run.ranks[rank].status == "interrupted", run.ranks[rank].error
+        assert run.ranks[rank].steps == 3
+    report = subprocess.run([*CLI, "report", "run", "--json", "r.json"], cwd=tmp_path,
+                            env=cli_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["hang"]["source"] == "events", report.stderr
+    assert doc["diagnosis"]["findings"][0]["code"] == "HANG"
+
+
+def test_srun_task_whose_rank_blocks_in_cpp_is_ended_after_its_grace(tmp_path):
+    """Two tasks as srun starts them. Rank 0 blocks in a gloo all_reduce (C++, where its
+    SIGTERM handler never runs) while rank 1 sleeps; SIGTERM to task 0 only: its scalescope
+    has the rank flush its events, kills it 5 s later and records it interrupted."""
+    job = unique_job()
+    procs = [
+        subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--run-dir",
+                "run",
+                "--hang-after",
+                "100",
+                "--no-report",
+                str(HANG_TRAIN),
+                "--mode",
+                "host",
+                "--at",
+                "3",
+            ],
+            cwd=tmp_path,
+            env=slurm_env(rank, 2, "localhost", job),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    run_dir = tmp_path / "run"
+    try:
+        wait_until(lambda: rank_waits(run_dir, 3.0), what="rank 0 waiting in its all_reduce")
+        zero = read_live_states(run_dir, 2)[0].pid
+        procs[0].send_signal(signal.SIGTERM)
+        procs[0].communicate(timeout=30)
+        assert gone([zero])
+        run = load_run(run_dir)
+        meta = run.ranks[0]
+        assert meta.status == "interrupted" and "blocked in C++" in (meta.error or ""), meta
+        ev = run.events
+        steps = ev.step[(ev.rank == 0) & (ev.kind == Kind.STEP)].tolist()
+        assert steps == [0, 1, 2], "the flush asked for before the kill wrote every step"
+    finally:
+        for p in procs:  # task 1: its rank ends on the SIGTERM its parent's death sends
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=30)
