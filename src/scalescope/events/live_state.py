@@ -41,7 +41,7 @@ DONE = struct.Struct("<q")
 """when any collective last completed (perf ns)."""
 REQUEST = struct.Struct("<qq")
 """flush requests made by a reader, flush requests the rank answered."""
-STAGE = struct.Struct("<16sq")
+STAGE = struct.Struct("<24sq")
 """start stage (``import``, ``init_process_group``, ``model``, ``running``), since (perf ns).
 Added after REQUEST in bytes earlier files left zero: a file without it reads stage ""."""
 
@@ -122,7 +122,7 @@ class LiveStateWriter:
         PHASE.pack_into(self._map, PHASE_AT, self._b(name), since_ns)
 
     def stage(self, name: str, since_ns: int) -> None:
-        STAGE.pack_into(self._map, STAGE_AT, name.encode()[:16], since_ns)
+        STAGE.pack_into(self._map, STAGE_AT, name.encode()[:24], since_ns)
         self.stage_now = name
 
     def step(self, steps_done: int, end_ns: int) -> None:
