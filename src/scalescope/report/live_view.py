@@ -121,7 +121,8 @@ def shown_ranks(snap: LiveSnapshot, max_rows: int = MAX_ROWS) -> list[RankLive]:
 def rank_table(ranks: list[RankLive], straggler: int | None) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name in ("rank", "status", "steps", "step ms", "phases", "waiting ms", "memory"):
-        table.add_column(name, justify="left" if name in ("status", "phases") else "right")
+        left = name in ("status", "phases")
+        table.add_column(name, justify="left" if left else "right", no_wrap=name == "status")
     for r in ranks:
         label = f"{r.rank}*" if r.rank == straggler else str(r.rank)
         table.add_row(
