@@ -1,8 +1,13 @@
 """What a live view shows of a run in progress, from the rows read so far.
 
-Pure: the caller reads the files (``events.tail.RunTail``) and says which ranks are alive;
-this combines the window's analysis (the last steps of every rank) with the running totals
-and each rank's own status file into one frozen snapshot.
+Pure: the caller reads the files (``events.tail.RunTail``, ``events.live_state``) and says
+which ranks are alive; this combines the window's analysis (the last steps of every rank)
+with the running totals, each rank's own status file and its live state into one frozen
+snapshot.
+
+A rank that has not begun its first step is ``starting``, with its start stage (``import``,
+``init_process_group``, ``model``) and how long it has been in it; it is never ``silent``.
+``silent`` is a rank that wrote steps and then wrote nothing for SILENT_AFTER_S.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 
 from scalescope.analyze.steps import OTHER
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.events.live_state import IMPORT, RUNNING, LiveState
 from scalescope.events.run import RankMeta, RunMeta
 from scalescope.events.schema import PHASES
 from scalescope.events.tail import RankTotals
@@ -22,8 +28,8 @@ other."""
 ENDED = ("completed", "failed", "killed", "interrupted")
 DEAD = ("failed", "killed", "interrupted", "died")
 SILENT_AFTER_S = 15.0
-"""A running rank that wrote nothing for this long is marked silent: ranks flush every
-20 steps or 5 s, so three missed flushes."""
+"""A running rank that wrote steps, then nothing for this long, is marked silent: ranks
+flush every 20 steps or 5 s, so three missed flushes."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,8 @@ class RankLive:
     rank: int
     status: str
     """running, completed, failed, killed, interrupted, died (its process is gone without a
-    word), silent (no events for SILENT_AFTER_S) or starting (nothing written yet)."""
+    word), silent (steps written, then no events for SILENT_AFTER_S) or starting (its first
+    step not begun)."""
     steps: int
     step_ms: float | None
     """Mean step time over the window."""
@@ -43,6 +50,20 @@ class RankLive:
     silent_s: float | None
     last_words: str | None
     """The last line of its error, or why it is marked."""
+    stage: str | None = None
+    """While starting: import, init_process_group or model (None: not known)."""
+    stage_for_s: float | None = None
+    """While starting: how long it has been in ``stage`` (or starting, when that is None)."""
+
+    @property
+    def status_words(self) -> str:
+        """The status as the view shows it: ``starting (init_process_group, 12 s)``."""
+        if self.status != "starting":
+            return self.status
+        parts = [self.stage] if self.stage else []
+        if self.stage_for_s is not None:
+            parts.append(f"{self.stage_for_s:.0f} s")
+        return f"starting ({', '.join(parts)})" if parts else "starting"
 
 
 @dataclass(frozen=True)
@@ -67,14 +88,50 @@ def last_line(text: str | None) -> str | None:
     return lines[-1] if lines else None
 
 
-def _status(meta: RankMeta | None, alive: bool | None, silent_s: float | None) -> str:
+def started(meta: RankMeta | None, totals: RankTotals | None, live: LiveState | None) -> bool:
+    """Whether the rank began its first step (a step-less script: entered a collective).
+
+    Its live state's stage says so; without one (a file from before the stages, or none
+    readable), the steps it wrote do; a rank run without the probe is taken as started once
+    its status file exists (nothing tells more)."""
+    if live is not None and live.stage:
+        return live.stage == RUNNING
+    if (totals is not None and totals.steps > 0) or (live is not None and live.steps_done > 0):
+        return True
+    return meta is not None and not meta.probe
+
+
+def start_stage(
+    meta: RankMeta | None, live: LiveState | None, run_start: float | None, now: float
+) -> tuple[str | None, float | None]:
+    """A starting rank's stage and seconds in it. With nothing written yet (no live state,
+    no status file) the process is still importing: counted from the run's start."""
+    if live is not None and live.stage:
+        since = live.stage_since_s
+        return live.stage, max(now - since, 0.0) if since else None
+    if live is None and meta is None:
+        return IMPORT, max(now - run_start, 0.0) if run_start else None
+    since = meta.start_time if meta is not None and meta.start_time else run_start
+    return None, max(now - since, 0.0) if since else None
+
+
+def _status(
+    meta: RankMeta | None,
+    alive: bool | None,
+    silent_s: float | None,
+    totals: RankTotals | None = None,
+    live: LiveState | None = None,
+) -> str:
     if meta is not None and meta.status in ENDED:
         return meta.status
     if alive is False:
         return "died"
-    if silent_s is not None and silent_s > SILENT_AFTER_S:
+    if not started(meta, totals, live):
+        return "starting"
+    wrote = totals is not None and totals.steps > 0
+    if wrote and silent_s is not None and silent_s > SILENT_AFTER_S:
         return "silent"
-    return "running" if meta is not None or silent_s is not None else "starting"
+    return "running"
 
 
 def _words(status: str, meta: RankMeta | None, silent_s: float | None) -> str | None:
@@ -90,13 +147,17 @@ def _words(status: str, meta: RankMeta | None, silent_s: float | None) -> str | 
 
 def rank_live(
     rank: int, analysis: RunAnalysis | None, totals: RankTotals | None, meta: RankMeta | None,
-    alive: bool | None, silent_s: float | None,
+    alive: bool | None, silent_s: float | None, live: LiveState | None = None,
+    run_start: float | None = None, now: float = 0.0,
 ) -> RankLive:  # fmt: skip
     steps = analysis.steps if analysis else None
     own = next((r for r in steps.ranks if r.rank == rank), None) if steps else None
     cross = analysis.cross_rank if analysis else None
     waits = next((w for w in cross.ranks if w.rank == rank), None) if cross else None
-    status = _status(meta, alive, silent_s)
+    status = _status(meta, alive, silent_s, totals, live)
+    stage, stage_for_s = None, None
+    if status == "starting":
+        stage, stage_for_s = start_stage(meta, live, run_start, now)
     measured = own.phases if own else ()
     phases = tuple((p.phase, p.mean_ms) for p in measured if p.phase in LIVE_PHASES)
     memory = max((m.peak_bytes for m in own.memory), default=None) if own else None
@@ -110,6 +171,8 @@ def rank_live(
         memory_bytes=memory,
         silent_s=silent_s,
         last_words=_words(status, meta, silent_s),
+        stage=stage,
+        stage_for_s=stage_for_s,
     )
 
 
@@ -133,12 +196,16 @@ def live_snapshot(
     alive: Mapping[int, bool | None],
     silent: Mapping[int, float | None],
     now: float,
+    live: Mapping[int, LiveState] | None = None,
 ) -> LiveSnapshot:
-    """The live figures of ``meta``'s run; ``analysis`` is that of the window's rows."""
+    """The live figures of ``meta``'s run; ``analysis`` is that of the window's rows;
+    ``live`` the ranks' live states (events.live_state.read_live_states)."""
+    live = live or {}
     ranks = tuple(
-        rank_live(r, analysis, totals.get(r), rank_metas.get(r), alive.get(r), silent.get(r))
+        rank_live(r, analysis, totals.get(r), rank_metas.get(r), alive.get(r), silent.get(r),
+                  live.get(r), meta.start_time or None, now)
         for r in range(meta.world_size)
-    )
+    )  # fmt: skip
     end = meta.end_time or now
     straggler = analysis.cross_rank.straggler if analysis and analysis.cross_rank else None
     steps = analysis.steps if analysis else None

@@ -16,7 +16,8 @@ def top(
     once: bool = typer.Option(False, "--once", help="Print the view once and exit."),
 ) -> None:
     """Watch a run while it trains: throughput, each rank's step and its phases, the straggler,
-    the first finding so far, dead or silent ranks. q or Ctrl-C quits."""
+    the first finding so far, dead or silent ranks, starting ranks with their stage. q or
+    Ctrl-C quits."""
     from rich.console import Console
 
     from scalescope.events.run import RunDirError

@@ -19,6 +19,7 @@ import mmap
 import os
 import signal
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,9 @@ DONE = struct.Struct("<q")
 """when any collective last completed (perf ns)."""
 REQUEST = struct.Struct("<qq")
 """flush requests made by a reader, flush requests the rank answered."""
+STAGE = struct.Struct("<24sq")
+"""start stage (``import``, ``init_process_group``, ``model``, ``running``), since (perf ns).
+Added after REQUEST in bytes earlier files left zero: a file without it reads stage ""."""
 
 HEADER_AT = 0
 STEP_AT = HEADER_AT + HEADER.size
@@ -47,14 +51,41 @@ PHASE_AT = STEP_AT + STEP.size
 COLLECTIVE_AT = PHASE_AT + PHASE.size
 DONE_AT = COLLECTIVE_AT + COLLECTIVE.size
 REQUEST_AT = DONE_AT + DONE.size
+STAGE_AT = REQUEST_AT + REQUEST.size
 LEFT_AT = COLLECTIVE_AT + COLLECTIVE.size - LEFT.size
-assert REQUEST_AT + REQUEST.size <= SIZE
+assert STAGE_AT + STAGE.size <= SIZE
 
 STACK_SIGNAL = signal.SIGUSR2
 """Sent to a rank to have it write its Python stacks (faulthandler) to ``stack_path``."""
 
 OUTSIDE = "outside"
 """The phase name of host work outside data, forward, backward and optimizer."""
+
+IMPORT = "import"
+"""Start stage from the process' start: the bootstrap importing torch, the script its own
+modules and whatever it does before ``init_process_group``."""
+INIT_PROCESS_GROUP = "init_process_group"
+"""Start stage while inside ``torch.distributed.init_process_group`` (the rendezvous)."""
+MODEL = "model"
+"""Start stage from the process group's creation to the first step: the model, DDP, data."""
+RUNNING = "running"
+"""Past starting: the first step began (its first phase), or a script without steps entered
+a collective that is not DDP's broadcast of the parameters."""
+STAGES = (IMPORT, INIT_PROCESS_GROUP, MODEL, RUNNING)
+
+
+def process_started_perf_ns() -> int:
+    """When this process started, on its ``perf_counter_ns`` clock (Linux: its start time in
+    ``/proc/self/stat`` against ``CLOCK_BOOTTIME``, to the clock tick); elsewhere, now."""
+    now = time.perf_counter_ns()
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[19])  # field 22, starttime: clock ticks after boot
+        age_s = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - int(max(age_s, 0.0) * 1e9)
 
 
 def _text(raw: bytes) -> str:
@@ -75,6 +106,8 @@ class LiveStateWriter:
             os.close(fd)
         HEADER.pack_into(self._map, HEADER_AT, MAGIC, pid, wall_minus_perf_ns)
         PHASE.pack_into(self._map, PHASE_AT, OUTSIDE.encode(), 0)
+        self.stage_now = ""
+        """The start stage last written ("" before any)."""
         self._names: dict[str, bytes] = {}
         self._last: tuple[str, int] | None = None
         """Group and sequence of the collective last entered (as the map holds them)."""
@@ -87,6 +120,10 @@ class LiveStateWriter:
 
     def phase(self, name: str, since_ns: int) -> None:
         PHASE.pack_into(self._map, PHASE_AT, self._b(name), since_ns)
+
+    def stage(self, name: str, since_ns: int) -> None:
+        STAGE.pack_into(self._map, STAGE_AT, name.encode()[:24], since_ns)
+        self.stage_now = name
 
     def step(self, steps_done: int, end_ns: int) -> None:
         STEP.pack_into(self._map, STEP_AT, steps_done, end_ns)
@@ -117,6 +154,19 @@ class LiveStateWriter:
             current.close()
 
 
+def open_live_state(
+    run_dir: Path, rank: int, pid: int | None = None, wall_minus_perf_ns: int | None = None
+) -> LiveStateWriter:
+    """The rank's state file, in stage ``import`` since the process started. Imports nothing
+    heavy: the bootstrap opens it before torch is imported."""
+    if wall_minus_perf_ns is None:
+        wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
+    path = live_state_path(run_dir, rank)
+    writer = LiveStateWriter(path, os.getpid() if pid is None else pid, wall_minus_perf_ns)
+    writer.stage(IMPORT, process_started_perf_ns())
+    return writer
+
+
 @dataclass(frozen=True)
 class LiveState:
     """One rank's state as read from its file; times in wall-clock seconds."""
@@ -139,6 +189,9 @@ class LiveState:
     """When any of its collectives last completed."""
     flush_requests: int = 0
     flushes_answered: int = 0
+    stage: str = ""
+    """Start stage (STAGES); "" in a file written before the field existed."""
+    stage_since_s: float | None = None
 
     @property
     def in_collective(self) -> bool:
@@ -167,11 +220,13 @@ def parse_live_state(rank: int, raw: bytes) -> LiveState | None:
     op, group, seq, nbytes, entered, left = COLLECTIVE.unpack_from(raw, COLLECTIVE_AT)
     (done,) = DONE.unpack_from(raw, DONE_AT)
     made, answered = REQUEST.unpack_from(raw, REQUEST_AT)
+    stage, stage_since = STAGE.unpack_from(raw, STAGE_AT)
     return LiveState(
         rank=rank, pid=pid, steps_done=steps, last_step_end_s=wall(step_end),
         phase=_text(phase), phase_since_s=wall(since), op=_text(op), group=_text(group),
         seq=seq, nbytes=nbytes, entered_s=wall(entered), left_s=wall(left),
         last_done_s=wall(done), flush_requests=made, flushes_answered=answered,
+        stage=_text(stage), stage_since_s=wall(stage_since),
     )  # fmt: skip
 
 

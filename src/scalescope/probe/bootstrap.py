@@ -158,6 +158,11 @@ def _tail(text: str, lines: int = ERROR_LINES) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    live = None
+    if not args.no_probe:  # before torch is imported: top shows the rank in stage "import"
+        from scalescope.events.live_state import open_live_state
+
+        live = open_live_state(args.run_dir, int(os.environ.get("RANK", "0")))
     binding = apply_placement()
     meta = rank_meta_from_env(not args.no_probe, binding)
     if args.report_bindings:
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_probe:
         from scalescope.probe.install import Probe
 
-        probe = Probe(args.run_dir, meta.rank, args.flush_every).install()
+        probe = Probe(args.run_dir, meta.rank, args.flush_every, live).install()
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)

@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+from scalescope.events.live_state import LiveStateWriter
 from scalescope.events.run import events_path
 from scalescope.probe import group_hooks
 from scalescope.probe.clock import ClockHooks
@@ -15,7 +16,7 @@ from scalescope.probe.fsdp import FSDPPatch
 from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
 from scalescope.probe.group_hooks import GroupHooks
-from scalescope.probe.live import LiveProbe
+from scalescope.probe.live import LiveProbe, StartStages
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
@@ -31,7 +32,14 @@ def hooks_wanted() -> bool:
 class Probe:
     """Everything the probe changes in this process, and the recorder it writes to."""
 
-    def __init__(self, run_dir: Path, rank: int, flush_every_steps: int = 20) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        rank: int,
+        flush_every_steps: int = 20,
+        live: LiveStateWriter | None = None,
+    ) -> None:
+        """``live``: the rank's live state file when the bootstrap opened it already."""
         self.recorder = Recorder(events_path(run_dir, rank), rank, flush_every_steps)
         self.collectives = CollectiveWrapper(self.recorder)
         self.group_hooks = (
@@ -53,8 +61,9 @@ class Probe:
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
         self.recorder.before_flush.append(self.phases.cuda.resolve)
         offset = time.time_ns() - time.perf_counter_ns()
-        self.live = LiveProbe(run_dir, rank, os.getpid(), offset)
+        self.live = LiveProbe(run_dir, rank, os.getpid(), offset, live)
         self.recorder.live = self.live.writer
+        self.stages = StartStages(self.live.writer)
 
     def install(self) -> Probe:
         """Collectives through torch's group hooks where this torch has them, else by
@@ -69,11 +78,13 @@ class Probe:
         self.fsdp.install()
         self.fsdp_knobs.install()
         self.clock.install()
+        self.stages.install()
         self.live.start(self.recorder)
         return self
 
     def close(self) -> None:
         """Remove every patch and write what is left; safe to call twice."""
+        self.stages.uninstall()
         self.clock.uninstall()
         self.ddp.uninstall()
         self.fsdp.uninstall()

@@ -5,21 +5,33 @@ while the main thread is blocked inside a collective (where a Python signal hand
 never run). The watch thread wakes twice a second; when a reader asks for a flush (a hang
 was seen) it writes the recorder's completed rows, so they are on disk before anyone kills
 the rank.
+
+The start stage (``import``, ``init_process_group``, ``model``, ``running``) is written by
+the bootstrap (``import`` from the process' start, before torch is imported:
+``events.live_state.open_live_state``), by ``StartStages`` around ``init_process_group``,
+and by the recorder (``running`` at the first step's first phase, or at a step-less
+script's first collective).
 """
 
 from __future__ import annotations
 
 import faulthandler
+import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from scalescope.events.files import live_state_path, stack_path
+from scalescope.events.files import stack_path
 from scalescope.events.live_state import (
+    INIT_PROCESS_GROUP,
+    MODEL,
+    RUNNING,
     STACK_SIGNAL,
     LiveStateWriter,
+    open_live_state,
 )
 from scalescope.probe.recorder import Recorder
 
@@ -30,9 +42,50 @@ ORPHAN_GRACE_POLLS = 4
 blocked in C++ (a collective, a store connection) never runs its Python signal handler."""
 
 
+class StartStages:
+    """``init_process_group`` wrapped: stage ``init_process_group`` while inside it (the
+    rendezvous, the probe's clock exchange), ``model`` once it returned. Installed after
+    ``ClockHooks`` and the group hooks, so it is the outermost wrapper."""
+
+    def __init__(self, writer: LiveStateWriter) -> None:
+        self.writer = writer
+        self._saved: Any = None
+
+    def install(self) -> None:
+        import torch.distributed as dist
+
+        original = self._saved = dist.init_process_group
+        writer = self.writer
+
+        @functools.wraps(original)
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            if writer.stage_now == RUNNING:  # a group made again after the first step
+                return original(*args, **kwargs)
+            writer.stage(INIT_PROCESS_GROUP, time.perf_counter_ns())
+            result = original(*args, **kwargs)
+            writer.stage(MODEL, time.perf_counter_ns())
+            return result
+
+        dist.init_process_group = init_process_group
+
+    def uninstall(self) -> None:
+        import torch.distributed as dist
+
+        if self._saved is not None:
+            dist.init_process_group, self._saved = self._saved, None
+
+
 class LiveProbe:
-    def __init__(self, run_dir: Path, rank: int, pid: int, wall_minus_perf_ns: int) -> None:
-        self.writer = LiveStateWriter(live_state_path(run_dir, rank), pid, wall_minus_perf_ns)
+    def __init__(
+        self,
+        run_dir: Path,
+        rank: int,
+        pid: int,
+        wall_minus_perf_ns: int,
+        writer: LiveStateWriter | None = None,
+    ) -> None:
+        """``writer``: the state file the bootstrap opened before importing torch."""
+        self.writer = writer or open_live_state(run_dir, rank, pid, wall_minus_perf_ns)
         self._stack_file: IO[str] | None = None
         self._stack_path = stack_path(run_dir, rank)
         self._stop = threading.Event()

@@ -7,13 +7,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from scalescope.events.live_state import OUTSIDE, LiveStateWriter
+from scalescope.events.live_state import INIT_PROCESS_GROUP, OUTSIDE, RUNNING, LiveStateWriter
 from scalescope.events.schema import Kind
 from scalescope.events.writer import EventWriter
 from scalescope.probe.memory import MemoryPeak
 
 _DONE = 4
 """Index of dur_ns in a row list; None there means the collective has not completed."""
+SETUP_TAGS = frozenset({"parameters"})
+"""Collectives of building the model (DDP's broadcast of the parameters at construction):
+they leave the start stage ``model`` as it is."""
+_NOT_YET = (RUNNING, INIT_PROCESS_GROUP)
+"""Start stages a collective does not end (one inside ``init_process_group``)."""
 
 
 class Recorder:
@@ -52,8 +57,11 @@ class Recorder:
         append and its ``step += 1`` leaves a written step the counter missed."""
 
     def enter_phase(self, name: str, start_ns: int) -> None:
-        if self.live is not None:
-            self.live.phase(name, start_ns)
+        live = self.live
+        if live is not None:
+            if live.stage_now != RUNNING:  # the first step's first phase
+                live.stage(RUNNING, start_ns)
+            live.phase(name, start_ns)
 
     def phase(self, name: str, start_ns: int, end_ns: int) -> list:
         """Append a phase row and return it (CUDA timing replaces its dur_ns later)."""
@@ -86,8 +94,11 @@ class Recorder:
                 tag,
             ]
             self.rows.append(row)
-        if self.live is not None:
-            self.live.enter(op, group, seq, nbytes, start_ns)
+        live = self.live
+        if live is not None:
+            if live.stage_now not in _NOT_YET and tag not in SETUP_TAGS:
+                live.stage(RUNNING, start_ns)  # a script without steps: its first collective
+            live.enter(op, group, seq, nbytes, start_ns)
         return row
 
     def completed(self, row: list, end_ns: int) -> None:
@@ -124,6 +135,8 @@ class Recorder:
         self.step += 1
         self.step_start_ns = end_ns
         if self.live is not None:
+            if self.live.stage_now != RUNNING:
+                self.live.stage(RUNNING, start)
             self.live.step(self.step, end_ns)
         self.loader_samples = self.forward_samples = 0
         if (

@@ -28,6 +28,7 @@ from rich.live import Live
 
 from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.events.live_state import read_live_states
 from scalescope.events.run import RankMeta, Run, read_rank_meta
 from scalescope.events.tail import RunTail
 from scalescope.report.live_view import LiveExtras, render_live
@@ -126,7 +127,8 @@ class LiveTop:
         alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
         metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
-        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now)
+        live = read_live_states(self.run_dir, meta.world_size) if running else {}
+        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now, live)
         due = now - self.finding_at >= self.finding_every_s or not running
         if self.finding_stale and due:
             self.update_finding(now)

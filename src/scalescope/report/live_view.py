@@ -71,8 +71,21 @@ def fmt_elapsed(seconds: float | None) -> str:
 
 
 def status_text(rank: RankLive) -> Text:
+    """``running``, ``starting (model, 12 s)``; dead and silent ranks in capitals, red."""
     style = "bold red" if rank.status in DEAD or rank.status == "silent" else ""
-    return Text(rank.status.upper() if style else rank.status, style=style)
+    return Text(rank.status.upper() if style else rank.status_words, style=style)
+
+
+def starting_summary(ranks: Sequence[RankLive]) -> Text | None:
+    """``starting: 12 in import (up to 41 s), 8 in init_process_group (up to 12 s)``."""
+    by_stage: dict[str, list[float]] = {}
+    for r in ranks:
+        if r.status == "starting":
+            by_stage.setdefault(r.stage or "unknown stage", []).append(r.stage_for_s or 0.0)
+    if not by_stage:
+        return None
+    parts = [f"{len(s)} in {name} (up to {max(s):.0f} s)" for name, s in by_stage.items()]
+    return Text("starting: " + ", ".join(parts))
 
 
 def header(snap: LiveSnapshot, extras: LiveExtras) -> Text:
@@ -92,19 +105,24 @@ def header(snap: LiveSnapshot, extras: LiveExtras) -> Text:
 
 
 def shown_ranks(snap: LiveSnapshot, max_rows: int = MAX_ROWS) -> list[RankLive]:
-    """All ranks, or the dead and silent ones, the slowest and the fastest."""
+    """All ranks, or the dead and silent ones, the slowest and the fastest; rows left over
+    go to the ranks starting longest."""
     if len(snap.ranks) <= max_rows:
         return list(snap.ranks)
     marked = [r for r in snap.ranks if r.status in DEAD or r.status == "silent"][:max_rows]
     timed = sorted((r for r in snap.ranks if r.step_ms is not None), key=lambda r: -r.step_ms)
     picked = {r.rank: r for r in [*marked, *timed[:SLOWEST], *timed[-FASTEST:]]}
+    starting = sorted((r for r in snap.ranks if r.status == "starting" and r.rank not in picked),
+                      key=lambda r: (-(r.stage_for_s or 0.0), r.rank))  # fmt: skip
+    picked.update((r.rank, r) for r in starting[: max(max_rows - len(picked), 0)])
     return sorted(picked.values(), key=lambda r: (-(r.step_ms or 0.0), r.rank))
 
 
 def rank_table(ranks: list[RankLive], straggler: int | None) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name in ("rank", "status", "steps", "step ms", "phases", "waiting ms", "memory"):
-        table.add_column(name, justify="left" if name in ("status", "phases") else "right")
+        left = name in ("status", "phases")
+        table.add_column(name, justify="left" if left else "right", no_wrap=name == "status")
     for r in ranks:
         label = f"{r.rank}*" if r.rank == straggler else str(r.rank)
         table.add_row(
@@ -144,6 +162,9 @@ def render_live(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Render
         hist = histogram(snap.ranks)
         if hist is not None:
             parts.append(hist)
+        starting = starting_summary(snap.ranks)
+        if starting is not None:
+            parts.append(starting)
     parts.append(legend())
     for r in snap.ranks:
         if r.last_words:

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import time
+
+import psutil
+
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state import (
+    IMPORT,
+    INIT_PROCESS_GROUP,
+    MODEL,
+    REQUEST_AT,
     SIZE,
+    STAGE,
+    STAGE_AT,
+    STAGES,
     LiveStateWriter,
+    open_live_state,
     parse_live_state,
     read_live_state,
     request_flush,
@@ -47,3 +60,31 @@ def test_flush_requests_are_counted(tmp_path):
 def test_garbage_is_not_a_state():
     assert parse_live_state(0, b"\0" * SIZE) is None
     assert parse_live_state(0, b"SSLIVE01") is None
+
+
+def test_start_stage_round_trip(tmp_path):
+    w = LiveStateWriter(live_state_path(tmp_path, 1), pid=7, wall_minus_perf_ns=OFFSET)
+    assert read_live_state(tmp_path, 1).stage == ""  # as in a file from before the stages
+    w.stage(INIT_PROCESS_GROUP, 2_000_000_000)
+    s = read_live_state(tmp_path, 1)
+    assert (s.stage, s.stage_since_s) == (INIT_PROCESS_GROUP, (2_000_000_000 + OFFSET) / 1e9)
+    assert w.stage_now == INIT_PROCESS_GROUP
+    assert request_flush(tmp_path, 1)  # the request counters beside it stay apart
+    w.stage(MODEL, 3_000_000_000)
+    s = read_live_state(tmp_path, 1)
+    assert (s.stage, s.flush_requests, s.phase) == (MODEL, 1, "outside")
+
+
+def test_the_stage_field_fits_after_the_older_fields():
+    assert STAGE_AT >= REQUEST_AT + 16 and STAGE_AT + STAGE.size <= SIZE
+    assert all(len(name.encode()) <= 24 for name in STAGES)
+
+
+def test_a_new_state_file_is_importing_since_the_process_started(tmp_path):
+    before = time.time()
+    w = open_live_state(tmp_path, 2)
+    s = read_live_state(tmp_path, 2)
+    assert (s.pid, s.stage) == (os.getpid(), IMPORT)
+    started = psutil.Process().create_time()  # to the clock tick, against the boot time
+    assert started - 1.5 < s.stage_since_s <= before
+    w.close()

@@ -132,3 +132,29 @@ def test_a_rank_that_stopped_writing_is_silent(tmp_path: Path) -> None:
     snap = live_snapshot(meta, None, top.tail.totals, {}, {}, {0: 3.0, 1: 20.0}, time.time())
     assert [r.status for r in snap.ranks] == ["running", "silent"]
     assert snap.ranks[1].last_words == "no events for 20 s"
+
+
+def test_twenty_starting_ranks_are_shown_starting_with_their_stage() -> None:
+    """Issue 27's 20 ranks on 2 cores at 53 s: starting, none SILENT, the longest shown."""
+    ranks = tuple(
+        RankLive(
+            r,
+            "starting",
+            0,
+            None,
+            (),
+            None,
+            None,
+            None,
+            None,
+            "import" if r < 12 else "init_process_group",
+            40.0 - r,
+        )  # fmt: skip
+        for r in range(20)
+    )
+    snap = LiveSnapshot("many", "running", 20, 53.0, 0, None, None, ranks, None, None)
+    text = render(render_live(snap))
+    assert "SILENT" not in text
+    assert "starting (import, 40 s)" in text
+    assert "16 of 20 ranks shown" in text
+    assert "starting: 12 in import (up to 40 s), 8 in init_process_group (up to 28 s)" in text
