@@ -148,3 +148,47 @@ def test_srun_task_whose_rank_blocks_in_cpp_is_ended_after_its_grace(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.communicate(timeout=30)
+
+
+def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
+    """Two nodes (network namespaces) of 2 ranks each, each node with its own run directory,
+    so no file is shared. Rank 3, on node 1, stops in host work; node 0's launcher names it
+    through the rendezvous store within the threshold + 5 s, and the stop reaches node 1."""
+    from test_launch_cluster import free_port
+
+    from conftest import netns_unavailable, veth_hosts
+
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    folders = [tmp_path / "node0", tmp_path / "node1"]
+    for folder in folders:
+        folder.mkdir()
+    with veth_hosts("10.211.9", "sx") as hosts:
+        endpoint = f"{hosts[0][2]}:{free_port()}"
+        procs = [
+            subprocess.Popen(
+                [
+                    "ip", "netns", "exec", ns, "env", f"GLOO_SOCKET_IFNAME={dev}", *CLI, "run",
+                    "--nnodes", "2", "--node-rank", str(node), "-n", "2", "--rdzv-backend",
+                    "static", "--rdzv-endpoint", endpoint, "--local-addr", addr, "--run-dir",
+                    "run", "--no-report", "--hang-after", "3", "--hang-action", "kill",
+                    str(HANG_TRAIN), "--mode", "host", "--rank", "3", "--at", "3",
+                ],
+                cwd=folders[node], env=cli_env(), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True,
+            )
+            for node, (ns, dev, addr) in enumerate(hosts)
+        ]  # fmt: skip
+        outputs = [p.communicate(timeout=240) for p in procs]
+    hang = json.loads((folders[0] / "run" / "hang.json").read_text())
+    assert sorted(r["rank"] for r in hang["ranks"]) == [0, 1, 2, 3], "every rank, from node 0"
+    [verdict] = hang["verdicts"]
+    assert (verdict["kind"], verdict["ranks"], verdict["waiting"]) == (
+        "missing", [3], [0, 1, 2],
+    ), outputs[0][1]  # fmt: skip
+    assert hang["idle_s"] < 3.0 + 5.0
+    stacks = {r["rank"]: r["stack"] for r in hang["ranks"]}
+    assert "hang_train.py" in stacks[3], "node 1's relay sent rank 3's stacks"
+    assert not (folders[0] / "run" / "live" / "rank-3.state").exists(), "nothing shared"
+    assert gone([r["pid"] for r in hang["ranks"]])

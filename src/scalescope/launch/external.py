@@ -30,7 +30,7 @@ import psutil
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
-from scalescope.launch.hang_watch import HangWatch, StoreSource
+from scalescope.launch.hang_watch import FileSource, HangWatch, StoreSource
 from scalescope.launch.live_channel import Channel, Relay
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
@@ -112,7 +112,7 @@ def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, sp
     if watch is not None:
         watch.done.set()
     if task.relay is not None:
-        task.relay.finish(rank_status(task))
+        task.relay.finish({task.rank: rank_status(task)})
     return 128 - code if code < 0 else code
 
 
@@ -120,15 +120,15 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
     """The relay of this task's rank; on task 0 also the hang watch over the store."""
     if world.master_addr is None or world.master_port is None or task.child is None:
         return None
-    task.relay = Relay(world.master_addr, world.master_port, task.run_dir, task.rank,
-                       task.child.pid)  # fmt: skip
+    mine = {task.rank: task.child.pid}
+    task.relay = Relay(world.master_addr, world.master_port, task.run_dir, lambda: mine)
     task.relay.start()
     if world.rank != 0:
         return None
     channel = Channel(addr=world.master_addr, port=world.master_port)
-    watch = HangWatch(
-        task.run_dir, world.world_size, spec.hang, StoreSource(channel, world.world_size)
-    )
+    files = FileSource(task.run_dir, world.world_size)
+    source = StoreSource(channel, world.world_size, files)
+    watch = HangWatch(task.run_dir, world.world_size, spec.hang, source)
     watch.start()
     return watch
 

@@ -47,6 +47,8 @@ from scalescope.events.tail import StreamTail
 from scalescope.launch.live_channel import FLUSH, KILL, RELAY_POLL_S, STACKS, Channel
 
 POLL_S = 0.5
+NODE_DEFER_S = 10.0
+"""How much later than node 0's watch the other nodes' watches act."""
 MEDIAN_EVERY_S = 10.0
 ANSWER_WAIT_S = 3.0
 KILL_GRACE_S = 5.0
@@ -100,16 +102,18 @@ class FileSource:
         return read_live_states(self.run_dir, self.world_size)
 
     def flush(self, states: dict[int, LiveState]) -> None:
-        self._local = local_pids(self.run_dir, states)
+        """Ask the ranks whose files this node has (and whose process runs here) to flush."""
+        mine = self.states()
+        self._local = local_pids(self.run_dir, mine)
         asked = {
-            r: s.flush_requests + 1 for r, s in states.items() if self._local.get(r) is not None
+            r: s.flush_requests + 1 for r, s in mine.items() if self._local.get(r) is not None
         }
         for rank in asked:
             request_flush(self.run_dir, rank)
         deadline = time.monotonic() + ANSWER_WAIT_S
         while asked and time.monotonic() < deadline:
             now = read_live_states(self.run_dir, self.world_size)
-            asked = {r: n for r, n in asked.items() if now[r].flushes_answered < n}
+            asked = {r: n for r, n in asked.items() if r in now and now[r].flushes_answered < n}
             time.sleep(0.05)
 
     def stacks(self) -> dict[int, str]:
@@ -119,6 +123,8 @@ class FileSource:
         meta = read_rank_meta(self.run_dir, rank)
         if meta is not None and meta.status != "running":
             return meta.status
+        if rank not in self._local:  # not this node's rank: its file is not here
+            return ""
         gone = self._local.get(rank) is None
         if gone and (meta is None or meta.hostname == socket.gethostname()):
             return "process gone"
@@ -129,51 +135,81 @@ class FileSource:
 
 
 class StoreSource:
-    """Every rank of an externally launched world, through the job's store
-    (launch/live_channel.py): the relays beside the ranks answer on their nodes."""
+    """Every rank, through the job's store (launch/live_channel.py): the relays beside the
+    ranks answer on their nodes. The state files this node can read are used too, whichever
+    of the two is fresher: its own ranks' files are current when the store is not reachable,
+    and a run directory another node shares may show a state its relay never sent."""
 
-    def __init__(self, channel: Channel, world_size: int) -> None:
-        self.channel, self.world_size = channel, world_size
+    def __init__(self, channel: Channel, world_size: int, files: FileSource | None = None) -> None:
+        self.channel, self.world_size, self.files = channel, world_size, files
 
     def states(self) -> dict[int, LiveState]:
-        return self.channel.states(list(range(self.world_size)))
+        merged = self.channel.states(list(range(self.world_size)))
+        for rank, state in (self.files.states() if self.files else {}).items():
+            if rank not in merged or freshness(state) > freshness(merged[rank]):
+                merged[rank] = state
+        return merged
 
     def flush(self, states: dict[int, LiveState]) -> None:
+        if self.files is not None:
+            self.files.flush(states)
         want = {r: s.flush_requests + 1 for r, s in states.items() if not self.ended(r, s)}
         self.channel.ask(FLUSH)
         deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 2
         while want and time.monotonic() < deadline:
             time.sleep(0.1)
-            now = self.states()
+            now = self.channel.states(list(want))
             want = {r: n for r, n in want.items() if r in now and now[r].flushes_answered < n}
 
     def stacks(self) -> dict[int, str]:
+        found = self.files.stacks() if self.files else {}
         count = self.channel.ask(STACKS)
-        out: dict[int, str] = {}
         deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 4
-        while len(out) < self.world_size and time.monotonic() < deadline:
+        asked = [r for r in range(self.world_size) if r not in found]
+        while asked and time.monotonic() < deadline:
             time.sleep(0.1)
-            for rank in range(self.world_size):
-                if rank not in out and (text := self.channel.stack(rank, count)) is not None:
-                    out[rank] = text
-        return {r: t for r, t in out.items() if t}
+            for rank in list(asked):
+                if (text := self.channel.stack(rank, count)) is not None:
+                    asked.remove(rank)
+                    if text:
+                        found[rank] = text
+        return found
 
     def ended(self, rank: int, state: LiveState) -> str:
-        return self.channel.ended(rank)
+        said = self.channel.ended(rank)
+        if said or self.files is None:
+            return said
+        return self.files.ended(rank, state)
 
     def stop(self) -> None:
+        if self.files is not None:
+            self.files.stop()
         self.channel.ask(KILL)
+
+
+def freshness(state: LiveState) -> float:
+    """The latest moment a state speaks of (a newer state of the same rank says more)."""
+    times = (state.last_progress_s, state.entered_s, state.left_s, state.phase_since_s)
+    return max((t for t in times if t is not None), default=0.0)
 
 
 class HangWatch(threading.Thread):
     def __init__(
-        self, run_dir: Path, world_size: int, options: HangOptions, source: Any = None
+        self,
+        run_dir: Path,
+        world_size: int,
+        options: HangOptions,
+        source: Any = None,
+        defer_s: float = 0.0,
     ) -> None:
         super().__init__(daemon=True, name="scalescope-hang-watch")
         self.run_dir, self.world_size, self.options = Path(run_dir), world_size, options
         self.source = source or FileSource(self.run_dir, world_size)
         """Where the states come from and requests go: this node's files (FileSource) or
         the job's store (StoreSource)."""
+        self.defer_s = defer_s
+        """Added to the threshold: a node other than 0 leaves the hang to node 0's watch,
+        which sees every rank, and acts itself only if that one did not (a node cut off)."""
         self.done = threading.Event()
         self.report: HangReport | None = None
         self.killed = False
@@ -187,12 +223,12 @@ class HangWatch(threading.Thread):
 
     def threshold_s(self) -> float:
         if self.options.after_s is not None:
-            return self.options.after_s
+            return self.options.after_s + self.defer_s
         if time.monotonic() - self._median_at > MEDIAN_EVERY_S:
             self._median_at = time.monotonic()
             with suppress(Exception):
                 self._median = self._steps.median_s() or self._median
-        return hang_threshold_s(self._median)
+        return hang_threshold_s(self._median) + self.defer_s
 
     def run(self) -> None:
         while not self.done.wait(POLL_S):
@@ -207,7 +243,10 @@ class HangWatch(threading.Thread):
             threshold = self.threshold_s()
             if idle >= threshold:
                 self._reported_progress = max(progress)
-                self.on_hang(states, idle, threshold)
+                try:
+                    self.on_hang(states, idle, threshold)
+                except Exception as exc:  # the watch must outlive one bad read; say it once
+                    print(f"scalescope: the hang watch failed: {exc!r}", file=sys.stderr)
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         self.source.flush(states)

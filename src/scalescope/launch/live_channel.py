@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from scalescope.events.files import live_state_path, stack_path
+from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import STACK_SIGNAL, LiveState, parse_live_state, request_flush
+from scalescope.events.run import read_rank_meta
 
 PREFIX = "scalescope/"
 RELAY_POLL_S = 0.25
@@ -32,6 +35,8 @@ CONNECT_S = 600.0
 ``init_process_group``, after its imports."""
 OP_TIMEOUT = timedelta(seconds=10)
 FLUSH, STACKS, KILL = "flush", "stacks", "kill"
+DEFAULT_RDZV_PORT = 29400
+"""torchrun's port of a ``--rdzv-endpoint`` given without one."""
 
 
 def connect(addr: str, port: int, timeout_s: float = CONNECT_S) -> Any:
@@ -101,32 +106,41 @@ class Channel:
 
 
 class Relay(threading.Thread):
-    """In each task's scalescope process: its rank's state to the store, and the watcher's
-    requests to its rank (a flush through the state file, SIGUSR2 for the stacks, a stop)."""
+    """Beside the ranks of this node: their states to the store, and the watcher's requests
+    to them (a flush through the state file, SIGUSR2 for the stacks, a stop). ``ranks`` says
+    which ranks run here, by pid; it is asked again at every poll (ranks start late)."""
 
-    def __init__(self, addr: str, port: int, run_dir: Path, rank: int, pid: int) -> None:
+    def __init__(
+        self, addr: str, port: int, run_dir: Path, ranks: Callable[[], dict[int, int]]
+    ) -> None:
         super().__init__(daemon=True, name="scalescope-live-relay")
         self.addr, self.port = addr, port
-        self.run_dir, self.rank, self.pid = Path(run_dir), rank, pid
+        self.run_dir, self.ranks = Path(run_dir), ranks
         self.done = threading.Event()
         self.channel: Channel | None = None
         self._seen = {FLUSH: 0, STACKS: 0, KILL: 0}
+        self._last: dict[int, bytes] = {}
+        self._pids: dict[int, int] = {}
 
     def run(self) -> None:
         with contextlib.suppress(Exception):  # no store (it ended with rank 0): nothing to relay
             self.channel = Channel(addr=self.addr, port=self.port)
             self._seen = {what: self.channel.asked(what) for what in self._seen}
-            last = b""
             while not self.done.wait(RELAY_POLL_S):
-                raw = self._read()
-                if raw and raw != last:
-                    self.channel.publish(self.rank, raw)
-                    last = raw
+                self._publish(self.channel)
                 self._answer(self.channel)
 
-    def _read(self) -> bytes:
+    def _publish(self, channel: Channel) -> None:
+        self._pids.update(self.ranks())
+        for rank in self._pids:
+            raw = self._read(rank)
+            if raw and raw != self._last.get(rank):
+                channel.publish(rank, raw)
+                self._last[rank] = raw
+
+    def _read(self, rank: int) -> bytes:
         try:
-            return live_state_path(self.run_dir, self.rank).read_bytes()
+            return live_state_path(self.run_dir, rank).read_bytes()
         except OSError:
             return b""
 
@@ -136,22 +150,26 @@ class Relay(threading.Thread):
             if count <= self._seen[what]:
                 continue
             self._seen[what] = count
-            if what == FLUSH:
-                request_flush(self.run_dir, self.rank)
-            elif what == STACKS:
-                channel.put_stack(self.rank, count, self._stacks())
-            else:
+            for rank, pid in self._pids.items():
+                if what == FLUSH:
+                    request_flush(self.run_dir, rank)
+                elif what == STACKS:
+                    channel.put_stack(rank, count, self._stacks(rank, pid))
+            if what == KILL:
                 from scalescope.launch.hang_watch import stop_processes
 
-                with contextlib.suppress(psutil.Error):
-                    stop_processes([psutil.Process(self.pid)])
+                alive = []
+                for pid in self._pids.values():
+                    with contextlib.suppress(psutil.Error):
+                        alive.append(psutil.Process(pid))
+                stop_processes(alive)
 
-    def _stacks(self, wait_s: float = 3.0) -> str:
-        """The rank's Python stacks, written by its faulthandler on STACK_SIGNAL."""
-        path = stack_path(self.run_dir, self.rank)
+    def _stacks(self, rank: int, pid: int, wait_s: float = 3.0) -> str:
+        """A rank's Python stacks, written by its faulthandler on STACK_SIGNAL."""
+        path = stack_path(self.run_dir, rank)
         size = path.stat().st_size if path.exists() else 0
         with contextlib.suppress(OSError):
-            os.kill(self.pid, STACK_SIGNAL)
+            os.kill(pid, STACK_SIGNAL)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             time.sleep(0.1)
@@ -162,13 +180,35 @@ class Relay(threading.Thread):
                     return f.read().decode("utf-8", "replace")
         return ""
 
-    def finish(self, status: str) -> None:
-        """The rank ended: its last state and its status, then stop."""
+    def known_ranks(self) -> list[int]:
+        return sorted(self._pids)
+
+    def finish(self, statuses: dict[int, str]) -> None:
+        """The ranks ended: their last states and statuses, then stop."""
         self.done.set()
         self.join(timeout=2.0)
-        if self.channel is not None:
-            with contextlib.suppress(Exception):
-                raw = self._read()
-                if raw:
-                    self.channel.publish(self.rank, raw)
-                self.channel.put_ended(self.rank, status)
+        if self.channel is None:
+            return
+        with contextlib.suppress(Exception):
+            self._publish(self.channel)
+            for rank, status in statuses.items():
+                self.channel.put_ended(rank, status)
+
+
+def node_ranks(run_dir: Path) -> dict[int, int]:
+    """The ranks of this node's launcher, by pid: live state files whose process runs here
+    (its rank file names this host, or there is none yet: the ranks of a run directory
+    another node shares are theirs)."""
+    host = socket.gethostname()
+    out = {}
+    for path in live_dir(run_dir).glob("rank-*.state"):
+        try:
+            rank = int(path.stem.removeprefix("rank-"))
+            state = parse_live_state(rank, path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        meta = read_rank_meta(run_dir, rank)
+        here = meta is None or meta.hostname == host
+        if state is not None and here and psutil.pid_exists(state.pid):
+            out[rank] = state.pid
+    return out

@@ -20,7 +20,15 @@ from scalescope.events.run import (
     write_json_atomic,
 )
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
-from scalescope.launch.hang_watch import LAUNCHER_GRACE_S, HangOptions, HangWatch
+from scalescope.launch.hang_watch import (
+    LAUNCHER_GRACE_S,
+    NODE_DEFER_S,
+    FileSource,
+    HangOptions,
+    HangWatch,
+    StoreSource,
+)
+from scalescope.launch.live_channel import DEFAULT_RDZV_PORT, Channel, Relay, node_ranks
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.probe.binding import PLACEMENTS_ENV
@@ -167,7 +175,10 @@ def execute(spec: RunSpec) -> RunOutcome:
     except OSError as exc:
         raise ValueError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
     os.environ.update(plan.env)
-    watch = HangWatch(run_dir, spec.launch.world_size, spec.hang)
+    relay = node_relay(spec.launch, run_dir) if spec.probe else None
+    defer = NODE_DEFER_S if relay is not None and spec.launch.node_rank != 0 else 0.0
+    source = store_source(spec.launch, relay)
+    watch = HangWatch(run_dir, spec.launch.world_size, spec.hang, source, defer)
     watch.on_stuck = lambda: end_stuck_launch(meta, run_dir, meta_file)
     if spec.probe:
         watch.start()
@@ -175,6 +186,8 @@ def execute(spec: RunSpec) -> RunOutcome:
         result = launch(options, rank_argv(spec, run_dir))
     finally:
         watch.done.set()
+        if relay is not None:
+            relay.finish(local_statuses(run_dir, relay))
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
         result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
@@ -186,6 +199,36 @@ def execute(spec: RunSpec) -> RunOutcome:
             f"{exc.strerror}; what the ranks recorded is kept (scalescope report {run_dir})"
         ) from None
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def node_relay(options: LaunchOptions, run_dir: Path) -> Relay | None:
+    """Several nodes: this node's ranks' live states to the rendezvous store, where node 0's
+    watch reads every rank's (launch/live_channel.py); None on one node (the files do)."""
+    if options.nnodes < 2 or not options.rdzv_endpoint:
+        return None
+    host, _, port = options.rdzv_endpoint.rpartition(":")
+    if not host or not port.isdigit():
+        host, port = options.rdzv_endpoint, str(DEFAULT_RDZV_PORT)
+    relay = Relay(host, int(port), run_dir, lambda: node_ranks(run_dir))
+    relay.start()
+    return relay
+
+
+def store_source(options: LaunchOptions, relay: Relay | None) -> StoreSource | None:
+    """Node 0 watches every rank through the store; the other nodes watch what their files
+    show (their own ranks at least), so each can still stop its ranks when cut off."""
+    if relay is None or options.node_rank != 0:
+        return None
+    files = FileSource(relay.run_dir, options.world_size)
+    return StoreSource(Channel(addr=relay.addr, port=relay.port), options.world_size, files)
+
+
+def local_statuses(run_dir: Path, relay: Relay) -> dict[int, str]:
+    out = {}
+    for rank in relay.known_ranks():
+        meta = read_rank_meta(run_dir, rank)
+        out[rank] = meta.status if meta is not None else "unknown"
+    return out
 
 
 def end_stuck_launch(meta: RunMeta, run_dir: Path, meta_file: str) -> None:
