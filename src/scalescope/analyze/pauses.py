@@ -67,9 +67,12 @@ def _period(steps: list[int]) -> int | None:
     return gaps.pop() if len(gaps) == 1 else None
 
 
-def analyze_pauses(events: EventTable) -> PauseAnalysis | None:
-    """The run's pauses; None when it had none (or no steps)."""
+def analyze_pauses(events: EventTable, warmup_steps: int = 1) -> PauseAnalysis | None:
+    """The run's pauses after its warm-up (at least the first step, whose setup is long by
+    nature); None when it had none (or no steps)."""
     ranks, steps, durs = _step_table(events)
+    measured = steps >= max(warmup_steps, 1)
+    ranks, steps, durs = ranks[measured], steps[measured], durs[measured]
     if durs.size == 0:
         return None
     median = float(np.median(durs)) / 1e9

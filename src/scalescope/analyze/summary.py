@@ -123,7 +123,7 @@ def analyze_run(run: Run) -> RunAnalysis:
     """Analyse a loaded run; stages without data are None (a probe-off run has no events)."""
     meta = run.meta
     ranks = tuple(_rank_status(run, r) for r in range(meta.world_size))
-    pauses = analyze_pauses(run.events)
+    pauses = analyze_pauses(run.events, meta.warmup_steps)
     measured = without_pauses(run, pauses)
     start = meta.start_time or None
     end = meta.end_time

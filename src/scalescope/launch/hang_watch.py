@@ -105,9 +105,7 @@ class FileSource:
         """Ask the ranks whose files this node has (and whose process runs here) to flush."""
         mine = self.states()
         self._local = local_pids(self.run_dir, mine)
-        asked = {
-            r: s.flush_requests + 1 for r, s in mine.items() if self._local.get(r) is not None
-        }
+        asked = {r: s.flush_requests + 1 for r, s in mine.items() if self._local.get(r) is not None}
         for rank in asked:
             request_flush(self.run_dir, rank)
         deadline = time.monotonic() + ANSWER_WAIT_S

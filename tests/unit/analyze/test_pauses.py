@@ -48,8 +48,9 @@ def test_the_rank_that_paused_is_the_one_that_did_not_wait(tmp_path) -> None:
     assert p.every_steps == 7
 
 
-def test_a_balanced_run_has_no_pause(tmp_path) -> None:
+def test_a_balanced_run_has_no_pause_and_a_long_first_step_is_setup(tmp_path) -> None:
     assert analyze_pauses(paused_run(tmp_path, pause_steps=()).events) is None
+    assert analyze_pauses(paused_run(tmp_path, pause_steps=(0,)).events) is None
 
 
 def test_pause_steps_leave_the_step_statistics_and_only_an_info_finding_remains(tmp_path):
