@@ -25,8 +25,6 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import psutil
-
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
@@ -35,6 +33,7 @@ from scalescope.launch.live_channel import Channel, Relay
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
+from scalescope.launch.stopping import kill_family
 from scalescope.launch.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.world import World
 
@@ -161,15 +160,6 @@ def end_stopped_rank(task: Task) -> None:
         )
         with contextlib.suppress(OSError):
             write_json_atomic(rank_meta_path(task.run_dir, task.rank), meta)
-
-
-def kill_family(pid: int) -> None:
-    """SIGKILL a process and its children (DataLoader workers): it had its SIGTERM."""
-    with contextlib.suppress(psutil.Error):
-        proc = psutil.Process(pid)
-        for member in [*proc.children(recursive=True), proc]:
-            with contextlib.suppress(psutil.Error):
-                member.kill()
 
 
 def _ended_within(child: subprocess.Popen, seconds: float) -> bool:

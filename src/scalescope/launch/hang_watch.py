@@ -13,8 +13,6 @@ latest hang.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import sys
 import threading
@@ -45,13 +43,13 @@ from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
 from scalescope.launch.live_channel import FLUSH, KILL, RELAY_POLL_S, STACKS, Channel
+from scalescope.launch.stopping import stop_processes
 
 POLL_S = 0.5
 NODE_DEFER_S = 10.0
 """How much later than node 0's watch the other nodes' watches act."""
 MEDIAN_EVERY_S = 10.0
 ANSWER_WAIT_S = 3.0
-KILL_GRACE_S = 5.0
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
 rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
@@ -319,17 +317,3 @@ def collect_stacks(run_dir: Path, procs: dict[int, psutil.Process | None]) -> di
                     stacks[rank] = f.read().decode("utf-8", "replace")
                 del sizes[rank]
     return stacks
-
-
-def stop_processes(procs: list[psutil.Process]) -> None:
-    """SIGTERM the ranks, then SIGKILL what is left of them and their children."""
-    family = list(procs)
-    for proc in procs:
-        with suppress(psutil.Error):
-            family += proc.children(recursive=True)
-        with suppress(psutil.Error):
-            proc.send_signal(signal.SIGTERM)
-    _, alive = psutil.wait_procs(family, timeout=KILL_GRACE_S)
-    for proc in alive:
-        with suppress(psutil.Error):
-            os.kill(proc.pid, signal.SIGKILL)

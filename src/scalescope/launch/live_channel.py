@@ -27,6 +27,7 @@ import psutil
 from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import STACK_SIGNAL, LiveState, parse_live_state, request_flush
 from scalescope.events.run import read_rank_meta
+from scalescope.launch.stopping import stop_processes
 
 PREFIX = "scalescope/"
 RELAY_POLL_S = 0.25
@@ -156,8 +157,6 @@ class Relay(threading.Thread):
                 elif what == STACKS:
                     channel.put_stack(rank, count, self._stacks(rank, pid))
             if what == KILL:
-                from scalescope.launch.hang_watch import stop_processes
-
                 alive = []
                 for pid in self._pids.values():
                     with contextlib.suppress(psutil.Error):
