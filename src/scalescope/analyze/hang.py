@@ -52,6 +52,8 @@ class RankHang:
     collective_for_s: float | None = None
     """Since it entered its last collective (still in it) or since it left it."""
     stack: str = ""
+    host: str = ""
+    """The node it runs on ("" when unknown)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,7 @@ def recorded_hang(run: Run, median_step_s: float | None) -> HangReport | None:
         now = meta.end_time or state.entered_s or 0.0
         end = max(end, now)
         hang = rank_hang(state, now, alive=meta.status in ("running", "interrupted"))
+        hang = replace(hang, host=meta.hostname or "")
         if hang.in_collective:
             longest = max(longest, hang.collective_for_s or 0.0)
         ranks.append(hang)

@@ -73,6 +73,7 @@ BOTTLENECKS: dict[str, str] = {
     "COMM_LATENCY": "communication latency",
     "COMM_BANDWIDTH": "communication bandwidth",
     "STRAGGLER": "straggler",
+    "NODE_STRAGGLER": "straggler node",
     "LOAD_IMBALANCE": "load imbalance",
     "COMPUTE": "compute",
     "MEMORY_SIZE": "memory size",
@@ -98,6 +99,8 @@ SUMMARIES: dict[str, str] = {
     "the others, who wait for it",
     "STRAGGLER_OUTSIDE": "time outside the recorded phases of rank {rank}: {ms:.0f} ms per "
     "step{between}; the others wait for it ({share:.0f}% of a step)",
+    "NODE_STRAGGLER": "node {host} is late: its {n} ranks are busy {share:.0f}% of a step "
+    "longer than the other nodes' ranks, who wait for them",
     "LOAD_IMBALANCE": "busy time per step differs across ranks by {imbalance:.0f}%: the "
     "fastest wait for the slowest",
     "COMPUTE": "compute takes {share:.0f}% of the step{efficiency}",
@@ -206,6 +209,10 @@ REMEDIES: dict[str, str] = {
     "hang_timeout": "make a lost collective fail instead of waiting 30 minutes: "
     "`init_process_group(..., timeout=datetime.timedelta(minutes=5))`; `scalescope run "
     "--hang-after 120 --hang-action kill` writes the stacks and stops a hung run",
+    "node_straggler": "look at node {host} as a whole: another job or process on it (`top`, "
+    "`ps -eo pid,psr,pcpu,args`), its CPU frequency and thermal state, its memory (swap, NUMA), "
+    "its network link; leave it out of the job (`--exclude {host}` with srun, a hostfile "
+    "without it with mpirun) to confirm",
     "pause_hang_after": "keep the hang watch from taking a longer pause for a hang: "
     "`scalescope run --hang-after {seconds:.0f}` (the default is 10 typical steps, at least "
     "30 s, here {default:.0f} s)",

@@ -43,15 +43,21 @@ def _coll(v: Verdict) -> str:
     return f"{v.op} #{v.seq} (group {v.group}, {fmt_b(v.nbytes)})"
 
 
+def on_hosts(picked: tuple[int, ...], ranks: dict[int, RankHang]) -> str:
+    """ " on HOST" (or " on HOST1, HOST2") when the run spans nodes; "" on one node."""
+    if len({r.host for r in ranks.values() if r.host}) < 2:
+        return ""
+    hosts = sorted({ranks[r].host for r in picked if r in ranks and ranks[r].host})
+    return f" on {', '.join(hosts)}" if hosts else ""
+
+
 def verdict_line(v: Verdict, ranks: dict[int, RankHang]) -> str:
     waits = f"{_ranks(v.waiting)} {'waits' if len(v.waiting) == 1 else 'wait'} in"
     if v.kind == "missing":
         where = "; ".join(f"rank {r} {_where(ranks[r])}" for r in v.ranks)
         verb = "has" if len(v.ranks) == 1 else "have"
-        return (
-            f"{_ranks(v.ranks)} {verb} not entered {_coll(v)} that {waits} for "
-            f"{fmt_s(v.waited_s)}; {where}"
-        )
+        who = _ranks(v.ranks) + on_hosts(v.ranks, ranks)
+        return f"{who} {verb} not entered {_coll(v)} that {waits} for {fmt_s(v.waited_s)}; {where}"
     if v.kind == "mismatch":
         return (
             f"{_ranks(v.waiting)} called {v.op}, {_ranks(v.ranks)} called {v.other_op} with "
@@ -65,7 +71,9 @@ def verdict_line(v: Verdict, ranks: dict[int, RankHang]) -> str:
             "more collectives than the other"
         )
     if v.kind == "ended":
-        status = ", ".join(f"rank {r}: {ranks[r].ended or 'gone'}" for r in v.ranks)
+        status = ", ".join(
+            f"rank {r}{on_hosts((r,), ranks)}: {ranks[r].ended or 'gone'}" for r in v.ranks
+        )
         tail = f" while {waits} {_coll(v)} for {fmt_s(v.waited_s)}" if v.waiting else ""
         return (
             f"{_ranks(v.ranks)} no longer {'runs' if len(v.ranks) == 1 else 'run'} ({status}){tail}"

@@ -24,7 +24,7 @@ from scalescope.diagnose.rules_placement import (
     OversubscribedRule,
     UnboundRule,
 )
-from scalescope.diagnose.rules_ranks import ImbalanceRule, StragglerRule
+from scalescope.diagnose.rules_ranks import ImbalanceRule, NodeStragglerRule, StragglerRule
 
 
 class Rule(Protocol):
@@ -43,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     CommLatencyRule(),
     CommBandwidthRule(),
     *FSDP_RULES,
+    NodeStragglerRule(),
     StragglerRule(),
     ImbalanceRule(),
     ComputeRule(),

@@ -222,6 +222,90 @@ def straggler_cost(cr: CrossRankAnalysis, rank: int) -> float | None:
     return max(0.0, min(mine.busy_ms_per_step - sum(others) / len(others), wait))
 
 
+def _on_host(ctx: DiagnosisInput, rank: int) -> str:
+    """`` (on HOST)`` when the run spans nodes."""
+    groups = hosts(ctx)
+    meta = ctx.ranks.get(rank)
+    if len(groups) < 2 or meta is None or not meta.hostname:
+        return ""
+    return f" (on {meta.hostname})"
+
+
+NODE_LATE_SHARE = 75.0
+"""A node whose ranks cause this share of all lateness ..."""
+
+
+def node_busy(ctx: DiagnosisInput, cr: CrossRankAnalysis) -> dict[str, float]:
+    """Mean busy time per step of each node's ranks (ms)."""
+    busy = {w.rank: w.busy_ms_per_step for w in cr.ranks}
+    out = {}
+    for host, metas in hosts(ctx).items():
+        values = [busy[m.rank] for m in metas if m.rank in busy]
+        if values:
+            out[host] = sum(values) / len(values)
+    return out
+
+
+def node_of_late_ranks(ctx: DiagnosisInput, cr: CrossRankAnalysis) -> str | None:
+    """The node whose ranks (two or more, all of them) cause NODE_LATE_SHARE % of the
+    lateness and are each busier than every rank of the other nodes; None otherwise."""
+    groups = hosts(ctx)
+    if len(groups) < 2:
+        return None
+    late = {w.rank: w.lateness_share_pct for w in cr.ranks}
+    busy = {w.rank: w.busy_ms_per_step for w in cr.ranks}
+    for host, metas in groups.items():
+        mine = [m.rank for m in metas if m.rank in busy]
+        others = [r for r in busy if r not in mine]
+        if len(mine) < 2 or not others:
+            continue
+        if sum(late.get(r, 0.0) for r in mine) < NODE_LATE_SHARE:
+            continue
+        if min(busy[r] for r in mine) > max(busy[r] for r in others):
+            return host
+    return None
+
+
+class NodeStragglerRule:
+    """Every rank of one node late: the node (its cores, its memory, its network, another
+    job on it), not a rank. Its ranks' mean busy time above the other nodes' ranks' mean,
+    as a share of the step, is the cost."""
+
+    name = "node straggler"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        cr = ctx.analysis.cross_rank
+        step_ms = mean_step(rank_times(ctx.analysis))
+        host = node_of_late_ranks(ctx, cr) if cr is not None and step_ms else None
+        if host is None or cr is None or not step_ms:
+            return None
+        busy = node_busy(ctx, cr)
+        rest = [v for h, v in busy.items() if h != host]
+        excess = busy[host] - sum(rest) / len(rest)
+        share = share_pct(excess, step_ms)
+        if share < ctx.thresholds.straggler_cost_pct:
+            return None
+        ranks = [m.rank for m in hosts(ctx)[host]]
+        evidence = (
+            Evidence("its ranks", ", ".join(map(str, ranks))),
+            Evidence("their share of all lateness", round(sum(
+                w.lateness_share_pct for w in cr.ranks if w.rank in ranks), 1), "%",
+                NODE_LATE_SHARE, ">="),
+            Evidence("their busy time per step", round(busy[host], 1), "ms"),
+            Evidence("the other nodes' ranks'", round(sum(rest) / len(rest), 1), "ms"),
+        )  # fmt: skip
+        return Finding(
+            code="NODE_STRAGGLER", bottleneck=bottleneck("NODE_STRAGGLER"),
+            summary=summary("NODE_STRAGGLER", host=host, n=len(ranks), share=share),
+            share_pct=share, saved_ms_per_step=excess, evidence=evidence,
+            remedies=(remedy("node_straggler", host=host),),
+            basis="its ranks' mean busy time per step above the other nodes' ranks' mean",
+        )  # fmt: skip
+
+
 class StragglerRule:
     """A rank named straggler by the analysis whose busy time above the others' (capped by
     their wait) reaches ``straggler_cost_pct`` of the step, whatever phase its extra time
@@ -247,10 +331,12 @@ class StragglerRule:
         late = share_pct(s.lateness_ms_per_step, step_ms)
         if share < ctx.thresholds.straggler_cost_pct:
             return None
+        if node_of_late_ranks(ctx, cr) is not None:
+            return None  # the whole node is late: NodeStragglerRule names it
         return Finding(
             code="STRAGGLER",
             bottleneck=bottleneck("STRAGGLER"),
-            summary=_summary(s, share),
+            summary=_summary(s, share) + _on_host(ctx, s.rank),
             share_pct=share,
             saved_ms_per_step=cost_ms,
             evidence=_evidence(ctx, cr, s, share, late, cost_ms, wait_ms),

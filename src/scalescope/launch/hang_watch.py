@@ -129,6 +129,10 @@ class FileSource:
     def stop(self) -> None:
         stop_processes([p for p in self._local.values() if p is not None])
 
+    def host(self, rank: int) -> str:
+        meta = read_rank_meta(self.run_dir, rank)
+        return meta.hostname if meta is not None and meta.hostname else ""
+
 
 class StoreSource:
     """Every rank, through the job's store (launch/live_channel.py): the relays beside the
@@ -181,6 +185,9 @@ class StoreSource:
         if self.files is not None:
             self.files.stop()
         self.channel.ask(KILL)
+
+    def host(self, rank: int) -> str:
+        return self.channel.host(rank) or (self.files.host(rank) if self.files else "")
 
 
 def freshness(state: LiveState) -> float:
@@ -252,7 +259,7 @@ class HangWatch(threading.Thread):
         for rank, state in sorted(states.items()):
             ended = self.source.ended(rank, state)
             hang = rank_hang(state, now, alive=not ended, ended=ended)
-            ranks.append(replace(hang, stack=stacks.get(rank, "")))
+            ranks.append(replace(hang, stack=stacks.get(rank, ""), host=self.source.host(rank)))
         report = HangReport(
             detected_at=now, idle_s=idle, hang_after_s=threshold, source="live",
             ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=self.options.action,

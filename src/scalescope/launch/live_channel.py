@@ -98,6 +98,13 @@ class Channel:
             return None
         return bytes(self.store.get(key)).decode("utf-8", "replace")
 
+    def put_host(self, rank: int, host: str) -> None:
+        self.store.set(f"{PREFIX}host/{rank}", host.encode())
+
+    def host(self, rank: int) -> str:
+        key = f"{PREFIX}host/{rank}"
+        return bytes(self.store.get(key)).decode() if self.store.check([key]) else ""
+
     def put_ended(self, rank: int, status: str) -> None:
         self.store.set(f"{PREFIX}ended/{rank}", status.encode())
 
@@ -132,7 +139,10 @@ class Relay(threading.Thread):
                 self._answer(self.channel)
 
     def _publish(self, channel: Channel) -> None:
-        self._pids.update(self.ranks())
+        for rank, pid in self.ranks().items():
+            if rank not in self._pids:
+                channel.put_host(rank, socket.gethostname())
+            self._pids[rank] = pid
         for rank in self._pids:
             raw = self._read(rank)
             if raw and raw != self._last.get(rank):

@@ -11,6 +11,8 @@ from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
 
 
 def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
+    """The per-rank table; a ``host`` column when the ranks ran on several nodes."""
+    hosts = len({r.host for r in report.ranks if r.host}) > 1
     rows = [("rank", "pid", "phase (for)", "last collective", "in it?", "for")]
     for r in report.ranks:
         phase = "gone: " + (r.ended or "?") if not r.alive else (r.phase or "not recorded")
@@ -19,6 +21,13 @@ def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
         coll = f"{r.op} #{r.seq} (group {r.group}, {fmt_b(r.nbytes)})" if r.op else "none"
         inside = ("yes" if r.in_collective else "left") if r.op else "-"
         rows.append((str(r.rank), str(r.pid), phase, coll, inside, fmt_s(r.collective_for_s)))
+    if hosts:
+        rows = [
+            (row[0], head, *row[1:])
+            for row, head in zip(
+                rows, ["host"] + [r.host or "?" for r in report.ranks], strict=True
+            )
+        ]
     return rows
 
 

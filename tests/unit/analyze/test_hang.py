@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scalescope.analyze.hang import RankHang, hang_threshold_s, verdicts
 from scalescope.diagnose.hang_words import verdict_line
 
@@ -125,3 +127,22 @@ def test_a_wait_the_stop_broke_is_still_the_hang(tmp_path):
     assert (v.kind, v.ranks, v.waiting, v.seq) == ("missing", (1,), (0,), 6)
     assert recorded_hang(run_with(3.0, wait_s, "completed"), 0.1) is None
     assert recorded_hang(run_with(0.0025, 0.9, "short"), 0.1) is None
+
+
+def test_a_hang_across_nodes_names_the_host_of_the_stuck_rank():
+    from scalescope.analyze.hang import HangReport
+    from scalescope.report.hang_view import hang_lines
+
+    stuck = dict(seq=5, inside=False, phase="outside")
+    ranks = [rank(0, host="node-a"), rank(1, host="node-a"), rank(2, host="node-b"),
+             rank(3, host="node-b", **stuck)]  # fmt: skip
+    [v] = verdicts(ranks)
+    line = verdict_line(v, {r.rank: r for r in ranks})
+    assert line.startswith("rank 3 on node-b has not entered all_reduce #6")
+    report = HangReport(0.0, 95.0, 30.0, "live", tuple(ranks), (v,))
+    table = hang_lines(report, stacks="none")[2:7]
+    assert table[0].split()[:3] == ["rank", "host", "pid"]
+    assert table[4].split()[:3] == ["3", "node-b", "103"]
+    one_node = [replace(r, host="node-a") for r in ranks]
+    assert verdict_line(v, {r.rank: r for r in one_node}).startswith("rank 3 has not entered")
+    assert "host" not in hang_lines(replace(report, ranks=tuple(one_node)), stacks="none")[2]

@@ -36,7 +36,7 @@ from scalescope.diagnose.rules_placement import (
     OversubscribedRule,
     UnboundRule,
 )
-from scalescope.diagnose.rules_ranks import ImbalanceRule, StragglerRule
+from scalescope.diagnose.rules_ranks import ImbalanceRule, NodeStragglerRule, StragglerRule
 
 COMPUTE = {"forward": 30.0, "backward": 55.0, "optimizer": 5.0}
 """90 ms of a 100 ms step: compute-bound."""
@@ -484,3 +484,31 @@ def test_straggler_without_cpu_use_keeps_the_general_causes():
     f = _straggler_with_cpu_use(rank1_cpu_s=21.5, rank1_switches=250)
     assert not any("preempted" in r or "more CPU time" in r for r in f.remedies)
     assert f.remedies[-1].startswith("find what else runs where rank 1 runs")
+
+
+def node_run(busy_ms: list[float], late_share: list[float], straggler: int | None = None):
+    """4 ranks, 0-1 on node-a and 2-3 on node-b, with these busy times and lateness shares."""
+    ranks = [rank_steps(r, **COMPUTE) for r in range(4)]
+    cr = cross_rank(busy_ms=busy_ms, wait_ms=[30.0, 30.0, 2.0, 2.0], straggler=straggler)
+    waits = tuple(dataclasses.replace(w, lateness_share_pct=late_share[w.rank]) for w in cr.ranks)
+    cr = dataclasses.replace(cr, ranks=waits)
+    metas = {r: rank_meta(r, [2 * r, 2 * r + 1], 2, host="node-a" if r < 2 else "node-b")
+             for r in range(4)}  # fmt: skip
+    return make_input(analysis(ranks, cross_rank=cr), ranks=metas)
+
+
+def test_every_rank_of_one_node_late_names_the_node_not_a_rank():
+    ctx = node_run([60.0, 62.0, 90.0, 91.0], [0.0, 0.0, 48.0, 52.0], straggler=3)
+    f = NodeStragglerRule().evaluate(ctx)
+    assert f is not None and f.code == "NODE_STRAGGLER"
+    assert f.summary.startswith("node node-b is late: its 2 ranks are busy 30% of a step")
+    assert f.saved_ms_per_step == pytest.approx(90.5 - 61.0)
+    assert "node-b" in f.remedies[0]
+    assert StragglerRule().evaluate(ctx) is None, "the node, not one of its ranks"
+
+
+def test_one_late_rank_on_a_node_is_a_rank_straggler_named_with_its_host():
+    ctx = node_run([60.0, 62.0, 61.0, 91.0], [0.0, 0.0, 5.0, 95.0], straggler=3)
+    assert NodeStragglerRule().evaluate(ctx) is None
+    f = StragglerRule().evaluate(ctx)
+    assert f is not None and f.rank == 3 and f.summary.endswith("(on node-b)")
