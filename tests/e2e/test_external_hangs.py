@@ -192,3 +192,53 @@ def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
     assert "hang_train.py" in stacks[3], "node 1's relay sent rank 3's stacks"
     assert not (folders[0] / "run" / "live" / "rank-3.state").exists(), "nothing shared"
     assert gone([r["pid"] for r in hang["ranks"]])
+
+
+def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
+    """`top --connect MASTER_ADDR:MASTER_PORT` with no run directory: both ranks, their
+    steps and collectives, and once nothing progressed for 10 s the verdict."""
+    from test_launch_cluster import free_port
+
+    port = free_port()
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    job = unique_job()
+    procs = [
+        subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--run-dir",
+                "run",
+                "--hang-after",
+                "100",
+                "--no-report",
+                str(HANG_TRAIN),
+                "--mode",
+                "host",
+                "--at",
+                "3",
+            ],
+            cwd=tmp_path,
+            env=slurm_env(rank, 2, "localhost", job) | env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    try:
+        wait_until(lambda: rank_waits(tmp_path / "run", 11.0), what="rank 0 waiting 11 s")
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        view = subprocess.run(
+            [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=elsewhere,
+            env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert view.returncode == 0, view.stderr
+        assert "2 of 2 ranks reporting" in view.stdout
+        assert "all_reduce #7" in view.stdout and "in it" in view.stdout
+        assert "rank 1 has not entered all_reduce #7" in view.stdout
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate(timeout=30)

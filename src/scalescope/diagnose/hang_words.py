@@ -28,9 +28,20 @@ def fmt_b(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
+def rank_ranges(ranks: tuple[int, ...]) -> str:
+    """``0-76, 78-1023``: consecutive ranks as ranges, so a thousand ranks read in a line."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _ranks(ranks: tuple[int, ...]) -> str:
     word = "rank" if len(ranks) == 1 else "ranks"
-    return f"{word} {', '.join(map(str, ranks))}"
+    return f"{word} {rank_ranges(ranks)}"
 
 
 def _where(r: RankHang) -> str:

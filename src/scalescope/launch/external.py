@@ -120,7 +120,9 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
     if world.master_addr is None or world.master_port is None or task.child is None:
         return None
     mine = {task.rank: task.child.pid}
-    task.relay = Relay(world.master_addr, world.master_port, task.run_dir, lambda: mine)
+    task.relay = Relay(
+        world.master_addr, world.master_port, task.run_dir, lambda: mine, world.world_size
+    )
     task.relay.start()
     if world.rank != 0:
         return None

@@ -71,7 +71,10 @@ class Channel:
     def states(self, ranks: list[int]) -> dict[int, LiveState]:
         """The states of ``ranks`` that have published one."""
         keys = [f"{PREFIX}live/{r}" for r in ranks]
-        present = [(r, k) for r, k in zip(ranks, keys, strict=True) if self.store.check([k])]
+        if keys and self.store.check(keys):  # every rank published: one round trip
+            present = list(zip(ranks, keys, strict=True))
+        else:
+            present = [(r, k) for r, k in zip(ranks, keys, strict=True) if self.store.check([k])]
         if not present:
             return {}
         values = self.store.multi_get([k for _, k in present])
@@ -98,6 +101,14 @@ class Channel:
             return None
         return bytes(self.store.get(key)).decode("utf-8", "replace")
 
+    def put_world(self, world_size: int) -> None:
+        self.store.set(f"{PREFIX}world", str(world_size).encode())
+
+    def world_size(self) -> int:
+        """The world's size as the relays said it; 0 before any did."""
+        key = f"{PREFIX}world"
+        return int(bytes(self.store.get(key)).decode()) if self.store.check([key]) else 0
+
     def put_host(self, rank: int, host: str) -> None:
         self.store.set(f"{PREFIX}host/{rank}", host.encode())
 
@@ -107,6 +118,10 @@ class Channel:
 
     def put_ended(self, rank: int, status: str) -> None:
         self.store.set(f"{PREFIX}ended/{rank}", status.encode())
+        self.store.add(f"{PREFIX}ended_count", 1)
+
+    def ended_count(self) -> int:
+        return int(self.store.add(f"{PREFIX}ended_count", 0))
 
     def ended(self, rank: int) -> str:
         key = f"{PREFIX}ended/{rank}"
@@ -119,10 +134,15 @@ class Relay(threading.Thread):
     which ranks run here, by pid; it is asked again at every poll (ranks start late)."""
 
     def __init__(
-        self, addr: str, port: int, run_dir: Path, ranks: Callable[[], dict[int, int]]
+        self,
+        addr: str,
+        port: int,
+        run_dir: Path,
+        ranks: Callable[[], dict[int, int]],
+        world_size: int = 0,
     ) -> None:
         super().__init__(daemon=True, name="scalescope-live-relay")
-        self.addr, self.port = addr, port
+        self.addr, self.port, self.world = addr, port, world_size
         self.run_dir, self.ranks = Path(run_dir), ranks
         self.done = threading.Event()
         self.channel: Channel | None = None
@@ -134,6 +154,8 @@ class Relay(threading.Thread):
         with contextlib.suppress(Exception):  # no store (it ended with rank 0): nothing to relay
             self.channel = Channel(addr=self.addr, port=self.port)
             self._seen = {what: self.channel.asked(what) for what in self._seen}
+            if self.world:
+                self.channel.put_world(self.world)
             while not self.done.wait(RELAY_POLL_S):
                 self._publish(self.channel)
                 self._answer(self.channel)

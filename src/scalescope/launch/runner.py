@@ -209,7 +209,7 @@ def node_relay(options: LaunchOptions, run_dir: Path) -> Relay | None:
     host, _, port = options.rdzv_endpoint.rpartition(":")
     if not host or not port.isdigit():
         host, port = options.rdzv_endpoint, str(DEFAULT_RDZV_PORT)
-    relay = Relay(host, int(port), run_dir, lambda: node_ranks(run_dir))
+    relay = Relay(host, int(port), run_dir, lambda: node_ranks(run_dir), options.world_size)
     relay.start()
     return relay
 

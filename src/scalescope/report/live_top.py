@@ -20,6 +20,7 @@ import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import psutil
@@ -168,9 +169,10 @@ def quit_pressed(timeout_s: float) -> bool:
     return bool(ready) and sys.stdin.read(1) in ("q", "Q")
 
 
-def watch(run_dir: Path, console: Console) -> int:
-    """Redraw until q (exit 0) or Ctrl-C (130); without a terminal, until the run ends."""
-    top = LiveTop(run_dir)
+def watch(run_dir: Path | None, console: Console, top: Any = None) -> int:
+    """Redraw until q (exit 0) or Ctrl-C (130); without a terminal, until the run ends.
+    ``top``: anything with ``frame()`` and ``ended`` (default: the run directory's view)."""
+    top = top or LiveTop(run_dir)
     first = top.frame()
     try:
         with keys() as interactive, Live(first, console=console, auto_refresh=False) as live:

@@ -1,0 +1,151 @@
+"""`top --connect HOST:PORT`: a run watched from any node, through the job's store.
+
+The relays beside the ranks publish each rank's live state there (launch/live_channel.py),
+so this view needs no run directory: steps done and their rate, the phase and the last
+collective of every rank, the stage of the ranks still starting, the node each runs on,
+and, when no rank has progressed for 10 s, the hang verdict the watch would give. At 1,024
+ranks a frame is one multi_get of 256 KiB and the 16 ranks worth showing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from scalescope.analyze.hang import rank_hang, verdicts
+from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
+from scalescope.events.live_state import LiveState
+from scalescope.launch.live_channel import Channel
+
+MAX_ROWS = 16
+STALL_S = 10.0
+"""No rank progressed for this long: the view shows the hang verdict."""
+
+
+@dataclass(frozen=True)
+class StoreRank:
+    state: LiveState
+    host: str
+    steps_per_s: float | None
+    """Since the previous frame."""
+    ended: str
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of the job's store (MASTER_ADDR:MASTER_PORT, or the rendezvous
+    endpoint); a one-line error otherwise."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--connect takes HOST:PORT of the job's store, got {text!r}")
+    return host, int(port)
+
+
+class StoreTop:
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.ended = False
+        """Every rank has ended (``watch`` without a terminal then stops)."""
+        self._before: dict[int, tuple[float, int]] = {}
+        self._hosts: dict[int, str] = {}
+
+    def ranks(self, now: float) -> list[StoreRank]:
+        world = self.channel.world_size()
+        states = self.channel.states(list(range(world)))
+        any_ended = self.channel.ended_count() > 0
+        out = []
+        for rank, state in sorted(states.items()):
+            rate = None
+            if rank in self._before:
+                then, steps = self._before[rank]
+                if now > then:
+                    rate = (state.steps_done - steps) / (now - then)
+            self._before[rank] = (now, state.steps_done)
+            if rank not in self._hosts:
+                self._hosts[rank] = self.channel.host(rank)
+            ended = self.channel.ended(rank) if any_ended else ""
+            out.append(StoreRank(state, self._hosts[rank], rate, ended))
+        return out
+
+    def frame(self) -> RenderableType:
+        now = time.time()
+        ranks = self.ranks(now)
+        world = self.channel.world_size()
+        self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
+        return render_store_top(ranks, world, now)
+
+
+def _status(r: StoreRank, now: float) -> str:
+    s = r.state
+    if r.ended:
+        return r.ended
+    if s.stage and s.stage != "running" and s.steps_done == 0:
+        since = f", {fmt_s(now - s.stage_since_s)}" if s.stage_since_s else ""
+        return f"starting ({s.stage}{since})"
+    return "running"
+
+
+def _interest(r: StoreRank, now: float) -> tuple:
+    """Ranks worth a row first: ended, stuck longest in a collective, fewest steps."""
+    s = r.state
+    stuck = now - s.entered_s if s.in_collective and s.entered_s else 0.0
+    return (not r.ended, -stuck, s.steps_done, s.rank)
+
+
+def rank_rows(ranks: list[StoreRank], now: float) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("rank", "host", "status", "steps", "steps/s", "phase (for)", "last collective"):
+        table.add_column(name, justify="right" if name in ("steps", "steps/s") else "left")
+    for r in sorted(ranks, key=lambda r: _interest(r, now))[:MAX_ROWS]:
+        s = r.state
+        phase = s.phase or "-"
+        if s.phase_since_s:
+            phase += f" ({fmt_s(now - s.phase_since_s)})"
+        coll = "-"
+        if s.op:
+            where = "in it" if s.in_collective else "left"
+            since = s.entered_s if s.in_collective else s.left_s
+            coll = f"{s.op} #{s.seq} ({fmt_b(s.nbytes)}) {where}"
+            coll += f" {fmt_s(now - since)}" if since else ""
+        rate = "-" if r.steps_per_s is None else f"{r.steps_per_s:.2f}"
+        table.add_row(str(s.rank), r.host or "?", _status(r, now), f"{s.steps_done:,}", rate,
+                      phase, coll)  # fmt: skip
+    return table
+
+
+def stall_line(ranks: list[StoreRank], now: float) -> Text | None:
+    progress = [r.state.last_progress_s for r in ranks if r.state.last_progress_s]
+    if not progress or now - max(progress) < STALL_S:
+        return None
+    hangs = [
+        replace(rank_hang(r.state, now, alive=not r.ended, ended=r.ended), host=r.host)
+        for r in ranks
+    ]
+    found = verdicts(hangs)
+    by_rank = {h.rank: h for h in hangs}
+    words = verdict_line(found[0], by_rank) if found else "no rank progressed"
+    return Text(f"no progress for {fmt_s(now - max(progress))}: {words}", style="red")
+
+
+def render_store_top(ranks: list[StoreRank], world: int, now: float) -> RenderableType:
+    steps = [r.state.steps_done for r in ranks]
+    hosts = {r.host for r in ranks if r.host}
+    rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
+    rate = f", {min(rates):.2f} steps/s (slowest rank)" if rates else ""
+    head = (
+        f"{len(ranks)} of {world} ranks reporting on {len(hosts) or '?'} node(s); "
+        f"steps done {min(steps, default=0):,} (slowest) to {max(steps, default=0):,}{rate}"
+    )
+    parts: list[RenderableType] = [Text(head, style="bold"), rank_rows(ranks, now)]
+    if len(ranks) > MAX_ROWS:
+        parts.append(Text(f"{MAX_ROWS} of {len(ranks)} ranks shown: ended, stuck longest, "
+                          "fewest steps"))  # fmt: skip
+    starting = [r for r in ranks if _status(r, now).startswith("starting")]
+    if starting:
+        parts.append(Text(f"{len(starting)} rank(s) still starting"))
+    if (stall := stall_line(ranks, now)) is not None:
+        parts.append(stall)
+    return Group(*parts)

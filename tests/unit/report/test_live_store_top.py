@@ -1,0 +1,65 @@
+"""`top --connect`'s view of states read from the store: the rows worth showing first, the
+stages of starting ranks, and the verdict once nothing progressed for 10 s."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from scalescope.events.live_state import LiveState
+from scalescope.report.live_store_top import (
+    MAX_ROWS,
+    StoreRank,
+    parse_address,
+    render_store_top,
+)
+
+NOW = 1_000.0
+
+
+def state(rank: int, steps: int = 7, seq: int = 41, inside: bool = True, **kw) -> LiveState:
+    values = dict(
+        rank=rank, pid=100 + rank, steps_done=steps, last_step_end_s=NOW - 20.0,
+        phase="backward", phase_since_s=NOW - 19.0, op="all_reduce", group="0", seq=seq,
+        nbytes=9488, entered_s=NOW - 18.0, left_s=None if inside else NOW - 18.5,
+        last_done_s=NOW - 20.0, stage="running", stage_since_s=NOW - 60.0,
+    )  # fmt: skip
+    return LiveState(**(values | kw))
+
+
+def text(ranks: list[StoreRank], world: int) -> str:
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(render_store_top(ranks, world, NOW))
+    return console.export_text()
+
+
+def test_a_thousand_ranks_show_the_stuck_one_first_and_the_verdict():
+    ranks = [StoreRank(state(r), f"node{r // 64}", 2.0, "") for r in range(1024)]
+    ranks[77] = StoreRank(state(77, seq=40, inside=False, phase="outside"), "node1", 0.0, "")
+    out = text(ranks, 1024)
+    assert "1024 of 1024 ranks reporting on 16 node(s)" in out
+    assert f"{MAX_ROWS} of 1024 ranks shown" in out
+    rows = [line for line in out.splitlines() if "│ node" in line]
+    assert len(rows) == MAX_ROWS
+    assert "no progress for 20 s: rank 77 on node1 has not entered all_reduce #41" in out
+
+
+def test_starting_ranks_show_their_stage_and_no_verdict():
+    early = dict(steps=0, op="", seq=-1, entered_s=None, last_step_end_s=None, last_done_s=None)
+    ranks = [StoreRank(state(0, stage="init_process_group", stage_since_s=NOW - 12.0, **early),
+                       "node0", None, ""),
+             StoreRank(state(1, stage="import", stage_since_s=NOW - 30.0, **early), "node0",
+                       None, "")]  # fmt: skip
+    out = text(ranks, 2)
+    assert "starting (init_process_group, 12 s)" in out and "starting (import, 30 s)" in out
+    assert "2 rank(s) still starting" in out and "no progress" not in out
+
+
+def test_the_address_is_host_and_port():
+    assert parse_address("10.0.0.1:29500") == ("10.0.0.1", 29500)
+    for bad in ("10.0.0.1", ":29500", "host:port", "host:0"):
+        try:
+            parse_address(bad)
+        except ValueError as exc:
+            assert "--connect takes HOST:PORT" in str(exc)
+        else:
+            raise AssertionError(bad)
