@@ -56,6 +56,18 @@ def test_unknown_option(run_cli):
     assert "unknown option --bogus" in proc.stderr
 
 
+def test_hang_options_without_the_probe_are_refused(tmp_path):
+    """The hang watch reads the probe's live states: --no-probe cannot honour them."""
+    from conftest import scalescope_in_process
+
+    for extra in (["--hang-after", "30"], ["--hang-action", "kill"]):
+        done = scalescope_in_process("run", "--no-probe", *extra, str(DDP_TRAIN), cwd=tmp_path)
+        assert done.returncode == 2
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "need the probe" in lines[0], done.stderr
+    assert not (tmp_path / "scalescope_runs").exists()
+
+
 def test_bad_nproc(run_cli):
     proc = run_cli("run", "-n", "0", str(DDP_TRAIN))
     assert proc.returncode == 2

@@ -142,6 +142,11 @@ def launch_spec(p: dict[str, Any], **spec: Any) -> RunSpec:
 
     try:
         hang = HangOptions(after_s=p["hang_after"], action=p["hang_action"], render=render_hang)
+        if p["no_probe"] and (p["hang_after"] is not None or p["hang_action"] != "report"):
+            raise ValueError(
+                "--hang-after and --hang-action need the probe (the hang watch reads the ranks' "
+                "live states): drop --no-probe, or them"
+            )
         return RunSpec(
             hang=hang,
             launch=launch_options(p),
