@@ -140,3 +140,39 @@ def test_rank_killed_mid_run_keeps_flushed_steps(tmp_path):
     killed = run.meta.ranks["1"]
     assert killed.status == "killed" and killed.exit_code == -signal.SIGKILL
     assert len(_steps(run, 1)) >= 20, "batches flushed before the kill are kept"
+
+
+def test_sigterm_ends_ranks_blocked_in_cpp_within_10_s(tmp_path):
+    """Both ranks blocked in C++ (rank 0 in all_reduce, rank 1 in broadcast: a mismatch), so
+    neither runs its Python SIGTERM handler. Each one's watch thread sees the signal through
+    the wakeup fd, flushes and ends the rank 3 s later; torch's agent would wait 30 s."""
+    from conftest import SCRIPTS
+    from scalescope.events.live_state import read_live_states
+
+    proc = start_scalescope(
+        "run", "-n", "2", "--run-dir", "run", "--no-report", "--hang-after", "100",
+        str(SCRIPTS / "hang_train.py"), "--mode", "mismatch", "--at", "3", cwd=tmp_path,
+    )  # fmt: skip
+
+    def blocked() -> bool:
+        states = read_live_states(tmp_path / "run", 2)
+        now = time.time()
+        return len(states) == 2 and all(
+            s.in_collective and now - s.entered_s > 2.0 for s in states.values()
+        )
+
+    deadline = time.monotonic() + 120
+    while not blocked():
+        assert time.monotonic() < deadline, "the ranks never blocked"
+        time.sleep(0.2)
+    ranks = psutil.Process(proc.pid).children(recursive=True)
+    stopped = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    _, alive = psutil.wait_procs(ranks, timeout=max(0.1, 10.0 - (time.monotonic() - stopped)))
+    assert not alive, f"still running 10 s after SIGTERM: {alive}"
+    run = load_run(tmp_path / "run")
+    for rank in (0, 1):
+        meta = run.ranks[rank]
+        assert meta.status == "interrupted" and "blocked in C++" in (meta.error or ""), meta
+        assert _steps(run, rank) == list(range(meta.steps)), "every step it recorded kept"

@@ -142,6 +142,11 @@ def is_local_address(endpoint: str) -> bool:
     return bool(wanted & local)
 
 
+SHUTDOWN_S = 5
+"""Seconds torch's agent gives the ranks between SIGTERM and SIGKILL (its default: 30); a
+rank blocked in C++ has its watch thread flush and end it after 3 s (probe/live.py)."""
+
+
 def launch_config(options: LaunchOptions) -> LaunchConfig:
     from torch.distributed.launcher.api import LaunchConfig
 
@@ -153,6 +158,7 @@ def launch_config(options: LaunchOptions) -> LaunchConfig:
         max_restarts=0,
         monitor_interval=options.monitor_interval_s,
         local_addr=options.local_addr or options.master_addr,
+        shutdown_timeout=SHUTDOWN_S,
         **rendezvous(options),
     )
     specs = logs_specs(options.output, options.node_rank, options.nproc_per_node)

@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
         probe = Probe(args.run_dir, meta.rank, args.flush_every, live).install()
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
+        probe.live.on_stopped = lambda signum: _end_stopped(args.run_dir, meta, probe, signum)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_signal)
     end_with_parent()
@@ -227,6 +228,22 @@ def _end_orphan(run_dir: Path, meta: RankMeta, probe: Any) -> None:
         return
     code = 128 + signal.SIGTERM
     _record_end(run_dir, meta, probe, "interrupted", code, ORPHANED)
+    os._exit(code)
+
+
+def _end_stopped(run_dir: Path, meta: RankMeta, probe: Any, signum: int) -> None:
+    """A stop signal arrived and the main thread, blocked in C++, never ran its handler:
+    record the end from the watch thread and exit."""
+    from scalescope.probe.live import STOP_GRACE_S
+
+    if not _finishing.acquire(blocking=False):
+        return
+    code = 128 + signum
+    error = (
+        f"stopped by {signal.Signals(signum).name}: blocked in C++ (a collective?), ended "
+        f"{STOP_GRACE_S:.0f} s later by its watch thread"
+    )
+    _record_end(run_dir, meta, probe, "interrupted", code, error)
     os._exit(code)
 
 

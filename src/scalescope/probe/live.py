@@ -15,9 +15,11 @@ script's first collective).
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import functools
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -75,6 +77,12 @@ class StartStages:
             dist.init_process_group, self._saved = self._saved, None
 
 
+STOP_GRACE_S = 3.0
+"""After a SIGTERM or SIGINT, how long the main thread gets to end by its own handler before
+the watch thread ends the rank: a main thread blocked in C++ never runs that handler."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 class LiveProbe:
     def __init__(
         self,
@@ -95,14 +103,52 @@ class LiveProbe:
         self.on_orphaned: Callable[[], None] | None = None
         """Called from the watch thread when the launcher is gone and the main thread did
         not end: it must record the rank's end and exit the process."""
+        self.on_stopped: Callable[[int], None] | None = None
+        """Called from the watch thread with the signal when a SIGTERM or SIGINT arrived
+        STOP_GRACE_S ago and the main thread did not end: record the end and exit."""
+        self._wake: tuple[int, int] | None = None
+        self._old_wake = -1
+        self._signalled: tuple[int, float] | None = None
 
     def start(self, recorder: Recorder) -> LiveProbe:
         self.recorder = recorder
         self._stack_file = open(self._stack_path, "a")  # noqa: SIM115 (open while we live)
         faulthandler.register(STACK_SIGNAL, file=self._stack_file, all_threads=True)
+        self._listen_for_signals()
         self._thread = threading.Thread(target=self._watch, name="scalescope-live", daemon=True)
         self._thread.start()
         return self
+
+    def _listen_for_signals(self) -> None:
+        """Python writes each signal's number to a wakeup fd from its C handler, even while
+        the main thread is blocked in C++: the watch thread reads it (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        try:
+            self._old_wake = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:
+            os.close(read)
+            os.close(write)
+            return
+        self._wake = (read, write)
+
+    def _stop_signal(self) -> None:
+        if self._wake is None:
+            return
+        try:
+            got = os.read(self._wake[0], 64)
+        except (BlockingIOError, OSError):
+            got = b""
+        stops = [b for b in got if b in STOP_SIGNALS]
+        if stops and self._signalled is None:
+            self._signalled = (stops[0], time.monotonic())
+        if self._signalled is not None and self.on_stopped is not None:
+            signum, at = self._signalled
+            if time.monotonic() - at >= STOP_GRACE_S:
+                self.on_stopped(signum)
 
     def _watch(self) -> None:
         orphaned = 0
@@ -115,11 +161,19 @@ class LiveProbe:
                 orphaned += 1
                 if orphaned > ORPHAN_GRACE_POLLS and self.on_orphaned is not None:
                     self.on_orphaned()
+            self._stop_signal()
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2 * POLL_S)
+        if self._wake is not None and threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(ValueError):
+                signal.set_wakeup_fd(self._old_wake)
+            for fd in self._wake:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._wake = None
         if self._stack_file is not None:
             faulthandler.unregister(STACK_SIGNAL)
             self._stack_file.close()
