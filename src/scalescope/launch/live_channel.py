@@ -35,21 +35,39 @@ CONNECT_S = 600.0
 """How long a relay waits for the store: rank 0's process may create it at its
 ``init_process_group``, after its imports."""
 OP_TIMEOUT = timedelta(seconds=10)
+FINISH_WAIT_S = 3.0
 FLUSH, STACKS, KILL = "flush", "stacks", "kill"
 DEFAULT_RDZV_PORT = 29400
 """torchrun's port of a ``--rdzv-endpoint`` given without one."""
 
 
 def connect(addr: str, port: int, timeout_s: float = CONNECT_S) -> Any:
-    """A client of the job's TCPStore (it waits up to ``timeout_s`` for the server)."""
+    """A client of the job's TCPStore, waiting up to ``timeout_s`` for the server, in tries
+    of OP_TIMEOUT: a client keeps its constructor's timeout to reconnect later, and a store
+    that became unreachable must fail an operation in seconds, not minutes."""
     from torch.distributed import TCPStore
 
-    store = TCPStore(
-        addr, port, is_master=False, timeout=timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-    )  # fmt: skip
-    store.set_timeout(OP_TIMEOUT)
-    return store
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not wait_for_port(addr, port, deadline):
+            raise RuntimeError(f"nothing listens at {addr}:{port}")
+        try:
+            return TCPStore(addr, port, is_master=False, timeout=OP_TIMEOUT, wait_for_workers=False)
+        except RuntimeError:  # DistNetworkError, DistStoreError: not there (yet)
+            if time.monotonic() >= deadline:
+                raise
+
+
+def wait_for_port(addr: str, port: int, deadline: float) -> bool:
+    """Until something listens at ``addr:port`` (or the deadline): a plain socket, so no
+    failed try of TCPStore's prints its warnings while rank 0 is still importing torch."""
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((addr, port), timeout=1.0):
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
 
 
 class Channel:
@@ -214,16 +232,24 @@ class Relay(threading.Thread):
     def known_ranks(self) -> list[int]:
         return sorted(self._pids)
 
-    def finish(self, statuses: dict[int, str]) -> None:
-        """The ranks ended: their last states and statuses, then stop."""
+    def finish(self, statuses: dict[int, str], wait_s: float = FINISH_WAIT_S) -> None:
+        """The ranks ended: their last states and statuses, then stop. At most ``wait_s``:
+        a store that can no longer be reached must not hold the launcher."""
         self.done.set()
-        self.join(timeout=2.0)
-        if self.channel is None:
+        self.join(timeout=wait_s)
+        if self.channel is None or self.is_alive():
             return
-        with contextlib.suppress(Exception):
-            self._publish(self.channel)
-            for rank, status in statuses.items():
-                self.channel.put_ended(rank, status)
+        channel = self.channel
+
+        def last_words() -> None:
+            with contextlib.suppress(Exception):
+                self._publish(channel)
+                for rank, status in statuses.items():
+                    channel.put_ended(rank, status)
+
+        words = threading.Thread(target=last_words, daemon=True, name="scalescope-relay-end")
+        words.start()
+        words.join(timeout=wait_s)
 
 
 def node_ranks(run_dir: Path) -> dict[int, int]:
