@@ -254,6 +254,8 @@ def test_a_checkpoint_pause_is_not_a_hang(tmp_path):
     assert not (tmp_path / "run" / "hang.json").exists()
     assert scalescope("report", "run", "--json", "r.json", cwd=tmp_path).returncode == 0
     doc = json.loads((tmp_path / "r.json").read_text())
-    codes = [f["code"] for f in doc["diagnosis"]["findings"]]
-    assert codes[0] == "PAUSE" and "HANG" not in codes and "STRAGGLER" not in codes, codes
-    assert "rank 0 paused 2 times every 4 steps" in doc["diagnosis"]["findings"][0]["summary"]
+    findings = {f["code"]: f for f in doc["diagnosis"]["findings"]}
+    assert "PAUSE" in findings and "HANG" not in findings and "STRAGGLER" not in findings, list(
+        findings
+    )  # warnings the tiny loop earns on a loaded machine (latency) may come first
+    assert "rank 0 paused 2 times every 4 steps" in findings["PAUSE"]["summary"]
