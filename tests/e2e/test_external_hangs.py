@@ -53,6 +53,34 @@ def rank_waits(run_dir: Path, seconds: float) -> bool:
     return bool(zero and zero.in_collective and time.time() - zero.entered_s > seconds)
 
 
+def srun_tasks(tmp_path: Path, job: str, env: dict[str, str] | None = None) -> list:
+    """Two tasks of hang_train.py (rank 1 stops in host work at step 3) as srun starts them."""
+    return [
+        subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--run-dir",
+                "run",
+                "--hang-after",
+                "100",
+                "--no-report",
+                str(HANG_TRAIN),
+                "--mode",
+                "host",
+                "--at",
+                "3",
+            ],
+            cwd=tmp_path,
+            env=slurm_env(rank, 2, "localhost", job) | (env or {}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+
+
 @no_mpirun
 def test_mpirun_hang_is_named_live_through_the_store(tmp_path):
     """Rank 1 sleeps in host work; task 0's scalescope sees it through the store, gets both
@@ -103,33 +131,11 @@ def test_sigterm_to_mpirun_ends_every_rank_and_keeps_their_events(tmp_path):
 
 def test_srun_task_whose_rank_blocks_in_cpp_is_ended_after_its_grace(tmp_path):
     """Two tasks as srun starts them. Rank 0 blocks in a gloo all_reduce (C++, where its
-    SIGTERM handler never runs) while rank 1 sleeps; SIGTERM to task 0 only: its scalescope
-    has the rank flush its events, kills it 5 s later and records it interrupted."""
+    SIGTERM handler never runs) while rank 1 sleeps; SIGTERM to task 0 only: the rank's
+    watch thread flushes and ends it 3 s later (its scalescope would 5 s later), recorded
+    interrupted with every step."""
     job = unique_job()
-    procs = [
-        subprocess.Popen(
-            [
-                *CLI,
-                "run",
-                "--run-dir",
-                "run",
-                "--hang-after",
-                "100",
-                "--no-report",
-                str(HANG_TRAIN),
-                "--mode",
-                "host",
-                "--at",
-                "3",
-            ],
-            cwd=tmp_path,
-            env=slurm_env(rank, 2, "localhost", job),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
+    procs = srun_tasks(tmp_path, job)
     run_dir = tmp_path / "run"
     try:
         wait_until(lambda: rank_waits(run_dir, 3.0), what="rank 0 waiting in its all_reduce")
@@ -202,30 +208,7 @@ def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
     port = free_port()
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     job = unique_job()
-    procs = [
-        subprocess.Popen(
-            [
-                *CLI,
-                "run",
-                "--run-dir",
-                "run",
-                "--hang-after",
-                "100",
-                "--no-report",
-                str(HANG_TRAIN),
-                "--mode",
-                "host",
-                "--at",
-                "3",
-            ],
-            cwd=tmp_path,
-            env=slurm_env(rank, 2, "localhost", job) | env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
+    procs = srun_tasks(tmp_path, job, env)
     try:
         wait_until(lambda: rank_waits(tmp_path / "run", 11.0), what="rank 0 waiting 11 s")
         elsewhere = tmp_path / "elsewhere"
