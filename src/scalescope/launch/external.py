@@ -29,7 +29,7 @@ from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.hang_watch import FileSource, HangWatch, StoreSource
-from scalescope.launch.live_channel import Channel, Relay
+from scalescope.launch.live_channel import STORE_OPTION, Channel, Relay
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
@@ -150,15 +150,12 @@ def end_stopped_rank(task: Task) -> None:
             time.sleep(0.05)
     kill_family(child.pid)
     meta = read_rank_meta(task.run_dir, task.rank)
-    if meta is not None and meta.status == "running":
-        name = signal.Signals(task.stopped_by or signal.SIGTERM).name
-        meta.status, meta.exit_code, meta.end_time = (
-            "interrupted",
-            128 + (task.stopped_by or 15),
-            time.time(),
-        )
+    if meta is not None and meta.status == "running":  # its watch thread did not record it
+        signum = task.stopped_by or signal.SIGTERM
+        meta.status, meta.exit_code, meta.end_time = "interrupted", 128 + signum, time.time()
         meta.error = (
-            f"stopped by {name}: blocked in C++ (a collective?), killed {STOP_GRACE_S:.0f} s later"
+            f"stopped by {signal.Signals(signum).name}: blocked in C++ (a collective?), "
+            f"killed {STOP_GRACE_S:.0f} s later"
         )
         with contextlib.suppress(OSError):
             write_json_atomic(rank_meta_path(task.run_dir, task.rank), meta)
@@ -204,6 +201,8 @@ def world_meta(spec: RunSpec, run_dir: Path, plan: RankPlan, world: World) -> Ru
     meta.nproc_per_node = world.local_world_size
     meta.nnodes = max(world.num_nodes, 1)
     meta.launcher = world.source
+    if world.master_addr is not None and world.master_port is not None:
+        meta.options = {**meta.options, STORE_OPTION: f"{world.master_addr}:{world.master_port}"}
     return meta
 
 

@@ -42,7 +42,14 @@ from scalescope.events.live_state import (
 from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
-from scalescope.launch.live_channel import FLUSH, KILL, RELAY_POLL_S, STACKS, Channel
+from scalescope.launch.live_channel import (
+    FLUSH,
+    KILL,
+    RELAY_POLL_S,
+    STACKS,
+    Channel,
+    fresher_states,
+)
 from scalescope.launch.stopping import stop_processes
 
 POLL_S = 0.5
@@ -144,11 +151,8 @@ class StoreSource:
         self.channel, self.world_size, self.files = channel, world_size, files
 
     def states(self) -> dict[int, LiveState]:
-        merged = self.channel.states(list(range(self.world_size)))
-        for rank, state in (self.files.states() if self.files else {}).items():
-            if rank not in merged or freshness(state) > freshness(merged[rank]):
-                merged[rank] = state
-        return merged
+        stored = self.channel.states(list(range(self.world_size)))
+        return fresher_states(stored, self.files.states() if self.files else {})
 
     def flush(self, states: dict[int, LiveState]) -> None:
         if self.files is not None:
@@ -188,12 +192,6 @@ class StoreSource:
 
     def host(self, rank: int) -> str:
         return self.channel.host(rank) or (self.files.host(rank) if self.files else "")
-
-
-def freshness(state: LiveState) -> float:
-    """The latest moment a state speaks of (a newer state of the same rank says more)."""
-    times = (state.last_progress_s, state.entered_s, state.left_s, state.phase_since_s)
-    return max((t for t in times if t is not None), default=0.0)
 
 
 class HangWatch(threading.Thread):

@@ -1,4 +1,5 @@
-"""The ranks' live states over the network, for worlds another launcher started.
+"""The ranks' live states over the network: for worlds another launcher started, and for
+scalescope's own launch on several nodes.
 
 Under srun or mpirun every task is one rank with its own scalescope process beside it
 (launch/external.py); nodes may share no file system, and NFS would not show another node's
@@ -39,6 +40,9 @@ FINISH_WAIT_S = 3.0
 FLUSH, STACKS, KILL = "flush", "stacks", "kill"
 DEFAULT_RDZV_PORT = 29400
 """torchrun's port of a ``--rdzv-endpoint`` given without one."""
+STORE_OPTION = "live_store"
+"""run.json's ``options`` key naming the store (HOST:PORT) where the live states are, so
+``top RUN_DIR`` on another node reads them there."""
 
 
 def connect(addr: str, port: int, timeout_s: float = CONNECT_S) -> Any:
@@ -68,6 +72,29 @@ def wait_for_port(addr: str, port: int, deadline: float) -> bool:
         except OSError:
             time.sleep(0.5)
     return False
+
+
+def freshness(state: LiveState) -> float:
+    """The latest moment a state speaks of (a newer state of the same rank says more)."""
+    times = (state.last_progress_s, state.entered_s, state.left_s, state.phase_since_s)
+    return max((t for t in times if t is not None), default=0.0)
+
+
+def fresher_states(one: dict[int, LiveState], other: dict[int, LiveState]) -> dict[int, LiveState]:
+    """Each rank's fresher state of the two readings (the store's and this node's files)."""
+    merged = dict(one)
+    for rank, state in other.items():
+        if rank not in merged or freshness(state) > freshness(merged[rank]):
+            merged[rank] = state
+    return merged
+
+
+def split_address(text: str, default_port: int = DEFAULT_RDZV_PORT) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``HOST``, with ``default_port``)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        return text, default_port
+    return host, int(port)
 
 
 class Channel:

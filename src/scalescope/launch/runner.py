@@ -28,7 +28,13 @@ from scalescope.launch.hang_watch import (
     HangWatch,
     StoreSource,
 )
-from scalescope.launch.live_channel import DEFAULT_RDZV_PORT, Channel, Relay, node_ranks
+from scalescope.launch.live_channel import (
+    STORE_OPTION,
+    Channel,
+    Relay,
+    node_ranks,
+    split_address,
+)
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.probe.binding import PLACEMENTS_ENV
@@ -169,6 +175,9 @@ def execute(spec: RunSpec) -> RunOutcome:
     check_new_run_dir(run_dir, meta_file)
     options = with_log_dir(spec.launch, run_dir)
     meta = start_meta(spec, run_dir, plan)
+    if spec.launch.nnodes > 1 and spec.launch.rdzv_endpoint:
+        host, port = split_address(spec.launch.rdzv_endpoint)
+        meta.options = {**meta.options, STORE_OPTION: f"{host}:{port}"}
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(run_dir / meta_file, meta)
@@ -206,10 +215,8 @@ def node_relay(options: LaunchOptions, run_dir: Path) -> Relay | None:
     watch reads every rank's (launch/live_channel.py); None on one node (the files do)."""
     if options.nnodes < 2 or not options.rdzv_endpoint:
         return None
-    host, _, port = options.rdzv_endpoint.rpartition(":")
-    if not host or not port.isdigit():
-        host, port = options.rdzv_endpoint, str(DEFAULT_RDZV_PORT)
-    relay = Relay(host, int(port), run_dir, lambda: node_ranks(run_dir), options.world_size)
+    host, port = split_address(options.rdzv_endpoint)
+    relay = Relay(host, port, run_dir, lambda: node_ranks(run_dir), options.world_size)
     relay.start()
     return relay
 

@@ -29,12 +29,21 @@ from rich.live import Live
 
 from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.summary import RunAnalysis, analyze_run
-from scalescope.events.live_state import read_live_states
-from scalescope.events.run import RankMeta, Run, read_rank_meta
+from scalescope.events.live_state import LiveState, read_live_states
+from scalescope.events.run import RankMeta, Run, RunMeta, read_rank_meta
 from scalescope.events.tail import RunTail
+from scalescope.launch.live_channel import (
+    STORE_OPTION,
+    Channel,
+    connect,
+    fresher_states,
+    split_address,
+)
 from scalescope.report.live_view import LiveExtras, render_live
 
 REFRESH_S = 1.0
+STORE_RETRY_S = 30.0
+"""After the store did not answer, how long top reads only the files before trying again."""
 OUTPUT_LINES = 6
 
 
@@ -110,6 +119,8 @@ class LiveTop:
         self.note = ""
         self.run: Run | None = None
         self.analysis: RunAnalysis | None = None
+        self._channel: Channel | None = None
+        self._store_retry_at = 0.0
 
     def frame(self) -> RenderableType:
         now = time.time()
@@ -128,7 +139,7 @@ class LiveTop:
         alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
         metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
-        live = read_live_states(self.run_dir, meta.world_size) if running else {}
+        live = self.live_states(meta, now) if running else {}
         snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now, live)
         due = now - self.finding_at >= self.finding_every_s or not running
         if self.finding_stale and due:
@@ -137,6 +148,23 @@ class LiveTop:
         output = last_output(self.run_dir) if self.show_output else ()
         extras = LiveExtras(finding=self.finding, output=output, note=self.note)
         return render_live(snap, extras)
+
+    def live_states(self, meta: RunMeta, now: float) -> dict[int, LiveState]:
+        """The state files here, and, for a run over several nodes or another launcher's
+        world, the job's store named in run.json (fresher of the two per rank): the files
+        of another node's ranks are not current here, if they are here at all."""
+        files = read_live_states(self.run_dir, meta.world_size)
+        address = (meta.options or {}).get(STORE_OPTION)
+        if not address or now < self._store_retry_at:
+            return files
+        try:
+            if self._channel is None:
+                self._channel = Channel(connect(*split_address(address), timeout_s=2.0))
+            stored = self._channel.states(list(range(meta.world_size)))
+        except Exception:  # the store is gone (the run ended) or not reachable from here
+            self._channel, self._store_retry_at = None, now + STORE_RETRY_S
+            return files
+        return fresher_states(stored, files)
 
     def update_finding(self, now: float) -> None:
         """The diagnosis of the window; at most every ``finding_every_s`` while running."""
