@@ -172,7 +172,9 @@ def test_sigterm_ends_ranks_blocked_in_cpp_within_10_s(tmp_path):
     _, alive = psutil.wait_procs(ranks, timeout=max(0.1, 10.0 - (time.monotonic() - stopped)))
     assert not alive, f"still running 10 s after SIGTERM: {alive}"
     run = load_run(tmp_path / "run")
-    for rank in (0, 1):
+    errors = [run.ranks[rank].error or "" for rank in (0, 1)]
+    assert any("blocked in C++" in e for e in errors), errors  # the first to end; the other
+    for rank in (0, 1):  # may then see its collective fail ("connection closed by peer")
         meta = run.ranks[rank]
-        assert meta.status == "interrupted" and "blocked in C++" in (meta.error or ""), meta
+        assert meta.status == "interrupted" and "stopped by SIGTERM" in (meta.error or ""), meta
         assert _steps(run, rank) == list(range(meta.steps)), "every step it recorded kept"
