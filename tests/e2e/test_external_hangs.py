@@ -12,25 +12,17 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
+from test_hangs import HANG_TRAIN, still_running, wait_until
 from test_launch_cluster import slurm_env, unique_job
 
-from conftest import SCRIPTS, cli_env
+from conftest import cli_env
 from scalescope.events import Kind, load_run
 from scalescope.events.live_state import read_live_states
 
-HANG_TRAIN = SCRIPTS / "hang_train.py"
 CLI = [sys.executable, "-m", "scalescope.cli"]
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
 no_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed")
-
-
-def wait_until(check, timeout: float = 120.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def rank_pids(run_dir: Path) -> list[int]:
@@ -38,14 +30,7 @@ def rank_pids(run_dir: Path) -> list[int]:
 
 
 def gone(pids: list[int]) -> bool:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return not alive
+    return not still_running(pids)
 
 
 def rank_waits(run_dir: Path, seconds: float) -> bool:

@@ -44,7 +44,7 @@ def recorded_steps(run, rank: int) -> list[int]:
     return ev.step[(ev.rank == rank) & (ev.kind == Kind.STEP)].tolist()
 
 
-def assert_no_process_left(pids: list[int]) -> None:
+def still_running(pids: list[int]) -> list[int]:
     alive = []
     for pid in pids:
         try:
@@ -52,6 +52,11 @@ def assert_no_process_left(pids: list[int]) -> None:
                 alive.append(pid)
         except psutil.NoSuchProcess:
             pass
+    return alive
+
+
+def assert_no_process_left(pids: list[int]) -> None:
+    alive = still_running(pids)
     assert not alive, f"processes still running: {alive}"
 
 

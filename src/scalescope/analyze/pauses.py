@@ -52,12 +52,12 @@ def _step_table(events: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _longest_waits(events: EventTable, steps: list[int], world: int) -> np.ndarray:
-    """[pause, rank]: the rank's longest collective in that step (ns), in one pass."""
+    """[pause, rank]: the rank's longest collective in that step (ns), in one pass
+    (``steps`` sorted)."""
     rows = events.of_kind(Kind.COLLECTIVE)
-    index = {s: i for i, s in enumerate(steps)}
     mine = np.isin(rows.step, steps) & (rows.dur_ns > 0) & (rows.rank < world)
     out = np.zeros((len(steps), world), dtype=np.int64)
-    at = np.array([index[s] for s in rows.step[mine].tolist()], dtype=np.int64)
+    at = np.searchsorted(steps, rows.step[mine])
     np.maximum.at(out, (at, rows.rank[mine].astype(np.int64)), rows.dur_ns[mine])
     return out
 
@@ -83,15 +83,14 @@ def analyze_pauses(events: EventTable, warmup_steps: int = 1) -> PauseAnalysis |
         here = steps == step
         if np.unique(ranks[here]).size == everyone.size and durs[here].min() >= floor_ns:
             long_steps.append(step)
-    waits = _longest_waits(events, long_steps, int(everyone.max()) + 1) if long_steps else None
+    if not long_steps:
+        return None
+    waits = _longest_waits(events, long_steps, int(everyone.max()) + 1)
     pauses = []
     for i, step in enumerate(long_steps):
-        assert waits is not None
         rank = int(everyone[np.argmin(waits[i, everyone])])
         seconds = float(durs[(steps == step) & (ranks == rank)].max()) / 1e9
         pauses.append(Pause(step, rank, seconds))
-    if not pauses:
-        return None
     total = sum(p.seconds for p in pauses)
     first_rank = float(durs[ranks == everyone[0]].sum()) / 1e9
     counts = Counter(p.rank for p in pauses)

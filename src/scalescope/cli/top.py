@@ -43,7 +43,7 @@ def top(
         if once:
             console.print(view.frame())
             raise typer.Exit(0)
-        raise typer.Exit(watch(run_dir, console, view))
+        raise typer.Exit(watch(view, console))
     except (RunDirError, ValueError) as exc:
         fail(str(exc))
 

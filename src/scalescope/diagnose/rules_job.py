@@ -82,8 +82,8 @@ class PauseRule:
         count = len(pauses.pauses)
         steps = ", ".join(str(p.step) for p in pauses.pauses[:8])
         evidence = (
-            Evidence("pauses", len(pauses.pauses)),
-            Evidence("at steps", steps + (" ..." if len(pauses.pauses) > 8 else "")),
+            Evidence("pauses", count),
+            Evidence("at steps", steps + (" ..." if count > 8 else "")),
             Evidence("longest pause", round(pauses.longest_s, 1), "s"),
             Evidence("median step", round(pauses.median_step_s * 1e3, 1), "ms"),
             Evidence("share of the run's step time", round(pauses.share_pct, 1), "%"),

@@ -279,8 +279,10 @@ class NodeStragglerRule:
     def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
         cr = ctx.analysis.cross_rank
         step_ms = mean_step(rank_times(ctx.analysis))
-        host = node_of_late_ranks(ctx, cr) if cr is not None and step_ms else None
-        if host is None or cr is None or not step_ms:
+        if cr is None or not step_ms:
+            return None
+        host = node_of_late_ranks(ctx, cr)
+        if host is None:
             return None
         busy = node_busy(ctx, cr)
         rest = [v for h, v in busy.items() if h != host]

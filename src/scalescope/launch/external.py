@@ -111,7 +111,7 @@ def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, sp
     if watch is not None:
         watch.done.set()
     if task.relay is not None:
-        task.relay.finish({task.rank: rank_status(task)})
+        task.relay.finish()
     return 128 - code if code < 0 else code
 
 
@@ -167,11 +167,6 @@ def _ended_within(child: subprocess.Popen, seconds: float) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
-
-
-def rank_status(task: Task) -> str:
-    meta = read_rank_meta(task.run_dir, task.rank)
-    return meta.status if meta is not None else "unknown"
 
 
 def execute_rank(spec: RunSpec, world: World) -> tuple[Path, int]:

@@ -256,10 +256,15 @@ class Relay(threading.Thread):
                     return f.read().decode("utf-8", "replace")
         return ""
 
-    def known_ranks(self) -> list[int]:
-        return sorted(self._pids)
+    def statuses(self) -> dict[int, str]:
+        """How each rank of this node ended, as its rank file says."""
+        out = {}
+        for rank in sorted(self._pids):
+            meta = read_rank_meta(self.run_dir, rank)
+            out[rank] = meta.status if meta is not None else "unknown"
+        return out
 
-    def finish(self, statuses: dict[int, str], wait_s: float = FINISH_WAIT_S) -> None:
+    def finish(self, wait_s: float = FINISH_WAIT_S) -> None:
         """The ranks ended: their last states and statuses, then stop. At most ``wait_s``:
         a store that can no longer be reached must not hold the launcher."""
         self.done.set()
@@ -271,7 +276,7 @@ class Relay(threading.Thread):
         def last_words() -> None:
             with contextlib.suppress(Exception):
                 self._publish(channel)
-                for rank, status in statuses.items():
+                for rank, status in self.statuses().items():
                     channel.put_ended(rank, status)
 
         words = threading.Thread(target=last_words, daemon=True, name="scalescope-relay-end")

@@ -196,7 +196,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     finally:
         watch.done.set()
         if relay is not None:
-            relay.finish(local_statuses(run_dir, relay))
+            relay.finish()
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
         result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
@@ -228,14 +228,6 @@ def store_source(options: LaunchOptions, relay: Relay | None) -> StoreSource | N
         return None
     files = FileSource(relay.run_dir, options.world_size)
     return StoreSource(Channel(addr=relay.addr, port=relay.port), options.world_size, files)
-
-
-def local_statuses(run_dir: Path, relay: Relay) -> dict[int, str]:
-    out = {}
-    for rank in relay.known_ranks():
-        meta = read_rank_meta(run_dir, rank)
-        out[rank] = meta.status if meta is not None else "unknown"
-    return out
 
 
 def end_stuck_launch(meta: RunMeta, run_dir: Path, meta_file: str) -> None:

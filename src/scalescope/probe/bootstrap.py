@@ -222,29 +222,30 @@ def how_it_ended(exc: BaseException) -> tuple[str, int, str | None]:
 _finishing = threading.Lock()
 
 
-def _end_orphan(run_dir: Path, meta: RankMeta, probe: Any) -> None:
-    """The launcher died and the main thread is blocked: record what we have and exit."""
-    if not _finishing.acquire(blocking=False):
-        return
-    code = 128 + signal.SIGTERM
-    _record_end(run_dir, meta, probe, "interrupted", code, ORPHANED)
-    os._exit(code)
-
-
-def _end_stopped(run_dir: Path, meta: RankMeta, probe: Any, signum: int) -> None:
-    """A stop signal arrived and the main thread, blocked in C++, never ran its handler:
-    record the end from the watch thread and exit."""
-    from scalescope.probe.live import STOP_GRACE_S
-
+def _end_from_watch(run_dir: Path, meta: RankMeta, probe: Any, signum: int, error: str) -> None:
+    """The main thread is blocked (in C++) and will not end the rank: record what we have
+    from the watch thread and exit, as if ``signum`` had ended it."""
     if not _finishing.acquire(blocking=False):
         return
     code = 128 + signum
+    _record_end(run_dir, meta, probe, "interrupted", code, error)
+    os._exit(code)
+
+
+def _end_orphan(run_dir: Path, meta: RankMeta, probe: Any) -> None:
+    """The launcher died."""
+    _end_from_watch(run_dir, meta, probe, signal.SIGTERM, ORPHANED)
+
+
+def _end_stopped(run_dir: Path, meta: RankMeta, probe: Any, signum: int) -> None:
+    """A stop signal arrived and the main thread never ran its handler."""
+    from scalescope.probe.live import STOP_GRACE_S
+
     error = (
         f"stopped by {signal.Signals(signum).name}: blocked in C++ (a collective?), ended "
         f"{STOP_GRACE_S:.0f} s later by its watch thread"
     )
-    _record_end(run_dir, meta, probe, "interrupted", code, error)
-    os._exit(code)
+    _end_from_watch(run_dir, meta, probe, signum, error)
 
 
 def _finish(

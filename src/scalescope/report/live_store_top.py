@@ -52,8 +52,7 @@ class StoreTop:
         self._before: dict[int, tuple[float, int]] = {}
         self._hosts: dict[int, str] = {}
 
-    def ranks(self, now: float) -> list[StoreRank]:
-        world = self.channel.world_size()
+    def ranks(self, now: float, world: int) -> list[StoreRank]:
         states = self.channel.states(list(range(world)))
         any_ended = self.channel.ended_count() > 0
         out = []
@@ -72,8 +71,8 @@ class StoreTop:
 
     def frame(self) -> RenderableType:
         now = time.time()
-        ranks = self.ranks(now)
         world = self.channel.world_size()
+        ranks = self.ranks(now, world)
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         return render_store_top(ranks, world, now)
 

@@ -197,10 +197,9 @@ def quit_pressed(timeout_s: float) -> bool:
     return bool(ready) and sys.stdin.read(1) in ("q", "Q")
 
 
-def watch(run_dir: Path | None, console: Console, top: Any = None) -> int:
+def watch(top: Any, console: Console) -> int:
     """Redraw until q (exit 0) or Ctrl-C (130); without a terminal, until the run ends.
-    ``top``: anything with ``frame()`` and ``ended`` (default: the run directory's view)."""
-    top = top or LiveTop(run_dir)
+    ``top``: anything with ``frame()`` and ``ended`` (LiveTop, StoreTop)."""
     first = top.frame()
     try:
         with keys() as interactive, Live(first, console=console, auto_refresh=False) as live:
