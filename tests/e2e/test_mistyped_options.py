@@ -122,3 +122,21 @@ def test_top_of_a_directory_without_a_run_is_one_line(tmp_path: Path) -> None:
     assert line == f"error: {ODD} is not a scalescope run directory (no run.json)"
     line = refused(scalescope_in_process("top", "--onse", ODD, cwd=tmp_path))
     assert "unknown option --onse for top; did you mean --once?" in line
+
+
+def test_top_needs_one_source_and_a_store_that_answers(tmp_path: Path) -> None:
+    line = refused(scalescope_in_process("top", cwd=tmp_path))
+    assert line == "error: give a run directory or --connect HOST:PORT (one of them)"
+    line = refused(scalescope_in_process("top", ODD, "--connect", "h:1", cwd=tmp_path))
+    assert line == "error: give a run directory or --connect HOST:PORT (one of them)"
+    line = refused(scalescope_in_process("top", "--connect", "nohost", cwd=tmp_path))
+    assert line == "error: --connect takes HOST:PORT of the job's store, got 'nohost'"
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    line = refused(scalescope_in_process("top", "--connect", f"127.0.0.1:{port}", cwd=tmp_path))
+    assert (
+        line == f"error: no store answers at 127.0.0.1:{port}: nothing listens at 127.0.0.1:{port}"
+    )
