@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_TORCH := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test lint format clean sysdeps gpu-check bench
+.PHONY: demo test lint format clean sysdeps gpu-check bench native
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The probe's C++ collective hooks, compiled once per torch (about a minute; without a
+# compiler the probe keeps its Python hooks).
+native: $(STAMP)
+	-$(PY) -m scalescope.probe.native
+
+demo: $(STAMP) native
 	$(VENV)/bin/scalescope bench resnet18 -n 2 --batch-size 16 --image-size 128 \
 		--steps 40 --warmup-steps 5 --html scalescope_runs/demo-dashboard.html
 
@@ -45,7 +50,7 @@ sysdeps:
 # Three at a time: many tests wait on ranks that sleep, hang or are killed, so three workers
 # keep 2 cpus busy. Nothing here compares a time measured on this machine with a truth: that
 # is make bench's (benchmarks/accuracy), so the suite may share the cpus (docs/testing.md).
-test: lint sysdeps
+test: lint sysdeps native
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --durations=15
 
 # Sets itself up (uses .venv, creates it when missing: over a preinstalled torch, or with
@@ -53,7 +58,7 @@ test: lint sysdeps
 gpu-check:
 	python3 benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) native
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:

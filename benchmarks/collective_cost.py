@@ -2,8 +2,9 @@
 
 One rank, then two (gloo, ``scalescope run --no-probe``), run
 benchmarks/workers/collective_cost.py, which installs and removes the probe itself between
-blocks, interleaved: a block of ``--calls`` 8-byte all_reduces with no probe, with torch's
-process-group hooks (the probe's way), and with the older ``dist.*`` wrappers; then (two
+blocks, interleaved: a block of ``--calls`` 8-byte all_reduces with no probe, with the probe
+(its C++ hooks where built: ``python -m scalescope.probe.native``), with torch's hooks
+calling the probe's Python, and with the older ``dist.*`` wrappers; then (two
 ranks) FSDP2 steps (fully_shard on each block and the root) with the probe off and on. It
 prints the medians over ``--blocks`` blocks and the difference per call. The cost per call
 is the one-rank figure: a 2-rank all_reduce on 2 shared cores swings by tens of
@@ -23,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from results import record
+from scalescope.probe import native
 
 WORKER = Path(__file__).parent / "workers" / "collective_cost.py"
 TARGET_US = 2.0
@@ -61,10 +63,11 @@ def main() -> None:
         for way, us in res["all_reduce_us"].items():
             print(f"  {way:<10} {us:8.2f} us/call   {us - off:+6.2f} us")
     cost = {w: us - alone["all_reduce_us"]["off"] for w, us in alone["all_reduce_us"].items()}
+    way = "C++ hooks" if native.built_file().exists() else "Python hooks: C++ hooks not built"
     record(
-        "probe's cost per 8-byte all_reduce (group hooks; 1 rank: no network noise)",
-        cost["hooks"], "us", f"<= {TARGET_US}", cost["hooks"] <= TARGET_US,
-        f"the dist.* wrappers: {cost['wrappers']:+.2f} us",
+        f"probe's cost per 8-byte all_reduce ({way}; 1 rank: no network noise)",
+        cost["probe"], "us", f"<= {TARGET_US}", cost["probe"] <= TARGET_US,
+        f"Python hooks {cost['python']:+.2f} us, the dist.* wrappers {cost['wrappers']:+.2f} us",
     )  # fmt: skip
     fsdp = pair["fsdp_step_ms"]
     share = (fsdp["on"] - fsdp["off"]) / fsdp["on"] * 100
@@ -72,7 +75,7 @@ def main() -> None:
     print(
         f"FSDP2 step (2 ranks, {calls} collectives/step): {fsdp['off']:.2f} ms off, "
         f"{fsdp['on']:.2f} ms with the probe: {share:+.1f} % of the step; the hooks' share "
-        f"by their cost per call: {cost['hooks'] * calls / 1000 / fsdp['on'] * 100:.2f} %"
+        f"by their cost per call: {cost['probe'] * calls / 1000 / fsdp['on'] * 100:.2f} %"
     )
     record("probe's share of an FSDP2 step (2 ranks)", share, "%", "", None)
 

@@ -43,6 +43,8 @@ class Way:
         self.probe = Probe(self.run_dir / self.name, dist.get_rank())
         if self.name == "wrappers":  # the dist.* wrappers instead of the group hooks
             self.probe.group_hooks = None
+        elif self.name == "python" and self.probe.group_hooks is not None:
+            self.probe.group_hooks.native = None  # torch's hooks calling Python
         self.probe.install()
 
     def __exit__(self, *exc: object) -> None:
@@ -97,7 +99,7 @@ def main() -> None:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     dist.init_process_group("gloo")
     run_dir = Path(tempfile.mkdtemp())
-    ways = ("off", "hooks", "wrappers")
+    ways = ("off", "probe", "python", "wrappers")
     times: dict[str, list[float]] = {w: [] for w in ways}
     all_reduce_block(50)
     for _ in range(args.blocks):
@@ -115,11 +117,13 @@ def main() -> None:
     fsdp_step(model, opt, x, y)
     steps: dict[str, list[float]] = {"off": [], "on": []}
     for _ in range(args.fsdp_blocks):
-        for way, name in (("off", "off"), ("hooks", "on")):
+        for way, name in (("off", "off"), ("probe", "on")):
             with Way(way, run_dir):
                 steps[name].append(fsdp_block(model, opt, x, y, args.fsdp_steps))
     probe = Probe(run_dir / "count", dist.get_rank()).install()
     fsdp_step(model, opt, x, y)
+    dist.barrier()
+    probe.recorder.collect(final=True)
     per_step = sum(row[1] == Kind.COLLECTIVE for row in probe.recorder.rows)
     probe.close()
     write(args.out, times, steps, per_step)

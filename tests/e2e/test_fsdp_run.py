@@ -14,6 +14,7 @@ import pytest
 
 from conftest import SCRIPTS, cli_env, scalescope
 from scalescope.events import Kind, load_run
+from scalescope.probe import native
 from scalescope.probe.install import WAY_VARIABLE
 
 FSDP_TRAIN = SCRIPTS / "fsdp_train.py"
@@ -145,3 +146,45 @@ def test_tunes_reshard_knob_reaches_an_unmodified_script(tmp_path) -> None:
         if n == "all_gather"
     )
     assert gathers == Counter({f"unshard:{unit}": 1 for unit in unit_bytes()})
+
+
+def collective_rows(run_dir) -> Counter:
+    ev = load_run(run_dir).events
+    coll = ev.select(ev.kind == int(Kind.COLLECTIVE))
+    return Counter(
+        zip(
+            coll.rank.tolist(),
+            coll.step.tolist(),
+            coll.strings("name"),
+            coll.strings("tag"),
+            coll.strings("group"),
+            coll.seq.tolist(),
+            coll.nbytes.tolist(),
+            coll.count.tolist(),
+            coll.strings("dtype"),
+            strict=True,
+        )  # fmt: skip
+    )
+
+
+@pytest.mark.skipif(native.load() is None, reason="the probe's C++ hooks are not built")
+def test_the_cpp_hooks_record_what_the_python_hooks_record(tmp_path) -> None:
+    """FSDP2 units, DTensor and a functional all_reduce, once through the C++ hooks and once
+    with them turned off: the same rows, every one completed."""
+    import subprocess
+
+    runs = {}
+    for way, switch in (("cpp", "1"), ("python", "0")):
+        cmd = [
+            sys.executable, "-m", "scalescope.cli", "run", "-n", "2", "--run-dir",
+            tmp_path / way, "--no-report", FSDP_TRAIN, "--steps", "2", "--dtensor",
+        ]  # fmt: skip
+        proc = subprocess.run(
+            list(map(str, cmd)), cwd=tmp_path, env=cli_env() | {native.SWITCH: switch},
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        runs[way] = collective_rows(tmp_path / way)
+        ev = load_run(tmp_path / way).events
+        assert (ev.dur_ns[ev.kind == int(Kind.COLLECTIVE)] > 0).all(), way
+    assert runs["cpp"] == runs["python"] and sum(runs["cpp"].values()) > 40

@@ -20,6 +20,7 @@ import os
 import signal
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,7 @@ class LiveStateWriter:
     """The probe's side: a memory map of the rank's state file, updated in place."""
 
     def __init__(self, path: Path, pid: int, wall_minus_perf_ns: int) -> None:
-        path = Path(path)
+        path = self.path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -106,8 +107,10 @@ class LiveStateWriter:
             os.close(fd)
         HEADER.pack_into(self._map, HEADER_AT, MAGIC, pid, wall_minus_perf_ns)
         PHASE.pack_into(self._map, PHASE_AT, OUTSIDE.encode(), 0)
-        self.stage_now = ""
-        """The start stage last written ("" before any)."""
+        self._stage_now = ""
+        self.stage_listener: Callable[[str], None] | None = None
+        """Told each stage written: another writer of this file (the probe's C++ hooks)
+        may then write ``running`` itself, which ``stage_now`` reads back."""
         self._names: dict[str, bytes] = {}
         self._last: tuple[str, int] | None = None
         """Group and sequence of the collective last entered (as the map holds them)."""
@@ -121,9 +124,19 @@ class LiveStateWriter:
     def phase(self, name: str, since_ns: int) -> None:
         PHASE.pack_into(self._map, PHASE_AT, self._b(name), since_ns)
 
+    @property
+    def stage_now(self) -> str:
+        """The start stage last written ("" before any)."""
+        shared = self._stage_now != RUNNING and self.stage_listener is not None
+        if shared and _text(STAGE.unpack_from(self._map, STAGE_AT)[0]) == RUNNING:
+            self._stage_now = RUNNING
+        return self._stage_now
+
     def stage(self, name: str, since_ns: int) -> None:
         STAGE.pack_into(self._map, STAGE_AT, name.encode()[:24], since_ns)
-        self.stage_now = name
+        self._stage_now = name
+        if self.stage_listener is not None:
+            self.stage_listener(name)
 
     def step(self, steps_done: int, end_ns: int) -> None:
         STEP.pack_into(self._map, STEP_AT, steps_done, end_ns)

@@ -37,6 +37,7 @@ from scalescope.launch.live_channel import (
 )
 from scalescope.launch.local import LaunchOptions, LaunchResult, launch
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
+from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
 
 HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
@@ -184,6 +185,8 @@ def execute(spec: RunSpec) -> RunOutcome:
     except OSError as exc:
         raise ValueError(f"cannot write the run directory {run_dir}: {exc.strerror}") from None
     os.environ.update(plan.env)
+    if spec.probe:
+        build_native_hooks()
     relay = node_relay(spec.launch, run_dir) if spec.probe else None
     defer = NODE_DEFER_S if relay is not None and spec.launch.node_rank != 0 else 0.0
     source = store_source(spec.launch, relay)
@@ -208,6 +211,12 @@ def execute(spec: RunSpec) -> RunOutcome:
             f"{exc.strerror}; what the ranks recorded is kept (scalescope report {run_dir})"
         ) from None
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def build_native_hooks() -> None:
+    """The probe's C++ hooks, built on the first profiled run with this torch; a machine
+    that cannot build them says so once and records through the Python hooks."""
+    native.ensure_built(say=lambda text: print(f"scalescope: {text}", file=sys.stderr))
 
 
 def node_relay(options: LaunchOptions, run_dir: Path) -> Relay | None:

@@ -26,19 +26,19 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from scalescope.probe import native
 from scalescope.probe.collectives import DTYPE_NAMES, UNKNOWN_GROUP, GroupNames, dtype_name
 from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import UNRECORDED, current_tag
 from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.native_rows import NativeRows, on_host
 from scalescope.probe.recorder import Recorder
 
 HOOK_ID = 0x5CA1E5C0
 """The id of the probe's hooks on every group (torch keys hooks by an id per group)."""
 
 
-def available() -> bool:
-    """This torch calls process-group hooks."""
-    return hasattr(getattr(dist, "ProcessGroup", None), "register_pre_hook")
+available = native.hooks_available
 
 
 Sized = tuple[int, int, "torch.Tensor | None"]
@@ -102,17 +102,27 @@ def sizes_by_hook_op() -> dict[Any, tuple[str, Callable[[Any, int], Sized]]]:
 class GroupHooks:
     """Registers the probe's hooks on every process group; ``attach_new`` finds new groups."""
 
-    def __init__(self, recorder: Recorder, groups: GroupNames, cuda: CudaTimings) -> None:
+    def __init__(
+        self, recorder: Recorder, groups: GroupNames, cuda: CudaTimings, compiled: bool = True
+    ) -> None:
+        """``compiled``: use the C++ hooks where they are built (False: Python hooks only)."""
         self.recorder = recorder
         self.groups = groups
         self.cuda = cuda
         self.completions = HostCompletions(recorder)
+        module = native.load() if compiled else None
+        self.native = None if module is None else NativeRows(module, recorder, self._op_names())
+        """The C++ hooks, for the groups the host times; the others get Python hooks."""
         self._hooked: dict[int, Any] = {}
+        self._native_groups: set[int] = set()
         self._saved: dict[str, Any] = {}
         self._errors: set[str] = set()
 
+    @staticmethod
+    def _op_names() -> dict[int, str]:
+        return {int(code.value): op for code, (op, _) in sizes_by_hook_op().items()}
+
     def install(self) -> None:
-        self.completions.install()
         register = getattr(c10d, "_register_pg_in_world", None)
         if register is not None:
             self._saved["_register_pg_in_world"] = register
@@ -131,10 +141,12 @@ class GroupHooks:
         for name, original in self._saved.items():
             setattr(c10d if name.startswith("_") else dist, name, original)
         self._saved.clear()
-        for pg in self._hooked.values():
-            _unregister(pg)
+        for pg in list(self._hooked.values()):
+            self._detach(pg)
         self._hooked.clear()
         self.completions.uninstall()
+        if self.native is not None:
+            self.native.stop()
 
     def _after(self, original: Callable) -> Callable:
         @functools.wraps(original)
@@ -154,7 +166,7 @@ class GroupHooks:
             for key in doomed:
                 pg = self._hooked.pop(key, None)
                 if pg is not None:
-                    _unregister(pg)
+                    self._detach(pg)
             return original(group, *args, **kwargs)
 
         return destroy
@@ -171,15 +183,27 @@ class GroupHooks:
 
     def _attach(self, pg: Any) -> None:
         label = self._label(pg)
-        size = pg.size()
-        pre, post = self._hooks(label, size)
         try:
-            pg.register_pre_hook(HOOK_ID, pre)
-            pg.register_post_hook(HOOK_ID, post)
+            if self.native is not None and on_host(pg):
+                self.native.attach(pg, HOOK_ID, label)
+                self._native_groups.add(id(pg))
+            else:
+                self.completions.install()  # Work.wait wrapped only where Python hooks need it
+                pre, post = self._hooks(label, pg.size())
+                pg.register_pre_hook(HOOK_ID, pre)
+                pg.register_post_hook(HOOK_ID, post)
         except Exception as exc:
             self._error(f"collectives of group {label} not observed: {exc}")
             return
         self._hooked[id(pg)] = pg
+
+    def _detach(self, pg: Any) -> None:
+        if id(pg) in self._native_groups and self.native is not None:
+            self._native_groups.discard(id(pg))
+            with contextlib.suppress(Exception):  # a destroyed group
+                self.native.detach(pg, HOOK_ID)
+        else:
+            _unregister(pg)
 
     def _label(self, pg: Any) -> str:
         try:

@@ -49,6 +49,11 @@ class Recorder:
         self.memory = MemoryPeak()
         self.errors: list[str] = []
         self.before_flush: list[Callable[[], None]] = []
+        self.row_sources: list[Callable[[bool], list[list]]] = []
+        """Rows kept elsewhere (the C++ hooks'), taken at each flush: the finished ones, all
+        on the final flush."""
+        self.on_step: Callable[[int], None] | None = None
+        """Told the step number each time a step ends."""
         self.live: LiveStateWriter | None = None
         """Kept current on phase changes and collectives (events/live_state.py)."""
         self._flush_lock = threading.Lock()
@@ -134,6 +139,8 @@ class Recorder:
             rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, ""])
         self.step += 1
         self.step_start_ns = end_ns
+        if self.on_step is not None:
+            self.on_step(self.step)
         if self.live is not None:
             if self.live.stage_now != RUNNING:
                 self.live.stage(RUNNING, start)
@@ -145,6 +152,13 @@ class Recorder:
         ):
             self.flush()
 
+    def collect(self, final: bool = False) -> None:
+        """Take the rows of ``row_sources`` into ``rows``."""
+        taken = [row for source in self.row_sources for row in source(final)]
+        if taken:
+            with self._lock:
+                self.rows.extend(taken)
+
     def flush(self, final: bool = False) -> None:
         """Write completed rows; on ``final`` write incomplete collectives with dur_ns -1."""
         with self._flush_lock:
@@ -153,6 +167,7 @@ class Recorder:
     def _flush(self, final: bool) -> None:
         for hook in self.before_flush:
             hook()
+        self.collect(final)
         with self._lock:
             rows, self.rows = self.rows, []
         done, pending = [], []

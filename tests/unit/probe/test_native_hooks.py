@@ -1,0 +1,182 @@
+"""The probe's C++ hooks on a real one-rank gloo group: what the Python hooks would record (the
+shared cases run in test_group_hooks.py under both), plus what only they do themselves: the
+live state, the step, the tag of the thread, the clock, and building once or saying why not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from scalescope.events.files import live_state_path
+from scalescope.events.live_state import MODEL, RUNNING, LiveStateWriter, read_live_state
+from scalescope.events.schema import Kind
+from scalescope.probe import group_hooks, native
+from scalescope.probe.collectives import GroupNames
+from scalescope.probe.context import tagged
+from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.group_hooks import GroupHooks
+from scalescope.probe.recorder import Recorder
+
+needs_built = pytest.mark.skipif(
+    not group_hooks.available() or native.load() is None,
+    reason="the probe's C++ hooks are not built (python -m scalescope.probe.native)",
+)
+STEP, START, DUR, TAG = 0, 3, 4, 10
+ORIGINAL_WAIT = dist.Work.wait
+
+
+@pytest.fixture
+def probe(tmp_path: Path):
+    """Recorder, live state and C++ hooks on a one-rank group, as a rank has them."""
+    recorder = Recorder(tmp_path / "events.arrow", 0)
+    recorder.live = LiveStateWriter(live_state_path(tmp_path, 0), os.getpid(), 0)
+    recorder.live.stage(MODEL, 1)
+    hooks = GroupHooks(recorder, GroupNames(), CudaTimings())
+    hooks.install()
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield recorder, hooks
+    finally:
+        hooks.uninstall()
+        dist.destroy_process_group()
+        recorder.live.close()
+        recorder.close()
+
+
+def collectives(recorder: Recorder) -> list[list]:
+    recorder.collect()
+    return [r for r in recorder.rows if r[1] == Kind.COLLECTIVE]
+
+
+@needs_built
+def test_the_world_group_is_hooked_in_cpp(probe) -> None:
+    _recorder, hooks = probe
+    assert hooks.native is not None and hooks.native.active
+    assert dist.Work.wait is ORIGINAL_WAIT, "no Python wrapper on the host's waits"
+
+
+@needs_built
+def test_rows_carry_the_step_tag_and_the_callers_clock(probe) -> None:
+    recorder, _hooks = probe
+    before = time.perf_counter_ns()
+    dist.all_reduce(torch.ones(4))
+    after = time.perf_counter_ns()
+    recorder.end_step(time.perf_counter_ns())
+    with tagged("gradients"):
+        dist.all_reduce(torch.ones(4))
+    first, second = collectives(recorder)
+    assert before <= first[START] <= first[START] + first[DUR] <= after
+    assert (first[STEP], first[TAG]) == (0, "user")
+    assert (second[STEP], second[TAG]) == (1, "gradients")
+
+
+@needs_built
+def test_the_live_state_follows_each_collective(probe, tmp_path: Path) -> None:
+    recorder, _hooks = probe
+    dist.all_reduce(torch.ones(4))
+    state = read_live_state(tmp_path, 0)
+    assert (state.op, state.group, state.seq, state.nbytes) == ("all_reduce", "0", 0, 16)
+    assert not state.in_collective and state.left_s >= state.entered_s
+    assert recorder.live.stage_now == RUNNING, "a collective outside set-up ends the start"
+
+
+@needs_built
+def test_the_parameters_broadcast_leaves_the_start_stage(probe) -> None:
+    recorder, _hooks = probe
+    with tagged("parameters"):
+        dist.broadcast(torch.ones(2), 0)
+    assert recorder.live.stage_now == MODEL
+    assert [r[TAG] for r in collectives(recorder)] == ["parameters"]
+
+
+@needs_built
+def test_removed_hooks_stop_writing_the_live_state(probe, tmp_path: Path) -> None:
+    _recorder, hooks = probe
+    dist.all_reduce(torch.ones(2))
+    hooks.uninstall()
+    dist.all_reduce(torch.ones(8))
+    assert read_live_state(tmp_path, 0).nbytes == 8, "the last one the hooks saw"
+
+
+def test_a_machine_that_cannot_build_says_why_once(tmp_path: Path) -> None:
+    """No compiler: the launcher says it once, later runs keep the Python hooks silently."""
+    env = os.environ | {native.CACHE_VARIABLE: str(tmp_path), "CXX": "/bin/false"}
+    script = (
+        "from scalescope.probe import native\n"
+        "said = []\n"
+        "print(repr(native.ensure_built(said.append)), len(said))\n"
+        "print(repr(native.ensure_built(said.append)), len(said))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240
+    )
+    (first, said), (second, said_again) = (line.rsplit(" ", 1) for line in done.stdout.splitlines())
+    assert first != "None" and said == "2", "building, then why not"
+    assert second == first and said_again == "2", "the same reason, not said again"
+    assert not list(tmp_path.rglob("*.so"))
+
+
+P2P_RANK = """
+import json, sys, time, torch, torch.distributed as dist
+from pathlib import Path
+from scalescope.events.schema import Kind
+from scalescope.probe.collectives import GroupNames
+from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.group_hooks import GroupHooks
+from scalescope.probe.recorder import Recorder
+rank, tmp = int(sys.argv[1]), Path(sys.argv[2])
+recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
+hooks = GroupHooks(recorder, GroupNames(), CudaTimings())
+hooks.install()
+store = dist.FileStore(str(tmp / "store"), 2)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+assert hooks.native is not None
+t = torch.ones(4)
+for _ in range(3):
+    if rank == 0:
+        dist.send(t, 1)
+        dist.isend(t, 1).wait()
+    else:
+        dist.recv(t, 0)
+        dist.irecv(t, 0).wait()
+    dist.reduce_scatter_tensor(torch.empty(2), torch.ones(4))
+dist.barrier()
+deadline = time.monotonic() + 5
+while len(recorder.rows) < 10 and time.monotonic() < deadline:
+    recorder.collect()
+    time.sleep(0.01)
+hooks.uninstall()
+rows = [r for r in recorder.rows if r[1] == Kind.COLLECTIVE]
+print(json.dumps(sorted((r[2], r[4] is not None and r[4] >= 0) for r in rows)))
+dist.destroy_process_group()
+"""
+
+
+@needs_built
+def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(tmp_path) -> None:
+    """gloo's send/recv works have no future and consume their completion in wait: the C++
+    hooks see them complete without waiting for them (a second waiter would block the rank)."""
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", P2P_RANK, str(rank), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120) for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
+    sent, received = (json.loads(out.strip().splitlines()[-1]) for out, _err in outs)
+    for got, p2p in ((sent, "send"), (received, "recv")):
+        want = [["barrier", True]] + [["reduce_scatter", True]] * 3 + [[p2p, True]] * 6
+        assert got == sorted(want), "every call recorded and completed"
