@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
+from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
 from scalescope.analyze.gaps import Between, largest_gap
 from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
 from scalescope.analyze.step_slots import (
@@ -160,6 +161,10 @@ class CrossRankAnalysis:
     """Added: arrivals closer than this have no clearly-last rank."""
     measured_instances: int = 0
     """Added: matched instances whose rows all lie in measured steps (what waits are over)."""
+    extra_work: tuple[ExtraWork, ...] = ()
+    """Added: evaluation and checkpoints, who did them, when, and what they cost the others."""
+    straggler_pattern: LatenessPattern | None = None
+    """Added: the straggler's lateness step by step (every step, or at some steps only)."""
 
 
 def _measured_instances(m: Matched, slots: StepSlots) -> np.ndarray:
@@ -299,6 +304,7 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
     sync = sync_waits(run.events, slots, m, inst_ok) if m is not None else None
     slots = with_sync_waits(run.events, slots, sync)
     waits = _rank_waits(slots, m, inst_ok)
+    straggler = _straggler(waits, slots, run.events, sync)
     return CrossRankAnalysis(
         clocks=clocks,
         waits=wait_stats(m, inst_ok, run.events.symbols) if m is not None else (),
@@ -306,9 +312,11 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
         matched_instances=m.num_instances if m is not None else 0,
         unmatched_instances=m.unmatched if m is not None else 0,
         load_imbalance_pct=_load_imbalance(waits, slots),
-        straggler=_straggler(waits, slots, run.events, sync),
+        straggler=straggler,
         overlap=_overlap(run, slots),
         ideal=_ideal(slots),
         tie_tolerance_us=tie_ns / 1e3,
         measured_instances=int(inst_ok.sum()),
+        extra_work=extra_work(run.events, slots),
+        straggler_pattern=None if straggler is None else lateness_pattern(slots, straggler.rank),
     )

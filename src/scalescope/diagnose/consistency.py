@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_comm import exposed
+from scalescope.diagnose.rules_extra_work import CODES as RANK_ONLY
 from scalescope.diagnose.rules_input import (
     DiagnosisInput,
     mean_phase,
@@ -24,6 +25,8 @@ from scalescope.diagnose.rules_input import (
     share_pct,
 )
 from scalescope.diagnose.rules_ranks import straggler_cost
+
+RANK_ONLY_CODES = tuple(RANK_ONLY.values())
 
 
 @dataclass(frozen=True)
@@ -54,12 +57,12 @@ def _cross_rank_costs(ctx: DiagnosisInput, step_ms: float | None) -> list[Analys
         cost = share_pct(straggler_cost(cr, cr.straggler.rank) or 0.0, step_ms)
         out.append(
             AnalysisCost(f"what rank {cr.straggler.rank} costs the others", "across ranks", cost,
-                         "% of step time", "straggler_cost_pct", ("STRAGGLER",))
+                         "% of step time", "straggler_cost_pct", ("STRAGGLER", *RANK_ONLY_CODES))
         )  # fmt: skip
     if cr.load_imbalance_pct is not None:
         out.append(
             AnalysisCost("load imbalance", "across ranks", cr.load_imbalance_pct, "%",
-                         "imbalance_pct", ("LOAD_IMBALANCE", "STRAGGLER"))
+                         "imbalance_pct", ("LOAD_IMBALANCE", "STRAGGLER", *RANK_ONLY_CODES))
         )  # fmt: skip
     return out
 

@@ -14,9 +14,10 @@ from typing import Any
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
-from scalescope.diagnose.findings import LEVELS, Diagnosis, Finding, verdict
+from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
+from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, time_slicing
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run
 from scalescope.events.files import BENCH_FILE
@@ -40,6 +41,9 @@ FIRST_CODES = ("HANG", "INDEPENDENT_REPLICAS")
 """Findings about the job itself: whatever else was measured comes after them."""
 SHARED_CORES = ("OVERSUBSCRIBED", "UNBOUND")
 """Findings of ranks sharing cores: which of them is late is then a consequence."""
+COMM_CODES = ("COMM_LATENCY", "COMM_BANDWIDTH")
+"""Findings of exposed communication: time-slicing when an oversubscribed host's ranks
+waited for a cpu as long as it lasts."""
 
 
 def _bench(run: Run) -> dict[str, Any] | None:
@@ -94,18 +98,47 @@ def _explained(finding: Finding, causes: list[str]) -> Finding:
     )
 
 
-def attribute(findings: list[Finding]) -> list[Finding]:
+def _time_sliced(finding: Finding, ts: TimeSlicing) -> Finding:
+    """Exposed communication that is mostly ranks waiting for descheduled peers."""
+    pct = ts.comm_explained_pct or 0.0
+    basis = (
+        f"explained by OVERSUBSCRIBED: time-slicing, not the network: the ranks' run-queue "
+        f"wait ({ts.wait_ms:.1f} ms/step) accounts for {pct:.0f}% of the exposed "
+        f"communication ({ts.comm_ms or 0.0:.1f} ms/step)"
+    )
+    evidence = Evidence(
+        "exposed communication the run-queue wait accounts for",
+        round(pct, 1),
+        "%",
+        TIME_SLICED_PCT,
+        ">=",
+    )
+    return replace(
+        finding,
+        level="info",
+        saved_ms_per_step=None,
+        basis=basis,
+        evidence=(*finding.evidence, evidence),
+    )
+
+
+def attribute(findings: list[Finding], sliced: TimeSlicing | None = None) -> list[Finding]:
     """Give symptoms to their cause, so one loss is not counted twice: low compute FLOP/s
-    to a placement or build finding, a straggler or imbalance to ranks sharing cores."""
+    to a placement or build finding, a straggler or imbalance to ranks sharing cores, and
+    exposed communication to an oversubscribed host whose ranks' run-queue wait
+    (``sliced``) accounts for most of it."""
     codes = [f.code for f in findings]
     compute_causes = [c for c in codes if c in COMPUTE_CAUSES]
     shared = [c for c in codes if c in SHARED_CORES]
+    time_sliced = sliced is not None and sliced.explains_comm and "OVERSUBSCRIBED" in codes
     out = []
     for f in findings:
         if f.code == "COMPUTE" and compute_causes:
             f = _explained(f, compute_causes)
         elif f.code in ("STRAGGLER", "LOAD_IMBALANCE") and shared:
             f = _explained(f, shared)
+        elif f.code in COMM_CODES and time_sliced and sliced is not None:
+            f = _time_sliced(f, sliced)
         out.append(f)
     return out
 
@@ -134,7 +167,7 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     threshold that no rule accounted for is an ``UNEXPLAINED`` warning (consistency.py)."""
     found, not_judged = evaluate_rules(ctx, rules)
     found += unexplained(ctx, found)
-    findings = rank_findings(attribute(found))
+    findings = rank_findings(attribute(found, time_slicing(ctx)))
     return Diagnosis(
         findings=findings,
         not_judged=tuple(not_judged),

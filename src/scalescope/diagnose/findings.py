@@ -83,6 +83,8 @@ BOTTLENECKS: dict[str, str] = {
     "NUMA_SPAN": "CPU placement",
     "HANG": "hang",
     "PAUSE": "pause (checkpoint or evaluation)",
+    "RANK_ONLY_EVAL": "work only some ranks do (evaluation)",
+    "RANK_ONLY_CHECKPOINT": "work only some ranks do (checkpoint)",
     "INDEPENDENT_REPLICAS": "no data parallelism",
     "FSDP_EXPOSED_GATHER": "communication (FSDP all-gather)",
     "FSDP_SMALL_UNITS": "communication latency (FSDP units too small)",
@@ -107,6 +109,9 @@ SUMMARIES: dict[str, str] = {
     "MEMORY_SIZE": "peak memory of {where} is {pct:.0f}% of its {capacity}",
     "OVERSUBSCRIBED": "{threads} compute threads on {cores} physical cores of {host}: threads "
     "of the ranks share cores",
+    "OVERSUBSCRIBED_WAIT": "{threads} compute threads on {cores} physical cores of {host}: "
+    "the ranks wait {share:.0f}% of each step for a cpu, and in collectives for peers the "
+    "OS took it from",
     "UNBOUND": "{ranks} ranks on {host} are not bound to cores: the OS moves their threads "
     "and their memory",
     "IDLE_CORES": "{threads} compute threads on {cores} physical cores of {host}: most cores idle",
@@ -114,6 +119,13 @@ SUMMARIES: dict[str, str] = {
     "HANG": "the run stopped progressing: {verdict}",
     "PAUSE": "{who} paused {count}{every}, {longest:.1f} s at the longest, while the "
     "others waited in the next collective: a checkpoint or an evaluation, not a hang",
+    "RANK_ONLY_EVAL": "{who} evaluates the model {when}: {ms:.0f} ms each time, while the "
+    "others wait {wait:.0f} ms in their next collective ({per_step:.1f} ms per step)",
+    "RANK_ONLY_CHECKPOINT": "{who} saves a checkpoint {when}: {ms:.0f} ms each time{size}, "
+    "while the others wait {wait:.0f} ms in their next collective ({per_step:.1f} ms per step)",
+    "STRAGGLER_BURSTS": "rank {rank} is late only {when}: {ms:.0f} ms each time, while at "
+    "its other steps it is as fast as the others (median {median:+.1f} ms); the others wait "
+    "for it ({share:.0f}% of a step)",
     "INDEPENDENT_REPLICAS": "the ranks never synchronise gradients: they train independent "
     "replicas ({ranks} ranks, {steps} optimizer steps each, {nbytes} of collectives per step "
     "for {params} of parameters)",
@@ -165,6 +177,16 @@ REMEDIES: dict[str, str] = {
     "share (`--map-by numa`, or `--cpu-list` per rank)",
     "slow_data": "rank {rank} spends {ms:.1f} ms/step longer loading data: check its "
     "storage, or give its loader more workers",
+    "eval_sharded": "evaluate on every rank, each on its shard of the validation set "
+    "(DistributedSampler(val_set, shuffle=False)), and `dist.all_reduce` the summed loss and "
+    "metrics instead of gathering them on {who}: no rank waits, and evaluation is faster",
+    "eval_less_often": "or evaluate less often (a larger eval interval, fewer eval batches)",
+    "async_save": "save without stopping the others: `torch.distributed.checkpoint.async_save` "
+    "(or a thread that writes a CPU copy of the state dict), or save less often",
+    "burst_work": "look for what rank {rank} does {when} and the others do not: evaluation, "
+    "logging or metric gathering on one rank, a checkpoint, garbage collection (`gc.freeze()` "
+    "after setup); do it on every rank or off the training path; "
+    "`scalescope report RUN_DIR --timeline trace.json` shows those steps",
     "host_work": "look for per-step host work on rank {rank}{between}: logging, `.item()` "
     "or printing tensors, file I/O, checkpointing, garbage collection (`gc.freeze()` after "
     "setup); `scalescope report RUN_DIR --timeline trace.json` shows where it falls, the "
@@ -179,6 +201,11 @@ REMEDIES: dict[str, str] = {
     "batch": "a larger batch per rank (`--batch-size {n}`) keeps the kernels busier; scale "
     "the learning rate with it",
     "compile": "`torch.compile(model)` fuses elementwise layers into the convolutions",
+    "compile_matmul": "`torch.compile(model)` fuses the elementwise work (activations, "
+    "norms, residual adds) around the matrix multiplications",
+    "sdpa": "attention through `torch.nn.functional.scaled_dot_product_attention(q, k, v, "
+    "is_causal=True)` instead of softmax(q @ k.T) written out: one fused kernel that never "
+    "builds the full score matrix, on CPU as on GPU",
     "build": "a torch build with oneDNN/MKL and kernels for the CPU's vector ISA "
     "(`scalescope env` checks it)",
     "smaller_batch": "a smaller batch per rank with gradient accumulation (`no_sync()` "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_flops import Efficiency, efficiency, shortfall_ms
 from scalescope.diagnose.rules_input import (
@@ -13,11 +15,20 @@ from scalescope.diagnose.rules_input import (
     rank_times,
     share_pct,
 )
+from scalescope.events.run import RankMeta
 from scalescope.events.tags import UNSHARD, tag_kind
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16", "svebf16")
 SMALL_BATCH = 32
 """A batch per rank below this leaves room for a larger one in the compute remedies."""
+LAYER_NAMES = {
+    "convolution": "convolutions",
+    "attention": "attention",
+    "recurrent": "recurrent layers",
+    "linear": "linear layers",
+}
+"""The layer kinds (probe/model_layers.py) whose arithmetic the compute remedies speed up."""
+MATMUL_KINDS = tuple(LAYER_NAMES)
 
 
 def _efficiency_evidence(ctx: DiagnosisInput, eff: Efficiency) -> list[Evidence]:
@@ -53,17 +64,53 @@ def _efficiency_evidence(ctx: DiagnosisInput, eff: Efficiency) -> list[Evidence]
     return out
 
 
+def model_layers(ranks: Mapping[int, RankMeta]) -> dict[str, float] | None:
+    """The model's layer shares as the lowest rank that recorded them; None when none did
+    (an older run, an ingested trace, no model found)."""
+    for rank in sorted(ranks):
+        if ranks[rank].layer_shares is not None:
+            return ranks[rank].layer_shares
+    return None
+
+
+def has_convolution(ranks: Mapping[int, RankMeta]) -> bool | None:
+    """Whether the model has convolutions; None when its layers are unknown."""
+    shares = model_layers(ranks)
+    return None if shares is None else shares.get("convolution", 0.0) > 0
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f} %" if value >= 1 else f"{value:.1g} %"
+
+
+def _applies_to(text: str, shares: dict[str, float] | None, kinds: tuple[str, ...]) -> str:
+    """``text`` with the layers it applies to and their share of the parameters."""
+    if shares is None:
+        return text
+    parts = [f"{LAYER_NAMES[k]} {_pct(shares[k])}" for k in kinds if shares.get(k, 0) > 0]
+    if not parts:
+        return text
+    return f"{text} (applies to {', '.join(parts)} of the parameters)"
+
+
 def _compute_remedies(ctx: DiagnosisInput) -> tuple[str, ...]:
+    """Remedies that fit the model: convolution advice only for a model with convolutions,
+    attention advice for one with attention; today's list when its layers are unknown."""
+    shares = model_layers(ctx.ranks)
+    conv = has_convolution(ctx.ranks) is not False
     out = []
-    if not bench_option(ctx, "channels_last"):
-        out.append(remedy("channels_last"))
+    if shares is not None and shares.get("attention", 0) > 0:
+        out.append(_applies_to(remedy("sdpa"), shares, ("attention",)))
+    if conv and not bench_option(ctx, "channels_last"):
+        out.append(_applies_to(remedy("channels_last"), shares, ("convolution",)))
     flags = [f for f in BF16_FLAGS if f in (ctx.meta.hardware.get("isa_flags") or ())]
     if flags and not bench_option(ctx, "bf16"):
-        out.append(remedy("bf16", isa=", ".join(flags)))
+        out.append(_applies_to(remedy("bf16", isa=", ".join(flags)), shares, MATMUL_KINDS))
     batch = bench_option(ctx, "batch_size")
     if isinstance(batch, int) and batch < SMALL_BATCH:
         out.append(remedy("batch", n=2 * batch))
-    out.extend((remedy("compile"), remedy("build")))
+    compile_ = remedy("compile" if conv else "compile_matmul")
+    out.extend((_applies_to(compile_, shares, MATMUL_KINDS), remedy("build")))
     return tuple(out)
 
 

@@ -2,8 +2,11 @@
 
 Read from what each rank recorded about itself (rank files: ``num_threads``, ``cpus``,
 ``bound``, ``thread_env``) against the hardware facts. Placement costs no phase of its
-own: it slows compute. Its saving is estimated from the FLOP/s shortfall when the model's
-FLOPs are known, else from the counts alone (said so in ``basis``).
+own: it slows compute, and on an oversubscribed host it shows as waiting in collectives
+for peers the OS descheduled. Where the ranks recorded their run-queue wait
+(``runqueue_wait_s``), an oversubscribed host's cost is that wait per step; else it is
+estimated from the FLOP/s shortfall when the model's FLOPs are known, else from the counts
+alone (said so in ``basis``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ from scalescope.diagnose.rules_input import (
 from scalescope.events.run import RankMeta
 
 NO_RANK_FILES = "the rank files (threads, cpus, binding of each rank) were not recorded"
+TIME_SLICED_PCT = 50.0
+"""Exposed communication is time-slicing, not the network's, when the run-queue wait of the
+oversubscribed host's ranks accounts for at least this share of it."""
+WAIT_BASIS = (
+    "measured: run-queue wait per step of the host's ranks (/proc schedstat: time runnable "
+    "without a cpu); the others wait in collectives for a descheduled rank at most as long"
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,97 @@ def host_loads(ctx: DiagnosisInput) -> list[HostLoad]:
         )
         out.append(load)
     return out
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    """What sharing cores costs the ranks of an oversubscribed host, by their run-queue wait."""
+
+    load: HostLoad
+    wait_ms: float
+    """Run-queue wait per step, mean over the host's ranks (each at most its step)."""
+    share_pct: float
+    switches: float | None
+    """Involuntary context switches per rank, mean over the host's ranks (whole run)."""
+    comm_ms: float | None
+    """Exposed communication per step; None when not recorded."""
+
+    @property
+    def comm_explained_pct(self) -> float | None:
+        """Share of the exposed communication the run-queue wait accounts for: a rank waits
+        in a collective for a descheduled peer at most as long as its peers wait for a cpu."""
+        if not self.comm_ms:
+            return None
+        return 100.0 * min(self.wait_ms, self.comm_ms) / self.comm_ms
+
+    @property
+    def explains_comm(self) -> bool:
+        pct = self.comm_explained_pct
+        return pct is not None and pct >= TIME_SLICED_PCT
+
+
+def rank_wait_ms(meta: RankMeta, step_ms: float) -> float | None:
+    """Run-queue wait per step of one rank: the share of its life it waited for a cpu times
+    its step, at most the step (the waits of its threads add up)."""
+    if meta.runqueue_wait_s is None or meta.end_time is None or meta.start_time <= 0:
+        return None
+    life = meta.end_time - meta.start_time
+    return step_ms * min(meta.runqueue_wait_s / life, 1.0) if life > 0 else None
+
+
+def _host_slicing(ctx: DiagnosisInput, load: HostLoad) -> TimeSlicing | None:
+    steps = {t.rank: t.step_ms for t in rank_times(ctx.analysis)}
+    ranks = [r for r in hosts(ctx).get(load.host, []) if r.rank in steps]
+    waits = [rank_wait_ms(r, steps[r.rank]) for r in ranks]
+    if not waits or any(w is None for w in waits):
+        return None
+    wait = sum(w or 0.0 for w in waits) / len(waits)
+    step = sum(steps[r.rank] for r in ranks) / len(ranks)
+    switches = [r.involuntary_switches for r in ranks]
+    known = [n for n in switches if n is not None]
+    comm = exposed(ctx.analysis) if ctx.analysis.world_size >= 2 else None
+    return TimeSlicing(
+        load=load,
+        wait_ms=wait,
+        share_pct=share_pct(wait, step),
+        switches=sum(known) / len(known) if known else None,
+        comm_ms=comm.ms if comm else None,
+    )
+
+
+def time_slicing(ctx: DiagnosisInput) -> TimeSlicing | None:
+    """The oversubscribed host whose ranks waited most for a cpu; None when no host is
+    oversubscribed or its ranks' run-queue wait was not recorded (older runs, not Linux)."""
+    limit = ctx.thresholds.max_threads_per_core
+    over = [h for h in host_loads(ctx) if h.threads > h.cores * limit]
+    found = [ts for ts in map(lambda h: _host_slicing(ctx, h), over) if ts is not None]
+    return max(found, key=lambda ts: ts.wait_ms, default=None)
+
+
+def _slicing_evidence(ts: TimeSlicing) -> tuple[Evidence, ...]:
+    n = ts.load.ranks
+    out = [
+        Evidence(
+            f"run-queue wait per step (runnable, waiting for a cpu; mean of the {n} ranks)",
+            round(ts.wait_ms, 1),
+            "ms",
+        ),
+        Evidence("run-queue wait", round(ts.share_pct, 1), "% of step time"),
+    ]
+    if ts.switches is not None:
+        out.append(Evidence("involuntary context switches per rank", round(ts.switches)))
+    pct = ts.comm_explained_pct
+    if pct is not None:
+        out.append(
+            Evidence(
+                "exposed communication the run-queue wait accounts for",
+                round(pct, 1),
+                "%",
+                TIME_SLICED_PCT,
+                ">=" if ts.explains_comm else "<",
+            )
+        )
+    return tuple(out)
 
 
 def _kept_ms(ctx: DiagnosisInput) -> float:
@@ -138,24 +239,28 @@ class OversubscribedRule(_PlacementRule):
         over = [h for h in host_loads(ctx) if h.threads > h.cores * limit]
         if not over:
             return None
-        h = max(over, key=lambda h: h.threads / h.cores)
-        saved, basis = _saving(
-            ctx,
-            1.0 - h.cores * limit / h.threads,
-            "compute time x (1 - cores / threads); spinning OpenMP runtimes often lose more",
-        )
+        ts = time_slicing(ctx)
+        h = ts.load if ts else max(over, key=lambda h: h.threads / h.cores)
+        if ts is not None:
+            saved, basis = ts.wait_ms, WAIT_BASIS
+        else:
+            saved, basis = _saving(
+                ctx,
+                1.0 - h.cores * limit / h.threads,
+                "compute time x (1 - cores / threads); spinning OpenMP runtimes often lose more",
+            )
         evidence = (
             Evidence(
                 "compute threads per physical core", round(h.threads / h.cores, 2), "", limit, ">"
             ),
             Evidence(f"threads of the {h.ranks} ranks on {h.host}", h.threads),
             Evidence("physical cores they run on", h.cores),
-        )
+        ) + (_slicing_evidence(ts) if ts else ())
         n = max(1, h.cores // h.ranks)
         remedies = (remedy("threads", n=n, ranks=h.ranks, cores=h.cores),)
         if not h.bound:
             remedies += (remedy("bind"),)
-        return _finding(
+        found = _finding(
             ctx,
             "OVERSUBSCRIBED",
             saved,
@@ -166,6 +271,12 @@ class OversubscribedRule(_PlacementRule):
             cores=h.cores,
             host=h.host,
         )
+        if ts is None:
+            return found
+        words = summary(
+            "OVERSUBSCRIBED_WAIT", threads=h.threads, cores=h.cores, host=h.host, share=ts.share_pct
+        )
+        return replace(found, summary=words)
 
 
 class UnboundRule(_PlacementRule):

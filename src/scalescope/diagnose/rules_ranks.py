@@ -12,9 +12,11 @@ import statistics
 from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import CrossRankAnalysis, Straggler, straggler_min_share_pct
+from scalescope.analyze.extra_work import BURST_SHARE_PCT, LatenessPattern
 from scalescope.analyze.gaps import describe
 from scalescope.analyze.step_slots import OTHER
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.rules_extra_work import explains_straggler, when
 from scalescope.diagnose.rules_input import DiagnosisInput, hosts, mean_step, rank_times, share_pct
 
 
@@ -96,11 +98,24 @@ def _where(ctx: DiagnosisInput, rank: int) -> str:
     return f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
 
 
+def _burst_causes(ctx: DiagnosisInput, s: Straggler, pattern: LatenessPattern) -> list[str]:
+    """A rank late at a few steps only does extra work there: never "slower cores"."""
+    out = [remedy("burst_work", rank=s.rank, when=when(pattern.late_steps, pattern.period))]
+    if ctx.ranks.get(s.rank) is not None:
+        out.append(remedy("inspect_host", rank=s.rank, where=_where(ctx, s.rank)))
+    return out
+
+
 def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
     """Remedies for the likely causes, most specific first. Preemption comes first unless
     the extra time lies outside the recorded phases: preemption slows a rank's work, while
     time between the phases is host work, and a rank that sleeps or blocks there is itself
-    preempted more when it wakes among spinning peers (1.9x the others' switches once)."""
+    preempted more when it wakes among spinning peers (1.9x the others' switches once).
+    Shared or slower cores are said only of a rank slower at every step: a rank late at a
+    few steps does more work there (``_burst_causes``)."""
+    pattern = ctx.analysis.cross_rank.straggler_pattern if ctx.analysis.cross_rank else None
+    if pattern is not None and pattern.periodic:
+        return _burst_causes(ctx, s, pattern)
     out = []
     mine = ctx.ranks.get(s.rank)
     cpu_kind, cpu_remedy = _cpu_cause(ctx, s.rank) or ("", "")
@@ -138,7 +153,12 @@ def _between(s: Straggler) -> str:
     return f" ({describe(s.between)})" if s.between else ""
 
 
-def _summary(s: Straggler, share: float) -> str:
+def _summary(s: Straggler, share: float, pattern: LatenessPattern | None = None) -> str:
+    if pattern is not None and pattern.periodic:
+        return summary(
+            "STRAGGLER_BURSTS", rank=s.rank, when=when(pattern.late_steps, pattern.period),
+            ms=pattern.ms_per_occurrence, median=pattern.median_excess_ms, share=share,
+        )  # fmt: skip
     if s.phase == OTHER and s.phase_excess_ms is not None:
         between = f", {describe(s.between)}" if s.between else ""
         return summary(
@@ -197,6 +217,13 @@ def _evidence(
         if mine.cpus:
             out.append(Evidence("its cpus", _cpus(mine.cpus)))
     out.extend(_cpu_evidence(ctx, s.rank))
+    pattern = cr.straggler_pattern
+    if pattern is not None:
+        out.append(Evidence("its median excess per step", round(pattern.median_excess_ms, 2), "ms"))
+        if pattern.periodic:
+            out.append(Evidence("steps it is late at", when(pattern.late_steps, pattern.period)))
+            share_late = round(pattern.late_share_pct, 1)
+            out.append(Evidence("its excess in them", share_late, "%", BURST_SHARE_PCT, ">="))
     return tuple(out)
 
 
@@ -335,10 +362,12 @@ class StragglerRule:
             return None
         if node_of_late_ranks(ctx, cr) is not None:
             return None  # the whole node is late: NodeStragglerRule names it
+        if explains_straggler(ctx, s.rank, cost_ms):
+            return None  # its evaluation or checkpoints: RankOnlyWorkRule names them
         return Finding(
             code="STRAGGLER",
             bottleneck=bottleneck("STRAGGLER"),
-            summary=_summary(s, share) + _on_host(ctx, s.rank),
+            summary=_summary(s, share, cr.straggler_pattern) + _on_host(ctx, s.rank),
             share_pct=share,
             saved_ms_per_step=cost_ms,
             evidence=_evidence(ctx, cr, s, share, late, cost_ms, wait_ms),
@@ -364,6 +393,9 @@ class ImbalanceRule:
             return None
         if cr.straggler is not None and StragglerRule().evaluate(ctx) is not None:
             return None
+        cost_ms = straggler_cost(cr, cr.straggler.rank) if cr.straggler else None
+        if cost_ms is not None and explains_straggler(ctx, cr.straggler.rank, cost_ms):
+            return None  # the busiest rank's evaluation or checkpoints: RankOnlyWorkRule
         if cr.load_imbalance_pct < ctx.thresholds.imbalance_pct:
             return None
         busy = [w.busy_ms_per_step for w in cr.ranks]

@@ -61,9 +61,17 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """User + system CPU time of the rank's process (all its threads) at its end, seconds."""
     involuntary_switches: int | None = None
     """Times the OS took a cpu from the rank's threads to run something else (ru_nivcsw)."""
+    runqueue_wait_s: float | None = None
+    """Seconds the rank's threads were runnable but waited for a cpu (run-queue wait,
+    /proc schedstat summed over the threads alive at the end), from ``start_time`` to its
+    end; None where unreadable (not Linux) and in older runs."""
     optimizer_param_bytes: int | None = None
     """Bytes of the parameters the rank's (first stepping) optimizer updates; None when no
     optimizer stepped."""
+    layer_shares: dict[str, float] | None = None
+    """% of the timed model's parameters per layer kind (convolution, attention, recurrent,
+    linear, embedding, normalization, other; kinds without parameters left out); None when
+    no model was timed or its layers could not be told (probe/model_layers.py)."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

@@ -23,6 +23,15 @@ class Kind(IntEnum):
 PHASES = ("data", "forward", "backward", "comm_wait", "optimizer")
 """Phase names in the order a step runs them."""
 
+EVAL = "eval"
+"""A forward pass outside training (grad disabled or the module in eval mode), with the
+batches fetched for it: evaluation, not counted as training forward or samples."""
+CHECKPOINT = "checkpoint"
+"""A ``torch.save`` call; ``nbytes`` holds what it wrote."""
+EXTRA_PHASES = (EVAL, CHECKPOINT)
+"""Work beside training that a step may hold; outside PHASES, so its time counts as the
+step's host work (``other``) and is told apart by name (analyze/extra_work.py)."""
+
 STRING_COLUMNS = ("name", "dtype", "group", "tag")
 """Columns that hold strings on disk and symbol ids in memory."""
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from scalescope.events.run import ClockSync, RankMeta, rank_meta_path, write_json_atomic
 from scalescope.probe.binding import Binding, apply_placement, format_cpulist
+from scalescope.probe.schedstat import runqueue_wait_s, thread_waits
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -55,6 +56,10 @@ _ending: list[bool] = []
 """Set when the rank starts to end (an error or the first signal): later signals (the
 launcher's SIGTERM after the user's Ctrl-C) are noted but do not raise again, so the
 rank's end is recorded instead of cut short by a second exception."""
+
+_waits_at_start: dict[int, int] = {}
+"""Run-queue wait (ns) of each thread when the rank meta was made (after torch's import):
+the rank's recorded wait is the training's, not the imports'."""
 
 
 def _on_signal(signum: int, _frame: object) -> None:
@@ -165,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         live = open_live_state(args.run_dir, int(os.environ.get("RANK", "0")))
     binding = apply_placement()
     meta = rank_meta_from_env(not args.no_probe, binding)
+    _waits_at_start.update(thread_waits() or {})
     if args.report_bindings:
         print(describe_binding(meta), file=sys.stderr, flush=True)
     os.environ["SCALESCOPE_RUN_DIR"] = str(args.run_dir)
@@ -260,6 +266,16 @@ def _finish(
         _record_end(run_dir, meta, probe, status, code, error)
 
 
+def model_layer_shares(probe: Any) -> dict[str, float] | None:
+    """The timed model's layer kinds; None on any failure: it must never break a rank."""
+    try:
+        from scalescope.probe.model_layers import layer_shares
+
+        return layer_shares(getattr(probe.phases, "watched", None))
+    except Exception:  # a model that fails to walk (odd parameters, a broken module)
+        return None
+
+
 def _record_end(
     run_dir: Path, meta: RankMeta, probe: Any, status: str, code: int, error: str | None
 ) -> None:
@@ -267,12 +283,14 @@ def _record_end(
         probe.close()
         meta.steps = probe.steps
         meta.optimizer_param_bytes = probe.optimizer_param_bytes
+        meta.layer_shares = model_layer_shares(probe)
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error
     meta.end_time = time.time()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     meta.cpu_s, meta.involuntary_switches = usage.ru_utime + usage.ru_stime, usage.ru_nivcsw
+    meta.runqueue_wait_s = runqueue_wait_s(since=_waits_at_start)
     try:
         write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
     except OSError as exc:  # a full or read-only disk: the launcher still records the exit

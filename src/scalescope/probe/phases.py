@@ -10,10 +10,17 @@ comm_wait tail) and the optimizer step are timed on the device: CUDA events reco
 the same host moments, resolved at flush (``cuda_timing``). Their host times only say
 when the work was queued. The data wait stays a host time: it is the host that waits.
 
-Samples of a step: the batches the DataLoader gave in it; in a step with none (a script
-that feeds plain tensors), the leading dimension of the first tensor given to the DDP
-module's forward while training (grad enabled, ``module.training``), summed over the
-forwards of the step (gradient accumulation). Without DDP the module that holds the
+Samples of a step: the batches the DataLoader gave for its training forwards; in a step with
+none (a script that feeds plain tensors), the leading dimension of the first tensor given to
+the DDP module's forward while training (grad enabled, ``module.training``), summed over the
+forwards of the step (gradient accumulation). A forward outside training (grad disabled or
+the module in eval mode: evaluation) is the phase ``eval``, and so are the batches fetched
+for it; neither counts as training. ``torch.save`` is the phase ``checkpoint`` with the bytes
+it wrote.
+
+An optimizer that runs the model inside ``step(closure)`` (Lightning, LBFGS) has forward and
+backward inside its step: the optimizer phase is then its own time only, in pieces around
+them (host times), so a step's phases never overlap. Without DDP the module that holds the
 parameters the optimizer steps is watched from the second step on, and its forward counts
 the same way; with no such module (weights as plain tensors) nothing is counted, and
 throughput is in global steps/s.
@@ -21,15 +28,19 @@ throughput is in global steps/s.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
+import os
 import time
 import warnings
+import weakref
 from typing import Any
 
 import torch
 from torch.utils.data import dataloader
 
+from scalescope.events.schema import CHECKPOINT, EVAL
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
 
@@ -51,6 +62,18 @@ class PhaseHooks:
         self._forward_start: int | None = None
         self._last_bucket_ns: int | None = None
         self._optimizer_start: int | None = None
+        self._optimizer_piece: int | None = None
+        """Start of the optimizer's current piece of own time; None while a forward or
+        backward runs inside its step (a closure)."""
+        self._nested = False
+        """The current optimizer step ran forward or backward inside it."""
+        self._forward_name = "forward"
+        self._fetched: list[tuple[list, int, Any]] = []
+        """(data row, samples, iterator) of each batch since the last forward: they go to
+        that forward, training or evaluation."""
+        self._eval_iterators: weakref.WeakSet = weakref.WeakSet()
+        """Iterators that fed an evaluation: a batch they give is evaluation, even one left
+        over when the loop broke off (a training forward comes next)."""
         self._stepping_optimizer: int | None = None
         self._saved: dict[str, Any] = {}
         self._handles: list[Any] = []
@@ -59,15 +82,21 @@ class PhaseHooks:
         """Set when the watched module's parameters are on a CUDA device."""
         self._events: dict[str, Any] = {}
         self.forward_watched = False
+        self.watched: torch.nn.Module | None = None
+        """The module whose forward is timed (DDP's, FSDP's root, or the stepped model)."""
         self._searched_model = False
         self.stepped_param_bytes: int | None = None
         """Bytes of the parameters the stepping optimizer updates (set at its first step)."""
 
     def install(self) -> None:
         it = dataloader._BaseDataLoaderIter
-        self._saved = {"next": it.__next__, "backward": torch.autograd.backward}
+        self._saved = {
+            "next": it.__next__, "backward": torch.autograd.backward, "save": torch.save,
+        }  # fmt: skip
         it.__next__ = self._patched_next(it.__next__)
         torch.autograd.backward = self._patched_backward(torch.autograd.backward)
+        torch.save = self._patched_save(torch.save)
+        self.recorder.before_step_end.append(self._count_unclaimed_batches)
         from torch.optim.optimizer import (
             register_optimizer_step_post_hook,
             register_optimizer_step_pre_hook,
@@ -82,6 +111,9 @@ class PhaseHooks:
         if self._saved:
             dataloader._BaseDataLoaderIter.__next__ = self._saved["next"]
             torch.autograd.backward = self._saved["backward"]
+            torch.save = self._saved["save"]
+        if self._count_unclaimed_batches in self.recorder.before_step_end:
+            self.recorder.before_step_end.remove(self._count_unclaimed_batches)
         for handle in self._handles:
             handle.remove()
         self._saved, self._handles = {}, []
@@ -94,11 +126,55 @@ class PhaseHooks:
             start = time.perf_counter_ns()
             recorder.enter_phase("data", start)
             batch = original(iterator)
-            recorder.phase("data", start, time.perf_counter_ns())
-            recorder.loader_samples += batch_size_of(batch)
+            row = recorder.phase("data", start, time.perf_counter_ns())
+            self._fetched.append((row, batch_size_of(batch), iterator))
             return batch
 
         return __next__
+
+    def _claim_batches(self, training: bool) -> None:
+        """The batches fetched since the last forward fed this one. A training forward
+        counts them, but for those of an iterator that fed an evaluation (a batch left over
+        when its loop broke off). An evaluation takes those of the iterator that gave the
+        last batch (its loader), leaving a training batch fetched before it pending."""
+        if not training and self._fetched:
+            source = self._fetched[-1][2]
+            with contextlib.suppress(TypeError):  # an iterator without weak references
+                self._eval_iterators.add(source)
+            mine = [f for f in self._fetched if f[2] is source]
+            self._fetched = [f for f in self._fetched if f[2] is not source]
+            for row, _samples, _iterator in mine:
+                row[2] = EVAL
+            return
+        for row, samples, iterator in self._fetched:
+            if iterator in self._eval_iterators:
+                row[2] = EVAL
+            else:
+                self.recorder.loader_samples += samples
+        self._fetched = []
+
+    def _count_unclaimed_batches(self) -> None:
+        """A step whose forward is not watched (the first, without DDP) counts what it
+        fetched, as before evaluation was told apart."""
+        if not self.forward_watched:
+            self.recorder.loader_samples += sum(samples for _row, samples, _it in self._fetched)
+            self._fetched = []
+
+    def _patched_save(self, original: Any) -> Any:
+        recorder = self.recorder
+
+        @functools.wraps(original)
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter_ns()
+            at = _position(f)
+            recorder.enter_phase(CHECKPOINT, start)
+            try:
+                return original(obj, f, *args, **kwargs)
+            finally:
+                row = recorder.phase(CHECKPOINT, start, time.perf_counter_ns())
+                row[5] = _written(f, at)
+
+        return save
 
     def watch_forward(self, module: torch.nn.Module) -> None:
         param = next(module.parameters(), None)
@@ -106,6 +182,7 @@ class PhaseHooks:
         module.register_forward_pre_hook(self._forward_pre, with_kwargs=True)
         module.register_forward_hook(self._forward_post)
         self.forward_watched = True
+        self.watched = module
 
     def _mark(self, key: str) -> None:
         """A CUDA event at this host moment, when timing on the device."""
@@ -121,20 +198,39 @@ class PhaseHooks:
 
     def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
         self._forward_start = time.perf_counter_ns()
+        self._pause_optimizer(self._forward_start)
         self._mark("forward_start")
-        if module.training and torch.is_grad_enabled():
+        training = torch.is_grad_enabled() and _in_training(module)
+        if training:
             first = batch_size_of(args) if args else batch_size_of(kwargs)
             self.recorder.forward_samples += first
-        self.recorder.enter_phase("forward", self._forward_start)
+        self._claim_batches(training)
+        self._forward_name = "forward" if training else EVAL
+        self.recorder.enter_phase(self._forward_name, self._forward_start)
 
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:
             self._mark("forward_end")
+            end = time.perf_counter_ns()
             self._phase(
-                "forward", self._forward_start, time.perf_counter_ns(),
-                "forward_start", "forward_end",
-            )  # fmt: skip
+                self._forward_name, self._forward_start, end, "forward_start", "forward_end"
+            )
             self._forward_start = None
+            self._resume_optimizer(end)
+
+    def _pause_optimizer(self, now: int) -> None:
+        """A forward or backward inside the optimizer's step: its piece so far is its own."""
+        if self._optimizer_start is None:
+            return
+        self._nested = True
+        if self._optimizer_piece is not None and now > self._optimizer_piece:
+            self.recorder.phase("optimizer", self._optimizer_piece, now)
+        self._optimizer_piece = None
+
+    def _resume_optimizer(self, now: int) -> None:
+        if self._optimizer_start is not None:
+            self._optimizer_piece = now
+            self.recorder.enter_phase("optimizer", now)
 
     def on_bucket(self, now_ns: int) -> None:
         self._last_bucket_ns = now_ns
@@ -146,11 +242,14 @@ class PhaseHooks:
             self._last_bucket_ns = None
             self._events.pop("bucket", None)
             start = time.perf_counter_ns()
+            self._pause_optimizer(start)
             self._mark("backward_start")
             self.recorder.enter_phase("backward", start)
             result = original(*args, **kwargs)
             self._mark("backward_end")
-            self._record_backward(start, time.perf_counter_ns())
+            end = time.perf_counter_ns()
+            self._record_backward(start, end)
+            self._resume_optimizer(end)
             return result
 
         return backward
@@ -168,7 +267,8 @@ class PhaseHooks:
         if self._stepping_optimizer is None:
             self._stepping_optimizer = id(optimizer)
         if id(optimizer) == self._stepping_optimizer:
-            self._optimizer_start = time.perf_counter_ns()
+            self._optimizer_start = self._optimizer_piece = time.perf_counter_ns()
+            self._nested = False
             self._mark("optimizer_start")
             self.recorder.enter_phase("optimizer", self._optimizer_start)
 
@@ -177,8 +277,11 @@ class PhaseHooks:
             return
         end = time.perf_counter_ns()
         self._mark("optimizer_end")
-        self._phase("optimizer", self._optimizer_start, end, "optimizer_start", "optimizer_end")
-        self._optimizer_start = None
+        if not self._nested:
+            self._phase("optimizer", self._optimizer_start, end, "optimizer_start", "optimizer_end")
+        elif self._optimizer_piece is not None and end > self._optimizer_piece:
+            self.recorder.phase("optimizer", self._optimizer_piece, end)
+        self._optimizer_start = self._optimizer_piece = None
         self.recorder.end_step(end)
         if self.stepped_param_bytes is None:
             self.stepped_param_bytes = sum(
@@ -198,6 +301,32 @@ class PhaseHooks:
             )
             return
         self.watch_forward(module)
+
+
+def _in_training(module: Any) -> bool:
+    """The module, or the one a wrapper holds, is in training mode (Lightning puts its
+    module back in training after validation and leaves DDP's wrapper in eval)."""
+    inner = getattr(module, "module", None)
+    return bool(module.training or (isinstance(inner, torch.nn.Module) and inner.training))
+
+
+def _position(f: Any) -> int | None:
+    """Where a file object stands before a save (None for a path)."""
+    tell = getattr(f, "tell", None)
+    try:
+        return int(tell()) if callable(tell) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _written(f: Any, at: int | None) -> int:
+    """Bytes a save wrote: the file's size for a path, how far a file object moved."""
+    try:
+        if at is not None:
+            return max(int(f.tell()) - at, 0)
+        return os.path.getsize(f) if isinstance(f, (str, os.PathLike)) else 0
+    except (OSError, ValueError, TypeError):
+        return 0
 
 
 def stepped_module(optimizer: Any) -> torch.nn.Module | None:

@@ -52,6 +52,8 @@ class Recorder:
         self.row_sources: list[Callable[[bool], list[list]]] = []
         """Rows kept elsewhere (the C++ hooks'), taken at each flush: the finished ones, all
         on the final flush."""
+        self.before_step_end: list[Callable[[], None]] = []
+        """Called as a step ends, before its row is written (samples still counting)."""
         self.on_step: Callable[[int], None] | None = None
         """Told the step number each time a step ends."""
         self.live: LiveStateWriter | None = None
@@ -117,6 +119,8 @@ class Recorder:
             self.live.leave(row[8], row[9], end_ns)
 
     def end_step(self, end_ns: int) -> None:
+        for hook in self.before_step_end:
+            hook()
         start = self.step_start_ns if self.step_start_ns is not None else end_ns
         rows = self.rows
         rows.append(

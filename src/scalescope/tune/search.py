@@ -13,7 +13,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from scalescope.tune.apply import TuneTarget, baseline_config, reuse_command, trial_setup
 from scalescope.tune.confirm import confirm, stored
 from scalescope.tune.result import TrialRecord, TuneResult
-from scalescope.tune.seeds import seeds
+from scalescope.tune.seeds import seeds, skipped_knobs
 from scalescope.tune.space import GLOBAL_BATCH, Config, Space, config_key, space_size
 from scalescope.tune.study import (
     MAX_REPEATS,
@@ -187,7 +187,8 @@ class Search:
 
         run = load_run(Path(baseline.run_dir))
         diagnosis = diagnose_run(run, analyze_run(run))
-        for seed in seeds(diagnosis, self.space, baseline.config or None):
+        skip = skipped_knobs(run.ranks)
+        for seed in seeds(diagnosis, self.space, baseline.config or None, skip):
             if config_key(self.space, seed.config) in self.measured:
                 continue
             params = to_params(self.space, seed.config)

@@ -3,15 +3,18 @@
 Each finding code maps to the knob changes its remedies propose (docs/diagnosis.md):
 larger buckets for latency-bound communication, compression for bandwidth, workers and
 pinned memory for a starving input pipeline, threads and binding for CPU placement,
-channels_last and bf16 for compute. Only knobs of the space take part, and a change
-needs the space's value in that direction.
+channels_last (for a model with convolutions) and bf16 for compute. Only knobs of the
+space take part, and a change needs the space's value in that direction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from scalescope.diagnose.findings import Diagnosis
+from scalescope.diagnose.rules_compute import has_convolution
+from scalescope.events.run import RankMeta
 from scalescope.tune.space import Config, Space, Value
 
 MAX_SEEDS = 3
@@ -38,6 +41,12 @@ class Seed:
     config: Config
 
 
+def skipped_knobs(ranks: Mapping[int, RankMeta]) -> tuple[str, ...]:
+    """Knobs no seed should change for this model: channels_last when the recorded layers
+    hold no convolution (unknown layers skip nothing)."""
+    return ("channels_last",) if has_convolution(ranks) is False else ()
+
+
 def _pick(values: tuple[Value, ...], want: str) -> Value | None:
     if want == "max":
         return values[-1]
@@ -47,10 +56,13 @@ def _pick(values: tuple[Value, ...], want: str) -> Value | None:
     return next((v for v in values if v == wanted and type(v) is type(wanted)), None)
 
 
-def seeds(diagnosis: Diagnosis, space: Space, start: Config | None) -> list[Seed]:
+def seeds(
+    diagnosis: Diagnosis, space: Space, start: Config | None, skip: Collection[str] = ()
+) -> list[Seed]:
     """Up to MAX_SEEDS configurations: ``start`` (or the first values) changed as each
-    warning finding proposes, best finding first."""
-    knobs = {k.name: k for k in space}
+    warning finding proposes, best finding first; knobs in ``skip`` (that do not fit the
+    model: ``skipped_knobs``) are left as they are."""
+    knobs = {k.name: k for k in space if k.name not in skip}
     base: Config = dict(start) if start else {k.name: k.values[0] for k in space}
     out: list[Seed] = []
     for finding in diagnosis.findings:

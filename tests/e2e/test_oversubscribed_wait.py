@@ -1,0 +1,56 @@
+"""`scalescope run -n 8 --oversubscribe` of a real DDP script on a small machine: every rank
+records its run-queue wait, and the diagnosis names the oversubscription first, measured by
+that wait, not the communication the time-slicing shows as."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import DDP_TRAIN, scalescope
+from scalescope.events import load_run
+
+RANKS = 8
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/schedstat").is_file(), reason="no /proc schedstat (not Linux)"
+)
+
+
+@pytest.fixture(scope="module")
+def oversubscribed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("oversubscribed")
+    run_dir = tmp / "run"
+    proc = scalescope(
+        "run", "-n", RANKS, "--oversubscribe", "--run-dir", run_dir, "--no-report",
+        DDP_TRAIN, "--steps", 6, cwd=tmp, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = scalescope("report", run_dir, "--json", tmp / "r.json", cwd=tmp)
+    assert report.returncode == 0, report.stderr
+    return load_run(run_dir), json.loads((tmp / "r.json").read_text())["diagnosis"]
+
+
+def test_every_rank_records_its_run_queue_wait(oversubscribed):
+    run, _ = oversubscribed
+    assert sorted(run.ranks) == list(range(RANKS))
+    for meta in run.ranks.values():
+        assert meta.status == "completed"
+        assert meta.runqueue_wait_s is not None and meta.runqueue_wait_s >= 0
+        assert meta.involuntary_switches is not None
+
+
+def test_the_oversubscription_is_the_first_finding_measured_by_the_wait(oversubscribed):
+    run, diagnosis = oversubscribed
+    first = diagnosis["findings"][0]
+    assert first["code"] == "OVERSUBSCRIBED", [f["code"] for f in diagnosis["findings"]]
+    assert first["basis"].startswith("measured: run-queue wait")
+    names = [e["name"] for e in first["evidence"]]
+    assert any(n.startswith("run-queue wait per step") for n in names)
+    assert any(n.startswith("involuntary context switches per rank") for n in names)
+    assert any(n == f"threads of the {RANKS} ranks on {run.ranks[0].hostname}" for n in names)
+    assert diagnosis["verdict"].startswith("CPU placement")
+    comm = [f for f in diagnosis["findings"] if f["code"].startswith("COMM_")]
+    assert all(f["level"] == "info" for f in comm), "time-slicing, not a communication warning"

@@ -1,0 +1,127 @@
+"""Real 2-rank runs of a GPT-style script trained as nanoGPT trains it (gradient accumulation,
+rank 0 alone evaluating every K steps or saving a checkpoint), of a truly slower rank, of a
+rank late every K steps, and of a Lightning Trainer: the diagnosis names the work, its
+period and its cost, never "slower cores" for extra work; only training samples count; a
+closure optimizer's phases never overlap. Structure, and counts against the scripts' own."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import SCRIPTS, scalescope
+from scalescope.events import PHASES, Kind, load_run
+
+GPT = SCRIPTS / "gpt_train.py"
+LIGHTNING = SCRIPTS / "lightning_train.py"
+STEPS, ACCUM, BATCH = 30, 2, 4
+CORES_WORDS = ("slower", "shared or slower", "homogeneous")
+
+
+def run_and_report(tmp_path: Path, script: Path, *args: object) -> tuple[str, dict]:
+    proc = scalescope(
+        "run", "-n", "2", "--run-dir", tmp_path / "run", "--no-report", script, *args,
+        cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = scalescope("report", tmp_path / "run", "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    return proc.stdout, json.loads((tmp_path / "r.json").read_text())
+
+
+def own_clock(stdout: str) -> dict[int, tuple[int, float]]:
+    """Each rank's (training samples, samples/s) as the script printed them."""
+    found = re.findall(r"rank (\d+): (\d+) samples, ([\d.]+) training samples/s", stdout)
+    return {int(r): (int(n), float(rate)) for r, n, rate in found}
+
+
+def findings(doc: dict) -> list[dict]:
+    return doc["diagnosis"]["findings"]
+
+
+def test_rank_0_evaluating_every_5_steps_is_named_with_its_period(tmp_path) -> None:
+    stdout, doc = run_and_report(
+        tmp_path, GPT, "--steps", STEPS, "--grad-accum", ACCUM, "--batch-size", BATCH,
+        "--eval-every", 5, "--eval-iters", 30,
+    )  # fmt: skip
+    first = findings(doc)[0]
+    assert first["code"] == "RANK_ONLY_EVAL" and first["rank"] == 0, findings(doc)
+    assert "at steps 5, 10, 15, 20, 25 (every 5 steps)" in first["summary"]
+    assert first["saved_ms_per_step"] > 0
+    text = json.dumps(findings(doc))
+    assert not any(words in text for words in CORES_WORDS), "extra work is not slow cores"
+    assert "STRAGGLER" not in {f["code"] for f in findings(doc)}
+    clock = own_clock(stdout)
+    for rank in (0, 1):  # the measured steps 1-29 hold only training samples
+        samples = [r["samples"] for r in doc["steps"]["ranks"] if r["rank"] == rank][0]
+        assert samples == clock[rank][0] == (STEPS - 1) * ACCUM * BATCH
+
+
+def test_a_rank_0_checkpoint_is_named_with_its_bytes(tmp_path) -> None:
+    _stdout, doc = run_and_report(
+        tmp_path, GPT, "--steps", 24, "--checkpoint-every", 4, "--batch-size", BATCH,
+    )  # fmt: skip
+    saved = [f for f in findings(doc) if f["code"] == "RANK_ONLY_CHECKPOINT"]
+    assert saved and saved[0]["rank"] == 0 and "(every 4 steps)" in saved[0]["summary"]
+    nbytes = {e["name"]: e["value"] for e in saved[0]["evidence"]}["bytes written per occurrence"]
+    assert nbytes == (tmp_path / "ckpt.pt").stat().st_size
+
+
+def test_a_truly_slower_rank_is_still_a_straggler(tmp_path) -> None:
+    _stdout, doc = run_and_report(
+        tmp_path, GPT, "--steps", 24, "--slow-rank", 1, "--slow-ms", 25, "--batch-size", BATCH
+    )
+    codes = [f["code"] for f in findings(doc)]
+    assert "STRAGGLER" in codes and not any(c.startswith("RANK_ONLY") for c in codes), codes
+    straggler = findings(doc)[codes.index("STRAGGLER")]
+    assert straggler["rank"] == 1 and "only at steps" not in straggler["summary"]
+
+
+def test_a_rank_late_every_5_steps_gets_its_period_not_slower_cores(tmp_path) -> None:
+    _stdout, doc = run_and_report(
+        tmp_path, GPT, "--steps", 31, "--slow-rank", 1, "--slow-ms", 150, "--slow-every", 5,
+        "--batch-size", BATCH,
+    )  # fmt: skip
+    late = [f for f in findings(doc) if f["code"] == "STRAGGLER"]
+    assert late and late[0]["rank"] == 1, findings(doc)
+    assert "late only at steps 5, 10, 15, 20, 25, 30 (every 5 steps)" in late[0]["summary"]
+    assert not any(words in json.dumps(late[0]) for words in CORES_WORDS)
+
+
+def phase_overlap_ns(run_dir: Path) -> tuple[float, float]:
+    """Over every measured step of every rank: the largest sum of its phases above the step
+    (ns), and the largest overlap between two of a rank's phase rows."""
+    run = load_run(run_dir)
+    ev = run.events
+    worst_sum, worst_overlap = 0.0, 0.0
+    for rank in (0, 1):
+        steps = ev.select((ev.rank == rank) & (ev.kind == int(Kind.STEP)))
+        phases = ev.select((ev.rank == rank) & (ev.kind == int(Kind.PHASE)))
+        names = np.array(phases.strings("name"))
+        training = np.isin(names, PHASES)
+        for step, dur in zip(steps.step.tolist()[1:], steps.dur_ns.tolist()[1:], strict=True):
+            mine = training & (phases.step == step)
+            worst_sum = max(worst_sum, float(phases.dur_ns[mine].sum()) - dur)
+        order = np.argsort(phases.start_ns)
+        start, end = phases.start_ns[order], (phases.start_ns + phases.dur_ns)[order]
+        worst_overlap = max(worst_overlap, float((end[:-1] - start[1:]).max(initial=0)))
+    return worst_sum, worst_overlap
+
+
+@pytest.mark.skipif(
+    not __import__("importlib").util.find_spec("pytorch_lightning"),
+    reason="pytorch-lightning is a dev dependency",
+)
+def test_lightning_phases_samples_and_rate_hold(tmp_path) -> None:
+    stdout, doc = run_and_report(tmp_path, LIGHTNING, "--steps", 60, "--val-every", 20)
+    worst_sum, worst_overlap = phase_overlap_ns(tmp_path / "run")
+    assert worst_sum <= 0 and worst_overlap <= 0, "a step's phases add to at most the step"
+    clock = own_clock(stdout)
+    for rank in (0, 1):
+        rank_doc = [r for r in doc["steps"]["ranks"] if r["rank"] == rank][0]
+        assert rank_doc["samples"] == clock[rank][0], "validation batches are not training"
+        assert rank_doc["samples_per_s"] == pytest.approx(clock[rank][1], rel=0.05)
