@@ -28,9 +28,11 @@ from test_html import EVIL, full_page  # noqa: E402
 from test_timeline import build_run  # noqa: E402
 
 from scalescope.analyze import analyze_run  # noqa: E402
+from scalescope.events import load_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
-from scalescope.report.html import CHART_IDS, render_compare_html  # noqa: E402
+from scalescope.report.html import CHART_IDS, render_compare_html, render_html  # noqa: E402
 from scalescope.report.html_page import STATUS_ID  # noqa: E402
+from scalescope.report.html_ranks import STEP_HEATMAP_ID, WAIT_HEATMAP_ID  # noqa: E402
 from scalescope.report.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
     DashboardProjection,
@@ -110,6 +112,28 @@ def test_dashboard_renders_every_chart(tmp_path):
     check_rendered(status, console, (*CHART_IDS, PROJECTION_CHART_ID))
     assert "Biggest loss:" in dom and '<table id="sizes">' in dom
     assert '<table id="projected-sizes">' in dom
+    assert heatmap_drawn(dom, STEP_HEATMAP_ID) and heatmap_drawn(dom, WAIT_HEATMAP_ID)
+
+
+def heatmap_drawn(dom: str, chart_id: str) -> bool:
+    """The chart's div holds a plotly heatmap layer with its image."""
+    start = dom.index(f'id="{chart_id}"')
+    end = dom.find("data-chart", start + len(chart_id) + 10)
+    return re.search(r'<g class="hm"><image[^>]*href="data:image/png', dom[start:end]) is not None
+
+
+def test_many_ranks_dashboard_draws_the_heatmaps(tmp_path):
+    """64 ranks x 40 steps (tests/helpers/many_ranks.py): both ranks x steps heatmaps drawn,
+    the per-node table present, no error, nothing fetched."""
+    from many_ranks import write_many_ranks_run
+
+    run = load_run(write_many_ranks_run(tmp_path / "run", 64, 40, slow={13: 1.3}))
+    page = tmp_path / "many.html"
+    page.write_text(render_html(analyze_run(run), run), encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, CHART_IDS)
+    assert heatmap_drawn(dom, STEP_HEATMAP_ID) and heatmap_drawn(dom, WAIT_HEATMAP_ID)
+    assert '<table id="nodes">' in dom and "<td>node001</td>" in dom
 
 
 def test_hostile_strings_stay_text(tmp_path):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.grouping import group_by, rank_calls
+from scalescope.analyze.step_slots import STEP_BITS, step_key
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
@@ -138,123 +140,100 @@ class CollectiveAnalysis:
     incomplete: tuple[IncompleteCalls, ...]
 
 
-def _groups(*columns: np.ndarray) -> list[tuple[tuple[int, ...], np.ndarray]]:
-    """Distinct combinations of integer columns, each with its row mask."""
-    if len(columns[0]) == 0:
-        return []
-    keys = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    return [(tuple(int(v) for v in key), inverse == i) for i, key in enumerate(uniq)]
-
-
-def calls_range(rows: EventTable) -> dict[str, int]:
-    """Fewest and most calls of one rank among the ranks in ``rows``."""
-    if len(rows) == 0:
-        return {"calls_min": 0, "calls_max": 0}
-    _, counts = np.unique(rows.rank, return_counts=True)
-    return {"calls_min": int(counts.min()), "calls_max": int(counts.max())}
-
-
 def _op_totals(done: EventTable, pending: EventTable) -> list[OpTotals]:
+    g = group_by(done.name, done.tag)
+    calls, dur, nbytes = g.count(), g.sum(done.dur_ns), g.sum(done.nbytes)
+    per_rank = rank_calls(g, done.rank)
+    found = {(int(a), int(b)): i for i, (a, b) in enumerate(g.keys)}
+    p = group_by(pending.name, pending.tag)
+    waiting = {(int(a), int(b)): int(c) for (a, b), c in zip(p.keys, p.count(), strict=True)}
     out = []
-    keys = {k for k, _ in _groups(done.name, done.tag)} | {
-        k for k, _ in _groups(pending.name, pending.tag)
-    }
-    for name_id, tag_id in keys:
-        rows = done.select((done.name == name_id) & (done.tag == tag_id))
-        n = len(np.unique(rows.rank))
-        incomplete = int(((pending.name == name_id) & (pending.tag == tag_id)).sum())
+    for name_id, tag_id in found.keys() | waiting.keys():
+        i = found.get((name_id, tag_id))
+        n = int(per_rank.ranks[i]) if i is not None else 0
         out.append(
             OpTotals(
                 op=done.symbols[name_id],
                 tag=done.symbols[tag_id],
                 num_ranks=n,
-                calls=len(rows),
-                calls_per_rank=len(rows) / n if n else 0.0,
-                total_ms_per_rank=float(rows.dur_ns.sum()) / 1e6 / n if n else 0.0,
-                nbytes_per_rank=float(rows.nbytes.sum()) / n if n else 0.0,
-                incomplete_calls=incomplete,
-                **calls_range(rows),
+                calls=int(calls[i]) if i is not None else 0,
+                calls_per_rank=float(calls[i]) / n if n else 0.0,
+                total_ms_per_rank=float(dur[i]) / 1e6 / n if n else 0.0,
+                nbytes_per_rank=float(nbytes[i]) / n if n else 0.0,
+                incomplete_calls=waiting.get((name_id, tag_id), 0),
+                calls_min=int(per_rank.fewest[i]) if i is not None else 0,
+                calls_max=int(per_rank.most[i]) if i is not None else 0,
             )
         )
     return sorted(out, key=lambda o: (-o.total_ms_per_rank, o.op, o.tag))
 
 
-def _size_stats(op: str, nbytes: int, rows: EventTable, world_size: int) -> SizeStats:
-    n = len(np.unique(rows.rank))
-    dur = rows.dur_ns.astype(np.float64)
-    avg_ns = float(dur.mean())
-    algbw = nbytes / avg_ns if nbytes > 0 and avg_ns > 0 else None  # bytes/ns == GB/s
-    factor = bus_factor(op, world_size)
-    return SizeStats(
-        op=op,
-        nbytes=nbytes,
-        num_ranks=n,
-        calls=len(rows),
-        calls_per_rank=len(rows) / n,
-        time_avg_us=avg_ns / 1e3,
-        time_min_us=float(dur.min()) / 1e3,
-        time_max_us=float(dur.max()) / 1e3,
-        total_ms_per_rank=float(dur.sum()) / 1e6 / n,
-        algbw_gbps=algbw,
-        busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
-        **calls_range(rows),
-    )
-
-
 def _sizes(done: EventTable, world_size: int) -> list[SizeStats]:
-    out = [
-        _size_stats(done.symbols[name_id], nbytes, done.select(mask), world_size)
-        for (name_id, nbytes), mask in _groups(done.name, done.nbytes)
-    ]
+    g = group_by(done.name, done.nbytes)
+    calls, total = g.count(), g.sum(done.dur_ns)
+    low, high = g.min(done.dur_ns), g.max(done.dur_ns)
+    per_rank = rank_calls(g, done.rank)
+    out = []
+    for i, (name_id, nbytes) in enumerate(g.keys.tolist()):
+        op, n = done.symbols[name_id], int(per_rank.ranks[i])
+        avg_ns = float(total[i]) / int(calls[i])
+        algbw = nbytes / avg_ns if nbytes > 0 and avg_ns > 0 else None  # bytes/ns == GB/s
+        factor = bus_factor(op, world_size)
+        out.append(
+            SizeStats(
+                op=op, nbytes=nbytes, num_ranks=n, calls=int(calls[i]),
+                calls_per_rank=int(calls[i]) / n, time_avg_us=avg_ns / 1e3,
+                time_min_us=float(low[i]) / 1e3, time_max_us=float(high[i]) / 1e3,
+                total_ms_per_rank=float(total[i]) / 1e6 / n, algbw_gbps=algbw,
+                busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
+                calls_min=int(per_rank.fewest[i]), calls_max=int(per_rank.most[i]),
+            )
+        )  # fmt: skip
     return sorted(out, key=lambda s: (s.op, s.nbytes))
 
 
 def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[TagPerStep]:
     """Bytes and calls per measured step of each rank, averaged over ranks with such steps."""
     steps = measured_steps(events, warmup_steps).rows
-    ranks = [int(r) for r in np.unique(steps.rank)]
-    in_step = np.zeros(len(done), dtype=bool)
-    for r in ranks:
-        mine = done.rank == r
-        in_step |= mine & np.isin(done.step, steps.step[steps.rank == r])
-    rows = done.select(in_step)
-    out = []
-    for tag_id in np.unique(rows.tag):
-        tagged = rows.select(rows.tag == tag_id)
-        nbytes, calls, ms = [], [], []
-        for r in ranks:
-            num_steps = len(np.unique(steps.step[steps.rank == r]))
-            mine = tagged.rank == r
-            nbytes.append(float(tagged.nbytes[mine].sum()) / num_steps)
-            calls.append(float(mine.sum()) / num_steps)
-            ms.append(float(tagged.dur_ns[mine].sum()) / 1e6 / num_steps)
-        out.append(
-            TagPerStep(
-                tag=rows.symbols[int(tag_id)],
-                num_ranks=len(ranks),
-                nbytes_per_step=float(np.mean(nbytes)),
-                calls_per_step=float(np.mean(calls)),
-                ms_per_step=float(np.mean(ms)),
-            )
+    measured = np.unique(step_key(steps.rank, steps.step))
+    ranks, num_steps = np.unique(measured >> STEP_BITS, return_counts=True)
+    rows = done.select(np.isin(step_key(done.rank, done.step), measured))
+    if len(ranks) == 0 or len(rows) == 0:
+        return []
+    tags = np.unique(rows.tag)
+    cell = np.searchsorted(tags, rows.tag) * len(ranks) + np.searchsorted(ranks, rows.rank)
+    shape = (len(tags), len(ranks))
+
+    def per_step(weights: np.ndarray | None) -> np.ndarray:
+        total = np.bincount(cell, weights=weights, minlength=len(tags) * len(ranks))
+        return (total.reshape(shape) / num_steps).mean(axis=1)
+
+    nbytes, calls = per_step(rows.nbytes.astype(np.float64)), per_step(None)
+    ms = per_step(rows.dur_ns.astype(np.float64)) / 1e6
+    out = [
+        TagPerStep(
+            tag=rows.symbols[int(t)], num_ranks=len(ranks), nbytes_per_step=float(nbytes[i]),
+            calls_per_step=float(calls[i]), ms_per_step=float(ms[i]),
         )
+        for i, t in enumerate(tags)
+    ]  # fmt: skip
     return sorted(out, key=lambda t: t.tag)
 
 
 def _incomplete(pending: EventTable) -> list[IncompleteCalls]:
+    g = group_by(pending.rank, pending.name, pending.tag)
     out = []
-    for (rank, name_id, tag_id), mask in _groups(pending.rank, pending.name, pending.tag):
-        seqs = pending.seq[mask]
+    for (rank, name_id, tag_id), rows in zip(g.keys.tolist(), g.rows_of(), strict=True):
+        seqs = pending.seq[rows]
         valid = seqs[seqs >= 0]
         out.append(
             IncompleteCalls(
                 rank=rank,
                 op=pending.symbols[name_id],
                 tag=pending.symbols[tag_id],
-                calls=int(mask.sum()),
+                calls=len(rows),
                 first_seq=int(valid.min()) if len(valid) else -1,
-                first_step=int(pending.step[mask].min()),
+                first_step=int(pending.step[rows].min()),
             )
         )
     return sorted(out, key=lambda i: (i.rank, i.op, i.tag))

@@ -167,23 +167,36 @@ def _classify(others: list[RankHang], group: str, seq: int, op: str) -> dict[str
     return kinds
 
 
+def last_by_rank(rank: np.ndarray, value: np.ndarray) -> dict[int, tuple[int, int]]:
+    """Per rank: the index of its row with the largest ``value`` (the first such row, as
+    ``argmax``) and its number of rows; one sort, no mask per rank."""
+    index = np.arange(len(rank))
+    order = np.lexsort((-index, value, rank))
+    ranks = rank[order]
+    last = np.flatnonzero(np.r_[ranks[1:] != ranks[:-1], True]) if len(ranks) else ranks
+    counts = np.diff(np.r_[-1, last])
+    return {int(ranks[i]): (int(order[i]), int(n)) for i, n in zip(last, counts, strict=True)}
+
+
 def states_from_run(run: Run) -> dict[int, LiveState]:
     """Each rank's last recorded state: its last collective (unfinished ones were written
     with dur -1 at its end) and its last step, on the wall clock."""
     ev = run.events
+    steps = np.flatnonzero(ev.kind == Kind.STEP)
+    colls = np.flatnonzero(ev.kind == Kind.COLLECTIVE)
+    last_step = last_by_rank(ev.rank[steps], ev.start_ns[steps] + ev.dur_ns[steps])
+    last_coll = last_by_rank(ev.rank[colls], ev.start_ns[colls])
     out: dict[int, LiveState] = {}
     for rank, meta in run.ranks.items():
         offset = meta.wall_minus_perf_ns
-        mine = ev.rank == rank
-        steps = np.flatnonzero(mine & (ev.kind == Kind.STEP))
-        colls = np.flatnonzero(mine & (ev.kind == Kind.COLLECTIVE))
-        step_end = None
-        if steps.size:
-            last = steps[np.argmax(ev.start_ns[steps] + ev.dur_ns[steps])]
+        step_end, done = None, 0
+        if rank in last_step:
+            at, done = last_step[rank]
+            last = steps[at]
             step_end = (int(ev.start_ns[last] + ev.dur_ns[last]) + offset) / 1e9
         coll = dict(op="", group="", seq=-1, nbytes=0, entered_s=None, left_s=None)
-        if colls.size:
-            i = colls[np.argmax(ev.start_ns[colls])]
+        if rank in last_coll:
+            i = colls[last_coll[rank][0]]
             start = (int(ev.start_ns[i]) + offset) / 1e9
             dur = int(ev.dur_ns[i])
             coll = dict(
@@ -192,7 +205,7 @@ def states_from_run(run: Run) -> dict[int, LiveState]:
                 left_s=None if dur < 0 else start + dur / 1e9,
             )  # fmt: skip
         out[rank] = LiveState(
-            rank=rank, pid=meta.pid, steps_done=int(steps.size), last_step_end_s=step_end,
+            rank=rank, pid=meta.pid, steps_done=done, last_step_end_s=step_end,
             phase="", phase_since_s=None, last_done_s=None, **coll,
         )  # fmt: skip
     return out

@@ -110,8 +110,8 @@ def _matched_mask(rows: EventTable, keys: np.ndarray) -> tuple[np.ndarray, int]:
 
     Groups recorded by a single rank are not cross-rank and are left out of both.
     """
-    pairs = np.unique(np.stack([rows.group.astype(np.int64), rows.rank.astype(np.int64)]), axis=1)
-    ranks_in_group = np.bincount(pairs[0], minlength=int(rows.group.max()) + 1)
+    pairs = np.unique((rows.group.astype(np.int64) << SEQ_BITS) | rows.rank.astype(np.int64))
+    ranks_in_group = np.bincount(pairs >> SEQ_BITS, minlength=int(rows.group.max()) + 1)
     shared = ranks_in_group[rows.group] >= 2
     done = shared & (rows.dur_ns >= 0)
     uniq, inverse, counts = np.unique(keys[done], return_inverse=True, return_counts=True)

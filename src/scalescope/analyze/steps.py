@@ -82,6 +82,17 @@ class MeasuredSteps:
     warmup_fallback: bool
 
 
+def by_rank(rows: EventTable) -> dict[int, EventTable]:
+    """Each rank's rows, in their order (one stable sort, then slices: no mask per rank)."""
+    if len(rows) == 0:
+        return {}
+    order = np.argsort(rows.rank, kind="stable")
+    ordered = rows.select(order)
+    ranks, first = np.unique(ordered.rank, return_index=True)
+    ends = [*first[1:].tolist(), len(ordered)]
+    return {int(r): ordered.select(slice(a, b)) for r, a, b in zip(ranks, first, ends, strict=True)}
+
+
 def measured_steps(events: EventTable, warmup_steps: int) -> MeasuredSteps:
     """STEP rows with step >= warmup_steps, or all STEP rows when that leaves none."""
     steps = events.of_kind(Kind.STEP)
@@ -184,15 +195,12 @@ def analyze_steps(events: EventTable, warmup_steps: int) -> StepAnalysis | None:
     measured = measured_steps(events, warmup_steps)
     if len(measured.rows) == 0:
         return None
-    phases = events.of_kind(Kind.PHASE)
-    memory = events.of_kind(Kind.MEMORY)
+    steps = by_rank(measured.rows)
+    phases = by_rank(events.of_kind(Kind.PHASE))
+    memory = by_rank(events.of_kind(Kind.MEMORY))
+    empty = EventTable.empty(events.symbols)
     ranks = tuple(
-        rank_steps(
-            r,
-            measured.rows.select(measured.rows.rank == r),
-            phases.select(phases.rank == r),
-            memory.select(memory.rank == r),
-        )
+        rank_steps(r, steps.get(r, empty), phases.get(r, empty), memory.get(r, empty))
         for r in events.ranks()
     )
     spans = [r.span_s for r in ranks if r.span_s is not None]

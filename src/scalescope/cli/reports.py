@@ -16,6 +16,29 @@ from scalescope.cli.common import (
     plain_console,
 )
 
+RANKS = typer.Option(
+    None,
+    "--ranks",
+    help="Ranks in the --timeline trace: N, A-B, worst:K, best:K or all, comma-separated "
+    "(e.g. 0,worst:8,best:4,5-7; slowest by busy time per step). Default: every rank up to "
+    "16 ranks, else 0,worst:8,best:4.",
+)
+
+
+def check_ranks(ranks: str | None, timeline: Path | None) -> None:
+    """A ``--ranks`` value that cannot be read, or one without ``--timeline``, is a one-line
+    error before anything is analysed."""
+    from scalescope.report.rank_select import RankSpecError, parse_rank_spec
+
+    if ranks is None:
+        return
+    if timeline is None:
+        fail("--ranks selects the ranks of the --timeline trace: give --timeline FILE too")
+    try:
+        parse_rank_spec(ranks)
+    except RankSpecError as exc:
+        fail(str(exc))
+
 
 @app.command()
 def report(
@@ -32,6 +55,7 @@ def report(
     steps: int | None = typer.Option(
         None, "--steps", help="Steps in the timelines (default: 10 after warm-up).", min=1
     ),
+    ranks: str | None = RANKS,
     threshold: list[str] | None = THRESHOLD,
     baseline: Path | None = BASELINE,
 ) -> None:
@@ -40,18 +64,20 @@ def report(
     from scalescope.commands.report import ReportFiles, report_run
     from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
     from scalescope.events.run import RunDirError
+    from scalescope.report.rank_select import RankSpecError
 
+    check_ranks(ranks, timeline)
     if (run_dir / SCALE_STUDY_FILE).is_file():
         _report_study(run_dir, json_file, html, timeline)
         return
     if run_dir.is_file() or (run_dir / SUITE_FILE).is_file():
         _report_suite(run_dir, json_file or html or timeline)
         return
-    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps, ranks=ranks)
     thresholds = diagnosis_thresholds(threshold, baseline)
     try:
         written = report_run(run_dir, files, thresholds=thresholds)
-    except RunDirError as exc:
+    except (RunDirError, RankSpecError) as exc:
         fail(str(exc))
     for path in written:
         err.print(f"wrote {path}")
@@ -96,18 +122,21 @@ def analyze(
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML dashboard."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Also write a Chrome trace."),
     steps: int | None = typer.Option(None, "--steps", help="Steps in the timelines.", min=1),
+    ranks: str | None = RANKS,
     threshold: list[str] | None = THRESHOLD,
     baseline: Path | None = BASELINE,
 ) -> None:
     """The same report for traces from other tools (torch.profiler/Kineto, Horovod)."""
     from scalescope.commands.report import ReportFiles, analyze_trace
     from scalescope.ingest import IngestError
+    from scalescope.report.rank_select import RankSpecError
 
-    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps)
+    check_ranks(ranks, timeline)
+    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps, ranks=ranks)
     thresholds = diagnosis_thresholds(threshold, baseline)
     try:
         written = analyze_trace(path, files, thresholds, progress=err)
-    except IngestError as exc:
+    except (IngestError, RankSpecError) as exc:
         fail(str(exc))
     for out in written:
         err.print(f"wrote {out}")

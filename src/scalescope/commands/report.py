@@ -28,6 +28,8 @@ class ReportFiles:
     timeline: Path | None = None
     steps: int | None = None
     """Steps in the timeline and the dashboard's timeline (default: a few after warm-up)."""
+    ranks: str | None = None
+    """``--ranks`` of the timeline (report/rank_select.py; default: all up to 16 ranks)."""
 
 
 def write_outputs(
@@ -51,9 +53,10 @@ def write_outputs(
         files.html.write_text(page, encoding="utf-8")
         written.append(files.html)
     if files.timeline is not None:
-        from scalescope.report.timeline import chrome_trace, run_offsets, write_timeline
+        from scalescope.report.rank_select import selected_trace
+        from scalescope.report.timeline import write_timeline
 
-        write_timeline(files.timeline, chrome_trace(run, run_offsets(run), steps))
+        write_timeline(files.timeline, selected_trace(analysis, run, steps, files.ranks))
         written.append(files.timeline)
     return written
 

@@ -51,6 +51,11 @@ class EventTable:
     seq: np.ndarray
     tag: np.ndarray
     symbols: SymbolTable = field(default_factory=SymbolTable)
+    _kinds: dict[int, EventTable] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """``of_kind``'s tables, made once: the analysis asks for each kind many times, and a
+    1,024-rank run has tens of millions of rows (the columns are never changed in place)."""
 
     COLUMNS = (*INT_COLUMNS, *STRING_COLUMNS)
 
@@ -94,7 +99,10 @@ class EventTable:
         return EventTable(**cols, symbols=self.symbols)
 
     def of_kind(self, kind: Kind) -> EventTable:
-        return self.select(self.kind == int(kind))
+        found = self._kinds.get(int(kind))
+        if found is None:
+            found = self._kinds[int(kind)] = self.select(self.kind == int(kind))
+        return found
 
     def where(self, column: str, value: str) -> np.ndarray:
         """Boolean mask of rows whose string ``column`` equals ``value``."""

@@ -17,6 +17,15 @@ from scalescope.analyze.step_slots import OTHER
 from scalescope.report.document import Block, Column, Grid, Line, Section, Table
 from scalescope.report.document_terminal import render_block
 from scalescope.report.formatting import NA, fmt
+from scalescope.report.rank_summary import (
+    RANK_ROWS_LIMIT,
+    RankMetric,
+    condensed_rank_table,
+    hosts_of,
+    rank_order,
+    shown_ranks,
+    spread_table,
+)
 
 CLOCK_RANKS_LISTED = 8
 """Up to this many ranks, one clock line each; beyond, one line per method with ranges."""
@@ -206,6 +215,27 @@ def _ranks_table(c: CrossRankAnalysis) -> Table:
     )
 
 
+def _ranks_blocks(analysis: RunAnalysis, c: CrossRankAnalysis) -> tuple[Block, ...]:
+    """The per-rank table; beyond RANK_ROWS_LIMIT ranks, its slowest and fastest ranks by busy
+    time and the distribution of its columns over every rank."""
+    table = _ranks_table(c)
+    if len(c.ranks) <= RANK_ROWS_LIMIT:
+        return (table,)
+    ranks = [r.rank for r in c.ranks]
+    shown = shown_ranks(rank_order(analysis), ranks)
+    metrics = [
+        RankMetric("busy", "ms/step", [r.busy_ms_per_step for r in c.ranks]),
+        RankMetric("wait", "ms/step", [r.wait_ms_per_step for r in c.ranks]),
+        RankMetric("lateness", "ms/step", [r.lateness_ms_per_step for r in c.ranks]),
+        RankMetric("lateness share", "%", [r.lateness_share_pct for r in c.ranks]),
+        RankMetric("last share", "%", [r.last_share_pct for r in c.ranks]),
+    ]
+    return (
+        condensed_rank_table(table, ranks, shown, hosts_of(analysis)),
+        spread_table(metrics, shown.total, shown.hidden),
+    )
+
+
 def cross_rank_section(analysis: RunAnalysis) -> Section | None:
     """The cross-rank part of the run report; None for a single-rank or probe-off run."""
     c = analysis.cross_rank
@@ -218,7 +248,7 @@ def cross_rank_section(analysis: RunAnalysis) -> Section | None:
     if c.waits:
         blocks.append(_waits_table(c))
     if c.ranks:
-        blocks.append(_ranks_table(c))
+        blocks.extend(_ranks_blocks(analysis, c))
     return Section("Across ranks: waiting versus transfer", tuple(blocks))
 
 

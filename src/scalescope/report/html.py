@@ -26,6 +26,14 @@ from scalescope.report.html_charts import (
     waits_chart,
 )
 from scalescope.report.html_page import chart_html, esc, page
+from scalescope.report.html_ranks import (
+    STEP_HEATMAP_ID,
+    WAIT_HEATMAP_ID,
+    heatmap_charts,
+    nodes_table,
+)
+from scalescope.report.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
+from scalescope.report.rank_summary import RANK_ROWS_LIMIT, host_list, rank_order
 from scalescope.report.run_document import failure_blocks, problem_lines, size_table
 from scalescope.report.run_document import hang_section as run_hang_section
 from scalescope.report.timeline import (
@@ -42,6 +50,8 @@ CHART_IDS = (
     "chart-phases",
     "chart-waits",
     "chart-straggler",
+    STEP_HEATMAP_ID,
+    WAIT_HEATMAP_ID,
     "chart-timeline",
 )
 TIMELINE_MAX_RANKS = 8
@@ -59,11 +69,15 @@ def timeline_scope(
     analysis: RunAnalysis, run: Run, steps: range | None
 ) -> tuple[range, list[int] | None]:
     """Steps and ranks of the page's timeline, bounded so the page stays small: at most
-    TIMELINE_MAX_RANKS ranks (the first ones, the straggler replacing the last) and, unless
-    ``steps`` is given, about TIMELINE_RANK_STEPS rank-steps (between 2 and 10 steps)."""
+    TIMELINE_MAX_RANKS ranks (the first ones, the straggler replacing the last; beyond
+    RANK_ROWS_LIMIT ranks, rank 0 and the slowest and fastest) and, unless ``steps`` is given,
+    about TIMELINE_RANK_STEPS rank-steps (between 2 and 10 steps)."""
     ranks = sorted(set(run.events.ranks()) | set(run.ranks))
     shown = None
-    if len(ranks) > TIMELINE_MAX_RANKS:
+    order = rank_order(analysis)
+    if len(ranks) > RANK_ROWS_LIMIT and order is not None:
+        shown = select_ranks(parse_rank_spec(DASHBOARD_SPEC), ranks, order)
+    elif len(ranks) > TIMELINE_MAX_RANKS:
         cross = cross_rank_of(analysis)
         shown = ranks[:TIMELINE_MAX_RANKS]
         if cross is not None and cross.straggler is not None and cross.straggler.rank not in shown:
@@ -113,7 +127,7 @@ def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
 
 def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
     per_node = f" ({a.nproc_per_node} per node)" if a.nproc_per_node else ""
-    hosts = f"{len(a.hostnames)}: {', '.join(a.hostnames)}" if a.hostnames else "n/a"
+    hosts = host_list(a.hostnames) if a.hostnames else "n/a"
     rows = [
         ("run id", a.run_id),
         ("workload", a.workload),
@@ -212,8 +226,10 @@ def render_html(
         phases_chart([("", analysis)]),
         waits_chart(analysis),
         straggler_chart(analysis),
+        *heatmap_charts(analysis, run),
         timeline_chart(trace, shown_ranks_note(run, ranks)),
     ]
+    nodes = nodes_table(analysis)
     body = [
         f"<h1>scalescope report: run {html.escape(analysis.run_id)}</h1>",
         '<div class="cards">',
@@ -225,7 +241,9 @@ def render_html(
         *(chart_html(c) for c in charts[:2]),
         "<h2>Collectives by message size (per rank)</h2>",
         sizes_table(analysis),
-        *(chart_html(c) for c in charts[2:]),
+        *(chart_html(c) for c in charts[2:-1]),
+        block_html(Section("Per node", (nodes,), html_id="per-node")) if nodes else "",
+        chart_html(charts[-1]),
         *sections,
     ]
     return page(f"scalescope {analysis.run_id}", body)

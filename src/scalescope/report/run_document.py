@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
 from scalescope.analyze.collectives import UnitTraffic, fsdp_units
+from scalescope.analyze.summary import RankStatus
 from scalescope.report.cross_rank_view import cross_rank_section
 from scalescope.report.document import (
     Block,
@@ -28,6 +29,18 @@ from scalescope.report.formatting import (
     plural,
 )
 from scalescope.report.hang_view import hang_lines
+from scalescope.report.rank_summary import (
+    ALL_IN_JSON,
+    RANK_ROWS_LIMIT,
+    RankMetric,
+    condensed_rank_table,
+    host_list,
+    hosts_of,
+    percentiles,
+    rank_order,
+    shown_ranks,
+    spread_table,
+)
 
 
 def header(a: RunAnalysis) -> tuple[Block, ...]:
@@ -36,7 +49,7 @@ def header(a: RunAnalysis) -> tuple[Block, ...]:
         ("workload", a.workload),
         ("command", " ".join(a.command) or NA),
         ("world size", f"{a.world_size} ranks{per_node}"),
-        ("hosts", f"{len(a.hostnames)}: {', '.join(a.hostnames)}" if a.hostnames else NA),
+        ("hosts", host_list(a.hostnames) if a.hostnames else NA),
         ("status", a.status),
         ("duration", fmt(a.duration_s, ".1f", "s")),
         ("probe", "on" if a.probe else "off (no events recorded)"),
@@ -68,7 +81,7 @@ def failure_blocks(a: RunAnalysis) -> tuple[Block, ...]:
     first = a.first_failure
     not_done.sort(key=lambda r: r is not first)
     blocks: list[Block] = []
-    for r in not_done:
+    for r in not_done[:RANK_ROWS_LIMIT]:
         code = "" if r.exit_code is None else f", exit code {r.exit_code}"
         steps = "" if r.steps is None else f", {plural(r.steps, 'step')} done"
         why = " (first to fail)" if r is first and r.status != "interrupted" else ""
@@ -77,7 +90,20 @@ def failure_blocks(a: RunAnalysis) -> tuple[Block, ...]:
         head = f"rank {r.rank} on {r.hostname or NA}: {r.status}{code}{steps}{why}"
         error = tuple((r.error or "").rstrip().splitlines()) or (NA,)
         blocks += [Line(head, style="bold"), Preformatted(error, tail=ERROR_LINES)]
+    if len(not_done) > RANK_ROWS_LIMIT:
+        blocks.append(_more_not_done(not_done[RANK_ROWS_LIMIT:]))
     return tuple(blocks)
+
+
+def _more_not_done(rest: list[RankStatus]) -> Line:
+    """One line for the ranks past the limit: how many ended how, and the first few."""
+    counts: dict[str, int] = {}
+    for r in rest:
+        how = "lost a peer" if r.failed_because_of_peer else r.status
+        counts[how] = counts.get(how, 0) + 1
+    how = ", ".join(f"{n:,} {what}" for what, n in counts.items())
+    ranks = _first_ranks([r.rank for r in rest])
+    return Line(f"{len(rest):,} more ranks did not complete ({how}): ranks {ranks}; {ALL_IN_JSON}")
 
 
 def problem_lines(a: RunAnalysis) -> tuple[Line, ...]:
@@ -139,6 +165,7 @@ RANK_COLUMNS = (
 
 
 def _rank_throughput_table(s: StepAnalysis) -> Table:
+    """One row per rank (beyond the limit, ``_rank_throughput`` condenses it)."""
     rows = tuple(
         (
             str(r.rank),
@@ -152,6 +179,28 @@ def _rank_throughput_table(s: StepAnalysis) -> Table:
         for r in s.ranks
     )
     return Table("Per rank", RANK_COLUMNS, rows)
+
+
+def _rank_throughput(a: RunAnalysis, s: StepAnalysis) -> tuple[Block, ...]:
+    """The per-rank table; beyond RANK_ROWS_LIMIT ranks, its slowest and fastest ranks and
+    the distribution of each column over all ranks."""
+    table = _rank_throughput_table(s)
+    if len(s.ranks) <= RANK_ROWS_LIMIT:
+        return (table,)
+    ranks = [r.rank for r in s.ranks]
+    shown = shown_ranks(rank_order(a), ranks)
+    metrics = [
+        RankMetric("mean step", "ms", [r.mean_step_ms for r in s.ranks]),
+        RankMetric("samples/s", "", [r.samples_per_s for r in s.ranks]),
+        RankMetric("span", "s", [r.span_s for r in s.ranks]),
+    ]
+    if a.cross_rank is not None and a.cross_rank.ranks:
+        busy = [r.busy_ms_per_step for r in a.cross_rank.ranks]
+        metrics.insert(0, RankMetric("busy", "ms/step", busy))
+    return (
+        condensed_rank_table(table, ranks, shown, hosts_of(a)),
+        spread_table(metrics, shown.total, shown.hidden),
+    )
 
 
 PHASE_COLUMNS = (
@@ -188,13 +237,56 @@ def _phase_table(s: StepAnalysis) -> Table:
     return Table(title, PHASE_COLUMNS, tuple(rows), groups=tuple(groups), caption=caption)
 
 
+PHASE_SPREAD_COLUMNS = (
+    Column("phase", align="left"),
+    Column("min", "ms"),
+    Column("p10", "ms"),
+    Column("p50", "ms"),
+    Column("p90", "ms"),
+    Column("max", "ms"),
+    Column("slowest rank", align="left"),
+)
+
+
+def _phase_spread_table(a: RunAnalysis, s: StepAnalysis) -> Table:
+    """Beyond RANK_ROWS_LIMIT ranks: per phase, the distribution over ranks of its mean ms per
+    step, and the rank (with its host) where it is longest."""
+    hosts = hosts_of(a)
+    by_phase: dict[str, list[tuple[float, int]]] = {}
+    missing: dict[str, list[int]] = {}
+    for r in s.ranks:
+        for p in r.phases:
+            by_phase.setdefault(p.phase, []).append((p.mean_ms, r.rank))
+        for name in r.missing_phases if r.num_steps else ():
+            missing.setdefault(name, []).append(r.rank)
+    rows = []
+    for phase, means in by_phase.items():
+        stats = percentiles([m for m, _ in means]) or (0.0,) * 5
+        slow_ms, slow = max(means, key=lambda m: (m[0], -m[1]))
+        rows.append((phase, *(f"{v:,.2f}" for v in stats), f"{slow} ({hosts.get(slow, NA)})"))
+    notes = [
+        f"{name} on {plural(len(ranks), 'rank')} ({_first_ranks(ranks)})"
+        for name, ranks in missing.items()
+    ]
+    caption = f"mean ms per measured step of each of {len(s.ranks):,} ranks; {ALL_IN_JSON}"
+    if notes:
+        caption += "; not recorded (counted in other): " + "; ".join(notes)
+    title = f"Step phases over {len(s.ranks):,} ranks (per-step sums)"
+    return Table(title, PHASE_SPREAD_COLUMNS, tuple(rows), caption=caption)
+
+
+def _first_ranks(ranks: list[int], n: int = 8) -> str:
+    return ", ".join(map(str, ranks[:n])) + (", ..." if len(ranks) > n else "")
+
+
 def _steps(a: RunAnalysis) -> Section:
     s = a.steps
     if s is None:
         blocks: tuple[Block, ...] = (_no_data(a, "step events"),)
     else:
         paused = tuple(p.step for p in a.pauses.pauses) if a.pauses else ()
-        blocks = (_step_summary(s, paused), _rank_throughput_table(s), _phase_table(s))
+        phases = _phase_table(s) if len(s.ranks) <= RANK_ROWS_LIMIT else _phase_spread_table(a, s)
+        blocks = (_step_summary(s, paused), *_rank_throughput(a, s), phases)
     return Section("Throughput and step time", blocks)
 
 
@@ -334,7 +426,10 @@ def _incomplete_table(c: CollectiveAnalysis) -> Table:
     )
     calls = plural(c.incomplete_calls, "call")
     title = f"Collectives that never completed ({calls}, not in the times)"
-    return Table(title, INCOMPLETE_COLUMNS, rows)
+    if len(rows) <= RANK_ROWS_LIMIT:
+        return Table(title, INCOMPLETE_COLUMNS, rows)
+    more = f"{len(rows) - RANK_ROWS_LIMIT:,} more rows not shown; {ALL_IN_JSON}"
+    return Table(title, INCOMPLETE_COLUMNS, rows[:RANK_ROWS_LIMIT], caption=more)
 
 
 def _collectives(a: RunAnalysis) -> Section:

@@ -1,0 +1,92 @@
+"""Group-by over event columns with one sort, no loop over groups or ranks.
+
+Per-group sums, counts, minima and maxima come out of ``bincount`` and ``reduceat`` over rows
+sorted by group, so the cost is one ``unique`` whatever the number of groups (ranks, ops,
+message sizes): a 1,024-rank run has as many groups as a 2-rank one has rows per group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Groups:
+    keys: np.ndarray
+    """One row per group: its key columns (int64), sorted."""
+    index: np.ndarray
+    """The group of each input row."""
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def key(self, column: int) -> np.ndarray:
+        return self.keys[:, column]
+
+    def count(self) -> np.ndarray:
+        return np.bincount(self.index, minlength=len(self))
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        return np.bincount(self.index, weights=values.astype(np.float64), minlength=len(self))
+
+    def _reduce(self, ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+        order = np.argsort(self.index, kind="stable")
+        starts = np.searchsorted(self.index[order], np.arange(len(self)))
+        return ufunc.reduceat(values[order], starts)
+
+    def min(self, values: np.ndarray) -> np.ndarray:
+        return self._reduce(np.minimum, values)
+
+    def max(self, values: np.ndarray) -> np.ndarray:
+        return self._reduce(np.maximum, values)
+
+    def rows_of(self) -> list[np.ndarray]:
+        """Each group's row indices (one argsort)."""
+        if len(self) == 0:
+            return []
+        order = np.argsort(self.index, kind="stable")
+        bounds = np.searchsorted(self.index[order], np.arange(1, len(self)))
+        return np.split(order, bounds)
+
+
+def group_by(*columns: np.ndarray) -> Groups:
+    """Groups of the distinct combinations of integer columns (rows of equal length).
+
+    The columns are packed into one int64 key (mixed radix over each column's range), so
+    the grouping is one sort of integers, not of rows."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    if len(cols[0]) == 0:
+        return Groups(np.zeros((0, len(cols)), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    lows = [int(c.min()) for c in cols]
+    spans = [int(c.max()) - low + 1 for c, low in zip(cols, lows, strict=True)]
+    if np.prod(np.array(spans, dtype=np.float64)) >= 2.0**62:
+        keys = np.stack(cols, axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        return Groups(uniq, inverse.reshape(-1))
+    packed = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, low, span in zip(cols, lows, spans, strict=True):
+        packed = packed * span + (c - low)
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    keys = np.empty((len(uniq), len(cols)), dtype=np.int64)
+    for j in range(len(cols) - 1, -1, -1):
+        keys[:, j] = uniq % spans[j] + lows[j]
+        uniq = uniq // spans[j]
+    return Groups(keys, inverse.reshape(-1))
+
+
+@dataclass(frozen=True)
+class RankCalls:
+    """Per group: how many ranks have rows in it, and the fewest and most rows of one rank."""
+
+    ranks: np.ndarray
+    fewest: np.ndarray
+    most: np.ndarray
+
+
+def rank_calls(groups: Groups, rank: np.ndarray) -> RankCalls:
+    pairs = group_by(groups.index, rank)
+    per_pair = pairs.count()
+    owner = group_by(pairs.key(0))
+    return RankCalls(ranks=owner.count(), fewest=owner.min(per_pair), most=owner.max(per_pair))

@@ -1,0 +1,291 @@
+"""The dashboard's views of many ranks: ranks x steps heatmaps and a summary per node.
+
+Heatmaps show, for every rank and measured step, the step time and the time the rank waited
+in collectives for the last rank to arrive (cross-rank matching, ``analyze/matching.py``).
+They stay small at any size: up to ``MAX_ROWS`` ranks each rank is a row and up to
+``MAX_COLUMNS`` steps each step a column; beyond, consecutive ranks (steps) are put in equal
+bins and a cell is the mean over the rank-steps of its bin. The values travel as float32
+typed arrays (plotly's base64 ``bdata``, 5.3 bytes a cell), so each heatmap is at most
+about 1.1 MB of the page.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from scalescope.analyze import RunAnalysis
+from scalescope.analyze.matching import match_collectives
+from scalescope.events import Kind, Run
+from scalescope.report.document import Column, Style, Table
+from scalescope.report.formatting import NA, fmt
+from scalescope.report.html_charts import HEIGHT, Chart, layout
+
+MAX_ROWS = 1024
+"""Ranks a heatmap shows one row each; beyond, rows of equal bins of consecutive ranks."""
+MAX_COLUMNS = 200
+"""Steps a heatmap shows one column each; beyond, columns of equal bins of steps."""
+STEP_HEATMAP_ID, WAIT_HEATMAP_ID = "chart-heatmap-step", "chart-heatmap-wait"
+NODES_TABLE_ID = "nodes"
+
+
+@dataclass(frozen=True)
+class Bins:
+    """Rows of ``rank_bin`` consecutive ranks (in rank order), columns of ``step_bin`` steps
+    from ``first_step``."""
+
+    ranks: np.ndarray
+    rank_bin: int
+    first_step: int
+    num_steps: int
+    step_bin: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return math.ceil(len(self.ranks) / self.rank_bin), math.ceil(self.num_steps / self.step_bin)
+
+    def cells(self, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+        """Flat cell index of each (rank, step); -1 outside the heatmap."""
+        pos = np.searchsorted(self.ranks, rank)
+        pos_ok = np.minimum(pos, len(self.ranks) - 1)
+        inside = (self.ranks[pos_ok] == rank) & (step >= self.first_step)
+        inside &= step < self.first_step + self.num_steps
+        rows, cols = self.shape
+        cell = (pos_ok // self.rank_bin) * cols + (step - self.first_step) // self.step_bin
+        return np.where(inside, cell, -1)
+
+    def row_labels(self) -> list[str]:
+        ranks = self.ranks.tolist()
+        if self.rank_bin == 1:
+            return [f"rank {r}" for r in ranks]
+        groups = [ranks[i : i + self.rank_bin] for i in range(0, len(ranks), self.rank_bin)]
+        return [f"ranks {g[0]}-{g[-1]}" for g in groups]
+
+    def column_starts(self) -> list[int]:
+        return list(range(self.first_step, self.first_step + self.num_steps, self.step_bin))
+
+
+@dataclass(frozen=True)
+class RankStepGrid:
+    """Mean ms per rank-step of each cell (NaN: no step there)."""
+
+    bins: Bins
+    step_ms: np.ndarray
+    wait_ms: np.ndarray | None
+    """None without a cross-rank analysis."""
+
+
+def _measured_steps(run: Run, warmup: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rank, step, dur_ns) of completed STEP rows after warm-up (all of them if none is)."""
+    ev = run.events
+    done = (ev.kind == int(Kind.STEP)) & (ev.dur_ns >= 0)
+    after = done & (ev.step >= warmup)
+    keep = after if after.any() else done
+    return ev.rank[keep].astype(np.int64), ev.step[keep].astype(np.int64), ev.dur_ns[keep]
+
+
+def _cell_means(
+    bins: Bins, cells: np.ndarray, weights: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    rows, cols = bins.shape
+    inside = cells >= 0
+    sums = np.bincount(cells[inside], weights=weights[inside], minlength=rows * cols)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return means.reshape(rows, cols).astype(np.float32)
+
+
+def _wait_ns(analysis: RunAnalysis, run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(rank, step, wait_ns) of every matched collective row, on the cross-rank clocks."""
+    cross = analysis.cross_rank
+    if cross is None:
+        return None
+    matched = match_collectives(run.events, cross.clocks, int(cross.tie_tolerance_us * 1e3))
+    if matched is None:
+        return None
+    return matched.rank.astype(np.int64), matched.step.astype(np.int64), matched.wait_ns
+
+
+def rank_step_grid(analysis: RunAnalysis, run: Run) -> RankStepGrid | None:
+    """Step time and waiting per rank and measured step, binned; None without steps."""
+    rank, step, dur = _measured_steps(run, analysis.warmup_steps)
+    if len(rank) == 0:
+        return None
+    ranks = np.unique(rank)
+    first, last = int(step.min()), int(step.max())
+    num_steps = last - first + 1
+    bins = Bins(
+        ranks=ranks,
+        rank_bin=math.ceil(len(ranks) / MAX_ROWS),
+        first_step=first,
+        num_steps=num_steps,
+        step_bin=math.ceil(num_steps / MAX_COLUMNS),
+    )
+    rows, cols = bins.shape
+    cells = bins.cells(rank, step)
+    counts = np.bincount(cells[cells >= 0], minlength=rows * cols)
+    step_ms = _cell_means(bins, cells, dur / 1e6, counts)
+    waits = _wait_ns(analysis, run)
+    wait_ms = None
+    if waits is not None:
+        w_rank, w_step, w_ns = waits
+        wait_ms = _cell_means(bins, bins.cells(w_rank, w_step), w_ns / 1e6, counts)
+    return RankStepGrid(bins, step_ms, wait_ms)
+
+
+def _bins_note(bins: Bins) -> str:
+    parts = []
+    if bins.rank_bin > 1:
+        parts.append(f"rows of {bins.rank_bin} consecutive ranks")
+    if bins.step_bin > 1:
+        parts.append(f"columns of {bins.step_bin} steps (labelled by their first)")
+    return "; mean over " + " and ".join(parts) if parts else ""
+
+
+def _heatmap(chart_id: str, title: str, grid: RankStepGrid, z: np.ndarray, scale: str) -> Chart:
+    bins = grid.bins
+    rows = bins.row_labels()
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=bins.column_starts(),
+            y=rows,
+            colorscale=scale,
+            colorbar={"title": {"text": "ms"}},
+            hoverongaps=False,
+            hovertemplate="%{y}, step %{x}: %{z:.2f} ms<extra></extra>",
+        )
+    )
+    layout(
+        fig,
+        height=min(max(HEIGHT, 3 * len(rows) + 120), 1400),
+        xaxis={"title": {"text": "step"}},
+        yaxis={"autorange": "reversed", "type": "category"},
+    )
+    return Chart(chart_id, title + _bins_note(bins), fig)
+
+
+def heatmap_charts(analysis: RunAnalysis, run: Run) -> tuple[Chart, Chart]:
+    """Step time and waiting in collectives, ranks x measured steps (notes when missing)."""
+    step_title = "Step time per rank and step (ms)"
+    wait_title = "Waiting in collectives for the last rank, per rank and step (ms)"
+    grid = rank_step_grid(analysis, run)
+    if grid is None:
+        note = "No completed steps were recorded."
+        return Chart(STEP_HEATMAP_ID, step_title, None, note), Chart(
+            WAIT_HEATMAP_ID, wait_title, None, note
+        )
+    step = _heatmap(STEP_HEATMAP_ID, step_title, grid, grid.step_ms, "Viridis")
+    if grid.wait_ms is None:
+        note = "No cross-rank analysis: it needs collectives matched across at least 2 ranks."
+        return step, Chart(WAIT_HEATMAP_ID, wait_title, None, note)
+    return step, _heatmap(WAIT_HEATMAP_ID, wait_title, grid, grid.wait_ms, "YlOrRd")
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    host: str
+    ranks: tuple[int, ...]
+    mean_step_ms: float | None
+    busy_ms: float | None
+    """Mean over its ranks of busy time per step (the step less its waiting)."""
+    busy_max_ms: float | None
+    busiest_rank: int | None
+    wait_ms: float | None
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def node_summaries(analysis: RunAnalysis) -> list[NodeSummary]:
+    """Ranks grouped by host name (ranks without one under "n/a"), the busiest node first."""
+    hosts: dict[str, list[int]] = {}
+    for r in analysis.ranks:
+        hosts.setdefault(r.hostname or NA, []).append(r.rank)
+    steps = {r.rank: r.mean_step_ms for r in analysis.steps.ranks} if analysis.steps else {}
+    cross = {r.rank: r for r in analysis.cross_rank.ranks} if analysis.cross_rank else {}
+    out = []
+    for host, ranks in hosts.items():
+        mine = [cross[r] for r in ranks if r in cross]
+        busiest = max(mine, key=lambda w: w.busy_ms_per_step, default=None)
+        out.append(
+            NodeSummary(
+                host=host,
+                ranks=tuple(ranks),
+                mean_step_ms=_mean([s for r in ranks if (s := steps.get(r)) is not None]),
+                busy_ms=_mean([w.busy_ms_per_step for w in mine]),
+                busy_max_ms=busiest.busy_ms_per_step if busiest else None,
+                busiest_rank=busiest.rank if busiest else None,
+                wait_ms=_mean([w.wait_ms_per_step for w in mine]),
+            )
+        )
+    return sorted(out, key=lambda n: (-(n.busy_ms if n.busy_ms is not None else -1.0), n.host))
+
+
+def rank_ranges(ranks: tuple[int, ...]) -> str:
+    """``0-7, 12`` from sorted or unsorted ranks."""
+    parts, ordered = [], sorted(ranks)
+    start = prev = ordered[0]
+    for r in [*ordered[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ", ".join(parts)
+
+
+NODE_COLUMNS = (
+    Column("node", align="left"),
+    Column("ranks", align="left"),
+    Column("mean step", "ms"),
+    Column("busy avg", "ms/step"),
+    Column("busy max", "ms/step"),
+    Column("busiest rank"),
+    Column("wait avg", "ms/step"),
+    Column("busy vs median node", "%"),
+)
+
+
+def nodes_table(analysis: RunAnalysis) -> Table | None:
+    """One row per node, the busiest first; None for a run on a single host or with one rank
+    per host (the per-rank views say it all)."""
+    nodes = node_summaries(analysis)
+    if len(nodes) < 2 or all(len(n.ranks) < 2 for n in nodes):
+        return None
+    known = [n.busy_ms for n in nodes if n.busy_ms is not None]
+    median = float(np.median(known)) if known else None
+    rows, styles = [], []
+    for n in nodes:
+        vs = None
+        if n.busy_ms is not None and median:
+            vs = 100.0 * (n.busy_ms / median - 1.0)
+        rows.append(
+            (
+                n.host,
+                f"{len(n.ranks)}: {rank_ranges(n.ranks)}",
+                fmt(n.mean_step_ms, ",.2f"),
+                fmt(n.busy_ms, ",.2f"),
+                fmt(n.busy_max_ms, ",.2f"),
+                NA if n.busiest_rank is None else str(n.busiest_rank),
+                fmt(n.wait_ms, ",.2f"),
+                NA if vs is None else f"{vs:+.1f}",
+            )
+        )
+        style: Style = "yellow" if vs is not None and vs >= 10.0 else ""
+        styles.append(style)
+    return Table(
+        f"Per node ({len(nodes):,} nodes, the busiest first)",
+        NODE_COLUMNS,
+        tuple(rows),
+        html_id=NODES_TABLE_ID,
+        styles=tuple(styles),
+        caption="ranks grouped by host name; busy: the step less its waiting for other ranks "
+        "(the cross-rank analysis), averaged over the node's ranks; a node 10% or more above "
+        "the median node in yellow",
+    )

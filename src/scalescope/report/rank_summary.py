@@ -1,0 +1,179 @@
+"""Per-rank tables that stay short at any number of ranks.
+
+Up to ``RANK_ROWS_LIMIT`` ranks a report prints one row per rank, as it always did. Beyond,
+it prints the ``WORST_SHOWN`` slowest and the ``BEST_SHOWN`` fastest ranks with their host
+(slowest first, by ``rank_order``) and the distribution over every rank (min, p10, p50,
+p90, max) with how many ranks are not shown; the JSON report keeps every rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalescope.analyze import RunAnalysis
+from scalescope.report.document import Column, Style, Table
+from scalescope.report.formatting import NA
+
+RANK_ROWS_LIMIT = 16
+"""Most ranks a report lists one row each; beyond, the worst, the best and the distribution."""
+WORST_SHOWN = 5
+BEST_SHOWN = 3
+HOSTS_LISTED = 16
+"""Most host names the header lists; beyond, the first and the last few."""
+PERCENTILES = (("min", 0.0), ("p10", 10.0), ("p50", 50.0), ("p90", 90.0), ("max", 100.0))
+ALL_IN_JSON = "every rank is in the JSON report (--json)"
+
+
+@dataclass(frozen=True)
+class RankOrder:
+    """Ranks from the slowest to the fastest by one metric (ties: the lower rank first)."""
+
+    metric: str
+    """What the order is by, as a phrase ("busy time per step")."""
+    ranks: tuple[int, ...]
+    values: Mapping[int, float]
+
+
+def _measured_ranks(a: RunAnalysis) -> set[int] | None:
+    if a.steps is None:
+        return None
+    return {r.rank for r in a.steps.ranks if r.num_steps}
+
+
+def rank_order(a: RunAnalysis) -> RankOrder | None:
+    """By busy time per step (the step less its waiting for other ranks) when the cross-rank
+    analysis has it, else by mean step time; only ranks with measured steps; None without
+    either."""
+    measured = _measured_ranks(a)
+    if a.cross_rank is not None and a.cross_rank.ranks:
+        values = {
+            r.rank: r.busy_ms_per_step
+            for r in a.cross_rank.ranks
+            if measured is None or r.rank in measured
+        }
+        metric = "busy time per step"
+    elif a.steps is not None:
+        values = {r.rank: r.mean_step_ms for r in a.steps.ranks if r.mean_step_ms is not None}
+        metric = "mean step time"
+    else:
+        return None
+    if not values:
+        return None
+    ranks = tuple(sorted(values, key=lambda r: (-values[r], r)))
+    return RankOrder(metric, ranks, values)
+
+
+@dataclass(frozen=True)
+class ShownRanks:
+    """The ranks a condensed table lists: the slowest first, then the fastest."""
+
+    worst: tuple[int, ...]
+    best: tuple[int, ...]
+    total: int
+    metric: str
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return self.worst + self.best
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.ranks)
+
+    def title(self, what: str) -> str:
+        return (
+            f"{what}: the {len(self.worst)} slowest and {len(self.best)} fastest of "
+            f"{self.total:,} ranks (by {self.metric})"
+        )
+
+
+def shown_ranks(order: RankOrder | None, all_ranks: Sequence[int]) -> ShownRanks:
+    """The worst and best of ``order`` among ``all_ranks``; without an order, the first
+    ranks."""
+    if order is None:
+        return ShownRanks(tuple(all_ranks[:WORST_SHOWN]), (), len(all_ranks), "rank")
+    present = set(all_ranks)
+    ranked = [r for r in order.ranks if r in present]
+    worst = tuple(ranked[:WORST_SHOWN])
+    best = tuple(r for r in ranked[WORST_SHOWN:][-BEST_SHOWN:])
+    return ShownRanks(worst, best, len(all_ranks), order.metric)
+
+
+def hosts_of(a: RunAnalysis) -> dict[int, str]:
+    return {r.rank: r.hostname for r in a.ranks if r.hostname}
+
+
+def condensed_rank_table(
+    table: Table, row_ranks: Sequence[int], shown: ShownRanks, hosts: Mapping[int, str]
+) -> Table:
+    """``table`` (one row per rank, the rank in its first column) cut to the shown ranks,
+    slowest first then fastest, with each rank's host after the rank; a rule between the
+    slowest and the fastest."""
+    index = {rank: i for i, rank in enumerate(row_ranks)}
+    picked = [index[r] for r in shown.ranks if r in index]
+    columns = (table.columns[0], Column("host", align="left"), *table.columns[1:])
+    rows = tuple(
+        (table.rows[i][0], hosts.get(row_ranks[i], NA), *table.rows[i][1:]) for i in picked
+    )
+    worst = sum(1 for r in shown.worst if r in index)
+    groups = tuple(n for n in (worst, len(picked) - worst) if n)
+    styles: tuple[Style, ...] | None = None
+    if table.styles is not None:
+        styles = tuple(table.styles[i] for i in picked)
+    return Table(
+        shown.title(table.title),
+        columns,
+        rows,
+        groups=groups,
+        styles=styles,
+        caption=table.caption,
+        html_id=table.html_id,
+    )
+
+
+@dataclass(frozen=True)
+class RankMetric:
+    """One number per rank, for the distribution table."""
+
+    name: str
+    unit: str
+    values: Sequence[float | None]
+
+
+def percentiles(values: Sequence[float | None]) -> tuple[float, ...] | None:
+    known = np.array([v for v in values if v is not None], dtype=np.float64)
+    if len(known) == 0:
+        return None
+    return tuple(float(np.percentile(known, q)) for _, q in PERCENTILES)
+
+
+SPREAD_COLUMNS = (Column("per rank", align="left"), *(Column(n) for n, _ in PERCENTILES))
+
+
+def spread_table(metrics: Sequence[RankMetric], total: int, hidden: int) -> Table:
+    """min, p10, p50, p90 and max of each metric over every rank, and how many ranks the
+    table above leaves out."""
+    rows, values = [], []
+    for m in metrics:
+        stats = percentiles(m.values)
+        label = f"{m.name} ({m.unit})" if m.unit else m.name
+        rows.append((label, *(NA if stats is None else f"{v:,.2f}" for v in stats or (0,) * 5)))
+        values.append((label, *(stats or (None,) * 5)))
+    return Table(
+        f"Distribution over all {total:,} ranks",
+        SPREAD_COLUMNS,
+        tuple(rows),
+        tuple(values),
+        caption=f"{hidden:,} of {total:,} ranks not shown above; {ALL_IN_JSON}",
+    )
+
+
+def host_list(hostnames: Sequence[str]) -> str:
+    """``N: a, b, c``; beyond ``HOSTS_LISTED`` the first and the last few around "..."."""
+    if len(hostnames) <= HOSTS_LISTED:
+        return f"{len(hostnames)}: {', '.join(hostnames)}"
+    head, tail = hostnames[: HOSTS_LISTED - 4], hostnames[-2:]
+    return f"{len(hostnames):,}: {', '.join(head)}, ..., {', '.join(tail)}"

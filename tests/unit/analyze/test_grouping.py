@@ -1,0 +1,47 @@
+"""Group-by with one sort against a plain Python grouping of the same rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from scalescope.analyze.grouping import group_by, rank_calls
+
+
+def naive(*columns: np.ndarray) -> dict[tuple[int, ...], list[int]]:
+    out: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for i, key in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
+        out[key].append(i)
+    return out
+
+
+@pytest.mark.parametrize("huge", [False, True], ids=["packed", "rows"])
+def test_groups_sums_extremes_and_rows_match_a_plain_grouping(huge: bool) -> None:
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, 400)
+    b = rng.integers(0, 2**40 if huge else 50, 400)
+    b[:50] = b[50]  # repeated keys even when the range is huge
+    values = rng.integers(0, 1000, 400)
+    g = group_by(a, b)
+    want = naive(a, b)
+    assert [tuple(k) for k in g.keys.tolist()] == sorted(want)
+    for i, rows in enumerate(g.rows_of()):
+        key = tuple(g.keys[i].tolist())
+        assert rows.tolist() == want[key]
+        assert g.sum(values)[i] == values[rows].sum() and g.count()[i] == len(rows)
+        assert g.min(values)[i] == values[rows].min() and g.max(values)[i] == values[rows].max()
+
+
+def test_rank_calls_counts_ranks_and_their_fewest_and_most_rows() -> None:
+    op = np.array([0, 0, 0, 0, 1, 1])
+    rank = np.array([0, 0, 1, 2, 5, 5])
+    per = rank_calls(group_by(op), rank)
+    assert per.ranks.tolist() == [3, 1]
+    assert per.fewest.tolist() == [1, 2] and per.most.tolist() == [2, 2]
+
+
+def test_no_rows_no_groups() -> None:
+    g = group_by(np.zeros(0), np.zeros(0))
+    assert len(g) == 0 and g.rows_of() == [] and g.count().tolist() == []
