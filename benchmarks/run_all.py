@@ -74,7 +74,14 @@ KNOBS = (
 as the others together)."""
 
 BENCHES = (
-    bench("analyze_speed", "analyze_speed.py", "--repeats 3", 0.3),
+    bench("analyze_speed", "analyze_speed.py", "--ranks 64,256,1024 --steps 1000", 3.0),
+    bench(
+        "analyze_speed_4096",
+        "analyze_speed.py",
+        "--ranks 4096 --steps 1000",
+        7.0,
+        default=False,
+    ),  # fmt: skip
     bench("html_size", "html_size.py", "", 0.3),
     bench("live_state_cost", "live_state_cost.py", "--steps 10000 --repeats 5", 0.3),
     bench("suite_quick", "suite_quick.py", "--repeats 1", 1.0),
@@ -105,6 +112,7 @@ BENCHES = (
         default=False,
     ),  # fmt: skip
     bench("project_validate_netns", "project_validate_netns.py", "", 5.0),
+    bench("many_ranks_real", "many_ranks_real.py", "--ranks 128 --steps 3 --fit", 4.0),
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 5.0, 1200.0
 

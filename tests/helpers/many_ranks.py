@@ -55,12 +55,16 @@ def _timeline(compute_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return start, issue, end
 
 
-def _rank_rows(rank: int, start: np.ndarray, issue: np.ndarray, end: np.ndarray) -> list[tuple]:
-    """One rank's rows (issue/end: this rank's all_reduce issue and the common end)."""
+def _rank_rows(
+    rank: int, start: np.ndarray, issue: np.ndarray, end: np.ndarray, drift_ns: int = 0
+) -> list[tuple]:
+    """One rank's rows (issue/end: this rank's all_reduce issue and the common end);
+    ``drift_ns``: its timestamps slip this much more at each step (an unphysical timeline)."""
     rows: list[tuple] = []
     data, opt = int(DATA_MS * MS), int(OPTIMIZER_MS * MS)
     for s in range(len(start)):
-        t, i, e = int(start[s]), int(issue[s]), int(end[s])
+        slip = s * drift_ns
+        t, i, e = int(start[s]) + slip, int(issue[s]) + slip, int(end[s]) + slip
         fwd = (i - t - data) * 3 // 8
         bwd = i - t - data - fwd
         rows += [
@@ -97,9 +101,11 @@ def write_many_ranks_run(
     slow: Mapping[int, float] | None = None,
     warmup: int = 2,
     run_id: str = "many",
+    drift_ms: Mapping[int, float] | None = None,
 ) -> Path:
     """A completed run of ``ranks`` x ``steps``; ``slow`` maps ranks to a compute factor
-    (1.3: 30 % slower)."""
+    (1.3: 30 % slower); ``drift_ms`` ranks to a slip of their timeline per step (their
+    collectives no longer end together: what no real job records)."""
     run_dir = Path(run_dir)
     compute = _compute_ms(ranks, steps, slow or {}, seed=ranks * 1000 + steps)
     start, issue, end = _timeline(compute)
@@ -121,6 +127,7 @@ def write_many_ranks_run(
     for rank in range(ranks):
         write_json_atomic(rank_meta_path(run_dir, rank), _rank_meta(rank, ranks, per_node, steps))
         writer = EventWriter(events_path(run_dir, rank), rank)
-        writer.write(_rank_rows(rank, start, issue[rank], end))
+        drift = int((drift_ms or {}).get(rank, 0.0) * MS)
+        writer.write(_rank_rows(rank, start, issue[rank], end, drift))
         writer.close()
     return run_dir

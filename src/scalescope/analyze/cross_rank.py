@@ -101,6 +101,32 @@ class RankWaits:
 
 
 @dataclass(frozen=True)
+class WaitBeyondStep:
+    """A rank that, by the aligned clocks, waits in collectives longer than its steps last:
+    impossible in one job, so its timeline and the others' do not fit together (clocks not
+    aligned, ranks of different runs)."""
+
+    rank: int
+    wait_ms_per_step: float
+    step_ms: float
+
+
+WAIT_TOLERANCE = 1.02
+"""A wait per step this many times the step is inconsistent (2 %: rounding of the slots)."""
+
+
+def waits_beyond_step(waits: tuple[RankWaits, ...], slots: StepSlots) -> tuple[WaitBeyondStep, ...]:
+    """Every rank whose wait per step exceeds its mean step, worst first."""
+    step_ms = slots.per_rank_mean(slots.dur_ns) / 1e6
+    out = [
+        WaitBeyondStep(w.rank, w.wait_ms_per_step, float(step_ms[i]))
+        for i, w in enumerate(waits)
+        if step_ms[i] > 0 and w.wait_ms_per_step > WAIT_TOLERANCE * step_ms[i]
+    ]
+    return tuple(sorted(out, key=lambda w: -w.wait_ms_per_step / w.step_ms))
+
+
+@dataclass(frozen=True)
 class Straggler:
     rank: int
     last_share_pct: float
@@ -165,6 +191,8 @@ class CrossRankAnalysis:
     """Added: evaluation and checkpoints, who did them, when, and what they cost the others."""
     straggler_pattern: LatenessPattern | None = None
     """Added: the straggler's lateness step by step (every step, or at some steps only)."""
+    inconsistent: tuple[WaitBeyondStep, ...] = ()
+    """Added: ranks that wait longer than their steps last (the timelines do not fit)."""
 
 
 def _measured_instances(m: Matched, slots: StepSlots) -> np.ndarray:
@@ -319,4 +347,5 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
         measured_instances=int(inst_ok.sum()),
         extra_work=extra_work(run.events, slots),
         straggler_pattern=None if straggler is None else lateness_pattern(slots, straggler.rank),
+        inconsistent=waits_beyond_step(waits, slots),
     )

@@ -37,7 +37,7 @@ COMPUTE_CAUSES = (
 )
 """Findings that explain low compute FLOP/s: when one fires, the compute finding's shortfall
 is theirs, not a separate saving."""
-FIRST_CODES = ("HANG", "INDEPENDENT_REPLICAS")
+FIRST_CODES = ("TIMELINE_INCONSISTENT", "HANG", "INDEPENDENT_REPLICAS")
 """Findings about the job itself: whatever else was measured comes after them."""
 SHARED_CORES = ("OVERSUBSCRIBED", "UNBOUND")
 """Findings of ranks sharing cores: which of them is late is then a consequence."""

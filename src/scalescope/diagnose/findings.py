@@ -83,6 +83,7 @@ BOTTLENECKS: dict[str, str] = {
     "NUMA_SPAN": "CPU placement",
     "HANG": "hang",
     "PAUSE": "pause (checkpoint or evaluation)",
+    "TIMELINE_INCONSISTENT": "inconsistent timelines",
     "RANK_ONLY_EVAL": "work only some ranks do (evaluation)",
     "RANK_ONLY_CHECKPOINT": "work only some ranks do (checkpoint)",
     "INDEPENDENT_REPLICAS": "no data parallelism",
@@ -119,6 +120,9 @@ SUMMARIES: dict[str, str] = {
     "HANG": "the run stopped progressing: {verdict}",
     "PAUSE": "{who} paused {count}{every}, {longest:.1f} s at the longest, while the "
     "others waited in the next collective: a checkpoint or an evaluation, not a hang",
+    "TIMELINE_INCONSISTENT": "the ranks' timelines do not fit together: rank {rank} waits "
+    "{wait:,.0f} ms per step in collectives in {step:,.0f} ms steps ({n} rank(s) so), which "
+    "one job cannot do; no share of waiting is given",
     "RANK_ONLY_EVAL": "{who} evaluates the model {when}: {ms:.0f} ms each time, while the "
     "others wait {wait:.0f} ms in their next collective ({per_step:.1f} ms per step)",
     "RANK_ONLY_CHECKPOINT": "{who} saves a checkpoint {when}: {ms:.0f} ms each time{size}, "
@@ -177,6 +181,9 @@ REMEDIES: dict[str, str] = {
     "share (`--map-by numa`, or `--cpu-list` per rank)",
     "slow_data": "rank {rank} spends {ms:.1f} ms/step longer loading data: check its "
     "storage, or give its loader more workers",
+    "timeline_check": "check that the run directory holds the ranks of one job only (each "
+    "rank file's run, the ingested traces' job) and that their clocks were aligned (the "
+    "rank files' clock samples; the hosts' NTP/chrony); record again with `scalescope run`",
     "eval_sharded": "evaluate on every rank, each on its shard of the validation set "
     "(DistributedSampler(val_set, shuffle=False)), and `dist.all_reduce` the summed loss and "
     "metrics instead of gathering them on {who}: no rank waits, and evaluation is faster",

@@ -17,7 +17,7 @@ from scalescope.diagnose.rules_compute import ComputeRule, MemoryRule
 from scalescope.diagnose.rules_extra_work import RANK_ONLY_RULES
 from scalescope.diagnose.rules_fsdp import FSDP_RULES
 from scalescope.diagnose.rules_input import DiagnosisInput
-from scalescope.diagnose.rules_job import HangRule, PauseRule, ReplicasRule
+from scalescope.diagnose.rules_job import HangRule, PauseRule, ReplicasRule, TimelineRule
 from scalescope.diagnose.rules_pipeline import InputRule
 from scalescope.diagnose.rules_placement import (
     IdleCoresRule,
@@ -37,6 +37,7 @@ class Rule(Protocol):
 
 
 RULES: tuple[Rule, ...] = (
+    TimelineRule(),
     HangRule(),
     ReplicasRule(),
     PauseRule(),

@@ -98,7 +98,9 @@ def mean_compute(times: tuple[RankTimes, ...]) -> float | None:
 
 
 def share_pct(ms: float, step_ms: float) -> float:
-    return 100.0 * ms / step_ms if step_ms > 0 else 0.0
+    """``ms`` as a share of the step, at most 100 % (a wait beyond the step is an
+    inconsistent timeline: ``TimelineRule`` says so)."""
+    return min(100.0 * ms / step_ms, 100.0) if step_ms > 0 else 0.0
 
 
 def rank_threads(meta: RankMeta) -> int | None:

@@ -58,6 +58,41 @@ class HangRule:
         )  # fmt: skip
 
 
+class TimelineRule:
+    """Ranks that wait in collectives longer than their steps last (analyze/cross_rank.py,
+    ``waits_beyond_step``): the timelines do not fit together, so no share of waiting can be
+    trusted. Said first, with the evidence, instead of a share over 100 %."""
+
+    name = "timeline consistency"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        cr = ctx.analysis.cross_rank
+        if cr is None or not cr.inconsistent:
+            return None
+        worst = cr.inconsistent[0]
+        ranks = [w.rank for w in cr.inconsistent]
+        shown = ", ".join(map(str, ranks[:8])) + (" ..." if len(ranks) > 8 else "")
+        evidence = (
+            Evidence("ranks waiting longer than their steps", len(ranks), "", 0, ">"),
+            Evidence("which", shown),
+            Evidence(f"rank {worst.rank}'s wait in collectives per step",
+                     round(worst.wait_ms_per_step, 1), "ms"),
+            Evidence(f"rank {worst.rank}'s mean step", round(worst.step_ms, 1), "ms"),
+        )  # fmt: skip
+        return Finding(
+            code="TIMELINE_INCONSISTENT", bottleneck=bottleneck("TIMELINE_INCONSISTENT"),
+            summary=summary(
+                "TIMELINE_INCONSISTENT", rank=worst.rank, wait=worst.wait_ms_per_step,
+                step=worst.step_ms, n=len(ranks),
+            ),
+            share_pct=None, saved_ms_per_step=None, evidence=evidence,
+            remedies=(remedy("timeline_check"),),
+        )  # fmt: skip
+
+
 PAUSE_MARGIN = 1.5
 """The --hang-after proposed for a run that pauses: this many times its longest pause."""
 

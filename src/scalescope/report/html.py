@@ -113,7 +113,7 @@ def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
         "other (Python, logging, ...)": pct.get("other"),
     }
     cross = cross_rank_of(analysis)
-    if cross is not None and cross.ranks:
+    if cross is not None and cross.ranks and not cross.inconsistent:
         waits = [r.wait_ms_per_step for r in cross.ranks]
         shares["waiting for other ranks"] = 100.0 * sum(waits) / len(waits) / steps.mean_step_ms
     if cross is not None and cross.overlap is not None:
@@ -121,7 +121,7 @@ def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
         shares["exposed communication"] = 100.0 * exposed / steps.mean_step_ms
     else:
         shares["exposed communication (comm_wait)"] = pct.get("comm_wait")
-    known = [(name, share) for name, share in shares.items() if share is not None]
+    known = [(name, min(share, 100.0)) for name, share in shares.items() if share is not None]
     return max(known, key=lambda item: item[1]) if known else None
 
 
