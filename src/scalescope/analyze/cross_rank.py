@@ -102,28 +102,49 @@ class RankWaits:
 
 @dataclass(frozen=True)
 class WaitBeyondStep:
-    """A rank that, by the aligned clocks, waits in collectives longer than its steps last:
-    impossible in one job, so its timeline and the others' do not fit together (clocks not
-    aligned, ranks of different runs)."""
+    """A rank whose waits in collectives, by the aligned clocks, mostly last longer than the
+    steps they lie in: impossible in one job (a collective is issued and completed inside
+    its step), so its timeline and the others' do not fit together (clocks not aligned,
+    ranks of different runs)."""
 
     rank: int
+    share_pct: float
+    """Its matched collectives of measured steps that waited more than 1.5 steps, %."""
     wait_ms_per_step: float
     step_ms: float
 
 
-WAIT_TOLERANCE = 1.02
-"""A wait per step this many times the step is inconsistent (2 %: rounding of the slots)."""
+BEYOND_STEP = 1.5
+"""A wait this many times its step: more than an asynchronous collective finishing in the
+next step could show."""
+BEYOND_SHARE_PCT = 25.0
+"""Share of a rank's collectives waiting beyond their step for its timeline to be wrong."""
 
 
-def waits_beyond_step(waits: tuple[RankWaits, ...], slots: StepSlots) -> tuple[WaitBeyondStep, ...]:
-    """Every rank whose wait per step exceeds its mean step, worst first."""
+def waits_beyond_step(
+    waits: tuple[RankWaits, ...], slots: StepSlots, m: Matched | None, inst_ok: np.ndarray
+) -> tuple[WaitBeyondStep, ...]:
+    """Every rank whose collectives mostly wait longer than their steps last, worst first.
+
+    Per collective, not per step: asynchronous gradient buckets wait at the same time, so
+    their summed waits may exceed a step in a real run."""
+    if m is None or len(slots.keys) == 0:
+        return ()
+    rows = np.flatnonzero(inst_ok[m.inst])
+    slot = slots.slot_of(m.rank[rows], m.step[rows])
+    rows, slot = rows[slot >= 0], slot[slot >= 0]
+    beyond = m.wait_ns[rows] > BEYOND_STEP * slots.dur_ns[slot]
+    ranks = slots.ranks
+    total = np.bincount(np.searchsorted(ranks, m.rank[rows]), minlength=len(ranks))
+    over = np.bincount(np.searchsorted(ranks, m.rank[rows][beyond]), minlength=len(ranks))
+    share = 100.0 * over / np.maximum(total, 1)
     step_ms = slots.per_rank_mean(slots.dur_ns) / 1e6
     out = [
-        WaitBeyondStep(w.rank, w.wait_ms_per_step, float(step_ms[i]))
+        WaitBeyondStep(w.rank, float(share[i]), w.wait_ms_per_step, float(step_ms[i]))
         for i, w in enumerate(waits)
-        if step_ms[i] > 0 and w.wait_ms_per_step > WAIT_TOLERANCE * step_ms[i]
+        if total[i] and share[i] > BEYOND_SHARE_PCT
     ]
-    return tuple(sorted(out, key=lambda w: -w.wait_ms_per_step / w.step_ms))
+    return tuple(sorted(out, key=lambda w: -w.share_pct))
 
 
 @dataclass(frozen=True)
@@ -347,5 +368,5 @@ def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
         measured_instances=int(inst_ok.sum()),
         extra_work=extra_work(run.events, slots),
         straggler_pattern=None if straggler is None else lateness_pattern(slots, straggler.rank),
-        inconsistent=waits_beyond_step(waits, slots),
+        inconsistent=waits_beyond_step(waits, slots, m, inst_ok),
     )

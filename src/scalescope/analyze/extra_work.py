@@ -82,7 +82,8 @@ def period_of(steps: tuple[int, ...]) -> int | None:
 
 def _per_slot(events: EventTable, slots: StepSlots, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Per slot: the kind's time (ns) and bytes."""
-    rows = events.select((events.kind == int(Kind.PHASE)) & events.where("name", kind))
+    phases = events.of_kind(Kind.PHASE)
+    rows = phases.select(phases.where("name", kind))
     slot = slots.slot_of(rows.rank, rows.step)
     ok = slot >= 0
     n = len(slots.keys)

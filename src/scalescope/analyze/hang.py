@@ -258,7 +258,7 @@ def read_hang_file(run_dir: Path) -> HangReport | None:
 
 def median_step_s(run: Run) -> float | None:
     ev = run.events
-    durs = ev.dur_ns[ev.kind == Kind.STEP]
+    durs = ev.of_kind(Kind.STEP).dur_ns
     return float(np.median(durs)) / 1e9 if durs.size else None
 
 

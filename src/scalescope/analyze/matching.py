@@ -126,7 +126,8 @@ def match_collectives(
     events: EventTable, clocks: tuple[ClockAlignment, ...], tie_ns: int
 ) -> Matched | None:
     """Match collectives across ranks; None when no collective carries a sequence number."""
-    rows = events.select((events.kind == int(Kind.COLLECTIVE)) & (events.seq >= 0))
+    colls = events.of_kind(Kind.COLLECTIVE)
+    rows = colls.select(colls.seq >= 0)
     if len(rows) == 0:
         return None
     rows = _dedupe_sorted(rows)

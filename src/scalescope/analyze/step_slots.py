@@ -29,6 +29,23 @@ def step_key(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     return (rank.astype(np.int64) << STEP_BITS) + step.astype(np.int64)
 
 
+DENSE_MAX = 16_000_000
+"""Cells of the dense (rank, step) table at most (64 MB of int32)."""
+
+
+def _dense_table(keys: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+    if len(keys) == 0:
+        return None
+    rank, step = keys >> STEP_BITS, keys & ((1 << STEP_BITS) - 1)
+    rank0, step0 = int(rank.min()), int(step.min())
+    shape = (int(rank.max()) - rank0 + 1, int(step.max()) - step0 + 1)
+    if shape[0] * shape[1] > DENSE_MAX:
+        return None
+    table = np.full(shape, -1, dtype=np.int32)
+    table[rank - rank0, step - step0] = np.arange(len(keys), dtype=np.int32)
+    return table, rank0, step0
+
+
 def _slot_of(keys: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     if len(keys) == 0:
         return np.full(len(rank), -1, dtype=np.int64)
@@ -50,12 +67,30 @@ class StepSlots:
     ranks: np.ndarray
     """Every rank of the event table, sorted (some may have no measured step)."""
     sync_wait_ns: dict[str, np.ndarray] = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
     """Per-slot waiting in blocking collectives (all but gradient buckets), by the phase
     they were issued in (``other``: outside every phase); see ``with_sync_waits``."""
 
     def slot_of(self, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Slot index of each (rank, step); -1 where it is not a measured step."""
-        return _slot_of(self.keys, rank, step)
+        dense = self._dense()
+        if dense is None:
+            return _slot_of(self.keys, rank, step)
+        table, rank0, step0 = dense
+        r = rank.astype(np.int64) - rank0
+        s = step.astype(np.int64) - step0
+        ok = (r >= 0) & (r < table.shape[0]) & (s >= 0) & (s < table.shape[1])
+        out = np.full(len(rank), -1, dtype=np.int64)
+        out[ok] = table[r[ok], s[ok]]
+        return out
+
+    def _dense(self) -> tuple[np.ndarray, int, int] | None:
+        """A (rank, step) -> slot table, made once, when it is small enough (a gather per
+        query instead of a binary search: the analysis asks for the slots of millions of
+        rows several times)."""
+        if "table" not in self._cache:
+            self._cache["table"] = _dense_table(self.keys)
+        return self._cache["table"]
 
     def own_ns(self, phase: str) -> np.ndarray:
         """Per slot: the phase (or ``other``) less the waiting for other ranks inside it,
@@ -148,6 +183,23 @@ def measured_slots(events: EventTable, warmup_steps: int) -> StepSlots:
     )
 
 
+def sort_order(*keys: np.ndarray) -> np.ndarray:
+    """The order sorting by ``keys[0]``, then ``keys[1]``, ... (``lexsort`` takes them last
+    first): one argsort of the keys packed into an int64 when their ranges fit, which is
+    several times faster than ``lexsort`` on millions of rows."""
+    cols = [k.astype(np.int64) for k in keys]
+    if not len(cols[0]):
+        return np.zeros(0, dtype=np.int64)
+    lows = [int(c.min()) for c in cols]
+    spans = [int(c.max()) - low + 1 for c, low in zip(cols, lows, strict=True)]
+    if float(np.prod(np.array(spans, dtype=np.float64))) >= 2.0**62:
+        return np.lexsort(tuple(reversed(cols)))
+    packed = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, low, span in zip(cols, lows, spans, strict=True):
+        packed = packed * span + (c - low)
+    return np.argsort(packed, kind="stable")
+
+
 def _covered(
     slot_a: np.ndarray, a: tuple[np.ndarray, np.ndarray],
     slot_b: np.ndarray, b: tuple[np.ndarray, np.ndarray], n: int,
@@ -163,7 +215,7 @@ def _covered(
     na, nb = len(slot_a), len(slot_b)
     da = np.concatenate([np.ones(na), -np.ones(na), np.zeros(2 * nb)]).astype(np.int64)
     db = np.concatenate([np.zeros(2 * na), np.ones(nb), -np.ones(nb)]).astype(np.int64)
-    order = np.lexsort((t, slot))
+    order = sort_order(slot, t)
     slot, t = slot[order], t[order]
     open_a, open_b = np.cumsum(da[order])[:-1], np.cumsum(db[order])[:-1]
     gap = np.where(slot[1:] == slot[:-1], np.diff(t), 0).astype(np.float64)
@@ -179,16 +231,14 @@ def overlap_per_slot(events: EventTable, slots: StepSlots) -> tuple[np.ndarray, 
     """Per slot: gradient communication time (union of the gradient collectives' intervals)
     and the part of it under the step's backward rows; None without gradient collectives
     in measured steps. Each rank's own clock: no alignment is needed within a rank."""
-    coll = events.select(
-        (events.kind == int(Kind.COLLECTIVE))
-        & events.where("tag", "gradients")
-        & (events.dur_ns >= 0)
-    )
+    colls = events.of_kind(Kind.COLLECTIVE)
+    coll = colls.select(colls.where("tag", "gradients") & (colls.dur_ns >= 0))
     c_slot = slots.slot_of(coll.rank, coll.step)
     coll, c_slot = coll.select(c_slot >= 0), c_slot[c_slot >= 0]
     if len(coll) == 0:
         return None
-    bwd = events.select((events.kind == int(Kind.PHASE)) & events.where("name", "backward"))
+    phases = events.of_kind(Kind.PHASE)
+    bwd = phases.select(phases.where("name", "backward"))
     b_slot = slots.slot_of(bwd.rank, bwd.step)
     bwd, b_slot = bwd.select(b_slot >= 0), b_slot[b_slot >= 0]
     return _covered(
@@ -213,7 +263,7 @@ def _phase_at(events: EventTable, rank: np.ndarray, t: np.ndarray) -> np.ndarray
     ranks = np.concatenate([phases.rank, rank]).astype(np.int64)
     times = np.concatenate([phases.start_ns, t]).astype(np.int64)
     is_query = np.concatenate([np.zeros(n_p, np.int8), np.ones(len(t), np.int8)])
-    order = np.lexsort((is_query, times, ranks))  # a phase starting at t comes first
+    order = sort_order(ranks, times, is_query)  # a phase starting at t comes first
     pos = np.where(order < n_p, np.arange(len(order)), -1)
     latest = np.maximum.accumulate(pos)
     queries = np.flatnonzero(order >= n_p)

@@ -3,6 +3,7 @@ never exchange gradients (each trains its own replica)."""
 
 from __future__ import annotations
 
+from scalescope.analyze.cross_rank import BEYOND_SHARE_PCT
 from scalescope.analyze.hang import hang_threshold_s
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.hang_words import fmt_b, verdict_line
@@ -78,6 +79,8 @@ class TimelineRule:
         evidence = (
             Evidence("ranks waiting longer than their steps", len(ranks), "", 0, ">"),
             Evidence("which", shown),
+            Evidence(f"rank {worst.rank}'s collectives waiting over 1.5 steps",
+                     round(worst.share_pct, 1), "%", BEYOND_SHARE_PCT, ">"),
             Evidence(f"rank {worst.rank}'s wait in collectives per step",
                      round(worst.wait_ms_per_step, 1), "ms"),
             Evidence(f"rank {worst.rank}'s mean step", round(worst.step_ms, 1), "ms"),

@@ -234,5 +234,5 @@ def load_run(run_dir: Path) -> Run:
         ranks_status = status_of_ranks(ranks.values()) if ended else None
         problems.insert(0, _unrecorded_end(ranks_status))
         meta.status = ranks_status or meta.status
-    events = EventTable.concat(tables) if tables else EventTable.empty(symbols)
+    events = EventTable.concat_by_kind(tables) if tables else EventTable.empty(symbols)
     return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems)
