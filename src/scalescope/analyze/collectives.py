@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.grouping import group_by, rank_calls
-from scalescope.analyze.step_slots import STEP_BITS, step_key
+from scalescope.analyze.step_slots import STEP_BITS, slot_lookup, step_key
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
@@ -197,22 +197,25 @@ def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[T
     steps = measured_steps(events, warmup_steps).rows
     measured = np.unique(step_key(steps.rank, steps.step))
     ranks, num_steps = np.unique(measured >> STEP_BITS, return_counts=True)
-    rows = done.select(np.isin(step_key(done.rank, done.step), measured))
-    if len(ranks) == 0 or len(rows) == 0:
+    if len(ranks) == 0:
         return []
-    tags = np.unique(rows.tag)
-    cell = np.searchsorted(tags, rows.tag) * len(ranks) + np.searchsorted(ranks, rows.rank)
+    inside = slot_lookup(measured, done.rank, done.step) >= 0
+    tag, rank = done.tag[inside], done.rank[inside]
+    if len(tag) == 0:
+        return []
+    tags = np.unique(tag)
+    cell = np.searchsorted(tags, tag) * len(ranks) + np.searchsorted(ranks, rank)
     shape = (len(tags), len(ranks))
 
     def per_step(weights: np.ndarray | None) -> np.ndarray:
         total = np.bincount(cell, weights=weights, minlength=len(tags) * len(ranks))
         return (total.reshape(shape) / num_steps).mean(axis=1)
 
-    nbytes, calls = per_step(rows.nbytes.astype(np.float64)), per_step(None)
-    ms = per_step(rows.dur_ns.astype(np.float64)) / 1e6
+    nbytes, calls = per_step(done.nbytes[inside].astype(np.float64)), per_step(None)
+    ms = per_step(done.dur_ns[inside].astype(np.float64)) / 1e6
     out = [
         TagPerStep(
-            tag=rows.symbols[int(t)], num_ranks=len(ranks), nbytes_per_step=float(nbytes[i]),
+            tag=done.symbols[int(t)], num_ranks=len(ranks), nbytes_per_step=float(nbytes[i]),
             calls_per_step=float(calls[i]), ms_per_step=float(ms[i]),
         )
         for i, t in enumerate(tags)

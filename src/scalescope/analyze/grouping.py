@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.sorting import packed
+
 
 @dataclass(frozen=True)
 class Groups:
@@ -59,20 +61,14 @@ def group_by(*columns: np.ndarray) -> Groups:
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
     if len(cols[0]) == 0:
         return Groups(np.zeros((0, len(cols)), dtype=np.int64), np.zeros(0, dtype=np.int64))
-    lows = [int(c.min()) for c in cols]
-    spans = [int(c.max()) - low + 1 for c, low in zip(cols, lows, strict=True)]
-    if np.prod(np.array(spans, dtype=np.float64)) >= 2.0**62:
-        keys = np.stack(cols, axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    key = packed(cols)
+    if key is None:
+        uniq, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
         return Groups(uniq, inverse.reshape(-1))
-    packed = np.zeros(len(cols[0]), dtype=np.int64)
-    for c, low, span in zip(cols, lows, spans, strict=True):
-        packed = packed * span + (c - low)
-    uniq, inverse = np.unique(packed, return_inverse=True)
-    keys = np.empty((len(uniq), len(cols)), dtype=np.int64)
-    for j in range(len(cols) - 1, -1, -1):
-        keys[:, j] = uniq % spans[j] + lows[j]
-        uniq = uniq // spans[j]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    some = np.zeros(len(uniq), dtype=np.int64)
+    some[inverse.reshape(-1)] = np.arange(len(key))  # any row of a group holds its key
+    keys = np.stack([c[some] for c in cols], axis=1)
     return Groups(keys, inverse.reshape(-1))
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
+from scalescope.analyze.sorting import sort_order
 from scalescope.events import EventTable, Kind, SymbolTable
 
 SEQ_BITS = 40
@@ -79,7 +80,7 @@ class Matched:
 
 def _dedupe_sorted(rows: EventTable) -> EventTable:
     """Rows sorted by (rank, group, seq), keeping the first of any repeated key."""
-    order = np.lexsort((rows.seq, rows.group, rows.rank))
+    order = sort_order(rows.rank, rows.group, rows.seq)
     rows = rows.select(order)
     repeat = np.zeros(len(rows), dtype=bool)
     repeat[1:] = (

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from scalescope.analyze.matching import Matched
+from scalescope.analyze.sorting import sort_order
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import PHASES, EventTable, Kind
 
@@ -46,6 +47,23 @@ def _dense_table(keys: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     return table, rank0, step0
 
 
+def slot_lookup(keys: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The index in ``keys`` (sorted, unique ``step_key``s) of each (rank, step); -1 where
+    absent. A dense table when small enough, else binary search."""
+    dense = _dense_table(keys)
+    return _slot_of(keys, rank, step) if dense is None else _gather(dense, rank, step)
+
+
+def _gather(dense: tuple[np.ndarray, int, int], rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+    table, rank0, step0 = dense
+    r = rank.astype(np.int64) - rank0
+    s = step.astype(np.int64) - step0
+    ok = (r >= 0) & (r < table.shape[0]) & (s >= 0) & (s < table.shape[1])
+    out = np.full(len(rank), -1, dtype=np.int64)
+    out[ok] = table[r[ok], s[ok]]
+    return out
+
+
 def _slot_of(keys: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     if len(keys) == 0:
         return np.full(len(rank), -1, dtype=np.int64)
@@ -74,15 +92,7 @@ class StepSlots:
     def slot_of(self, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Slot index of each (rank, step); -1 where it is not a measured step."""
         dense = self._dense()
-        if dense is None:
-            return _slot_of(self.keys, rank, step)
-        table, rank0, step0 = dense
-        r = rank.astype(np.int64) - rank0
-        s = step.astype(np.int64) - step0
-        ok = (r >= 0) & (r < table.shape[0]) & (s >= 0) & (s < table.shape[1])
-        out = np.full(len(rank), -1, dtype=np.int64)
-        out[ok] = table[r[ok], s[ok]]
-        return out
+        return _slot_of(self.keys, rank, step) if dense is None else _gather(dense, rank, step)
 
     def _dense(self) -> tuple[np.ndarray, int, int] | None:
         """A (rank, step) -> slot table, made once, when it is small enough (a gather per
@@ -181,23 +191,6 @@ def measured_slots(events: EventTable, warmup_steps: int) -> StepSlots:
         phase_ns=phase_ns,
         ranks=np.asarray(events.ranks(), dtype=np.int64),
     )
-
-
-def sort_order(*keys: np.ndarray) -> np.ndarray:
-    """The order sorting by ``keys[0]``, then ``keys[1]``, ... (``lexsort`` takes them last
-    first): one argsort of the keys packed into an int64 when their ranges fit, which is
-    several times faster than ``lexsort`` on millions of rows."""
-    cols = [k.astype(np.int64) for k in keys]
-    if not len(cols[0]):
-        return np.zeros(0, dtype=np.int64)
-    lows = [int(c.min()) for c in cols]
-    spans = [int(c.max()) - low + 1 for c, low in zip(cols, lows, strict=True)]
-    if float(np.prod(np.array(spans, dtype=np.float64))) >= 2.0**62:
-        return np.lexsort(tuple(reversed(cols)))
-    packed = np.zeros(len(cols[0]), dtype=np.int64)
-    for c, low, span in zip(cols, lows, spans, strict=True):
-        packed = packed * span + (c - low)
-    return np.argsort(packed, kind="stable")
 
 
 def _covered(

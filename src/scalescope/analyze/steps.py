@@ -123,11 +123,12 @@ def _stats(phase: str, per_step_ns: np.ndarray, step_total_ns: float) -> PhaseSt
     ms = per_step_ns / 1e6
     total_ns = float(per_step_ns.sum())
     share = 100.0 * total_ns / step_total_ns if step_total_ns > 0 else None
+    p50, p95 = np.percentile(ms, (50, 95))
     return PhaseStats(
         phase=phase,
         mean_ms=float(ms.mean()),
-        p50_ms=float(np.percentile(ms, 50)),
-        p95_ms=float(np.percentile(ms, 95)),
+        p50_ms=float(p50),
+        p95_ms=float(p95),
         total_ms=total_ns / 1e6,
         share_pct=share,
     )
