@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pyarrow as pa
 
 from scalescope.events.files import NODES_DIR, RUN_FILE, events_path, rank_meta_path
 from scalescope.events.reader import read_event_stream
@@ -200,6 +203,18 @@ def _unrecorded_end(ranks_status: str | None) -> str:
     )
 
 
+RELEASE_EVERY = 64
+"""Rank files read between two returns of freed memory to the system."""
+
+
+def release_memory() -> None:
+    """Give back what reading freed: Arrow's pool (mimalloc) and the C heap keep freed memory
+    for reuse, and a 1,024-rank run's reading frees as much as its table holds."""
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def load_run(run_dir: Path) -> Run:
     """Load everything that was recorded; say in ``problems`` what is missing or cut short.
 
@@ -229,10 +244,13 @@ def load_run(run_dir: Path) -> Run:
         if read.problem:
             problems.append(f"rank {rank}: {path.name} {read.problem}; kept {read.batches} batches")
         tables.append(EventTable.from_arrow(read.table, symbols))
+        if rank % RELEASE_EVERY == RELEASE_EVERY - 1:
+            release_memory()
     if meta.status == "running":
         ended = _ranks_ended(meta, ranks)
         ranks_status = status_of_ranks(ranks.values()) if ended else None
         problems.insert(0, _unrecorded_end(ranks_status))
         meta.status = ranks_status or meta.status
     events = EventTable.concat_by_kind(tables) if tables else EventTable.empty(symbols)
+    release_memory()
     return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems)
