@@ -17,15 +17,7 @@ from scalescope.analyze.step_slots import OTHER
 from scalescope.report.document import Block, Column, Grid, Line, Section, Table
 from scalescope.report.document_terminal import render_block
 from scalescope.report.formatting import NA, fmt
-from scalescope.report.rank_summary import (
-    RANK_ROWS_LIMIT,
-    RankMetric,
-    condensed_rank_table,
-    hosts_of,
-    rank_order,
-    shown_ranks,
-    spread_table,
-)
+from scalescope.report.rank_summary import RANK_ROWS_LIMIT, RankMetric, condensed_blocks
 
 CLOCK_RANKS_LISTED = 8
 """Up to this many ranks, one clock line each; beyond, one line per method with ranges."""
@@ -221,8 +213,6 @@ def _ranks_blocks(analysis: RunAnalysis, c: CrossRankAnalysis) -> tuple[Block, .
     table = _ranks_table(c)
     if len(c.ranks) <= RANK_ROWS_LIMIT:
         return (table,)
-    ranks = [r.rank for r in c.ranks]
-    shown = shown_ranks(rank_order(analysis), ranks)
     metrics = [
         RankMetric("busy", "ms/step", [r.busy_ms_per_step for r in c.ranks]),
         RankMetric("wait", "ms/step", [r.wait_ms_per_step for r in c.ranks]),
@@ -230,10 +220,7 @@ def _ranks_blocks(analysis: RunAnalysis, c: CrossRankAnalysis) -> tuple[Block, .
         RankMetric("lateness share", "%", [r.lateness_share_pct for r in c.ranks]),
         RankMetric("last share", "%", [r.last_share_pct for r in c.ranks]),
     ]
-    return (
-        condensed_rank_table(table, ranks, shown, hosts_of(analysis)),
-        spread_table(metrics, shown.total, shown.hidden),
-    )
+    return condensed_blocks(analysis, table, [r.rank for r in c.ranks], metrics)
 
 
 def cross_rank_section(analysis: RunAnalysis) -> Section | None:

@@ -177,3 +177,15 @@ def host_list(hostnames: Sequence[str]) -> str:
         return f"{len(hostnames)}: {', '.join(hostnames)}"
     head, tail = hostnames[: HOSTS_LISTED - 4], hostnames[-2:]
     return f"{len(hostnames):,}: {', '.join(head)}, ..., {', '.join(tail)}"
+
+
+def condensed_blocks(
+    a: RunAnalysis, table: Table, ranks: Sequence[int], metrics: Sequence[RankMetric]
+) -> tuple[Table, Table]:
+    """A per-rank table beyond RANK_ROWS_LIMIT ranks: its slowest and fastest ranks, and the
+    distribution of ``metrics`` over every rank."""
+    shown = shown_ranks(rank_order(a), ranks)
+    return (
+        condensed_rank_table(table, ranks, shown, hosts_of(a)),
+        spread_table(metrics, shown.total, shown.hidden),
+    )

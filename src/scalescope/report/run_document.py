@@ -33,13 +33,10 @@ from scalescope.report.rank_summary import (
     ALL_IN_JSON,
     RANK_ROWS_LIMIT,
     RankMetric,
-    condensed_rank_table,
+    condensed_blocks,
     host_list,
     hosts_of,
     percentiles,
-    rank_order,
-    shown_ranks,
-    spread_table,
 )
 
 
@@ -187,8 +184,6 @@ def _rank_throughput(a: RunAnalysis, s: StepAnalysis) -> tuple[Block, ...]:
     table = _rank_throughput_table(s)
     if len(s.ranks) <= RANK_ROWS_LIMIT:
         return (table,)
-    ranks = [r.rank for r in s.ranks]
-    shown = shown_ranks(rank_order(a), ranks)
     metrics = [
         RankMetric("mean step", "ms", [r.mean_step_ms for r in s.ranks]),
         RankMetric("samples/s", "", [r.samples_per_s for r in s.ranks]),
@@ -197,10 +192,7 @@ def _rank_throughput(a: RunAnalysis, s: StepAnalysis) -> tuple[Block, ...]:
     if a.cross_rank is not None and a.cross_rank.ranks:
         busy = [r.busy_ms_per_step for r in a.cross_rank.ranks]
         metrics.insert(0, RankMetric("busy", "ms/step", busy))
-    return (
-        condensed_rank_table(table, ranks, shown, hosts_of(a)),
-        spread_table(metrics, shown.total, shown.hidden),
-    )
+    return condensed_blocks(a, table, [r.rank for r in s.ranks], metrics)
 
 
 PHASE_COLUMNS = (
