@@ -200,6 +200,10 @@ REMEDIES: dict[str, str] = {
     "`other` row of the step breakdown what it costs",
     "slow_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others: "
     "its cores are shared or slower; run on homogeneous, otherwise idle nodes",
+    "more_work": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others, yet "
+    "its CPU time and context switches show no shared or slower cores: it does more there "
+    "or waits there (larger inputs, another code path, I/O, a lock, a sleep); look at what "
+    "that phase runs on rank {rank}",
     "balance": "give every rank the same work and the same cores: equal batches "
     "(DistributedSampler(drop_last=True)), `--map-by numa`, homogeneous nodes",
     "channels_last": "`--channels-last` (model.to(memory_format=torch.channels_last)): "

@@ -98,6 +98,11 @@ def _where(ctx: DiagnosisInput, rank: int) -> str:
     return f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
 
 
+def _cpu_unknown(ctx: DiagnosisInput, rank: int) -> bool:
+    """No CPU time or context switches to judge the cores by (older or ingested runs)."""
+    return cpu_use(ctx, rank) is None
+
+
 def _burst_causes(ctx: DiagnosisInput, s: Straggler, pattern: LatenessPattern) -> list[str]:
     """A rank late at a few steps only does extra work there: never "slower cores"."""
     out = [remedy("burst_work", rank=s.rank, when=when(pattern.late_steps, pattern.period))]
@@ -133,9 +138,13 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         if cpu_kind == "preempted":
             out.append(cpu_remedy)
     elif s.phase and s.phase_excess_ms:
+        cores = cpu_kind in ("preempted", "slower_cpu") or _cpu_unknown(ctx, s.rank)
         out.append(
-            remedy("slow_phase", rank=s.rank, ms=s.phase_excess_ms, phase=_in_phase(s.phase))
-        )
+            remedy(
+                "slow_phase" if cores else "more_work", rank=s.rank, ms=s.phase_excess_ms,
+                phase=_in_phase(s.phase),
+            )
+        )  # fmt: skip
     if cpu_kind == "slower_cpu":
         out.append(cpu_remedy)
     if mine is not None and cpu_kind != "preempted":
