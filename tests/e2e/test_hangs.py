@@ -260,7 +260,8 @@ def test_a_checkpoint_pause_is_not_a_hang(tmp_path):
     assert scalescope("report", "run", "--json", "r.json", cwd=tmp_path).returncode == 0
     doc = json.loads((tmp_path / "r.json").read_text())
     findings = {f["code"]: f for f in doc["diagnosis"]["findings"]}
-    assert "PAUSE" in findings and "HANG" not in findings and "STRAGGLER" not in findings, list(
+    late = findings.get("STRAGGLER", {"level": "info"})  # one late step on a loaded machine: info
+    assert "PAUSE" in findings and "HANG" not in findings and late["level"] == "info", list(
         findings
     )  # warnings the tiny loop earns on a loaded machine (latency) may come first
     assert "rank 0 paused 2 times every 4 steps" in findings["PAUSE"]["summary"]

@@ -50,10 +50,10 @@ def test_misspelled_option_names_the_closest(
 
 
 FOREIGN = [
-    ("run", ["--ranks", "1,2", str(DDP_TRAIN)], "--ranks", "scale, suite"),
+    ("run", ["--ranks", "1,2", str(DDP_TRAIN)], "--ranks", "analyze, report, scale, suite"),
     ("bench", ["resnet18", "--trials", "3"], "--trials", "tune"),
     ("scale", ["--ranks", "1", "--bench", "resnet18", "--trials", "3"], "--trials", "tune"),
-    ("tune", ["--ranks", "1,2", str(DDP_TRAIN)], "--ranks", "scale, suite"),
+    ("tune", ["--ranks", "1,2", str(DDP_TRAIN)], "--ranks", "analyze, report, scale, suite"),
     ("suite", ["--quick", "--trials", "3"], "--trials", "tune"),
     ("comm", ["--model", "x"], "--model", None),
 ]

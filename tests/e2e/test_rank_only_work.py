@@ -46,7 +46,7 @@ def findings(doc: dict) -> list[dict]:
 def test_rank_0_evaluating_every_5_steps_is_named_with_its_period(tmp_path) -> None:
     stdout, doc = run_and_report(
         tmp_path, GPT, "--steps", STEPS, "--grad-accum", ACCUM, "--batch-size", BATCH,
-        "--eval-every", 5, "--eval-iters", 30,
+        "--eval-every", 5, "--eval-iters", 100,
     )  # fmt: skip
     first = findings(doc)[0]
     assert first["code"] == "RANK_ONLY_EVAL" and first["rank"] == 0, findings(doc)

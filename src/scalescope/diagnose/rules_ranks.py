@@ -373,6 +373,8 @@ class StragglerRule:
             return None  # the whole node is late: NodeStragglerRule names it
         if explains_straggler(ctx, s.rank, cost_ms):
             return None  # its evaluation or checkpoints: RankOnlyWorkRule names them
+        pattern = cr.straggler_pattern
+        once = pattern is not None and pattern.periodic and len(pattern.late_steps) < 2
         return Finding(
             code="STRAGGLER",
             bottleneck=bottleneck("STRAGGLER"),
@@ -383,6 +385,7 @@ class StragglerRule:
             remedies=tuple(_causes(ctx, s)),
             rank=s.rank,
             basis="its busy time per step above the other ranks' mean, at most their wait",
+            level="info" if once else "warning",  # one late step is a one-off, not a rank
         )
 
 

@@ -106,7 +106,8 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, VOCAB, (args.batch_size * 64, CONTEXT + 1))
     train = DataLoader(TensorDataset(tokens), batch_size=args.batch_size, shuffle=True)
-    val = DataLoader(TensorDataset(tokens[: args.batch_size * 32]), batch_size=args.batch_size)
+    held_out = torch.randint(0, VOCAB, (args.batch_size * 256, CONTEXT + 1))
+    val = DataLoader(TensorDataset(held_out), batch_size=args.batch_size)
     batches = iter(train)
     samples, start = 0, None
     for step in range(args.steps):

@@ -4,6 +4,10 @@ set on the units when the root is sharded."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
 from torch import nn
 
 from scalescope.probe.fsdp_knobs import PREFETCH_ENV, RESHARD_ENV, fsdp_overrides, with_knobs
@@ -14,6 +18,14 @@ def test_the_environment_sets_the_knobs_and_bad_values_are_ignored() -> None:
     assert fsdp_overrides({RESHARD_ENV: "false", PREFETCH_ENV: "2"}) == (False, 2)
     assert fsdp_overrides({RESHARD_ENV: "True"}) == (True, 1)
     assert fsdp_overrides({RESHARD_ENV: "maybe", PREFETCH_ENV: "x"}) == (None, 1)
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
 
 
 def test_no_knob_leaves_fully_shard_as_it_is() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torchvision.models import resnet18
@@ -118,6 +120,14 @@ def test_a_convolution_inside_an_attention_block_stays_a_convolution() -> None:
 
     counts = layer_params(SpatialAttention()).numel
     assert (counts["convolution"], counts["attention"]) == (20, 20)
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
 
 
 def test_ddp_and_fsdp_are_walked_through(world) -> None:
