@@ -97,7 +97,7 @@ class LiveStateWriter:
     """The probe's side: a memory map of the rank's state file, updated in place."""
 
     def __init__(self, path: Path, pid: int, wall_minus_perf_ns: int) -> None:
-        path = self.path = Path(path)
+        path = self.path = Path(path).absolute()  # the C++ hooks map it after any chdir
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

@@ -146,19 +146,28 @@ class PhaseHooks:
             for row, _samples, _iterator in mine:
                 row[2] = EVAL
             return
+        self._count_fetched()
+
+    def _count_fetched(self) -> None:
         for row, samples, iterator in self._fetched:
-            if iterator in self._eval_iterators:
+            if self._fed_evaluation(iterator):
                 row[2] = EVAL
             else:
                 self.recorder.loader_samples += samples
         self._fetched = []
 
+    def _fed_evaluation(self, iterator: Any) -> bool:
+        try:
+            return iterator in self._eval_iterators
+        except TypeError:  # an iterator without weak references
+            return False
+
     def _count_unclaimed_batches(self) -> None:
         """A step whose forward is not watched (the first, without DDP) counts what it
-        fetched, as before evaluation was told apart."""
-        if not self.forward_watched:
-            self.recorder.loader_samples += sum(samples for _row, samples, _it in self._fetched)
-            self._fetched = []
+        fetched, as before evaluation was told apart; so does a step whose batches pile up
+        with no forward to take them (a script calling the wrapped module directly)."""
+        if not self.forward_watched or len(self._fetched) > UNCLAIMED_MAX:
+            self._count_fetched()
 
     def _patched_save(self, original: Any) -> Any:
         recorder = self.recorder
@@ -301,6 +310,10 @@ class PhaseHooks:
             )
             return
         self.watch_forward(module)
+
+
+UNCLAIMED_MAX = 64
+"""Batches fetched with no forward taking them before they count at a step's end."""
 
 
 def _in_training(module: Any) -> bool:
