@@ -134,9 +134,8 @@ def waits_beyond_step(
     slot = slots.slot_of(m.rank[rows], m.step[rows])
     rows, slot = rows[slot >= 0], slot[slot >= 0]
     beyond = m.wait_ns[rows] > BEYOND_STEP * slots.dur_ns[slot]
-    ranks = slots.ranks
-    total = np.bincount(np.searchsorted(ranks, m.rank[rows]), minlength=len(ranks))
-    over = np.bincount(np.searchsorted(ranks, m.rank[rows][beyond]), minlength=len(ranks))
+    total = _per_rank(slots.ranks, m.rank[rows])
+    over = _per_rank(slots.ranks, m.rank[rows][beyond])
     share = 100.0 * over / np.maximum(total, 1)
     step_ms = slots.per_rank_mean(slots.dur_ns) / 1e6
     out = [

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.step_slots import OWN_PHASES, STEP_BITS, StepSlots
+from scalescope.analyze.step_slots import OWN_PHASES, StepSlots
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import EXTRA_PHASES
 
@@ -107,7 +107,7 @@ def median_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _others_extra_wait(slots: StepSlots, others: np.ndarray, steps: np.ndarray) -> float:
     """Mean over the others of their waiting at ``steps`` above their median elsewhere, ms."""
-    wait, step = _waiting(slots), slots.keys & ((1 << STEP_BITS) - 1)
+    wait, step = _waiting(slots), slots.step
     theirs = np.isin(slots.rank, others)
     at = theirs & np.isin(step, steps)
     rest = theirs & ~at
@@ -124,7 +124,7 @@ def _others_extra_wait(slots: StepSlots, others: np.ndarray, steps: np.ndarray) 
 def extra_work(events: EventTable, slots: StepSlots) -> tuple[ExtraWork, ...]:
     """Each kind of extra work recorded in the measured steps."""
     out = []
-    step = slots.keys & ((1 << STEP_BITS) - 1)
+    step = slots.step
     measured = int(len(np.unique(step)))
     for kind in EXTRA_PHASES:
         dur, nbytes = _per_slot(events, slots, kind)
@@ -151,13 +151,9 @@ def extra_work(events: EventTable, slots: StepSlots) -> tuple[ExtraWork, ...]:
     return tuple(out)
 
 
-def _own_ns(slots: StepSlots) -> np.ndarray:
-    return sum(slots.own_ns(p) for p in OWN_PHASES)
-
-
 def lateness_pattern(slots: StepSlots, rank: int) -> LatenessPattern | None:
     """``rank``'s own time per step against the others' median at the same step."""
-    own, step = _own_ns(slots), slots.keys & ((1 << STEP_BITS) - 1)
+    own, step = slots.own_sum_ns(OWN_PHASES), slots.step
     mine = slots.rank == rank
     if not mine.any() or mine.all():
         return None

@@ -8,6 +8,7 @@ message sizes): a 1,024-rank run has as many groups as a 2-rank one has rows per
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,9 +34,15 @@ class Groups:
     def sum(self, values: np.ndarray) -> np.ndarray:
         return np.bincount(self.index, weights=values.astype(np.float64), minlength=len(self))
 
-    def _reduce(self, ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+    @cached_property
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows in group order (stable), and where each group starts in it: one sort for
+        every minimum, maximum and row list asked of these groups."""
         order = np.argsort(self.index, kind="stable")
-        starts = np.searchsorted(self.index[order], np.arange(len(self)))
+        return order, np.searchsorted(self.index[order], np.arange(len(self)))
+
+    def _reduce(self, ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+        order, starts = self._sorted
         return ufunc.reduceat(values[order], starts)
 
     def min(self, values: np.ndarray) -> np.ndarray:
@@ -48,9 +55,8 @@ class Groups:
         """Each group's row indices (one argsort)."""
         if len(self) == 0:
             return []
-        order = np.argsort(self.index, kind="stable")
-        bounds = np.searchsorted(self.index[order], np.arange(1, len(self)))
-        return np.split(order, bounds)
+        order, starts = self._sorted
+        return np.split(order, starts[1:])
 
 
 def group_by(*columns: np.ndarray) -> Groups:

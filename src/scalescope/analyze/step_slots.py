@@ -34,10 +34,19 @@ DENSE_MAX = 16_000_000
 """Cells of the dense (rank, step) table at most (64 MB of int32)."""
 
 
-def _dense_table(keys: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+def key_step(keys: np.ndarray) -> np.ndarray:
+    """The step number of each ``step_key``."""
+    return keys & ((1 << STEP_BITS) - 1)
+
+
+Dense = tuple[np.ndarray, int, int] | None
+"""A (rank, step) -> slot table with its first rank and step (None: too large to make)."""
+
+
+def _dense_table(keys: np.ndarray) -> Dense:
     if len(keys) == 0:
         return None
-    rank, step = keys >> STEP_BITS, keys & ((1 << STEP_BITS) - 1)
+    rank, step = keys >> STEP_BITS, key_step(keys)
     rank0, step0 = int(rank.min()), int(step.min())
     shape = (int(rank.max()) - rank0 + 1, int(step.max()) - step0 + 1)
     if shape[0] * shape[1] > DENSE_MAX:
@@ -49,12 +58,14 @@ def _dense_table(keys: np.ndarray) -> tuple[np.ndarray, int, int] | None:
 
 def slot_lookup(keys: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     """The index in ``keys`` (sorted, unique ``step_key``s) of each (rank, step); -1 where
-    absent. A dense table when small enough, else binary search."""
-    dense = _dense_table(keys)
-    return _slot_of(keys, rank, step) if dense is None else _gather(dense, rank, step)
+    absent."""
+    return _find(keys, _dense_table(keys), rank, step)
 
 
-def _gather(dense: tuple[np.ndarray, int, int], rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+def _find(keys: np.ndarray, dense: Dense, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """A gather in the dense table when there is one, else a binary search of ``keys``."""
+    if dense is None:
+        return _slot_of(keys, rank, step)
     table, rank0, step0 = dense
     r = rank.astype(np.int64) - rank0
     s = step.astype(np.int64) - step0
@@ -91,10 +102,14 @@ class StepSlots:
 
     def slot_of(self, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Slot index of each (rank, step); -1 where it is not a measured step."""
-        dense = self._dense()
-        return _slot_of(self.keys, rank, step) if dense is None else _gather(dense, rank, step)
+        return _find(self.keys, self._dense(), rank, step)
 
-    def _dense(self) -> tuple[np.ndarray, int, int] | None:
+    @property
+    def step(self) -> np.ndarray:
+        """The step number of each slot."""
+        return key_step(self.keys)
+
+    def _dense(self) -> Dense:
         """A (rank, step) -> slot table, made once, when it is small enough (a gather per
         query instead of a binary search: the analysis asks for the slots of millions of
         rows several times)."""
@@ -141,17 +156,19 @@ class StepSlots:
         ``per_slot`` over the ranks (in step order)."""
         if len(self.keys) == 0:
             return np.zeros(0)
-        step = self.keys & ((1 << STEP_BITS) - 1)
-        numbers, idx = np.unique(step, return_inverse=True)
+        numbers, idx = np.unique(self.step, return_inverse=True)
         least = np.full(len(numbers), np.inf)
         np.minimum.at(least, idx, per_slot)
         everyone = np.bincount(idx, minlength=len(numbers)) == len(np.unique(self.rank))
         return least[everyone]
 
+    def own_sum_ns(self, phases: tuple[str, ...]) -> np.ndarray:
+        """Per slot: the own time of ``phases`` together."""
+        return sum((self.own_ns(p) for p in phases), np.zeros(len(self.keys)))
+
     def own_ms_per_step(self, phases: tuple[str, ...]) -> np.ndarray:
         """Per rank of ``ranks``: mean own time of ``phases`` per measured step, in ms."""
-        per_slot = sum((self.own_ns(p) for p in phases), np.zeros(len(self.keys)))
-        return self.per_rank_mean(per_slot) / 1e6
+        return self.per_rank_mean(self.own_sum_ns(phases)) / 1e6
 
     def largest_excess(self, rank: int) -> tuple[str | None, float | None]:
         """The phase (busy phases and ``other``) where ``rank`` spends the most own time per
@@ -175,7 +192,7 @@ def measured_slots(events: EventTable, warmup_steps: int) -> StepSlots:
     rows = measured_steps(events, warmup_steps).rows
     keys, first = np.unique(step_key(rows.rank, rows.step), return_index=True)
     phases = events.of_kind(Kind.PHASE)
-    slot = _slot_of(keys, phases.rank, phases.step)
+    slot = slot_lookup(keys, phases.rank, phases.step)
     n = len(keys)
     phase_ns = {}
     for name in PHASES:
