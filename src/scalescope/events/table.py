@@ -85,9 +85,7 @@ class EventTable:
         """Concatenate tables that share one symbol table."""
         if not tables:
             return cls.empty()
-        symbols = tables[0].symbols
-        if any(t.symbols is not symbols for t in tables):
-            raise ValueError("tables to concatenate must share one SymbolTable")
+        symbols = _shared_symbols(tables)
         cols = {c: np.concatenate([getattr(t, c) for t in tables]) for c in cls.COLUMNS}
         return cls(**cols, symbols=symbols)
 
@@ -111,7 +109,7 @@ class EventTable:
         column as it goes: a 1,024-rank run holds its rows once, not twice."""
         if not tables:
             return cls.empty()
-        symbols = tables[0].symbols
+        symbols = _shared_symbols(tables)
         kinds = np.concatenate([t.kind for t in tables])
         order = np.argsort(kinds, kind="stable")
         cols = {}
@@ -139,3 +137,10 @@ class EventTable:
 
     def names(self, ids: Iterable[int]) -> list[str]:
         return [self.symbols[int(i)] for i in ids]
+
+
+def _shared_symbols(tables: Sequence[EventTable]) -> SymbolTable:
+    symbols = tables[0].symbols
+    if any(t.symbols is not symbols for t in tables):
+        raise ValueError("tables to concatenate must share one SymbolTable")
+    return symbols

@@ -111,7 +111,9 @@ class GroupHooks:
         self.cuda = cuda
         self.completions = HostCompletions(recorder)
         module = native.load() if compiled else None
-        self.native = None if module is None else NativeRows(module, recorder, self._op_names())
+        self.native = (
+            None if module is None else NativeRows(module, recorder, self._op_names(), self._error)
+        )
         """The C++ hooks, for the groups the host times; the others get Python hooks."""
         self._hooked: dict[int, Any] = {}
         self._native_groups: set[int] = set()

@@ -4,6 +4,7 @@ and their rows taken into the recorder at each flush (probe/native.py builds the
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -12,8 +13,8 @@ import torch
 from scalescope.events import live_state
 from scalescope.events.schema import Kind
 from scalescope.probe.collectives import DTYPE_NAMES, dtype_name
-from scalescope.probe.context import UNRECORDED, mirror_tags, tag_code, tag_named
-from scalescope.probe.recorder import _NOT_YET, SETUP_TAGS, Recorder
+from scalescope.probe.context import UNRECORDED, current_tag, mirror_tags, tag_code, tag_named
+from scalescope.probe.recorder import KEPT_STAGES, SETUP_TAGS, Recorder
 
 _labels: dict[int, str] = {}
 """The C++ hooks' group number -> its label, per process as their state is."""
@@ -49,14 +50,21 @@ def _dtype_names(module: ModuleType) -> dict[int, str]:
 
 
 class NativeRows:
-    def __init__(self, module: ModuleType, recorder: Recorder, ops: dict[int, str]) -> None:
-        """``ops``: the probe's op name by torch's ``HookOpName`` value."""
+    def __init__(
+        self,
+        module: ModuleType,
+        recorder: Recorder,
+        ops: dict[int, str],
+        on_error: Callable[[str], None],
+    ) -> None:
+        """``ops``: the probe's op name by torch's ``HookOpName`` value; ``on_error``: told
+        each problem the C++ side kept (GroupHooks says each once)."""
         self.module = module
         self.recorder = recorder
         self.ops = ops
+        self.on_error = on_error
         self.dtypes = _dtype_names(module)
         self.active = False
-        self._errors: set[str] = set()
         self._groups: dict[str, int] = {}
         """Group label -> its number: a group made again under the same label keeps its
         sequence numbers; another probe (installed again) counts from 0."""
@@ -82,7 +90,7 @@ class NativeRows:
     def _start(self) -> None:
         self.active = True
         mirror_tags(self.module.set_tag)
-        self.module.set_tag(0)
+        self.module.set_tag(tag_code(current_tag()))  # this thread may be inside a tag
         self.recorder.on_step = self.module.set_step
         self.module.set_step(self.recorder.step)
         self.recorder.row_sources.append(self.rows)
@@ -95,7 +103,7 @@ class NativeRows:
             self._arm(live.stage_now)
 
     def _arm(self, stage: str) -> None:
-        self.module.arm_running(stage not in _NOT_YET)
+        self.module.arm_running(stage not in KEPT_STAGES)
 
     def stop(self) -> None:
         """Stop mirroring tags and writing the live state; rows still drain at the last flush."""
@@ -119,7 +127,5 @@ class NativeRows:
                 ]
             )  # fmt: skip
         for text in self.module.take_errors():
-            if text not in self._errors:
-                self._errors.add(text)
-                self.recorder.errors.append(text)
+            self.on_error(text)
         return out

@@ -17,7 +17,7 @@ _DONE = 4
 SETUP_TAGS = frozenset({"parameters"})
 """Collectives of building the model (DDP's broadcast of the parameters at construction):
 they leave the start stage ``model`` as it is."""
-_NOT_YET = (RUNNING, INIT_PROCESS_GROUP)
+KEPT_STAGES = (RUNNING, INIT_PROCESS_GROUP)
 """Start stages a collective does not end (one inside ``init_process_group``)."""
 
 
@@ -103,7 +103,7 @@ class Recorder:
             self.rows.append(row)
         live = self.live
         if live is not None:
-            if live.stage_now not in _NOT_YET and tag not in SETUP_TAGS:
+            if live.stage_now not in KEPT_STAGES and tag not in SETUP_TAGS:
                 live.stage(RUNNING, start_ns)  # a script without steps: its first collective
             live.enter(op, group, seq, nbytes, start_ns)
         return row
