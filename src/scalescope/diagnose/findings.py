@@ -8,6 +8,7 @@ with the numbers they measured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -306,3 +307,13 @@ def verdict(findings: tuple[Finding, ...]) -> str:
     if findings:
         return f"{NO_CLEAR_BOTTLENECK}: {findings[0].summary}"
     return NO_CLEAR_BOTTLENECK
+
+
+def listed(values: Sequence[int], limit: int) -> str:
+    """``5, 10, 15 ...``: the first ``limit`` values, and `` ...`` when there are more."""
+    return ", ".join(map(str, values[:limit])) + (" ..." if len(values) > limit else "")
+
+
+def who(ranks: Sequence[int]) -> str:
+    """``rank 0``, or ``ranks 0, 3``."""
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))

@@ -7,7 +7,15 @@ share it or to take it off the critical path, never faster cores (analyze/extra_
 from __future__ import annotations
 
 from scalescope.analyze.extra_work import ExtraWork
-from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.findings import (
+    Evidence,
+    Finding,
+    bottleneck,
+    listed,
+    remedy,
+    summary,
+    who,
+)
 from scalescope.diagnose.hang_words import fmt_b
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.events.schema import CHECKPOINT
@@ -16,13 +24,9 @@ CODES = {"eval": "RANK_ONLY_EVAL", CHECKPOINT: "RANK_ONLY_CHECKPOINT"}
 REMEDIES = {"eval": ("eval_sharded", "eval_less_often"), CHECKPOINT: ("async_save",)}
 
 
-def who(ranks: tuple[int, ...]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
-
-
 def when(steps: tuple[int, ...], period: int | None) -> str:
     """``at steps 5, 10, 15 (every 5 steps)``."""
-    shown = ", ".join(map(str, steps[:6])) + (" ..." if len(steps) > 6 else "")
+    shown = listed(steps, 6)
     every = f" (every {period} steps)" if period else ""
     return f"at step{'s' * (len(steps) > 1)} {shown}{every}"
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from scalescope.analyze.cross_rank import BEYOND_SHARE_PCT
 from scalescope.analyze.hang import hang_threshold_s
-from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.findings import (
+    Evidence,
+    Finding,
+    bottleneck,
+    listed,
+    remedy,
+    summary,
+    who,
+)
 from scalescope.diagnose.hang_words import fmt_b, verdict_line
 from scalescope.diagnose.rules_input import DiagnosisInput
 from scalescope.events.tags import GRADIENT_EXCHANGE, tag_kind
@@ -75,10 +83,9 @@ class TimelineRule:
             return None
         worst = cr.inconsistent[0]
         ranks = [w.rank for w in cr.inconsistent]
-        shown = ", ".join(map(str, ranks[:8])) + (" ..." if len(ranks) > 8 else "")
         evidence = (
             Evidence("ranks waiting longer than their steps", len(ranks), "", 0, ">"),
-            Evidence("which", shown),
+            Evidence("which", listed(ranks, 8)),
             Evidence(f"rank {worst.rank}'s collectives waiting over 1.5 steps",
                      round(worst.share_pct, 1), "%", BEYOND_SHARE_PCT, ">"),
             Evidence(f"rank {worst.rank}'s wait in collectives per step",
@@ -114,14 +121,12 @@ class PauseRule:
         if pauses is None or ctx.analysis.hang is not None:
             return None
         ranks = pauses.ranks
-        who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
         every = f" every {pauses.every_steps} steps" if pauses.every_steps else ""
         default = hang_threshold_s(pauses.median_step_s)
         count = len(pauses.pauses)
-        steps = ", ".join(str(p.step) for p in pauses.pauses[:8])
         evidence = (
             Evidence("pauses", count),
-            Evidence("at steps", steps + (" ..." if count > 8 else "")),
+            Evidence("at steps", listed([p.step for p in pauses.pauses], 8)),
             Evidence("longest pause", round(pauses.longest_s, 1), "s"),
             Evidence("median step", round(pauses.median_step_s * 1e3, 1), "ms"),
             Evidence("share of the run's step time", round(pauses.share_pct, 1), "%"),
@@ -129,7 +134,7 @@ class PauseRule:
         return Finding(
             code="PAUSE", bottleneck=bottleneck("PAUSE"),
             summary=summary(
-                "PAUSE", who=who, count=f"{count} time" + "s" * (count > 1), every=every,
+                "PAUSE", who=who(ranks), count=f"{count} time" + "s" * (count > 1), every=every,
                 longest=pauses.longest_s,
             ),
             share_pct=round(pauses.share_pct, 1), saved_ms_per_step=None, evidence=evidence,

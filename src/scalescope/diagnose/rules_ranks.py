@@ -98,11 +98,6 @@ def _where(ctx: DiagnosisInput, rank: int) -> str:
     return f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
 
 
-def _cpu_unknown(ctx: DiagnosisInput, rank: int) -> bool:
-    """No CPU time or context switches to judge the cores by (older or ingested runs)."""
-    return cpu_use(ctx, rank) is None
-
-
 def _burst_causes(ctx: DiagnosisInput, s: Straggler, pattern: LatenessPattern) -> list[str]:
     """A rank late at a few steps only does extra work there: never "slower cores"."""
     out = [remedy("burst_work", rank=s.rank, when=when(pattern.late_steps, pattern.period))]
@@ -138,7 +133,8 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         if cpu_kind == "preempted":
             out.append(cpu_remedy)
     elif s.phase and s.phase_excess_ms:
-        cores = cpu_kind in ("preempted", "slower_cpu") or _cpu_unknown(ctx, s.rank)
+        unknown = cpu_use(ctx, s.rank) is None  # no CPU facts (older or ingested runs)
+        cores = cpu_kind in ("preempted", "slower_cpu") or unknown
         out.append(
             remedy(
                 "slow_phase" if cores else "more_work", rank=s.rank, ms=s.phase_excess_ms,
