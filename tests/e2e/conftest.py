@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +30,24 @@ def scalescope(*args: str, cwd: Path, timeout: float = 240) -> subprocess.Comple
     return subprocess.run(
         cmd, cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout
     )
+
+
+def run_then_report(
+    ranks: int, *run_args: object, cwd: Path, timeout: float = 240, report_timeout: float = 240
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """``scalescope run -n RANKS --run-dir run --no-report ARGS`` in ``cwd``, then ``report
+    run --json``: the run's process and the report's JSON, both having exited 0."""
+    run_dir = cwd / "run"
+    proc = scalescope(
+        "run", "-n", ranks, "--run-dir", run_dir, "--no-report", *run_args, cwd=cwd,
+        timeout=timeout,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = scalescope(
+        "report", run_dir, "--json", cwd / "r.json", cwd=cwd, timeout=report_timeout
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    return proc, json.loads((cwd / "r.json").read_text())
 
 
 def scalescope_in_process(*args: object, cwd: Path) -> subprocess.CompletedProcess:

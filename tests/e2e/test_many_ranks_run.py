@@ -10,12 +10,11 @@ more; 32 ranks took 97-117 s (13 GiB), over this test's 90 s budget, 24 ranks 65
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from conftest import DDP_TRAIN, scalescope
+from conftest import DDP_TRAIN, run_then_report
 from scalescope.events import load_run
 
 RANKS = int(os.environ.get("SCALESCOPE_TEST_MANY_RANKS", "24"))
@@ -25,15 +24,17 @@ STEPS = 2
 @pytest.fixture(scope="module")
 def many(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("many_ranks")
-    run_dir = tmp / "run"
-    proc = scalescope(
-        "run", "-n", RANKS, "--oversubscribe", "--run-dir", run_dir, "--no-report",
-        DDP_TRAIN, "--steps", STEPS, cwd=tmp, timeout=280,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = scalescope("report", run_dir, "--json", tmp / "r.json", cwd=tmp, timeout=120)
-    assert report.returncode == 0, report.stderr[-3000:]
-    return run_dir, json.loads((tmp / "r.json").read_text())
+    _proc, doc = run_then_report(
+        RANKS,
+        "--oversubscribe",
+        DDP_TRAIN,
+        "--steps",
+        STEPS,
+        cwd=tmp,
+        timeout=280,
+        report_timeout=120,
+    )
+    return tmp / "run", doc
 
 
 def test_every_rank_completes_and_records_its_files(many):

@@ -4,12 +4,11 @@ that wait, not the communication the time-slicing shows as."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import DDP_TRAIN, scalescope
+from conftest import DDP_TRAIN, run_then_report
 from scalescope.events import load_run
 
 RANKS = 8
@@ -22,15 +21,10 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def oversubscribed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("oversubscribed")
-    run_dir = tmp / "run"
-    proc = scalescope(
-        "run", "-n", RANKS, "--oversubscribe", "--run-dir", run_dir, "--no-report",
-        DDP_TRAIN, "--steps", 6, cwd=tmp, timeout=180,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    report = scalescope("report", run_dir, "--json", tmp / "r.json", cwd=tmp)
-    assert report.returncode == 0, report.stderr
-    return load_run(run_dir), json.loads((tmp / "r.json").read_text())["diagnosis"]
+    _proc, doc = run_then_report(
+        RANKS, "--oversubscribe", DDP_TRAIN, "--steps", 6, cwd=tmp, timeout=180
+    )
+    return load_run(tmp / "run"), doc["diagnosis"]
 
 
 def test_every_rank_records_its_run_queue_wait(oversubscribed):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SCRIPTS, scalescope
+from conftest import SCRIPTS, run_then_report
 from scalescope.events import PHASES, Kind, load_run
 
 GPT = SCRIPTS / "gpt_train.py"
@@ -23,14 +23,8 @@ CORES_WORDS = ("slower", "shared or slower", "homogeneous")
 
 
 def run_and_report(tmp_path: Path, script: Path, *args: object) -> tuple[str, dict]:
-    proc = scalescope(
-        "run", "-n", "2", "--run-dir", tmp_path / "run", "--no-report", script, *args,
-        cwd=tmp_path, timeout=240,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    report = scalescope("report", tmp_path / "run", "--json", tmp_path / "r.json", cwd=tmp_path)
-    assert report.returncode == 0, report.stderr
-    return proc.stdout, json.loads((tmp_path / "r.json").read_text())
+    proc, doc = run_then_report(2, script, *args, cwd=tmp_path)
+    return proc.stdout, doc
 
 
 def own_clock(stdout: str) -> dict[int, tuple[int, float]]:
