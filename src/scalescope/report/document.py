@@ -13,8 +13,11 @@ from typing import Literal
 
 from scalescope.report.html_charts import Chart
 
-Style = Literal["", "bold", "red", "yellow", "green", "note"]
+Style = Literal["", "bold", "red", "yellow", "green", "blue", "magenta", "bold red", "note"]
 """``note``: an aside (dim on the terminal, grey italics on the page)."""
+Frame = Literal["box", "inner", "none"]
+"""A table's lines on the terminal: ``box`` all around, ``inner`` between the columns and under
+the header only, ``none`` no lines and rows flush left (a frame of ``top``)."""
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,10 @@ class Line:
 
 @dataclass(frozen=True)
 class Grid:
-    """Key-value rows."""
+    """Key-value rows; with a ``title``, the rows sit indented under it."""
 
     rows: tuple[tuple[str, str], ...]
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,24 @@ class Column:
     byte_size: bool = False
     """Cells are exact byte counts ("4,194,304", the terminal's and the JSON's text) and values
     the integers; the page shows them readable ("4.00 MiB") under the bare name."""
+    marks: tuple[tuple[str, Style], ...] = ()
+    """Letters drawn each in its style (a phase bar: ``d`` for data in yellow)."""
 
     @property
     def header(self) -> str:
         return f"{self.name} ({self.unit})" if self.unit else self.name
+
+    def mark_runs(self, text: str) -> list[tuple[str, Style]]:
+        """``text`` in runs of one style each, by ``marks``."""
+        marks = dict(self.marks)
+        runs: list[tuple[str, Style]] = []
+        for char in text:
+            style = marks.get(char, "")
+            if runs and runs[-1][1] == style:
+                runs[-1] = (runs[-1][0] + char, style)
+            else:
+                runs.append((char, style))
+        return runs
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,9 @@ class Table:
     groups: tuple[int, ...] | None = None
     """Rows per group, in order (a rank's phases): a rule between groups on the terminal, one
     ``<tbody>`` each in HTML."""
+    cell_styles: tuple[tuple[Style, ...], ...] | None = None
+    """One per cell, over its row's style (a dead rank's status)."""
+    frame: Frame = "box"
 
     def __post_init__(self) -> None:
         width = len(self.columns)
@@ -93,6 +114,10 @@ class Table:
             raise ValueError(f"table {self.title!r}: styles and rows differ in length")
         if self.groups is not None and sum(self.groups) != len(self.rows):
             raise ValueError(f"table {self.title!r}: groups do not add up to the rows")
+        if self.cell_styles is not None and any(len(r) != width for r in self.cell_styles):
+            raise ValueError(f"table {self.title!r}: every row of cell styles needs {width}")
+        if self.cell_styles is not None and len(self.cell_styles) != len(self.rows):
+            raise ValueError(f"table {self.title!r}: cell styles and rows differ in length")
         if self.values is None and any(c.byte_size for c in self.columns):
             raise ValueError(f"table {self.title!r}: a byte-size column needs values")
 
@@ -154,6 +179,8 @@ class Section:
     title: str
     blocks: tuple[Block, ...]
     html_id: str = ""
+    html_class: str = ""
+    """The page's class of the section (``card``: a summary card)."""
 
 
 Block = Heading | Line | Grid | Table | Preformatted | Bullets | Items | Chart | Section

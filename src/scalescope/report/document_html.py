@@ -5,6 +5,7 @@ from __future__ import annotations
 from scalescope.report.document import (
     Block,
     Bullets,
+    Column,
     Document,
     Grid,
     Heading,
@@ -13,6 +14,7 @@ from scalescope.report.document import (
     Line,
     Preformatted,
     Section,
+    Style,
     Table,
 )
 from scalescope.report.formatting import NA, fmt_bytes
@@ -24,16 +26,32 @@ def _ident(html_id: str) -> str:
     return f' id="{esc(html_id)}"' if html_id else ""
 
 
+def _text_html(col: Column, text: str) -> str:
+    """Escaped; each line of a cell on its own line, each marked letter in its style."""
+    if not col.marks:
+        return "<br>".join(esc(line) for line in text.split("\n"))
+    return "".join(
+        f'<span class="{mark}">{esc(run)}</span>' if mark else esc(run)
+        for run, mark in col.mark_runs(text)
+    )
+
+
+def _td(col: Column, style: Style) -> str:
+    classes = " ".join(c for c in ("num" if col.align == "right" else "", style) if c)
+    return f'<td class="{classes}">' if classes else "<td>"
+
+
 def _row_html(table: Table, i: int) -> str:
     style = table.styles[i] if table.styles else ""
     values = table.values[i] if table.values else (None,) * len(table.columns)
+    cell_styles = table.cell_styles[i] if table.cell_styles else ("",) * len(table.columns)
     cells = []
-    for col, cell, value in zip(table.columns, table.rows[i], values, strict=True):
+    for col, cell, value, cell_style in zip(
+        table.columns, table.rows[i], values, cell_styles, strict=True
+    ):
         if col.byte_size:
             cell = NA if value is None else fmt_bytes(float(value))
-        cells.append(
-            f'<td class="num">{esc(cell)}</td>' if col.align == "right" else f"<td>{esc(cell)}</td>"
-        )
+        cells.append(f"{_td(col, cell_style)}{_text_html(col, cell)}</td>")
     return (f'<tr class="{style}">' if style else "<tr>") + "".join(cells) + "</tr>"
 
 
@@ -73,13 +91,16 @@ def block_html(block: Block, level: int = 1) -> str:
         detail = f" <small>{esc(block.detail)}</small>" if block.detail else ""
         return f"<h{level}>{esc(block.text)}{detail}</h{level}>"
     if isinstance(block, Line):
+        if not (block.text or block.label):
+            return ""
         if block.label:
             return f"<p><strong>{esc(block.label)}</strong> {esc(block.text)}</p>"
         style = f' class="{block.style}"' if block.style else ""
         return f"<p{style}{_ident(block.html_id)}>{esc(block.text)}</p>"
     if isinstance(block, Grid):
         rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in block.rows)
-        return f'<table class="grid"><tbody>{rows}</tbody></table>'
+        title = f"<caption>{esc(block.title)}</caption>" if block.title else ""
+        return f'<table class="grid">{title}<tbody>{rows}</tbody></table>'
     if isinstance(block, Table):
         return table_html(block)
     if isinstance(block, Preformatted):
@@ -92,7 +113,9 @@ def block_html(block: Block, level: int = 1) -> str:
         return chart_html(block)
     if isinstance(block, Section):
         inner = "".join(block_html(b, level + 1) for b in block.blocks)
-        return f"<section{_ident(block.html_id)}><h2>{esc(block.title)}</h2>{inner}</section>"
+        css = f' class="{esc(block.html_class)}"' if block.html_class else ""
+        head = f"<section{_ident(block.html_id)}{css}><h2>{esc(block.title)}</h2>"
+        return f"{head}{inner}</section>"
     raise TypeError(f"not a document block: {type(block).__name__}")
 
 

@@ -30,7 +30,7 @@ def block_json(block: Block) -> dict[str, Any]:
     if isinstance(block, Line):
         return {"kind": "line", "label": block.label, "text": block.text}
     if isinstance(block, Grid):
-        return {"kind": "grid", "rows": [list(r) for r in block.rows]}
+        return {"kind": "grid", "title": block.title, "rows": [list(r) for r in block.rows]}
     if isinstance(block, Table):
         return {
             "kind": "table",

@@ -1,7 +1,8 @@
 """``scalescope env``: the environment facts and their warnings, for people and programs.
 
-``render_env`` prints rich tables (software and build, CPU and memory, GPUs, threads and
-allocator, warnings); ``env_json`` encodes the same content (schema in docs/env.md).
+``env_document`` holds the facts (software and build, CPU and memory, GPUs, threads and
+allocator) and the warnings, for the terminal (``render_env``) and any other renderer;
+``env_json`` encodes the same content in its own schema (docs/env.md).
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from scalescope.diagnose.env_checks import EnvWarning
-from scalescope.report.formatting import fmt_bytes
+from scalescope.report.document import Block, Column, Document, Grid, Line, Style, Table
+from scalescope.report.document_terminal import render_document
+from scalescope.report.formatting import NA, fmt_bytes
 
 ENV_SCHEMA = "scalescope.env/1"
-NA = "n/a"
 
 
 def _text(value: Any) -> str:
@@ -33,13 +33,8 @@ def _size(nbytes: int | None) -> str:
     return NA if nbytes is None else fmt_bytes(nbytes)
 
 
-def _kv_table(title: str, rows: Iterable[tuple[str, Any]]) -> Table:
-    table = Table(title=title, title_justify="left", show_header=False, box=None)
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(Text(key), Text(_text(value)))
-    return table
+def _grid(title: str, rows: Iterable[tuple[str, Any]]) -> Grid:
+    return Grid(tuple((key, _text(value)) for key, value in rows), title=title)
 
 
 def _backends(software: dict[str, Any]) -> str:
@@ -101,18 +96,21 @@ def _cpu_rows(hardware: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
+NUMA_COLUMNS = (Column("node"), Column("cpus", align="left"), Column("CPUs"), Column("memory"))
+
+
 def _numa_table(hardware: dict[str, Any]) -> Table:
-    table = Table(title="NUMA nodes", title_justify="left")
-    for name in ("node", "cpus", "CPUs", "memory"):
-        table.add_column(name, justify="right" if name != "cpus" else "left")
-    for node in hardware.get("numa_nodes") or []:
-        table.add_row(
+    nodes = hardware.get("numa_nodes") or []
+    rows = tuple(
+        (
             str(node.get("node")),
-            Text(_text(node.get("cpus"))),
+            _text(node.get("cpus")),
             _text(node.get("num_cpus")),
             _size(node.get("memory_bytes")),
         )
-    return table
+        for node in nodes
+    )
+    return Table("NUMA nodes", NUMA_COLUMNS, rows)
 
 
 def gpu_peaks(name: str | None) -> dict[str, Any] | None:
@@ -137,21 +135,26 @@ def _peak_text(peaks: dict[str, Any] | None) -> str:
     return f"{peaks['catalogue']}: {shown} TFLOP/s, {peaks['memory_bw_gbps']:g} GB/s"
 
 
+GPU_COLUMNS = tuple(
+    Column(name, align="left")
+    for name in ("index", "name", "memory", "compute capability", "SMs", "driver", "peak")
+)
+
+
 def _gpu_table(hardware: dict[str, Any]) -> Table:
-    table = Table(title="GPUs", title_justify="left")
-    for name in ("index", "name", "memory", "compute capability", "SMs", "driver", "peak"):
-        table.add_column(name)
-    for gpu in hardware.get("gpus") or []:
-        table.add_row(
+    rows = tuple(
+        (
             _text(gpu.get("index")),
-            Text(_text(gpu.get("name"))),
+            _text(gpu.get("name")),
             _size(gpu.get("memory_bytes")),
             _text(gpu.get("compute_capability")),
             _text(gpu.get("sm_count")),
             _text(gpu.get("driver")),
-            Text(_peak_text(gpu_peaks(gpu.get("name")))),
+            _peak_text(gpu_peaks(gpu.get("name"))),
         )
-    return table
+        for gpu in hardware.get("gpus") or []
+    )
+    return Table("GPUs", GPU_COLUMNS, rows)
 
 
 def _thread_rows(software: dict[str, Any], threads: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -177,41 +180,46 @@ def _thread_rows(software: dict[str, Any], threads: dict[str, Any]) -> list[tupl
     ]
 
 
+WARNING_COLUMNS = (
+    Column("level", align="left", no_wrap=True),
+    Column("code", align="left", no_wrap=True),
+    Column("finding", align="left"),
+)
+
+
 def _warnings_table(warnings: list[EnvWarning]) -> Table:
-    table = Table(title="Warnings", title_justify="left", show_lines=True)
-    table.add_column("level", no_wrap=True)
-    table.add_column("code", no_wrap=True)
-    table.add_column("finding", overflow="fold")
-    for warning in warnings:
-        body = Text(warning.message, style="bold")
-        body.append(f"\nevidence: {warning.evidence}", style="")
-        body.append(f"\nremedy: {warning.remedy}", style="")
-        table.add_row(warning.level, warning.code, body)
-    return table
+    """One row each, a rule between them; the finding's evidence and remedy under it."""
+    rows = tuple(
+        (w.level, w.code, f"{w.message}\nevidence: {w.evidence}\nremedy: {w.remedy}")
+        for w in warnings
+    )
+    bold: tuple[Style, ...] = ("", "", "bold")
+    return Table(
+        "Warnings", WARNING_COLUMNS, rows, groups=(1,) * len(rows), cell_styles=(bold,) * len(rows)
+    )
+
+
+def env_document(facts: dict[str, Any], warnings: list[EnvWarning]) -> Document:
+    """The facts of ``collect_environment()`` and the warnings found in them."""
+    software = facts.get("software") or {}
+    hardware = facts.get("hardware") or {}
+    gap = Line("")
+    blocks: list[Block] = [_grid("Software / build", _software_rows(software)), gap]
+    blocks.append(_grid("CPU and memory", _cpu_rows(hardware)))
+    if hardware.get("numa_nodes"):
+        blocks.append(_numa_table(hardware))
+    blocks.append(gap)
+    gpus = _gpu_table(hardware) if hardware.get("gpus") else None
+    blocks += [gpus or Line("GPUs: none visible to torch", style="bold"), gap]
+    threads = facts.get("threads") or {}
+    blocks += [_grid("Threads and allocator", _thread_rows(software, threads)), gap]
+    blocks.append(_warnings_table(warnings) if warnings else Line("Warnings: none", style="bold"))
+    return Document("scalescope env", tuple(blocks))
 
 
 def render_env(facts: dict[str, Any], warnings: list[EnvWarning], console: Console) -> None:
     """Print the facts of ``collect_environment()`` and the warnings found in them."""
-    software = facts.get("software") or {}
-    hardware = facts.get("hardware") or {}
-    console.print(_kv_table("Software / build", _software_rows(software)))
-    console.print()
-    console.print(_kv_table("CPU and memory", _cpu_rows(hardware)))
-    if hardware.get("numa_nodes"):
-        console.print(_numa_table(hardware))
-    console.print()
-    if hardware.get("gpus"):
-        console.print(_gpu_table(hardware))
-    else:
-        console.print(Text("GPUs: none visible to torch", style="bold"))
-    console.print()
-    threads = facts.get("threads") or {}
-    console.print(_kv_table("Threads and allocator", _thread_rows(software, threads)))
-    console.print()
-    if warnings:
-        console.print(_warnings_table(warnings))
-    else:
-        console.print(Text("Warnings: none", style="bold"))
+    render_document(env_document(facts, warnings), console)
 
 
 def env_json(facts: dict[str, Any], warnings: list[EnvWarning]) -> bytes:

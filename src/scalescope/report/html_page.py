@@ -43,6 +43,7 @@ table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;paddin
 td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f0f0f0}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}.chart{min-height:200px}
 .bold{font-weight:600}.red{color:#b22}.yellow{color:#a60}.green{color:#282}
+.blue{color:#24b}.magenta{color:#a2a}table.grid caption{text-align:left;font-weight:600}
 """
 
 HOOK_JS = """

@@ -23,7 +23,7 @@ from scalescope.report.document import (
 )
 from scalescope.report.document_html import document_html
 from scalescope.report.document_json import document_json
-from scalescope.report.document_terminal import render_document
+from scalescope.report.document_terminal import document_renderable, render_document
 
 HOSTILE = "<script>alert('x')</script> [bold]&"
 
@@ -157,3 +157,49 @@ def test_a_traceback_is_cut_on_the_terminal_only_and_ids_reach_the_page() -> Non
     assert "frame 3" not in text and "frame 4\nframe 5" in text
     assert '<section id="s">' in page and '<pre id="trace">frame 0\nframe 1' in page
     assert "frame 5</pre>" in page
+
+
+def test_a_titled_grid_sits_under_its_title_on_every_renderer() -> None:
+    doc = Document("d", (Grid((("host", HOSTILE), ("cores", "2")), title="CPU"),))
+    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    assert text.splitlines()[0].strip() == "CPU" and text.splitlines()[1].startswith(" host")
+    assert '<table class="grid"><caption>CPU</caption>' in page and html.escape(HOSTILE) in page
+    assert data["blocks"][0]["title"] == "CPU" and data["blocks"][0]["rows"][0] == ["host", HOSTILE]
+
+
+def test_marked_letters_cell_styles_and_frames() -> None:
+    bar = Column("phases", align="left", marks=(("d", "yellow"), ("f", "green")))
+    table = Table(
+        "",
+        (Column("rank"), Column("status", align="left"), bar),
+        (("0", "running", "ddf."), ("1", "DIED", "")),
+        cell_styles=(("", "", ""), ("", "bold red", "")),
+        frame="none",
+    )
+    doc = Document("d", (table,))
+    console = Console(record=True, width=80, color_system="truecolor", force_terminal=True)
+    render_document(doc, console)
+    styled = console.export_text(styles=True)
+    assert "\x1b[1;31mDIED" in styled and "\x1b[33mdd" in styled and "\x1b[32mf" in styled
+    plain = terminal_text(doc).splitlines()
+    assert plain[0].split() == ["rank", "status", "phases"] and "│" not in "".join(plain)
+    page = document_html(doc)
+    assert '<td class="bold red">DIED</td>' in page
+    assert '<span class="yellow">dd</span><span class="green">f</span>.</td>' in page
+    with pytest.raises(ValueError, match="cell styles and rows differ"):
+        Table("t", (Column("a"),), (("1",),), cell_styles=())
+
+
+def test_a_cell_of_several_lines_and_a_card_section_on_the_page() -> None:
+    table = Table("w", (Column("finding", align="left"),), ((f"{HOSTILE}\nremedy: x",),))
+    doc = Document("d", (Section("Summary", (table, Line("")), html_class="card"),))
+    page = document_html(doc)
+    assert f"<td>{html.escape(HOSTILE)}<br>remedy: x</td>" in page
+    assert '<section class="card"><h2>Summary</h2>' in page and "<p></p>" not in page
+
+
+def test_a_document_as_one_renderable_prints_as_the_document_does() -> None:
+    doc = every_kind()
+    console = Console(record=True, width=200, markup=False, highlight=False)
+    console.print(document_renderable(doc))
+    assert console.export_text() == terminal_text(doc)
