@@ -1,15 +1,24 @@
-"""Render a RunComparison: terminal tables with B / A ratios, and JSON
-(``scalescope.compare/1``, documented in docs/report-schema.md)."""
+"""A RunComparison as a document (tables with B / A ratios, for the terminal and the compare
+page) and as JSON (``scalescope.compare/1``, documented in docs/report-schema.md)."""
 
 from __future__ import annotations
 
 import msgspec
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from scalescope.analyze.compare import Pair, RunComparison, SizeKey
-from scalescope.report.formatting import NA, fmt, fmt_count, kv_grid, section
+from scalescope.analyze.compare import CrossRankComparison, Pair, RunComparison, SizeKey
+from scalescope.report.document import (
+    Block,
+    Column,
+    Document,
+    Grid,
+    Heading,
+    Line,
+    Section,
+    Table,
+)
+from scalescope.report.document_terminal import render_document
+from scalescope.report.formatting import NA, fmt, fmt_count
 
 COMPARE_SCHEMA = "scalescope.compare/1"
 
@@ -24,27 +33,42 @@ def fmt_ratio(ratio: float | None) -> str:
     return NA if ratio is None else f"{ratio:.2f}x"
 
 
-def _cells(p: Pair, spec: str) -> list[str]:
-    return [fmt(p.a, spec), fmt(p.b, spec), fmt_ratio(p.ratio)]
+Value = float | int | str | None
+Cell = tuple[str, Value]
+"""A cell's text and the number behind it."""
 
 
-def _table(title: str | None, first: tuple[str, ...], pairs: tuple[str, ...]) -> Table:
-    """A table whose leading columns are ``first`` and then A, B, B/A for each of ``pairs``."""
-    table = Table(title=title, title_justify="left")
-    for col in first:
-        table.add_column(col, no_wrap=True)
-    for name in pairs:
-        prefix = f"{name} " if name else ""
-        for side in ("A", "B", "B/A"):
-            table.add_column(f"{prefix}{side}", justify="right")
-    return table
+def _pair(p: Pair, spec: str) -> list[Cell]:
+    return [(fmt(p.a, spec), p.a), (fmt(p.b, spec), p.b), (fmt_ratio(p.ratio), p.ratio)]
 
 
-def _facts(c: RunComparison, console: Console) -> None:
-    table = Table(title="Runs", title_justify="left")
-    for col in ("", "A", "B"):
-        table.add_column(col)
-    rows = [
+def _count(p: Pair) -> list[Cell]:
+    counts = [(NA if v is None else fmt_count(v), v) for v in (p.a, p.b)]
+    return [*counts, (fmt_ratio(p.ratio), p.ratio)]
+
+
+def _label(text: str) -> Cell:
+    return (text, text)
+
+
+def _columns(first: tuple[Column, ...], pairs: tuple[str, ...]) -> tuple[Column, ...]:
+    """``first``, then A, B and B/A for each of ``pairs``."""
+    prefixes = (f"{name} " if name else "" for name in pairs)
+    return (*first, *(Column(f"{p}{side}") for p in prefixes for side in ("A", "B", "B/A")))
+
+
+def _table(title: str, columns: tuple[Column, ...], rows: list[list[Cell]], **kw: str) -> Table:
+    cells = tuple(tuple(text for text, _ in row) for row in rows)
+    values = tuple(tuple(value for _, value in row) for row in rows)
+    return Table(title, columns, cells, values, **kw)
+
+
+def _first(*names: str) -> tuple[Column, ...]:
+    return tuple(Column(name, align="left", no_wrap=True) for name in names)
+
+
+def _facts(c: RunComparison) -> Table:
+    rows = (
         ("run", c.a.run_id, c.b.run_id),
         ("workload", c.a.workload, c.b.workload),
         ("command", " ".join(c.a.command) or NA, " ".join(c.b.command) or NA),
@@ -54,102 +78,103 @@ def _facts(c: RunComparison, console: Console) -> None:
         ("status", c.a.status, c.b.status),
         ("warm-up steps", str(c.a.warmup_steps), str(c.b.warmup_steps)),
         ("measured steps", fmt(c.a.measured_steps, ","), fmt(c.b.measured_steps, ",")),
+    )
+    return Table("Runs", tuple(Column(name, align="left") for name in ("", "A", "B")), rows)
+
+
+def _throughput(c: RunComparison) -> Section:
+    rows = [
+        [_label("throughput (samples/s)"), *_pair(c.samples_per_s, ",.1f")],
+        [_label("mean step (ms)"), *_pair(c.mean_step_ms, ",.2f")],
     ]
-    for row in rows:
-        table.add_row(*(Text(v) for v in row))
-    console.print(table)
-
-
-def _throughput(c: RunComparison, console: Console) -> None:
-    table = _table(None, ("",), ("",))
-    table.add_row("throughput (samples/s)", *_cells(c.samples_per_s, ",.1f"))
-    table.add_row("mean step (ms)", *_cells(c.mean_step_ms, ",.2f"))
-    console.print(table)
+    blocks: list[Block] = [_table("", _columns(_first(""), ("",)), rows)]
     if c.phases:
-        phases = _table("Step phases (mean ms per step, averaged over ranks)", ("phase",), ("",))
-        for p in c.phases:
-            phases.add_row(Text(p.phase), *_cells(p.mean_ms, ",.2f"))
-        console.print(phases)
+        phases = [[_label(p.phase), *_pair(p.mean_ms, ",.2f")] for p in c.phases]
+        title = "Step phases (mean ms per step, averaged over ranks)"
+        blocks.append(_table(title, _columns(_first("phase"), ("",)), phases))
+    return Section("Throughput and step time", tuple(blocks))
 
 
 def _only(keys: tuple[SizeKey, ...]) -> str:
     return ", ".join(f"{k.op} {k.nbytes:,} B" for k in keys)
 
 
-def _sizes(c: RunComparison, console: Console) -> None:
+def _sizes(c: RunComparison) -> Section:
     if not (c.sizes or c.sizes_only_a or c.sizes_only_b):
-        console.print(Text("No collectives were recorded in either run."))
-        return
-    table = _table(
-        "Collectives by message size (sizes in both runs)",
-        ("op", "size (B)"),
-        ("count", "avg (µs)", "busbw (GB/s)"),
-    )
-    for s in c.sizes:
-        calls = [
-            fmt_count(v) if v is not None else NA for v in (s.calls_per_rank.a, s.calls_per_rank.b)
+        return Section("Collectives", (Line("No collectives were recorded in either run."),))
+    rows = [
+        [
+            _label(s.op),
+            (f"{s.nbytes:,}", s.nbytes),
+            *_count(s.calls_per_rank),
+            *_pair(s.time_avg_us, ",.1f"),
+            *_pair(s.busbw_gbps, ".2f"),
         ]
-        table.add_row(
-            Text(s.op),
-            f"{s.nbytes:,}",
-            *calls,
-            fmt_ratio(s.calls_per_rank.ratio),
-            *_cells(s.time_avg_us, ",.1f"),
-            *_cells(s.busbw_gbps, ".2f"),
-        )
+        for s in c.sizes
+    ]
     notes = [f"only in A: {_only(c.sizes_only_a)}"] if c.sizes_only_a else []
     notes += [f"only in B: {_only(c.sizes_only_b)}"] if c.sizes_only_b else []
-    table.caption = Text("; ".join(["count per rank; GB = 1e9 B", *notes]))
-    table.caption_justify = "left"
-    console.print(table)
+    columns = _columns(_first("op", "size (B)"), ("count", "avg (µs)", "busbw (GB/s)"))
+    title = "Collectives by message size (sizes in both runs)"
+    caption = "; ".join(["count per rank; GB = 1e9 B", *notes])
+    return Section("Collectives", (_table(title, columns, rows, caption=caption),))
 
 
 def _straggler(rank: int | None) -> str:
     return "none" if rank is None else f"rank {rank}"
 
 
-def _cross_rank(c: RunComparison, console: Console) -> None:
+def _waits(x: CrossRankComparison) -> Table:
+    rows = [
+        [
+            _label(w.op),
+            _label(w.tag or NA),
+            (f"{w.nbytes:,}", w.nbytes),
+            *_pair(w.wait_avg_us, ",.1f"),
+            *_pair(w.transfer_avg_us, ",.1f"),
+        ]
+        for w in x.waits
+    ]
+    columns = _columns(_first("op", "tag", "size (B)"), ("wait avg (µs)", "transfer avg (µs)"))
+    return _table("Waiting versus transfer (op, tag and size in both runs)", columns, rows)
+
+
+def _cross_rank(c: RunComparison) -> Section:
     x = c.cross_rank
     if x is None:
-        console.print(Text("No cross-rank comparison: a run has fewer than two ranks with events."))
-        return
-    console.print(
-        kv_grid([("straggler", f"A: {_straggler(x.straggler_a)}; B: {_straggler(x.straggler_b)}")])
+        line = Line("No cross-rank comparison: a run has fewer than two ranks with events.")
+        return Section("Across ranks", (line,))
+    straggler = f"A: {_straggler(x.straggler_a)}; B: {_straggler(x.straggler_b)}"
+    rows = [
+        [_label("wait in collectives (ms/step)"), *_pair(x.wait_ms_per_step, ",.2f")],
+        [_label("busy (ms/step)"), *_pair(x.busy_ms_per_step, ",.2f")],
+        [_label("load imbalance (%)"), *_pair(x.load_imbalance_pct, ".1f")],
+        [_label("comm hidden under backward (ms/step)"), *_pair(x.hidden_ms_per_step, ",.2f")],
+        [_label("comm exposed (ms/step)"), *_pair(x.exposed_ms_per_step, ",.2f")],
+        [_label("ideal throughput (samples/s)"), *_pair(x.ideal_samples_per_s, ",.1f")],
+    ]
+    title = "Across ranks (per rank figures averaged over ranks)"
+    blocks: list[Block] = [
+        Grid((("straggler", straggler),)),
+        _table(title, _columns(_first(""), ("",)), rows),
+    ]
+    if x.waits:
+        blocks.append(_waits(x))
+    return Section("Across ranks", tuple(blocks))
+
+
+def comparison_heading(c: RunComparison) -> Heading:
+    return Heading(
+        f"scalescope compare: A = {c.a.run_id}, B = {c.b.run_id} (ratios B/A)", rule=True
     )
-    table = _table("Across ranks (per rank figures averaged over ranks)", ("",), ("",))
-    table.add_row("wait in collectives (ms/step)", *_cells(x.wait_ms_per_step, ",.2f"))
-    table.add_row("busy (ms/step)", *_cells(x.busy_ms_per_step, ",.2f"))
-    table.add_row("load imbalance (%)", *_cells(x.load_imbalance_pct, ".1f"))
-    table.add_row("comm hidden under backward (ms/step)", *_cells(x.hidden_ms_per_step, ",.2f"))
-    table.add_row("comm exposed (ms/step)", *_cells(x.exposed_ms_per_step, ",.2f"))
-    table.add_row("ideal throughput (samples/s)", *_cells(x.ideal_samples_per_s, ",.1f"))
-    console.print(table)
-    if not x.waits:
-        return
-    waits = _table(
-        "Waiting versus transfer (op, tag and size in both runs)",
-        ("op", "tag", "size (B)"),
-        ("wait avg (µs)", "transfer avg (µs)"),
-    )
-    for w in x.waits:
-        waits.add_row(
-            Text(w.op),
-            Text(w.tag or NA),
-            f"{w.nbytes:,}",
-            *_cells(w.wait_avg_us, ",.1f"),
-            *_cells(w.transfer_avg_us, ",.1f"),
-        )
-    console.print(waits)
+
+
+def comparison_document(c: RunComparison) -> Document:
+    """Run B against run A; every ratio is B / A."""
+    blocks = (comparison_heading(c), _facts(c), _throughput(c), _sizes(c), _cross_rank(c))
+    return Document(f"scalescope compare {c.a.run_id} vs {c.b.run_id}", blocks)
 
 
 def render_comparison(comparison: RunComparison, console: Console) -> None:
     """Print run B against run A; every ratio is B / A."""
-    c = comparison
-    console.rule(Text(f"scalescope compare: A = {c.a.run_id}, B = {c.b.run_id} (ratios B/A)"))
-    _facts(c, console)
-    section(console, "Throughput and step time")
-    _throughput(c, console)
-    section(console, "Collectives")
-    _sizes(c, console)
-    section(console, "Across ranks")
-    _cross_rank(c, console)
+    render_document(comparison_document(comparison), console)

@@ -7,15 +7,13 @@ summary, failures and the by-size table are plain HTML and work without JavaScri
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 
 from scalescope.analyze import RunAnalysis
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
-from scalescope.report.document import Line, Section
+from scalescope.report.document import Grid, Line, Section
 from scalescope.report.document_html import block_html
-from scalescope.report.formatting import fmt
 from scalescope.report.html_charts import (
     count_chart,
     cross_rank_of,
@@ -25,7 +23,7 @@ from scalescope.report.html_charts import (
     timeline_chart,
     waits_chart,
 )
-from scalescope.report.html_page import chart_html, esc, page
+from scalescope.report.html_page import chart_html, page
 from scalescope.report.html_ranks import (
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
@@ -33,8 +31,15 @@ from scalescope.report.html_ranks import (
     nodes_table,
 )
 from scalescope.report.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
-from scalescope.report.rank_summary import RANK_ROWS_LIMIT, host_list, rank_order
-from scalescope.report.run_document import failure_blocks, problem_lines, size_table
+from scalescope.report.rank_summary import RANK_ROWS_LIMIT, rank_order
+from scalescope.report.run_document import (
+    failure_blocks,
+    header_rows,
+    problem_lines,
+    report_heading,
+    size_table,
+    throughput_rows,
+)
 from scalescope.report.run_document import hang_section as run_hang_section
 from scalescope.report.timeline import (
     DEFAULT_NUM_STEPS,
@@ -126,22 +131,11 @@ def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
 
 
 def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
-    per_node = f" ({a.nproc_per_node} per node)" if a.nproc_per_node else ""
-    hosts = host_list(a.hostnames) if a.hostnames else "n/a"
-    rows = [
-        ("run id", a.run_id),
-        ("workload", a.workload),
-        ("command", " ".join(a.command) or "n/a"),
-        ("world size", f"{a.world_size} ranks{per_node}"),
-        ("hosts", hosts),
-        ("status", a.status),
-        ("duration", fmt(a.duration_s, ".1f", "s")),
-    ]
+    """The run report's header and headline figures, in its words, and the cross-rank
+    gain and straggler in one line each."""
+    rows = [("run id", a.run_id), *header_rows(a)]
     if a.steps is not None:
-        rows.append(("throughput", fmt(a.steps.samples_per_s, ",.1f", "samples/s")))
-        rows.append(("mean step", fmt(a.steps.mean_step_ms, ",.2f", "ms")))
-    elif not a.probe:
-        rows.append(("probe", "off: no events recorded"))
+        rows += throughput_rows(a.steps)
     cross = cross_rank_of(a)
     if cross is not None and cross.ideal is not None:
         ideal = cross.ideal
@@ -156,17 +150,20 @@ def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
     return rows
 
 
-def summary_card(analysis: RunAnalysis, label: str = "") -> str:
+def summary_section(analysis: RunAnalysis, label: str = "") -> Section:
     """The run at a glance: facts, throughput, step time and the biggest loss."""
-    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in _card_rows(analysis))
     loss = biggest_loss(analysis)
-    loss_html = (
-        f'<p class="loss">Biggest loss: {esc(loss[0])}, {loss[1]:.1f}% of step time</p>'
+    loss_line = (
+        Line(f"Biggest loss: {loss[0]}, {loss[1]:.1f}% of step time", style="bold red")
         if loss is not None
-        else '<p class="note">No step breakdown, so no biggest loss.</p>'
+        else Line("No step breakdown, so no biggest loss.", style="note")
     )
-    head = f"<h2>{esc(label)} summary</h2>" if label else "<h2>Summary</h2>"
-    return f'<section class="card">{head}<dl>{items}</dl>{loss_html}</section>'
+    title = f"{label} summary" if label else "Summary"
+    return Section(title, (Grid(tuple(_card_rows(analysis))), loss_line), html_class="card")
+
+
+def summary_card(analysis: RunAnalysis, label: str = "") -> str:
+    return block_html(summary_section(analysis, label))
 
 
 def failures_section(analysis: RunAnalysis, label: str = "") -> str:
@@ -231,7 +228,7 @@ def render_html(
     ]
     nodes = nodes_table(analysis)
     body = [
-        f"<h1>scalescope report: run {html.escape(analysis.run_id)}</h1>",
+        block_html(report_heading(analysis)),
         '<div class="cards">',
         summary_card(analysis),
         "</div>",
@@ -252,21 +249,26 @@ def render_html(
 def render_compare_html(
     a_analysis: RunAnalysis, a_run: Run, b_analysis: RunAnalysis, b_run: Run
 ) -> str:
-    """Two runs side by side: summary cards, overlaid latency curves, phase bars per run.
+    """Two runs side by side: summary cards, the comparison's tables as the terminal prints
+    them, overlaid latency curves, phase bars per run.
 
     The runs are taken for symmetry with ``render_html``; the comparison uses no events.
     """
+    from scalescope.analyze.compare import compare_runs
+    from scalescope.report.compare_view import comparison_document
+
     runs = [("A: ", a_analysis), ("B: ", b_analysis)]
-    ids = " vs ".join(html.escape(a.run_id) for _, a in runs)
+    doc = comparison_document(compare_runs(a_analysis, b_analysis))
     body = [
-        f"<h1>scalescope compare: {ids}</h1>",
+        block_html(doc.blocks[0]),
         '<div class="cards">',
         summary_card(a_analysis, "A"),
         summary_card(b_analysis, "B"),
         "</div>",
         failures_section(a_analysis, "A"),
         failures_section(b_analysis, "B"),
+        *(block_html(block) for block in doc.blocks[1:]),
         chart_html(latency_chart(runs)),
         chart_html(phases_chart(runs)),
     ]
-    return page(f"scalescope compare {a_analysis.run_id} vs {b_analysis.run_id}", body)
+    return page(doc.title, body)

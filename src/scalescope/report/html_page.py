@@ -36,9 +36,8 @@ body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:1em}
 .card{border:1px solid #ccc;border-radius:6px;padding:.6em 1em;background:#fafafa}
-.card dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;margin:0}
-.card dt{font-weight:600}.card dd{margin:0;overflow-wrap:anywhere}
-.loss{font-size:1.1em;color:#b22}.note{color:#666;font-style:italic}
+.card table.grid th{text-align:left}.card table.grid td{overflow-wrap:anywhere}
+.note{color:#666;font-style:italic}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:2px 8px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f0f0f0}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}.chart{min-height:200px}

@@ -40,9 +40,10 @@ from scalescope.report.rank_summary import (
 )
 
 
-def header(a: RunAnalysis) -> tuple[Block, ...]:
+def header_rows(a: RunAnalysis) -> tuple[tuple[str, str], ...]:
+    """The run's facts, as the report's header and the dashboard's summary card say them."""
     per_node = f" ({a.nproc_per_node} per node)" if a.nproc_per_node else ""
-    rows = (
+    return (
         ("workload", a.workload),
         ("command", " ".join(a.command) or NA),
         ("world size", f"{a.world_size} ranks{per_node}"),
@@ -52,7 +53,14 @@ def header(a: RunAnalysis) -> tuple[Block, ...]:
         ("probe", "on" if a.probe else "off (no events recorded)"),
         ("warm-up", f"first {plural(a.warmup_steps, 'step')} left out of step statistics"),
     )
-    return (Heading(f"scalescope report: run {a.run_id}", rule=True), Grid(rows))
+
+
+def report_heading(a: RunAnalysis) -> Heading:
+    return Heading(f"scalescope report: run {a.run_id}", rule=True)
+
+
+def header(a: RunAnalysis) -> tuple[Block, ...]:
+    return (report_heading(a), Grid(header_rows(a)))
 
 
 def hang_section(a: RunAnalysis) -> Section | None:
@@ -131,23 +139,21 @@ def _step_summary(s: StepAnalysis, paused: tuple[int, ...] = ()) -> Grid:
     if paused:
         shown = ", ".join(map(str, paused[:6])) + (" ..." if len(paused) > 6 else "")
         scope += f"; pause steps {shown} left out (the pause finding)"
+    throughput, mean_step = throughput_rows(s)
+    samples = f"{s.total_samples:,} over {fmt(s.span_s, '.3f', 's')} (longest rank span)"
+    measured = f"{first} to {last} on {plural(len(done), 'rank')} ({scope})"
+    return Grid((throughput, ("samples", samples), mean_step, ("measured steps", measured)))
+
+
+def throughput_rows(s: StepAnalysis) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Throughput and mean step time, as the report and the summary card say them."""
     throughput = fmt(s.samples_per_s, ",.1f", "samples/s") + " (all ranks)"
     if s.samples_per_s is None:
         throughput = (
             f"{fmt(s.steps_per_s, ',.2f', 'global steps/s')} (samples not counted: no "
             "DataLoader batch, no DDP forward)"
         )
-    return Grid(
-        (
-            ("throughput", throughput),
-            (
-                "samples",
-                f"{s.total_samples:,} over {fmt(s.span_s, '.3f', 's')} (longest rank span)",
-            ),
-            ("mean step time", fmt(s.mean_step_ms, ".2f", "ms")),
-            ("measured steps", f"{first} to {last} on {plural(len(done), 'rank')} ({scope})"),
-        )
-    )
+    return ("throughput", throughput), ("mean step time", fmt(s.mean_step_ms, ".2f", "ms"))
 
 
 RANK_COLUMNS = (

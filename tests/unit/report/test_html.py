@@ -268,3 +268,30 @@ def test_timeline_is_bounded_to_eight_ranks_and_forty_rank_steps(tmp_path):
 def test_small_runs_show_every_rank_and_ten_steps(tmp_path):
     run = build_run(tmp_path / "run", num_steps=14)
     assert timeline_scope(analyze_run(run), run, None) == (range(1, 11), None)
+
+
+def test_the_card_says_what_the_report_header_says(tmp_path):
+    """Every fact of the terminal report's header, in its words, on the card."""
+    from scalescope.report.run_document import header_rows
+
+    run = build_run(tmp_path / "run")
+    analysis = analyze_run(run)
+    card = without_plotly(render_html(analysis, run)).split('<section class="card">')[1]
+    card = card.split("</section>")[0]
+    for key, value in header_rows(analysis):
+        assert f"<tr><th>{html.escape(key)}</th><td>{html.escape(value)}</td></tr>" in card
+
+
+def test_the_compare_page_holds_the_terminal_tables(tmp_path):
+    from scalescope.analyze.compare import compare_runs
+    from scalescope.report.compare_view import comparison_document
+    from scalescope.report.document import Section, Table
+
+    run_a, run_b = build_run(tmp_path / "a", run_id="a"), build_run(tmp_path / "b", run_id="b")
+    a, b = analyze_run(run_a), analyze_run(run_b)
+    page = render_compare_html(a, run_a, b, run_b)
+    doc = comparison_document(compare_runs(a, b))
+    tables = [t for s in doc.blocks if isinstance(s, Section) for t in s.blocks]
+    for table in (t for t in tables if isinstance(t, Table)):
+        assert all(html.escape(cell) in page for row in table.rows for cell in row)
+    assert "scalescope compare: A = a, B = b (ratios B/A)" in page
