@@ -1,39 +1,52 @@
-"""Render the placement plan (--dry-run): rank → host, local rank, cores, NUMA node, threads."""
+"""The placement plan (--dry-run): rank → host, local rank, cores, NUMA node, threads."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from scalescope.launch.session import PlanView
 from scalescope.probe.binding import PLACEMENTS_ENV
+from scalescope.report.document import Block, Column, Document, Line, Table
+from scalescope.report.document_terminal import render_document
+
+PLAN_COLUMNS = tuple(
+    Column(name, align="right" if name in ("rank", "threads") else "left")
+    for name in ("rank", "host", "local rank", "cpus", "NUMA node", "threads", "environment")
+)
 
 
-def render_plan(view: PlanView, console: Console) -> None:
+def _table(view: PlanView) -> Table:
     title = (
         f"Plan on {view.hostname}: ranks from {view.first_rank} of {view.world_size} "
         f"({view.source}), topology from {view.plan.topology_source}"
     )
-    table = Table(title=Text(title), title_justify="left")
-    for col in ("rank", "host", "local rank", "cpus", "NUMA node", "threads", "environment"):
-        table.add_column(col, justify="right" if col in ("rank", "threads") else "left")
-    for row in view.plan.as_json() or []:
-        env = " ".join(f"{k}={v}" for k, v in row["env"].items())
-        numa = "several" if row["numa_node"] is None else str(row["numa_node"])
-        table.add_row(
+    rows = tuple(
+        (
             str(view.first_rank + row["local_rank"]),
-            Text(view.hostname),
+            view.hostname,
             str(row["local_rank"]),
             row["cpulist"],
-            numa,
+            "several" if row["numa_node"] is None else str(row["numa_node"]),
             str(row["threads"]),
-            Text(env),
+            " ".join(f"{k}={v}" for k, v in row["env"].items()),
         )
-    if view.plan.placements is None:
-        console.print(Text("No binding (--no-bind): ranks float over all cpus."))
-    else:
-        console.print(table)
+        for row in view.plan.as_json() or []
+    )
+    return Table(title, PLAN_COLUMNS, rows)
+
+
+def plan_document(view: PlanView) -> Document:
+    """The table of placements (or the note that there are none), then the environment
+    every rank shares."""
+    blocks: list[Block] = [
+        Line("No binding (--no-bind): ranks float over all cpus.")
+        if view.plan.placements is None
+        else _table(view)
+    ]
     shared = {k: v for k, v in view.plan.env.items() if k != PLACEMENTS_ENV}
-    for key, value in shared.items():
-        console.print(Text(f"every rank: {key}={value}"))
+    blocks += [Line(f"every rank: {key}={value}") for key, value in shared.items()]
+    return Document(f"scalescope plan on {view.hostname}", tuple(blocks))
+
+
+def render_plan(view: PlanView, console: Console) -> None:
+    render_document(plan_document(view), console)
