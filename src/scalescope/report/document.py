@@ -13,7 +13,9 @@ from typing import Literal
 
 from scalescope.report.html_charts import Chart
 
-Style = Literal["", "bold", "red", "yellow", "green", "blue", "magenta", "bold red", "note"]
+Style = Literal[
+    "", "bold", "red", "yellow", "green", "blue", "magenta", "bold red", "bold yellow", "note"
+]
 """``note``: an aside (dim on the terminal, grey italics on the page)."""
 Frame = Literal["box", "inner", "none"]
 """A table's lines on the terminal: ``box`` all around, ``inner`` between the columns and under

@@ -4,35 +4,46 @@ its idle share, one row per rank."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
 from scalescope.ingest import IngestResult
+from scalescope.report.document import Column, Document, Table
+from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import fmt_bytes
 
-COLUMNS = (
-    "rank", "kernels", "kernel ms", "NCCL kernels", "NCCL ms", "memcpy", "memcpy ms",
-    "memcpy bytes", "memset", "window ms", "busy ms", "idle %",
+COLUMNS = tuple(
+    Column(name)
+    for name in (
+        "rank", "kernels", "kernel ms", "NCCL kernels", "NCCL ms", "memcpy", "memcpy ms",
+        "memcpy bytes", "memset", "window ms", "busy ms", "idle %",
+    )
 )  # fmt: skip
 
 
 def gpu_table(result: IngestResult) -> Table:
-    table = Table(
-        title="GPU activity (kernels, copies and NCCL kernels; idle = window not busy)",
-        title_justify="left",
-    )
-    for name in COLUMNS:
-        table.add_column(name, justify="right")
-    for g in result.gpu:
-        table.add_row(
+    rows = tuple(
+        (
             str(g.rank), str(g.kernels), f"{g.kernel_ms:.2f}", str(g.nccl_kernels),
             f"{g.nccl_kernel_ms:.2f}", str(g.memcpys), f"{g.memcpy_ms:.2f}",
             fmt_bytes(g.memcpy_bytes), str(g.memsets), f"{g.window_ms:.2f}",
             f"{g.busy_ms:.2f}", f"{g.idle_pct:.1f}",
-        )  # fmt: skip
-    return table
+        )
+        for g in result.gpu
+    )  # fmt: skip
+    values = tuple(
+        (
+            g.rank, g.kernels, g.kernel_ms, g.nccl_kernels, g.nccl_kernel_ms, g.memcpys,
+            g.memcpy_ms, g.memcpy_bytes, g.memsets, g.window_ms, g.busy_ms, g.idle_pct,
+        )
+        for g in result.gpu
+    )  # fmt: skip
+    title = "GPU activity (kernels, copies and NCCL kernels; idle = window not busy)"
+    return Table(title, COLUMNS, rows, values)
+
+
+def gpu_document(result: IngestResult) -> Document:
+    """The table, only when the trace has device events."""
+    return Document("GPU activity", (gpu_table(result),) if result.gpu else ())
 
 
 def render_gpu_activity(result: IngestResult, console: Console) -> None:
-    """The table, only when the trace has device events."""
-    if result.gpu:
-        console.print(gpu_table(result))
+    render_document(gpu_document(result), console)

@@ -1,9 +1,9 @@
 """``scalescope analyze`` of foreign traces: where the events came from, and Horovod's tables.
 
-``render_ingest_source`` says which format was found, which files were read and what was
-wrong with them; ``render_horovod_phases`` prints the per-activity table Horovod users
-read in chrome://tracing (wall duration, self time, average wall duration, occurrences)
-and the negotiation (wait) versus transfer table by op and message size.
+``ingest_source_document`` says which format was found, which files were read and what was
+wrong with them; ``horovod_document`` holds the per-activity table Horovod users read in
+chrome://tracing (wall duration, self time, average wall duration, occurrences) and the
+negotiation (wait) versus transfer table by op and message size.
 """
 
 from __future__ import annotations
@@ -11,72 +11,92 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from scalescope.ingest import IngestResult
-from scalescope.report.formatting import fmt_bytes
+from scalescope.report.document import Block, Column, Document, Line, Table
+from scalescope.report.document_terminal import render_document
+from scalescope.report.formatting import NA, fmt_bytes
 
-NA = "n/a"
 MAX_FILES_SHOWN = 8
+PHASE_COLUMNS = (
+    Column("phase", align="left", no_wrap=True),
+    *(Column(name) for name in ("wall duration ms", "self time ms", "avg wall ms", "occurrences")),
+)
+WAIT_COLUMNS = (
+    Column("op", align="left", no_wrap=True),
+    Column("tag", align="left"),
+    *(
+        Column(name)
+        for name in (
+            "message", "instances", "wait avg ms", "wait max ms", "transfer avg ms", "wait %",
+        )
+    ),
+)  # fmt: skip
 
 
-def render_ingest_source(result: IngestResult, console: Console) -> None:
+def ingest_source_document(result: IngestResult) -> Document:
     """Format found, files read (the first few), and every problem, one per line."""
     files = [Path(f).name for f in result.files]
     shown = ", ".join(files[:MAX_FILES_SHOWN])
     if len(files) > MAX_FILES_SHOWN:
         shown += f", ... ({len(files)} files)"
-    console.print(Text.assemble(("Format: ", "bold"), result.format_name))
-    console.print(Text.assemble(("Read: ", "bold"), shown or NA))
-    for problem in result.problems:
-        console.print(Text.assemble(("problem: ", "bold yellow"), problem))
+    blocks = (
+        Line(result.format_name, label="Format:"),
+        Line(shown or NA, label="Read:"),
+        *(Line(problem, label="problem:", style="bold yellow") for problem in result.problems),
+    )
+    return Document("scalescope analyze: source", blocks)
+
+
+def render_ingest_source(result: IngestResult, console: Console) -> None:
+    render_document(ingest_source_document(result), console)
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.3f}"
 
 
 def _phase_table(result: IngestResult) -> Table:
-    table = Table(title="Horovod activities (coordinator timeline)", title_justify="left")
-    table.add_column("phase", no_wrap=True)
-    for name in ("wall duration ms", "self time ms", "avg wall ms", "occurrences"):
-        table.add_column(name, justify="right")
-    for row in result.horovod_phases:
-        table.add_row(
-            Text(row.phase),
-            f"{row.wall_ms:,.3f}",
-            f"{row.self_ms:,.3f}",
-            f"{row.avg_wall_ms:,.3f}",
-            f"{row.occurrences:,}",
-        )
-    return table
+    phases = result.horovod_phases
+    rows = tuple(
+        (p.phase, _ms(p.wall_ms), _ms(p.self_ms), _ms(p.avg_wall_ms), f"{p.occurrences:,}")
+        for p in phases
+    )
+    values = tuple((p.phase, p.wall_ms, p.self_ms, p.avg_wall_ms, p.occurrences) for p in phases)
+    return Table("Horovod activities (coordinator timeline)", PHASE_COLUMNS, rows, values)
 
 
 def _wait_table(result: IngestResult) -> Table:
-    table = Table(
-        title="Negotiation (waiting for ranks) versus transfer, per instance",
-        title_justify="left",
-    )
-    table.add_column("op", no_wrap=True)
-    table.add_column("tag")
-    for name in ("message", "instances", "wait avg ms", "wait max ms", "transfer avg ms", "wait %"):
-        table.add_column(name, justify="right")
-    for row in result.horovod_waits:
-        table.add_row(
-            Text(row.op),
-            Text(row.tag),
-            fmt_bytes(row.nbytes),
-            f"{row.instances:,}",
-            f"{row.skew_avg_us / 1e3:,.3f}",
-            f"{row.skew_max_us / 1e3:,.3f}",
-            f"{row.transfer_avg_us / 1e3:,.3f}",
-            f"{row.wait_share_pct:.1f}",
+    waits = result.horovod_waits
+    rows = tuple(
+        (
+            w.op,
+            w.tag,
+            fmt_bytes(w.nbytes),
+            f"{w.instances:,}",
+            _ms(w.skew_avg_us / 1e3),
+            _ms(w.skew_max_us / 1e3),
+            _ms(w.transfer_avg_us / 1e3),
+            f"{w.wait_share_pct:.1f}",
         )
-    return table
+        for w in waits
+    )
+    values = tuple(
+        (w.op, w.tag, w.nbytes, w.instances, w.skew_avg_us / 1e3, w.skew_max_us / 1e3,
+         w.transfer_avg_us / 1e3, w.wait_share_pct)
+        for w in waits
+    )  # fmt: skip
+    title = "Negotiation (waiting for ranks) versus transfer, per instance"
+    return Table(title, WAIT_COLUMNS, rows, values)
+
+
+def horovod_document(result: IngestResult) -> Document:
+    """Horovod's per-activity table, then wait versus transfer; empty for other formats."""
+    blocks: list[Block] = [_phase_table(result)] if result.horovod_phases else []
+    if blocks and result.horovod_waits:
+        blocks += [Line(""), _wait_table(result)]
+    return Document("Horovod timeline", tuple(blocks))
 
 
 def render_horovod_phases(result: IngestResult, console: Console) -> None:
-    """Horovod's per-activity table, then wait versus transfer; nothing for other formats."""
-    if not result.horovod_phases:
-        return
-    console.print(_phase_table(result))
-    if result.horovod_waits:
-        console.print()
-        console.print(_wait_table(result))
+    render_document(horovod_document(result), console)
