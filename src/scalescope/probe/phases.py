@@ -1,7 +1,8 @@
 """Step phases from hooks on the DataLoader iterator, the DDP module, backward and optimizers.
 
 No per-submodule hooks: the data wait is ``_BaseDataLoaderIter.__next__``, forward is
-the DDP root module's pre/post hooks, backward is ``torch.autograd.backward`` (which
+the DDP root module's pre/post hooks (and those of the model it wraps, for a call that skips
+the wrapper: evaluation of ``ddp.module``), backward is ``torch.autograd.backward`` (which
 ``Tensor.backward`` calls), and a step ends at the first optimizer's ``step()`` through
 torch's global optimizer hooks.
 
@@ -68,6 +69,8 @@ class PhaseHooks:
         self._nested = False
         """The current optimizer step ran forward or backward inside it."""
         self._forward_name = "forward"
+        self._inner_forward = False
+        """The current forward is the wrapped model's, called without its wrapper."""
         self._fetched: list[tuple[list, int, Any]] = []
         """(data row, samples, iterator) of each batch since the last forward: they go to
         that forward, training or evaluation."""
@@ -190,8 +193,24 @@ class PhaseHooks:
         self.on_cuda = param is not None and param.is_cuda
         module.register_forward_pre_hook(self._forward_pre, with_kwargs=True)
         module.register_forward_hook(self._forward_post)
+        inner = getattr(module, "module", None)
+        if isinstance(inner, torch.nn.Module) and inner is not module:
+            inner.register_forward_pre_hook(self._inner_pre, with_kwargs=True)
+            inner.register_forward_hook(self._inner_post, always_call=True)
         self.forward_watched = True
         self.watched = module
+
+    def _inner_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        """The wrapped model called directly, not from its wrapper's forward (Hugging Face's
+        Trainer evaluates ``model.module``, as do scripts): a forward all the same."""
+        if self._forward_start is None:
+            self._inner_forward = True
+            self._forward_pre(module, args, kwargs)
+
+    def _inner_post(self, module: Any, inputs: Any, output: Any) -> None:
+        if self._inner_forward:
+            self._inner_forward = False
+            self._forward_post(module, inputs, output)
 
     def _mark(self, key: str) -> None:
         """A CUDA event at this host moment, when timing on the device."""

@@ -82,6 +82,28 @@ def test_evaluation_is_eval_and_its_batches_are_not_training_samples(probe) -> N
     assert names(recorder, 2).count("forward") == 1 and names(recorder, 2).count("data") == 1
 
 
+def test_evaluating_the_wrapped_model_directly_is_eval(probe) -> None:
+    """Hugging Face's Trainer evaluates ``ddp.module``, past DDP's forward: its forwards and
+    their batches are ``eval``; a training forward through the wrapper is timed once."""
+    recorder, model = probe
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(loader(12)):
+        if i == 1:
+            model.eval()
+            with torch.no_grad():
+                for vx, _vy in loader(8, batch=2):
+                    model.module(vx)
+            model.train()
+        train_step(model, opt, x, y)
+    assert [r[COUNT] for r in rows(recorder, Kind.STEP)] == [4, 4, 4]
+    assert names(recorder, 1).count("eval") == 4 + 4, "4 forwards and 4 batches fetched"
+    for step in (0, 1, 2):
+        assert names(recorder, step).count("forward") == 1, names(recorder, step)
+    phases = sorted(rows(recorder, Kind.PHASE), key=lambda r: r[START])
+    for a, b in zip(phases, phases[1:], strict=False):
+        assert a[START] + a[DUR] <= b[START], (a[NAME], b[NAME], "phases overlap")
+
+
 def test_a_wrapper_left_in_eval_mode_still_trains(probe) -> None:
     """Lightning puts its module back in training after validation and leaves DDP's wrapper
     in eval: the forward is training while grad is on and the wrapped module trains."""
