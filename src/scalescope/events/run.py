@@ -203,8 +203,9 @@ def _unrecorded_end(ranks_status: str | None) -> str:
     )
 
 
-RELEASE_EVERY = 64
-"""Rank files read between two returns of freed memory to the system."""
+CONVERT_EVERY = 64
+"""Rank files read, then converted to the event table together (and the memory that freed
+returned to the system): one conversion of 64 ranks costs a fraction of 64 small ones."""
 
 
 def release_memory() -> None:
@@ -213,6 +214,14 @@ def release_memory() -> None:
     pa.default_memory_pool().release_unused()
     with contextlib.suppress(OSError, AttributeError):  # not glibc
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _converted(pending: list[pa.Table], symbols: SymbolTable) -> EventTable:
+    """The ranks' Arrow tables as one event table; empties ``pending``."""
+    table = EventTable.from_arrow(pa.concat_tables(pending), symbols)
+    pending.clear()
+    release_memory()
+    return table
 
 
 def load_run(run_dir: Path) -> Run:
@@ -226,6 +235,7 @@ def load_run(run_dir: Path) -> Run:
     merge_node_files(run_dir, meta)
     symbols = SymbolTable()
     tables: list[EventTable] = []
+    pending: list[pa.Table] = []
     ranks: dict[int, RankMeta] = {}
     problems: list[str] = []
     launcher_ended = meta.status != "running"
@@ -243,9 +253,11 @@ def load_run(run_dir: Path) -> Run:
         read = read_event_stream(path)
         if read.problem:
             problems.append(f"rank {rank}: {path.name} {read.problem}; kept {read.batches} batches")
-        tables.append(EventTable.from_arrow(read.table, symbols))
-        if rank % RELEASE_EVERY == RELEASE_EVERY - 1:
-            release_memory()
+        pending.append(read.table)
+        if len(pending) == CONVERT_EVERY:
+            tables.append(_converted(pending, symbols))
+    if pending:
+        tables.append(_converted(pending, symbols))
     if meta.status == "running":
         ended = _ranks_ended(meta, ranks)
         ranks_status = status_of_ranks(ranks.values()) if ended else None

@@ -67,7 +67,10 @@ class EventTable:
 
     @classmethod
     def from_arrow(cls, table: pa.Table, symbols: SymbolTable) -> EventTable:
-        """Convert an Arrow table with string columns, interning strings into ``symbols``."""
+        """Convert an Arrow table with string columns, interning strings into ``symbols``.
+        Its chunks are combined first: converting thousands of small chunks (a run's files
+        read together) costs more than one copy."""
+        table = table.combine_chunks()
         cols = {
             c: table.column(c).to_numpy(zero_copy_only=False).astype(t, copy=False)
             for c, t in INT_COLUMNS.items()
@@ -75,8 +78,8 @@ class EventTable:
         for c in STRING_COLUMNS:
             encoded = table.column(c).combine_chunks().dictionary_encode()
             local = [symbols.intern(s or "") for s in encoded.dictionary.to_pylist()]
-            lookup = np.asarray(local or [0], dtype=np.int32)
-            indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+            lookup = np.asarray([*local, 0], dtype=np.int32)  # a null is the empty string
+            indices = encoded.indices.fill_null(len(local)).to_numpy(zero_copy_only=False)
             cols[c] = lookup[indices.astype(np.int64)] if len(indices) else np.zeros(0, np.int32)
         return cls(**cols, symbols=symbols)
 
@@ -90,11 +93,36 @@ class EventTable:
         return cls(**cols, symbols=symbols)
 
     def __len__(self) -> int:
-        return len(self.rank)
+        source = self.__dict__.get("_source")
+        return (
+            len(source[1]) if source is not None and "rank" not in self.__dict__ else len(self.rank)
+        )
 
-    def select(self, mask: np.ndarray) -> EventTable:
-        cols = {c: getattr(self, c)[mask] for c in self.COLUMNS}
-        return EventTable(**cols, symbols=self.symbols)
+    def select(self, rows: np.ndarray | slice) -> EventTable:
+        """The rows ``rows`` (a mask, indices or a slice) of this table. A slice is a view; else
+        each column is gathered when first read: the analysis selects tables of millions of
+        rows and reads two or three of their twelve columns."""
+        if isinstance(rows, slice):
+            cols = {c: getattr(self, c)[rows] for c in self.COLUMNS}
+            return EventTable(**cols, symbols=self.symbols)
+        index = np.flatnonzero(rows) if rows.dtype == bool else rows
+        source = self.__dict__.get("_source")
+        if source is not None:  # a selection of a selection: one gather from the first table
+            parent, first = source
+            return parent.select(first[index])
+        table = EventTable.__new__(EventTable)
+        table.symbols, table._kinds, table._source = self.symbols, {}, (self, index)
+        return table
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        """A column of a selection, gathered from its table on first read."""
+        source = self.__dict__.get("_source")
+        if source is None or name not in _COLUMN_SET:
+            raise AttributeError(name)
+        parent, index = source
+        column = getattr(parent, name)[index]
+        setattr(self, name, column)
+        return column
 
     def of_kind(self, kind: Kind) -> EventTable:
         found = self._kinds.get(int(kind))
@@ -104,24 +132,38 @@ class EventTable:
 
     @classmethod
     def concat_by_kind(cls, tables: list[EventTable]) -> EventTable:
-        """``concat`` with the rows grouped by kind (each rank's order kept within a kind), so
-        ``of_kind`` is a slice of the table rather than a copy. Empties ``tables`` column by
-        column as it goes: a 1,024-rank run holds its rows once, not twice."""
+        """``concat`` with the rows grouped by kind (each table's order kept within a kind), so
+        ``of_kind`` is a slice of the table rather than a copy. Each table's rows are gathered
+        straight to their place (no sorted copy of a table, no concatenated copy of all), and
+        each column of ``tables`` is dropped once gathered: a 1,024-rank run holds its rows
+        once, not twice."""
         if not tables:
             return cls.empty()
         symbols = _shared_symbols(tables)
-        kinds = np.concatenate([t.kind for t in tables])
-        order = np.argsort(kinds, kind="stable")
+        n_kinds = max(len(Kind), *(int(t.kind.max()) + 1 for t in tables if len(t)))
+        counts = np.array([np.bincount(t.kind, minlength=n_kinds) for t in tables])
+        orders = [np.argsort(t.kind, kind="stable") for t in tables]
+        kind_start = np.r_[0, np.cumsum(counts.sum(axis=0))]
+        # where table i's rows of kind k go: after kind k's earlier kinds and earlier tables
+        dest = kind_start[:-1] + np.r_[np.zeros((1, n_kinds), int), np.cumsum(counts, 0)[:-1]]
+        src = np.c_[np.zeros(len(tables), int), np.cumsum(counts, axis=1)]
         cols = {}
         for c in cls.COLUMNS:
-            cols[c] = np.concatenate([getattr(t, c) for t in tables])[order]
-            for t in tables:
+            out = np.empty(int(kind_start[-1]), dtype=getattr(tables[0], c).dtype)
+            for i, (t, order) in enumerate(zip(tables, orders, strict=True)):
+                for k in np.flatnonzero(counts[i]):
+                    at = dest[i, k]
+                    np.take(
+                        getattr(t, c),
+                        order[src[i, k] : src[i, k + 1]],
+                        out=out[at : at + counts[i, k]],
+                        mode="clip",  # the indices are valid; "raise" buffers the output
+                    )
                 setattr(t, c, None)
+            cols[c] = out
         table = cls(**cols, symbols=symbols)
-        sorted_kinds = table.kind
-        for k in np.unique(sorted_kinds).tolist():
-            lo, hi = np.searchsorted(sorted_kinds, [k, k + 1])
-            table._kinds[k] = table.select(slice(int(lo), int(hi)))
+        for k in np.flatnonzero(np.diff(kind_start)):
+            table._kinds[int(k)] = table.select(slice(int(kind_start[k]), int(kind_start[k + 1])))
         return table
 
     def where(self, column: str, value: str) -> np.ndarray:
@@ -137,6 +179,9 @@ class EventTable:
 
     def names(self, ids: Iterable[int]) -> list[str]:
         return [self.symbols[int(i)] for i in ids]
+
+
+_COLUMN_SET = frozenset(EventTable.COLUMNS)
 
 
 def _shared_symbols(tables: Sequence[EventTable]) -> SymbolTable:
