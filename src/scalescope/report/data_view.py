@@ -1,4 +1,5 @@
-"""``scalescope data``: progress bars and summaries of pack, stage and bench."""
+"""``scalescope data``: progress bars (while the work runs) and the documents of pack, stage
+and bench (what it did)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
 
+from scalescope.report.document import Column, Document, Line, Table
+from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import fmt_bytes
 
 if TYPE_CHECKING:  # the data tools import torch: a progress bar must not
@@ -67,48 +69,71 @@ def run_progress(console: Console, description: str, total: int) -> Iterator[Cal
         yield lambda: progress.advance(task)
 
 
-def render_pack(manifest: Manifest, out: str, console: Console) -> None:
-    """Printed on a console with markup off: paths appear verbatim."""
+def pack_document(manifest: Manifest, out: str) -> Document:
     mean = manifest.nbytes / len(manifest.shards)
-    console.print(
+    line = Line(
         f"packed {manifest.images:,} images of {len(manifest.classes)} classes into "
         f"{len(manifest.shards)} shards ({fmt_bytes(manifest.nbytes)}, "
         f"{fmt_bytes(int(mean))} per shard on average) in {out}"
     )
+    return Document("scalescope data pack", (line,))
 
 
-def render_stage(result: StageResult, source: str, console: Console) -> None:
+def render_pack(manifest: Manifest, out: str, console: Console) -> None:
+    render_document(pack_document(manifest, out), console)
+
+
+def stage_document(result: StageResult, source: str) -> Document:
     where = "" if result.local_rank is None else (
         f"node {result.node_rank}, local rank {result.local_rank}: "
     )  # fmt: skip
     dest = result.dest
     if result.action == "copied":
-        console.print(
-            f"{where}staged {result.files} shards ({fmt_bytes(result.nbytes)}) "
-            f"from {source} to {dest}"
-        )
+        text = f"staged {result.files} shards ({fmt_bytes(result.nbytes)}) from {source} to {dest}"
     elif result.action == "waited":
-        console.print(f"{where}{dest} staged by local rank 0")
+        text = f"{dest} staged by local rank 0"
     else:
-        console.print(f"{where}{dest} is up to date")
+        text = f"{dest} is up to date"
+    return Document("scalescope data stage", (Line(where + text),))
+
+
+def render_stage(result: StageResult, source: str, console: Console) -> None:
+    render_document(stage_document(result, source), console)
+
+
+SPEED_COLUMNS = tuple(
+    Column(name, align="left" if name in ("data", "kind") else "right")
+    for name in ("data", "kind", "workers", "images/s (median)", "images/s per round")
+)
+
+
+def speed_document(
+    speeds: Sequence[Speed], ratios: Sequence[Ratio], cold: bool = False
+) -> Document:
+    """Images/s of each path and worker count, then shards against folders."""
+    title = "Input pipeline speed (decode + training transforms" + (", cold)" if cold else ")")
+    rows = tuple(
+        (s.path, s.kind, str(s.workers), f"{s.median:.1f}",
+         ", ".join(f"{v:.0f}" for v in s.images_per_s))
+        for s in speeds
+    )  # fmt: skip
+    values = tuple(
+        (s.path, s.kind, s.workers, s.median, ", ".join(f"{v:.0f}" for v in s.images_per_s))
+        for s in speeds
+    )
+    caption = "cold: every file of every path dropped from the page cache before each run"
+    table = Table(title, SPEED_COLUMNS, rows, values, caption=caption if cold else "")
+    lines = tuple(
+        Line(
+            f"workers {r.workers}: shards {r.shards_images_per_s:.1f} images/s vs folder "
+            f"{r.folder_images_per_s:.1f} images/s: ratio {r.ratio:.2f}x"
+        )
+        for r in ratios
+    )
+    return Document("scalescope data bench", (table, *lines))
 
 
 def render_speed(
     speeds: Sequence[Speed], ratios: Sequence[Ratio], console: Console, cold: bool = False
 ) -> None:
-    title = "Input pipeline speed (decode + training transforms" + (", cold)" if cold else ")")
-    table = Table(title=title, title_justify="left")
-    if cold:
-        table.caption = "cold: every file of every path dropped from the page cache before each run"
-        table.caption_justify = "left"
-    for col in ("data", "kind", "workers", "images/s (median)", "images/s per round"):
-        table.add_column(col, justify="left" if col in ("data", "kind") else "right")
-    for s in speeds:
-        rounds = ", ".join(f"{v:.0f}" for v in s.images_per_s)
-        table.add_row(s.path, s.kind, str(s.workers), f"{s.median:.1f}", rounds)
-    console.print(table)
-    for r in ratios:
-        console.print(
-            f"workers {r.workers}: shards {r.shards_images_per_s:.1f} images/s vs folder "
-            f"{r.folder_images_per_s:.1f} images/s: ratio {r.ratio:.2f}x"
-        )
+    render_document(speed_document(speeds, ratios, cold), console)
