@@ -41,6 +41,14 @@ class Line:
     label: str = ""
     style: Style = ""
     html_id: str = ""
+    after: tuple[tuple[str, Style], ...] = ()
+    """Text after the sentence in runs of their own style (a legend's coloured letters)."""
+
+    @property
+    def plain(self) -> str:
+        """The whole line without styles."""
+        head = f"{self.label} {self.text}" if self.label else self.text
+        return head + "".join(run for run, _ in self.after)
 
 
 @dataclass(frozen=True)

@@ -86,17 +86,26 @@ def item_html(item: Item) -> str:
     return f"<li{css}><b>{head}</b>{lines}{lists}</li>"
 
 
+def line_html(block: Line) -> str:
+    """Nothing for an empty line (a gap between the terminal's tables)."""
+    if not block.plain:
+        return ""
+    after = "".join(
+        f'<span class="{style}">{esc(run)}</span>' if style else esc(run)
+        for run, style in block.after
+    )
+    if block.label:
+        return f"<p><strong>{esc(block.label)}</strong> {esc(block.text)}{after}</p>"
+    style = f' class="{block.style}"' if block.style else ""
+    return f"<p{style}{_ident(block.html_id)}>{esc(block.text)}{after}</p>"
+
+
 def block_html(block: Block, level: int = 1) -> str:
     if isinstance(block, Heading):
         detail = f" <small>{esc(block.detail)}</small>" if block.detail else ""
         return f"<h{level}>{esc(block.text)}{detail}</h{level}>"
     if isinstance(block, Line):
-        if not (block.text or block.label):
-            return ""
-        if block.label:
-            return f"<p><strong>{esc(block.label)}</strong> {esc(block.text)}</p>"
-        style = f' class="{block.style}"' if block.style else ""
-        return f"<p{style}{_ident(block.html_id)}>{esc(block.text)}</p>"
+        return line_html(block)
     if isinstance(block, Grid):
         rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in block.rows)
         title = f"<caption>{esc(block.title)}</caption>" if block.title else ""

@@ -28,7 +28,8 @@ def block_json(block: Block) -> dict[str, Any]:
     if isinstance(block, Heading):
         return {"kind": "heading", "text": block.text, "detail": block.detail}
     if isinstance(block, Line):
-        return {"kind": "line", "label": block.label, "text": block.text}
+        text = block.text + "".join(run for run, _ in block.after)
+        return {"kind": "line", "label": block.label, "text": text}
     if isinstance(block, Grid):
         return {"kind": "grid", "title": block.title, "rows": [list(r) for r in block.rows]}
     if isinstance(block, Table):

@@ -118,8 +118,12 @@ def item_lines(number: int, item: Item) -> list[Text]:
 
 def line_text(block: Line) -> Text:
     if block.label:
-        return Text.assemble((block.label, _style(block.style) or "bold"), " ", block.text)
-    return Text(block.text, style=_style(block.style))
+        text = Text.assemble((block.label, _style(block.style) or "bold"), " ", block.text)
+    else:
+        text = Text(block.text, style=_style(block.style))
+    for run, style in block.after:
+        text.append(run, style=_style(style))
+    return text
 
 
 def heading(block: Heading) -> RenderableType:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+from rich.console import RenderableType
 
 from scalescope.analyze.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
 from scalescope.events.live_state import LiveState
 from scalescope.launch.live_channel import Channel
+from scalescope.report.document import Block, Column, Document, Line, Table
+from scalescope.report.document_terminal import document_renderable
 
 MAX_ROWS = 16
 STALL_S = 10.0
@@ -94,28 +94,44 @@ def _interest(r: StoreRank, now: float) -> tuple:
     return (not r.ended, -stuck, s.steps_done, s.rank)
 
 
+STORE_COLUMNS = tuple(
+    Column(name, align="right" if name in ("steps", "steps/s") else "left")
+    for name in ("rank", "host", "status", "steps", "steps/s", "phase (for)", "last collective")
+)
+
+
+def _phase(s: LiveState, now: float) -> str:
+    since = f" ({fmt_s(now - s.phase_since_s)})" if s.phase_since_s else ""
+    return (s.phase or "-") + since
+
+
+def _collective(s: LiveState, now: float) -> str:
+    if not s.op:
+        return "-"
+    where = "in it" if s.in_collective else "left"
+    since = s.entered_s if s.in_collective else s.left_s
+    text = f"{s.op} #{s.seq} ({fmt_b(s.nbytes)}) {where}"
+    return text + (f" {fmt_s(now - since)}" if since else "")
+
+
 def rank_rows(ranks: list[StoreRank], now: float) -> Table:
-    table = Table(show_edge=False, pad_edge=False)
-    for name in ("rank", "host", "status", "steps", "steps/s", "phase (for)", "last collective"):
-        table.add_column(name, justify="right" if name in ("steps", "steps/s") else "left")
-    for r in sorted(ranks, key=lambda r: _interest(r, now))[:MAX_ROWS]:
-        s = r.state
-        phase = s.phase or "-"
-        if s.phase_since_s:
-            phase += f" ({fmt_s(now - s.phase_since_s)})"
-        coll = "-"
-        if s.op:
-            where = "in it" if s.in_collective else "left"
-            since = s.entered_s if s.in_collective else s.left_s
-            coll = f"{s.op} #{s.seq} ({fmt_b(s.nbytes)}) {where}"
-            coll += f" {fmt_s(now - since)}" if since else ""
-        rate = "-" if r.steps_per_s is None else f"{r.steps_per_s:.2f}"
-        table.add_row(str(s.rank), r.host or "?", _status(r, now), f"{s.steps_done:,}", rate,
-                      phase, coll)  # fmt: skip
-    return table
+    shown = sorted(ranks, key=lambda r: _interest(r, now))[:MAX_ROWS]
+    rows = tuple(
+        (
+            str(r.state.rank),
+            r.host or "?",
+            _status(r, now),
+            f"{r.state.steps_done:,}",
+            "-" if r.steps_per_s is None else f"{r.steps_per_s:.2f}",
+            _phase(r.state, now),
+            _collective(r.state, now),
+        )
+        for r in shown
+    )
+    return Table("", STORE_COLUMNS, rows, frame="inner")
 
 
-def stall_line(ranks: list[StoreRank], now: float) -> Text | None:
+def stall_line(ranks: list[StoreRank], now: float) -> Line | None:
     progress = [r.state.last_progress_s for r in ranks if r.state.last_progress_s]
     if not progress or now - max(progress) < STALL_S:
         return None
@@ -126,10 +142,12 @@ def stall_line(ranks: list[StoreRank], now: float) -> Text | None:
     found = verdicts(hangs)
     by_rank = {h.rank: h for h in hangs}
     words = verdict_line(found[0], by_rank) if found else "no rank progressed"
-    return Text(f"no progress for {fmt_s(now - max(progress))}: {words}", style="red")
+    return Line(f"no progress for {fmt_s(now - max(progress))}: {words}", style="red")
 
 
-def render_store_top(ranks: list[StoreRank], world: int, now: float) -> RenderableType:
+def store_top_document(ranks: list[StoreRank], world: int, now: float) -> Document:
+    """How many ranks report and their steps, the rows worth showing, the ranks starting and
+    the hang verdict once nothing progressed for STALL_S."""
     steps = [r.state.steps_done for r in ranks]
     hosts = {r.host for r in ranks if r.host}
     rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
@@ -138,13 +156,17 @@ def render_store_top(ranks: list[StoreRank], world: int, now: float) -> Renderab
         f"{len(ranks)} of {world} ranks reporting on {len(hosts) or '?'} node(s); "
         f"steps done {min(steps, default=0):,} (slowest) to {max(steps, default=0):,}{rate}"
     )
-    parts: list[RenderableType] = [Text(head, style="bold"), rank_rows(ranks, now)]
+    blocks: list[Block] = [Line(head, style="bold"), rank_rows(ranks, now)]
     if len(ranks) > MAX_ROWS:
-        parts.append(Text(f"{MAX_ROWS} of {len(ranks)} ranks shown: ended, stuck longest, "
-                          "fewest steps"))  # fmt: skip
+        told = f"{MAX_ROWS} of {len(ranks)} ranks shown: ended, stuck longest, fewest steps"
+        blocks.append(Line(told))
     starting = [r for r in ranks if _status(r, now).startswith("starting")]
     if starting:
-        parts.append(Text(f"{len(starting)} rank(s) still starting"))
+        blocks.append(Line(f"{len(starting)} rank(s) still starting"))
     if (stall := stall_line(ranks, now)) is not None:
-        parts.append(stall)
-    return Group(*parts)
+        blocks.append(stall)
+    return Document("scalescope top --connect", tuple(blocks))
+
+
+def render_store_top(ranks: list[StoreRank], world: int, now: float) -> RenderableType:
+    return document_renderable(store_top_document(ranks, world, now))

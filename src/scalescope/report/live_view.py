@@ -6,20 +6,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from rich.console import Group, RenderableType
-from rich.table import Table
+from rich.console import RenderableType
 from rich.text import Text
 
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
+from scalescope.report.document import (
+    Block,
+    Column,
+    Document,
+    Line,
+    Preformatted,
+    Style,
+    Table,
+)
+from scalescope.report.document_terminal import document_renderable
 
 BAR_WIDTH = 24
-PHASE_MARKS = {
+PHASE_MARKS: dict[str, tuple[str, Style]] = {
     "data": ("d", "yellow"),
     "forward": ("f", "green"),
     "backward": ("b", "blue"),
     "comm_wait": ("c", "red"),
     "optimizer": ("o", "magenta"),
-    "other": (".", "white"),
+    "other": (".", ""),
 }
 """A letter per phase, so the bar reads without colour too."""
 MAX_ROWS = 16
@@ -39,19 +48,25 @@ class LiveExtras:
     note: str = ""
 
 
-def phase_bar(rank: RankLive, width: int = BAR_WIDTH) -> Text:
+def phase_letters(rank: RankLive, width: int = BAR_WIDTH) -> str:
+    """One letter per cell, each phase's share of the step's cells (PHASE_MARKS)."""
     total = sum(ms for _, ms in rank.phases_ms)
-    bar = Text()
     if total <= 0:
-        return bar
+        return ""
     widths = {name: ms / total * width for name, ms in rank.phases_ms}
-    used = 0
+    bar, used = "", 0
     for name in LIVE_PHASES:
-        cells = round(widths.get(name, 0.0))
-        cells = min(cells, width - used)
-        mark, style = PHASE_MARKS[name]
-        bar.append(mark * cells, style=style)
+        cells = min(round(widths.get(name, 0.0)), width - used)
+        bar += PHASE_MARKS[name][0] * cells
         used += cells
+    return bar
+
+
+def phase_bar(rank: RankLive, width: int = BAR_WIDTH) -> Text:
+    """The letters in their phases' colours."""
+    bar = Text()
+    for run, style in PHASE_COLUMN.mark_runs(phase_letters(rank, width)):
+        bar.append(run, style=style)
     return bar
 
 
@@ -70,13 +85,16 @@ def fmt_elapsed(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def status_text(rank: RankLive) -> Text:
-    """``running``, ``starting (model, 12 s)``; dead and silent ranks in capitals, red."""
-    style = "bold red" if rank.status in DEAD or rank.status == "silent" else ""
-    return Text(rank.status.upper() if style else rank.status_words, style=style)
+def _dead(rank: RankLive) -> bool:
+    return rank.status in DEAD or rank.status == "silent"
 
 
-def starting_summary(ranks: Sequence[RankLive]) -> Text | None:
+def status_words(rank: RankLive) -> str:
+    """``running``, ``starting (model, 12 s)``; dead and silent ranks in capitals."""
+    return rank.status.upper() if _dead(rank) else rank.status_words
+
+
+def starting_summary(ranks: Sequence[RankLive]) -> Line | None:
     """``starting: 12 in import (up to 41 s), 8 in init_process_group (up to 12 s)``."""
     by_stage: dict[str, list[float]] = {}
     for r in ranks:
@@ -85,23 +103,23 @@ def starting_summary(ranks: Sequence[RankLive]) -> Text | None:
     if not by_stage:
         return None
     parts = [f"{len(s)} in {name} (up to {max(s):.0f} s)" for name, s in by_stage.items()]
-    return Text("starting: " + ", ".join(parts))
+    return Line("starting: " + ", ".join(parts))
 
 
-def header(snap: LiveSnapshot, extras: LiveExtras) -> Text:
+def header(snap: LiveSnapshot, extras: LiveExtras) -> tuple[Line, Line]:
     now = "-" if snap.samples_per_s_now is None else f"{snap.samples_per_s_now:,.1f}"
     mean = "-" if snap.samples_per_s_mean is None else f"{snap.samples_per_s_mean:,.1f}"
-    text = Text.assemble(
-        ("scalescope top ", "bold"), snap.run_id, f"  {snap.status}",
-        f"  elapsed {fmt_elapsed(snap.elapsed_s)}  steps {snap.steps_done}",
-        f"  samples/s now {now}, mean {mean}  ranks {snap.world_size}",
-    )  # fmt: skip
-    text.append("\nso far: ")
-    text.append(extras.finding or "no finding yet")
+    first = Line(
+        f"{snap.run_id}  {snap.status}  elapsed {fmt_elapsed(snap.elapsed_s)}  steps "
+        f"{snap.steps_done}  samples/s now {now}, mean {mean}  ranks {snap.world_size}",
+        label="scalescope top",
+        style="bold",
+    )
+    straggler: tuple[tuple[str, Style], ...] = ()
     if snap.straggler is not None:
         where = f" ({snap.straggler_phase})" if snap.straggler_phase else ""
-        text.append(f"   straggler: rank {snap.straggler}{where}", style="bold")
-    return text
+        straggler = ((f"   straggler: rank {snap.straggler}{where}", "bold"),)
+    return first, Line(f"so far: {extras.finding or 'no finding yet'}", after=straggler)
 
 
 def shown_ranks(snap: LiveSnapshot, max_rows: int = MAX_ROWS) -> list[RankLive]:
@@ -118,21 +136,36 @@ def shown_ranks(snap: LiveSnapshot, max_rows: int = MAX_ROWS) -> list[RankLive]:
     return sorted(picked.values(), key=lambda r: (-(r.step_ms or 0.0), r.rank))
 
 
+PHASE_COLUMN = Column("phases", align="left", marks=tuple(PHASE_MARKS.values()))
+RANK_COLUMNS = (
+    Column("rank"),
+    Column("status", align="left", no_wrap=True),
+    Column("steps"),
+    Column("step ms"),
+    PHASE_COLUMN,
+    Column("waiting ms"),
+    Column("memory"),
+)
+
+
 def rank_table(ranks: list[RankLive], straggler: int | None) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in ("rank", "status", "steps", "step ms", "phases", "waiting ms", "memory"):
-        left = name in ("status", "phases")
-        table.add_column(name, justify="left" if left else "right", no_wrap=name == "status")
-    for r in ranks:
-        label = f"{r.rank}*" if r.rank == straggler else str(r.rank)
-        table.add_row(
-            label, status_text(r), str(r.steps), fmt_ms(r.step_ms), phase_bar(r),
-            fmt_ms(r.waiting_ms), fmt_bytes(r.memory_bytes),
-        )  # fmt: skip
-    return table
+    rows = tuple(
+        (
+            f"{r.rank}*" if r.rank == straggler else str(r.rank),
+            status_words(r),
+            str(r.steps),
+            fmt_ms(r.step_ms),
+            phase_letters(r),
+            fmt_ms(r.waiting_ms),
+            fmt_bytes(r.memory_bytes),
+        )
+        for r in ranks
+    )
+    cell_styles = tuple(("", "bold red" if _dead(r) else "", "", "", "", "", "") for r in ranks)
+    return Table("", RANK_COLUMNS, rows, cell_styles=cell_styles, frame="none")
 
 
-def histogram(ranks: Sequence[RankLive], bins: int = 12) -> Text | None:
+def histogram(ranks: Sequence[RankLive], bins: int = 12) -> Line | None:
     """Step times of all ranks as one line of blocks, from the fastest to the slowest."""
     times = np.array([r.step_ms for r in ranks if r.step_ms is not None])
     if len(times) < 2:
@@ -140,38 +173,44 @@ def histogram(ranks: Sequence[RankLive], bins: int = 12) -> Text | None:
     counts, edges = np.histogram(times, bins=bins)
     top = counts.max()
     blocks = "".join(HIST_BLOCKS[int(np.ceil(c / top * (len(HIST_BLOCKS) - 1)))] for c in counts)
-    return Text(f"step ms of {len(times)} ranks: {edges[0]:,.1f} {blocks} {edges[-1]:,.1f}")
+    return Line(f"step ms of {len(times)} ranks: {edges[0]:,.1f} {blocks} {edges[-1]:,.1f}")
 
 
-def legend() -> Text:
-    text = Text("phases: ")
-    for name in LIVE_PHASES:
-        mark, style = PHASE_MARKS[name]
-        label = "exposed comm" if name == "comm_wait" else name
-        text.append(f"{mark} {label}  ", style=style)
-    return text
+def legend() -> Line:
+    runs = tuple(
+        (f"{PHASE_MARKS[name][0]} {'exposed comm' if name == 'comm_wait' else name}  ",
+         PHASE_MARKS[name][1])
+        for name in LIVE_PHASES
+    )  # fmt: skip
+    return Line("phases: ", after=runs)
+
+
+def _many_ranks(snap: LiveSnapshot, shown: int) -> list[Block]:
+    """What stands for the ranks left out: how many, their step times, their stages."""
+    if shown == len(snap.ranks):
+        return []
+    told = Line(
+        f"{shown} of {len(snap.ranks)} ranks shown: slowest, fastest, and every dead or silent one"
+    )
+    return [told, *(b for b in (histogram(snap.ranks), starting_summary(snap.ranks)) if b)]
+
+
+def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Document:
+    """Header, one row per rank shown, the ranks left out, the legend, last words, output."""
+    shown = shown_ranks(snap)
+    blocks: list[Block] = [*header(snap, extras), rank_table(shown, snap.straggler)]
+    blocks += [*_many_ranks(snap, len(shown)), legend()]
+    blocks += [
+        Line(f"rank {r.rank} {r.status}: {r.last_words}", style="red")
+        for r in snap.ranks
+        if r.last_words
+    ]
+    if extras.output:
+        blocks += [Line("── output ──", style="note"), Preformatted(tuple(extras.output))]
+    if extras.note:
+        blocks.append(Line(extras.note, style="note"))
+    return Document(f"scalescope top {snap.run_id}", tuple(blocks))
 
 
 def render_live(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> RenderableType:
-    parts: list[RenderableType] = [header(snap, extras)]
-    shown = shown_ranks(snap)
-    parts.append(rank_table(shown, snap.straggler))
-    if len(shown) < len(snap.ranks):
-        parts.append(Text(f"{len(shown)} of {len(snap.ranks)} ranks shown: slowest, fastest, "
-                          "and every dead or silent one"))  # fmt: skip
-        hist = histogram(snap.ranks)
-        if hist is not None:
-            parts.append(hist)
-        starting = starting_summary(snap.ranks)
-        if starting is not None:
-            parts.append(starting)
-    parts.append(legend())
-    for r in snap.ranks:
-        if r.last_words:
-            parts.append(Text(f"rank {r.rank} {r.status}: {r.last_words}", style="red"))
-    if extras.output:
-        parts.append(Text("── output ──", style="dim"))
-        parts.extend(Text(line) for line in extras.output)
-    if extras.note:
-        parts.append(Text(extras.note, style="dim"))
-    return Group(*parts)
+    return document_renderable(live_document(snap, extras))

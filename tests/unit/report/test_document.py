@@ -203,3 +203,15 @@ def test_a_document_as_one_renderable_prints_as_the_document_does() -> None:
     console = Console(record=True, width=200, markup=False, highlight=False)
     console.print(document_renderable(doc))
     assert console.export_text() == terminal_text(doc)
+
+
+def test_a_line_goes_on_in_runs_of_their_own_style() -> None:
+    line = Line("phases: ", after=(("d data  ", "yellow"), (HOSTILE, "")))
+    doc = Document("d", (line,))
+    console = Console(record=True, width=200, color_system="truecolor", force_terminal=True)
+    render_document(doc, console)
+    assert "phases: \x1b[33md data  \x1b[0m" in console.export_text(styles=True)
+    assert terminal_text(doc).strip() == f"phases: d data  {HOSTILE}".strip()
+    page = document_html(doc)
+    assert f'<p>phases: <span class="yellow">d data  </span>{html.escape(HOSTILE)}</p>' in page
+    assert document_json(doc)["blocks"][0]["text"] == f"phases: d data  {HOSTILE}"

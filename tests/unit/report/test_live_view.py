@@ -158,3 +158,20 @@ def test_twenty_starting_ranks_are_shown_starting_with_their_stage() -> None:
     assert "starting (import, 40 s)" in text
     assert "16 of 20 ranks shown" in text
     assert "starting: 12 in import (up to 40 s), 8 in init_process_group (up to 28 s)" in text
+
+
+def test_the_frame_is_a_document_the_page_and_json_say_too() -> None:
+    from scalescope.report.document_html import document_html
+    from scalescope.report.document_json import document_json
+    from scalescope.report.live_view import live_document
+
+    dead = RankLive(1, "died", 3, None, (), None, None, None, "<b>gone</b>")
+    ok = RankLive(0, "running", 5, 20.0, (("data", 10.0), ("forward", 10.0)), 1.0, None, None,
+                  None)  # fmt: skip
+    snap = LiveSnapshot("<run>", "running", 2, 10.0, 5, 1.0, 1.0, (ok, dead), 0, "data")
+    doc = live_document(snap, LiveExtras(output=("<out>",)))
+    page = document_html(doc)
+    assert '<td class="bold red">DIED</td>' in page and "&lt;b&gt;gone" in page
+    assert '<span class="yellow">dddddddddddd</span>' in page and "&lt;out&gt;" in page
+    lines = [b["text"] for b in document_json(doc)["blocks"] if b["kind"] == "line"]
+    assert "so far: no finding yet   straggler: rank 0 (data)" in lines
