@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from scalescope.analyze import RunAnalysis
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
-from scalescope.report.document import Grid, Line, Section
+from scalescope.report.document import Grid, Heading, Line, Section
 from scalescope.report.document_html import block_html
 from scalescope.report.html_charts import (
     count_chart,
@@ -193,7 +193,7 @@ def sizes_table(analysis: RunAnalysis) -> str:
     coll = analysis.collectives
     if coll is None or not coll.sizes:
         what = "no events were recorded (probe off)" if not analysis.probe else "none recorded"
-        return f'<p class="note">Collectives: {what}.</p>'
+        return block_html(Line(f"Collectives: {what}.", style="note"))
     return block_html(size_table(coll))
 
 
@@ -236,7 +236,7 @@ def render_html(
         failures_section(analysis),
         findings_html(diagnosis),
         *(chart_html(c) for c in charts[:2]),
-        "<h2>Collectives by message size (per rank)</h2>",
+        block_html(Heading("Collectives by message size (per rank)"), level=2),
         sizes_table(analysis),
         *(chart_html(c) for c in charts[2:-1]),
         block_html(Section("Per node", (nodes,), html_id="per-node")) if nodes else "",
