@@ -151,3 +151,19 @@ def test_no_step_rows_abstains(tmp_path):
     rows = [row for row in synth.rows if row[2] != "step"]
     run = make_run(tmp_path, {0: [rows]}, world_size=1, warmup_steps=WARMUP)
     assert analyze_steps(run.events, WARMUP) is None
+
+
+def test_ranks_with_different_step_counts_get_their_own_percentiles(tmp_path):
+    """All ranks' statistics come out of one pass over their slots: ranks of 1, 2, 3 and 9
+    measured steps (percentiles between and on the slots) each match numpy on their own."""
+    ranks = [
+        synth_rank(r, WARMUP + n, warmup_steps=WARMUP, seed=r) for r, n in enumerate((1, 2, 3, 9))
+    ]
+    run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=4, warmup_steps=WARMUP)
+    got = analyze_steps(run.events, WARMUP)
+    for synth, rank in zip(ranks, got.ranks, strict=True):
+        assert rank.num_steps == len(synth.steps) - WARMUP
+        want = expected_phases(synth, first_step=WARMUP)
+        for p in rank.phases:
+            for key, value in want[p.phase].items():
+                assert getattr(p, key) == _approx(value), (synth.rank, p.phase, key)
