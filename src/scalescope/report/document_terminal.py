@@ -151,14 +151,19 @@ def block_renderables(block: Block) -> list[RenderableType]:
         return [line for i, item in enumerate(block.items, 1) for line in item_lines(i, item)]
     if isinstance(block, Section):
         inner = [r for b in block.blocks for r in block_renderables(b)]
-        return [Text(""), Rule(Text(block.title)), *inner]
+        return [*section_head(block), *inner]
     return []
+
+
+def section_head(block: Section) -> list[RenderableType]:
+    """A blank line and a rule with the section's title in it."""
+    return [Text(""), Rule(Text(block.title))]
 
 
 def render_block(block: Block, console: Console) -> None:
     """Preformatted lines are printed unwrapped (soft wrap), as written."""
     if isinstance(block, Section):
-        for shown in block_renderables(Section(block.title, ())):
+        for shown in section_head(block):
             console.print(shown)
         for inner in block.blocks:
             render_block(inner, console)
