@@ -14,6 +14,7 @@ import numpy as np
 
 from scalescope.analyze.grouping import group_by, rank_calls
 from scalescope.analyze.slot_index import STEP_BITS, slot_lookup, step_key
+from scalescope.analyze.sorting import index_in
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
@@ -203,8 +204,8 @@ def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[T
     tag, rank = done.tag[inside], done.rank[inside]
     if len(tag) == 0:
         return []
-    tags = np.unique(tag)
-    cell = np.searchsorted(tags, tag) * len(ranks) + np.searchsorted(ranks, rank)
+    tags = np.flatnonzero(np.bincount(tag))  # symbol ids: small, non-negative
+    cell = index_in(tags, tag) * len(ranks) + index_in(ranks, rank)
     shape = (len(tags), len(ranks))
 
     def per_step(weights: np.ndarray | None) -> np.ndarray:

@@ -40,6 +40,7 @@ from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_toleranc
 from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
 from scalescope.analyze.gaps import Between, largest_gap
 from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
+from scalescope.analyze.sorting import index_in
 from scalescope.analyze.step_slots import (
     OTHER,
     OWN_PHASES,
@@ -225,7 +226,7 @@ def _measured_instances(m: Matched, slots: StepSlots) -> np.ndarray:
 
 def _per_rank(ranks: np.ndarray, of: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Count (or sum ``weights``) per rank of ``ranks`` for entries owned by ranks ``of``."""
-    return np.bincount(np.searchsorted(ranks, of), weights=weights, minlength=len(ranks))
+    return np.bincount(index_in(ranks, of), weights=weights, minlength=len(ranks))
 
 
 def _rank_waits(slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> tuple[RankWaits, ...]:

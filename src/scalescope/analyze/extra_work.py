@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.sorting import index_in
 from scalescope.analyze.step_slots import OWN_PHASES, StepSlots
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import EXTRA_PHASES
@@ -117,7 +118,7 @@ def _others_extra_wait(slots: StepSlots, others: np.ndarray, steps: np.ndarray) 
     both = np.isin(at_ranks, ranks)
     if not both.any():
         return 0.0
-    extra = mean_at[both] - typical[np.searchsorted(ranks, at_ranks[both])]
+    extra = mean_at[both] - typical[index_in(ranks, at_ranks[both])]
     return max(float(extra.mean()), 0.0) / 1e6
 
 

@@ -29,3 +29,18 @@ def sort_order(*keys: np.ndarray) -> np.ndarray:
     if key is None:
         return np.lexsort(tuple(reversed(cols)))
     return np.argsort(key, kind="stable")
+
+
+def index_in(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The position in ``sorted_values`` (ascending, unique) of each of ``values``, which
+    must all be there: one gather in a lookup table when the values are small non-negative
+    integers (rank numbers), else a binary search. On millions of rows the gather is several
+    times faster, and the search's needles are cast to the haystack's type first."""
+    if len(sorted_values) == 0 or len(values) == 0:
+        return np.zeros(len(values), dtype=np.int64)
+    low, high = int(sorted_values[0]), int(sorted_values[-1])
+    if low >= 0 and high < 4 * len(sorted_values) + 4096:
+        lookup = np.zeros(high + 1, dtype=np.int64)
+        lookup[sorted_values] = np.arange(len(sorted_values))
+        return lookup[values]
+    return np.searchsorted(sorted_values, values.astype(sorted_values.dtype, copy=False))

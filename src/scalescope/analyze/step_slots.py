@@ -20,7 +20,7 @@ from scalescope.analyze.slot_index import (
     slot_lookup,
     step_key,
 )
-from scalescope.analyze.sorting import sort_order
+from scalescope.analyze.sorting import index_in, sort_order
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import PHASES, EventTable, Kind
 
@@ -90,11 +90,11 @@ class StepSlots:
 
     def steps_per_rank(self) -> np.ndarray:
         """Measured steps of each rank of ``ranks``."""
-        return np.bincount(np.searchsorted(self.ranks, self.rank), minlength=len(self.ranks))
+        return np.bincount(index_in(self.ranks, self.rank), minlength=len(self.ranks))
 
     def per_rank_sum(self, per_slot: np.ndarray) -> np.ndarray:
         """Sum of a per-slot value over each rank's slots, for each rank of ``ranks``."""
-        idx = np.searchsorted(self.ranks, self.rank)
+        idx = index_in(self.ranks, self.rank)
         return np.bincount(idx, weights=per_slot, minlength=len(self.ranks))
 
     def per_rank_mean(self, per_slot: np.ndarray) -> np.ndarray:

@@ -175,7 +175,10 @@ class EventTable:
         return [self.symbols[i] for i in getattr(self, column)]
 
     def ranks(self) -> list[int]:
-        return sorted(int(r) for r in np.unique(self.rank))
+        """The ranks that have rows, ascending (a count per rank number: no sort)."""
+        if len(self) == 0 or self.rank.min() < 0:
+            return sorted(int(r) for r in np.unique(self.rank))
+        return np.flatnonzero(np.bincount(self.rank)).tolist()
 
     def names(self, ids: Iterable[int]) -> list[str]:
         return [self.symbols[int(i)] for i in ids]

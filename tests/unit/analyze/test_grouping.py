@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from scalescope.analyze.grouping import group_by, rank_calls
+from scalescope.analyze.sorting import index_in
 
 
 def naive(*columns: np.ndarray) -> dict[tuple[int, ...], list[int]]:
@@ -45,3 +46,15 @@ def test_rank_calls_counts_ranks_and_their_fewest_and_most_rows() -> None:
 def test_no_rows_no_groups() -> None:
     g = group_by(np.zeros(0), np.zeros(0))
     assert len(g) == 0 and g.rows_of() == [] and g.count().tolist() == []
+
+
+@pytest.mark.parametrize("values", [[0, 1, 2, 3], [3, 7, 100], [-5, 2, 9], [10**12, 10**12 + 3]])
+def test_index_in_finds_each_value_as_a_binary_search_does(values: list[int]) -> None:
+    haystack = np.array(values, dtype=np.int64)
+    needles = (
+        np.random.default_rng(1)
+        .choice(haystack, 1000)
+        .astype(np.int32 if values[-1] < 2**31 else np.int64)
+    )
+    np.testing.assert_array_equal(index_in(haystack, needles), np.searchsorted(haystack, needles))
+    assert len(index_in(haystack, needles[:0])) == 0
