@@ -169,11 +169,24 @@ def _classify(others: list[RankHang], group: str, seq: int, op: str) -> dict[str
 
 def last_by_rank(rank: np.ndarray, value: np.ndarray) -> dict[int, tuple[int, int]]:
     """Per rank: the index of its row with the largest ``value`` (the first such row, as
-    ``argmax``) and its number of rows; one sort, no mask per rank."""
+    ``argmax``) and its number of rows. A loaded run's rows of a kind are in rank order, so
+    each rank is one run of rows (reductions over the runs, no sort); else one sort."""
+    if len(rank) == 0:
+        return {}
+    if (rank[1:] >= rank[:-1]).all():
+        starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
+        counts = np.diff(np.r_[starts, len(rank)])
+        top = np.repeat(np.maximum.reduceat(value, starts), counts)
+        index = np.where(value == top, np.arange(len(rank)), len(rank))
+        first_top = np.minimum.reduceat(index, starts)
+        return {
+            int(rank[s]): (int(i), int(n))
+            for s, i, n in zip(starts.tolist(), first_top.tolist(), counts.tolist(), strict=True)
+        }
     index = np.arange(len(rank))
     order = np.lexsort((-index, value, rank))
     ranks = rank[order]
-    last = np.flatnonzero(np.r_[ranks[1:] != ranks[:-1], True]) if len(ranks) else ranks
+    last = np.flatnonzero(np.r_[ranks[1:] != ranks[:-1], True])
     counts = np.diff(np.r_[-1, last])
     return {int(ranks[i]): (int(order[i]), int(n)) for i, n in zip(last, counts, strict=True)}
 

@@ -20,6 +20,8 @@ from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
 from scalescope.analyze.sorting import sort_order
 from scalescope.events import EventTable, Kind, SymbolTable
 
+DENSE_CELLS = 1 << 24
+"""Cells of a dense count (groups x ranks, or instances) at most: 16 M."""
 SEQ_BITS = 40
 """(group id, seq) are packed into one int64 key: seq must stay below 2**40."""
 
@@ -106,21 +108,49 @@ def _arrivals(rows: EventTable, issue: np.ndarray) -> np.ndarray:
     return arrival
 
 
+def _ranks_in_group(rows: EventTable) -> np.ndarray:
+    """Per group id: how many ranks recorded it (a scatter into a groups x ranks grid)."""
+    n_groups, n_ranks = int(rows.group.max()) + 1, int(rows.rank.max()) + 1
+    if n_groups * n_ranks > DENSE_CELLS:
+        pairs = np.unique((rows.group.astype(np.int64) << SEQ_BITS) | rows.rank.astype(np.int64))
+        return np.bincount(pairs >> SEQ_BITS, minlength=n_groups)
+    seen = np.zeros(n_groups * n_ranks, dtype=bool)
+    seen[rows.group.astype(np.int64) * n_ranks + rows.rank] = True
+    return seen.reshape(n_groups, n_ranks).sum(axis=1)
+
+
+def _instance_ids(rows: EventTable) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each row's instance as a dense id (its group's offset plus its sequence number), and
+    each id's group; None when the ids would be too sparse to count in an array."""
+    top = np.full(int(rows.group.max()) + 1, -1, dtype=np.int64)
+    np.maximum.at(top, rows.group, rows.seq)
+    sizes = top + 1
+    if int(sizes.sum()) > DENSE_CELLS + 4 * len(rows):
+        return None
+    offset = np.r_[0, np.cumsum(sizes)[:-1]]
+    return offset[rows.group] + rows.seq, np.repeat(np.arange(len(sizes)), sizes)
+
+
 def _matched_mask(rows: EventTable, keys: np.ndarray) -> tuple[np.ndarray, int]:
     """Rows of instances completed on every rank of their group; and the unmatched count.
 
-    Groups recorded by a single rank are not cross-rank and are left out of both.
-    """
-    pairs = np.unique((rows.group.astype(np.int64) << SEQ_BITS) | rows.rank.astype(np.int64))
-    ranks_in_group = np.bincount(pairs >> SEQ_BITS, minlength=int(rows.group.max()) + 1)
+    Groups recorded by a single rank are not cross-rank and are left out of both. Instances
+    are counted in a dense array when their ids allow (no sort of millions of keys)."""
+    ranks_in_group = _ranks_in_group(rows)
     shared = ranks_in_group[rows.group] >= 2
     done = shared & (rows.dur_ns >= 0)
-    uniq, inverse, counts = np.unique(keys[done], return_inverse=True, return_counts=True)
-    complete_key = counts == ranks_in_group[(uniq >> SEQ_BITS)]
-    matched = np.zeros(len(rows), dtype=bool)
-    matched[np.flatnonzero(done)] = complete_key[inverse.reshape(-1)]
-    all_instances = len(np.unique(keys[shared]))
-    return matched, all_instances - int(complete_key.sum())
+    dense = _instance_ids(rows)
+    if dense is None:
+        uniq, inverse, counts = np.unique(keys[done], return_inverse=True, return_counts=True)
+        complete_key = counts == ranks_in_group[(uniq >> SEQ_BITS)]
+        matched = np.zeros(len(rows), dtype=bool)
+        matched[np.flatnonzero(done)] = complete_key[inverse.reshape(-1)]
+        return matched, len(np.unique(keys[shared])) - int(complete_key.sum())
+    ids, group_of = dense
+    rows_done = np.bincount(ids[done], minlength=len(group_of))
+    complete = (rows_done > 0) & (rows_done == ranks_in_group[group_of])
+    instances = int(np.count_nonzero(np.bincount(ids[shared], minlength=len(group_of))))
+    return done & complete[ids], instances - int(complete.sum())
 
 
 def match_collectives(

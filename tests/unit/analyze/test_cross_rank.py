@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from analyze_runs import coll_row, make_run, phase_row, step_row
 
-from scalescope.analyze import analyze_run
+from scalescope.analyze import analyze_run, matching
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.cross_rank import analyze_cross_rank, straggler_min_share_pct
 from scalescope.events import RankMeta
@@ -221,7 +221,11 @@ def test_ideal_throughput_drops_exposed_comm_and_sync_waits(scenario):
     assert ideal.gain_pct == _approx(100 * (40 / 35 - 1))
 
 
-def test_unmatched_instances_of_a_crashed_rank(tmp_path):
+@pytest.mark.parametrize("dense", [True, False])
+def test_unmatched_instances_of_a_crashed_rank(tmp_path, monkeypatch, dense):
+    """Instances counted in a dense array or, when their ids are too sparse, by sorting."""
+    if not dense:
+        monkeypatch.setattr(matching, "DENSE_CELLS", -(10**9))
     rows = {0: rank_rows(0), 1: rank_rows(1), 2: rank_rows(2)}
     crash_step = [i for i, row in enumerate(rows[2]) if row[0] == STEPS - 1]
     rows[2] = rows[2][: crash_step[0] + 4]  # step row, data, forward, broadcast: then dead

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.hang import RankHang, hang_threshold_s, verdicts
+import numpy as np
+import pytest
+
+from scalescope.analyze.hang import RankHang, hang_threshold_s, last_by_rank, verdicts
 from scalescope.diagnose.hang_words import verdict_line
 
 
@@ -146,3 +149,20 @@ def test_a_hang_across_nodes_names_the_host_of_the_stuck_rank():
     one_node = [replace(r, host="node-a") for r in ranks]
     assert verdict_line(v, {r.rank: r for r in one_node}).startswith("rank 3 has not entered")
     assert "host" not in hang_lines(replace(report, ranks=tuple(one_node)), stacks="none")[2]
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_last_by_rank_is_each_ranks_first_largest_row(shuffled: bool) -> None:
+    """Rows in rank order (a loaded run) and in any order give each rank's first row of
+    largest value, as a loop over the rows does."""
+    rng = np.random.default_rng(3)
+    rank = np.sort(rng.integers(0, 6, 400)).astype(np.int32)
+    value = rng.integers(0, 20, 400)  # repeated maxima: the first one counts
+    if shuffled:
+        order = rng.permutation(400)
+        rank, value = rank[order], value[order]
+    want: dict[int, tuple[int, int]] = {}
+    for i, (r, v) in enumerate(zip(rank.tolist(), value.tolist(), strict=True)):
+        at, n = want.get(r, (i, 0))
+        want[r] = (i if v > value[at] else at, n + 1)
+    assert last_by_rank(rank, value) == want
