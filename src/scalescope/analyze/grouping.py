@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from scalescope.analyze.sorting import packed
+from scalescope.analyze.sorting import index_in
 
 
 @dataclass(frozen=True)
@@ -59,23 +59,52 @@ class Groups:
         return np.split(order, starts[1:])
 
 
-def group_by(*columns: np.ndarray) -> Groups:
-    """Groups of the distinct combinations of integer columns (rows of equal length).
+DENSE_GROUPS = 1 << 24
+"""Combinations of the columns' distinct values counted in an array at most (16 M)."""
 
-    The columns are packed into one int64 key (mixed radix over each column's range), so
-    the grouping is one sort of integers, not of rows."""
-    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+
+def group_by(*columns: np.ndarray) -> Groups:
+    """Groups of the distinct combinations of integer columns (rows of equal length), in
+    the order of the columns' values.
+
+    Each column becomes codes: the index of its value among the column's distinct values
+    (found by hashing, then a lookup). The codes, packed into one integer, are counted in
+    an array when their combinations are few (ranks x ops x sizes), so no sort of millions
+    of rows is needed; else one sort of the packed codes."""
+    cols = [np.asarray(c) for c in columns]
     if len(cols[0]) == 0:
         return Groups(np.zeros((0, len(cols)), dtype=np.int64), np.zeros(0, dtype=np.int64))
-    key = packed(cols)
-    if key is None:
-        uniq, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    coded = [_codes(c) for c in cols]
+    spans = [len(values) for values, _ in coded]
+    if float(np.prod(np.array(spans, dtype=np.float64))) >= 2.0**62:
+        stacked = np.stack([c.astype(np.int64) for c in cols], axis=1)
+        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
         return Groups(uniq, inverse.reshape(-1))
-    uniq, inverse = np.unique(key, return_inverse=True)
-    some = np.zeros(len(uniq), dtype=np.int64)
-    some[inverse.reshape(-1)] = np.arange(len(key))  # any row of a group holds its key
-    keys = np.stack([c[some] for c in cols], axis=1)
-    return Groups(keys, inverse.reshape(-1))
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for (_, code), span in zip(coded, spans, strict=True):
+        key *= span
+        key += code
+    combos, index = _distinct(key, int(np.prod(spans)))
+    digits = np.unravel_index(combos, spans)
+    keys = np.stack([values[d] for (values, _), d in zip(coded, digits, strict=True)], axis=1)
+    return Groups(keys.astype(np.int64), index)
+
+
+def _codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The column's distinct values (ascending) and each row's index among them."""
+    values = np.unique(col)
+    return values, index_in(values, col)
+
+
+def _distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys (ascending) and each row's index among them."""
+    if size > DENSE_GROUPS:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    present = np.flatnonzero(np.bincount(key, minlength=size))
+    lookup = np.zeros(size, dtype=np.int64)
+    lookup[present] = np.arange(len(present))
+    return present, lookup[key]
 
 
 @dataclass(frozen=True)

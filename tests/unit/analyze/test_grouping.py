@@ -7,6 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from scalescope.analyze import grouping
 from scalescope.analyze.grouping import group_by, rank_calls
 from scalescope.analyze.sorting import index_in
 
@@ -18,8 +19,15 @@ def naive(*columns: np.ndarray) -> dict[tuple[int, ...], list[int]]:
     return out
 
 
-@pytest.mark.parametrize("huge", [False, True], ids=["packed", "rows"])
-def test_groups_sums_extremes_and_rows_match_a_plain_grouping(huge: bool) -> None:
+@pytest.mark.parametrize("counted", [True, False], ids=["counted", "sorted"])
+@pytest.mark.parametrize("huge", [False, True], ids=["small", "huge"])
+def test_groups_sums_extremes_and_rows_match_a_plain_grouping(
+    huge: bool, counted: bool, monkeypatch
+) -> None:
+    """Groups counted in an array, or sorted when their combinations are too many, and
+    values of any range, as a plain loop over the rows groups them."""
+    if not counted:
+        monkeypatch.setattr(grouping, "DENSE_GROUPS", 0)
     rng = np.random.default_rng(7)
     a = rng.integers(-3, 4, 400)
     b = rng.integers(0, 2**40 if huge else 50, 400)
