@@ -6,15 +6,18 @@ import numpy as np
 
 
 def packed(cols: list[np.ndarray]) -> np.ndarray | None:
-    """The int64 columns packed into one key (mixed radix over each column's range), in the
-    same order as sorting by the columns in turn; None when their ranges do not fit 62 bits."""
+    """The integer columns packed into one int64 key (mixed radix over each column's range),
+    in the same order as sorting by the columns in turn; None when their ranges do not fit
+    62 bits. Built in place: no int64 copy of each column."""
     lows = [int(c.min()) for c in cols]
     spans = [int(c.max()) - low + 1 for c, low in zip(cols, lows, strict=True)]
     if float(np.prod(np.array(spans, dtype=np.float64))) >= 2.0**62:
         return None
     key = np.zeros(len(cols[0]), dtype=np.int64)
     for c, low, span in zip(cols, lows, spans, strict=True):
-        key = key * span + (c - low)
+        key *= span
+        key += c
+        key -= low
     return key
 
 
@@ -22,12 +25,11 @@ def sort_order(*keys: np.ndarray) -> np.ndarray:
     """The order sorting by ``keys[0]``, then ``keys[1]``, ... (``lexsort`` takes them last
     first): one argsort of the packed keys when they fit, several times faster than
     ``lexsort`` on millions of rows."""
-    cols = [k.astype(np.int64) for k in keys]
-    if not len(cols[0]):
+    if not len(keys[0]):
         return np.zeros(0, dtype=np.int64)
-    key = packed(cols)
+    key = packed(list(keys))
     if key is None:
-        return np.lexsort(tuple(reversed(cols)))
+        return np.lexsort(tuple(k.astype(np.int64) for k in reversed(keys)))
     return np.argsort(key, kind="stable")
 
 
