@@ -167,10 +167,64 @@ def _covered(
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per slot: length of the union of the B intervals, and of (union A) ∩ (union B).
 
-    A sweep over all interval ends sorted by (slot, time): running counts of open A and B
-    intervals; the gap to the next point is covered by B while B's count is positive.
-    Every interval opens and closes in its own slot, so the counts are 0 between slots.
-    """
+    Times become one key per slot (slot x 2^k plus the time since the slot's first start),
+    so every slot's intervals lie in a range of their own. Each union is merged in one
+    sort; (union A) ∩ (union B) is, for each merged A interval, the B union's cumulative
+    length at its end less at its start (a binary search): no sweep over every end point
+    of millions of intervals. Every interval opens and closes in its own slot."""
+    base = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(base, slot_a, a[0])
+    np.minimum.at(base, slot_b, b[0])
+    longest = max(_longest(slot_a, a, base), _longest(slot_b, b, base))
+    shift = max(int(longest).bit_length(), 1)
+    if shift + max(n, 1).bit_length() > 62:
+        return _covered_by_sweep(slot_a, a, slot_b, b, n)
+    ua, ub = _union(slot_a, a, base, shift), _union(slot_b, b, base, shift)
+    b_len = np.bincount(ub[0] >> shift, weights=(ub[1] - ub[0]).astype(np.float64), minlength=n)
+    covered = np.r_[0, np.cumsum(ub[1] - ub[0])]
+    both = _covered_until(ub, covered, ua[1]) - _covered_until(ub, covered, ua[0])
+    return b_len, np.bincount(ua[0] >> shift, weights=both.astype(np.float64), minlength=n)
+
+
+def _longest(slot: np.ndarray, iv: tuple[np.ndarray, np.ndarray], base: np.ndarray) -> int:
+    return int((iv[1] - base[slot]).max()) if len(slot) else 0
+
+
+def _union(
+    slot: np.ndarray, iv: tuple[np.ndarray, np.ndarray], base: np.ndarray, shift: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The merged intervals of each slot as sorted (start, end) keys."""
+    offset = slot.astype(np.int64) << shift
+    start = offset + (iv[0] - base[slot])
+    end = offset + (iv[1] - base[slot])
+    order = np.argsort(start, kind="stable")  # rows come nearly in order: cheap
+    start, end = start[order], end[order]
+    if len(start) == 0:
+        return start, end
+    reach = np.maximum.accumulate(end)
+    first = np.flatnonzero(np.r_[True, start[1:] > reach[:-1]])
+    return start[first], np.maximum.reduceat(end, first)
+
+
+def _covered_until(
+    u: tuple[np.ndarray, np.ndarray], covered: np.ndarray, x: np.ndarray
+) -> np.ndarray:
+    """Length of the union ``u`` (sorted, disjoint; ``covered``: its cumulative lengths)
+    that lies before each key ``x``."""
+    if len(u[0]) == 0:
+        return np.zeros(len(x), dtype=np.int64)
+    i = np.searchsorted(u[0], x, side="right") - 1
+    j = np.maximum(i, 0)
+    inside = np.clip(x - u[0][j], 0, u[1][j] - u[0][j])
+    return np.where(i >= 0, covered[j] + inside, 0)
+
+
+def _covered_by_sweep(
+    slot_a: np.ndarray, a: tuple[np.ndarray, np.ndarray],
+    slot_b: np.ndarray, b: tuple[np.ndarray, np.ndarray], n: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``_covered`` by a sweep over all interval ends sorted by (slot, time): running
+    counts of open A and B intervals; for slots whose times do not fit one key."""
     slot = np.concatenate([slot_a, slot_a, slot_b, slot_b])
     t = np.concatenate([a[0], a[1], b[0], b[1]]).astype(np.int64)
     na, nb = len(slot_a), len(slot_b)
