@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,6 +12,7 @@ import msgspec
 import pyarrow as pa
 
 from scalescope.events.files import NODES_DIR, RUN_FILE, events_path, rank_meta_path
+from scalescope.events.memory import release_memory
 from scalescope.events.reader import read_event_stream
 from scalescope.events.table import EventTable, SymbolTable
 
@@ -206,14 +205,6 @@ def _unrecorded_end(ranks_status: str | None) -> str:
 CONVERT_EVERY = 64
 """Rank files read, then converted to the event table together (and the memory that freed
 returned to the system): one conversion of 64 ranks costs a fraction of 64 small ones."""
-
-
-def release_memory() -> None:
-    """Give back what reading freed: Arrow's pool (mimalloc) and the C heap keep freed memory
-    for reuse, and a 1,024-rank run's reading frees as much as its table holds."""
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _converted(pending: list[pa.Table], symbols: SymbolTable) -> EventTable:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from scalescope.events.memory import release_memory
 from scalescope.events.schema import INT_COLUMNS, STRING_COLUMNS, Kind
 
 
@@ -68,13 +69,9 @@ class EventTable:
     @classmethod
     def from_arrow(cls, table: pa.Table, symbols: SymbolTable) -> EventTable:
         """Convert an Arrow table with string columns, interning strings into ``symbols``.
-        Its chunks are combined first: converting thousands of small chunks (a run's files
-        read together) costs more than one copy."""
-        table = table.combine_chunks()
-        cols = {
-            c: table.column(c).to_numpy(zero_copy_only=False).astype(t, copy=False)
-            for c, t in INT_COLUMNS.items()
-        }
+        The integer columns are copied into numpy's memory (the Arrow pool would keep what
+        it freed until asked); each string column is combined, then encoded once."""
+        cols = {c: table.column(c).to_numpy().astype(t, copy=False) for c, t in INT_COLUMNS.items()}
         for c in STRING_COLUMNS:
             encoded = table.column(c).combine_chunks().dictionary_encode()
             local = [symbols.intern(s or "") for s in encoded.dictionary.to_pylist()]
@@ -161,6 +158,7 @@ class EventTable:
                     )
                 setattr(t, c, None)
             cols[c] = out
+            release_memory()  # the freed column, before the next one is made
         table = cls(**cols, symbols=symbols)
         for k in np.flatnonzero(np.diff(kind_start)):
             table._kinds[int(k)] = table.select(slice(int(kind_start[k]), int(kind_start[k + 1])))
