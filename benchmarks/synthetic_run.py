@@ -5,11 +5,12 @@ asynchronous gradient buckets, comm_wait, optimizer (11 rows a step, as the prob
 them). What makes it physical:
 
 - **Collectives synchronise.** An instance (group "0", one sequence number) cannot end on
-  any rank before the last rank has arrived: each rank leaves at ``max(arrival over ranks)
-  + transfer`` (its own transfer, so a rank with a slow link leaves later), plus a few µs of
-  exit jitter. A rank arrives at ``max(issue, end of its previous collective on the group)``
-  (the backend runs a group's collectives in order, so a bucket queues behind the one ahead).
-  A rank that arrives early waits, and the ranks stay in step over any number of steps.
+  any rank before the last rank has arrived: every rank leaves at ``max(arrival over ranks)
+  + transfer``, the same transfer for all (a ring or a tree is as fast as its slowest link),
+  plus a few µs of exit jitter. A rank arrives at ``max(issue, end of its previous
+  collective on the group)`` (the backend runs a group's collectives in order, so a bucket
+  queues behind the one ahead). A rank that arrives early waits, and the ranks stay in step
+  over any number of steps.
 - **Clocks.** Every rank writes times on its host's ``perf_counter_ns`` clock: the ranks of
   one host share it (CLOCK_MONOTONIC is per host), hosts differ by up to a minute of uptime
   and drift by up to ``drift_ppm`` against node 0. Each rank's meta holds the offsets a
@@ -18,17 +19,35 @@ them). What makes it physical:
   on rank 0's clock; the drift is what is left after the start offset is applied.
 - **Hosts.** Ranks are grouped in nodes of 8 (``node000``, ...), named in RankMeta and
   RunMeta, so node-aware analysis can see them.
+- **Layouts.** ``ddp`` (the default): every collective is on the world group "0" (11 rows a
+  rank-step). ``pipeline``: besides, halfway through forward each rank sends
+  ``ACTIVATION_BYTES`` to the same local rank on the next node and receives as much from the
+  previous node (nodes in a ring), both asynchronous as ``batch_isend_irecv`` issues them,
+  forward going on when both are done. Each (sender, receiver) pair is its own 2-rank group
+  (labelled ``1 + sender``; its sequence number is the step), so the pair's ``send`` and
+  ``recv`` rows match across ranks (13 rows a rank-step).
 
 It can plant one problem (``Plant``): a slow node (all ranks of one host ~30 % slower
-compute), a slow rank, a slow link (one rank's transfers 4x slower) or a hang (one rank stops
-before a step; the others wait in that step's broadcast, left unfinished with dur -1, and the
-launcher stops the job). ``write_run`` returns the ``Truth``.
+compute), a slow rank, a slow link or a hang (one rank stops before a step; the others wait
+in that step's broadcast, left unfinished with dur -1, and the launcher stops the job).
+``write_run`` returns the ``Truth``.
+
+A **slow link** is the network path between node ``target`` and the next node (4x less
+bandwidth, both ways), as a bad cable, a degraded NIC port or a congested switch port would
+be. Whatever crosses it moves its bytes 4x slower, for every rank of the collective at once:
+the world group's ring crosses every pair of consecutive nodes, so its all-reduces and
+broadcasts take longer on every rank (none is late: that alone looks like a slower network,
+not a slow link), and in the pipeline layout the 8 pair groups between the two nodes take
+4x longer to transfer than the other pairs. Nothing else changes: the ranks at its ends
+compute as fast as the others.
 
 The timeline is computed step by step for all ranks at once (numpy over ranks), then each
 rank's file is written with the probe's ``EventWriter`` in record batches of 20 steps.
 4,096 ranks x 1,000 steps take about a minute on a 2-core machine (mostly the writing).
 
     .venv/bin/python benchmarks/synthetic_run.py /tmp/run --ranks 64 --steps 200 --plant slow_node
+    .venv/bin/python benchmarks/synthetic_run.py /tmp/run --ranks 64 --layout pipeline \
+        --plant slow_link
 """
 
 from __future__ import annotations
@@ -74,15 +93,26 @@ GAP_NS = (20 * US, 200 * US)
 """Host time between one step's end and the next's start (uniform)."""
 BROADCAST_AFTER_NS = 50 * US
 """The buffer broadcast is issued this long into forward (DDP's pre-forward hook)."""
+ACTIVATION_BYTES = 16 * 1024 * 1024
+"""pipeline layout: the activations each rank sends to the next node, per step."""
+LAYOUTS = ("ddp", "pipeline")
 
 SLOW_COMPUTE = 1.3
 SLOW_LINK = 4.0
 PLANTS = ("slow_node", "slow_rank", "slow_link", "hang")
 HANG_ERROR = "stopped by scalescope after a hang (--hang-action kill); stopped by SIGTERM"
 
-# The rows of one step, in the order the probe appends them.
-DATA, BCAST, FWD, AR0, AR1, AR2, BWD, WAIT, OPT, STEP, MEM = range(11)
+# The rows of one step (the ddp layout appends them in this order).
+DATA, BCAST, FWD, AR0, AR1, AR2, BWD, WAIT, OPT, STEP, MEM, SEND, RECV = range(13)
 ROWS_PER_STEP = 11
+ROW_ORDER = {
+    "ddp": tuple(range(ROWS_PER_STEP)),
+    "pipeline": (DATA, BCAST, SEND, RECV, FWD, AR0, AR1, AR2, BWD, WAIT, OPT, STEP, MEM),
+}
+"""The rows of one step of each layout, in the order the probe appends them (a collective
+at its issue, a phase at its end)."""
+PAIR_SEQ = -2
+"""TEMPLATE's seq offset of the pair groups' rows: their sequence number is the step."""
 _PHASE, _COLL = int(Kind.PHASE), int(Kind.COLLECTIVE)
 TEMPLATE = (  # name, kind, nbytes, count, dtype, group, seq offset (-1: none), tag
     ("data", _PHASE, 0, 0, "", "", -1, ""),
@@ -95,7 +125,13 @@ TEMPLATE = (  # name, kind, nbytes, count, dtype, group, seq offset (-1: none), 
     ("optimizer", _PHASE, 0, 0, "", "", -1, ""),
     ("step", int(Kind.STEP), 0, SAMPLES_PER_STEP, "", "", -1, ""),
     ("rss_peak", int(Kind.MEMORY), 2 * 1024**3, 0, "", "", -1, ""),
+    ("send", _COLL, ACTIVATION_BYTES, ACTIVATION_BYTES // 2, "bfloat16", "", PAIR_SEQ,
+     "activations"),
+    ("recv", _COLL, ACTIVATION_BYTES, ACTIVATION_BYTES // 2, "bfloat16", "", PAIR_SEQ,
+     "activations"),
 )  # fmt: skip
+"""The send / recv rows' group is the rank's pair group to the next / from the previous
+node (``pair_groups``)."""
 SEQ_PER_STEP = 4
 HANG_ROWS = (DATA, BCAST)
 """What a waiting rank records of the step it hangs in: data ended, the broadcast never did."""
@@ -108,9 +144,11 @@ class Plant:
     kind: str
     """slow_node, slow_rank, slow_link or hang."""
     target: int | None = None
-    """The node (slow_node) or the rank (the others)."""
+    """The node (slow_node; slow_link: the link from it to the next node) or the rank (the
+    others)."""
     factor: float | None = None
-    """Compute time factor (slow node, slow rank: 1.3) or transfer factor (slow link: 4)."""
+    """Compute time factor (slow node, slow rank: 1.3) or the link's bandwidth divisor
+    (slow link: 4)."""
     at_step: int | None = None
     """hang: the step the rank never starts (default: the middle of the run)."""
 
@@ -127,7 +165,8 @@ class Truth:
     slow_node: str | None = None
     slow_ranks: tuple[int, ...] = ()
     """Ranks with slower compute (a slow node: its ranks)."""
-    slow_link_rank: int | None = None
+    slow_link: tuple[str, str] | None = None
+    """The two hosts at the ends of the slow link."""
     hang_rank: int | None = None
     hang_step: int | None = None
     factor: float | None = None
@@ -140,6 +179,7 @@ class Truth:
     drift_ppm: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rows: int = 0
     generate_s: float = 0.0
+    layout: str = "ddp"
 
     def host_of(self, rank: int) -> str:
         return self.hostnames[rank // RANKS_PER_NODE]
@@ -166,18 +206,32 @@ class Timeline:
 class Factors:
     compute: np.ndarray
     """Per rank, multiplies every phase's compute time."""
-    link: np.ndarray
-    """Per rank, multiplies its transfer time."""
+    pair_link: np.ndarray
+    """Per rank, divides the bandwidth of its pair group to the next node (pipeline)."""
+    world_link: float = 1.0
+    """Divides the world group's bandwidth: its ring crosses every link."""
+    layout: str = "ddp"
 
 
 def hostnames(ranks: int) -> tuple[str, ...]:
     return tuple(f"node{n:03d}" for n in range(-(-ranks // RANKS_PER_NODE)))
 
 
-def transfer_ns(nbytes: int, ranks: int, all_reduce: bool) -> float:
+def transfer_ns(nbytes: int, ranks: int, all_reduce: bool, slow: float = 1.0) -> float:
+    """Latency per hop plus the bytes at the bandwidth divided by ``slow``."""
     hops = max(1.0, np.ceil(np.log2(max(ranks, 2))))
     moved = 2 * nbytes if all_reduce else nbytes
-    return LATENCY_NS * hops + moved / BANDWIDTH_BYTES_PER_NS
+    return LATENCY_NS * hops + slow * moved / BANDWIDTH_BYTES_PER_NS
+
+
+def next_node(ranks: int) -> np.ndarray:
+    """Per rank, the same local rank on the next node (the last node's: node 0's)."""
+    return (np.arange(ranks) + RANKS_PER_NODE) % ranks
+
+
+def pair_groups(rank: int, ranks: int) -> tuple[str, str]:
+    """The labels of the rank's pair groups: to the next node, from the previous one."""
+    return str(1 + rank), str(1 + (rank - RANKS_PER_NODE) % ranks)
 
 
 def _draw(rng: np.random.Generator, mean_ms: float, factor: np.ndarray) -> np.ndarray:
@@ -186,36 +240,66 @@ def _draw(rng: np.random.Generator, mean_ms: float, factor: np.ndarray) -> np.nd
 
 
 def _collective(
-    rng: np.random.Generator, arrival: np.ndarray, transfer: float, link: np.ndarray
+    rng: np.random.Generator, arrival: np.ndarray, transfer: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """End of one instance on every rank, and each rank's wait (last arrival - its own)."""
     last = arrival.max()
     noise = transfer * max(0.5, 1.0 + 0.05 * rng.standard_normal())  # the same for all ranks
-    end = last + noise * link + rng.uniform(0, EXIT_JITTER_NS, len(arrival))
+    end = last + noise + rng.uniform(0, EXIT_JITTER_NS, len(arrival))
     return end, last - arrival
+
+
+def _pairs(
+    rng: np.random.Generator, issue: np.ndarray, f: Factors
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pipeline's exchange: every rank r sends to ``next_node[r]`` and receives from the
+    previous node, both issued at ``issue``. Each pair's instance ends on both of its ranks
+    at its last arrival plus its transfer (its own noise, its link's bandwidth). Per rank:
+    the end of its send, of its recv, and its wait in both."""
+    ranks = len(issue)
+    peer = next_node(ranks)
+    last = np.maximum(issue, issue[peer])  # pair r: sender r, receiver peer[r]
+    noise = np.maximum(0.5, 1.0 + 0.05 * rng.standard_normal(ranks))
+    transfer = LATENCY_NS + f.pair_link * ACTIVATION_BYTES / BANDWIDTH_BYTES_PER_NS
+    done = last + transfer * noise
+    send_end = done + rng.uniform(0, EXIT_JITTER_NS, ranks)
+    recv_end, wait_recv = np.empty(ranks), np.empty(ranks)
+    recv_end[peer] = done + rng.uniform(0, EXIT_JITTER_NS, ranks)
+    wait_recv[peer] = last - issue[peer]
+    return send_end, recv_end, (last - issue) + wait_recv
 
 
 def _step(
     rng: np.random.Generator, t: np.ndarray, prev_end: np.ndarray, f: Factors, ranks: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One step of all ranks from their start ``t``: (start, dur) as (11, ranks), and the
-    ranks' waits in its four collectives."""
-    start, dur = np.zeros((ROWS_PER_STEP, ranks)), np.zeros((ROWS_PER_STEP, ranks))
+    """One step of all ranks from their start ``t``: (start, dur) as (rows, ranks) (11, or
+    13 in the pipeline layout), and the ranks' waits in its collectives."""
+    rows = len(ROW_ORDER[f.layout])
+    start, dur = np.zeros((rows, ranks)), np.zeros((rows, ranks))
     data = _draw(rng, COMPUTE_MS["data"], f.compute)
     fwd = _draw(rng, COMPUTE_MS["forward"], f.compute)
     bwd = _draw(rng, COMPUTE_MS["backward"], f.compute)
     opt = _draw(rng, COMPUTE_MS["optimizer"], f.compute)
     issue = t + data + BROADCAST_AFTER_NS
+    world = f.world_link
     end, wait = _collective(
-        rng, np.maximum(issue, prev_end), transfer_ns(BROADCAST_BYTES, ranks, False), f.link
+        rng, np.maximum(issue, prev_end), transfer_ns(BROADCAST_BYTES, ranks, False, world)
     )
     start[DATA], dur[DATA] = t, data
     start[BCAST], dur[BCAST] = issue, end - issue
     fwd_end = end + fwd
+    if f.layout == "pipeline":  # the activations' exchange halfway through forward
+        issue = end + fwd / 2
+        send_end, recv_end, w = _pairs(rng, issue, f)
+        start[SEND], dur[SEND] = issue, send_end - issue
+        start[RECV], dur[RECV] = issue, recv_end - issue
+        fwd_end = np.maximum(send_end, recv_end) + fwd / 2
+        wait += w
     start[FWD], dur[FWD] = t + data, fwd_end - (t + data)
     for i, nbytes in enumerate(BUCKETS):
         issue = fwd_end + bwd * (i + 1) / len(BUCKETS)
-        end, w = _collective(rng, np.maximum(issue, end), transfer_ns(nbytes, ranks, True), f.link)
+        transfer = transfer_ns(nbytes, ranks, True, world)
+        end, w = _collective(rng, np.maximum(issue, end), transfer)
         start[AR0 + i], dur[AR0 + i] = issue, end - issue
         wait += w
     bwd_end = fwd_end + bwd
@@ -232,7 +316,7 @@ def simulate(
 ) -> Timeline:
     """All ranks' steps; with ``hang`` (rank, step) the run stops before that step."""
     run_steps = hang[1] if hang else steps
-    start = np.zeros((run_steps, ROWS_PER_STEP, ranks))
+    start = np.zeros((run_steps, len(ROW_ORDER[f.layout]), ranks))
     dur = np.zeros_like(start)
     wait_ns = np.zeros(ranks)
     t = 500 * MS + rng.uniform(0, 20 * MS, ranks)  # the ranks reach their first step apart
@@ -256,16 +340,35 @@ def simulate(
 # --- the plant -------------------------------------------------------------------------------
 
 
-def plan(plant: Plant | str | None, ranks: int, steps: int, seed: int) -> tuple[Factors, Truth]:
+def plan(
+    plant: Plant | str | None, ranks: int, steps: int, seed: int, layout: str = "ddp"
+) -> tuple[Factors, Truth]:
     """Per-rank factors and the truth (without the timeline's figures) of a plant."""
     names = hostnames(ranks)
-    f = Factors(np.ones(ranks), np.ones(ranks))
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; one of {', '.join(LAYOUTS)}")
+    if layout == "pipeline" and (ranks % RANKS_PER_NODE or ranks < 2 * RANKS_PER_NODE):
+        raise ValueError(f"the pipeline layout needs whole nodes of {RANKS_PER_NODE} ranks, "
+                         "at least two")  # fmt: skip
+    f = Factors(np.ones(ranks), np.ones(ranks), layout=layout)
     if plant is None:
-        return f, Truth(ranks, steps, names)
+        return f, Truth(ranks, steps, names, layout=layout)
     p = Plant(plant) if isinstance(plant, str) else plant
     if p.kind not in PLANTS:
         raise ValueError(f"unknown plant {p.kind!r}; one of {', '.join(PLANTS)}")
     pick = np.random.default_rng(seed + 1_000_003)
+    if p.kind == "slow_link":
+        if len(names) < 2:
+            raise ValueError("a slow link needs at least two nodes (9 ranks)")
+        node = p.target if p.target is not None else int(pick.integers(0, len(names)))
+        other = (node + 1) % len(names)
+        factor = p.factor or SLOW_LINK
+        node_of = np.arange(ranks) // RANKS_PER_NODE
+        ends = (node, other)
+        crosses = np.isin(node_of, ends) & np.isin(node_of[next_node(ranks)], ends)
+        f = Factors(f.compute, np.where(crosses, factor, 1.0), factor, layout)
+        return f, Truth(ranks, steps, names, p.kind, slow_link=(names[node], names[other]),
+                        factor=factor, layout=layout)  # fmt: skip
     if p.kind == "slow_node":
         if len(names) < 2 and p.target is None:
             raise ValueError("a slow node needs at least two nodes (9 ranks)")
@@ -274,20 +377,17 @@ def plan(plant: Plant | str | None, ranks: int, steps: int, seed: int) -> tuple[
         factor = p.factor or SLOW_COMPUTE
         f.compute[slow] = factor
         return f, Truth(ranks, steps, names, p.kind, names[node], tuple(map(int, slow)),
-                        factor=factor)  # fmt: skip
+                        factor=factor, layout=layout)  # fmt: skip
     rank = p.target if p.target is not None else int(pick.integers(1, ranks))
     if p.kind == "slow_rank":
         factor = p.factor or SLOW_COMPUTE
         f.compute[rank] = factor
-        return f, Truth(ranks, steps, names, p.kind, slow_ranks=(rank,), factor=factor)
-    if p.kind == "slow_link":
-        factor = p.factor or SLOW_LINK
-        f.link[rank] = factor
-        return f, Truth(ranks, steps, names, p.kind, slow_link_rank=rank, factor=factor)
+        return f, Truth(ranks, steps, names, p.kind, slow_ranks=(rank,), factor=factor,
+                        layout=layout)  # fmt: skip
     at = p.at_step if p.at_step is not None else steps // 2
     if not 0 < at < steps:
         raise ValueError(f"hang step {at} is not within the run's {steps} steps")
-    return f, Truth(ranks, at, names, p.kind, hang_rank=rank, hang_step=at)
+    return f, Truth(ranks, at, names, p.kind, hang_rank=rank, hang_step=at, layout=layout)
 
 
 # --- clocks ----------------------------------------------------------------------------------
@@ -367,6 +467,9 @@ class Columns:
 
     steps: int
     arrays: dict[str, pa.Array]
+    group_of: np.ndarray | None = None
+    """With send / recv rows: per row, the index of its group among ("", "0", the rank's
+    group to the next node, the one from the previous node)."""
 
     @classmethod
     def of(cls, steps: int, rows: tuple[int, ...] = tuple(range(ROWS_PER_STEP)),
@@ -377,6 +480,8 @@ class Columns:
         cols = list(zip(*per_step, strict=True))
         seq_off = np.tile(np.array(cols[6], dtype=np.int64), steps)
         seq = np.where(seq_off >= 0, step.astype(np.int64) * SEQ_PER_STEP + seq_off, -1)
+        seq = np.where(seq_off == PAIR_SEQ, step, seq)
+        group_of = np.array([{SEND: 2, RECV: 3}.get(i, int(TEMPLATE[i][5] == "0")) for i in rows])
 
         def tiled(values: tuple, kind: pa.DataType) -> pa.Array:
             return pa.array(np.tile(np.array(values, dtype=object), steps).tolist(), kind)
@@ -392,12 +497,19 @@ class Columns:
             "seq": pa.array(seq),
             "tag": tiled(cols[7], pa.string()),
         }
-        return cls(steps, arrays)
+        pairs = np.tile(group_of, steps) if (group_of >= 2).any() else None
+        return cls(steps, arrays, pairs)
 
-    def batch(self, rank: int, start: np.ndarray, dur: np.ndarray) -> pa.RecordBatch:
+    def batch(
+        self, rank: int, start: np.ndarray, dur: np.ndarray, ranks: int = 0
+    ) -> pa.RecordBatch:
+        """One rank's rows; ``ranks`` (the world size) names its pair groups."""
         n = len(start)
         arrays = dict(self.arrays, rank=pa.array(np.full(n, rank, np.int32)),
                       start_ns=pa.array(start), dur_ns=pa.array(dur))  # fmt: skip
+        if self.group_of is not None:
+            labels = pa.array(["", "0", *pair_groups(rank, ranks)], pa.string())
+            arrays["group"] = labels.take(pa.array(self.group_of))
         return pa.RecordBatch.from_arrays(
             [arrays[f.name] for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
         )
@@ -412,13 +524,24 @@ def _local_rows(
 
 
 def write_events(
-    run_dir: Path, rank: int, tl: Timeline, clocks: Clocks, full: Columns, tail: Columns | None
+    run_dir: Path,
+    rank: int,
+    tl: Timeline,
+    clocks: Clocks,
+    full: Columns,
+    tail: Columns | None,
+    order: tuple[int, ...] = ROW_ORDER["ddp"],
 ) -> int:
-    """One rank's event file, 20 steps a batch; ``tail``: the rows of the step it hangs in."""
-    start, dur = _local_rows(clocks, rank, tl.start[:, :, rank].ravel(), tl.dur[:, :, rank].ravel())
-    batch = full.batch(rank, start, dur)
+    """One rank's event file, 20 steps a batch; ``tail``: the rows of the step it hangs in;
+    ``order``: the step's rows as the probe appends them."""
+    start, dur = tl.start[:, :, rank], tl.dur[:, :, rank]
+    if order != ROW_ORDER["ddp"]:
+        start, dur = start[:, order], dur[:, order]
+    start, dur = _local_rows(clocks, rank, start.ravel(), dur.ravel())
+    ranks = tl.start.shape[2]
+    batch = full.batch(rank, start, dur, ranks)
     writer = BatchWriter(events_path(run_dir, rank), rank)
-    per = STEPS_PER_BATCH * ROWS_PER_STEP
+    per = STEPS_PER_BATCH * len(order)
     for at in range(0, batch.num_rows, per):
         writer.write_batch(batch.slice(at, per))
     if tail is not None:
@@ -466,21 +589,23 @@ def write_run(
     plant: Plant | str | None = None,
     seed: int = 0,
     drift_ppm: float = 1.0,
+    layout: str = "ddp",
 ) -> Truth:
     """Write a run directory at ``path`` of ``ranks`` x ``steps``; returns what it holds."""
     t0 = time.perf_counter()
     run_dir = Path(path)
     rng = np.random.default_rng(seed)
-    factors, truth = plan(plant, ranks, steps, seed)
+    factors, truth = plan(plant, ranks, steps, seed, layout)
     hang = (truth.hang_rank, truth.hang_step) if truth.hang_rank is not None else None
     tl = simulate(rng, ranks, steps, factors, hang)
     clocks = make_clocks(rng, ranks, drift_ppm)
-    full = Columns.of(truth.steps)
+    order = ROW_ORDER[layout]
+    full = Columns.of(truth.steps, order)
     tail = Columns.of(1, HANG_ROWS, first=truth.steps) if hang else None
     rows, metas = 0, {}
     for rank in range(ranks):
         waiting = tail if hang and rank != truth.hang_rank else None
-        rows += write_events(run_dir, rank, tl, clocks, full, waiting)
+        rows += write_events(run_dir, rank, tl, clocks, full, waiting, order)
         meta = rank_meta(rank, truth, clocks, tl, rng)
         write_json_atomic(rank_meta_path(run_dir, rank), meta)
         metas[str(rank)] = meta
@@ -497,8 +622,8 @@ def _with_figures(
     offsets = np.array([clocks.offset(r, 0.0) for r in range(truth.ranks)]).round()
     return Truth(
         **{k: getattr(truth, k) for k in ("ranks", "steps", "hostnames", "plant", "slow_node",
-                                          "slow_ranks", "slow_link_rank", "hang_rank",
-                                          "hang_step", "factor")},
+                                          "slow_ranks", "slow_link", "hang_rank",
+                                          "hang_step", "factor", "layout")},
         step_ms=step_ms, wait_ms_per_step=tl.wait_ns / n / MS,
         clock_offset_ns=offsets.astype(np.int64), drift_ppm=clocks.drift * 1e6, rows=rows,
         generate_s=seconds,
@@ -512,9 +637,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--plant", choices=PLANTS)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--layout", choices=LAYOUTS, default="ddp")
     args = p.parse_args()
-    truth = write_run(args.path, args.ranks, args.steps, args.plant, args.seed)
-    where = truth.slow_node or truth.slow_ranks or truth.slow_link_rank or truth.hang_rank
+    truth = write_run(args.path, args.ranks, args.steps, args.plant, args.seed,
+                      layout=args.layout)  # fmt: skip
+    where = truth.slow_node or truth.slow_ranks or truth.slow_link or truth.hang_rank
     print(f"{args.path}: {truth.ranks} ranks x {truth.steps} steps, {truth.rows:,} rows in "
           f"{truth.generate_s:.1f} s; step {truth.step_ms:.1f} ms")  # fmt: skip
     print(f"plant: {truth.plant or 'none'} {where if where is not None else ''}")

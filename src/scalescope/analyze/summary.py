@@ -9,6 +9,7 @@ import numpy as np
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.hang import HangReport, run_hang
+from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.events import Run
@@ -69,6 +70,9 @@ class RunAnalysis:
     while it had waited in a collective for 10 typical steps; None when the run did not hang."""
     pauses: PauseAnalysis | None = None
     """Steps of 10 typical steps or more on every rank that completed (checkpoints)."""
+    links: LinkAnalysis | None = None
+    """Groups smaller than the world compared by transfer time (analyze/links.py); None
+    when every collective spans the world (nothing to compare a link with)."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -148,6 +152,7 @@ def analyze_run(run: Run) -> RunAnalysis:
         cross_rank=analyze_cross_rank(measured, meta.warmup_steps),
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
+        links=analyze_links(measured, meta.warmup_steps),
     )
 
 

@@ -17,6 +17,7 @@ from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
+from scalescope.diagnose.rules_links import explained_by_links
 from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, time_slicing
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run
@@ -167,7 +168,7 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     threshold that no rule accounted for is an ``UNEXPLAINED`` warning (consistency.py)."""
     found, not_judged = evaluate_rules(ctx, rules)
     found += unexplained(ctx, found)
-    findings = rank_findings(attribute(found, time_slicing(ctx)))
+    findings = rank_findings(explained_by_links(ctx, attribute(found, time_slicing(ctx))))
     return Diagnosis(
         findings=findings,
         not_judged=tuple(not_judged),

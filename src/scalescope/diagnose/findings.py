@@ -90,6 +90,7 @@ BOTTLENECKS: dict[str, str] = {
     "INDEPENDENT_REPLICAS": "no data parallelism",
     "FSDP_EXPOSED_GATHER": "communication (FSDP all-gather)",
     "FSDP_SMALL_UNITS": "communication latency (FSDP units too small)",
+    "SLOW_LINK": "slow link",
 }
 """Bottleneck of each finding code; ``BUILD_*`` codes are ``build``."""
 
@@ -140,6 +141,13 @@ SUMMARIES: dict[str, str] = {
     "reduce-scatters per step, each too small to use the network ({share:.0f}% of the step)",
     "UNEXPLAINED": "{name} is {value:.0f}{unit} (the {section} section), and no rule "
     "accounts for it",
+    "SLOW_LINK": "the link {where} is slow: its {n} group(s) take {ms:.2f} ms per {op} of "
+    "{size} once all their ranks are there, {ratio:.1f}x the median of the {peers} other "
+    "groups of that shape ({peer_ms:.2f} ms); {cost:.1f} ms per step",
+    "SLOW_LINK_HOST": "the links of {host} are slow: all {links} slow links touch it; the "
+    "worst one's {n} group(s) take {ms:.2f} ms per {op} of {size} once all their ranks are "
+    "there, {ratio:.1f}x the median of the {peers} other groups of that shape ({peer_ms:.2f} "
+    "ms); {cost:.1f} ms per step",
 }
 
 REMEDIES: dict[str, str] = {
@@ -279,6 +287,24 @@ REMEDIES: dict[str, str] = {
     "`device_ids`), and build the optimizer from its parameters; or all-reduce the "
     "gradients yourself before `optimizer.step()`",
     "allocator": "`--allocator tcmalloc` (or jemalloc) for many threads allocating at once",
+    "slow_link_test": "measure the link on its own: nccl-tests with one rank on each end "
+    "(`mpirun -np 2 -H {a},{b} ./build/sendrecv_perf -b 8M -e 256M`, then `all_reduce_perf`) "
+    "or `ib_write_bw` / `iperf3` between {a} and {b}, and the same between two other hosts; "
+    "check both ends' NIC and port (`ibstat`, `ethtool` speed and error counters, "
+    "`ip -s link`) and the cable or switch port between them",
+    "slow_link_nic": "measure {host}'s link on its own: nccl-tests from {host} to another "
+    "host (`mpirun -np 2 -H {host},OTHER ./build/sendrecv_perf -b 8M -e 256M`) or "
+    "`ib_write_bw` / `iperf3`, against a pair without it; check its NIC and port (`ibstat`, "
+    "`ethtool` speed and error counters, `ip -s link`) and its cable",
+    "slow_link_iface": "make NCCL and gloo use the fast interface on every host: "
+    "NCCL_IB_HCA (the HCAs, e.g. mlx5_0:1), NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (not a "
+    "management Ethernet port); `NCCL_DEBUG=INFO` prints what NCCL picked",
+    "slow_link_avoid": "until it is fixed, run without {host} (`--exclude {host}` with srun, "
+    "a hostfile without it with mpirun), or place the ranks so that the groups that exchange "
+    "most do not cross that link",
+    "slow_link_inside": "check the links inside {host}: `nvidia-smi topo -m` and "
+    "`nvidia-smi nvlink -e` (NVLink errors), the GPUs' PCIe link width and speed (`lspci "
+    "-vv`, LnkSta); for CPU ranks, their memory and NUMA placement (`--map-by numa`)",
 }
 
 

@@ -18,6 +18,7 @@ from scalescope.diagnose.rules_extra_work import RANK_ONLY_RULES
 from scalescope.diagnose.rules_fsdp import FSDP_RULES
 from scalescope.diagnose.rules_input import DiagnosisInput
 from scalescope.diagnose.rules_job import HangRule, PauseRule, ReplicasRule, TimelineRule
+from scalescope.diagnose.rules_links import SlowLinkRule
 from scalescope.diagnose.rules_pipeline import InputRule
 from scalescope.diagnose.rules_placement import (
     IdleCoresRule,
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     *RANK_ONLY_RULES,
     NodeStragglerRule(),
     StragglerRule(),
+    SlowLinkRule(),
     ImbalanceRule(),
     ComputeRule(),
     MemoryRule(),

@@ -115,14 +115,63 @@ def test_the_analysis_waits_match_the_truth_and_stay_under_the_step(slow_node):
     assert waits[~slow].min() > waits[slow].max(), "the fast ranks wait for the slow node"
 
 
-def test_a_slow_link_makes_its_rank_leave_collectives_later(tmp_path):
-    truth = write_run(tmp_path / "run", 8, 12, Plant("slow_link", target=5))
-    assert truth.slow_link_rank == 5
+def test_a_slow_link_slows_every_rank_of_the_collectives_that_cross_it_at_once(tmp_path):
+    """Physical: a ring over all ranks crosses the link, so the world group's all-reduces
+    transfer slower for everyone and still end together (no rank is late)."""
+    truth = write_run(tmp_path / "run", 16, 12, Plant("slow_link", target=0))
+    assert truth.slow_link == ("node000", "node001")
     c = collectives(load_run(tmp_path / "run"))
-    late = c["end"][5] - np.delete(c["end"], 5, axis=0).max(axis=0)
+    spread = c["end"].max(axis=0) - c["end"].min(axis=0)
+    assert spread.max() <= EXIT_JITTER_NS + CLOCK_SLACK_NS, "they still end together"
     big = c["nbytes"] == max(BUCKETS)
-    extra = (truth.factor - 1) * transfer_ns(max(BUCKETS), 8, True)
-    assert (late[big] > 0.5 * extra).all()
+    transfer = (c["end"].min(axis=0) - c["arrival"].max(axis=0))[big]
+    slow = transfer_ns(max(BUCKETS), 16, True, truth.factor)
+    assert (transfer > 0.8 * slow).all() and (transfer < 1.2 * slow).all()
+
+
+def pair_instances(run) -> dict[str, np.ndarray]:
+    """The pipeline layout's send/recv rows by (group, seq) on rank 0's clock: per instance
+    its two ranks, its last arrival (issue: the pair's previous instance is a step back) and
+    its end (the later completion)."""
+    events = run.events
+    p2p = np.isin(events.name, [events.symbols.id_of("send"), events.symbols.id_of("recv")])
+    issue = aligned_start_ns(events, align_clocks(run))[p2p]
+    group, seq, rank = events.group[p2p], events.seq[p2p], events.rank[p2p]
+    order = np.lexsort((rank, seq, group))
+    shape = (-1, 2)
+    end = (issue + events.dur_ns[p2p])[order].reshape(shape)
+    return {"ranks": rank[order].reshape(shape), "last": issue[order].reshape(shape).max(1),
+            "end": end.max(1), "group": group[order].reshape(shape)[:, 0]}  # fmt: skip
+
+
+def test_the_pipeline_layout_pairs_each_rank_with_the_next_node_in_groups_of_two(tmp_path):
+    truth = write_run(tmp_path / "run", 24, 12, layout="pipeline")
+    run = load_run(tmp_path / "run")
+    assert truth.layout == "pipeline"
+    rows_per_step = np.bincount(run.events.rank) / 12
+    assert (rows_per_step == 13).all()
+    p = pair_instances(run)
+    assert len(p["ranks"]) == 24 * 12, "one instance per pair and step, on both of its ranks"
+    a, b = p["ranks"].T
+    forward = (a + RANKS_PER_NODE) % 24 == b
+    assert (forward | ((b + RANKS_PER_NODE) % 24 == a)).all(), "the same local rank, next node"
+    sender = np.where(forward, a, b)
+    labels = np.array(run.events.names(p["group"]))
+    assert (labels == (1 + sender).astype(str)).all(), "each pair its own group: 1 + sender"
+    cross = analyze_run(run).cross_rank
+    assert cross is not None and cross.unmatched_instances == 0
+
+
+def test_a_slow_link_slows_the_pairs_between_its_two_nodes_only(tmp_path):
+    truth = write_run(tmp_path / "run", 24, 12, Plant("slow_link", target=1), layout="pipeline")
+    assert truth.slow_link == ("node001", "node002")
+    p = pair_instances(load_run(tmp_path / "run"))
+    nodes = np.sort(p["ranks"] // RANKS_PER_NODE, axis=1)
+    crossing = (nodes == [1, 2]).all(axis=1)
+    transfer = p["end"] - p["last"]
+    assert crossing.sum() == 8 * 12
+    ratio = np.median(transfer[crossing]) / np.median(transfer[~crossing])
+    assert 3.5 < ratio < 4.2
 
 
 def test_a_hang_leaves_the_others_in_an_unfinished_collective(tmp_path):
