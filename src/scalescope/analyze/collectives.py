@@ -14,7 +14,7 @@ import numpy as np
 
 from scalescope.analyze.grouping import group_by, rank_calls
 from scalescope.analyze.slot_index import STEP_BITS, slot_lookup, step_key
-from scalescope.analyze.sorting import index_in
+from scalescope.analyze.sorting import distinct, index_in
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
@@ -196,7 +196,7 @@ def _sizes(done: EventTable, world_size: int) -> list[SizeStats]:
 def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[TagPerStep]:
     """Bytes and calls per measured step of each rank, averaged over ranks with such steps."""
     steps = measured_steps(events, warmup_steps).rows
-    measured = np.unique(step_key(steps.rank, steps.step))
+    measured = distinct(step_key(steps.rank, steps.step))
     ranks, num_steps = np.unique(measured >> STEP_BITS, return_counts=True)
     if len(ranks) == 0:
         return []
@@ -254,7 +254,7 @@ def analyze_collectives(
     pending = rows.select(rows.dur_ns < 0)
     return CollectiveAnalysis(
         world_size=world_size,
-        num_ranks=len(np.unique(rows.rank)),
+        num_ranks=len(distinct(rows.rank)),
         calls=len(done),
         incomplete_calls=len(pending),
         ops=tuple(_op_totals(done, pending)),

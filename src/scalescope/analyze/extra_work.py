@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.sorting import index_in
+from scalescope.analyze.sorting import distinct, index_in
 from scalescope.analyze.step_slots import OWN_PHASES, StepSlots
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import EXTRA_PHASES
@@ -126,14 +126,14 @@ def extra_work(events: EventTable, slots: StepSlots) -> tuple[ExtraWork, ...]:
     """Each kind of extra work recorded in the measured steps."""
     out = []
     step = slots.step
-    measured = int(len(np.unique(step)))
+    measured = int(len(distinct(step)))
     for kind in EXTRA_PHASES:
         dur, nbytes = _per_slot(events, slots, kind)
         doing = dur > 0
         if not doing.any():
             continue
-        ranks = np.unique(slots.rank[doing])
-        steps = np.unique(step[doing])
+        ranks = distinct(slots.rank[doing])
+        steps = distinct(step[doing])
         others = np.setdiff1d(slots.ranks, ranks)
         per_occ = per_step = None
         if len(others):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalescope.analyze.sorting import distinct
 from scalescope.analyze.step_slots import StepSlots, SyncWaits
 from scalescope.events import EventTable, Kind
 
@@ -72,7 +73,7 @@ def _take_out_waits(
         return
     t0 = min(int(start.min()), int(sync.start_ns[outside].min()))
     span = max(int(start.max()), int(sync.start_ns[outside].max())) - t0 + 1
-    ranks = np.unique(rank)
+    ranks = distinct(rank)
     keys = np.searchsorted(ranks, rank).astype(np.int64) * span + (start - t0)
     q_rank = sync.rank[outside]
     q_pos = np.minimum(np.searchsorted(ranks, q_rank), len(ranks) - 1)

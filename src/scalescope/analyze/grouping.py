@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from scalescope.analyze.sorting import index_in
+from scalescope.analyze.sorting import distinct, index_in
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def group_by(*columns: np.ndarray) -> Groups:
 
 def _codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The column's distinct values (ascending) and each row's index among them."""
-    values = np.unique(col)
+    values = distinct(col)
     return values, index_in(values, col)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
-from scalescope.analyze.sorting import sort_order
+from scalescope.analyze.sorting import distinct, sort_order
 from scalescope.events import EventTable, Kind, SymbolTable
 
 DENSE_CELLS = 1 << 24
@@ -112,7 +112,7 @@ def _ranks_in_group(rows: EventTable) -> np.ndarray:
     """Per group id: how many ranks recorded it (a scatter into a groups x ranks grid)."""
     n_groups, n_ranks = int(rows.group.max()) + 1, int(rows.rank.max()) + 1
     if n_groups * n_ranks > DENSE_CELLS:
-        pairs = np.unique((rows.group.astype(np.int64) << SEQ_BITS) | rows.rank.astype(np.int64))
+        pairs = distinct((rows.group.astype(np.int64) << SEQ_BITS) | rows.rank.astype(np.int64))
         return np.bincount(pairs >> SEQ_BITS, minlength=n_groups)
     seen = np.zeros(n_groups * n_ranks, dtype=bool)
     seen[rows.group.astype(np.int64) * n_ranks + rows.rank] = True
@@ -145,7 +145,7 @@ def _matched_mask(rows: EventTable, keys: np.ndarray) -> tuple[np.ndarray, int]:
         complete_key = counts == ranks_in_group[(uniq >> SEQ_BITS)]
         matched = np.zeros(len(rows), dtype=bool)
         matched[np.flatnonzero(done)] = complete_key[inverse.reshape(-1)]
-        return matched, len(np.unique(keys[shared])) - int(complete_key.sum())
+        return matched, len(distinct(keys[shared])) - int(complete_key.sum())
     ids, group_of = dense
     rows_done = np.bincount(ids[done], minlength=len(group_of))
     complete = (rows_done > 0) & (rows_done == ranks_in_group[group_of])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.sorting import distinct
 from scalescope.events import EventTable, Kind
 
 PAUSE_FACTOR = 10.0
@@ -77,11 +78,11 @@ def analyze_pauses(events: EventTable, warmup_steps: int = 1) -> PauseAnalysis |
         return None
     median = float(np.median(durs)) / 1e9
     floor_ns = max(PAUSE_FACTOR * median, MIN_PAUSE_S) * 1e9
-    everyone = np.unique(ranks)
+    everyone = distinct(ranks)
     long_steps = []
-    for step in np.unique(steps[durs >= floor_ns]).tolist():
+    for step in distinct(steps[durs >= floor_ns]).tolist():
         here = steps == step
-        if np.unique(ranks[here]).size == everyone.size and durs[here].min() >= floor_ns:
+        if distinct(ranks[here]).size == everyone.size and durs[here].min() >= floor_ns:
             long_steps.append(step)
     if not long_steps:
         return None

@@ -46,3 +46,17 @@ def index_in(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
         lookup[sorted_values] = np.arange(len(sorted_values))
         return lookup[values]
     return np.searchsorted(sorted_values, values.astype(sorted_values.dtype, copy=False))
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, ascending: by a count when their range is
+    small, else by one sort. Not ``np.unique``: numpy 2.3+ finds them by hashing, which on
+    millions of mostly distinct values is ten to twenty times slower than a sort."""
+    if len(values) == 0:
+        return values[:0]
+    low, high = int(values.min()), int(values.max())
+    if high - low < 4 * len(values) + (1 << 16):
+        present = np.flatnonzero(np.bincount((values - low).astype(np.int64, copy=False)))
+        return (present + low).astype(values.dtype)
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]

@@ -20,7 +20,7 @@ from scalescope.analyze.slot_index import (
     slot_lookup,
     step_key,
 )
-from scalescope.analyze.sorting import index_in, sort_order
+from scalescope.analyze.sorting import distinct, index_in, sort_order
 from scalescope.analyze.steps import measured_steps
 from scalescope.events import PHASES, EventTable, Kind
 
@@ -110,7 +110,7 @@ class StepSlots:
         numbers, idx = np.unique(self.step, return_inverse=True)
         least = np.full(len(numbers), np.inf)
         np.minimum.at(least, idx, per_slot)
-        everyone = np.bincount(idx, minlength=len(numbers)) == len(np.unique(self.rank))
+        everyone = np.bincount(idx, minlength=len(numbers)) == len(distinct(self.rank))
         return least[everyone]
 
     def own_sum_ns(self, phases: tuple[str, ...]) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 
 from scalescope.analyze import grouping
 from scalescope.analyze.grouping import group_by, rank_calls
-from scalescope.analyze.sorting import index_in
+from scalescope.analyze.sorting import distinct, index_in
 
 
 def naive(*columns: np.ndarray) -> dict[tuple[int, ...], list[int]]:
@@ -66,3 +66,11 @@ def test_index_in_finds_each_value_as_a_binary_search_does(values: list[int]) ->
     )
     np.testing.assert_array_equal(index_in(haystack, needles), np.searchsorted(haystack, needles))
     assert len(index_in(haystack, needles[:0])) == 0
+
+
+@pytest.mark.parametrize("high", [50, 2**40], ids=["counted", "sorted"])
+def test_distinct_is_the_sorted_set_of_values(high: int) -> None:
+    values = np.random.default_rng(2).integers(-7, high, 3000)
+    got = distinct(values)
+    assert got.tolist() == sorted(set(values.tolist())) and got.dtype == values.dtype
+    assert len(distinct(values[:0])) == 0
