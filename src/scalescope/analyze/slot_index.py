@@ -53,8 +53,12 @@ def find(keys: np.ndarray, dense: Dense, rank: np.ndarray, step: np.ndarray) -> 
     r = rank.astype(np.int64) - rank0
     s = step.astype(np.int64) - step0
     ok = (r >= 0) & (r < table.shape[0]) & (s >= 0) & (s < table.shape[1])
+    flat = r * table.shape[1]
+    flat += s
+    if ok.all():  # the usual case: one gather, no masked copies
+        return table.ravel()[flat].astype(np.int64)
     out = np.full(len(rank), -1, dtype=np.int64)
-    out[ok] = table[r[ok], s[ok]]
+    out[ok] = table.ravel()[flat[ok]]
     return out
 
 
