@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pyarrow as pa
 
 from scalescope.events.files import NODES_DIR, RUN_FILE, events_path, rank_meta_path
 from scalescope.events.memory import release_memory
-from scalescope.events.reader import read_event_stream
+from scalescope.events.reader import StreamRead, read_event_stream
 from scalescope.events.table import EventTable, SymbolTable
 
 RUN_SCHEMA = "scalescope.run/1"
@@ -207,6 +209,26 @@ CONVERT_EVERY = 64
 returned to the system): one conversion of 64 ranks costs a fraction of 64 small ones."""
 
 
+def _read_ahead(paths: dict[int, Path]) -> Iterator[tuple[int, StreamRead | None]]:
+    """Each rank's stream in rank order (None: no file), read by a second thread up to
+    two conversions ahead: Arrow parses and validates without the GIL, so reading overlaps
+    converting, and no more than that window of files is held at once."""
+
+    def read(path: Path) -> StreamRead | None:
+        return read_event_stream(path) if path.is_file() else None
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead: deque[tuple[int, Future]] = deque()
+        for rank, path in paths.items():
+            ahead.append((rank, pool.submit(read, path)))
+            if len(ahead) > 2 * CONVERT_EVERY:
+                done_rank, future = ahead.popleft()
+                yield done_rank, future.result()
+        while ahead:
+            done_rank, future = ahead.popleft()
+            yield done_rank, future.result()
+
+
 def _converted(pending: list[pa.Table], symbols: SymbolTable) -> EventTable:
     """The ranks' Arrow tables as one event table; empties ``pending``."""
     table = EventTable.from_arrow(pa.concat_tables(pending), symbols)
@@ -230,20 +252,21 @@ def load_run(run_dir: Path) -> Run:
     ranks: dict[int, RankMeta] = {}
     problems: list[str] = []
     launcher_ended = meta.status != "running"
+    paths: dict[int, Path] = {}
     for rank in range(meta.world_size):
         merged = meta.ranks.get(str(rank))
         rank_meta = (merged if launcher_ended else None) or read_rank_meta(run_dir, rank) or merged
         if rank_meta is not None:
             ranks[rank] = rank_meta
-        if not meta.probe:
+        if meta.probe:
+            paths[rank] = events_path(run_dir, rank)
+    for rank, read in _read_ahead(paths):
+        name = paths[rank].name
+        if read is None:
+            problems.append(f"rank {rank}: event file {name} is missing")
             continue
-        path = events_path(run_dir, rank)
-        if not path.is_file():
-            problems.append(f"rank {rank}: event file {path.name} is missing")
-            continue
-        read = read_event_stream(path)
         if read.problem:
-            problems.append(f"rank {rank}: {path.name} {read.problem}; kept {read.batches} batches")
+            problems.append(f"rank {rank}: {name} {read.problem}; kept {read.batches} batches")
         pending.append(read.table)
         if len(pending) == CONVERT_EVERY:
             tables.append(_converted(pending, symbols))
