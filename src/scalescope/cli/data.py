@@ -6,12 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scalescope.cli.common import (
-    app,
-    err,
-    fail,
-    plain_console,
-)
+from scalescope.cli.common import app, drive
 
 data_app = typer.Typer(
     help="Input pipeline: pack an image folder into shards, stage them, measure images/s.",
@@ -28,17 +23,11 @@ def data_pack(
     seed: int = typer.Option(0, help="Seed of the image order (classes mixed in shards)."),
 ) -> None:
     """Pack an image folder into tar shards (WebDataset layout) with a manifest."""
-    from scalescope.bench.shard_manifest import parse_size
-    from scalescope.data.pack import pack_folder
-    from scalescope.report.data_view import byte_progress, render_pack
+    from scalescope.commands import data as journey
 
-    try:
-        shard_bytes = parse_size(shard_size)
-        with byte_progress(err, f"packing {folder}") as advance:
-            manifest = pack_folder(folder, out, shard_bytes, seed, advance)
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
-    render_pack(manifest, str(out), err)
+    drive(
+        journey.pack, journey.PackCommand(folder=folder, out=out, shard_size=shard_size, seed=seed)
+    )
 
 
 @data_app.command("stage")
@@ -48,15 +37,9 @@ def data_stage(
     timeout: float = typer.Option(3600.0, help="Seconds the other ranks wait for the copy."),
 ) -> None:
     """Copy shards to node-local disk or RAM, once per node under Slurm, mpirun or torchrun."""
-    from scalescope.data.stage import stage_shards
-    from scalescope.report.data_view import byte_progress, render_stage
+    from scalescope.commands import data as journey
 
-    try:
-        with byte_progress(err, f"staging to {dest}") as advance:
-            result = stage_shards(shards, dest, timeout_s=timeout, progress=advance)
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
-    render_stage(result, str(shards), err)
+    drive(journey.stage, journey.StageCommand(shards=shards, dest=dest, timeout_s=timeout))
 
 
 @data_app.command("bench")
@@ -75,15 +58,9 @@ def data_bench(
     ),
 ) -> None:
     """Images/s of folders vs shards through the bench's decode + training transforms."""
-    from scalescope.data.speed import measure, one_line, parse_workers, ratios
-    from scalescope.report.data_view import render_speed, run_progress
+    from scalescope.commands import data as journey
 
-    try:
-        counts = parse_workers(workers)
-        with run_progress(err, "timing loaders", rounds * len(paths) * len(counts)) as done:
-            speeds = measure(paths, counts, images=images, batch_size=batch_size,
-                             image_size=image_size, rounds=rounds, cold=cold,
-                             on_run=done)  # fmt: skip
-    except (ValueError, OSError) as exc:
-        fail(one_line(exc))
-    render_speed(speeds, ratios(speeds), plain_console(), cold=cold)
+    drive(journey.bench, journey.DataBenchCommand(
+        paths=tuple(paths), workers=workers, images=images, batch_size=batch_size,
+        image_size=image_size, rounds=rounds, cold=cold,
+    ))  # fmt: skip

@@ -2,10 +2,11 @@
 
 ``@with_launch_options(...)`` adds the chosen groups to a command's signature (typer reads
 ``__signature__``), shows them under their own panel in ``--help`` and hands the command one
-``launch`` dict holding every launch option: the ones the command takes, as given, and the
-others at their defaults (tune never takes ``--nnodes``: its trials run on this node). A
-command's own option of the same name (tune's ``--run-dir``, the study; comm's ``--html``)
-stays its own argument, and ``launch`` holds the launch option's default in its place.
+``launch``, a typed ``commands.run.LaunchFlags`` holding every launch option: the ones the
+command takes, as given, and the others at their defaults (tune never takes ``--nnodes``: its
+trials run on this node). A command's own option of the same name (tune's ``--run-dir``, the
+study; comm's ``--html``) stays its own argument, and ``launch`` holds the launch option's
+default in its place.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def with_launch_options(
     *groups: str, skip: tuple[str, ...] = ()
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add the options of ``groups`` (but not ``skip``) to the command; it gets them, and
-    the defaults of all the others, as its ``launch`` keyword."""
+    the defaults of all the others, as its ``launch`` keyword (one ``LaunchFlags``)."""
     taken = {n: t for g in groups for n, t in GROUPS[g].items() if n not in skip}
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -126,8 +127,10 @@ def with_launch_options(
 
         @functools.wraps(command)
         def wrapper(**given: Any) -> Any:
-            launch = DEFAULTS | {name: given.pop(name) for name in taken}
-            return command(**given, launch=launch)
+            from scalescope.commands.run import LaunchFlags
+
+            flags = DEFAULTS | {name: given.pop(name) for name in taken}
+            return command(**given, launch=LaunchFlags(**flags))
 
         del wrapper.__wrapped__
         parameters = [*own, *added]

@@ -6,12 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scalescope.cli.common import (
-    app,
-    err,
-    fail,
-    int_list,
-)
+from scalescope.cli.common import app, drive
 
 
 @app.command()
@@ -60,24 +55,11 @@ def project(
 
     Also kept in RUN_DIR/projection.json for the run's dashboard (report RUN_DIR --html).
     """
-    from scalescope.commands.project import write_projection, write_validation
+    from scalescope.commands import project as journey
 
-    if (run_dir is None) == (validate is None):
-        fail("give a RUN_DIR to project, or --validate STUDY_DIR (not both)")
-    try:
-        if validate is not None:
-            write_validation(validate, holdout, comm, algorithm, json_file)
-            return
-        from scalescope.predict.project import ProjectOptions
-
-        options = ProjectOptions(
-            nodes=int_list(nodes, "--nodes") or (), ranks_per_node=ranks_per_node,
-            hardware=hardware,
-            comm=comm, global_batch=global_batch, per_rank_batch=per_rank_batch,
-            algorithm=algorithm, epoch_samples=epoch_samples, efficiency=efficiency,
-        )  # fmt: skip
-        written = write_projection(run_dir, options, json_file, html)
-    except ValueError as exc:
-        fail(str(exc))
-    for path in written:
-        err.print(f"wrote {path}")
+    drive(journey.project, journey.ProjectCommand(
+        run_dir=run_dir, nodes=nodes, ranks_per_node=ranks_per_node, hardware=hardware,
+        comm=comm, global_batch=global_batch, per_rank_batch=per_rank_batch,
+        algorithm=algorithm, epoch_samples=epoch_samples, efficiency=efficiency,
+        validate=validate, holdout=holdout, json_file=json_file, html=html,
+    ))  # fmt: skip

@@ -6,15 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scalescope.cli.common import (
-    BASELINE,
-    THRESHOLD,
-    app,
-    diagnosis_thresholds,
-    err,
-    fail,
-    plain_console,
-)
+from scalescope.cli.common import BASELINE, THRESHOLD, app, drive
 
 RANKS = typer.Option(
     None,
@@ -23,21 +15,6 @@ RANKS = typer.Option(
     "(e.g. 0,worst:8,best:4,5-7; slowest by busy time per step). Default: every rank up to "
     "16 ranks, else 0,worst:8,best:4.",
 )
-
-
-def check_ranks(ranks: str | None, timeline: Path | None) -> None:
-    """A ``--ranks`` value that cannot be read, or one without ``--timeline``, is a one-line
-    error before anything is analysed."""
-    from scalescope.report.rank_select import RankSpecError, parse_rank_spec
-
-    if ranks is None:
-        return
-    if timeline is None:
-        fail("--ranks selects the ranks of the --timeline trace: give --timeline FILE too")
-    try:
-        parse_rank_spec(ranks)
-    except RankSpecError as exc:
-        fail(str(exc))
 
 
 @app.command()
@@ -61,56 +38,12 @@ def report(
 ) -> None:
     """Print where the time went in a recorded run; optionally write JSON, HTML, timeline.
     A scale study or a suite prints its table again."""
-    from scalescope.commands.report import ReportFiles, report_run
-    from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
-    from scalescope.events.run import RunDirError
-    from scalescope.report.rank_select import RankSpecError
+    from scalescope.commands import report as journey
 
-    check_ranks(ranks, timeline)
-    if (run_dir / SCALE_STUDY_FILE).is_file():
-        _report_study(run_dir, json_file, html, timeline)
-        return
-    if run_dir.is_file() or (run_dir / SUITE_FILE).is_file():
-        _report_suite(run_dir, json_file or html or timeline)
-        return
-    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps, ranks=ranks)
-    thresholds = diagnosis_thresholds(threshold, baseline)
-    try:
-        written = report_run(run_dir, files, thresholds=thresholds)
-    except (RunDirError, RankSpecError) as exc:
-        fail(str(exc))
-    for path in written:
-        err.print(f"wrote {path}")
-
-
-def _report_study(
-    study_dir: Path, json_file: Path | None, html: Path | None, timeline: Path | None
-) -> None:
-    from scalescope.commands.scale import report_study
-    from scalescope.events.files import SCALE_STUDY_FILE
-    from scalescope.report.formatting import report_console
-
-    if json_file or timeline:
-        fail(f"{study_dir} is a scale study: its JSON is {SCALE_STUDY_FILE}; no timeline")
-    try:
-        written = report_study(study_dir, html, report_console())
-    except ValueError as exc:
-        fail(str(exc))
-    for path in written:
-        err.print(f"wrote {path}")
-
-
-def _report_suite(path: Path, other_output: Path | None) -> None:
-    from scalescope.events.files import SUITE_FILE
-    from scalescope.report.suite_view import load_suite, render_suite, suite_console
-
-    if other_output:
-        fail(f"{path} is a suite: its JSON is {SUITE_FILE}; no HTML or timeline")
-    try:
-        result = load_suite(path)
-    except ValueError as exc:
-        fail(str(exc))
-    render_suite(result, suite_console())
+    drive(journey.report, journey.ReportCommand(
+        run_dir=run_dir, json_file=json_file, html=html, timeline=timeline, steps=steps,
+        ranks=ranks, threshold=threshold, baseline=baseline,
+    ))  # fmt: skip
 
 
 @app.command()
@@ -127,19 +60,12 @@ def analyze(
     baseline: Path | None = BASELINE,
 ) -> None:
     """The same report for traces from other tools (torch.profiler/Kineto, Horovod)."""
-    from scalescope.commands.report import ReportFiles, analyze_trace
-    from scalescope.ingest import IngestError
-    from scalescope.report.rank_select import RankSpecError
+    from scalescope.commands import report as journey
 
-    check_ranks(ranks, timeline)
-    files = ReportFiles(json=json_file, html=html, timeline=timeline, steps=steps, ranks=ranks)
-    thresholds = diagnosis_thresholds(threshold, baseline)
-    try:
-        written = analyze_trace(path, files, thresholds, progress=err)
-    except (IngestError, RankSpecError) as exc:
-        fail(str(exc))
-    for out in written:
-        err.print(f"wrote {out}")
+    drive(journey.analyze, journey.AnalyzeCommand(
+        path=path, json_file=json_file, html=html, timeline=timeline, steps=steps, ranks=ranks,
+        threshold=threshold, baseline=baseline,
+    ))  # fmt: skip
 
 
 @app.command()
@@ -150,13 +76,11 @@ def compare(
     html: Path | None = typer.Option(None, "--html", help="Also write a side-by-side dashboard."),
 ) -> None:
     """The same tables for two runs side by side, with ratios B / A."""
-    from scalescope.commands.report import compare_run_dirs
-    from scalescope.events.run import RunDirError
+    from scalescope.commands import report as journey
 
-    try:
-        compare_run_dirs(run_a, run_b, json_file, html)
-    except RunDirError as exc:
-        fail(str(exc))
+    drive(journey.compare, journey.CompareCommand(
+        run_a=run_a, run_b=run_b, json_file=json_file, html=html
+    ))  # fmt: skip
 
 
 @app.command()
@@ -167,14 +91,6 @@ def env(
     ),
 ) -> None:
     """Software build and hardware facts that decide speed, with a warning for each trap."""
-    from scalescope.diagnose.env_checks import check_environment
-    from scalescope.launch.facts import collect_environment
-    from scalescope.report.env_view import env_json, render_env
+    from scalescope.commands import env as journey
 
-    facts = collect_environment()
-    warnings = check_environment(
-        facts["software"], facts["hardware"], facts["threads"], nproc_per_node=nproc_per_node
-    )
-    render_env(facts, warnings, plain_console())
-    if json_file is not None:
-        json_file.write_bytes(env_json(facts, warnings))
+    drive(journey.env, journey.EnvCommand(json_file=json_file, nproc_per_node=nproc_per_node))

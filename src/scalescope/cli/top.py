@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scalescope.cli.common import app, fail
+from scalescope.cli.common import app, drive
 from scalescope.cli.option_check import CheckedCommand
 
 
@@ -27,38 +27,6 @@ def top(
     """Watch a run while it trains: throughput, each rank's step and its phases, the straggler,
     the first finding so far, dead or silent ranks, starting ranks with their stage. q or
     Ctrl-C quits."""
-    from rich.console import Console
+    from scalescope.commands import top as journey
 
-    from scalescope.events.run import RunDirError
-    from scalescope.report.live_top import LiveTop, watch
-
-    if (run_dir is None) == (connect is None):
-        fail("give a run directory or --connect HOST:PORT (one of them)")
-    console = Console(highlight=False)
-    try:
-        if connect:
-            view = store_top(connect)
-        else:
-            view = LiveTop(run_dir, finding_every_s=0.0 if once else FINDING_EVERY_S)
-        if once:
-            console.print(view.frame())
-            raise typer.Exit(0)
-        raise typer.Exit(watch(view, console))
-    except (RunDirError, ValueError) as exc:
-        fail(str(exc))
-
-
-def store_top(address: str):  # noqa: ANN201
-    """The view through the store at ``address``; a one-line error when none answers."""
-    from scalescope.launch.live_channel import Channel, connect
-    from scalescope.report.live_store_top import StoreTop, parse_address
-
-    host, port = parse_address(address)
-    try:
-        return StoreTop(Channel(connect(host, port, timeout_s=CONNECT_WAIT_S)))
-    except RuntimeError as exc:  # torch's DistStoreError and DistNetworkError among them
-        raise ValueError(f"no store answers at {address}: {str(exc).splitlines()[0]}") from None
-
-
-CONNECT_WAIT_S = 5.0
-FINDING_EVERY_S = 10.0
+    drive(journey.top, journey.TopCommand(run_dir=run_dir, connect=connect, once=once))

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from scalescope.cli.common import (
-    NPROC,
-    PASSTHROUGH,
-    app,
-    fail,
-    launch_spec,
-    start_or_plan,
-)
+from scalescope.cli.common import NPROC, PASSTHROUGH, app, drive, fail
 from scalescope.cli.launch_options import ALL_GROUPS, with_launch_options
 from scalescope.cli.option_check import CheckedCommand
+from scalescope.commands.run import LaunchFlags
 
 
 @app.command(cls=CheckedCommand, context_settings=PASSTHROUGH)
@@ -28,20 +21,19 @@ def run(
     module: bool = typer.Option(False, "--module", "-m", help="SCRIPT is a module name."),
     warmup_steps: int = typer.Option(1, help="Steps left out of the statistics.", min=0),
     *,
-    launch: dict[str, Any],
+    launch: LaunchFlags,
 ) -> None:
     """Start ranks of SCRIPT [ARGS] under the probe and record a run directory.
 
     Arguments after SCRIPT go to the script: scalescope run -n 2 train.py --epochs 1.
     Under srun, mpirun or torchrun, without -n, each task joins the launcher's world as one rank.
     """
-    if script.startswith("-"):
-        fail(f"No such option: {script} (see scalescope run --help)")
-    params = locals() | launch
-    spec = launch_spec(
-        params, target=script, is_module=module, args=list(ctx.args), warmup_steps=warmup_steps
-    )
-    start_or_plan(spec, params)
+    from scalescope.commands import run as journey
+
+    drive(journey.run, journey.RunCommand(
+        script=script, module=module, args=tuple(ctx.args), nproc_per_node=nproc_per_node,
+        warmup_steps=warmup_steps, launch=launch,
+    ))  # fmt: skip
 
 
 @app.command(cls=CheckedCommand)
@@ -80,31 +72,23 @@ def bench(
     ),
     pin_memory: bool = typer.Option(False, help="Pin DataLoader memory."),
     *,
-    launch: dict[str, Any],
+    launch: LaunchFlags,
 ) -> None:
     """Data-parallel training of a built-in torchvision model, profiled."""
     from scalescope.bench.options import BenchOptions
+    from scalescope.commands import run as journey
 
-    params = locals() | launch
     try:
-        options = BenchOptions(
+        workload = BenchOptions(
             model=model, batch_size=batch_size, global_batch=global_batch, recipe=recipe,
             image_size=image_size, steps=steps,
             epochs=epochs, warmup_steps=warmup_steps, lr=lr, channels_last=channels_last,
             bf16=bf16, bucket_cap_mb=bucket_cap_mb, fsdp=fsdp, seed=seed, data=data,
             workers=workers, pin_memory=pin_memory,
         )  # fmt: skip
-        if nproc_per_node is not None:
-            options.check_world(nproc_per_node * launch["nnodes"])
     except ValueError as exc:
         fail(str(exc))
-    spec = launch_spec(
-        params,
-        target="scalescope.bench.workload",
-        is_module=True,
-        args=options.workload_args(),
-        warmup_steps=warmup_steps,
-        workload=model,
-        options=options.as_dict(),
-    )
-    start_or_plan(spec, params)
+        raise
+    drive(journey.bench, journey.BenchCommand(
+        workload=workload, nproc_per_node=nproc_per_node, launch=launch
+    ))  # fmt: skip

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from scalescope.cli.common import (
-    NPROC,
-    PASSTHROUGH,
-    app,
-    err,
-    fail,
-    launch_spec,
-)
+from scalescope.cli.common import NPROC, PASSTHROUGH, app, drive
 from scalescope.cli.launch_options import with_launch_options
 from scalescope.cli.option_check import CheckedCommand
+from scalescope.commands.run import LaunchFlags
 
 
 @app.command(cls=CheckedCommand, context_settings=PASSTHROUGH)
@@ -62,7 +55,7 @@ def tune(
     json_file: Path | None = typer.Option(None, "--json", help="Also write every trial as JSON."),
     html: Path | None = typer.Option(None, "--html", help="Also write the study's HTML page."),
     *,
-    launch: dict[str, Any],
+    launch: LaunchFlags,
 ) -> None:
     """Search the knobs of SCRIPT [ARGS] (or --bench MODEL) by short real trials.
 
@@ -71,68 +64,13 @@ def tune(
     again, interleaved, and the best is named by its median samples/s. Ctrl-C ends the study
     and still prints the table.
     """
-    from scalescope.report.tune_view import TuneProgress, render_tune, tune_json
-    from scalescope.tune.apply import default_study_dir, target_space
-    from scalescope.tune.search import tune as run_study
-    from scalescope.tune.study import TuneOptions
+    from scalescope.commands import tune as journey
 
-    params = locals() | launch
-    target = tune_target(params, list(ctx.args))
-    try:
-        knobs = target_space(target, space)
-        options = TuneOptions(
-            trials=trials, budget_min=budget, trial_seconds=trial_seconds, sampler=sampler,
-            prune=not no_prune, seed=seed, resume=resume, confirm=confirm,
-            confirm_rounds=confirm_rounds,
-        )  # fmt: skip
-        study_dir = run_dir or default_study_dir(target)
-        with TuneProgress(err, trial_seconds) as progress:
-            result = run_study(target, knobs, options, study_dir, progress)
-    except ValueError as exc:
-        fail(str(exc))
-    from scalescope.report.formatting import report_console
-
-    render_tune(result, report_console())
-    if json_file is not None:
-        json_file.write_bytes(tune_json(result))
-        err.print(f"wrote {json_file}")
-    if html is not None:
-        from scalescope.report.tune_view import render_tune_html
-
-        html.write_text(render_tune_html(result), encoding="utf-8")
-        err.print(f"wrote {html}")
-    err.print(f"study: {study_dir}  (scalescope tune --resume --run-dir {study_dir} ...)")
-    raise typer.Exit(130 if result.stopped == "interrupted" else 0)
-
-
-def tune_target(p: dict[str, Any], args: list[str]):  # noqa: ANN201
-    """The workload tune starts from: a script or module, or --bench MODEL."""
-    from scalescope.bench.options import BenchOptions
-    from scalescope.tune.apply import TuneTarget
-
-    script, model = p["script"], p["bench_model"]
-    if script is not None and model is not None:
-        fail(f"--bench takes no script or script arguments, got {' '.join([script, *args])}")
-    if script is None and model is None:
-        fail("give a training script or --bench MODEL (one of them)")
-    if model is None and p["fsdp"]:
-        fail("--fsdp is an option of --bench: a script shards its own model")
-    if script is not None and script.startswith("-"):
-        fail(f"No such option: {script} (see scalescope tune --help)")
-    if model is None:
-        spec = launch_spec(
-            p, target=script, is_module=p["module"], args=args, warmup_steps=p["warmup_steps"]
-        )
-        return TuneTarget(spec)
-    try:
-        options = BenchOptions(
-            model=model, batch_size=p["batch_size"], image_size=p["image_size"],
-            steps=p["trial_steps"], warmup_steps=p["warmup_steps"], fsdp=p["fsdp"],
-        )  # fmt: skip
-    except ValueError as exc:
-        fail(str(exc))
-    spec = launch_spec(
-        p, target="scalescope.bench.workload", is_module=True, args=options.workload_args(),
-        warmup_steps=p["warmup_steps"], workload=model, options=options.as_dict(),
-    )  # fmt: skip
-    return TuneTarget(spec, options)
+    drive(journey.tune, journey.TuneCommand(
+        script=script, bench_model=bench_model, module=module, args=tuple(ctx.args),
+        nproc_per_node=nproc_per_node, space=space, trials=trials, trial_seconds=trial_seconds,
+        budget=budget, sampler=sampler, no_prune=no_prune, seed=seed, resume=resume,
+        confirm=confirm, confirm_rounds=confirm_rounds, warmup_steps=warmup_steps,
+        batch_size=batch_size, image_size=image_size, trial_steps=trial_steps, fsdp=fsdp,
+        run_dir=run_dir, json_file=json_file, html=html, launch=launch,
+    ))  # fmt: skip

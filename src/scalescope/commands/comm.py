@@ -1,17 +1,95 @@
-"""`scalescope comm` after the ranks ended: read their record, analyse it, write every view."""
+"""`scalescope comm`: the benchmark's ranks started through the same launcher as run; after
+they ended, their record read and analysed, and every view written. Or an nccl-tests log
+shown in the same columns, with nothing run."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, comm_results
+from scalescope.commands.common import CommandError, err
+from scalescope.commands.run import LaunchFlags, launch_spec, start_or_plan
 from scalescope.events.files import COMM_FILE
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import Outcome, start
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommCommand:
+    """The options of ``scalescope comm``."""
+
+    nproc_per_node: int | None = None
+    ops: str = "allreduce"
+    """Comma list: allreduce, allgather, reduce_scatter, broadcast, alltoall, sendrecv."""
+    sizes: str = "8:64M"
+    """MIN:MAX bytes stepped by ``factor``, or a list 8,1M."""
+    factor: int = 2
+    dtype: str = "float32"
+    backend: str = "gloo,nccl,mpi"
+    """Comma list; one this build lacks is listed unavailable."""
+    iters: int = 20
+    """Timed calls per size."""
+    warmup: int = 5
+    """Untimed calls before them."""
+    json_file: Path | None = None
+    """Results and α-β fits."""
+    csv_file: Path | None = None
+    html: Path | None = None
+    """Latency and busbw plots (not the run's dashboard)."""
+    nccl_tests: Path | None = None
+    """Only show this nccl-tests log in comm's columns; run nothing."""
+    probe: bool = False
+    """Also record every benchmarked call with the probe."""
+    launch: LaunchFlags = field(default_factory=LaunchFlags)
+
+
+def comm(command: CommCommand) -> int:
+    """Run the benchmark (or show an nccl-tests log), print and write its views; the run's
+    exit code."""
+    from scalescope.bench.comm_options import CommOptions
+    from scalescope.ingest import IngestError
+    from scalescope.report.formatting import report_console
+
+    if command.nccl_tests is not None:
+        try:
+            show_nccl_tests(command.nccl_tests, report_console())
+        except IngestError as exc:
+            raise CommandError(str(exc)) from None
+        return 0
+    # its --html is not a dashboard
+    flags = replace(command.launch, no_report=True, html=None, no_probe=not command.probe)
+    c = command
+    try:
+        options = CommOptions.parse(c.ops, c.sizes, c.factor, c.dtype, c.backend, c.iters, c.warmup)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    runnable, unavailable = options.split_backends()
+    if not runnable:
+        reasons = "; ".join(f"{b}: {why}" for b, why in unavailable.items())
+        raise CommandError(f"no backend can run here ({reasons})")
+    spec = launch_spec(
+        flags, c.nproc_per_node, target="scalescope.bench.comm", is_module=True,
+        args=options.workload_args(runnable), warmup_steps=0, workload="comm",
+        options=options.as_dict() | {"unavailable": unavailable},
+    )  # fmt: skip
+    if flags.dry_run:
+        return start_or_plan(spec, flags, c.nproc_per_node)
+    try:
+        given = c.nproc_per_node is not None
+        outcome, bench = run_comm(spec, given, flags.master_addr, unavailable)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if bench is None:
+        return outcome.exit_code
+    files = CommFiles(json=c.json_file, csv=c.csv_file, html=c.html)
+    for path in write_comm(bench, outcome.run_dir, files, report_console()):
+        err.print(f"wrote {path}")
+    err.print(f"run {outcome.status}: {outcome.run_dir}  (scalescope report {outcome.run_dir})")
+    return outcome.exit_code
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """`scalescope report`, `compare` and `analyze`: load or ingest a run, analyse and diagnose it,
-print it and write the views asked for (JSON, HTML dashboard, Chrome timeline)."""
+print it and write the views asked for (JSON, HTML dashboard, Chrome timeline). A scale study
+or a suite given to `report` prints its table again."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import msgspec
 from rich.console import Console
 
 from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.commands.common import CommandError, err
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from scalescope.events.run import Run, load_run
+from scalescope.events.run import Run, RunDirError, load_run
 from scalescope.report.formatting import report_console
 from scalescope.report.json_report import dump_json, report_json
 
 if TYPE_CHECKING:
+    from scalescope.analyze.scaling import ScalingTable
+    from scalescope.events.study import ScaleStudy
     from scalescope.ingest import IngestResult
 
 
@@ -152,3 +156,191 @@ def analyze_trace(
         }
         dump_json(files.json, doc)
     return written
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportCommand:
+    """The options of ``scalescope report``."""
+
+    run_dir: Path
+    """A run directory, a scale study's directory, or a suite's directory (or suite.json)."""
+    json_file: Path | None = None
+    html: Path | None = None
+    """The HTML dashboard."""
+    timeline: Path | None = None
+    """A Chrome/Perfetto trace of a few steps."""
+    steps: int | None = None
+    """Steps in the timelines; None: 10 after warm-up."""
+    ranks: str | None = None
+    """Ranks in the timeline, as given (report/rank_select.py)."""
+    threshold: list[str] | None = None
+    """Diagnosis thresholds, NAME=VALUE each."""
+    baseline: Path | None = None
+    """A good bench run on this machine: its FLOP/s become the expected ones."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeCommand:
+    """The options of ``scalescope analyze``."""
+
+    path: Path
+    """A torch.profiler trace (file or per-rank directory) or a Horovod timeline."""
+    json_file: Path | None = None
+    html: Path | None = None
+    timeline: Path | None = None
+    steps: int | None = None
+    ranks: str | None = None
+    threshold: list[str] | None = None
+    baseline: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareCommand:
+    """The options of ``scalescope compare``."""
+
+    run_a: Path
+    """The baseline run directory."""
+    run_b: Path
+    """The run compared with it (ratios B / A)."""
+    json_file: Path | None = None
+    html: Path | None = None
+    """A side-by-side dashboard."""
+
+
+def check_ranks(ranks: str | None, timeline: Path | None) -> None:
+    """A ``--ranks`` value that cannot be read, or one without ``--timeline``, is a one-line
+    error before anything is analysed."""
+    from scalescope.report.rank_select import RankSpecError, parse_rank_spec
+
+    if ranks is None:
+        return
+    if timeline is None:
+        raise CommandError(
+            "--ranks selects the ranks of the --timeline trace: give --timeline FILE too"
+        )
+    try:
+        parse_rank_spec(ranks)
+    except RankSpecError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def diagnosis_thresholds(items: list[str] | None, baseline: Path | None) -> Thresholds:
+    """The thresholds from --threshold and --baseline (a bad one fails with its reason)."""
+    from scalescope.diagnose.calibrate import calibrate, parse_overrides
+
+    try:
+        thresholds = parse_overrides(items or [])
+        if baseline is None:
+            return thresholds
+        calibration = calibrate(baseline, thresholds)
+    except (ValueError, RunDirError) as exc:
+        raise CommandError(str(exc)) from None
+    err.print(calibration.note)
+    return calibration.thresholds
+
+
+def report(command: ReportCommand) -> None:
+    """Print a recorded run (or study, or suite) and write the views asked for."""
+    from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
+    from scalescope.report.rank_select import RankSpecError
+
+    c = command
+    check_ranks(c.ranks, c.timeline)
+    if (c.run_dir / SCALE_STUDY_FILE).is_file():
+        report_study_dir(c.run_dir, c.json_file, c.html, c.timeline)
+        return
+    if c.run_dir.is_file() or (c.run_dir / SUITE_FILE).is_file():
+        report_suite(c.run_dir, c.json_file or c.html or c.timeline)
+        return
+    files = ReportFiles(json=c.json_file, html=c.html, timeline=c.timeline, steps=c.steps,
+                        ranks=c.ranks)  # fmt: skip
+    thresholds = diagnosis_thresholds(c.threshold, c.baseline)
+    try:
+        written = report_run(c.run_dir, files, thresholds=thresholds)
+    except (RunDirError, RankSpecError) as exc:
+        raise CommandError(str(exc)) from None
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
+    """The scaling table from each point's own run directory (a missing one is no breakdown)."""
+    from scalescope.analyze.scaling import scaling_table
+
+    analyses = {}
+    for p in study.points:
+        try:
+            analyses[p.ranks] = analyze_run(load_run(study_dir / p.run_dir)) if p.run_dir else None
+        except RunDirError:
+            analyses[p.ranks] = None
+    return scaling_table(study, analyses)
+
+
+def report_study(study_dir: Path, html: Path | None, console: Console) -> list[Path]:
+    """Print a recorded study's table (``scalescope report STUDY_DIR``); write its page."""
+    from scalescope.events.study import load_study
+    from scalescope.report.scaling_view import render_scaling, render_scaling_html
+
+    table = study_table(study_dir, load_study(study_dir))
+    render_scaling(table, console)
+    if html is None:
+        return []
+    html.write_text(render_scaling_html(table), encoding="utf-8")
+    return [html]
+
+
+def report_study_dir(
+    study_dir: Path, json_file: Path | None, html: Path | None, timeline: Path | None
+) -> None:
+    from scalescope.events.files import SCALE_STUDY_FILE
+
+    if json_file or timeline:
+        raise CommandError(
+            f"{study_dir} is a scale study: its JSON is {SCALE_STUDY_FILE}; no timeline"
+        )
+    try:
+        written = report_study(study_dir, html, report_console())
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+def report_suite(path: Path, other_output: Path | None) -> None:
+    from scalescope.events.files import SUITE_FILE
+    from scalescope.report.suite_view import load_suite, render_suite, suite_console
+
+    if other_output:
+        raise CommandError(f"{path} is a suite: its JSON is {SUITE_FILE}; no HTML or timeline")
+    try:
+        result = load_suite(path)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    render_suite(result, suite_console())
+
+
+def analyze(command: AnalyzeCommand) -> None:
+    """Ingest another tool's trace, print its report and write the views asked for."""
+    from scalescope.ingest import IngestError
+    from scalescope.report.rank_select import RankSpecError
+
+    c = command
+    check_ranks(c.ranks, c.timeline)
+    files = ReportFiles(json=c.json_file, html=c.html, timeline=c.timeline, steps=c.steps,
+                        ranks=c.ranks)  # fmt: skip
+    thresholds = diagnosis_thresholds(c.threshold, c.baseline)
+    try:
+        written = analyze_trace(c.path, files, thresholds, progress=err)
+    except (IngestError, RankSpecError) as exc:
+        raise CommandError(str(exc)) from None
+    for out in written:
+        err.print(f"wrote {out}")
+
+
+def compare(command: CompareCommand) -> None:
+    """Print two runs side by side and write the views asked for."""
+
+    try:
+        compare_run_dirs(command.run_a, command.run_b, command.json_file, command.html)
+    except RunDirError as exc:
+        raise CommandError(str(exc)) from None

@@ -9,21 +9,19 @@ fails is recorded with its error; the other sizes still run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msgspec.structs import replace as replace_point
 
+from scalescope.commands.common import CommandError, err, int_list
+from scalescope.commands.run import LaunchFlags, launch_spec
+from scalescope.events.files import SCALE_STUDY_FILE
 from scalescope.events.run import RunDirError, load_run
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 from scalescope.launch.runner import RunSpec
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from scalescope.analyze.scaling import ScalingTable
 
 BATCH_PLACEHOLDER = "{batch}"
 """In a script's arguments, replaced by the per-rank batch of each size."""
@@ -149,28 +147,105 @@ def run_study(
     return study
 
 
-def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
-    """The scaling table from each point's own run directory (a missing one is no breakdown)."""
-    from scalescope.analyze import analyze_run
-    from scalescope.analyze.scaling import scaling_table
+@dataclass(frozen=True, kw_only=True)
+class ScaleCommand:
+    """The options of ``scalescope scale``."""
 
-    analyses = {}
-    for p in study.points:
-        try:
-            analyses[p.ranks] = analyze_run(load_run(study_dir / p.run_dir)) if p.run_dir else None
-        except RunDirError:
-            analyses[p.ranks] = None
-    return scaling_table(study, analyses)
+    script: str | None = None
+    """A training script; or ``bench_model``."""
+    args: tuple[str, ...] = ()
+    """The script's own arguments ({batch}: the per-rank batch of each size)."""
+    bench_model: str | None = None
+    """A built-in model instead of a script."""
+    ranks: str
+    """Sizes to run, as given: 1,2,4."""
+    nodes: str | None = None
+    """Nodes of each size, as given: 1,1,2; None: one node each."""
+    strong: bool = False
+    """Keep the global batch (default: weak scaling, the per-rank batch)."""
+    batch_size: int | None = None
+    """Per-rank batch (global with ``strong``)."""
+    steps: int = 20
+    """Steps per size (--bench)."""
+    image_size: int = 224
+    """Image size (--bench)."""
+    warmup_steps: int = 5
+    study_dir: Path | None = None
+    """Where the study's runs go; None: scalescope_runs/scale-…"""
+    html: Path | None = None
+    """The scaling dashboard."""
+    launch: LaunchFlags = field(default_factory=LaunchFlags)
 
 
-def report_study(study_dir: Path, html: Path | None, console: Console) -> list[Path]:
-    """Print a recorded study's table (``scalescope report STUDY_DIR``); write its page."""
-    from scalescope.events.study import load_study
-    from scalescope.report.scaling_view import render_scaling, render_scaling_html
+def scale(command: ScaleCommand) -> int:
+    """Run every size, print the scaling table, write its page; 1 when a size failed."""
+    from scalescope.commands.report import report_study
+    from scalescope.launch.session import start
+    from scalescope.report.eta import Eta
+    from scalescope.report.formatting import report_console
 
-    table = study_table(study_dir, load_study(study_dir))
-    render_scaling(table, console)
-    if html is None:
-        return []
-    html.write_text(render_scaling_html(table), encoding="utf-8")
-    return [html]
+    c = command
+    sizes = int_list(c.ranks, "--ranks") or ()
+    if (c.script is None) == (c.bench_model is None):
+        raise CommandError("give a training script or --bench MODEL (one of them)")
+    try:
+        plan = ScalePlan(
+            ranks=sizes, nodes=int_list(c.nodes, "--nodes") or (1,) * len(sizes), strong=c.strong,
+            batch_size=c.batch_size if c.script or c.batch_size else 32,
+            batch_arg="--batch-size" if c.bench_model else None,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    name = c.bench_model or Path(c.script or "").stem
+    where = (
+        c.study_dir or Path("scalescope_runs") / f"scale-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    if (where / SCALE_STUDY_FILE).exists():
+        raise CommandError(f"{str(where)} already holds a study; choose another --run-dir")
+    # the base run's node count; each size sets its own
+    flags = replace(c.launch, nnodes=max(plan.nodes))
+    spec = scale_spec(c, flags)
+    eta = Eta(len(plan.ranks), "scale")
+
+    def start_size(size_spec: RunSpec) -> object:
+        ranks = size_spec.launch.world_size
+        err.print(eta.line(f"{ranks} rank{'s' if ranks > 1 else ''}"))
+        return start(size_spec, True, flags.master_addr)
+
+    study = run_study(spec, plan, where, start_size, scale_progress)
+    for path in report_study(where, c.html, report_console()):
+        err.print(f"wrote {path}")
+    err.print(f"study: {where / SCALE_STUDY_FILE}  (scalescope report {where})")
+    return 0 if all(p.status == "ok" for p in study.points) else 1
+
+
+def scale_spec(command: ScaleCommand, flags: LaunchFlags) -> RunSpec:
+    """The run of one size before its ranks and batch are set."""
+    c, args = command, list(command.args)
+    if c.bench_model is None:
+        if c.batch_size is not None and not any(BATCH_PLACEHOLDER in a for a in args):
+            raise CommandError("--batch-size with a script needs {batch} in the script's arguments")
+        return launch_spec(flags, 1, target=c.script, args=args, warmup_steps=c.warmup_steps)
+    from scalescope.bench.options import BenchOptions
+
+    if c.warmup_steps >= c.steps:
+        raise CommandError(
+            f"--warmup-steps ({c.warmup_steps}) must be less than --steps ({c.steps})"
+        )
+    try:
+        options = BenchOptions(
+            model=c.bench_model, steps=c.steps, image_size=c.image_size,
+            warmup_steps=c.warmup_steps,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    return launch_spec(
+        flags, 1, target="scalescope.bench.workload", is_module=True,
+        args=[*options.workload_args(), *args], warmup_steps=c.warmup_steps,
+        workload=c.bench_model, options=options.as_dict(),
+    )  # fmt: skip
+
+
+def scale_progress(point: ScalePoint) -> None:
+    figures = f"{point.samples_per_s:,.1f} samples/s" if point.samples_per_s else point.error
+    err.print(f"{point.ranks} ranks: {point.status}, {figures}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +25,8 @@ from scalescope.analyze.rank_split import rank_splits
 from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
+from scalescope.commands.common import CommandError, err
+from scalescope.commands.run import LaunchFlags, mapping_options
 from scalescope.events.files import SUITE_FILE
 from scalescope.events.run import RunDirError, load_run
 from scalescope.launch.local import LaunchOptions
@@ -165,3 +168,49 @@ def run_suite(plan: SuitePlan, on_start: Callable[[str], None] = lambda _: None)
     return SuiteResult(
         str(plan.suite_dir), plan.quick, plan.command, with_efficiency(entries), interrupted
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteCommand:
+    """The options of ``scalescope suite``."""
+
+    quick: bool = False
+    """Tiny sizes and few steps (CI smoke run)."""
+    ranks: str = "2"
+    """Rank counts to run each workload at, as given: 1,2."""
+    workloads: str | None = None
+    """Comma list of the workloads; None: all."""
+    size: list[str] | None = None
+    """WORKLOAD=N items: the size of a workload."""
+    suite_dir: Path | None = None
+    """Where to record the suite's runs; None: scalescope_runs/suite-…"""
+    json_file: Path | None = None
+    launch: LaunchFlags = field(default_factory=LaunchFlags)
+
+
+def suite(command: SuiteCommand) -> int:
+    """Run the suite, print its table, keep suite.json; 130 when interrupted, 1 when a run
+    failed."""
+    from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.report.eta import Eta
+    from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
+
+    c, flags = command, command.launch
+    try:
+        plan = SuitePlan(
+            workloads=select_workloads(c.workloads), ranks=parse_ranks(c.ranks), quick=c.quick,
+            sizes=parse_sizes(c.size or []), suite_dir=c.suite_dir or default_suite_dir(),
+            launch=LaunchOptions(
+                master_addr=flags.master_addr or "127.0.0.1", master_port=flags.master_port
+            ),
+            mapping=mapping_options(flags), command=("scalescope", *sys.argv[1:]),
+        )  # fmt: skip
+        eta = Eta(len(plan.workloads) * len(plan.ranks), "suite")
+        result = run_suite(plan, lambda what: err.print(eta.line(what)))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    render_suite(result, suite_console())
+    for path in write_suite_json(result, plan.suite_dir / SUITE_FILE, c.json_file):
+        err.print(f"wrote {path}")
+    failed = [e for e in result.entries if e.status != "completed" or e.error]
+    return 130 if result.interrupted else (1 if failed else 0)

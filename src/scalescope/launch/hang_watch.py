@@ -65,19 +65,17 @@ ACTIONS = ("report", "kill")
 
 @dataclass(frozen=True, kw_only=True)
 class HangOptions:
-    after_s: float | None = None
-    """Seconds without a finished step or collective on any rank; None: 10 typical steps,
-    at least 30 s."""
-    action: str = "report"
-    """report: describe the hang and leave the ranks running; kill: then stop them."""
-    render: Callable[[HangReport], str] | None = None
-    """Words for the report (the CLI passes report/hang_view's); None writes hang.json only."""
+    """What the watch does; built from --hang-after and --hang-action, and checked there,
+    by commands/run.py's ``hang_options``."""
 
-    def __post_init__(self) -> None:
-        if self.after_s is not None and self.after_s <= 0:
-            raise ValueError(f"--hang-after must be > 0 seconds, got {self.after_s}")
-        if self.action not in ACTIONS:
-            raise ValueError(f"--hang-action must be report or kill, got {self.action!r}")
+    after_s: float | None = None
+    """Seconds (> 0) without a finished step or collective on any rank; None: 10 typical
+    steps, at least 30 s."""
+    action: str = "report"
+    """One of ``ACTIONS``: report: describe the hang and leave the ranks running; kill: then
+    stop them."""
+    render: Callable[[HangReport], str] | None = None
+    """Words for the report (commands pass report/hang_view's); None writes hang.json only."""
 
 
 class StepTimes:

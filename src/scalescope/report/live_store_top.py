@@ -1,15 +1,15 @@
-"""`top --connect HOST:PORT`: a run watched from any node, through the job's store.
+"""`top --connect HOST:PORT`'s frame: a run watched from any node, through the job's store.
 
-The relays beside the ranks publish each rank's live state there (launch/live_channel.py),
-so this view needs no run directory: steps done and their rate, the phase and the last
-collective of every rank, the stage of the ranks still starting, the node each runs on,
-and, when no rank has progressed for 10 s, the hang verdict the watch would give. At 1,024
-ranks a frame is one multi_get of 256 KiB and the 16 ranks worth showing.
+The relays beside the ranks publish each rank's live state there (launch/live_channel.py)
+and commands/top.py's ``StoreTop`` polls them, so this view needs no run directory: steps
+done and their rate, the phase and the last collective of every rank, the stage of the ranks
+still starting, the node each runs on, and, when no rank has progressed for 10 s, the hang
+verdict the watch would give. At 1,024 ranks a frame is one multi_get of 256 KiB and the 16
+ranks worth showing.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 from rich.console import RenderableType
@@ -17,7 +17,6 @@ from rich.console import RenderableType
 from scalescope.analyze.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
 from scalescope.events.live_state import LiveState
-from scalescope.launch.live_channel import Channel
 from scalescope.report.document import Block, Column, Document, Line, Table
 from scalescope.report.document_terminal import document_renderable
 
@@ -33,48 +32,6 @@ class StoreRank:
     steps_per_s: float | None
     """Since the previous frame."""
     ended: str
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` of the job's store (MASTER_ADDR:MASTER_PORT, or the rendezvous
-    endpoint); a one-line error otherwise."""
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--connect takes HOST:PORT of the job's store, got {text!r}")
-    return host, int(port)
-
-
-class StoreTop:
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
-        self.ended = False
-        """Every rank has ended (``watch`` without a terminal then stops)."""
-        self._before: dict[int, tuple[float, int]] = {}
-        self._hosts: dict[int, str] = {}
-
-    def ranks(self, now: float, world: int) -> list[StoreRank]:
-        states = self.channel.states(list(range(world)))
-        any_ended = self.channel.ended_count() > 0
-        out = []
-        for rank, state in sorted(states.items()):
-            rate = None
-            if rank in self._before:
-                then, steps = self._before[rank]
-                if now > then:
-                    rate = (state.steps_done - steps) / (now - then)
-            self._before[rank] = (now, state.steps_done)
-            if rank not in self._hosts:
-                self._hosts[rank] = self.channel.host(rank)
-            ended = self.channel.ended(rank) if any_ended else ""
-            out.append(StoreRank(state, self._hosts[rank], rate, ended))
-        return out
-
-    def frame(self) -> RenderableType:
-        now = time.time()
-        world = self.channel.world_size()
-        ranks = self.ranks(now, world)
-        self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
-        return render_store_top(ranks, world, now)
 
 
 def _status(r: StoreRank, now: float) -> str:

@@ -1,7 +1,9 @@
-"""The shared launch options: declared once, added to each command, handed over as one dict."""
+"""The shared launch options: declared once, added to each command, handed over as one typed
+``LaunchFlags``."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from scalescope.cli.launch_options import (
     RENDEZVOUS,
     with_launch_options,
 )
+from scalescope.commands.run import LaunchFlags
 
 FLAGS = {name: option.param_decls[0] for g in GROUPS.values() for name, (_, option) in g.items()}
 
@@ -57,14 +60,14 @@ def toy() -> tuple[typer.Typer, list[dict[str, Any]]]:
         script: str = typer.Argument(...),
         steps: int = typer.Option(3, "--steps"),
         *,
-        launch: dict[str, Any],
+        launch: LaunchFlags,
     ) -> None:
-        seen.append({"script": script, "steps": steps, **launch})
+        seen.append({"script": script, "steps": steps, **asdict(launch)})
 
     return toy_app, seen
 
 
-def test_given_and_default_options_reach_the_command_as_one_dict() -> None:
+def test_given_and_default_options_reach_the_command_as_one_object() -> None:
     toy_app, seen = toy()
     done = CliRunner().invoke(
         toy_app, ["t[1].py", "--steps", "5", "--master-port", "29511", "--bind-to", "core"]
@@ -76,6 +79,12 @@ def test_given_and_default_options_reach_the_command_as_one_dict() -> None:
     untouched = set(DEFAULTS) - {"master_port", "bind_to"}
     assert {n: got[n] for n in untouched} == {n: DEFAULTS[n] for n in untouched}
     assert got["run_dir"] is None and got["nnodes"] == 1
+
+
+def test_every_launch_option_is_a_field_of_launch_flags_with_its_default() -> None:
+    """The typer declarations and the typed flags name the same options, with one default."""
+    declared = {f.name: f.default for f in fields(LaunchFlags)}
+    assert declared == DEFAULTS
 
 
 @pytest.mark.parametrize("flag", ["--cpu-list", "--nnodes", "--run-dir"])

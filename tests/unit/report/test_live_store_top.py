@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from scalescope.commands.top import parse_address
 from scalescope.events.live_state import LiveState
 from scalescope.report.live_store_top import (
     MAX_ROWS,
     StoreRank,
-    parse_address,
     render_store_top,
 )
 

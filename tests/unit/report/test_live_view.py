@@ -11,8 +11,8 @@ from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
 from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
+from scalescope.commands.top import LiveTop
 from scalescope.events import RankMeta, RunMeta
-from scalescope.report.live_top import LiveTop
 from scalescope.report.live_view import LiveExtras, phase_bar, render_live
 
 MS = 1_000_000

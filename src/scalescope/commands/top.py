@@ -1,10 +1,11 @@
-"""Watch a run directory: poll its files, analyse the window, redraw once a second.
+"""`scalescope top` and `run --live`: watch a run while it trains.
 
-``LiveTop.frame`` reads what the ranks appended (``events.tail``), analyses the last steps
-of every rank, and every ``finding_every_s`` runs the diagnosis on them for the first
-finding. ``watch`` drives it in the foreground (``scalescope top``: q or Ctrl-C quits);
-``LiveThread`` in the background of the launching process (``run --live``: the launcher
-owns the main thread).
+``LiveTop`` polls a run directory: each ``frame`` reads what the ranks appended
+(``events.tail``), analyses the last steps of every rank, and every ``finding_every_s`` runs
+the diagnosis on them for the first finding; report/live_view.py draws it. ``StoreTop``
+polls the job's store instead (``top --connect``; report/live_store_top.py draws it).
+``watch`` redraws either in the foreground (q or Ctrl-C quits); ``LiveThread`` in the
+background of the launching process (``run --live``: the launcher owns the main thread).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,9 @@ from rich.live import Live
 
 from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.commands.common import CommandError
 from scalescope.events.live_state import LiveState, read_live_states
-from scalescope.events.run import RankMeta, Run, RunMeta, read_rank_meta
+from scalescope.events.run import RankMeta, Run, RunDirError, RunMeta, read_rank_meta
 from scalescope.events.tail import RunTail
 from scalescope.launch.live_channel import (
     STORE_OPTION,
@@ -39,6 +42,7 @@ from scalescope.launch.live_channel import (
     fresher_states,
     split_address,
 )
+from scalescope.report.live_store_top import StoreRank, render_store_top
 from scalescope.report.live_view import LiveExtras, render_live
 
 REFRESH_S = 1.0
@@ -245,3 +249,93 @@ class LiveThread:
         self.thread.join()
         self._draw()
         self.live.stop()
+
+
+class StoreTop:
+    """The ranks' live states polled from the job's store: each ``frame`` is their view."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.ended = False
+        """Every rank has ended (``watch`` without a terminal then stops)."""
+        self._before: dict[int, tuple[float, int]] = {}
+        self._hosts: dict[int, str] = {}
+
+    def ranks(self, now: float, world: int) -> list[StoreRank]:
+        states = self.channel.states(list(range(world)))
+        any_ended = self.channel.ended_count() > 0
+        out = []
+        for rank, state in sorted(states.items()):
+            rate = None
+            if rank in self._before:
+                then, steps = self._before[rank]
+                if now > then:
+                    rate = (state.steps_done - steps) / (now - then)
+            self._before[rank] = (now, state.steps_done)
+            if rank not in self._hosts:
+                self._hosts[rank] = self.channel.host(rank)
+            ended = self.channel.ended(rank) if any_ended else ""
+            out.append(StoreRank(state, self._hosts[rank], rate, ended))
+        return out
+
+    def frame(self) -> RenderableType:
+        now = time.time()
+        world = self.channel.world_size()
+        ranks = self.ranks(now, world)
+        self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
+        return render_store_top(ranks, world, now)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of the job's store (MASTER_ADDR:MASTER_PORT, or the rendezvous
+    endpoint); a one-line error otherwise."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--connect takes HOST:PORT of the job's store, got {text!r}")
+    return host, int(port)
+
+
+def store_top(address: str) -> StoreTop:
+    """The view through the store at ``address``; a one-line error when none answers."""
+    host, port = parse_address(address)
+    try:
+        return StoreTop(Channel(connect(host, port, timeout_s=CONNECT_WAIT_S)))
+    except RuntimeError as exc:  # torch's DistStoreError and DistNetworkError among them
+        raise ValueError(f"no store answers at {address}: {str(exc).splitlines()[0]}") from None
+
+
+CONNECT_WAIT_S = 5.0
+FINDING_EVERY_S = 10.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopCommand:
+    """The options of ``scalescope top``."""
+
+    run_dir: Path | None = None
+    """A run directory (of run, bench, a scale size); or ``connect``."""
+    connect: str | None = None
+    """HOST:PORT of the job's store, watched from any node instead of a run directory."""
+    once: bool = False
+    """Print the view once and exit."""
+
+
+def top(command: TopCommand) -> int:
+    """Watch a run directory or the job's store until q, Ctrl-C or, off a terminal, the run's
+    end; the exit code (130 after Ctrl-C)."""
+    if (command.run_dir is None) == (command.connect is None):
+        raise CommandError("give a run directory or --connect HOST:PORT (one of them)")
+    console = Console(highlight=False)
+    try:
+        view: LiveTop | StoreTop
+        if command.connect:
+            view = store_top(command.connect)
+        else:
+            every_s = 0.0 if command.once else FINDING_EVERY_S
+            view = LiveTop(command.run_dir, finding_every_s=every_s)  # type: ignore[arg-type]
+        if command.once:
+            console.print(view.frame())
+            return 0
+        return watch(view, console)
+    except (RunDirError, ValueError) as exc:
+        raise CommandError(str(exc)) from None

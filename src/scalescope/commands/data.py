@@ -1,0 +1,101 @@
+"""`scalescope data pack|stage|bench`: the input pipeline's shards packed, staged once per
+node, and timed against the folder they came from, each with its progress drawn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalescope.commands.common import CommandError, err, plain_console
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackCommand:
+    """The options of ``scalescope data pack``."""
+
+    folder: Path
+    """An ImageFolder: FOLDER/<class>/<image>."""
+    out: Path
+    """A new (or empty) directory for the shards."""
+    shard_size: str = "256MB"
+    """Bytes per shard, as given: 256MB, 1GiB."""
+    seed: int = 0
+    """Seed of the image order."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageCommand:
+    """The options of ``scalescope data stage``."""
+
+    shards: Path
+    """A shard directory written by `data pack`."""
+    dest: Path
+    """Node-local directory, e.g. /dev/shm/train."""
+    timeout_s: float = 3600.0
+    """How long the other ranks wait for the copy."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataBenchCommand:
+    """The options of ``scalescope data bench``."""
+
+    paths: tuple[Path, ...]
+    """Image folders and/or shard directories."""
+    workers: str = "0,2"
+    """Loader worker counts to try, as given: 0,2,4."""
+    images: int = 512
+    """Images timed per run."""
+    batch_size: int = 32
+    image_size: int = 224
+    rounds: int = 3
+    """Interleaved rounds; the median is reported."""
+    cold: bool = False
+    """Drop the data's files from the page cache before every run."""
+
+
+def pack(command: PackCommand) -> None:
+    """Pack the folder into shards with a bar of the bytes written; print the manifest."""
+    from scalescope.bench.shard_manifest import parse_size
+    from scalescope.data.pack import pack_folder
+    from scalescope.report.data_view import byte_progress, render_pack
+
+    c = command
+    try:
+        shard_bytes = parse_size(c.shard_size)
+        with byte_progress(err, f"packing {c.folder}") as advance:
+            manifest = pack_folder(c.folder, c.out, shard_bytes, c.seed, advance)
+    except (ValueError, OSError) as exc:
+        raise CommandError(str(exc)) from None
+    render_pack(manifest, str(c.out), err)
+
+
+def stage(command: StageCommand) -> None:
+    """Copy the shards once per node with a bar of the bytes copied; print what was done."""
+    from scalescope.data.stage import stage_shards
+    from scalescope.report.data_view import byte_progress, render_stage
+
+    c = command
+    try:
+        with byte_progress(err, f"staging to {c.dest}") as advance:
+            result = stage_shards(c.shards, c.dest, timeout_s=c.timeout_s, progress=advance)
+    except (ValueError, OSError) as exc:
+        raise CommandError(str(exc)) from None
+    render_stage(result, str(c.shards), err)
+
+
+def bench(command: DataBenchCommand) -> None:
+    """Time every path with every worker count, in rounds; print images/s and the ratios."""
+    from scalescope.data.speed import measure, one_line, parse_workers, ratios
+    from scalescope.report.data_view import render_speed, run_progress
+
+    c = command
+    try:
+        counts = parse_workers(c.workers)
+        runs = c.rounds * len(c.paths) * len(counts)
+        with run_progress(err, "timing loaders", runs) as done:
+            speeds = measure(list(c.paths), counts, images=c.images, batch_size=c.batch_size,
+                             image_size=c.image_size, rounds=c.rounds, cold=c.cold,
+                             on_run=done)  # fmt: skip
+    except (ValueError, OSError) as exc:
+        raise CommandError(one_line(exc)) from None
+    render_speed(speeds, ratios(speeds), plain_console(), cold=c.cold)

@@ -1,0 +1,128 @@
+"""`scalescope tune`: the workload as given (a script, or --bench MODEL) read into a target,
+the study run with its progress drawn, the table printed and the JSON and HTML written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scalescope.commands.common import CommandError, err
+from scalescope.commands.run import LaunchFlags, launch_spec
+
+if TYPE_CHECKING:
+    from scalescope.tune.apply import TuneTarget
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneCommand:
+    """The options of ``scalescope tune``."""
+
+    script: str | None = None
+    """A training script (or a module with ``module``); or ``bench_model``."""
+    bench_model: str | None = None
+    """Tune the built-in bench workload of this model instead."""
+    module: bool = False
+    args: tuple[str, ...] = ()
+    """The script's own arguments."""
+    nproc_per_node: int | None = None
+    space: list[str] | None = None
+    """Knobs and their values, NAME=V1,V2 each; None: the default space."""
+    trials: int = 20
+    """Trials in the study, baseline included."""
+    trial_seconds: float = 60.0
+    """Time budget of one trial."""
+    budget: float | None = None
+    """Minutes after which no new trial starts."""
+    sampler: str = "tpe"
+    no_prune: bool = False
+    seed: int = 0
+    resume: bool = False
+    """Continue the study in ``run_dir``."""
+    confirm: int = 3
+    """The baseline and the top K run again after the search; 0: off."""
+    confirm_rounds: int = 2
+    warmup_steps: int = 5
+    """Steps of each trial left out of samples/s."""
+    batch_size: int = 32
+    """--bench: images per rank per step."""
+    image_size: int = 224
+    """--bench: height and width of the images."""
+    trial_steps: int = 200
+    """--bench: steps of one trial."""
+    fsdp: bool = False
+    """--bench: FSDP2 instead of DDP."""
+    run_dir: Path | None = None
+    """The study's directory; None: scalescope_runs/tune-…"""
+    json_file: Path | None = None
+    html: Path | None = None
+    launch: LaunchFlags = field(default_factory=LaunchFlags)
+
+
+def tune(command: TuneCommand) -> int:
+    """Run (or resume) the study, print its table, write its files; 130 when interrupted."""
+    from scalescope.report.formatting import report_console
+    from scalescope.report.tune_view import TuneProgress, render_tune, render_tune_html, tune_json
+    from scalescope.tune.apply import default_study_dir, target_space
+    from scalescope.tune.search import tune as run_study
+    from scalescope.tune.study import TuneOptions
+
+    target = tune_target(command)
+    try:
+        knobs = target_space(target, command.space)
+        options = TuneOptions(
+            trials=command.trials, budget_min=command.budget, trial_seconds=command.trial_seconds,
+            sampler=command.sampler, prune=not command.no_prune, seed=command.seed,
+            resume=command.resume, confirm=command.confirm, confirm_rounds=command.confirm_rounds,
+        )  # fmt: skip
+        study_dir = command.run_dir or default_study_dir(target)
+        with TuneProgress(err, command.trial_seconds) as progress:
+            result = run_study(target, knobs, options, study_dir, progress)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    render_tune(result, report_console())
+    if command.json_file is not None:
+        command.json_file.write_bytes(tune_json(result))
+        err.print(f"wrote {command.json_file}")
+    if command.html is not None:
+        command.html.write_text(render_tune_html(result), encoding="utf-8")
+        err.print(f"wrote {command.html}")
+    err.print(f"study: {study_dir}  (scalescope tune --resume --run-dir {study_dir} ...)")
+    return 130 if result.stopped == "interrupted" else 0
+
+
+def tune_target(command: TuneCommand) -> TuneTarget:
+    """The workload tune starts from: a script or module, or --bench MODEL."""
+    from scalescope.bench.options import BenchOptions
+    from scalescope.tune.apply import TuneTarget
+
+    script, model, args = command.script, command.bench_model, list(command.args)
+    if script is not None and model is not None:
+        raise CommandError(
+            f"--bench takes no script or script arguments, got {' '.join([script, *args])}"
+        )
+    if script is None and model is None:
+        raise CommandError("give a training script or --bench MODEL (one of them)")
+    if model is None and command.fsdp:
+        raise CommandError("--fsdp is an option of --bench: a script shards its own model")
+    if script is not None and script.startswith("-"):
+        raise CommandError(f"No such option: {script} (see scalescope tune --help)")
+    flags, nproc, warmup = command.launch, command.nproc_per_node, command.warmup_steps
+    if model is None:
+        spec = launch_spec(
+            flags, nproc, target=script, is_module=command.module, args=args, warmup_steps=warmup
+        )
+        return TuneTarget(spec)
+    try:
+        options = BenchOptions(
+            model=model, batch_size=command.batch_size, image_size=command.image_size,
+            steps=command.trial_steps, warmup_steps=warmup, fsdp=command.fsdp,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    spec = launch_spec(
+        flags, nproc, target="scalescope.bench.workload", is_module=True,
+        args=options.workload_args(), warmup_steps=warmup, workload=model,
+        options=options.as_dict(),
+    )  # fmt: skip
+    return TuneTarget(spec, options)
