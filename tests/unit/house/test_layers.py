@@ -1,6 +1,8 @@
-"""The house rule: every import of scalescope points down the layers, and no modules import each
-other in a circle. Read from the source (every import statement: inside functions and under
-``if TYPE_CHECKING:`` too), so neither a lazy nor a type-only import can hide an arrow up."""
+"""The house rule: every import of scalescope points down the layers, to a package its layer
+may import, and no modules import each other in a circle; the benchmarks, which drive the
+tool as a user would, import anything of it but its command line. Read from the source
+(every import statement: inside functions and under ``if TYPE_CHECKING:`` too), so neither a
+lazy nor a type-only import can hide an arrow."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).parents[3] / "src" / "scalescope"
+ROOT = Path(__file__).parents[3]
+SRC = ROOT / "src" / "scalescope"
+BENCHMARKS = ROOT / "benchmarks"
 
 LAYERS = (
     "events",  # the data model: imports nothing of ours
@@ -23,12 +27,63 @@ LAYERS = (
     "diagnose",  # rules over the analysis
     "predict",  # fits and projections
     "tune",  # the knob search
-    "report",  # renderers only
-    "commands",  # one journey per command
-    "cli",  # parses, calls one command
+    "report",  # renderers: results -> documents, text, pages, JSON, traces
+    "commands",  # one journey per command: parse nothing, drive the stages, render
+    "cli",  # typer declarations: parses, builds a command's options, calls its entry point
 )
-"""Bottom first: a package may import only itself and the packages before it."""
+"""Bottom first: a package may import only itself and packages before it, and of those only
+the ones ``ALLOWED`` names."""
 RANK = {name: i for i, name in enumerate(LAYERS)}
+
+ALLOWED: dict[str, frozenset[str]] = {
+    "events": frozenset(),
+    "probe": frozenset({"events"}),
+    "recipes": frozenset(),
+    "ingest": frozenset({"events"}),
+    "bench": frozenset(
+        {"events", "probe", "recipes"}
+    ),  # probe: comm's unrecorded calls, FSDP knobs
+    "analyze": frozenset({"events", "ingest"}),
+    "launch": frozenset({"events", "probe", "analyze"}),  # analyze: the hang verdicts
+    "data": frozenset({"bench", "launch"}),
+    "diagnose": frozenset({"events", "bench", "analyze"}),
+    "predict": frozenset({"events", "bench", "analyze", "diagnose"}),
+    "tune": frozenset({"events", "probe", "bench", "analyze", "launch", "diagnose"}),
+    "report": frozenset(
+        {
+            "events",
+            "probe",
+            "ingest",
+            "bench",
+            "analyze",
+            "launch",
+            "data",
+            "diagnose",
+            "predict",
+            "tune",
+        }  # fmt: skip
+    ),
+    "commands": frozenset(
+        {
+            "events",
+            "ingest",
+            "bench",
+            "analyze",
+            "launch",
+            "data",
+            "diagnose",
+            "predict",
+            "tune",
+            "report",
+        }  # fmt: skip
+    ),
+    "cli": frozenset({"commands", "bench"}),  # bench: the options of `bench`, BenchOptions
+}
+"""The packages of ours each package may import (besides itself)."""
+
+BENCHMARKS_ALLOWED = frozenset(LAYERS) - {"cli"}
+"""The benchmarks drive the tool through its stages and commands, or start ``scalescope`` as
+a process: never through the typer layer."""
 
 
 def module_name(path: Path) -> str:
@@ -69,6 +124,37 @@ def import_graph() -> dict[str, set[str]]:
 def package(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
+
+
+def not_allowed(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for a, targets in graph.items():
+        for b in targets:
+            pa, pb = package(a), package(b)
+            if pa and pb and pa != pb and pb not in ALLOWED[pa]:
+                bad.append(
+                    f"{a} -> {b} ({pa} may import {', '.join(sorted(ALLOWED[pa])) or 'nothing'})"
+                )
+    return sorted(bad)
+
+
+def benchmark_imports() -> dict[str, set[str]]:
+    """The scalescope packages each benchmark file imports (absolute imports: the
+    benchmarks are scripts, never part of the package)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(BENCHMARKS.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.update(
+                    f"{node.module}.{a.name}" if node.module == "scalescope" else node.module
+                    for a in node.names
+                )
+        packages = {n.split(".")[1] for n in names if n.startswith("scalescope.")}
+        found[str(path.relative_to(ROOT))] = {p for p in packages if (SRC / p).is_dir()}
+    return found
 
 
 def arrows_up(graph: dict[str, set[str]]) -> list[str]:
@@ -131,6 +217,26 @@ def test_no_import_circles(graph: dict[str, set[str]]) -> None:
     assert circles(graph) == []
 
 
+def test_allowed_lists_point_down() -> None:
+    """Each layer's list names only packages below it: the lists refine the order."""
+    assert set(ALLOWED) == set(LAYERS)
+    up = {(a, b) for a, allowed in ALLOWED.items() for b in allowed if RANK[b] >= RANK[a]}
+    assert up == set()
+
+
+def test_imports_are_allowed(graph: dict[str, set[str]]) -> None:
+    assert not_allowed(graph) == []
+
+
+def test_benchmarks_import_no_command_line() -> None:
+    found = benchmark_imports()
+    assert found, "no benchmark read"
+    bad = {
+        path: sorted(p - BENCHMARKS_ALLOWED) for path, p in found.items() if p - BENCHMARKS_ALLOWED
+    }
+    assert bad == {}
+
+
 def test_the_checks_see_a_broken_rule() -> None:
     """The checks themselves: an arrow up and a circle planted in a copy of the graph."""
     planted = {
@@ -141,3 +247,6 @@ def test_the_checks_see_a_broken_rule() -> None:
         "scalescope.events.run -> scalescope.report.terminal (events is below report)"
     ]
     assert circles(planted) == [["scalescope.events.run", "scalescope.report.terminal"]]
+    assert not_allowed({"scalescope.cli.reports": {"scalescope.report.terminal"}}) == [
+        "scalescope.cli.reports -> scalescope.report.terminal (cli may import bench, commands)"
+    ]
