@@ -48,3 +48,27 @@ def test_the_oversubscription_is_the_first_finding_measured_by_the_wait(oversubs
     assert diagnosis["verdict"].startswith("CPU placement")
     comm = [f for f in diagnosis["findings"] if f["code"].startswith("COMM_")]
     assert all(f["level"] == "info" for f in comm), "time-slicing, not a communication warning"
+
+
+SLEEPER, SLEEP_S = 5, 0.05
+
+
+@pytest.fixture(scope="module")
+def with_sleeper(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sleeper")
+    _proc, doc = run_then_report(
+        RANKS, "--oversubscribe", DDP_TRAIN, "--steps", 12, "--sleep-rank", SLEEPER,
+        "--sleep-s", SLEEP_S, cwd=tmp, timeout=180,
+    )  # fmt: skip
+    return doc
+
+
+def test_a_sleeper_among_time_sliced_ranks_is_still_named(with_sleeper):
+    """Its delay is larger than the scheduling noise: the straggler is named, and stays a
+    warning, since its own CPU facts clear the shared cores (it sleeps, it is not slowed)."""
+    findings = with_sleeper["diagnosis"]["findings"]
+    assert findings[0]["code"] == "OVERSUBSCRIBED", [f["code"] for f in findings]
+    straggler = next(f for f in findings if f["code"] == "STRAGGLER")
+    assert straggler["rank"] == SLEEPER and straggler["level"] == "warning"
+    assert with_sleeper["cross_rank"]["straggler"]["rank"] == SLEEPER
+    assert "it does more there or waits there" in straggler["remedies"][0]

@@ -19,6 +19,7 @@ from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
 from scalescope.diagnose.rules_links import explained_by_links
 from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, time_slicing
+from scalescope.diagnose.rules_ranks import straggler_does_own_work
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run
 from scalescope.events.files import BENCH_FILE
@@ -123,11 +124,14 @@ def _time_sliced(finding: Finding, ts: TimeSlicing) -> Finding:
     )
 
 
-def attribute(findings: list[Finding], sliced: TimeSlicing | None = None) -> list[Finding]:
+def attribute(
+    findings: list[Finding], sliced: TimeSlicing | None = None, own_work: bool = False
+) -> list[Finding]:
     """Give symptoms to their cause, so one loss is not counted twice: low compute FLOP/s
-    to a placement or build finding, a straggler or imbalance to ranks sharing cores, and
-    exposed communication to an oversubscribed host whose ranks' run-queue wait
-    (``sliced``) accounts for most of it."""
+    to a placement or build finding, a straggler or imbalance to ranks sharing cores
+    (not a straggler whose own CPU facts clear the cores: ``own_work``), and exposed
+    communication to an oversubscribed host whose ranks' run-queue wait (``sliced``)
+    accounts for most of it."""
     codes = [f.code for f in findings]
     compute_causes = [c for c in codes if c in COMPUTE_CAUSES]
     shared = [c for c in codes if c in SHARED_CORES]
@@ -136,7 +140,11 @@ def attribute(findings: list[Finding], sliced: TimeSlicing | None = None) -> lis
     for f in findings:
         if f.code == "COMPUTE" and compute_causes:
             f = _explained(f, compute_causes)
-        elif f.code in ("STRAGGLER", "LOAD_IMBALANCE") and shared:
+        elif (
+            f.code in ("STRAGGLER", "LOAD_IMBALANCE")
+            and shared
+            and not (own_work and f.code == "STRAGGLER")
+        ):
             f = _explained(f, shared)
         elif f.code in COMM_CODES and time_sliced and sliced is not None:
             f = _time_sliced(f, sliced)
@@ -168,7 +176,9 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     threshold that no rule accounted for is an ``UNEXPLAINED`` warning (consistency.py)."""
     found, not_judged = evaluate_rules(ctx, rules)
     found += unexplained(ctx, found)
-    findings = rank_findings(explained_by_links(ctx, attribute(found, time_slicing(ctx))))
+    findings = rank_findings(
+        explained_by_links(ctx, attribute(found, time_slicing(ctx), straggler_does_own_work(ctx)))
+    )
     return Diagnosis(
         findings=findings,
         not_judged=tuple(not_judged),

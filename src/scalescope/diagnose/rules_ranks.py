@@ -76,6 +76,14 @@ def _cpu_cause(ctx: DiagnosisInput, rank: int) -> tuple[str, str] | None:
     return None
 
 
+def straggler_does_own_work(ctx: DiagnosisInput) -> bool:
+    """The straggler's CPU facts show neither preemption nor more CPU time than the others':
+    ranks sharing cores do not explain its lateness (it sleeps, blocks or does more)."""
+    cross = ctx.analysis.cross_rank
+    s = cross.straggler if cross is not None else None
+    return s is not None and cpu_use(ctx, s.rank) is not None and _cpu_cause(ctx, s.rank) is None
+
+
 def _cpu_evidence(ctx: DiagnosisInput, rank: int) -> list[Evidence]:
     use = cpu_use(ctx, rank)
     if use is None:
@@ -204,7 +212,7 @@ def _evidence(
             "its share of all ranks' lateness",
             round(getattr(s, "lateness_share_pct", 0.0), 1),
             "%",
-            straggler_min_share_pct(n),
+            round(getattr(s, "share_needed_pct", straggler_min_share_pct(n)), 1),
             ">=",
         ),
         Evidence("instances it arrived at last", round(s.last_share_pct, 1), "%"),

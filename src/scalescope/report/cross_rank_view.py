@@ -75,7 +75,8 @@ def straggler_line(c: CrossRankAnalysis) -> str:
     """One sentence: who keeps the others waiting, by how much, and in which phase."""
     s = c.straggler
     if s is None:
-        need = straggler_min_share_pct(len(c.ranks))
+        shares = sorted((r.lateness_share_pct for r in c.ranks), reverse=True)
+        need = straggler_min_share_pct(len(c.ranks), shares[1] if len(shares) > 1 else None)
         return (
             f"no straggler: no rank causes {need:.0f}% or more of the waiting for late ranks "
             f"at {STRAGGLER_MIN_STEP_PCT:.0f}% of a step or more"

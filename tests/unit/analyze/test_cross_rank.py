@@ -19,8 +19,14 @@ from analyze_runs import coll_row, make_run, phase_row, step_row
 
 from scalescope.analyze import analyze_run, matching
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
-from scalescope.analyze.cross_rank import analyze_cross_rank, straggler_min_share_pct
-from scalescope.events import RankMeta
+from scalescope.analyze.cross_rank import (
+    RankWaits,
+    _straggler,
+    analyze_cross_rank,
+    straggler_min_share_pct,
+)
+from scalescope.analyze.step_slots import StepSlots, step_key
+from scalescope.events import PHASES, EventTable, RankMeta
 from scalescope.events.run import ClockSync
 
 US, MS = 1_000, 1_000_000
@@ -320,6 +326,54 @@ def test_straggler_threshold():
     assert straggler_min_share_pct(2) == 75.0
     assert straggler_min_share_pct(3) == 50.0
     assert straggler_min_share_pct(64) == 50.0
+    assert straggler_min_share_pct(20, 3.3) == 7.5  # 1.5 x a fair share of 20
+    assert straggler_min_share_pct(20, 19.0) == 38.0  # twice the next rank's share
+    assert straggler_min_share_pct(4, 3.3) == 50.0  # a majority under 8 ranks
+
+
+def _slots(own_ms: dict[int, float], steps: int = 10) -> StepSlots:
+    """Ranks whose every step takes ``own_ms``, all of it in forward."""
+    ranks = np.repeat(list(own_ms), steps)
+    forward = np.repeat(list(own_ms.values()), steps) * 1e6
+    phase_ns = {p: np.zeros(len(ranks)) for p in PHASES} | {"forward": forward}
+    keys = step_key(ranks, np.tile(np.arange(steps), len(own_ms)))
+    return StepSlots(
+        keys=keys, rank=ranks, dur_ns=forward.copy(), samples=np.ones(len(keys), np.int64),
+        phase_ns=phase_ns, ranks=np.array(sorted(own_ms)),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ranks", "next_share", "named"),
+    [(20, 62 / 19, True), (20, 20.0, False), (4, 62 / 3, False)],
+    ids=["leader of 20", "two leaders of 20", "no majority of 4"],
+)
+def test_a_clear_leader_among_many_ranks_is_named_without_a_majority(ranks, next_share, named):
+    """Among 20 time-sliced ranks a 20 ms sleeper causes 38 % of the lateness and the
+    scheduling noise of the 19 others the rest: twice any other rank's share names it.
+    Not when another rank comes close, nor among fewer than 8 ranks (a majority)."""
+    sleeper = 7 % ranks
+    share = {r: (62.0 - next_share) / (ranks - 2) for r in range(ranks)}
+    share[sleeper], share[(sleeper + 1) % ranks] = 38.0, next_share
+    waits = tuple(
+        RankWaits(
+            rank=r,
+            last_count=1,
+            last_share_pct=100 / ranks,
+            lateness_avg_us=1e3,
+            wait_ms_per_step=5.0,
+            busy_ms_per_step=120.0 if r == sleeper else 100.0,
+            lateness_ms_per_step=0.6 * share[r],
+            lateness_share_pct=share[r],
+        )  # fmt: skip
+        for r in range(ranks)
+    )
+    own = {r: 120.0 if r == sleeper else 100.0 for r in range(ranks)}
+    found = _straggler(waits, _slots(own), EventTable.empty(), None)
+    assert (found is not None) == named
+    if named:
+        assert (found.rank, found.phase) == (sleeper, "forward")
+        assert found.share_needed_pct == pytest.approx(max(150 / ranks, 2 * next_share))
 
 
 def test_single_rank_has_no_cross_rank_analysis(tmp_path):

@@ -151,6 +151,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "lateness_share_pct": 100.0,
         "lateness_ms_per_step": 48.94,
         "between": None,
+        "share_needed_pct": 50.0,
     }
     assert cross["clocks"][2] == {
         "rank": 2,
