@@ -3,10 +3,13 @@ convolution) trained with DDP on random tokens, as nanoGPT's train.py trains: gr
 accumulation, and (``--eval-every``) only rank 0 evaluating every K iterations while the
 others wait in their next all-reduce; ``--checkpoint-every`` has rank 0 torch.save every K;
 ``--slow-rank R --slow-ms MS`` makes rank R busier every step. Prints its own clock's
-training samples/s. It knows nothing of scalescope."""
+training samples/s; ``--work-log FILE`` has each rank write its own clock's durations (of
+every evaluation, checkpoint and step) as JSON, the truth of benchmarks/accuracy/
+rank_only_work.py. It knows nothing of scalescope."""
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import time
@@ -75,6 +78,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
     p.add_argument("--slow-every", type=int, default=1, help="the slow rank's extra work: every K")
+    p.add_argument(
+        "--work-log", default="",
+        help="each rank writes its evaluations', checkpoints' and steps' durations (s, by "
+        "time.perf_counter) as JSON to this path, '{rank}' replaced by its rank",
+    )  # fmt: skip
     return p.parse_args()
 
 
@@ -110,13 +118,20 @@ def main() -> None:
     val = DataLoader(TensorDataset(held_out), batch_size=args.batch_size)
     batches = iter(train)
     samples, start = 0, None
+    log: dict = {"rank": rank, "eval": [], "checkpoint": [], "steps": []}
     for step in range(args.steps):
+        began = time.perf_counter()
         if step == 1:  # its own clock leaves the first step out, as scalescope's warm-up
             samples, start = 0, time.perf_counter()
         if args.eval_every and step and step % args.eval_every == 0 and rank == 0:
-            print(f"step {step}: val loss {evaluate(model, val, args.eval_iters):.3f}")
+            t0 = time.perf_counter()
+            val_loss = evaluate(model, val, args.eval_iters)
+            log["eval"].append({"step": step, "s": time.perf_counter() - t0})
+            print(f"step {step}: val loss {val_loss:.3f}")
         if args.checkpoint_every and step and step % args.checkpoint_every == 0 and rank == 0:
+            t0 = time.perf_counter()
             torch.save(model.module.state_dict(), os.path.join(os.getcwd(), "ckpt.pt"))
+            log["checkpoint"].append({"step": step, "s": time.perf_counter() - t0})
         if rank == args.slow_rank and step % args.slow_every == 0:
             busy(args.slow_ms)
         for micro in range(args.grad_accum):
@@ -131,6 +146,10 @@ def main() -> None:
             samples += batch.shape[0]
         opt.step()
         opt.zero_grad(set_to_none=True)
+        log["steps"].append({"step": step, "s": time.perf_counter() - began})
+    if args.work_log:
+        with open(args.work_log.replace("{rank}", str(rank)), "w") as f:
+            json.dump(log, f)
     if start is not None:
         rate = samples / (time.perf_counter() - start)
         print(f"rank {rank}: {samples} samples, {rate:.1f} training samples/s by its own clock")

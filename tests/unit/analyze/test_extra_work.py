@@ -1,12 +1,16 @@
 """Lateness step by step: a rank slower at every step against one late every K steps; the
-period of evenly spaced steps; the grouped median against numpy's."""
+period of evenly spaced steps; the grouped median against numpy's; rank-only evaluation's
+time per occurrence (its span, host work between its forwards included) and the others'
+wait for it, on hand-built runs."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from analyze_runs import make_run, phase_row, step_row
 
-from scalescope.analyze.extra_work import lateness_pattern, median_by, period_of
-from scalescope.analyze.step_slots import StepSlots, step_key
+from scalescope.analyze.extra_work import extra_work, lateness_pattern, median_by, period_of
+from scalescope.analyze.step_slots import StepSlots, measured_slots, step_key
 from scalescope.events import PHASES
 
 STEP_MS = 100.0
@@ -57,3 +61,83 @@ def test_median_by_matches_numpy_per_group() -> None:
     assert uniq.tolist() == sorted(set(keys.tolist()))
     want = [np.median(values[keys == k]) for k in uniq]
     np.testing.assert_allclose(medians, want)
+
+
+MS = 1_000_000
+WAIT_MS, STEPS, WARMUP = 2, 9, 1
+EVAL_AT = (3, 6)
+BATCHES, FETCH_MS, FORWARD_MS, LOSS_MS = 10, 0.5, 3.0, 1.0
+"""Rank 0's evaluation: 10 batches, each fetched (0.5 ms), run forward (3 ms) and its loss
+taken outside every recorded row (1 ms): 45 ms by its own clock, 35 ms of rows."""
+EVAL_MS = BATCHES * (FETCH_MS + FORWARD_MS + LOSS_MS)
+
+
+def evaluation(step: int, t: float) -> list[tuple]:
+    rows = []
+    for _ in range(BATCHES):
+        rows.append(phase_row(step, "eval", int(t), int(FETCH_MS * MS)))
+        rows.append(phase_row(step, "eval", int(t + FETCH_MS * MS), int(FORWARD_MS * MS)))
+        t += (FETCH_MS + FORWARD_MS + LOSS_MS) * MS
+    return rows
+
+
+def rank_rows(rank: int, split: bool = False) -> list[tuple]:
+    """Steps of 20 ms of training (data, forward, backward) then comm_wait and the optimizer;
+    rank 0 evaluates at EVAL_AT before its batch (``split``: half before, half after the
+    training forward), rank 1 waits that long more in comm_wait."""
+    rows, t = [], 1_000 * MS
+    for s in range(STEPS):
+        extra = EVAL_MS * MS if s in EVAL_AT else 0
+        start, cur = t, t
+        if rank == 0 and extra and not split:
+            rows += evaluation(s, cur)
+            cur += extra
+        rows += [
+            phase_row(s, "data", int(cur), 1 * MS),
+            phase_row(s, "forward", int(cur + MS), 9 * MS),
+        ]
+        cur += 10 * MS
+        if rank == 0 and extra and split:  # five batches, a 4 ms training forward, five more
+            first, second = evaluation(s, cur)[:BATCHES], evaluation(s, cur + 4 * MS)[BATCHES:]
+            rows += [*first, phase_row(s, "forward", int(cur + extra / 2), 4 * MS), *second]
+            cur += extra + 4 * MS
+        rows.append(phase_row(s, "backward", int(cur), 10 * MS))
+        cur += 10 * MS
+        wait = WAIT_MS * MS + (extra if rank == 1 else 0)
+        rows.append(phase_row(s, "comm_wait", int(cur), int(wait)))
+        cur += wait
+        rows.append(phase_row(s, "optimizer", int(cur), 3 * MS))
+        cur += 3 * MS
+        rows.append(step_row(s, int(start), int(cur - start), 4))
+        t = cur
+    return rows
+
+
+def _work(tmp_path, split: bool = False):
+    run = make_run(
+        tmp_path, {r: [rank_rows(r, split)] for r in (0, 1)}, world_size=2, warmup_steps=WARMUP
+    )
+    (work,) = extra_work(run.events, measured_slots(run.events, WARMUP))
+    return work
+
+
+def test_evaluation_time_is_its_span_with_the_loss_between_its_forwards(tmp_path) -> None:
+    work = _work(tmp_path)
+    assert (work.kind, work.ranks, work.others, work.steps, work.period) == (
+        "eval", (0,), (1,), EVAL_AT, 3,
+    )  # fmt: skip
+    assert work.ms_per_occurrence == pytest.approx(EVAL_MS - LOSS_MS)  # 44: the last loss is after
+    assert work.ms_per_occurrence > BATCHES * (FETCH_MS + FORWARD_MS)  # not the rows' 35 ms
+
+
+def test_the_others_wait_the_evaluation_per_occurrence_and_per_step(tmp_path) -> None:
+    work = _work(tmp_path)
+    assert work.measured_steps == STEPS - WARMUP
+    assert work.others_wait_ms_per_occurrence == pytest.approx(EVAL_MS)
+    assert work.others_wait_ms_per_step == pytest.approx(EVAL_MS * len(EVAL_AT) / (STEPS - WARMUP))
+
+
+def test_training_phases_inside_the_span_are_not_the_evaluation(tmp_path) -> None:
+    """Half the evaluation before a 4 ms training forward, half after: 44 ms, not 48."""
+    work = _work(tmp_path, split=True)
+    assert work.ms_per_occurrence == pytest.approx(EVAL_MS - LOSS_MS)
