@@ -20,9 +20,10 @@ CALLS = (
     ("launch/runner.py", "execute", "HangWatch"),
 )
 """(file, function, call): the function hands the option on by calling ``call``, a function
-or class of the next file (or by handing it to a call). ``cli/training.py``'s ``run`` is the command --hang-after reaches
-first; ``commands/run.py`` reads ``flags.hang_after`` into the spec's HangOptions (and checks
-it); the launcher hands the spec to the watch; ``launch/hang_watch.py`` uses it."""
+or class of the next file (or by handing it to a call). ``cli/training.py``'s ``run`` is the
+command --hang-after reaches first; ``commands/run.py`` reads ``flags.hang_after`` into the
+spec's HangOptions (and checks it); the launcher hands the spec to the watch;
+``launch/hang_watch.py`` uses it."""
 USED = ("launch/hang_watch.py", "HangWatch", "threshold_s")
 BRANCH = ("launch/session.py", "start", "execute_rank", "launch/external.py")
 """Under srun or mpirun the session hands the spec to the external launch instead, which
