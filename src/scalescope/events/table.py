@@ -137,7 +137,7 @@ class EventTable:
         if not tables:
             return cls.empty()
         symbols = _shared_symbols(tables)
-        n_kinds = max(len(Kind), *(int(t.kind.max()) + 1 for t in tables if len(t)))
+        n_kinds = max([len(Kind), *(int(t.kind.max()) + 1 for t in tables if len(t))])
         counts = np.array([np.bincount(t.kind, minlength=n_kinds) for t in tables])
         orders = [np.argsort(t.kind, kind="stable") for t in tables]
         kind_start = np.r_[0, np.cumsum(counts.sum(axis=0))]

@@ -75,3 +75,10 @@ def test_an_arrow_table_of_many_chunks_converts_as_one() -> None:
     assert t.rank.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert t.strings("name")[:3] == ["forward", "", "step"]
     assert t.strings("group")[1] == "0" and t.kind.dtype == np.int8
+
+
+def test_ranks_without_rows_group_into_an_empty_table() -> None:
+    """Every rank's file held no row (a run stopped before its first step)."""
+    symbols = SymbolTable()
+    joined = EventTable.concat_by_kind([table(0, 0, symbols), table(0, 1, symbols)])
+    assert len(joined) == 0 and len(joined.of_kind(Kind.STEP)) == 0
