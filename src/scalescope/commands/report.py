@@ -159,11 +159,9 @@ def analyze_trace(
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReportCommand:
-    """The options of ``scalescope report``."""
+class ReportOutputs:
+    """What ``report`` and ``analyze`` write, and how they judge: their shared options."""
 
-    run_dir: Path
-    """A run directory, a scale study's directory, or a suite's directory (or suite.json)."""
     json_file: Path | None = None
     html: Path | None = None
     """The HTML dashboard."""
@@ -180,18 +178,19 @@ class ReportCommand:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AnalyzeCommand:
+class ReportCommand(ReportOutputs):
+    """The options of ``scalescope report``."""
+
+    run_dir: Path
+    """A run directory, a scale study's directory, or a suite's directory (or suite.json)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeCommand(ReportOutputs):
     """The options of ``scalescope analyze``."""
 
     path: Path
     """A torch.profiler trace (file or per-rank directory) or a Horovod timeline."""
-    json_file: Path | None = None
-    html: Path | None = None
-    timeline: Path | None = None
-    steps: int | None = None
-    ranks: str | None = None
-    threshold: list[str] | None = None
-    baseline: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
