@@ -75,6 +75,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=0, help="rank 0 evaluates every K steps")
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--checkpoint-every", type=int, default=0, help="rank 0 saves every K")
+    p.add_argument(
+        "--checkpoint-mb", type=float, default=0.0,
+        help="a checkpoint holds this many MB more than the model (a larger model's weights)",
+    )  # fmt: skip
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=0.0)
     p.add_argument("--slow-every", type=int, default=1, help="the slow rank's extra work: every K")
@@ -117,6 +121,7 @@ def main() -> None:
     held_out = torch.randint(0, VOCAB, (args.batch_size * 256, CONTEXT + 1))
     val = DataLoader(TensorDataset(held_out), batch_size=args.batch_size)
     batches = iter(train)
+    pad = torch.zeros(int(args.checkpoint_mb * 2**20) // 4) if args.checkpoint_mb else None
     samples, start = 0, None
     log: dict = {"rank": rank, "eval": [], "checkpoint": [], "steps": []}
     for step in range(args.steps):
@@ -130,7 +135,9 @@ def main() -> None:
             print(f"step {step}: val loss {val_loss:.3f}")
         if args.checkpoint_every and step and step % args.checkpoint_every == 0 and rank == 0:
             t0 = time.perf_counter()
-            torch.save(model.module.state_dict(), os.path.join(os.getcwd(), "ckpt.pt"))
+            state = model.module.state_dict()
+            saved = state if pad is None else {"model": state, "more weights": pad}
+            torch.save(saved, os.path.join(os.getcwd(), "ckpt.pt"))
             log["checkpoint"].append({"step": step, "s": time.perf_counter() - t0})
         if rank == args.slow_rank and step % args.slow_every == 0:
             busy(args.slow_ms)
