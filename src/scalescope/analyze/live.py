@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scalescope.analyze.steps import OTHER
+from scalescope.analyze.cross_rank import RankWaits
+from scalescope.analyze.steps import OTHER, RankSteps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events.live_state import IMPORT, RUNNING, LiveState
 from scalescope.events.run import RankMeta, RunMeta
@@ -145,15 +146,34 @@ def _words(status: str, meta: RankMeta | None, silent_s: float | None) -> str | 
     return words or "its process ended without a word"
 
 
+@dataclass(frozen=True)
+class RankFigures:
+    """The analysis' per-rank entries by rank, looked up once for all ranks (a search per
+    rank would cost ranks squared: a million comparisons at 1,024 ranks, every frame)."""
+
+    steps: dict[int, RankSteps]
+    waits: dict[int, RankWaits]
+
+    @classmethod
+    def of(cls, analysis: RunAnalysis | None) -> RankFigures:
+        steps = analysis.steps if analysis else None
+        cross = analysis.cross_rank if analysis else None
+        return cls(
+            {r.rank: r for r in reversed(steps.ranks)} if steps else {},
+            {w.rank: w for w in reversed(cross.ranks)} if cross else {},
+        )
+
+
 def rank_live(
     rank: int, analysis: RunAnalysis | None, totals: RankTotals | None, meta: RankMeta | None,
     alive: bool | None, silent_s: float | None, live: LiveState | None = None,
-    run_start: float | None = None, now: float = 0.0,
+    run_start: float | None = None, now: float = 0.0, figures: RankFigures | None = None,
 ) -> RankLive:  # fmt: skip
-    steps = analysis.steps if analysis else None
-    own = next((r for r in steps.ranks if r.rank == rank), None) if steps else None
+    """``figures``: RankFigures.of(analysis), when the caller has it (many ranks)."""
+    figures = figures or RankFigures.of(analysis)
+    own = figures.steps.get(rank)
     cross = analysis.cross_rank if analysis else None
-    waits = next((w for w in cross.ranks if w.rank == rank), None) if cross else None
+    waits = figures.waits.get(rank) if cross else None
     status = _status(meta, alive, silent_s, totals, live)
     stage, stage_for_s = None, None
     if status == "starting":
@@ -201,9 +221,10 @@ def live_snapshot(
     """The live figures of ``meta``'s run; ``analysis`` is that of the window's rows;
     ``live`` the ranks' live states (events.live_state.read_live_states)."""
     live = live or {}
+    figures = RankFigures.of(analysis)
     ranks = tuple(
         rank_live(r, analysis, totals.get(r), rank_metas.get(r), alive.get(r), silent.get(r),
-                  live.get(r), meta.start_time or None, now)
+                  live.get(r), meta.start_time or None, now, figures)
         for r in range(meta.world_size)
     )  # fmt: skip
     end = meta.end_time or now

@@ -33,7 +33,13 @@ from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.summary import RunAnalysis, analyze_run
 from scalescope.commands.common import CommandError
 from scalescope.events.live_state import LiveState, read_live_states
-from scalescope.events.run import RankMeta, Run, RunDirError, RunMeta, read_rank_meta
+from scalescope.events.run import (
+    RankMeta,
+    Run,
+    RunDirError,
+    RunMeta,
+    rank_meta_path,
+)
 from scalescope.events.tail import RunTail
 from scalescope.launch.live_channel import (
     STORE_OPTION,
@@ -104,6 +110,46 @@ def with_last_words(run_dir: Path, meta: RankMeta | None, alive: bool | None) ->
     return msgspec.structs.replace(meta, error=words[-1]) if words else meta
 
 
+class RankMetas:
+    """The ranks' status files, each read again only when its size or mtime changed (a
+    rank writes it at its start and its end: at 1,024 ranks, 1,024 stats a frame instead of
+    1,024 reads and decodes)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.paths: list[str] = []
+        self.seen: dict[int, tuple[tuple[int, int], RankMeta | None]] = {}
+        self.reads = 0
+        """Files read and decoded so far (what the cache saved is the rest)."""
+
+    def get(self, rank: int) -> RankMeta | None:
+        while len(self.paths) <= rank:
+            self.paths.append(os.fspath(rank_meta_path(self.run_dir, len(self.paths))))
+        try:
+            stat = os.stat(self.paths[rank])
+        except OSError:
+            self.seen.pop(rank, None)
+            return None
+        key = (stat.st_size, stat.st_mtime_ns)
+        known = self.seen.get(rank)
+        if known is not None and known[0] == key:
+            return known[1]
+        self.reads += 1
+        try:
+            with open(self.paths[rank], "rb") as f:
+                meta = msgspec.json.decode(f.read(), type=RankMeta)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            meta = None  # as read_rank_meta: being replaced, or not one
+        self.seen[rank] = (key, meta)
+        return meta
+
+
+ANALYSIS_SHARE = 0.3
+"""The window is analysed again at most this share of the time: after an analysis that took
+t seconds, not before t / ANALYSIS_SHARE (a small run's few ms: every frame; 1,024 ranks'
+half second: every second or third frame, the totals still counted every frame)."""
+
+
 class LiveTop:
     """One run directory watched: each ``frame`` is the view of what was read so far."""
 
@@ -123,6 +169,13 @@ class LiveTop:
         self.note = ""
         self.run: Run | None = None
         self.analysis: RunAnalysis | None = None
+        self.analysis_s = 0.0
+        """What the last analysis of the window took (seconds of wall time)."""
+        self.analysed_at = 0.0
+        self.window_stale = False
+        """Rows were read since the window was last analysed."""
+        self.analyses = 0
+        self.metas = RankMetas(self.run_dir)
         self._channel: Channel | None = None
         self._store_retry_at = 0.0
 
@@ -131,15 +184,16 @@ class LiveTop:
         new_rows = self.tail.poll()
         meta = self.tail.meta
         assert meta is not None
-        metas = {r: read_rank_meta(self.run_dir, r) or meta.ranks.get(str(r))
+        metas = {r: self.metas.get(r) or meta.ranks.get(str(r))
                  for r in range(meta.world_size)}  # fmt: skip
         running = meta.status == "running"
-        changed = new_rows > 0 or running != (not self.ended) or self.analysis is None
-        if changed:
-            window = self.tail.window()
-            self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
-            self.analysis = analyze_run(self.run) if len(window) else None
-            self.finding_stale = True
+        ended_now = running == self.ended
+        if new_rows > 0 or ended_now or self.analysis is None:
+            self.window_stale = True
+        wait_s = self.analysis_s / ANALYSIS_SHARE
+        analyse_due = not running or ended_now or now - self.analysed_at >= wait_s
+        if self.window_stale and analyse_due:
+            self.analyse(meta, metas, now)
         alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
         metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
@@ -152,6 +206,16 @@ class LiveTop:
         output = last_output(self.run_dir) if self.show_output else ()
         extras = LiveExtras(finding=self.finding, output=output, note=self.note)
         return render_live(snap, extras)
+
+    def analyse(self, meta: RunMeta, metas: dict[int, RankMeta | None], now: float) -> None:
+        """The analysis of the window as read so far (timed, for ANALYSIS_SHARE)."""
+        started = time.perf_counter()
+        window = self.tail.window()
+        self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
+        self.analysis = analyze_run(self.run) if len(window) else None
+        self.analysis_s, self.analysed_at = time.perf_counter() - started, now
+        self.window_stale, self.finding_stale = False, True
+        self.analyses += 1
 
     def live_states(self, meta: RunMeta, now: float) -> dict[int, LiveState]:
         """The state files here, and, for a run over several nodes or another launcher's

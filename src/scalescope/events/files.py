@@ -56,8 +56,12 @@ def live_dir(run_dir: Path) -> Path:
     return Path(run_dir) / LIVE_DIR
 
 
+def live_state_name(rank: int) -> str:
+    return f"rank-{rank:05d}.state"
+
+
 def live_state_path(run_dir: Path, rank: int) -> Path:
-    return live_dir(run_dir) / f"rank-{rank:05d}.state"
+    return live_dir(run_dir) / live_state_name(rank)
 
 
 def stack_path(run_dir: Path, rank: int) -> Path:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalescope.events.files import live_state_path
+from scalescope.events.files import live_dir, live_state_name, live_state_path
 
 MAGIC = b"SSLIVE01"
 SIZE = 256
@@ -252,10 +252,19 @@ def read_live_state(run_dir: Path, rank: int) -> LiveState | None:
 
 
 def read_live_states(run_dir: Path, world_size: int) -> dict[int, LiveState]:
-    """The states of the ranks that have written one, by rank."""
+    """The states of the ranks that have written one, by rank. The folder's name is made
+    once (``top`` reads 1,024 of them every second); none when it does not exist."""
+    folder = os.fspath(live_dir(run_dir))
+    if not os.path.isdir(folder):
+        return {}
     found = {}
     for rank in range(world_size):
-        state = read_live_state(run_dir, rank)
+        try:
+            with open(os.path.join(folder, live_state_name(rank)), "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        state = parse_live_state(rank, raw)
         if state is not None:
             found[rank] = state
     return found

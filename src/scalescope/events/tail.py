@@ -115,6 +115,19 @@ class RankTotals:
     last_end_ns: int | None = None
 
 
+def kept_rows(table: pa.Table, kept: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``kept``. Each rank keeps the end of what it wrote (its
+    last steps), a few runs of rows: those are sliced (no copy) rather than gathered, which
+    on the first look at a long run of 1,024 ranks is most of the conversion's time."""
+    edges = np.flatnonzero(np.diff(kept.view(np.int8), prepend=0, append=0))
+    starts, ends = edges[0::2], edges[1::2]
+    if len(starts) == 0:
+        return table.slice(0, 0)
+    if len(starts) > 64 + len(table) // 64:  # scattered rows: one gather
+        return table.take(pa.array(np.flatnonzero(kept)))
+    return pa.concat_tables([table.slice(a, b - a) for a, b in zip(starts, ends, strict=True)])
+
+
 MAX_KEEP = 2**62
 """``keep_steps`` beyond this is taken as "every step" (no overflow of the step arithmetic)."""
 
@@ -189,7 +202,7 @@ class RunTail:
         self._add_totals(table, owner, step, kind == int(Kind.STEP))
         kept = step >= self._keep_from()[owner]
         if not kept.all():
-            table = table.take(pa.array(np.flatnonzero(kept)))
+            table = kept_rows(table, kept)
         return EventTable.from_arrow(table, self.symbols), owner[kept]
 
     def _keep_from(self) -> np.ndarray:
