@@ -7,12 +7,14 @@ import os
 import time
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
 from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
-from scalescope.commands.top import LiveTop
-from scalescope.events import RankMeta, RunMeta
+from scalescope.commands.top import LiveTop, RankMetas
+from scalescope.events import EventWriter, RankMeta, RunMeta
+from scalescope.events.run import events_path, rank_meta_path, write_json_atomic
 from scalescope.report.live_view import LiveExtras, phase_bar, render_live
 
 MS = 1_000_000
@@ -175,3 +177,41 @@ def test_the_frame_is_a_document_the_page_and_json_say_too() -> None:
     assert '<span class="yellow">dddddddddddd</span>' in page and "&lt;out&gt;" in page
     lines = [b["text"] for b in document_json(doc)["blocks"] if b["kind"] == "line"]
     assert "so far: no finding yet   straggler: rank 0 (data)" in lines
+
+
+def test_status_files_are_read_again_only_when_they_change(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path)
+    metas = RankMetas(run_dir)
+    assert metas.get(1).status == "failed" and metas.get(0).status == "running"
+    assert metas.get(1).status == "failed" and metas.reads == 2  # unchanged: not read again
+    write_json_atomic(rank_meta_path(run_dir, 0), RankMeta(rank=0, world_size=2,
+                                                           status="completed"))  # fmt: skip
+    assert metas.get(0).status == "completed" and metas.reads == 3
+    assert metas.get(5) is None
+
+
+def test_a_costly_analysis_waits_while_the_totals_go_on(tmp_path: Path) -> None:
+    """After an analysis that took long, new rows are counted at once and analysed once
+    ANALYSIS_SHARE of the time allows; the run's end is analysed at once."""
+    meta = RunMeta(run_id="live", command=[], script="x.py", world_size=1, status="running",
+                   start_time=time.time())  # fmt: skip
+    write_run_dir(tmp_path, meta, {})
+    writer = EventWriter(events_path(tmp_path, 0), 0)
+    writer.write(rank_rows(0)[:50])
+    top = LiveTop(tmp_path)
+    top.frame()
+    assert top.analyses == 1
+    top.analysis_s = 3600.0  # as if it had taken an hour
+    writer.write(rank_rows(0)[50:100])
+    top.frame()
+    assert top.analyses == 1 and top.window_stale
+    assert top.tail.totals[0].steps == 20  # the totals are current
+    top.analysis_s = 0.0
+    top.frame()
+    assert top.analyses == 2 and not top.window_stale
+    top.analysis_s = 3600.0
+    writer.write(rank_rows(0)[100:])
+    writer.close()
+    write_json_atomic(tmp_path / "run.json", msgspec.structs.replace(meta, status="completed"))
+    top.frame()
+    assert top.analyses == 3 and top.analysis.steps.ranks[0].num_steps > 0
