@@ -133,8 +133,9 @@ def child_refresh(source: Path, copy: Path, frames: int) -> None:
         run.grow()
         refresh.append(timed())
     idle = timed()
+    analyses = getattr(top, "analyses", -1)  # -1: a scalescope from before the count
     print(json.dumps({"first_s": first, "refresh_s": refresh, "idle_s": idle,
-                      "analyses": getattr(top, "analyses", -1), "rows": len(top.tail.window())}))  # fmt: skip
+                      "analyses": analyses, "rows": len(top.tail.window())}))  # fmt: skip
 
 
 # --- the parent ------------------------------------------------------------------------------

@@ -216,14 +216,16 @@ class RunTail:
         keep_from = self._keep_from()
         masks = [t.step >= keep_from[o] for t, o in parts]
         owner = np.concatenate([o[m] for (_, o), m in zip(parts, masks, strict=True)])
-        cols = {
-            c: np.concatenate([getattr(t, c)[m] for (t, _), m in zip(parts, masks, strict=True)])
-            for c in EventTable.COLUMNS
-        }
+        order = None
         if len(owner) > 1 and (owner[1:] < owner[:-1]).any():
             order = np.argsort(owner, kind="stable")  # sorted runs: a merge
-            cols = {c: v[order] for c, v in cols.items()}
             owner = owner[order]
+        cols = {}
+        for c in EventTable.COLUMNS:  # one column at a time: one copy of the window at most
+            column = np.concatenate(
+                [getattr(t, c)[m] for (t, _), m in zip(parts, masks, strict=True)]
+            )
+            cols[c] = column if order is None else column[order]
         self._window, self._owner = EventTable(**cols, symbols=self.symbols), owner
 
     def _add_totals(
