@@ -111,14 +111,14 @@ def with_last_words(run_dir: Path, meta: RankMeta | None, alive: bool | None) ->
 
 
 class RankMetas:
-    """The ranks' status files, each read again only when its size or mtime changed (a
+    """The ranks' status files, each read again only when its inode, size or mtime changed (a
     rank writes it at its start and its end: at 1,024 ranks, 1,024 stats a frame instead of
     1,024 reads and decodes)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
         self.paths: list[str] = []
-        self.seen: dict[int, tuple[tuple[int, int], RankMeta | None]] = {}
+        self.seen: dict[int, tuple[tuple[int, int, int], RankMeta | None]] = {}
         self.reads = 0
         """Files read and decoded so far (what the cache saved is the rest)."""
 
@@ -130,7 +130,7 @@ class RankMetas:
         except OSError:
             self.seen.pop(rank, None)
             return None
-        key = (stat.st_size, stat.st_mtime_ns)
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)  # replaced, grown or rewritten
         known = self.seen.get(rank)
         if known is not None and known[0] == key:
             return known[1]
