@@ -50,10 +50,13 @@ def find(keys: np.ndarray, dense: Dense, rank: np.ndarray, step: np.ndarray) -> 
     if dense is None:
         return _slot_of(keys, rank, step)
     table, rank0, step0 = dense
-    r = rank.astype(np.int64) - rank0
-    s = step.astype(np.int64) - step0
-    ok = (r >= 0) & (r < table.shape[0]) & (s >= 0) & (s < table.shape[1])
-    flat = r * table.shape[1]
+    flat = rank.astype(np.int64)  # built in place: millions of rows, few temporaries
+    flat -= rank0
+    s = step.astype(np.int64)
+    s -= step0
+    ok = flat.view(np.uint64) < table.shape[0]  # a negative offset is a huge unsigned one
+    ok &= s.view(np.uint64) < table.shape[1]
+    flat *= table.shape[1]
     flat += s
     if ok.all():  # the usual case: one gather, no masked copies
         return table.ravel()[flat].astype(np.int64)
