@@ -186,7 +186,10 @@ def _phase_breakdown(
         present = slots.per_rank_sum(np.bincount(slot[rows], minlength=len(slots.keys))) > 0
         covered += sums
         for i, st in enumerate(_phase_stats(slots, name, sums, step_total)):
-            (stats[i].append(st) if present[i] else missing[i].append(name))
+            if present[i]:
+                stats[i].append(st)
+            else:
+                missing[i].append(name)
     other = np.maximum(dur - covered, 0.0)
     for extra, per_slot in ((OTHER, other), (STEP, dur)):
         for i, st in enumerate(_phase_stats(slots, extra, per_slot, step_total)):
