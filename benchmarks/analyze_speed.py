@@ -72,17 +72,17 @@ class Measured:
 
 def measure_report(run_dir: Path, out: Path) -> Measured:
     command = [sys.executable, "-m", "scalescope.cli", "report", str(run_dir), "--json", str(out)]
-    return _run(command)
+    return run_child(command)
 
 
 def measure_analyze(run_dir: Path) -> Measured:
     """load_run + analyze_run as the child timed them (after its imports), its peak memory."""
-    child = _run([sys.executable, __file__, "--child-analyze", str(run_dir)])
+    child = run_child([sys.executable, __file__, "--child-analyze", str(run_dir)])
     inside = json.loads(child.output.strip().splitlines()[-1])
     return Measured(inside["load_s"] + inside["analyze_s"], child.peak_bytes, child.output)
 
 
-def _run(command: list[str]) -> Measured:
+def run_child(command: list[str]) -> Measured:
     """Wall time, peak resident memory and output of one child."""
     with tempfile.TemporaryFile("w+") as log:
         t0 = time.perf_counter()
@@ -188,9 +188,26 @@ def _record(
 ) -> None:
     record(figure, m.seconds, "s", f"<= {seconds_goal:.3g} s{scaled}",
            m.seconds <= seconds_goal, detail)  # fmt: skip
+    record_memory(figure, m, bytes_goal, scaled)
+
+
+def record_memory(figure: str, m: Measured, bytes_goal: float, scaled: str = "") -> None:
     record(f"peak memory of {figure}", m.peak_bytes / MIB, "MiB",
            f"<= {bytes_goal / MIB:,.0f} MiB{scaled}", m.peak_bytes <= bytes_goal,
            "the child's maximum resident set")  # fmt: skip
+
+
+def each_size(sizes: list[int], keep: Path | None, prefix: str, measure) -> None:
+    """``measure(ranks, folder)`` for each size, its runs kept in ``keep`` or a temporary
+    folder."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        for ranks in sizes:
+            measure(ranks, keep)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for ranks in sizes:
+            measure(ranks, Path(tmp))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -201,14 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.ranks.split(",") if s.strip()]
     print(f"sizes {sizes} x {args.steps} steps; goals: 1,024 ranks <= 10 s and <= 2 GiB, "
           "4,096 <= 45 s and <= 6 GiB, others the 1,024-rank goal scaled linearly")  # fmt: skip
-    if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        for ranks in sizes:
-            measure_size(ranks, args, args.keep)
-        return
-    with tempfile.TemporaryDirectory(prefix="scalescope-speed-") as tmp:
-        for ranks in sizes:
-            measure_size(ranks, args, Path(tmp))
+    each_size(sizes, args.keep, "scalescope-speed-", lambda n, d: measure_size(n, args, d))
 
 
 if __name__ == "__main__":

@@ -31,12 +31,10 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from analyze_speed import Measured, verdict
-from analyze_speed import _run as run_child
+from analyze_speed import each_size, record_memory, run_child, verdict
 from results import record
 from synthetic_run import STEPS_PER_BATCH, write_run
 
@@ -54,7 +52,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--frames", type=int, default=6, help="refresh frames while the files grow")
     p.add_argument("--keep", type=Path, help="write the runs here and keep them")
     p.add_argument("--child-refresh", nargs=2, type=Path, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    least = CUT_STEPS + args.frames * STEPS_PER_BATCH
+    if args.steps < least:
+        p.error(f"--steps must be at least {least}: the watched copy starts at {CUT_STEPS} "
+                f"steps and grows by {STEPS_PER_BATCH} a frame")  # fmt: skip
+    return args
 
 
 # --- in the child ----------------------------------------------------------------------------
@@ -153,7 +156,7 @@ def measure_size(ranks: int, args: argparse.Namespace, where: Path) -> None:
           f"{verdict(once.peak_bytes, MEMORY_GOAL)}")  # fmt: skip
     record(f"top --once of {size}", once.seconds, "s", "", None,
            "the whole command: start, imports, one frame with the diagnosis")  # fmt: skip
-    _record_memory(f"top --once of {size}", once)
+    record_memory(f"top --once of {size}", once, MEMORY_GOAL)
     child = run_child([sys.executable, __file__, "--child-refresh", str(run_dir),
                        str(where / f"growing-{ranks}"), "--frames", str(args.frames)])  # fmt: skip
     got = json.loads(child.output.strip().splitlines()[-1])
@@ -173,16 +176,10 @@ def measure_size(ranks: int, args: argparse.Namespace, where: Path) -> None:
            worst <= REFRESH_GOAL_S,
            f"worst of {len(got['refresh_s'])} (mean {mean:.2f} s), a batch of 20 steps "
            f"appended by every rank before each")  # fmt: skip
-    _record_memory(f"top watching {size}", child)
+    record_memory(f"top watching {size}", child, MEMORY_GOAL)
     if args.keep is None:
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(where / f"growing-{ranks}", ignore_errors=True)
-
-
-def _record_memory(figure: str, m: Measured) -> None:
-    record(f"peak memory of {figure}", m.peak_bytes / MIB, "MiB",
-           f"<= {MEMORY_GOAL / MIB:,.0f} MiB", m.peak_bytes <= MEMORY_GOAL,
-           "the child's maximum resident set")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -194,14 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     goals = (f"first frame <= {FIRST_GOAL_S:g} s, refresh <= {REFRESH_GOAL_S:g} s, "
              f"peak memory <= {MEMORY_GOAL / MIB:.0f} MiB")  # fmt: skip
     print(f"sizes {sizes} x {args.steps} steps; goals: {goals}")
-    if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        for ranks in sizes:
-            measure_size(ranks, args, args.keep)
-        return
-    with tempfile.TemporaryDirectory(prefix="scalescope-top-") as tmp:
-        for ranks in sizes:
-            measure_size(ranks, args, Path(tmp))
+    each_size(sizes, args.keep, "scalescope-top-", lambda n, d: measure_size(n, args, d))
 
 
 if __name__ == "__main__":
