@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.grouping import group_by, rank_calls
-from scalescope.analyze.slot_index import STEP_BITS, slot_lookup, step_key
+from scalescope.analyze.slot_index import STEP_BITS, measured_steps, slot_lookup, step_key
 from scalescope.analyze.sorting import distinct, index_in
-from scalescope.analyze.steps import measured_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
 

@@ -358,13 +358,16 @@ def _ideal(slots: StepSlots) -> IdealThroughput | None:
     return IdealThroughput(achieved, best, 100.0 * (best / achieved - 1.0))
 
 
-def analyze_cross_rank(run: Run, warmup_steps: int) -> CrossRankAnalysis | None:
-    """Cross-rank analysis of a run; None when fewer than two ranks recorded events."""
+def analyze_cross_rank(
+    run: Run, warmup_steps: int, slots: StepSlots | None = None
+) -> CrossRankAnalysis | None:
+    """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
+    ``slots``: the run's measured slots when the caller has them (``measured_slots``)."""
     if len(run.events.ranks()) < 2:
         return None
     clocks = align_clocks(run)
     tie_ns = tie_tolerance_ns(clocks, TIE_FLOOR_NS)
-    slots = measured_slots(run.events, warmup_steps)
+    slots = slots if slots is not None else measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)
     inst_ok = _measured_instances(m, slots) if m is not None else np.zeros(0, dtype=bool)
     sync = sync_waits(run.events, slots, m, inst_ok) if m is not None else None

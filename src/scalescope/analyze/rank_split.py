@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.steps import measured_steps
+from scalescope.analyze.slot_index import measured_steps
 from scalescope.events import EventTable, Kind
 
 

@@ -4,7 +4,11 @@ large."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from scalescope.events import EventTable, Kind
 
 STEP_BITS = 32
 
@@ -71,3 +75,20 @@ def _slot_of(keys: np.ndarray, rank: np.ndarray, step: np.ndarray) -> np.ndarray
     wanted = step_key(rank, step)
     idx = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
     return np.where(keys[idx] == wanted, idx, -1)
+
+
+@dataclass(frozen=True)
+class MeasuredSteps:
+    """The STEP rows that statistics are taken over."""
+
+    rows: EventTable
+    warmup_fallback: bool
+
+
+def measured_steps(events: EventTable, warmup_steps: int) -> MeasuredSteps:
+    """STEP rows with step >= warmup_steps, or all STEP rows when that leaves none."""
+    steps = events.of_kind(Kind.STEP)
+    mask = steps.step >= warmup_steps
+    if mask.any() or len(steps) == 0:
+        return MeasuredSteps(steps.select(mask), warmup_fallback=False)
+    return MeasuredSteps(steps, warmup_fallback=True)

@@ -17,11 +17,11 @@ from scalescope.analyze.slot_index import (
     dense_table,
     find,
     key_step,
+    measured_steps,
     slot_lookup,
     step_key,
 )
 from scalescope.analyze.sorting import distinct, index_in, sort_order
-from scalescope.analyze.steps import measured_steps
 from scalescope.events import PHASES, EventTable, Kind
 
 BUSY_PHASES = ("data", "forward", "backward", "optimizer")
@@ -47,9 +47,13 @@ class StepSlots:
     ranks: np.ndarray
     """Every rank of the event table, sorted (some may have no measured step)."""
     sync_wait_ns: dict[str, np.ndarray] = field(default_factory=dict)
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
     """Per-slot waiting in blocking collectives (all but gradient buckets), by the phase
     they were issued in (``other``: outside every phase); see ``with_sync_waits``."""
+    start_ns: np.ndarray | None = None
+    """The STEP row's start (its rank's clock); None in slots made by hand."""
+    phase_rows: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-slot count of each phase's rows (a phase may have rows that took no time)."""
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def slot_of(self, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Slot index of each (rank, step); -1 where it is not a measured step."""
@@ -139,18 +143,20 @@ class StepSlots:
 
 
 def measured_slots(events: EventTable, warmup_steps: int) -> StepSlots:
-    """Slots of the measured steps (steps.py's rule), with their phase sums."""
+    """Slots of the measured steps (``measured_steps``' rule), with their phase sums: what
+    the step statistics and the cross-rank analysis are both taken over."""
     rows = measured_steps(events, warmup_steps).rows
     keys, first = np.unique(step_key(rows.rank, rows.step), return_index=True)
     phases = events.of_kind(Kind.PHASE)
     slot = slot_lookup(keys, phases.rank, phases.step)
     n = len(keys)
-    phase_ns = {}
+    phase_ns, phase_rows = {}, {}
     for name in PHASES:
         mask = (slot >= 0) & phases.where("name", name)
         phase_ns[name] = np.bincount(
             slot[mask], weights=phases.dur_ns[mask].astype(np.float64), minlength=n
         )
+        phase_rows[name] = np.bincount(slot[mask], minlength=n)
     return StepSlots(
         keys=keys,
         rank=(keys >> STEP_BITS).astype(np.int64),
@@ -158,6 +164,8 @@ def measured_slots(events: EventTable, warmup_steps: int) -> StepSlots:
         samples=rows.count[first].astype(np.int64),
         phase_ns=phase_ns,
         ranks=np.asarray(events.ranks(), dtype=np.int64),
+        start_ns=rows.start_ns[first].astype(np.int64),
+        phase_rows=phase_rows,
     )
 
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalescope.analyze.slot_index import STEP_BITS, key_step, slot_lookup, step_key
+from scalescope.analyze.slot_index import measured_steps
+from scalescope.analyze.step_slots import StepSlots, measured_slots
 from scalescope.events import PHASES, EventTable, Kind
 
 OTHER = "other"
@@ -76,31 +77,10 @@ class StepAnalysis:
 
 
 @dataclass(frozen=True)
-class MeasuredSteps:
-    """The STEP rows that statistics are taken over."""
+class _Runs:
+    """Each rank's run of slots (slots are sorted by rank, then step): statistics of all
+    ranks in a few array operations instead of a loop over ranks."""
 
-    rows: EventTable
-    warmup_fallback: bool
-
-
-def measured_steps(events: EventTable, warmup_steps: int) -> MeasuredSteps:
-    """STEP rows with step >= warmup_steps, or all STEP rows when that leaves none."""
-    steps = events.of_kind(Kind.STEP)
-    mask = steps.step >= warmup_steps
-    if mask.any() or len(steps) == 0:
-        return MeasuredSteps(steps.select(mask), warmup_fallback=False)
-    return MeasuredSteps(steps, warmup_fallback=True)
-
-
-@dataclass(frozen=True)
-class _Slots:
-    """Every rank's measured steps as one sorted array of (rank, step) keys (the first STEP
-    row of each), with each rank's run of slots: statistics of all ranks in a few array
-    operations instead of a loop over ranks."""
-
-    keys: np.ndarray
-    rows: EventTable
-    """The STEP row of each slot."""
     ranks: np.ndarray
     """The ranks with measured steps, ascending."""
     first: np.ndarray
@@ -109,11 +89,8 @@ class _Slots:
     """Slots of each rank."""
 
     @classmethod
-    def of(cls, steps: EventTable) -> _Slots:
-        keys, first_row = np.unique(step_key(steps.rank, steps.step), return_index=True)
-        rank = keys >> STEP_BITS
-        ranks, first, count = np.unique(rank, return_index=True, return_counts=True)
-        return cls(keys, steps.select(first_row), ranks, first, count)
+    def of(cls, slots: StepSlots) -> _Runs:
+        return cls(*np.unique(slots.rank, return_index=True, return_counts=True))
 
     def per_rank_sum(self, per_slot: np.ndarray) -> np.ndarray:
         return np.add.reduceat(per_slot, self.first) if len(per_slot) else per_slot
@@ -147,13 +124,13 @@ class _Slots:
 
 
 def _phase_stats(
-    slots: _Slots, phase: str, per_slot_ns: np.ndarray, step_total: np.ndarray
+    runs: _Runs, phase: str, per_slot_ns: np.ndarray, step_total: np.ndarray
 ) -> list[PhaseStats]:
-    """One phase's statistics for each rank of ``slots``."""
+    """One phase's statistics for each rank of ``runs``."""
     ms = per_slot_ns / 1e6
-    total_ns = slots.per_rank_sum(per_slot_ns)
-    mean = slots.per_rank_sum(ms) / slots.count
-    p50, p95 = slots.percentiles(ms, (50, 95))
+    total_ns = runs.per_rank_sum(per_slot_ns)
+    mean = runs.per_rank_sum(ms) / runs.count
+    p50, p95 = runs.percentiles(ms, (50, 95))
     return [
         PhaseStats(
             phase=phase,
@@ -163,36 +140,28 @@ def _phase_stats(
             total_ms=float(total_ns[i]) / 1e6,
             share_pct=100.0 * float(total_ns[i] / step_total[i]) if step_total[i] > 0 else None,
         )  # fmt: skip
-        for i in range(len(slots.ranks))
+        for i in range(len(runs.ranks))
     ]
 
 
 def _phase_breakdown(
-    slots: _Slots, phases: EventTable
+    slots: StepSlots, runs: _Runs
 ) -> tuple[list[list[PhaseStats]], list[list[str]]]:
-    """Per rank of ``slots``: its phases' statistics, and the phases it has no row of."""
-    dur = slots.rows.dur_ns.astype(np.float64)
-    step_total = slots.per_rank_sum(dur)
-    slot = slot_lookup(slots.keys, phases.rank, phases.step)
-    covered = np.zeros(len(slots.keys))
-    n = len(slots.ranks)
+    """Per rank of ``runs``: its phases' statistics, and the phases it has no row of."""
+    step_total = runs.per_rank_sum(slots.dur_ns)
+    n = len(runs.ranks)
     stats: list[list[PhaseStats]] = [[] for _ in range(n)]
     missing: list[list[str]] = [[] for _ in range(n)]
     for name in PHASES:
-        rows = (slot >= 0) & phases.where("name", name)
-        sums = np.bincount(
-            slot[rows], weights=phases.dur_ns[rows].astype(np.float64), minlength=len(slots.keys)
-        )
-        present = slots.per_rank_sum(np.bincount(slot[rows], minlength=len(slots.keys))) > 0
-        covered += sums
-        for i, st in enumerate(_phase_stats(slots, name, sums, step_total)):
+        present = runs.per_rank_sum(slots.phase_rows[name]) > 0
+        for i, st in enumerate(_phase_stats(runs, name, slots.phase_ns[name], step_total)):
             if present[i]:
                 stats[i].append(st)
             else:
                 missing[i].append(name)
-    other = np.maximum(dur - covered, 0.0)
-    for extra, per_slot in ((OTHER, other), (STEP, dur)):
-        for i, st in enumerate(_phase_stats(slots, extra, per_slot, step_total)):
+    other = np.maximum(slots.dur_ns - sum(slots.phase_ns[p] for p in PHASES), 0.0)
+    for extra, per_slot in ((OTHER, other), (STEP, slots.dur_ns)):
+        for i, st in enumerate(_phase_stats(runs, extra, per_slot, step_total)):
             stats[i].append(st)
     return stats, missing
 
@@ -211,36 +180,40 @@ def _memory(rows: EventTable) -> dict[int, tuple[MemoryPeak, ...]]:
     return {r: tuple(sorted(p, key=lambda m: m.name)) for r, p in out.items()}
 
 
-def _rank_steps(slots: _Slots, phases: EventTable) -> dict[int, RankSteps]:
+def _rank_steps(slots: StepSlots) -> dict[int, RankSteps]:
     """Statistics of every rank with measured steps."""
-    rows = slots.rows
-    stats, missing = _phase_breakdown(slots, phases)
-    end = np.maximum.reduceat(rows.start_ns + rows.dur_ns, slots.first)
-    start = np.minimum.reduceat(rows.start_ns, slots.first)
-    samples = slots.per_rank_sum(rows.count)
-    steps = key_step(slots.keys)
-    mean = slots.per_rank_sum(rows.dur_ns.astype(np.float64)) / slots.count
+    runs = _Runs.of(slots)
+    stats, missing = _phase_breakdown(slots, runs)
+    end = np.maximum.reduceat(slots.start_ns + slots.dur_ns.astype(np.int64), runs.first)
+    start = np.minimum.reduceat(slots.start_ns, runs.first)
+    samples = runs.per_rank_sum(slots.samples)
+    steps = slots.step
+    mean = runs.per_rank_sum(slots.dur_ns) / runs.count
     out = {}
-    for i, rank in enumerate(slots.ranks.tolist()):
+    for i, rank in enumerate(runs.ranks.tolist()):
         span_ns = int(end[i] - start[i])
         span_s = span_ns / 1e9 if span_ns > 0 else None
         n = int(samples[i])
         rate = n / span_s if span_s and n > 0 else None
         out[rank] = RankSteps(
-            rank=rank, num_steps=int(slots.count[i]), first_step=int(steps[slots.first[i]]),
-            last_step=int(steps[slots.first[i] + slots.count[i] - 1]), samples=n, span_s=span_s,
+            rank=rank, num_steps=int(runs.count[i]), first_step=int(steps[runs.first[i]]),
+            last_step=int(steps[runs.first[i] + runs.count[i] - 1]), samples=n, span_s=span_s,
             samples_per_s=rate, mean_step_ms=float(mean[i]) / 1e6,
             phases=tuple(stats[i]), missing_phases=tuple(missing[i]), memory=(),
         )  # fmt: skip
     return out
 
 
-def analyze_steps(events: EventTable, warmup_steps: int) -> StepAnalysis | None:
-    """Per-rank step breakdown; None when no STEP row was ever recorded."""
+def analyze_steps(
+    events: EventTable, warmup_steps: int, slots: StepSlots | None = None
+) -> StepAnalysis | None:
+    """Per-rank step breakdown; None when no STEP row was ever recorded. ``slots``: the
+    measured slots of ``events`` when the caller has them (the cross-rank analysis uses
+    the same)."""
     measured = measured_steps(events, warmup_steps)
     if len(measured.rows) == 0:
         return None
-    found = _rank_steps(_Slots.of(measured.rows), events.of_kind(Kind.PHASE))
+    found = _rank_steps(slots if slots is not None else measured_slots(events, warmup_steps))
     memory = _memory(events.of_kind(Kind.MEMORY))
     ranks = tuple(
         replace(found[r], memory=memory.get(r, ()))

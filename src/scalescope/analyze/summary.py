@@ -11,6 +11,7 @@ from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
+from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.events import Run
 
@@ -129,6 +130,7 @@ def analyze_run(run: Run) -> RunAnalysis:
     ranks = tuple(_rank_status(run, r) for r in range(meta.world_size))
     pauses = analyze_pauses(run.events, meta.warmup_steps)
     measured = without_pauses(run, pauses)
+    slots = measured_slots(measured.events, meta.warmup_steps)  # for steps and cross-rank
     start = meta.start_time or None
     end = meta.end_time
     duration = end - start if start is not None and end is not None and end >= start else None
@@ -147,9 +149,9 @@ def analyze_run(run: Run) -> RunAnalysis:
         warmup_steps=meta.warmup_steps,
         ranks=ranks,
         problems=tuple(run.problems),
-        steps=analyze_steps(measured.events, meta.warmup_steps),
+        steps=analyze_steps(measured.events, meta.warmup_steps, slots),
         collectives=analyze_collectives(measured.events, meta.world_size, meta.warmup_steps),
-        cross_rank=analyze_cross_rank(measured, meta.warmup_steps),
+        cross_rank=analyze_cross_rank(measured, meta.warmup_steps, slots),
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),

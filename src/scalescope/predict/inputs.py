@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from scalescope.analyze.alpha_beta import AlphaBetaFit, bandwidth_fit, fit_alpha_beta
-from scalescope.analyze.steps import measured_steps
+from scalescope.analyze.slot_index import measured_steps
 from scalescope.analyze.summary import RunAnalysis, analyze_run
 from scalescope.diagnose.rules_input import rank_threads, rank_times
 from scalescope.events import Kind, Run, load_run
