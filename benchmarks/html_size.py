@@ -21,9 +21,9 @@ from results import record
 from scalescope.analyze import analyze_run
 from scalescope.events import EventWriter, Kind, RankMeta, RunMeta, load_run
 from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
-from scalescope.report.html import render_html
-from scalescope.report.html_page import plotly_payload
-from scalescope.report.timeline import chrome_trace, run_offsets
+from scalescope.report.media.page import plotly_payload
+from scalescope.report.media.timeline import chrome_trace, run_offsets
+from scalescope.report.views.dashboard import render_html
 
 MS = 1_000_000
 BUCKETS = (25 * 1024 * 1024, 25 * 1024 * 1024, 12 * 1024 * 1024, 1024 * 1024)

@@ -30,19 +30,19 @@ from test_timeline import build_run  # noqa: E402
 from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
-from scalescope.report.html import CHART_IDS, render_compare_html, render_html  # noqa: E402
-from scalescope.report.html_page import STATUS_ID  # noqa: E402
-from scalescope.report.html_ranks import STEP_HEATMAP_ID, WAIT_HEATMAP_ID  # noqa: E402
-from scalescope.report.project_section import (  # noqa: E402
+from scalescope.report.media.page import STATUS_ID  # noqa: E402
+from scalescope.report.views.dashboard import CHART_IDS, render_compare_html, render_html  # noqa: E402
+from scalescope.report.views.dashboard_ranks import STEP_HEATMAP_ID, WAIT_HEATMAP_ID  # noqa: E402
+from scalescope.report.views.project import (  # noqa: E402
+    PROJECT_CHART_IDS,
+    projection_html,
+    projection_json,
+)
+from scalescope.report.views.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
     DashboardProjection,
     decode_projection,
     projection_section,
-)
-from scalescope.report.project_view import (  # noqa: E402
-    PROJECT_CHART_IDS,
-    projection_html,
-    projection_json,
 )
 
 CHROMIUM = shutil.which("chromium")
@@ -183,8 +183,8 @@ def test_comm_and_scale_pages_render(tmp_path):
     from scalescope.analyze.comm_bench import comm_results
     from scalescope.analyze.scaling import scaling_table
     from scalescope.events.study import ScalePoint, ScaleStudy
-    from scalescope.report.comm_view import COMM_CHART_IDS, render_comm_html
-    from scalescope.report.scaling_view import SCALE_CHART_IDS, render_scaling_html
+    from scalescope.report.views.comm import COMM_CHART_IDS, render_comm_html
+    from scalescope.report.views.scaling import SCALE_CHART_IDS, render_scaling_html
 
     sizes = (8, 1024, 2**20)
     measurements = [
@@ -225,7 +225,7 @@ def test_projection_page_renders(tmp_path):
 def test_tune_page_renders(tmp_path):
     from tune_results import tune_result
 
-    from scalescope.report.tune_view import render_tune_html
+    from scalescope.report.views.tune import render_tune_html
 
     page = tmp_path / "tune.html"
     page.write_text(render_tune_html(tune_result(EVIL)), encoding="utf-8")

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import DDP_TRAIN, scalescope
 from scalescope.events import Kind, load_run
-from scalescope.report.html_page import plotly_payload
+from scalescope.report.media.page import plotly_payload
 
 STEPS = 6
 

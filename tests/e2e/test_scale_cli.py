@@ -13,7 +13,7 @@ from conftest import DDP_TRAIN, scalescope, scalescope_in_process
 from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
 from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
-from scalescope.report.json_report import report_json
+from scalescope.report.media.report_json import report_json
 
 BATCH, STEPS, WARMUP = 4, 8, 2
 CORES = usable_cores()

@@ -24,7 +24,7 @@ from recorded_runs import load_scenario
 from scalescope.events import Kind, load_run
 from scalescope.events.tags import tag_kind
 from scalescope.ingest import ingest
-from scalescope.report.timeline import chrome_trace
+from scalescope.report.media.timeline import chrome_trace
 
 WORLD, STEPS = 2, 6
 

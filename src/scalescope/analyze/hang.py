@@ -58,7 +58,7 @@ class RankHang:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One finding about the hang; ``report/hang_view.py`` words it.
+    """One finding about the hang; ``report/views/hang.py`` words it.
 
     kind: ``missing`` (``ranks`` have not entered the collective ``waiting`` wait in),
     ``mismatch`` (``ranks`` called ``other_op`` at the sequence number of ``op``), ``behind``

@@ -123,7 +123,7 @@ def load_comm(run_dir: Path, unavailable: dict[str, str]) -> CommBenchmark:
 
 def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: Console) -> list:
     """Print the tables and write the files asked for; returns the paths written."""
-    from scalescope.report.comm_view import comm_csv, comm_json, render_comm
+    from scalescope.report.views.comm import comm_csv, comm_json, render_comm
 
     render_comm(bench, console)
     written = []
@@ -135,7 +135,7 @@ def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: C
         files.csv.write_text(comm_csv(bench))
         written.append(files.csv)
     if files.html is not None:
-        from scalescope.report.comm_view import render_comm_html
+        from scalescope.report.views.comm import render_comm_html
 
         files.html.write_text(render_comm_html(bench), encoding="utf-8")
         written.append(files.html)
@@ -146,8 +146,8 @@ def show_nccl_tests(path: Path, console: Console) -> None:
     """An nccl-tests log in comm's columns (algbw and busbw recomputed from its times)."""
     from scalescope.analyze.comm_bench import rows_from_nccl_tests
     from scalescope.ingest.nccl_tests import parse_nccl_tests
-    from scalescope.report.comm_view import nccl_table
-    from scalescope.report.document_terminal import render_block
+    from scalescope.report.media.terminal import render_block
+    from scalescope.report.views.comm import nccl_table
 
     log = parse_nccl_tests(path)
     title = f"{log.op} from nccl-tests, {log.world_size} ranks ({path.name})"

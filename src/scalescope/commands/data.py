@@ -57,7 +57,7 @@ def pack(command: PackCommand) -> None:
     """Pack the folder into shards with a bar of the bytes written; print the manifest."""
     from scalescope.bench.shard_manifest import parse_size
     from scalescope.data.pack import pack_folder
-    from scalescope.report.data_view import byte_progress, render_pack
+    from scalescope.report.views.data import byte_progress, render_pack
 
     c = command
     try:
@@ -72,7 +72,7 @@ def pack(command: PackCommand) -> None:
 def stage(command: StageCommand) -> None:
     """Copy the shards once per node with a bar of the bytes copied; print what was done."""
     from scalescope.data.stage import stage_shards
-    from scalescope.report.data_view import byte_progress, render_stage
+    from scalescope.report.views.data import byte_progress, render_stage
 
     c = command
     try:
@@ -86,7 +86,7 @@ def stage(command: StageCommand) -> None:
 def bench(command: DataBenchCommand) -> None:
     """Time every path with every worker count, in rounds; print images/s and the ratios."""
     from scalescope.data.speed import measure, one_line, parse_workers, ratios
-    from scalescope.report.data_view import render_speed, run_progress
+    from scalescope.report.views.data import render_speed, run_progress
 
     c = command
     try:

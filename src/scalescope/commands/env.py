@@ -23,7 +23,7 @@ def env(command: EnvCommand) -> None:
     """Collect the facts, check them, print them and write the JSON asked for."""
     from scalescope.diagnose.env_checks import check_environment
     from scalescope.launch.facts import collect_environment
-    from scalescope.report.env_view import env_json, render_env
+    from scalescope.report.views.env import env_json, render_env
 
     facts = collect_environment()
     warnings = check_environment(

@@ -14,7 +14,7 @@ from scalescope.events.run import write_bytes_atomic
 from scalescope.predict.project import Projection, ProjectOptions, project_run
 from scalescope.predict.validate import validate_study
 from scalescope.report.formatting import report_console
-from scalescope.report.project_view import (
+from scalescope.report.views.project import (
     projection_html,
     projection_json,
     render_projection,

@@ -11,94 +11,22 @@ from typing import TYPE_CHECKING
 import msgspec
 from rich.console import Console
 
-from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze import analyze_run
+from scalescope.api.reporting import ReportFiles, analyse_and_render, report_run, report_study
 from scalescope.commands.common import CommandError, err
-from scalescope.diagnose.findings import Diagnosis
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from scalescope.events.run import Run, RunDirError, load_run
+from scalescope.events.run import RunDirError, load_run
 from scalescope.report.formatting import report_console
-from scalescope.report.json_report import dump_json, report_json
+from scalescope.report.media.report_json import dump_json
 
 if TYPE_CHECKING:
-    from scalescope.analyze.scaling import ScalingTable
-    from scalescope.events.study import ScaleStudy
     from scalescope.ingest import IngestResult
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    json: Path | None = None
-    html: Path | None = None
-    timeline: Path | None = None
-    steps: int | None = None
-    """Steps in the timeline and the dashboard's timeline (default: a few after warm-up)."""
-    ranks: str | None = None
-    """``--ranks`` of the timeline (report/rank_select.py; default: all up to 16 ranks)."""
-
-
-def write_outputs(
-    analysis: RunAnalysis, run: Run, files: ReportFiles, diagnosis: Diagnosis | None = None
-) -> list[Path]:
-    written = []
-    steps = None
-    if files.steps is not None:
-        from scalescope.report.timeline import default_steps
-
-        steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
-    if files.json is not None:
-        dump_json(files.json, report_json(analysis, diagnosis))
-        written.append(files.json)
-    if files.html is not None:
-        from scalescope.report.html import render_html
-        from scalescope.report.project_section import projection_section, stored_projection
-
-        projection = projection_section(stored_projection(run.path))
-        page = render_html(analysis, run, steps, diagnosis, [projection])
-        files.html.write_text(page, encoding="utf-8")
-        written.append(files.html)
-    if files.timeline is not None:
-        from scalescope.report.rank_select import selected_trace
-        from scalescope.report.timeline import write_timeline
-
-        write_timeline(files.timeline, selected_trace(analysis, run, steps, files.ranks))
-        written.append(files.timeline)
-    return written
-
-
-def analyse_and_render(
-    run: Run,
-    files: ReportFiles,
-    terminal: bool = True,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[Path]:
-    """Analyse, diagnose, print (report then findings) and write every view asked for."""
-    from scalescope.diagnose import diagnose_run
-    from scalescope.report.diagnosis_view import render_diagnosis
-    from scalescope.report.terminal import render_terminal
-
-    analysis = analyze_run(run)
-    diagnosis = diagnose_run(run, analysis, thresholds)
-    if terminal:
-        console = report_console()
-        render_terminal(analysis, console)
-        render_diagnosis(diagnosis, console)
-    return write_outputs(analysis, run, files, diagnosis)
-
-
-def report_run(
-    run_dir: Path,
-    files: ReportFiles,
-    terminal: bool = True,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[Path]:
-    """Analyse a run directory and write every view asked for."""
-    return analyse_and_render(load_run(run_dir), files, terminal, thresholds)
 
 
 def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Path | None) -> None:
     from scalescope.analyze.compare import compare_runs
-    from scalescope.report.compare_view import comparison_json, render_comparison
-    from scalescope.report.html import render_compare_html
+    from scalescope.report.views.compare import comparison_json, render_comparison
+    from scalescope.report.views.dashboard import render_compare_html
 
     run_a, run_b = load_run(a_dir), load_run(b_dir)
     a, b = analyze_run(run_a), analyze_run(run_b)
@@ -116,7 +44,7 @@ def ingest_with_progress(path: Path, console: Console | None) -> IngestResult:
     from scalescope.ingest import ingest
     from scalescope.ingest.detect import trace_candidates
     from scalescope.ingest.jsonstream import reading_progress
-    from scalescope.report.data_view import byte_progress
+    from scalescope.report.views.data import byte_progress
 
     if console is None:
         return ingest(path)
@@ -136,8 +64,8 @@ def analyze_trace(
     progress: Console | None = None,
 ) -> list[Path]:
     """Ingest another tool's trace and give it the same views as a recorded run."""
-    from scalescope.report.gpu_view import render_gpu_activity
-    from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
+    from scalescope.report.views.gpu import render_gpu_activity
+    from scalescope.report.views.horovod import render_horovod_phases, render_ingest_source
 
     result = ingest_with_progress(Path(path), progress)
     render_ingest_source(result, report_console())
@@ -170,7 +98,7 @@ class ReportOutputs:
     steps: int | None = None
     """Steps in the timelines; None: 10 after warm-up."""
     ranks: str | None = None
-    """Ranks in the timeline, as given (report/rank_select.py)."""
+    """Ranks in the timeline, as given (report/views/rank_select.py)."""
     threshold: list[str] | None = None
     """Diagnosis thresholds, NAME=VALUE each."""
     baseline: Path | None = None
@@ -209,7 +137,7 @@ class CompareCommand:
 def check_ranks(ranks: str | None, timeline: Path | None) -> None:
     """A ``--ranks`` value that cannot be read, or one without ``--timeline``, is a one-line
     error before anything is analysed."""
-    from scalescope.report.rank_select import RankSpecError, parse_rank_spec
+    from scalescope.report.views.rank_select import RankSpecError, parse_rank_spec
 
     if ranks is None:
         return
@@ -241,7 +169,7 @@ def diagnosis_thresholds(items: list[str] | None, baseline: Path | None) -> Thre
 def report(command: ReportCommand) -> None:
     """Print a recorded run (or study, or suite) and write the views asked for."""
     from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
-    from scalescope.report.rank_select import RankSpecError
+    from scalescope.report.views.rank_select import RankSpecError
 
     c = command
     check_ranks(c.ranks, c.timeline)
@@ -260,32 +188,6 @@ def report(command: ReportCommand) -> None:
         raise CommandError(str(exc)) from None
     for path in written:
         err.print(f"wrote {path}")
-
-
-def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
-    """The scaling table from each point's own run directory (a missing one is no breakdown)."""
-    from scalescope.analyze.scaling import scaling_table
-
-    analyses = {}
-    for p in study.points:
-        try:
-            analyses[p.ranks] = analyze_run(load_run(study_dir / p.run_dir)) if p.run_dir else None
-        except RunDirError:
-            analyses[p.ranks] = None
-    return scaling_table(study, analyses)
-
-
-def report_study(study_dir: Path, html: Path | None, console: Console) -> list[Path]:
-    """Print a recorded study's table (``scalescope report STUDY_DIR``); write its page."""
-    from scalescope.events.study import load_study
-    from scalescope.report.scaling_view import render_scaling, render_scaling_html
-
-    table = study_table(study_dir, load_study(study_dir))
-    render_scaling(table, console)
-    if html is None:
-        return []
-    html.write_text(render_scaling_html(table), encoding="utf-8")
-    return [html]
 
 
 def report_study_dir(
@@ -307,7 +209,7 @@ def report_study_dir(
 
 def report_suite(path: Path, other_output: Path | None) -> None:
     from scalescope.events.files import SUITE_FILE
-    from scalescope.report.suite_view import load_suite, render_suite, suite_console
+    from scalescope.report.views.suite import load_suite, render_suite, suite_console
 
     if other_output:
         raise CommandError(f"{path} is a suite: its JSON is {SUITE_FILE}; no HTML or timeline")
@@ -321,7 +223,7 @@ def report_suite(path: Path, other_output: Path | None) -> None:
 def analyze(command: AnalyzeCommand) -> None:
     """Ingest another tool's trace, print its report and write the views asked for."""
     from scalescope.ingest import IngestError
-    from scalescope.report.rank_select import RankSpecError
+    from scalescope.report.views.rank_select import RankSpecError
 
     c = command
     check_ranks(c.ranks, c.timeline)

@@ -131,7 +131,7 @@ def hang_options(flags: LaunchFlags) -> HangOptions:
     """--hang-after and --hang-action for the launcher's hang watch, with report/hang_view's
     words for what it finds."""
     from scalescope.launch.hang_watch import ACTIONS, HangOptions
-    from scalescope.report.hang_view import render_hang
+    from scalescope.report.views.hang import render_hang
 
     if flags.hang_after is not None and flags.hang_after <= 0:
         raise ValueError(f"--hang-after must be > 0 seconds, got {flags.hang_after}")
@@ -224,7 +224,7 @@ def start_or_plan(spec: RunSpec, flags: LaunchFlags, nproc_per_node: int | None)
     given = nproc_per_node is not None
     try:
         if flags.dry_run:
-            from scalescope.report.plan_view import render_plan
+            from scalescope.report.views.plan import render_plan
 
             render_plan(dry_run(spec, given, flags.master_addr), plain_console())
             return 0
@@ -240,7 +240,7 @@ def start_or_plan(spec: RunSpec, flags: LaunchFlags, nproc_per_node: int | None)
 def finish(outcome: Outcome, show_report: bool, probe: bool, html: Path | None) -> int:
     """The report where this process reports (rank 0's node), and where the run is kept."""
     if probe and outcome.report_here and (show_report or html):
-        from scalescope.commands.report import ReportFiles, report_run
+        from scalescope.api.reporting import ReportFiles, report_run
 
         for path in report_run(outcome.run_dir, ReportFiles(html=html), terminal=show_report):
             err.print(f"wrote {path}")

@@ -179,10 +179,10 @@ class ScaleCommand:
 
 def scale(command: ScaleCommand) -> int:
     """Run every size, print the scaling table, write its page; 1 when a size failed."""
-    from scalescope.commands.report import report_study
+    from scalescope.api.reporting import report_study
     from scalescope.launch.session import start
-    from scalescope.report.eta import Eta
     from scalescope.report.formatting import report_console
+    from scalescope.report.views.eta import Eta
 
     c = command
     sizes = int_list(c.ranks, "--ranks") or ()

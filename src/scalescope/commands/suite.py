@@ -192,8 +192,8 @@ def suite(command: SuiteCommand) -> int:
     """Run the suite, print its table, keep suite.json; 130 when interrupted, 1 when a run
     failed."""
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
-    from scalescope.report.eta import Eta
-    from scalescope.report.suite_view import render_suite, suite_console, write_suite_json
+    from scalescope.report.views.eta import Eta
+    from scalescope.report.views.suite import render_suite, suite_console, write_suite_json
 
     c, flags = command, command.launch
     try:

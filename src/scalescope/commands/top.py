@@ -2,8 +2,8 @@
 
 ``LiveTop`` polls a run directory: each ``frame`` reads what the ranks appended
 (``events.tail``), analyses the last steps of every rank, and every ``finding_every_s`` runs
-the diagnosis on them for the first finding; report/live_view.py draws it. ``StoreTop``
-polls the job's store instead (``top --connect``; report/live_store_top.py draws it).
+the diagnosis on them for the first finding; report/views/live.py draws it. ``StoreTop``
+polls the job's store instead (``top --connect``; report/views/live_store.py draws it).
 ``watch`` redraws either in the foreground (q or Ctrl-C quits); ``LiveThread`` in the
 background of the launching process (``run --live``: the launcher owns the main thread).
 """
@@ -48,8 +48,8 @@ from scalescope.launch.live_channel import (
     fresher_states,
     split_address,
 )
-from scalescope.report.live_store_top import StoreRank, render_store_top
-from scalescope.report.live_view import LiveExtras, render_live
+from scalescope.report.views.live import LiveExtras, render_live
+from scalescope.report.views.live_store import StoreRank, render_store_top
 
 REFRESH_S = 1.0
 STORE_RETRY_S = 30.0

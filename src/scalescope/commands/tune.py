@@ -62,7 +62,7 @@ class TuneCommand:
 def tune(command: TuneCommand) -> int:
     """Run (or resume) the study, print its table, write its files; 130 when interrupted."""
     from scalescope.report.formatting import report_console
-    from scalescope.report.tune_view import TuneProgress, render_tune, render_tune_html, tune_json
+    from scalescope.report.views.tune import TuneProgress, render_tune, render_tune_html, tune_json
     from scalescope.tune.apply import default_study_dir, target_space
     from scalescope.tune.search import tune as run_study
     from scalescope.tune.study import TuneOptions

@@ -1,6 +1,6 @@
 """Renderers of analysis results: terminal text and JSON."""
 
-from scalescope.report.json_report import REPORT_SCHEMA, to_json
-from scalescope.report.terminal import render_terminal
+from scalescope.report.media.report_json import REPORT_SCHEMA, to_json
+from scalescope.report.views.run_terminal import render_terminal
 
 __all__ = ["REPORT_SCHEMA", "render_terminal", "to_json"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scalescope.report.html_charts import Chart
+from scalescope.report.media.charts import Chart
 
 Style = Literal[
     "", "bold", "red", "yellow", "green", "blue", "magenta", "bold red", "bold yellow", "note"

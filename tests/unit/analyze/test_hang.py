@@ -134,7 +134,7 @@ def test_a_wait_the_stop_broke_is_still_the_hang(tmp_path):
 
 def test_a_hang_across_nodes_names_the_host_of_the_stuck_rank():
     from scalescope.analyze.hang import HangReport
-    from scalescope.report.hang_view import hang_lines
+    from scalescope.report.views.hang import hang_lines
 
     stuck = dict(seq=5, inside=False, phase="outside")
     ranks = [rank(0, host="node-a"), rank(1, host="node-a"), rank(2, host="node-b"),

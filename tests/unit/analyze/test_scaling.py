@@ -8,7 +8,7 @@ from rich.console import Console
 
 from scalescope.analyze.scaling import scaling_efficiency, scaling_table
 from scalescope.events.study import ScalePoint, ScaleStudy
-from scalescope.report.scaling_view import render_scaling, render_scaling_html
+from scalescope.report.views.scaling import render_scaling, render_scaling_html
 
 
 def study(*points: ScalePoint, mode: str = "weak") -> ScaleStudy:

@@ -12,7 +12,7 @@ from many_ranks import write_many_ranks_run
 from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
 from scalescope.events import load_run
-from scalescope.report.html import biggest_loss
+from scalescope.report.views.dashboard import biggest_loss
 
 
 @pytest.mark.parametrize("ranks", [2, 1024])

@@ -19,7 +19,7 @@ from rich.console import Console
 from scalescope.analyze import analyze_run
 from scalescope.events import Kind
 from scalescope.ingest import HOROVOD, ingest
-from scalescope.report.horovod_view import render_horovod_phases, render_ingest_source
+from scalescope.report.views.horovod import render_horovod_phases, render_ingest_source
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 pytestmark = pytest.mark.skipif(

@@ -16,8 +16,8 @@ from rich.console import Console
 from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
 from scalescope.ingest import IngestError, ingest
-from scalescope.report.diagnosis_view import render_diagnosis
-from scalescope.report.terminal import render_terminal
+from scalescope.report.views.diagnosis import render_diagnosis
+from scalescope.report.views.run_terminal import render_terminal
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 SEEDS = {"kineto": ("hta_cpu_only_gloo_rank-34.json.gz", None),

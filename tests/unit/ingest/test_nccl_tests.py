@@ -11,8 +11,8 @@ from rich.console import Console
 from scalescope.analyze.comm_bench import rows_from_nccl_tests
 from scalescope.ingest import IngestError
 from scalescope.ingest.nccl_tests import parse_nccl_tests
-from scalescope.report.comm_view import NCCL_COLUMNS, nccl_table
-from scalescope.report.document_terminal import rich_table
+from scalescope.report.media.terminal import rich_table
+from scalescope.report.views.comm import NCCL_COLUMNS, nccl_table
 
 TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces"
 LOG = TRACES / "nccl_tests_all_reduce_8xA100.log"

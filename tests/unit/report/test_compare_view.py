@@ -10,7 +10,7 @@ from report_runs import ALLREDUCE_MS, BUCKET, PHASE_MS, build
 from rich.console import Console
 
 from scalescope.analyze.compare import compare_runs
-from scalescope.report.compare_view import COMPARE_SCHEMA, comparison_json, render_comparison
+from scalescope.report.views.compare import COMPARE_SCHEMA, comparison_json, render_comparison
 
 
 def _render(comparison) -> str:

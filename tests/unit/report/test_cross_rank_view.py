@@ -19,7 +19,7 @@ from scalescope.analyze.cross_rank import (
     WaitStats,
 )
 from scalescope.report import render_terminal, to_json
-from scalescope.report.cross_rank_view import render_cross_rank, straggler_line
+from scalescope.report.views.cross_rank import render_cross_rank, straggler_line
 
 
 def _render(analysis, whole: bool = False) -> str:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from scalescope.diagnose.findings import Diagnosis, Evidence, Finding
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS
-from scalescope.report.diagnosis_view import (
+from scalescope.report.views.diagnosis import (
     cost_line,
     diagnosis_builtins,
     evidence_line,
@@ -103,9 +103,9 @@ def test_json_builtins_keep_every_field():
 def test_the_page_and_the_json_draw_the_same_findings_section():
     """One section for the terminal, the dashboard and the document JSON: the page says what
     the terminal says, escaped."""
-    from scalescope.report.diagnosis_view import findings_section
-    from scalescope.report.document_html import block_html
-    from scalescope.report.document_json import block_json
+    from scalescope.report.media.html import block_html
+    from scalescope.report.media.json import block_json
+    from scalescope.report.views.diagnosis import findings_section
 
     hostile = Finding(**{f.name: getattr(INPUT, f.name) for f in fields(Finding)} | {
         "summary": "rank <script>alert(1)</script> waits", "level": "warning"})  # fmt: skip

@@ -10,7 +10,6 @@ import pytest
 from rich.console import Console
 
 from scalescope.analyze.comm_bench import comm_results
-from scalescope.report.comm_view import COMM_CHART_IDS, comm_document
 from scalescope.report.document import (
     Column,
     Document,
@@ -21,9 +20,10 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.document_html import document_html
-from scalescope.report.document_json import document_json
-from scalescope.report.document_terminal import document_renderable, render_document
+from scalescope.report.media.html import document_html
+from scalescope.report.media.json import document_json
+from scalescope.report.media.terminal import document_renderable, render_document
+from scalescope.report.views.comm import COMM_CHART_IDS, comm_document
 
 HOSTILE = "<script>alert('x')</script> [bold]&"
 

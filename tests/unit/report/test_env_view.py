@@ -10,7 +10,7 @@ from rich.console import Console
 
 from scalescope.diagnose.env_checks import EnvWarning, check_environment
 from scalescope.launch.facts import collect_environment
-from scalescope.report.env_view import ENV_SCHEMA, env_json, render_env
+from scalescope.report.views.env import ENV_SCHEMA, env_json, render_env
 
 FACTS = {
     "software": {

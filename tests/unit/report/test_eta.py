@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.report.eta import Eta, fmt_duration
+from scalescope.report.views.eta import Eta, fmt_duration
 
 
 def test_time_left_is_the_mean_of_the_runs_done_times_the_runs_left() -> None:

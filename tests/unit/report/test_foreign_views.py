@@ -13,10 +13,10 @@ from scalescope.events import EventTable, Run, RunMeta
 from scalescope.ingest import IngestResult
 from scalescope.ingest.kineto_gpu import GpuActivity
 from scalescope.ingest.result import HorovodPhase, HorovodWait
-from scalescope.report.document_html import document_html
-from scalescope.report.document_json import document_json
-from scalescope.report.gpu_view import gpu_document, render_gpu_activity
-from scalescope.report.horovod_view import (
+from scalescope.report.media.html import document_html
+from scalescope.report.media.json import document_json
+from scalescope.report.views.gpu import gpu_document, render_gpu_activity
+from scalescope.report.views.horovod import (
     horovod_document,
     ingest_source_document,
     render_horovod_phases,

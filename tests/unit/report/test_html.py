@@ -29,13 +29,13 @@ from scalescope.analyze.cross_rank import (
     Straggler,
     WaitStats,
 )
-from scalescope.report.html import (
+from scalescope.report.media.page import STATUS_ID, plotly_payload
+from scalescope.report.views.dashboard import (
     CHART_IDS,
     render_compare_html,
     render_html,
     timeline_scope,
 )
-from scalescope.report.html_page import STATUS_ID, plotly_payload
 
 EVIL = "<script>alert(1)</script></script><img src=x onerror=alert(2)>&amp;\"'"
 SIZE_LIMIT = 5_000_000
@@ -272,7 +272,7 @@ def test_small_runs_show_every_rank_and_ten_steps(tmp_path):
 
 def test_the_card_says_what_the_report_header_says(tmp_path):
     """Every fact of the terminal report's header, in its words, on the card."""
-    from scalescope.report.run_document import header_rows
+    from scalescope.report.views.run import header_rows
 
     run = build_run(tmp_path / "run")
     analysis = analyze_run(run)
@@ -284,8 +284,8 @@ def test_the_card_says_what_the_report_header_says(tmp_path):
 
 def test_the_compare_page_holds_the_terminal_tables(tmp_path):
     from scalescope.analyze.compare import compare_runs
-    from scalescope.report.compare_view import comparison_document
     from scalescope.report.document import Section, Table
+    from scalescope.report.views.compare import comparison_document
 
     run_a, run_b = build_run(tmp_path / "a", run_id="a"), build_run(tmp_path / "b", run_id="b")
     a, b = analyze_run(run_a), analyze_run(run_b)

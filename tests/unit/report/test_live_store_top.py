@@ -7,7 +7,7 @@ from rich.console import Console
 
 from scalescope.commands.top import parse_address
 from scalescope.events.live_state import LiveState
-from scalescope.report.live_store_top import (
+from scalescope.report.views.live_store import (
     MAX_ROWS,
     StoreRank,
     render_store_top,

@@ -15,7 +15,7 @@ from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
 from scalescope.commands.top import LiveTop, RankMetas
 from scalescope.events import EventWriter, RankMeta, RunMeta
 from scalescope.events.run import events_path, rank_meta_path, write_json_atomic
-from scalescope.report.live_view import LiveExtras, phase_bar, render_live
+from scalescope.report.views.live import LiveExtras, phase_bar, render_live
 
 MS = 1_000_000
 PHASES_MS = {0: {"data": 1, "forward": 3, "backward": 4, "optimizer": 1},
@@ -163,9 +163,9 @@ def test_twenty_starting_ranks_are_shown_starting_with_their_stage() -> None:
 
 
 def test_the_frame_is_a_document_the_page_and_json_say_too() -> None:
-    from scalescope.report.document_html import document_html
-    from scalescope.report.document_json import document_json
-    from scalescope.report.live_view import live_document
+    from scalescope.report.media.html import document_html
+    from scalescope.report.media.json import document_json
+    from scalescope.report.views.live import live_document
 
     dead = RankLive(1, "died", 3, None, (), None, None, None, "<b>gone</b>")
     ok = RankLive(0, "running", 5, 20.0, (("data", 10.0), ("forward", 10.0)), 1.0, None, None,

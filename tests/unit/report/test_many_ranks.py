@@ -20,10 +20,11 @@ from rich.console import Console
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.events import load_run
 from scalescope.report.document import Block, Section, Table
-from scalescope.report.html import CHART_IDS, render_html
-from scalescope.report.html_charts import Chart
-from scalescope.report.html_page import chart_html, plotly_payload
-from scalescope.report.html_ranks import (
+from scalescope.report.media.charts import Chart
+from scalescope.report.media.page import chart_html, plotly_payload
+from scalescope.report.media.report_json import report_json
+from scalescope.report.views.dashboard import CHART_IDS, render_html
+from scalescope.report.views.dashboard_ranks import (
     MAX_COLUMNS,
     MAX_ROWS,
     STEP_HEATMAP_ID,
@@ -33,10 +34,9 @@ from scalescope.report.html_ranks import (
     _heatmap,
     rank_ranges,
 )
-from scalescope.report.json_report import report_json
-from scalescope.report.rank_summary import RANK_ROWS_LIMIT, host_list
-from scalescope.report.run_document import failure_blocks, run_document
-from scalescope.report.terminal import render_terminal
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, host_list
+from scalescope.report.views.run import failure_blocks, run_document
+from scalescope.report.views.run_terminal import render_terminal
 
 SLOW = 13
 PAGE_LIMIT = 10 * 1024 * 1024

@@ -20,16 +20,16 @@ from scalescope.commands.project import store_projection  # noqa: E402
 from scalescope.commands.report import ReportFiles, report_run  # noqa: E402
 from scalescope.events.files import PROJECTION_FILE  # noqa: E402
 from scalescope.predict.project import Projection, ProjectOptions, project_inputs  # noqa: E402
-from scalescope.report.project_section import (  # noqa: E402
+from scalescope.report.views.project import (  # noqa: E402
+    PROJECT_CHART_IDS,
+    projection_html,
+    projection_json,
+)
+from scalescope.report.views.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
     decode_projection,
     projection_chart,
     stored_projection,
-)
-from scalescope.report.project_view import (  # noqa: E402
-    PROJECT_CHART_IDS,
-    projection_html,
-    projection_json,
 )
 
 
@@ -134,7 +134,7 @@ def test_an_unreadable_location_is_no_projection(tmp_path):
 def test_the_table_carries_the_band_to_throughput_and_epoch_time():
     from rich.console import Console
 
-    from scalescope.report.project_view import render_projection
+    from scalescope.report.views.project import render_projection
 
     p = projection(nodes=(1,))
     console = Console(width=200, record=True, markup=False)

@@ -8,7 +8,7 @@ from many_ranks import write_many_ranks_run
 
 from scalescope.analyze import analyze_run
 from scalescope.events import load_run
-from scalescope.report.rank_select import (
+from scalescope.report.views.rank_select import (
     RankSpec,
     RankSpecError,
     parse_rank_spec,
@@ -16,7 +16,7 @@ from scalescope.report.rank_select import (
     selected_trace,
     timeline_ranks,
 )
-from scalescope.report.rank_summary import RankOrder, rank_order
+from scalescope.report.views.rank_summary import RankOrder, rank_order
 
 SLOW = (13, 40)
 

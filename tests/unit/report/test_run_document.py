@@ -11,10 +11,10 @@ from report_runs import ALLREDUCE_MS, BUCKET, STEPS, build
 from rich.console import Console
 
 from scalescope.events import RankMeta, load_run
-from scalescope.report.document_json import document_json
-from scalescope.report.html import render_html
-from scalescope.report.run_document import run_document
-from scalescope.report.terminal import render_terminal
+from scalescope.report.media.json import document_json
+from scalescope.report.views.dashboard import render_html
+from scalescope.report.views.run import run_document
+from scalescope.report.views.run_terminal import render_terminal
 
 
 def terminal(analysis) -> str:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from scalescope.analyze.rank_split import RankSplit
 from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
-from scalescope.report.suite_view import (
+from scalescope.report.views.suite import (
     SUITE_SCHEMA,
     SUITE_WIDTH,
     load_suite,

@@ -13,7 +13,7 @@ from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_
 
 from scalescope.events import Kind, RankMeta, Run, RunMeta, load_run
 from scalescope.events.run import ClockSync
-from scalescope.report.timeline import (
+from scalescope.report.media.timeline import (
     PID_BASE,
     chrome_trace,
     default_steps,

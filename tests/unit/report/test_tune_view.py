@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from tune_results import confirm_run, tune_result
 
-from scalescope.report.tune_view import render_tune, render_tune_html, tune_json
+from scalescope.report.views.tune import render_tune, render_tune_html, tune_json
 
 EVIL = "[bold]<script>alert(1)</script>"
 

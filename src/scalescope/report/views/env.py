@@ -15,8 +15,8 @@ from rich.console import Console
 
 from scalescope.diagnose.env_checks import EnvWarning
 from scalescope.report.document import Block, Column, Document, Grid, Line, Style, Table
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import NA, fmt_bytes
+from scalescope.report.media.terminal import render_document
 
 ENV_SCHEMA = "scalescope.env/1"
 

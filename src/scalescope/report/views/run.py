@@ -1,13 +1,13 @@
 """The run report as one document: header, hang, failures, problems, throughput and phases,
 collectives, the cross-rank analysis. The terminal prints all of it; the HTML dashboard
-(report/html.py) draws its hang, failures, problems and by-size table from the same blocks."""
+(report/views/dashboard.py) draws its hang, failures, problems and by-size table from the same
+blocks."""
 
 from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
 from scalescope.analyze.collectives import UnitTraffic, fsdp_units
 from scalescope.analyze.summary import RankStatus
-from scalescope.report.cross_rank_view import cross_rank_section
 from scalescope.report.document import (
     Block,
     Column,
@@ -28,8 +28,9 @@ from scalescope.report.formatting import (
     fmt_calls,
     plural,
 )
-from scalescope.report.hang_view import hang_lines
-from scalescope.report.rank_summary import (
+from scalescope.report.views.cross_rank import cross_rank_section
+from scalescope.report.views.hang import hang_lines
+from scalescope.report.views.rank_summary import (
     ALL_IN_JSON,
     RANK_ROWS_LIMIT,
     RankMetric,

@@ -1,7 +1,7 @@
 """One HTML dashboard of a run (or two runs side by side), on the shared page of
-report/html_page.py: summary, failures, findings, the by-size table, charts and a timeline.
+report/media/page.py: summary, failures, findings, the by-size table, charts and a timeline.
 The hang, the failures and problems and the by-size table are the run report's own blocks
-(report/run_document.py) through document_html, so they say what the terminal says. The
+(report/views/run.py) through document_html, so they say what the terminal says. The
 summary, failures and the by-size table are plain HTML and work without JavaScript.
 """
 
@@ -13,8 +13,7 @@ from scalescope.analyze import RunAnalysis
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
 from scalescope.report.document import Grid, Heading, Line, Section
-from scalescope.report.document_html import block_html
-from scalescope.report.html_charts import (
+from scalescope.report.media.charts import (
     count_chart,
     cross_rank_of,
     latency_chart,
@@ -23,16 +22,24 @@ from scalescope.report.html_charts import (
     timeline_chart,
     waits_chart,
 )
-from scalescope.report.html_page import chart_html, page
-from scalescope.report.html_ranks import (
+from scalescope.report.media.html import block_html
+from scalescope.report.media.page import chart_html, page
+from scalescope.report.media.timeline import (
+    DEFAULT_NUM_STEPS,
+    chrome_trace,
+    default_steps,
+    offsets_from_clocks,
+    run_offsets,
+)
+from scalescope.report.views.dashboard_ranks import (
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
     heatmap_charts,
     nodes_table,
 )
-from scalescope.report.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
-from scalescope.report.rank_summary import RANK_ROWS_LIMIT, rank_order
-from scalescope.report.run_document import (
+from scalescope.report.views.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, rank_order
+from scalescope.report.views.run import (
     failure_blocks,
     header_rows,
     problem_lines,
@@ -40,14 +47,7 @@ from scalescope.report.run_document import (
     size_table,
     throughput_rows,
 )
-from scalescope.report.run_document import hang_section as run_hang_section
-from scalescope.report.timeline import (
-    DEFAULT_NUM_STEPS,
-    chrome_trace,
-    default_steps,
-    offsets_from_clocks,
-    run_offsets,
-)
+from scalescope.report.views.run import hang_section as run_hang_section
 
 CHART_IDS = (
     "chart-latency",
@@ -201,7 +201,7 @@ def findings_html(diagnosis: Diagnosis | None) -> str:
     """The findings, best first, each with its cost, evidence and remedies (all escaped)."""
     if diagnosis is None:
         return ""
-    from scalescope.report.diagnosis_view import findings_section
+    from scalescope.report.views.diagnosis import findings_section
 
     return block_html(findings_section(diagnosis))
 
@@ -255,7 +255,7 @@ def render_compare_html(
     The runs are taken for symmetry with ``render_html``; the comparison uses no events.
     """
     from scalescope.analyze.compare import compare_runs
-    from scalescope.report.compare_view import comparison_document
+    from scalescope.report.views.compare import comparison_document
 
     runs = [("A: ", a_analysis), ("B: ", b_analysis)]
     doc = comparison_document(compare_runs(a_analysis, b_analysis))

@@ -17,8 +17,8 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import NA, fmt, fmt_count
+from scalescope.report.media.terminal import render_document
 
 COMPARE_SCHEMA = "scalescope.compare/1"
 

@@ -19,7 +19,7 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.html_charts import Chart
+from scalescope.report.media.charts import Chart
 
 DOCUMENT_SCHEMA = "scalescope.document/1"
 

@@ -24,7 +24,7 @@ def to_json(analysis: RunAnalysis) -> bytes:
 
 def report_json(analysis: RunAnalysis, diagnosis: Diagnosis | None) -> dict:
     """The report JSON (docs/report-schema.md) with the findings as ``diagnosis``."""
-    from scalescope.report.diagnosis_view import diagnosis_builtins
+    from scalescope.report.views.diagnosis import diagnosis_builtins
 
     doc = msgspec.json.decode(to_json(analysis))
     doc["diagnosis"] = diagnosis_builtins(diagnosis) if diagnosis is not None else None

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from scalescope.diagnose.findings import Diagnosis, Evidence, Finding
 from scalescope.report.document import Block, Bullets, Item, Items, Line, Section
-from scalescope.report.document_terminal import render_block
+from scalescope.report.media.terminal import render_block
 
 TITLE = "Findings"
 

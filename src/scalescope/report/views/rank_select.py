@@ -22,8 +22,8 @@ from typing import Any
 
 from scalescope.analyze import RunAnalysis
 from scalescope.events import Run
-from scalescope.report.rank_summary import RANK_ROWS_LIMIT, RankOrder, rank_order
-from scalescope.report.timeline import chrome_trace, run_offsets
+from scalescope.report.media.timeline import chrome_trace, run_offsets
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, RankOrder, rank_order
 
 DEFAULT_SPEC = "0,worst:8,best:4"
 DASHBOARD_SPEC = "0,worst:4,best:3"

@@ -7,8 +7,8 @@ from rich.console import Console
 
 from scalescope.ingest import IngestResult
 from scalescope.report.document import Column, Document, Table
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import fmt_bytes
+from scalescope.report.media.terminal import render_document
 
 COLUMNS = tuple(
     Column(name)

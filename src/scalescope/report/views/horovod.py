@@ -14,8 +14,8 @@ from rich.console import Console
 
 from scalescope.ingest import IngestResult
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import NA, fmt_bytes
+from scalescope.report.media.terminal import render_document
 
 MAX_FILES_SHOWN = 8
 PHASE_COLUMNS = (

@@ -19,8 +19,8 @@ from scalescope.report.document import (
     Preformatted,
     Table,
 )
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import NA, fmt, report_console
+from scalescope.report.media.terminal import render_document
 
 SUITE_SCHEMA = "scalescope.suite/1"
 SUITE_WIDTH = 150

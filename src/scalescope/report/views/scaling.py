@@ -7,10 +7,10 @@ from rich.console import Console
 
 from scalescope.analyze.scaling import ScalingRow, ScalingTable
 from scalescope.report.document import Column, Document, Line, Style, Table
-from scalescope.report.document_html import document_html
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import fmt
-from scalescope.report.html_charts import PHASE_COLORS, Chart, layout
+from scalescope.report.media.charts import PHASE_COLORS, Chart, layout
+from scalescope.report.media.html import document_html
+from scalescope.report.media.terminal import render_document
 
 SCALE_CHART_IDS = ("chart-scale-throughput", "chart-scale-breakdown")
 COLUMNS = (

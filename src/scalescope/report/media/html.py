@@ -18,8 +18,8 @@ from scalescope.report.document import (
     Table,
 )
 from scalescope.report.formatting import NA, fmt_bytes
-from scalescope.report.html_charts import Chart
-from scalescope.report.html_page import chart_html, esc, page
+from scalescope.report.media.charts import Chart
+from scalescope.report.media.page import chart_html, esc, page
 
 
 def _ident(html_id: str) -> str:

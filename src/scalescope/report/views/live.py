@@ -19,7 +19,7 @@ from scalescope.report.document import (
     Style,
     Table,
 )
-from scalescope.report.document_terminal import document_renderable
+from scalescope.report.media.terminal import document_renderable
 
 BAR_WIDTH = 24
 PHASE_MARKS: dict[str, tuple[str, Style]] = {

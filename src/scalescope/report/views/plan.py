@@ -7,7 +7,7 @@ from rich.console import Console
 from scalescope.launch.session import PlanView
 from scalescope.probe.binding import PLACEMENTS_ENV
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.document_terminal import render_document
+from scalescope.report.media.terminal import render_document
 
 PLAN_COLUMNS = tuple(
     Column(name, align="right" if name in ("rank", "threads") else "left")

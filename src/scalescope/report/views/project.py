@@ -11,10 +11,10 @@ from rich.console import Console
 from scalescope.predict.project import ProjectedPoint, Projection
 from scalescope.predict.validate import Validation
 from scalescope.report.document import Column, Document, Heading, Line, Table
-from scalescope.report.document_html import document_html
-from scalescope.report.document_terminal import render_document
-from scalescope.report.html_charts import Chart, layout
-from scalescope.report.project_section import (
+from scalescope.report.media.charts import Chart, layout
+from scalescope.report.media.html import document_html
+from scalescope.report.media.terminal import render_document
+from scalescope.report.views.project_section import (
     TERM_COLORS,
     decode_projection,
     projection_chart,

@@ -15,9 +15,9 @@ from scalescope.analyze.cross_rank import (
 from scalescope.analyze.gaps import describe
 from scalescope.analyze.step_slots import OTHER
 from scalescope.report.document import Block, Column, Grid, Line, Section, Table
-from scalescope.report.document_terminal import render_block
 from scalescope.report.formatting import NA, fmt
-from scalescope.report.rank_summary import RANK_ROWS_LIMIT, RankMetric, condensed_blocks
+from scalescope.report.media.terminal import render_block
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, RankMetric, condensed_blocks
 
 CLOCK_RANKS_LISTED = 8
 """Up to this many ranks, one clock line each; beyond, one line per method with ranges."""

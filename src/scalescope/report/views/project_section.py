@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 
 from scalescope.events.files import PROJECTION_FILE
 from scalescope.report.document import Column, Line, Section, Table
-from scalescope.report.document_html import block_html
-from scalescope.report.html_charts import PHASE_COLORS, Chart, layout, plotly_text
+from scalescope.report.media.charts import PHASE_COLORS, Chart, layout, plotly_text
+from scalescope.report.media.html import block_html
 
 PROJECTION_CHART_ID = "chart-projection"
 TERM_COLORS = {

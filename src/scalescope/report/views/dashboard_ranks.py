@@ -22,7 +22,7 @@ from scalescope.analyze.matching import match_collectives
 from scalescope.events import Kind, Run
 from scalescope.report.document import Column, Style, Table
 from scalescope.report.formatting import NA, fmt
-from scalescope.report.html_charts import HEIGHT, Chart, layout
+from scalescope.report.media.charts import HEIGHT, Chart, layout
 
 MAX_ROWS = 1024
 """Ranks a heatmap shows one row each; beyond, rows of equal bins of consecutive ranks."""

@@ -18,7 +18,7 @@ from scalescope.analyze.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
 from scalescope.events.live_state import LiveState
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.document_terminal import document_renderable
+from scalescope.report.media.terminal import document_renderable
 
 MAX_ROWS = 16
 STALL_S = 10.0

@@ -21,8 +21,8 @@ from rich.progress import (
 )
 
 from scalescope.report.document import Column, Document, Line, Table
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import fmt_bytes
+from scalescope.report.media.terminal import render_document
 
 if TYPE_CHECKING:  # the data tools import torch: a progress bar must not
     from scalescope.bench.shard_manifest import Manifest

@@ -16,9 +16,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from scalescope.report.document import Block, Column, Document, Line, Preformatted, Table
-from scalescope.report.document_html import document_html
-from scalescope.report.document_terminal import render_document
-from scalescope.report.html_charts import Chart, layout, plotly_text
+from scalescope.report.media.charts import Chart, layout, plotly_text
+from scalescope.report.media.html import document_html
+from scalescope.report.media.terminal import render_document
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, knob_effects
 from scalescope.tune.space import Config, format_value
 

@@ -21,10 +21,10 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.document_html import document_html
-from scalescope.report.document_terminal import render_document
 from scalescope.report.formatting import fmt, fmt_bytes
-from scalescope.report.html_charts import Chart, layout, plotly_text
+from scalescope.report.media.charts import Chart, layout, plotly_text
+from scalescope.report.media.html import document_html
+from scalescope.report.media.terminal import render_document
 
 COMM_SCHEMA = "scalescope.comm/1"
 COMM_CHART_IDS = ("chart-comm-latency", "chart-comm-busbw")

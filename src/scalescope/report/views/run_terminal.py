@@ -1,12 +1,12 @@
-"""The run report on the terminal: its document (report/run_document.py) through rich."""
+"""The run report on the terminal: its document (report/views/run.py) through rich."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
 from scalescope.analyze import RunAnalysis
-from scalescope.report.document_terminal import render_document
-from scalescope.report.run_document import run_document
+from scalescope.report.media.terminal import render_document
+from scalescope.report.views.run import run_document
 
 
 def render_terminal(analysis: RunAnalysis, console: Console) -> None:
