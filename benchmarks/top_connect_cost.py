@@ -52,8 +52,8 @@ def main() -> None:
     args = parse()
     from torch.distributed import TCPStore
 
-    from scalescope.commands.top import StoreTop
     from scalescope.launch.live_channel import Channel
+    from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=30))  # fmt: skip

@@ -118,7 +118,7 @@ def child_refresh(source: Path, copy: Path, frames: int) -> None:
     (one a second), one frame with nothing new; printed as JSON."""
     from rich.console import Console
 
-    from scalescope.commands.top import FINDING_EVERY_S, LiveTop
+    from scalescope.live.run_view import FINDING_EVERY_S, LiveTop
 
     run = GrowingRun(source, copy, CUT_STEPS // STEPS_PER_BATCH)
     console = Console(file=io.StringIO(), width=120)

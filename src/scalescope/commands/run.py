@@ -253,9 +253,9 @@ def start_live(spec: RunSpec, given: bool, master_addr: str | None) -> Outcome:
     """Start the run with the live view drawn here (the ranks' output in RUN_DIR/logs)."""
     import os
 
-    from scalescope.commands.top import LiveThread
     from scalescope.launch.runner import default_run_dir
     from scalescope.launch.session import find_world, start
+    from scalescope.live.terminal import LiveThread
 
     world = find_world(spec, given, master_addr, os.environ)
     if world is not None and not given:

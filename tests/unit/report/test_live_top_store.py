@@ -11,11 +11,11 @@ from pathlib import Path
 from run_builders import step_row, write_run_dir
 from torch.distributed import TCPStore
 
-from scalescope.commands.top import LiveTop
 from scalescope.events import RunMeta
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state import LiveStateWriter
 from scalescope.launch.live_channel import STORE_OPTION, Channel
+from scalescope.live.run_view import LiveTop
 
 
 def state_bytes(folder: Path, rank: int, steps: int) -> bytes:

@@ -12,9 +12,9 @@ from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
 from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
-from scalescope.commands.top import LiveTop, RankMetas
 from scalescope.events import EventWriter, RankMeta, RunMeta
 from scalescope.events.run import events_path, rank_meta_path, write_json_atomic
+from scalescope.live.run_view import LiveTop, RankMetas
 from scalescope.report.views.live import LiveExtras, phase_bar, render_live
 
 MS = 1_000_000

@@ -1,28 +1,25 @@
 """`top --connect HOST:PORT`'s frame: a run watched from any node, through the job's store.
 
 The relays beside the ranks publish each rank's live state there (launch/live_channel.py)
-and commands/top.py's ``StoreTop`` polls them, so this view needs no run directory: steps
+and live/store_view.py's ``StoreTop`` polls them, so this view needs no run directory: steps
 done and their rate, the phase and the last collective of every rank, the stage of the ranks
-still starting, the node each runs on, and, when no rank has progressed for 10 s, the hang
-verdict the watch would give. At 1,024 ranks a frame is one multi_get of 256 KiB and the 16
+still starting, the node each runs on, and the hang verdict StoreTop gives once no rank has
+progressed for 10 s. At 1,024 ranks a frame is one multi_get of 256 KiB and the 16
 ranks worth showing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rich.console import RenderableType
 
-from scalescope.analyze.hang import rank_hang, verdicts
-from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
+from scalescope.diagnose.hang_words import fmt_b, fmt_s
 from scalescope.events.live_state import LiveState
 from scalescope.report.document import Block, Column, Document, Line, Table
 from scalescope.report.media.terminal import document_renderable
 
 MAX_ROWS = 16
-STALL_S = 10.0
-"""No rank progressed for this long: the view shows the hang verdict."""
 
 
 @dataclass(frozen=True)
@@ -88,23 +85,11 @@ def rank_rows(ranks: list[StoreRank], now: float) -> Table:
     return Table("", STORE_COLUMNS, rows, frame="inner")
 
 
-def stall_line(ranks: list[StoreRank], now: float) -> Line | None:
-    progress = [r.state.last_progress_s for r in ranks if r.state.last_progress_s]
-    if not progress or now - max(progress) < STALL_S:
-        return None
-    hangs = [
-        replace(rank_hang(r.state, now, alive=not r.ended, ended=r.ended), host=r.host)
-        for r in ranks
-    ]
-    found = verdicts(hangs)
-    by_rank = {h.rank: h for h in hangs}
-    words = verdict_line(found[0], by_rank) if found else "no rank progressed"
-    return Line(f"no progress for {fmt_s(now - max(progress))}: {words}", style="red")
-
-
-def store_top_document(ranks: list[StoreRank], world: int, now: float) -> Document:
+def store_top_document(
+    ranks: list[StoreRank], world: int, now: float, stall: str | None = None
+) -> Document:
     """How many ranks report and their steps, the rows worth showing, the ranks starting and
-    the hang verdict once nothing progressed for STALL_S."""
+    the hang verdict (``stall``, live/store_view.py) once nothing progressed."""
     steps = [r.state.steps_done for r in ranks]
     hosts = {r.host for r in ranks if r.host}
     rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
@@ -120,10 +105,12 @@ def store_top_document(ranks: list[StoreRank], world: int, now: float) -> Docume
     starting = [r for r in ranks if _status(r, now).startswith("starting")]
     if starting:
         blocks.append(Line(f"{len(starting)} rank(s) still starting"))
-    if (stall := stall_line(ranks, now)) is not None:
-        blocks.append(stall)
+    if stall is not None:
+        blocks.append(Line(stall, style="red"))
     return Document("scalescope top --connect", tuple(blocks))
 
 
-def render_store_top(ranks: list[StoreRank], world: int, now: float) -> RenderableType:
-    return document_renderable(store_top_document(ranks, world, now))
+def render_store_top(
+    ranks: list[StoreRank], world: int, now: float, stall: str | None = None
+) -> RenderableType:
+    return document_renderable(store_top_document(ranks, world, now, stall))

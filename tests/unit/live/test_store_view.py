@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from scalescope.commands.top import parse_address
 from scalescope.events.live_state import LiveState
+from scalescope.live.store_view import parse_address, stall_words
 from scalescope.report.views.live_store import (
     MAX_ROWS,
     StoreRank,
@@ -28,7 +28,7 @@ def state(rank: int, steps: int = 7, seq: int = 41, inside: bool = True, **kw) -
 
 def text(ranks: list[StoreRank], world: int) -> str:
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(render_store_top(ranks, world, NOW))
+    console.print(render_store_top(ranks, world, NOW, stall_words(ranks, NOW)))
     return console.export_text()
 
 

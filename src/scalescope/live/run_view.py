@@ -1,0 +1,224 @@
+"""A run directory watched while it trains.
+
+``LiveTop`` polls it: each ``frame`` reads what the ranks appended (``events.tail``), analyses
+the last steps of every rank, and every ``finding_every_s`` runs the diagnosis on them for the
+first finding; report/views/live.py draws it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import msgspec
+import psutil
+from rich.console import RenderableType
+
+from scalescope.analyze.live import live_snapshot
+from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.events.live_state import LiveState, read_live_states
+from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
+from scalescope.events.tail import RunTail
+from scalescope.launch.live_channel import (
+    STORE_OPTION,
+    Channel,
+    connect,
+    fresher_states,
+    split_address,
+)
+from scalescope.report.views.live import LiveExtras, render_live
+
+STORE_RETRY_S = 30.0
+"""After the store did not answer, how long top reads only the files before trying again."""
+OUTPUT_LINES = 6
+FINDING_EVERY_S = 10.0
+
+
+def pid_alive(meta: RankMeta | None, host: str) -> bool | None:
+    """Whether the rank's process still runs; None when it runs on another node."""
+    if meta is None or not meta.pid or meta.hostname != host:
+        return None
+    try:
+        return psutil.Process(meta.pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def first_finding(run: Run, analysis: RunAnalysis) -> str | None:
+    """The diagnosis' first warning as "bottleneck, N % of the step".
+
+    Without the model's FLOPs: counting them builds the model (seconds of CPU taken from the
+    ranks, and torch imported in the watcher), so the achieved-FLOP/s check is left to
+    ``scalescope report``; every other rule judges the window."""
+    from scalescope.diagnose.engine import diagnose
+    from scalescope.diagnose.rules_input import DiagnosisInput
+
+    ctx = DiagnosisInput(analysis=analysis, meta=run.meta, ranks=dict(run.ranks), bench=None)
+    findings = [f for f in diagnose(ctx).findings if f.level == "warning"]
+    if not findings:
+        return "no bottleneck found yet"
+    top = findings[0]
+    share = f", {top.share_pct:.0f} % of the step" if top.share_pct is not None else ""
+    return f"{top.bottleneck}{share}"
+
+
+def last_output(
+    run_dir: Path,
+    local_rank: int = 0,
+    lines: int = OUTPUT_LINES,
+    names: tuple[str, ...] = ("stdout.log", "stderr.log"),
+) -> list[str]:
+    """The last lines a local rank wrote to its redirected output (``--live``, the output
+    options); none when its output was not redirected."""
+    found: list[str] = []
+    for name in names:
+        for path in sorted(Path(run_dir).glob(f"logs/*/attempt_*/{local_rank}/{name}")):
+            with open(path, "rb") as f:
+                f.seek(max(os.path.getsize(path) - 4096, 0))
+                found += f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    return found[-lines:]
+
+
+def with_last_words(run_dir: Path, meta: RankMeta | None, alive: bool | None) -> RankMeta | None:
+    """A rank gone without writing its error (killed): its last stderr line as the error."""
+    if meta is None or meta.error or alive is not False:
+        return meta
+    words = [line for line in last_output(run_dir, meta.local_rank, 3, ("stderr.log",)) if line]
+    return msgspec.structs.replace(meta, error=words[-1]) if words else meta
+
+
+class RankMetas:
+    """The ranks' status files, each read again only when its inode, size or mtime changed (a
+    rank writes it at its start and its end: at 1,024 ranks, 1,024 stats a frame instead of
+    1,024 reads and decodes)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.paths: list[str] = []
+        self.seen: dict[int, tuple[tuple[int, int, int], RankMeta | None]] = {}
+        self.reads = 0
+        """Files read and decoded so far (what the cache saved is the rest)."""
+
+    def get(self, rank: int) -> RankMeta | None:
+        while len(self.paths) <= rank:
+            self.paths.append(os.fspath(rank_meta_path(self.run_dir, len(self.paths))))
+        try:
+            stat = os.stat(self.paths[rank])
+        except OSError:
+            self.seen.pop(rank, None)
+            return None
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)  # replaced, grown or rewritten
+        known = self.seen.get(rank)
+        if known is not None and known[0] == key:
+            return known[1]
+        self.reads += 1
+        try:
+            with open(self.paths[rank], "rb") as f:
+                meta = msgspec.json.decode(f.read(), type=RankMeta)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            meta = None  # as read_rank_meta: being replaced, or not one
+        self.seen[rank] = (key, meta)
+        return meta
+
+
+ANALYSIS_SHARE = 0.3
+"""The window is analysed again at most this share of the time: after an analysis that took
+t seconds, not before t / ANALYSIS_SHARE (a small run's few ms: every frame; 1,024 ranks'
+half second: every second or third frame, the totals still counted every frame)."""
+
+
+class LiveTop:
+    """One run directory watched: each ``frame`` is the view of what was read so far."""
+
+    def __init__(
+        self, run_dir: Path, finding_every_s: float = 10.0, show_output: bool = False
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.tail = RunTail(self.run_dir)
+        self.finding_every_s = finding_every_s
+        self.show_output = show_output
+        self.finding: str | None = None
+        self.finding_at = 0.0
+        self.finding_stale = False
+        """The window changed since the finding was made."""
+        self.host = socket.gethostname()
+        self.ended = False
+        self.note = ""
+        self.run: Run | None = None
+        self.analysis: RunAnalysis | None = None
+        self.analysis_s = 0.0
+        """What the last analysis of the window took (seconds of wall time)."""
+        self.analysed_at = 0.0
+        self.window_stale = False
+        """Rows were read since the window was last analysed."""
+        self.analyses = 0
+        self.metas = RankMetas(self.run_dir)
+        self._channel: Channel | None = None
+        self._store_retry_at = 0.0
+
+    def frame(self) -> RenderableType:
+        now = time.time()
+        new_rows = self.tail.poll()
+        meta = self.tail.meta
+        assert meta is not None
+        metas = {r: self.metas.get(r) or meta.ranks.get(str(r))
+                 for r in range(meta.world_size)}  # fmt: skip
+        running = meta.status == "running"
+        ended_now = running == self.ended
+        if new_rows > 0 or ended_now or self.analysis is None:
+            self.window_stale = True
+        wait_s = self.analysis_s / ANALYSIS_SHARE
+        analyse_due = not running or ended_now or now - self.analysed_at >= wait_s
+        if self.window_stale and analyse_due:
+            self.analyse(meta, metas, now)
+        alive = {r: pid_alive(m, self.host) for r, m in metas.items()} if running else {}
+        metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
+        silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
+        live = self.live_states(meta, now) if running else {}
+        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now, live)
+        due = now - self.finding_at >= self.finding_every_s or not running
+        if self.finding_stale and due:
+            self.update_finding(now)
+        self.ended = not running
+        output = last_output(self.run_dir) if self.show_output else ()
+        extras = LiveExtras(finding=self.finding, output=output, note=self.note)
+        return render_live(snap, extras)
+
+    def analyse(self, meta: RunMeta, metas: dict[int, RankMeta | None], now: float) -> None:
+        """The analysis of the window as read so far (timed, for ANALYSIS_SHARE)."""
+        started = time.perf_counter()
+        window = self.tail.window()
+        self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
+        self.analysis = analyze_run(self.run) if len(window) else None
+        self.analysis_s, self.analysed_at = time.perf_counter() - started, now
+        self.window_stale, self.finding_stale = False, True
+        self.analyses += 1
+
+    def live_states(self, meta: RunMeta, now: float) -> dict[int, LiveState]:
+        """The state files here, and, for a run over several nodes or another launcher's
+        world, the job's store named in run.json (fresher of the two per rank): the files
+        of another node's ranks are not current here, if they are here at all."""
+        files = read_live_states(self.run_dir, meta.world_size)
+        address = (meta.options or {}).get(STORE_OPTION)
+        if not address or now < self._store_retry_at:
+            return files
+        try:
+            if self._channel is None:
+                self._channel = Channel(connect(*split_address(address), timeout_s=2.0))
+            stored = self._channel.states(list(range(meta.world_size)))
+        except Exception:  # the store is gone (the run ended) or not reachable from here
+            self._channel, self._store_retry_at = None, now + STORE_RETRY_S
+            return files
+        return fresher_states(stored, files)
+
+    def update_finding(self, now: float) -> None:
+        """The diagnosis of the window; at most every ``finding_every_s`` while running."""
+        self.finding_at, self.finding_stale = now, False
+        if self.analysis is None or self.run is None:
+            return
+        try:
+            self.finding, self.note = first_finding(self.run, self.analysis), ""
+        except Exception as exc:  # a partial window the rules cannot judge yet
+            self.note = f"diagnosis not available yet: {exc}"

@@ -1,0 +1,90 @@
+"""The ranks' live states polled from the job's store (``top --connect``), from any node:
+steps done and their rate per rank, and, once no rank has progressed for ``STALL_S``, the hang
+verdict the watch would give; report/views/live_store.py draws it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from rich.console import RenderableType
+
+from scalescope.analyze.hang import rank_hang, verdicts
+from scalescope.diagnose.hang_words import fmt_s, verdict_line
+from scalescope.launch.live_channel import Channel, connect
+from scalescope.report.views.live_store import StoreRank, render_store_top
+
+CONNECT_WAIT_S = 5.0
+STALL_S = 10.0
+"""No rank progressed for this long: the view shows the hang verdict."""
+
+
+def stall_words(ranks: list[StoreRank], now: float) -> str | None:
+    """The line "no progress for T: VERDICT" once no rank progressed for STALL_S; else None."""
+    progress = [r.state.last_progress_s for r in ranks if r.state.last_progress_s]
+    if not progress or now - max(progress) < STALL_S:
+        return None
+    hangs = [
+        replace(rank_hang(r.state, now, alive=not r.ended, ended=r.ended), host=r.host)
+        for r in ranks
+    ]
+    found = verdicts(hangs)
+    by_rank = {h.rank: h for h in hangs}
+    words = verdict_line(found[0], by_rank) if found else "no rank progressed"
+    return f"no progress for {fmt_s(now - max(progress))}: {words}"
+
+
+class StoreTop:
+    """The ranks' live states polled from the job's store: each ``frame`` is their view."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.ended = False
+        """Every rank has ended (``watch`` without a terminal then stops)."""
+        self._before: dict[int, tuple[float, int]] = {}
+        self._hosts: dict[int, str] = {}
+
+    def ranks(self, now: float, world: int) -> list[StoreRank]:
+        states = self.channel.states(list(range(world)))
+        any_ended = self.channel.ended_count() > 0
+        out = []
+        for rank, state in sorted(states.items()):
+            rate = None
+            if rank in self._before:
+                then, steps = self._before[rank]
+                if now > then:
+                    rate = (state.steps_done - steps) / (now - then)
+            self._before[rank] = (now, state.steps_done)
+            if rank not in self._hosts:
+                self._hosts[rank] = self.channel.host(rank)
+            ended = self.channel.ended(rank) if any_ended else ""
+            out.append(StoreRank(state, self._hosts[rank], rate, ended))
+        return out
+
+    def frame(self) -> RenderableType:
+        now = time.time()
+        world = self.channel.world_size()
+        ranks = self.ranks(now, world)
+        self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
+        return render_store_top(ranks, world, now, stall_words(ranks, now))
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of the job's store (MASTER_ADDR:MASTER_PORT, or the rendezvous
+    endpoint); a one-line error otherwise."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--connect takes HOST:PORT of the job's store, got {text!r}")
+    return host, int(port)
+
+
+def store_top(address: str) -> StoreTop:
+    """The view through the store at ``address``; a one-line error when none answers."""
+    host, port = parse_address(address)
+    try:
+        return StoreTop(Channel(connect(host, port, timeout_s=CONNECT_WAIT_S)))
+    except RuntimeError as exc:  # torch's DistStoreError and DistNetworkError among them
+        raise ValueError(f"no store answers at {address}: {str(exc).splitlines()[0]}") from None
+
+
+CONNECT_WAIT_S = 5.0
