@@ -19,8 +19,7 @@ from rich.console import Console
 
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.events import load_run
-from scalescope.report.document import Block, Section, Table
-from scalescope.report.media.charts import Chart
+from scalescope.report.document import Block, Chart, Section, Table
 from scalescope.report.media.page import chart_html, plotly_payload
 from scalescope.report.media.report_json import report_json
 from scalescope.report.views.dashboard import CHART_IDS, render_html

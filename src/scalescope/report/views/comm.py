@@ -13,6 +13,7 @@ from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, CommRow
 from scalescope.report.document import (
+    Chart,
     Column,
     Document,
     Heading,
@@ -22,7 +23,7 @@ from scalescope.report.document import (
     Table,
 )
 from scalescope.report.formatting import fmt, fmt_bytes
-from scalescope.report.media.charts import Chart, layout, plotly_text
+from scalescope.report.media.charts import layout, plotly_text
 from scalescope.report.media.html import document_html
 from scalescope.report.media.terminal import render_document
 

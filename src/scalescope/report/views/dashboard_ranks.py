@@ -20,9 +20,9 @@ import plotly.graph_objects as go
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.matching import match_collectives
 from scalescope.events import Kind, Run
-from scalescope.report.document import Column, Style, Table
+from scalescope.report.document import Chart, Column, Style, Table
 from scalescope.report.formatting import NA, fmt
-from scalescope.report.media.charts import HEIGHT, Chart, layout
+from scalescope.report.media.charts import HEIGHT, layout
 
 MAX_ROWS = 1024
 """Ranks a heatmap shows one row each; beyond, rows of equal bins of consecutive ranks."""

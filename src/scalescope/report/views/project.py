@@ -10,8 +10,8 @@ from rich.console import Console
 
 from scalescope.predict.project import ProjectedPoint, Projection
 from scalescope.predict.validate import Validation
-from scalescope.report.document import Column, Document, Heading, Line, Table
-from scalescope.report.media.charts import Chart, layout
+from scalescope.report.document import Chart, Column, Document, Heading, Line, Table
+from scalescope.report.media.charts import layout
 from scalescope.report.media.html import document_html
 from scalescope.report.media.terminal import render_document
 from scalescope.report.views.project_section import (

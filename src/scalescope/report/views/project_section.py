@@ -14,8 +14,8 @@ import msgspec
 import plotly.graph_objects as go
 
 from scalescope.events.files import PROJECTION_FILE
-from scalescope.report.document import Column, Line, Section, Table
-from scalescope.report.media.charts import PHASE_COLORS, Chart, layout, plotly_text
+from scalescope.report.document import Chart, Column, Line, Section, Table
+from scalescope.report.media.charts import PHASE_COLORS, layout, plotly_text
 from scalescope.report.media.html import block_html
 
 PROJECTION_CHART_ID = "chart-projection"
