@@ -19,10 +19,11 @@ import numpy as np
 
 from results import record
 from scalescope.analyze import analyze_run
+from scalescope.api.reporting import ReportFiles, run_report
 from scalescope.events import EventWriter, Kind, RankMeta, RunMeta, load_run
 from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
 from scalescope.report.media.page import plotly_payload
-from scalescope.report.media.timeline import chrome_trace, run_offsets
+from scalescope.report.media.timeline import chrome_trace
 from scalescope.report.views.dashboard import render_html
 
 MS = 1_000_000
@@ -137,9 +138,10 @@ def main() -> None:
         start = time.perf_counter()
         analysis = analyze_run(run)
         analysed = time.perf_counter()
-        page = render_html(analysis, run)
+        report = run_report(analysis, run, files=ReportFiles(html=Path("page.html")))
+        page = render_html(report)
         rendered = time.perf_counter()
-        trace = msgspec.json.encode(chrome_trace(run, run_offsets(run)))
+        trace = msgspec.json.encode(chrome_trace(run, dict(report.offsets_ns)))
     size = len(page.encode())
     plotly_size = len(plotly_payload().encode())
     print(f"run: {args.ranks} ranks x {args.steps} steps, {len(run.events):,} events")

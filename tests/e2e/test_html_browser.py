@@ -24,14 +24,15 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "report"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "predict"))
 
 from predict_inputs import inputs  # noqa: E402
-from test_html import EVIL, full_page  # noqa: E402
+from test_html import EVIL, compare_page, dashboard_page, full_page  # noqa: E402
 from test_timeline import build_run  # noqa: E402
 
 from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
+from scalescope.predict.stored import DashboardProjection, decode_projection  # noqa: E402
 from scalescope.report.media.page import STATUS_ID  # noqa: E402
-from scalescope.report.views.dashboard import CHART_IDS, render_compare_html, render_html  # noqa: E402
+from scalescope.report.views.dashboard import CHART_IDS  # noqa: E402
 from scalescope.report.views.dashboard_ranks import STEP_HEATMAP_ID, WAIT_HEATMAP_ID  # noqa: E402
 from scalescope.report.views.project import (  # noqa: E402
     PROJECT_CHART_IDS,
@@ -40,9 +41,6 @@ from scalescope.report.views.project import (  # noqa: E402
 )
 from scalescope.report.views.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
-    DashboardProjection,
-    decode_projection,
-    projection_section,
 )
 
 CHROMIUM = shutil.which("chromium")
@@ -94,18 +92,18 @@ def check_rendered(status: dict, console: list[str], chart_ids: tuple[str, ...])
     assert all(n >= 1 for n in status["charts"].values()), status["charts"]
 
 
-def stored_projection_section(hostile: str = "") -> str:
+def stored_projection_section(hostile: str = "") -> DashboardProjection:
     """The dashboard's section of a projection as `project` stores it in the run directory
     (through its JSON), with ``hostile`` as the hardware, a note and a dominant term."""
     projection = project_inputs(inputs(), ProjectOptions(nodes=(1, 2, 4, 128), hardware="a64fx"))
     stored = decode_projection(projection_json(projection))
     if hostile:
         stored.hardware, stored.notes, stored.points[0].dominant = hostile, [hostile], hostile
-    return projection_section(DashboardProjection(stored))
+    return DashboardProjection(stored)
 
 
 def test_dashboard_renders_every_chart(tmp_path):
-    page_html, _ = full_page(tmp_path / "run", sections=(stored_projection_section(),))
+    page_html, _ = full_page(tmp_path / "run", projection=stored_projection_section())
     page = tmp_path / "report.html"
     page.write_text(page_html, encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
@@ -129,7 +127,7 @@ def test_many_ranks_dashboard_draws_the_heatmaps(tmp_path):
 
     run = load_run(write_many_ranks_run(tmp_path / "run", 64, 40, slow={13: 1.3}))
     page = tmp_path / "many.html"
-    page.write_text(render_html(analyze_run(run), run), encoding="utf-8")
+    page.write_text(dashboard_page(analyze_run(run), run), encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, CHART_IDS)
     assert heatmap_drawn(dom, STEP_HEATMAP_ID) and heatmap_drawn(dom, WAIT_HEATMAP_ID)
@@ -139,7 +137,7 @@ def test_many_ranks_dashboard_draws_the_heatmaps(tmp_path):
 def test_hostile_strings_stay_text(tmp_path):
     page_html, _ = full_page(
         tmp_path / "evil",
-        sections=(stored_projection_section(EVIL),),
+        projection=stored_projection_section(EVIL),
         run_id=EVIL,
         hostnames=(EVIL, "b"),
         script_args=("--x", EVIL),
@@ -157,9 +155,7 @@ def test_compare_page_renders(tmp_path):
     run_a = build_run(tmp_path / "a", run_id="a")
     run_b = build_run(tmp_path / "b", run_id="b", num_steps=8)
     page = tmp_path / "compare.html"
-    page.write_text(
-        render_compare_html(analyze_run(run_a), run_a, analyze_run(run_b), run_b), encoding="utf-8"
-    )
+    page.write_text(compare_page(run_a, run_b), encoding="utf-8")
     status, _, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, ("chart-latency", "chart-phases"))
 

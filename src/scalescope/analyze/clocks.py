@@ -69,6 +69,11 @@ def align_clocks(run: Run) -> tuple[ClockAlignment, ...]:
     return tuple(_align_rank(r, run.ranks.get(r), ref) for r in ranks)
 
 
+def clock_offsets(clocks: tuple[ClockAlignment, ...]) -> dict[int, int]:
+    """{rank: offset_ns}: what a timeline adds to each rank's ``start_ns``."""
+    return {c.rank: c.offset_ns for c in clocks}
+
+
 def aligned_start_ns(events: EventTable, clocks: tuple[ClockAlignment, ...]) -> np.ndarray:
     """``start_ns`` of every row on the common clock (int64); ranks without an alignment
     keep their own times."""

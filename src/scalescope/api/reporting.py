@@ -15,7 +15,7 @@ from scalescope.diagnose.findings import Diagnosis
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import Run, RunDirError, load_run
 from scalescope.report.formatting import report_console
-from scalescope.report.media.report_json import dump_json, report_json
+from scalescope.report.subjects import RunReport
 
 if TYPE_CHECKING:
     from scalescope.analyze.scaling import ScalingTable
@@ -33,33 +33,47 @@ class ReportFiles:
     """``--ranks`` of the timeline (report/views/rank_select.py; default: all up to 16 ranks)."""
 
 
+def run_report(
+    analysis: RunAnalysis,
+    run: Run,
+    diagnosis: Diagnosis | None = None,
+    files: ReportFiles = ReportFiles(),
+) -> RunReport:
+    """What the report's renderers draw, gathered once: the clock offsets, the dashboard's
+    rank-step grid (only with ``files.html``) and the stored projection beside the analysis."""
+    from scalescope.analyze.clocks import align_clocks, clock_offsets
+    from scalescope.predict.stored import stored_projection
+    from scalescope.report.media.timeline import default_steps
+
+    grid = None
+    if files.html is not None:
+        from scalescope.analyze.rank_steps import rank_step_grid
+
+        grid = rank_step_grid(analysis, run)
+    steps = None
+    if files.steps is not None:
+        steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
+    return RunReport(
+        analysis=analysis,
+        run=run,
+        diagnosis=diagnosis,
+        offsets_ns=clock_offsets(align_clocks(run)),
+        grid=grid,
+        projection=stored_projection(run.path) if files.html is not None else None,
+        steps=steps,
+        ranks=files.ranks,
+    )
+
+
 def write_outputs(
     analysis: RunAnalysis, run: Run, files: ReportFiles, diagnosis: Diagnosis | None = None
 ) -> list[Path]:
-    written = []
-    steps = None
-    if files.steps is not None:
-        from scalescope.report.media.timeline import default_steps
+    """Write each file asked for through the renderer its flag names."""
+    from scalescope.report.renderers import write
 
-        steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
-    if files.json is not None:
-        dump_json(files.json, report_json(analysis, diagnosis))
-        written.append(files.json)
-    if files.html is not None:
-        from scalescope.report.views.dashboard import render_html
-        from scalescope.report.views.project_section import projection_section, stored_projection
-
-        projection = projection_section(stored_projection(run.path))
-        page = render_html(analysis, run, steps, diagnosis, [projection])
-        files.html.write_text(page, encoding="utf-8")
-        written.append(files.html)
-    if files.timeline is not None:
-        from scalescope.report.media.timeline import write_timeline
-        from scalescope.report.views.rank_select import selected_trace
-
-        write_timeline(files.timeline, selected_trace(analysis, run, steps, files.ranks))
-        written.append(files.timeline)
-    return written
+    report = run_report(analysis, run, diagnosis, files)
+    asked = (("json", files.json), ("html", files.html), ("timeline", files.timeline))
+    return [write(report, output, path) for output, path in asked if path is not None]
 
 
 def analyse_and_render(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Path | None) -> None:
     from scalescope.analyze.compare import compare_runs
+    from scalescope.report.subjects import ComparedRuns
     from scalescope.report.views.compare import comparison_json, render_comparison
     from scalescope.report.views.dashboard import render_compare_html
 
@@ -35,7 +36,9 @@ def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Pat
     if json_file is not None:
         json_file.write_bytes(comparison_json(comparison))
     if html is not None:
-        html.write_text(render_compare_html(a, run_a, b, run_b), encoding="utf-8")
+        html.write_text(
+            render_compare_html(ComparedRuns(comparison=comparison, a=a, b=b)), encoding="utf-8"
+        )
 
 
 def ingest_with_progress(path: Path, console: Console | None) -> IngestResult:

@@ -9,9 +9,10 @@ say the same things by construction, and a new command writes one builder.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from scalescope.report.media.charts import Chart
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 Style = Literal[
     "", "bold", "red", "yellow", "green", "blue", "magenta", "bold red", "bold yellow", "note"
@@ -191,6 +192,16 @@ class Section:
     html_id: str = ""
     html_class: str = ""
     """The page's class of the section (``card``: a summary card)."""
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of the page: a figure, or a note saying why it is missing."""
+
+    chart_id: str
+    title: str
+    figure: go.Figure | None
+    note: str = ""
 
 
 Block = Heading | Line | Grid | Table | Preformatted | Bullets | Items | Chart | Section

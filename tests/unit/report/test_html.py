@@ -20,6 +20,7 @@ from plotly.offline import get_plotlyjs
 from test_timeline import BUCKETS, build_run
 
 from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze.compare import compare_runs
 from scalescope.analyze.cross_rank import (
     ClockAlignment,
     CrossRankAnalysis,
@@ -29,7 +30,11 @@ from scalescope.analyze.cross_rank import (
     Straggler,
     WaitStats,
 )
+from scalescope.api.reporting import ReportFiles, run_report
+from scalescope.events import Run
+from scalescope.predict.stored import DashboardProjection
 from scalescope.report.media.page import STATUS_ID, plotly_payload
+from scalescope.report.subjects import ComparedRuns
 from scalescope.report.views.dashboard import (
     CHART_IDS,
     render_compare_html,
@@ -80,13 +85,29 @@ def fake_cross_rank(op: str = "all_reduce", tag: str = "gradients") -> CrossRank
     )
 
 
-def full_page(run_dir: Path, sections: tuple[str, ...] = (), **kwargs) -> tuple[str, RunAnalysis]:
+def dashboard_page(
+    analysis: RunAnalysis, run: Run, projection: DashboardProjection | None = None
+) -> str:
+    """The dashboard as `report --html` draws it (the rank-step grid and clock offsets
+    gathered by api/reporting.py), with ``projection`` as the stored projection."""
+    report = run_report(analysis, run, files=ReportFiles(html=Path("page.html")))
+    return render_html(dataclasses.replace(report, projection=projection))
+
+
+def compare_page(run_a: Run, run_b: Run) -> str:
+    a, b = analyze_run(run_a), analyze_run(run_b)
+    return render_compare_html(ComparedRuns(comparison=compare_runs(a, b), a=a, b=b))
+
+
+def full_page(
+    run_dir: Path, projection: DashboardProjection | None = None, **kwargs
+) -> tuple[str, RunAnalysis]:
     """The dashboard of a ``build_run`` run (straggler, hung collective) with its real
-    cross-rank analysis, and ``sections`` at its end."""
+    cross-rank analysis, and ``projection`` at its end."""
     run = build_run(run_dir, **({"num_steps": 8, "hang": True} | kwargs))
     analysis = analyze_run(run)
     assert analysis.cross_rank is not None and analysis.cross_rank.straggler is not None
-    return render_html(analysis, run, sections=sections), analysis
+    return dashboard_page(analysis, run, projection), analysis
 
 
 def figure(page: str, chart_id: str) -> dict:
@@ -121,7 +142,7 @@ def test_every_chart_and_section_is_present(tmp_path):
 def test_biggest_loss_can_be_waiting(tmp_path):
     run = build_run(tmp_path / "run")
     analysis = dataclasses.replace(analyze_run(run), cross_rank=fake_cross_rank())
-    page = render_html(analysis, run)
+    page = dashboard_page(analysis, run)
     assert "Biggest loss: waiting for other ranks, 30.0% of step time" in page
     assert "800.0 samples/s (+25.0%)" in page
 
@@ -161,7 +182,7 @@ def test_charts_hold_the_analysis_numbers(tmp_path):
 
 def test_missing_data_gives_notes_not_charts(tmp_path):
     run = build_run(tmp_path / "off", probe=False)
-    page = render_html(analyze_run(run), run)
+    page = dashboard_page(analyze_run(run), run)
     assert "data-chart" not in without_plotly(page).replace("[data-chart]", "")
     for chart_id in CHART_IDS:
         assert f'id="{chart_id}-note"' in page
@@ -170,7 +191,7 @@ def test_missing_data_gives_notes_not_charts(tmp_path):
 
 def test_no_cross_rank_gives_notes_for_its_charts(tmp_path):
     run = build_run(tmp_path / "run")
-    page = render_html(dataclasses.replace(analyze_run(run), cross_rank=None), run)
+    page = dashboard_page(dataclasses.replace(analyze_run(run), cross_rank=None), run)
     for chart_id in ("chart-waits", "chart-straggler"):
         assert f'id="{chart_id}-note"' in page
     for chart_id in ("chart-latency", "chart-count", "chart-phases", "chart-timeline"):
@@ -199,7 +220,7 @@ def test_user_strings_are_escaped(tmp_path):
 def test_escaped_strings_survive_in_figures(tmp_path):
     run = build_run(tmp_path / "evil", hostnames=(EVIL, "b"))
     analysis = dataclasses.replace(analyze_run(run), cross_rank=fake_cross_rank(op=EVIL, tag=EVIL))
-    page = render_html(analysis, run)
+    page = dashboard_page(analysis, run)
     waits = figure(page, "chart-waits")
     assert all(x.startswith("&lt;script&gt;") for x in waits["data"][0]["x"])
 
@@ -237,7 +258,7 @@ def test_size_is_bounded(tmp_path):
 def test_compare_page(tmp_path):
     run_a = build_run(tmp_path / "a", run_id="run-a")
     run_b = build_run(tmp_path / "b", run_id=EVIL)
-    page = render_compare_html(analyze_run(run_a), run_a, analyze_run(run_b), run_b)
+    page = compare_page(run_a, run_b)
     assert page.count(plotly_payload()) == 1
     latency = figure(page, "chart-latency")
     assert {t["name"] for t in latency["data"]} >= {"A: all_reduce", "B: all_reduce"}
@@ -251,7 +272,7 @@ def test_timeline_is_bounded_to_eight_ranks_and_forty_rank_steps(tmp_path):
     run = build_run(tmp_path / "ten", world_size=10, num_steps=12)
     analysis = analyze_run(run)
     assert timeline_scope(analysis, run, None) == (range(1, 6), list(range(8)))
-    timeline = figure(render_html(analysis, run), "chart-timeline")
+    timeline = figure(dashboard_page(analysis, run), "chart-timeline")
     rows = timeline["layout"]["yaxis"]["categoryarray"]
     assert {r.split(":")[0] for r in rows} == {f"rank {r}" for r in range(8)}
     assert {
@@ -262,7 +283,7 @@ def test_timeline_is_bounded_to_eight_ranks_and_forty_rank_steps(tmp_path):
         analysis, cross_rank=dataclasses.replace(analysis.cross_rank, straggler=late)
     )
     assert timeline_scope(slow, run, range(3, 4)) == (range(3, 4), [0, 1, 2, 3, 4, 5, 6, 9])
-    assert "ranks 0, 1, 2, 3, 4, 5, 6, 9 of 10" in render_html(slow, run)
+    assert "ranks 0, 1, 2, 3, 4, 5, 6, 9 of 10" in dashboard_page(slow, run)
 
 
 def test_small_runs_show_every_rank_and_ten_steps(tmp_path):
@@ -276,7 +297,7 @@ def test_the_card_says_what_the_report_header_says(tmp_path):
 
     run = build_run(tmp_path / "run")
     analysis = analyze_run(run)
-    card = without_plotly(render_html(analysis, run)).split('<section class="card">')[1]
+    card = without_plotly(dashboard_page(analysis, run)).split('<section class="card">')[1]
     card = card.split("</section>")[0]
     for key, value in header_rows(analysis):
         assert f"<tr><th>{html.escape(key)}</th><td>{html.escape(value)}</td></tr>" in card
@@ -289,7 +310,7 @@ def test_the_compare_page_holds_the_terminal_tables(tmp_path):
 
     run_a, run_b = build_run(tmp_path / "a", run_id="a"), build_run(tmp_path / "b", run_id="b")
     a, b = analyze_run(run_a), analyze_run(run_b)
-    page = render_compare_html(a, run_a, b, run_b)
+    page = compare_page(run_a, run_b)
     doc = comparison_document(compare_runs(a, b))
     tables = [t for s in doc.blocks if isinstance(s, Section) for t in s.blocks]
     for table in (t for t in tables if isinstance(t, Table)):

@@ -16,21 +16,18 @@ import numpy as np
 import pytest
 from many_ranks import write_many_ranks_run
 from rich.console import Console
+from test_html import dashboard_page
 
 from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze.rank_steps import MAX_COLUMNS, MAX_ROWS, Bins, RankStepGrid
 from scalescope.events import load_run
-from scalescope.report.document import Block, Section, Table
-from scalescope.report.media.charts import Chart
+from scalescope.report.document import Block, Chart, Section, Table
 from scalescope.report.media.page import chart_html, plotly_payload
 from scalescope.report.media.report_json import report_json
-from scalescope.report.views.dashboard import CHART_IDS, render_html
+from scalescope.report.views.dashboard import CHART_IDS
 from scalescope.report.views.dashboard_ranks import (
-    MAX_COLUMNS,
-    MAX_ROWS,
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
-    Bins,
-    RankStepGrid,
     _heatmap,
     rank_ranges,
 )
@@ -147,7 +144,7 @@ def figure(page: str, chart_id: str) -> dict:
 
 def test_dashboard_has_the_heatmaps_and_nodes(wide):
     run, analysis = wide
-    page = render_html(analysis, run)
+    page = dashboard_page(analysis, run)
     assert STEP_HEATMAP_ID in CHART_IDS and WAIT_HEATMAP_ID in CHART_IDS
     for chart_id in (STEP_HEATMAP_ID, WAIT_HEATMAP_ID):
         trace = figure(page, chart_id)["data"][0]
@@ -174,7 +171,7 @@ def test_dashboard_escapes_host_names(tmp_path):
         meta["hostname"] = evil if meta["rank"] < 8 else "b"
         f.write_text(json.dumps(meta))
     run = load_run(run_dir)
-    page = render_html(analyze_run(run), run)
+    page = dashboard_page(analyze_run(run), run)
     body = page.replace(plotly_payload(), "")
     assert evil not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
@@ -182,7 +179,7 @@ def test_dashboard_escapes_host_names(tmp_path):
 
 def test_page_at_256_ranks_stays_small(tmp_path):
     run = load_run(write_many_ranks_run(tmp_path / "run", 256, 60, slow={200: 1.3}))
-    page = render_html(analyze_run(run), run)
+    page = dashboard_page(analyze_run(run), run)
     size = len(page.encode())
     assert size < 4 * 1024 * 1024, size
     assert len(figure(page, STEP_HEATMAP_ID)["data"][0]["y"]) == 256

@@ -20,6 +20,7 @@ from scalescope.commands.project import store_projection  # noqa: E402
 from scalescope.commands.report import ReportFiles, report_run  # noqa: E402
 from scalescope.events.files import PROJECTION_FILE  # noqa: E402
 from scalescope.predict.project import Projection, ProjectOptions, project_inputs  # noqa: E402
+from scalescope.predict.stored import decode_projection, stored_projection  # noqa: E402
 from scalescope.report.views.project import (  # noqa: E402
     PROJECT_CHART_IDS,
     projection_html,
@@ -27,9 +28,7 @@ from scalescope.report.views.project import (  # noqa: E402
 )
 from scalescope.report.views.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
-    decode_projection,
     projection_chart,
-    stored_projection,
 )
 
 

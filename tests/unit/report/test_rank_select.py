@@ -7,7 +7,9 @@ import pytest
 from many_ranks import write_many_ranks_run
 
 from scalescope.analyze import analyze_run
+from scalescope.analyze.clocks import align_clocks, clock_offsets
 from scalescope.events import load_run
+from scalescope.report.subjects import RunReport
 from scalescope.report.views.rank_select import (
     RankSpec,
     RankSpecError,
@@ -19,6 +21,11 @@ from scalescope.report.views.rank_select import (
 from scalescope.report.views.rank_summary import RankOrder, rank_order
 
 SLOW = (13, 40)
+
+
+def report_of(analysis, run, **kwargs) -> RunReport:
+    offsets = clock_offsets(align_clocks(run))
+    return RunReport(analysis=analysis, run=run, offsets_ns=offsets, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +96,7 @@ def test_default_up_to_16_ranks_is_every_rank(tmp_path):
     run = load_run(write_many_ranks_run(tmp_path / "run", 16, 10))
     analysis = analyze_run(run)
     assert timeline_ranks(analysis, run, None) is None
-    trace = selected_trace(analysis, run, None, None)
+    trace = selected_trace(report_of(analysis, run))
     pids = {e["pid"] for e in trace["traceEvents"]}
     assert len(pids) == 16
     assert trace["metadata"]["ranks"]["selection"] == "all"
@@ -97,12 +104,12 @@ def test_default_up_to_16_ranks_is_every_rank(tmp_path):
 
 def test_trace_holds_the_selected_ranks_and_says_so(wide):
     run, analysis = wide
-    trace = selected_trace(analysis, run, None, None)
+    trace = selected_trace(report_of(analysis, run))
     names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
     assert len(names) == 13 and "rank 13 (node001)" in names
     meta = trace["metadata"]["ranks"]
     assert meta["of"] == 64 and meta["selection"] == "0,worst:8,best:4"
     assert meta["order"] == "busy time per step" and len(meta["shown"]) == 13
-    trace = selected_trace(analysis, run, range(5, 7), "40,2-3")
+    trace = selected_trace(report_of(analysis, run, steps=range(5, 7), ranks="40,2-3"))
     assert trace["metadata"]["ranks"]["shown"] == [2, 3, 40]
     assert {e["pid"] for e in trace["traceEvents"]} == {3, 4, 41}  # pid = rank + 1

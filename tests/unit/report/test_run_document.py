@@ -9,10 +9,10 @@ import re
 
 from report_runs import ALLREDUCE_MS, BUCKET, STEPS, build
 from rich.console import Console
+from test_html import dashboard_page
 
 from scalescope.events import RankMeta, load_run
 from scalescope.report.media.json import document_json
-from scalescope.report.views.dashboard import render_html
 from scalescope.report.views.run import run_document
 from scalescope.report.views.run_terminal import render_terminal
 
@@ -27,7 +27,7 @@ def failed_run(tmp_path):
     error = "Traceback:\n" + "\n".join(f"  frame {i}" for i in range(9)) + "\nValueError: boom"
     failed = RankMeta(rank=3, hostname="node-1", status="failed", exit_code=1, error=error)
     analysis = build(tmp_path, status="failed", rank_status={3: failed})
-    return analysis, render_html(analysis, load_run(tmp_path)), terminal(analysis)
+    return analysis, dashboard_page(analysis, load_run(tmp_path)), terminal(analysis)
 
 
 def test_failure_lines_are_the_same_words_on_the_terminal_and_the_page(tmp_path):

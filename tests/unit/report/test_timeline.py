@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_dir
 
+from scalescope.analyze.clocks import align_clocks, clock_offsets
 from scalescope.events import Kind, RankMeta, Run, RunMeta, load_run
 from scalescope.events.run import ClockSync
 from scalescope.report.media.timeline import (
@@ -18,8 +20,6 @@ from scalescope.report.media.timeline import (
     chrome_trace,
     default_steps,
     pid_of,
-    run_offsets,
-    write_timeline,
 )
 
 MS = 1_000_000
@@ -278,7 +278,7 @@ def test_offsets_align_the_ranks(run):
 
 
 def test_run_offsets_use_the_probe_clock_samples(run):
-    assert run_offsets(run) == OFFSETS
+    assert clock_offsets(align_clocks(run)) == OFFSETS
 
 
 def test_probe_off_gives_an_empty_trace(tmp_path):
@@ -292,7 +292,7 @@ def test_user_strings_are_json_escaped(tmp_path):
     host = '</script><script>alert("x")</script>'
     run = build_run(tmp_path / "evil", hostnames=(host, "b"), run_id='"quoted\nid')
     path = tmp_path / "trace.json"
-    write_timeline(path, chrome_trace(run, OFFSETS))
+    path.write_bytes(msgspec.json.encode(chrome_trace(run, OFFSETS)))
     loaded = json.loads(path.read_text())
     check_trace_format(loaded)
     names = [e["args"]["name"] for e in _events(loaded, "M", name="process_name")]
@@ -302,7 +302,7 @@ def test_user_strings_are_json_escaped(tmp_path):
 
 def test_ranks_bound_the_trace(tmp_path):
     run = build_run(tmp_path / "four", world_size=4)
-    trace = chrome_trace(run, run_offsets(run), ranks=[1, 3])
+    trace = chrome_trace(run, clock_offsets(align_clocks(run)), ranks=[1, 3])
     check_trace_format(trace)
     assert {e["pid"] for e in trace["traceEvents"]} == {pid_of(1), pid_of(3)}
     assert set(trace["metadata"]["offsets_ns"]) == {"1", "3"}

@@ -9,7 +9,6 @@ of HTML in labels and decodes entities, so escaped text shows as typed.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -19,6 +18,7 @@ from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import CrossRankAnalysis
 from scalescope.analyze.steps import OTHER
 from scalescope.events import PHASES
+from scalescope.report.document import Chart
 from scalescope.report.formatting import fmt_bytes
 
 PHASE_COLORS = {
@@ -31,16 +31,6 @@ PHASE_COLORS = {
 }
 WAIT_COLOR, TRANSFER_COLOR, STRAGGLER_COLOR, RANK_COLOR = "#f58518", "#4c78a8", "#e45756", "#72b7b2"
 HEIGHT = 380
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One chart of the page: a figure, or a note saying why it is missing."""
-
-    chart_id: str
-    title: str
-    figure: go.Figure | None
-    note: str = ""
 
 
 def plotly_text(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from scalescope.report.document import (
     Block,
     Bullets,
+    Chart,
     Column,
     Document,
     Grid,
@@ -18,7 +19,6 @@ from scalescope.report.document import (
     Table,
 )
 from scalescope.report.formatting import NA, fmt_bytes
-from scalescope.report.media.charts import Chart
 from scalescope.report.media.page import chart_html, esc, page
 
 

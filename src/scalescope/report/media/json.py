@@ -9,6 +9,7 @@ from typing import Any
 from scalescope.report.document import (
     Block,
     Bullets,
+    Chart,
     Document,
     Grid,
     Heading,
@@ -19,7 +20,6 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.media.charts import Chart
 
 DOCUMENT_SCHEMA = "scalescope.document/1"
 

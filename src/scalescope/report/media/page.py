@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from plotly.offline import get_plotlyjs
 
-from scalescope.report.media.charts import Chart
+from scalescope.report.document import Chart
 
 STATUS_ID = "render-status"
 PLOTLY_ID = "plotly-gz"

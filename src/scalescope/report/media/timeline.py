@@ -15,14 +15,11 @@ rank.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from pathlib import Path
+from collections.abc import Collection
 from typing import Any
 
-import msgspec
 import numpy as np
 
-from scalescope.analyze.clocks import ClockAlignment, align_clocks
 from scalescope.events import EventTable, Kind, Run
 from scalescope.events.tags import tag_unit
 
@@ -42,16 +39,6 @@ TraceEvent = dict[str, Any]
 
 def pid_of(rank: int) -> int:
     return rank + PID_BASE
-
-
-def offsets_from_clocks(clocks: Iterable[ClockAlignment]) -> dict[int, int]:
-    """{rank: offset_ns} from the cross-rank clock alignment."""
-    return {c.rank: c.offset_ns for c in clocks}
-
-
-def run_offsets(run: Run) -> dict[int, int]:
-    """{rank: offset_ns} of ``align_clocks``: the probe's clock samples, else the wall clock."""
-    return offsets_from_clocks(align_clocks(run))
 
 
 def default_steps(
@@ -216,8 +203,9 @@ def chrome_trace(
     """The trace of ``steps`` (default: the first 10 measured steps) of ``ranks`` (default:
     every rank that recorded events or wrote a meta file).
 
-    ``offsets_ns[rank]`` is added to the rank's ``start_ns`` to put it on the common clock
-    (missing ranks: 0); times are then shifted so the earliest event is at 0.
+    ``offsets_ns[rank]`` (``analyze.clocks.clock_offsets``) is added to the rank's
+    ``start_ns`` to put it on the common clock (missing ranks: 0); times are then shifted so
+    the earliest event is at 0.
     """
     offsets_ns = offsets_ns or {}
     if steps is None:
@@ -246,8 +234,3 @@ def chrome_trace(
         "pid": f"rank + {PID_BASE}",
     }
     return {"traceEvents": trace_events, "displayTimeUnit": "ms", "metadata": metadata}
-
-
-def write_timeline(path: Path, trace: dict[str, Any]) -> None:
-    """Write the trace as compact JSON."""
-    Path(path).write_bytes(msgspec.json.encode(trace))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -13,6 +14,7 @@ from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, CommRow
 from scalescope.report.document import (
+    Chart,
     Column,
     Document,
     Heading,
@@ -22,9 +24,10 @@ from scalescope.report.document import (
     Table,
 )
 from scalescope.report.formatting import fmt, fmt_bytes
-from scalescope.report.media.charts import Chart, layout, plotly_text
+from scalescope.report.media.charts import layout, plotly_text
 from scalescope.report.media.html import document_html
 from scalescope.report.media.terminal import render_document
+from scalescope.report.subjects import CommRun
 
 COMM_SCHEMA = "scalescope.comm/1"
 COMM_CHART_IDS = ("chart-comm-latency", "chart-comm-busbw")
@@ -240,6 +243,11 @@ def comm_json(bench: CommBenchmark, run_dir: str) -> dict[str, Any]:
         "failures": [asdict(f) for f in bench.failures],
         "unavailable": [{"backend": b, "reason": r} for b, r in bench.unavailable.items()],
     }
+
+
+def comm_run_json(subject: CommRun) -> str:
+    """``comm --json``: the benchmark with the run directory it was measured in."""
+    return json.dumps(comm_json(subject.bench, str(subject.run_dir)), indent=2) + "\n"
 
 
 def comm_csv(bench: CommBenchmark) -> str:

@@ -7,8 +7,6 @@ summary, failures and the by-size table are plain HTML and work without JavaScri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from scalescope.analyze import RunAnalysis
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
@@ -24,19 +22,15 @@ from scalescope.report.media.charts import (
 )
 from scalescope.report.media.html import block_html
 from scalescope.report.media.page import chart_html, page
-from scalescope.report.media.timeline import (
-    DEFAULT_NUM_STEPS,
-    chrome_trace,
-    default_steps,
-    offsets_from_clocks,
-    run_offsets,
-)
+from scalescope.report.media.timeline import DEFAULT_NUM_STEPS, chrome_trace, default_steps
+from scalescope.report.subjects import ComparedRuns, RunReport
 from scalescope.report.views.dashboard_ranks import (
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
     heatmap_charts,
     nodes_table,
 )
+from scalescope.report.views.project_section import projection_section
 from scalescope.report.views.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
 from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, rank_order
 from scalescope.report.views.run import (
@@ -62,12 +56,6 @@ CHART_IDS = (
 TIMELINE_MAX_RANKS = 8
 TIMELINE_RANK_STEPS = 40
 """Ranks x steps in the page's timeline when no steps are given: ~1.3 kB of page each."""
-
-
-def timeline_offsets(analysis: RunAnalysis, run: Run) -> dict[int, int]:
-    """Clock offsets of the cross-rank analysis, or ``align_clocks`` without one."""
-    cross = cross_rank_of(analysis)
-    return offsets_from_clocks(cross.clocks) if cross is not None else run_offsets(run)
 
 
 def timeline_scope(
@@ -206,24 +194,19 @@ def findings_html(diagnosis: Diagnosis | None) -> str:
     return block_html(findings_section(diagnosis))
 
 
-def render_html(
-    analysis: RunAnalysis,
-    run: Run,
-    steps: range | None = None,
-    diagnosis: Diagnosis | None = None,
-    sections: Iterable[str] = (),
-) -> str:
-    """The dashboard of one run; the timeline covers ``steps`` (default: as chrome_trace).
-    ``sections`` (HTML, escaped by their builders) go at the end, e.g. the projection."""
-    steps, ranks = timeline_scope(analysis, run, steps)
-    trace = chrome_trace(run, timeline_offsets(analysis, run), steps, ranks)
+def render_html(report: RunReport) -> str:
+    """The dashboard of one run; the timeline covers ``report.steps`` (default: as
+    chrome_trace); the stored projection, if any, goes at the end."""
+    analysis, run = report.analysis, report.run
+    steps, ranks = timeline_scope(analysis, run, report.steps)
+    trace = chrome_trace(run, dict(report.offsets_ns), steps, ranks)
     charts = [
         latency_chart([("", analysis)]),
         count_chart(analysis),
         phases_chart([("", analysis)]),
         waits_chart(analysis),
         straggler_chart(analysis),
-        *heatmap_charts(analysis, run),
+        *heatmap_charts(report.grid),
         timeline_chart(trace, shown_ranks_note(run, ranks)),
     ]
     nodes = nodes_table(analysis)
@@ -234,31 +217,26 @@ def render_html(
         "</div>",
         hang_section(analysis),
         failures_section(analysis),
-        findings_html(diagnosis),
+        findings_html(report.diagnosis),
         *(chart_html(c) for c in charts[:2]),
         block_html(Heading("Collectives by message size (per rank)"), level=2),
         sizes_table(analysis),
         *(chart_html(c) for c in charts[2:-1]),
         block_html(Section("Per node", (nodes,), html_id="per-node")) if nodes else "",
         chart_html(charts[-1]),
-        *sections,
+        projection_section(report.projection),
     ]
     return page(f"scalescope {analysis.run_id}", body)
 
 
-def render_compare_html(
-    a_analysis: RunAnalysis, a_run: Run, b_analysis: RunAnalysis, b_run: Run
-) -> str:
+def render_compare_html(runs: ComparedRuns) -> str:
     """Two runs side by side: summary cards, the comparison's tables as the terminal prints
-    them, overlaid latency curves, phase bars per run.
-
-    The runs are taken for symmetry with ``render_html``; the comparison uses no events.
-    """
-    from scalescope.analyze.compare import compare_runs
+    them, overlaid latency curves, phase bars per run."""
     from scalescope.report.views.compare import comparison_document
 
-    runs = [("A: ", a_analysis), ("B: ", b_analysis)]
-    doc = comparison_document(compare_runs(a_analysis, b_analysis))
+    a_analysis, b_analysis = runs.a, runs.b
+    labelled = [("A: ", a_analysis), ("B: ", b_analysis)]
+    doc = comparison_document(runs.comparison)
     body = [
         block_html(doc.blocks[0]),
         '<div class="cards">',
@@ -268,7 +246,7 @@ def render_compare_html(
         failures_section(a_analysis, "A"),
         failures_section(b_analysis, "B"),
         *(block_html(block) for block in doc.blocks[1:]),
-        chart_html(latency_chart(runs)),
-        chart_html(phases_chart(runs)),
+        chart_html(latency_chart(labelled)),
+        chart_html(phases_chart(labelled)),
     ]
     return page(doc.title, body)

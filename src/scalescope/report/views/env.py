@@ -17,6 +17,7 @@ from scalescope.diagnose.env_checks import EnvWarning
 from scalescope.report.document import Block, Column, Document, Grid, Line, Style, Table
 from scalescope.report.formatting import NA, fmt_bytes
 from scalescope.report.media.terminal import render_document
+from scalescope.report.subjects import EnvReport
 
 ENV_SCHEMA = "scalescope.env/1"
 
@@ -235,3 +236,11 @@ def env_json(facts: dict[str, Any], warnings: list[EnvWarning]) -> bytes:
         "warnings": msgspec.to_builtins(warnings),
     }
     return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
+
+
+def env_report_document(report: EnvReport) -> Document:
+    return env_document(report.facts, report.warnings)
+
+
+def env_report_json(report: EnvReport) -> bytes:
+    return env_json(report.facts, report.warnings)

@@ -9,16 +9,13 @@ import plotly.graph_objects as go
 from rich.console import Console
 
 from scalescope.predict.project import ProjectedPoint, Projection
+from scalescope.predict.stored import StoredProjection
 from scalescope.predict.validate import Validation
-from scalescope.report.document import Column, Document, Heading, Line, Table
-from scalescope.report.media.charts import Chart, layout
+from scalescope.report.document import Chart, Column, Document, Heading, Line, Table
+from scalescope.report.media.charts import layout
 from scalescope.report.media.html import document_html
 from scalescope.report.media.terminal import render_document
-from scalescope.report.views.project_section import (
-    TERM_COLORS,
-    decode_projection,
-    projection_chart,
-)
+from scalescope.report.views.project_section import TERM_COLORS, projection_chart
 
 PROJECT_CHART_IDS = ("chart-project-throughput", "chart-project-terms")
 
@@ -221,7 +218,9 @@ def validation_json(v: Validation) -> bytes:
 
 def throughput_chart(p: Projection) -> Chart:
     """The dashboard's projection chart, from the same JSON `project` stores in the run."""
-    return projection_chart(decode_projection(projection_json(p)), PROJECT_CHART_IDS[0])
+    return projection_chart(
+        msgspec.json.decode(projection_json(p), type=StoredProjection), PROJECT_CHART_IDS[0]
+    )
 
 
 def terms_chart(p: Projection) -> Chart:

@@ -1,21 +1,17 @@
 """The projection in a run's dashboard: what `scalescope project RUN_DIR` stored in the run
-directory (``projection.json``, the ``scalescope.project/1`` JSON of `project --json`), read
-back and drawn as projected throughput against nodes, with the band and the dominant term.
+directory (read back by ``predict/stored.py``), drawn as projected throughput against nodes,
+with the band and the dominant term.
 
 The projection page of `project --html` draws its throughput with the same chart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
-import msgspec
 import plotly.graph_objects as go
 
-from scalescope.events.files import PROJECTION_FILE
-from scalescope.report.document import Column, Line, Section, Table
-from scalescope.report.media.charts import PHASE_COLORS, Chart, layout, plotly_text
+from scalescope.predict.stored import DashboardProjection, StoredPoint, StoredProjection
+from scalescope.report.document import Chart, Column, Line, Section, Table
+from scalescope.report.media.charts import PHASE_COLORS, layout, plotly_text
 from scalescope.report.media.html import block_html
 
 PROJECTION_CHART_ID = "chart-projection"
@@ -26,57 +22,6 @@ TERM_COLORS = {
     "waiting": "#e45756",
     "other": PHASE_COLORS["other"],
 }
-
-
-class StoredPoint(msgspec.Struct, kw_only=True):
-    """One projected size, as the dashboard needs it."""
-
-    nodes: int
-    ranks: int
-    global_batch: float
-    step_ms: float
-    band_ms: float
-    samples_per_s: float
-    dominant: str
-
-
-class StoredProjection(msgspec.Struct, kw_only=True):
-    """The part of ``scalescope.project/1`` the dashboard shows (other fields are ignored)."""
-
-    schema: str
-    mode: str
-    hardware: str
-    ranks_per_node: int
-    algorithm: str
-    points: list[StoredPoint]
-    notes: list[str] = msgspec.field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class DashboardProjection:
-    """The run's stored projection, or why it could not be read."""
-
-    projection: StoredProjection | None
-    problem: str = ""
-
-
-def decode_projection(data: bytes) -> StoredProjection:
-    return msgspec.json.decode(data, type=StoredProjection)
-
-
-def stored_projection(run_dir: Path) -> DashboardProjection | None:
-    """The projection stored in ``run_dir``; None when `project` never stored one (or the
-    run is another tool's trace file)."""
-    path = Path(run_dir) / PROJECTION_FILE
-    try:
-        projection = decode_projection(path.read_bytes())
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return DashboardProjection(None, f"{path} could not be read: {exc}")
-    if not projection.points:
-        return DashboardProjection(None, f"{path} holds no projected size")
-    return DashboardProjection(projection)
 
 
 def _rate(global_batch: float, step_ms: float) -> float | None:

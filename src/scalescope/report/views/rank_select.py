@@ -20,9 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from scalescope.analyze import RunAnalysis
 from scalescope.events import Run
-from scalescope.report.media.timeline import chrome_trace, run_offsets
+from scalescope.report.media.timeline import chrome_trace
+from scalescope.report.subjects import RunReport
 from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, RankOrder, rank_order
 
 DEFAULT_SPEC = "0,worst:8,best:4"
@@ -134,12 +137,16 @@ def selection_metadata(
     }
 
 
-def selected_trace(
-    analysis: RunAnalysis, run: Run, steps: range | None, text: str | None
-) -> dict[str, Any]:
-    """``chrome_trace`` of the ranks of ``--ranks text`` (default: ``timeline_ranks``), with
+def selected_trace(report: RunReport) -> dict[str, Any]:
+    """``chrome_trace`` of the ranks of ``report.ranks`` (default: ``timeline_ranks``), with
     the selection in its metadata (``ranks``)."""
+    analysis, run, text = report.analysis, report.run, report.ranks
     ranks = timeline_ranks(analysis, run, text)
-    trace = chrome_trace(run, run_offsets(run), steps, ranks)
+    trace = chrome_trace(run, dict(report.offsets_ns), report.steps, ranks)
     trace["metadata"]["ranks"] = selection_metadata(analysis, run, ranks, text)
     return trace
+
+
+def timeline_bytes(report: RunReport) -> bytes:
+    """The selected trace as compact JSON (the ``--timeline`` file)."""
+    return msgspec.json.encode(selected_trace(report))

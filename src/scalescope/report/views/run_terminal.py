@@ -1,14 +1,25 @@
-"""The run report on the terminal: its document (report/views/run.py) through rich."""
+"""The run report on the terminal: its document (report/views/run.py) and the findings."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
 from scalescope.analyze import RunAnalysis
+from scalescope.report.document import Document
 from scalescope.report.media.terminal import render_document
+from scalescope.report.subjects import RunReport
+from scalescope.report.views.diagnosis import findings_section
 from scalescope.report.views.run import run_document
 
 
 def render_terminal(analysis: RunAnalysis, console: Console) -> None:
     """Print the report: header, failures and problems first, then the measurements."""
     render_document(run_document(analysis), console)
+
+
+def report_document(report: RunReport) -> Document:
+    """The run document, then the findings section when the run was diagnosed."""
+    doc = run_document(report.analysis)
+    if report.diagnosis is None:
+        return doc
+    return Document(doc.title, (*doc.blocks, findings_section(report.diagnosis)))

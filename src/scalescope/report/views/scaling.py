@@ -6,9 +6,9 @@ import plotly.graph_objects as go
 from rich.console import Console
 
 from scalescope.analyze.scaling import ScalingRow, ScalingTable
-from scalescope.report.document import Column, Document, Line, Style, Table
+from scalescope.report.document import Chart, Column, Document, Line, Style, Table
 from scalescope.report.formatting import fmt
-from scalescope.report.media.charts import PHASE_COLORS, Chart, layout
+from scalescope.report.media.charts import PHASE_COLORS, layout
 from scalescope.report.media.html import document_html
 from scalescope.report.media.terminal import render_document
 

@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from scalescope.report.document import Block, Column, Document, Line, Preformatted, Table
-from scalescope.report.media.charts import Chart, layout, plotly_text
+from scalescope.report.document import Block, Chart, Column, Document, Line, Preformatted, Table
+from scalescope.report.media.charts import layout, plotly_text
 from scalescope.report.media.html import document_html
 from scalescope.report.media.terminal import render_document
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, knob_effects

@@ -1,0 +1,65 @@
+"""What a renderer takes when one result is not enough, pyinstrument's ``Session``: results
+gathered by the caller (api/reporting.py), never computed here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scalescope.analyze import RunAnalysis
+    from scalescope.analyze.comm_bench import CommBenchmark
+    from scalescope.analyze.compare import RunComparison
+    from scalescope.analyze.rank_steps import RankStepGrid
+    from scalescope.diagnose.env_checks import EnvWarning
+    from scalescope.diagnose.findings import Diagnosis
+    from scalescope.events import Run
+    from scalescope.predict.stored import DashboardProjection
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunReport:
+    """One run's report: the analysis, its findings and what the dashboard and the timeline
+    draw beside them."""
+
+    analysis: RunAnalysis
+    run: Run
+    """The events the timeline draws."""
+    diagnosis: Diagnosis | None = None
+    offsets_ns: Mapping[int, int] = field(default_factory=dict)
+    """Each rank's clock offset to rank 0 (``analyze.clocks.clock_offsets``)."""
+    grid: RankStepGrid | None = None
+    """The dashboard's ranks x steps heatmaps (``analyze.rank_steps.rank_step_grid``)."""
+    projection: DashboardProjection | None = None
+    """The projection `project` stored in the run directory (``predict.stored``)."""
+    steps: range | None = None
+    """The timelines' steps (default: a few after warm-up)."""
+    ranks: str | None = None
+    """``--ranks`` of the timeline (report/views/rank_select.py)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparedRuns:
+    """Two runs' analyses and their comparison: the compare page."""
+
+    comparison: RunComparison
+    a: RunAnalysis
+    b: RunAnalysis
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommRun:
+    """A comm benchmark and the run directory its JSON names."""
+
+    bench: CommBenchmark
+    run_dir: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvReport:
+    """``scalescope env``: the machine's facts and the traps found in them."""
+
+    facts: dict[str, Any]
+    warnings: list[EnvWarning]
