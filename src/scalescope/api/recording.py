@@ -5,11 +5,11 @@ thin calls of it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -113,7 +113,7 @@ class Recording:
             ) from None
         return getattr(self, name)().to_pandas()
 
-    def _table(self, name: str, build: Any) -> pa.Table:
+    def _table(self, name: str, build: Callable[[], pa.Table]) -> pa.Table:
         if name not in self._tables:
             self._tables[name] = build()
         return self._tables[name]
