@@ -76,6 +76,15 @@ def write_outputs(
     return [write(report, output, path) for output, path in asked if path is not None]
 
 
+def print_run_report(analysis: RunAnalysis, diagnosis: Diagnosis, console: Console) -> None:
+    """What ``scalescope report`` prints: the run's report, then its findings."""
+    from scalescope.report.views.diagnosis import render_diagnosis
+    from scalescope.report.views.run_terminal import render_terminal
+
+    render_terminal(analysis, console)
+    render_diagnosis(diagnosis, console)
+
+
 def analyse_and_render(
     run: Run,
     files: ReportFiles,
@@ -84,15 +93,11 @@ def analyse_and_render(
 ) -> list[Path]:
     """Analyse, diagnose, print (report then findings) and write every view asked for."""
     from scalescope.diagnose import diagnose_run
-    from scalescope.report.views.diagnosis import render_diagnosis
-    from scalescope.report.views.run_terminal import render_terminal
 
     analysis = analyze_run(run)
     diagnosis = diagnose_run(run, analysis, thresholds)
     if terminal:
-        console = report_console()
-        render_terminal(analysis, console)
-        render_diagnosis(diagnosis, console)
+        print_run_report(analysis, diagnosis, report_console())
     return write_outputs(analysis, run, files, diagnosis)
 
 

@@ -8,37 +8,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
 from rich.console import Console
 
-from scalescope.analyze import analyze_run
-from scalescope.api.reporting import ReportFiles, analyse_and_render, report_run, report_study
+from scalescope.api.recording import load
+from scalescope.api.reporting import ReportFiles, report_study
 from scalescope.commands.common import CommandError, err
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from scalescope.events.run import RunDirError, load_run
+from scalescope.events.run import RunDirError
 from scalescope.report.formatting import report_console
-from scalescope.report.media.report_json import dump_json
 
 if TYPE_CHECKING:
     from scalescope.ingest import IngestResult
 
 
 def compare_run_dirs(a_dir: Path, b_dir: Path, json_file: Path | None, html: Path | None) -> None:
-    from scalescope.analyze.compare import compare_runs
-    from scalescope.report.subjects import ComparedRuns
-    from scalescope.report.views.compare import comparison_json, render_comparison
-    from scalescope.report.views.dashboard import render_compare_html
+    from scalescope.api.comparing import compare
 
-    run_a, run_b = load_run(a_dir), load_run(b_dir)
-    a, b = analyze_run(run_a), analyze_run(run_b)
-    comparison = compare_runs(a, b)
-    render_comparison(comparison, report_console())
+    comparison = compare(a_dir, b_dir)
+    comparison.print()
     if json_file is not None:
-        json_file.write_bytes(comparison_json(comparison))
+        comparison.write_json(json_file)
     if html is not None:
-        html.write_text(
-            render_compare_html(ComparedRuns(comparison=comparison, a=a, b=b)), encoding="utf-8"
-        )
+        comparison.write_dashboard(html)
 
 
 def ingest_with_progress(path: Path, console: Console | None) -> IngestResult:
@@ -67,26 +58,11 @@ def analyze_trace(
     progress: Console | None = None,
 ) -> list[Path]:
     """Ingest another tool's trace and give it the same views as a recorded run."""
-    from scalescope.report.views.gpu import render_gpu_activity
-    from scalescope.report.views.horovod import render_horovod_phases, render_ingest_source
+    from scalescope.api.recording import from_ingest
 
-    result = ingest_with_progress(Path(path), progress)
-    render_ingest_source(result, report_console())
-    written = analyse_and_render(result.run, files, thresholds=thresholds)
-    render_horovod_phases(result, report_console())
-    render_gpu_activity(result, report_console())
-    if files.json is not None:
-        doc = msgspec.json.decode(files.json.read_bytes())
-        doc["ingest"] = {
-            "format": result.format,
-            "files": [str(f) for f in result.files],
-            "problems": list(result.problems),
-            "horovod_phases": msgspec.to_builtins(result.horovod_phases),
-            "horovod_waits": msgspec.to_builtins(result.horovod_waits),
-            "gpu": msgspec.to_builtins(result.gpu),
-        }
-        dump_json(files.json, doc)
-    return written
+    recording = from_ingest(ingest_with_progress(Path(path), progress), thresholds)
+    recording.print_report()
+    return recording.write(files)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,7 +162,9 @@ def report(command: ReportCommand) -> None:
                         ranks=c.ranks)  # fmt: skip
     thresholds = diagnosis_thresholds(c.threshold, c.baseline)
     try:
-        written = report_run(c.run_dir, files, thresholds=thresholds)
+        recording = load(c.run_dir, thresholds)
+        recording.print_report()
+        written = recording.write(files)
     except (RunDirError, RankSpecError) as exc:
         raise CommandError(str(exc)) from None
     for path in written:

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "predict"))
 
 from predict_inputs import inputs  # noqa: E402
 
+from scalescope.api.reporting import ReportFiles, report_run  # noqa: E402
 from scalescope.commands.project import store_projection  # noqa: E402
-from scalescope.commands.report import ReportFiles, report_run  # noqa: E402
 from scalescope.events.files import PROJECTION_FILE  # noqa: E402
 from scalescope.predict.project import Projection, ProjectOptions, project_inputs  # noqa: E402
 from scalescope.predict.stored import decode_projection, stored_projection  # noqa: E402

@@ -1,9 +1,11 @@
-"""Machine-readable report: the RunAnalysis as JSON (schema in docs/report-schema.md)."""
+"""Machine-readable report: the RunAnalysis as JSON (schema in docs/report-schema.md), with
+the diagnosis and, for another tool's trace, what its ingestion found: one builtins document
+built once, encoded once."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -11,25 +13,43 @@ from scalescope.analyze import RunAnalysis
 
 if TYPE_CHECKING:
     from scalescope.diagnose.findings import Diagnosis
+    from scalescope.ingest import IngestResult
 
 REPORT_SCHEMA = "scalescope.report/1"
 
 
 def to_json(analysis: RunAnalysis) -> bytes:
     """Encode the analysis with its schema version first; None fields become ``null``."""
-    body = msgspec.to_builtins(analysis)
-    document = {"schema": REPORT_SCHEMA, **body}
+    document = {"schema": REPORT_SCHEMA, **msgspec.to_builtins(analysis)}
     return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
 
 
-def report_json(analysis: RunAnalysis, diagnosis: Diagnosis | None) -> dict:
-    """The report JSON (docs/report-schema.md) with the findings as ``diagnosis``."""
+def ingest_builtins(result: IngestResult) -> dict[str, Any]:
+    """What ``analyze`` adds as ``ingest``: the trace's format, files, problems, Horovod tables
+    and GPU activity."""
+    return {
+        "format": result.format,
+        "files": [str(f) for f in result.files],
+        "problems": list(result.problems),
+        "horovod_phases": msgspec.to_builtins(result.horovod_phases),
+        "horovod_waits": msgspec.to_builtins(result.horovod_waits),
+        "gpu": msgspec.to_builtins(result.gpu),
+    }
+
+
+def report_json(
+    analysis: RunAnalysis, diagnosis: Diagnosis | None, ingest: IngestResult | None = None
+) -> dict[str, Any]:
+    """The report JSON (docs/report-schema.md) as builtins: the analysis, the findings as
+    ``diagnosis``, and ``ingest`` when the run came from another tool's trace."""
     from scalescope.report.views.diagnosis import diagnosis_builtins
 
-    doc = msgspec.json.decode(to_json(analysis))
+    doc = {"schema": REPORT_SCHEMA, **msgspec.to_builtins(analysis)}
     doc["diagnosis"] = diagnosis_builtins(diagnosis) if diagnosis is not None else None
+    if ingest is not None:
+        doc["ingest"] = ingest_builtins(ingest)
     return doc
 
 
-def dump_json(path: Path, doc: dict) -> None:
+def dump_json(path: Path, doc: dict[str, Any]) -> None:
     path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))
