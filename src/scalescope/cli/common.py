@@ -1,5 +1,5 @@
-"""What the commands share: the app, the options several declare, the one call of a
-command's entry point and the error line."""
+"""What the commands share: the app, the one call of a command's entry point and the error
+line."""
 
 from __future__ import annotations
 
@@ -20,22 +20,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-NPROC = typer.Option(
-    None, "--nproc-per-node", "-n", help="Ranks to start on this node (default: 1).", min=1
-)
-THRESHOLD = typer.Option(
-    None,
-    "--threshold",
-    "-t",
-    help="Set a diagnosis threshold, NAME=VALUE (repeat), e.g. data_share_pct=20; "
-    "names in docs/diagnosis.md.",
-)
-BASELINE = typer.Option(
-    None,
-    "--baseline",
-    help="A good bench run on this machine: its FLOP/s become the expected ones.",
-)
 
 
 def fail(message: str, code: int = 2) -> None:

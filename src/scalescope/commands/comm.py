@@ -5,46 +5,19 @@ shown in the same columns, with nothing run."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, comm_results
-from scalescope.commands.common import CommandError, err
-from scalescope.commands.run import LaunchFlags, launch_spec, start_or_plan
+from scalescope.api.launching import launch_spec, start_or_plan
+from scalescope.commands.common import CommandError, err, launch_error
+from scalescope.commands.options.launching import CommCommand
 from scalescope.events.files import COMM_FILE
+from scalescope.launch.options import AtEnd
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import Outcome, start
-
-
-@dataclass(frozen=True, kw_only=True)
-class CommCommand:
-    """The options of ``scalescope comm``."""
-
-    nproc_per_node: int | None = None
-    ops: str = "allreduce"
-    """Comma list: allreduce, allgather, reduce_scatter, broadcast, alltoall, sendrecv."""
-    sizes: str = "8:64M"
-    """MIN:MAX bytes stepped by ``factor``, or a list 8,1M."""
-    factor: int = 2
-    dtype: str = "float32"
-    backend: str = "gloo,nccl,mpi"
-    """Comma list; one this build lacks is listed unavailable."""
-    iters: int = 20
-    """Timed calls per size."""
-    warmup: int = 5
-    """Untimed calls before them."""
-    json_file: Path | None = None
-    """Results and α-β fits."""
-    csv_file: Path | None = None
-    html: Path | None = None
-    """Latency and busbw plots (not the run's dashboard)."""
-    nccl_tests: Path | None = None
-    """Only show this nccl-tests log in comm's columns; run nothing."""
-    probe: bool = False
-    """Also record every benchmarked call with the probe."""
-    launch: LaunchFlags = field(default_factory=LaunchFlags)
 
 
 def comm(command: CommCommand) -> int:
@@ -60,9 +33,9 @@ def comm(command: CommCommand) -> int:
         except IngestError as exc:
             raise CommandError(str(exc)) from None
         return 0
-    # its --html is not a dashboard
-    flags = replace(command.launch, no_report=True, html=None, no_probe=not command.probe)
-    c = command
+    c, launch = command, command.launch
+    recording = replace(launch.recording, no_probe=not c.probe)
+    config = replace(launch, at_end=AtEnd(no_report=True), recording=recording)  # --html: plots
     try:
         options = CommOptions.parse(c.ops, c.sizes, c.factor, c.dtype, c.backend, c.iters, c.warmup)
     except ValueError as exc:
@@ -71,18 +44,18 @@ def comm(command: CommCommand) -> int:
     if not runnable:
         reasons = "; ".join(f"{b}: {why}" for b, why in unavailable.items())
         raise CommandError(f"no backend can run here ({reasons})")
-    spec = launch_spec(
-        flags, c.nproc_per_node, target="scalescope.bench.comm", is_module=True,
-        args=options.workload_args(runnable), warmup_steps=0, workload="comm",
-        options=options.as_dict() | {"unavailable": unavailable},
-    )  # fmt: skip
-    if flags.dry_run:
-        return start_or_plan(spec, flags, c.nproc_per_node)
     try:
+        spec = launch_spec(
+            config, c.nproc_per_node, target="scalescope.bench.comm", is_module=True,
+            args=options.workload_args(runnable), warmup_steps=0, workload="comm",
+            options=options.as_dict() | {"unavailable": unavailable},
+        )  # fmt: skip
+        if config.recording.dry_run:
+            return start_or_plan(spec, config, c.nproc_per_node, err)
         given = c.nproc_per_node is not None
-        outcome, bench = run_comm(spec, given, flags.master_addr, unavailable)
+        outcome, bench = run_comm(spec, given, config.rendezvous.master_addr, unavailable)
     except ValueError as exc:
-        raise CommandError(str(exc)) from None
+        raise launch_error(exc) from None
     if bench is None:
         return outcome.exit_code
     files = CommFiles(json=c.json_file, csv=c.csv_file, html=c.html)

@@ -33,3 +33,11 @@ def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise CommandError(f"{flag} takes numbers like 1,2,4, got {text!r}") from None
+
+
+def launch_error(exc: ValueError) -> CommandError:
+    """A launch refused or cut short, as the command's error: exit code 1 when the ranks ran
+    but the run's end was not recorded, else 2."""
+    from scalescope.launch.runner import RunEndNotWritten
+
+    return CommandError(str(exc), 1 if isinstance(exc, RunEndNotWritten) else 2)

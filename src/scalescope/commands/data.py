@@ -3,54 +3,8 @@ node, and timed against the folder they came from, each with its progress drawn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from scalescope.commands.common import CommandError, err, plain_console
-
-
-@dataclass(frozen=True, kw_only=True)
-class PackCommand:
-    """The options of ``scalescope data pack``."""
-
-    folder: Path
-    """An ImageFolder: FOLDER/<class>/<image>."""
-    out: Path
-    """A new (or empty) directory for the shards."""
-    shard_size: str = "256MB"
-    """Bytes per shard, as given: 256MB, 1GiB."""
-    seed: int = 0
-    """Seed of the image order."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StageCommand:
-    """The options of ``scalescope data stage``."""
-
-    shards: Path
-    """A shard directory written by `data pack`."""
-    dest: Path
-    """Node-local directory, e.g. /dev/shm/train."""
-    timeout_s: float = 3600.0
-    """How long the other ranks wait for the copy."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DataBenchCommand:
-    """The options of ``scalescope data bench``."""
-
-    paths: tuple[Path, ...]
-    """Image folders and/or shard directories."""
-    workers: str = "0,2"
-    """Loader worker counts to try, as given: 0,2,4."""
-    images: int = 512
-    """Images timed per run."""
-    batch_size: int = 32
-    image_size: int = 224
-    rounds: int = 3
-    """Interleaved rounds; the median is reported."""
-    cold: bool = False
-    """Drop the data's files from the page cache before every run."""
+from scalescope.commands.options.data import DataBenchCommand, PackCommand, StageCommand
 
 
 def pack(command: PackCommand) -> None:

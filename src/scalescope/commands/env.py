@@ -3,20 +3,8 @@ that decide speed, printed and written as JSON."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from scalescope.commands.common import plain_console
-
-
-@dataclass(frozen=True, kw_only=True)
-class EnvCommand:
-    """The options of ``scalescope env``."""
-
-    json_file: Path | None = None
-    """Also write the facts and warnings as JSON."""
-    nproc_per_node: int | None = None
-    """Ranks per node planned, for the thread checks."""
+from scalescope.commands.options.reading import EnvCommand
 
 
 def env(command: EnvCommand) -> None:

@@ -3,12 +3,12 @@ projection in the run directory (for its dashboard) and write the JSON and HTML 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
 from scalescope.commands.common import CommandError, err, int_list
+from scalescope.commands.options.reading import ProjectCommand
 from scalescope.events.files import PROJECTION_FILE
 from scalescope.events.run import write_bytes_atomic
 from scalescope.predict.project import Projection, ProjectOptions, project_run
@@ -62,35 +62,6 @@ def write_validation(
     render_validation(result, report_console())
     if json_file is not None:
         json_file.write_bytes(validation_json(result))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProjectCommand:
-    """The options of ``scalescope project``."""
-
-    run_dir: Path | None = None
-    """A run directory or a scale study (its largest size); or ``validate``."""
-    nodes: str = "1,2,4,8"
-    """Node counts to project, as given: 1,2,4,8."""
-    ranks_per_node: int | None = None
-    hardware: str | None = None
-    """A catalogue name or FILE.toml; None: the machine of the run."""
-    comm: Path | None = None
-    """α-β fits for the allreduce: a `comm --json` file or a comm run directory."""
-    global_batch: int | None = None
-    """Strong scaling: this global batch at every size."""
-    per_rank_batch: int | None = None
-    """Weak scaling with this batch per rank; None: the run's."""
-    algorithm: str = "ring"
-    epoch_samples: int = 1_281_167
-    efficiency: float | None = None
-    """With ``hardware``: the fraction of its roofline; None: as here."""
-    validate: Path | None = None
-    """A scale study: fit on the smaller sizes, predict the largest."""
-    holdout: int = 1
-    """Largest sizes held out by ``validate``."""
-    json_file: Path | None = None
-    html: Path | None = None
 
 
 def project(command: ProjectCommand) -> None:

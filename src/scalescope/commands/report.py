@@ -4,7 +4,6 @@ or a suite given to `report` prints its table again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ from rich.console import Console
 from scalescope.api.recording import load
 from scalescope.api.reporting import ReportFiles, report_study
 from scalescope.commands.common import CommandError, err
+from scalescope.commands.options.reading import AnalyzeCommand, CompareCommand, ReportCommand
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import RunDirError
 from scalescope.report.formatting import report_console
@@ -63,54 +63,6 @@ def analyze_trace(
     recording = from_ingest(ingest_with_progress(Path(path), progress), thresholds)
     recording.print_report()
     return recording.write(files)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReportOutputs:
-    """What ``report`` and ``analyze`` write, and how they judge: their shared options."""
-
-    json_file: Path | None = None
-    html: Path | None = None
-    """The HTML dashboard."""
-    timeline: Path | None = None
-    """A Chrome/Perfetto trace of a few steps."""
-    steps: int | None = None
-    """Steps in the timelines; None: 10 after warm-up."""
-    ranks: str | None = None
-    """Ranks in the timeline, as given (report/views/rank_select.py)."""
-    threshold: list[str] | None = None
-    """Diagnosis thresholds, NAME=VALUE each."""
-    baseline: Path | None = None
-    """A good bench run on this machine: its FLOP/s become the expected ones."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReportCommand(ReportOutputs):
-    """The options of ``scalescope report``."""
-
-    run_dir: Path
-    """A run directory, a scale study's directory, or a suite's directory (or suite.json)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class AnalyzeCommand(ReportOutputs):
-    """The options of ``scalescope analyze``."""
-
-    path: Path
-    """A torch.profiler trace (file or per-rank directory) or a Horovod timeline."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CompareCommand:
-    """The options of ``scalescope compare``."""
-
-    run_a: Path
-    """The baseline run directory."""
-    run_b: Path
-    """The run compared with it (ratios B / A)."""
-    json_file: Path | None = None
-    html: Path | None = None
-    """A side-by-side dashboard."""
 
 
 def check_ranks(ranks: str | None, timeline: Path | None) -> None:

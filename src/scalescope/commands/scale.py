@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from msgspec.structs import replace as replace_point
 
-from scalescope.commands.common import CommandError, err, int_list
-from scalescope.commands.run import LaunchFlags, launch_spec
+from scalescope.api.launching import launch_spec
+from scalescope.commands.common import CommandError, err, int_list, launch_error
+from scalescope.commands.options.launching import ScaleCommand
 from scalescope.events.files import SCALE_STUDY_FILE
 from scalescope.events.run import RunDirError, load_run
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+from scalescope.launch.options import LaunchConfig
 from scalescope.launch.runner import RunSpec
 
 BATCH_PLACEHOLDER = "{batch}"
@@ -147,36 +149,6 @@ def run_study(
     return study
 
 
-@dataclass(frozen=True, kw_only=True)
-class ScaleCommand:
-    """The options of ``scalescope scale``."""
-
-    script: str | None = None
-    """A training script; or ``bench_model``."""
-    args: tuple[str, ...] = ()
-    """The script's own arguments ({batch}: the per-rank batch of each size)."""
-    bench_model: str | None = None
-    """A built-in model instead of a script."""
-    ranks: str
-    """Sizes to run, as given: 1,2,4."""
-    nodes: str | None = None
-    """Nodes of each size, as given: 1,1,2; None: one node each."""
-    strong: bool = False
-    """Keep the global batch (default: weak scaling, the per-rank batch)."""
-    batch_size: int | None = None
-    """Per-rank batch (global with ``strong``)."""
-    steps: int = 20
-    """Steps per size (--bench)."""
-    image_size: int = 224
-    """Image size (--bench)."""
-    warmup_steps: int = 5
-    study_dir: Path | None = None
-    """Where the study's runs go; None: scalescope_runs/scale-…"""
-    html: Path | None = None
-    """The scaling dashboard."""
-    launch: LaunchFlags = field(default_factory=LaunchFlags)
-
-
 def scale(command: ScaleCommand) -> int:
     """Run every size, print the scaling table, write its page; 1 when a size failed."""
     from scalescope.api.reporting import report_study
@@ -202,15 +174,17 @@ def scale(command: ScaleCommand) -> int:
     )
     if (where / SCALE_STUDY_FILE).exists():
         raise CommandError(f"{str(where)} already holds a study; choose another --run-dir")
-    # the base run's node count; each size sets its own
-    flags = replace(c.launch, nnodes=max(plan.nodes))
-    spec = scale_spec(c, flags)
+    try:  # the base run's node count; each size sets its own
+        nodes = replace(c.launch.rendezvous, nnodes=max(plan.nodes))
+        spec = scale_spec(c, replace(c.launch, rendezvous=nodes))
+    except ValueError as exc:
+        raise launch_error(exc) from None
     eta = Eta(len(plan.ranks), "scale")
 
     def start_size(size_spec: RunSpec) -> object:
         ranks = size_spec.launch.world_size
         err.print(eta.line(f"{ranks} rank{'s' if ranks > 1 else ''}"))
-        return start(size_spec, True, flags.master_addr)
+        return start(size_spec, True, c.launch.rendezvous.master_addr)
 
     study = run_study(spec, plan, where, start_size, scale_progress)
     for path in report_study(where, c.html, report_console()):
@@ -219,13 +193,13 @@ def scale(command: ScaleCommand) -> int:
     return 0 if all(p.status == "ok" for p in study.points) else 1
 
 
-def scale_spec(command: ScaleCommand, flags: LaunchFlags) -> RunSpec:
+def scale_spec(command: ScaleCommand, config: LaunchConfig) -> RunSpec:
     """The run of one size before its ranks and batch are set."""
     c, args = command, list(command.args)
     if c.bench_model is None:
         if c.batch_size is not None and not any(BATCH_PLACEHOLDER in a for a in args):
             raise CommandError("--batch-size with a script needs {batch} in the script's arguments")
-        return launch_spec(flags, 1, target=c.script, args=args, warmup_steps=c.warmup_steps)
+        return launch_spec(config, 1, target=c.script, args=args, warmup_steps=c.warmup_steps)
     from scalescope.bench.options import BenchOptions
 
     if c.warmup_steps >= c.steps:
@@ -240,7 +214,7 @@ def scale_spec(command: ScaleCommand, flags: LaunchFlags) -> RunSpec:
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     return launch_spec(
-        flags, 1, target="scalescope.bench.workload", is_module=True,
+        config, 1, target="scalescope.bench.workload", is_module=True,
         args=[*options.workload_args(), *args], warmup_steps=c.warmup_steps,
         workload=c.bench_model, options=options.as_dict(),
     )  # fmt: skip

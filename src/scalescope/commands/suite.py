@@ -26,7 +26,7 @@ from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
 from scalescope.commands.common import CommandError, err
-from scalescope.commands.run import LaunchFlags, mapping_options
+from scalescope.commands.options.launching import SuiteCommand
 from scalescope.events.files import SUITE_FILE
 from scalescope.events.run import RunDirError, load_run
 from scalescope.launch.local import LaunchOptions
@@ -170,24 +170,6 @@ def run_suite(plan: SuitePlan, on_start: Callable[[str], None] = lambda _: None)
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class SuiteCommand:
-    """The options of ``scalescope suite``."""
-
-    quick: bool = False
-    """Tiny sizes and few steps (CI smoke run)."""
-    ranks: str = "2"
-    """Rank counts to run each workload at, as given: 1,2."""
-    workloads: str | None = None
-    """Comma list of the workloads; None: all."""
-    size: list[str] | None = None
-    """WORKLOAD=N items: the size of a workload."""
-    suite_dir: Path | None = None
-    """Where to record the suite's runs; None: scalescope_runs/suite-…"""
-    json_file: Path | None = None
-    launch: LaunchFlags = field(default_factory=LaunchFlags)
-
-
 def suite(command: SuiteCommand) -> int:
     """Run the suite, print its table, keep suite.json; 130 when interrupted, 1 when a run
     failed."""
@@ -195,15 +177,15 @@ def suite(command: SuiteCommand) -> int:
     from scalescope.report.views.eta import Eta
     from scalescope.report.views.suite import render_suite, suite_console, write_suite_json
 
-    c, flags = command, command.launch
+    c, rendezvous = command, command.launch.rendezvous
     try:
         plan = SuitePlan(
             workloads=select_workloads(c.workloads), ranks=parse_ranks(c.ranks), quick=c.quick,
-            sizes=parse_sizes(c.size or []), suite_dir=c.suite_dir or default_suite_dir(),
+            sizes=parse_sizes(list(c.size or [])), suite_dir=c.suite_dir or default_suite_dir(),
             launch=LaunchOptions(
-                master_addr=flags.master_addr or "127.0.0.1", master_port=flags.master_port
+                master_addr=rendezvous.master_addr, master_port=rendezvous.master_port
             ),
-            mapping=mapping_options(flags), command=("scalescope", *sys.argv[1:]),
+            mapping=c.launch.mapping, command=("scalescope", *sys.argv[1:]),
         )  # fmt: skip
         eta = Eta(len(plan.workloads) * len(plan.ranks), "suite")
         result = run_suite(plan, lambda what: err.print(eta.line(what)))

@@ -3,28 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from rich.console import Console
 
 from scalescope.commands.common import CommandError
+from scalescope.commands.options.reading import TopCommand
 from scalescope.events.run import RunDirError
 from scalescope.live.run_view import FINDING_EVERY_S, LiveTop
 from scalescope.live.store_view import StoreTop, store_top
 from scalescope.live.terminal import watch
-
-
-@dataclass(frozen=True, kw_only=True)
-class TopCommand:
-    """The options of ``scalescope top``."""
-
-    run_dir: Path | None = None
-    """A run directory (of run, bench, a scale size); or ``connect``."""
-    connect: str | None = None
-    """HOST:PORT of the job's store, watched from any node instead of a run directory."""
-    once: bool = False
-    """Print the view once and exit."""
 
 
 def top(command: TopCommand) -> int:

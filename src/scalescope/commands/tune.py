@@ -3,60 +3,14 @@ the study run with its progress drawn, the table printed and the JSON and HTML w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalescope.commands.common import CommandError, err
-from scalescope.commands.run import LaunchFlags, launch_spec
+from scalescope.api.launching import launch_spec
+from scalescope.commands.common import CommandError, err, launch_error
+from scalescope.commands.options.launching import TuneCommand
 
 if TYPE_CHECKING:
     from scalescope.tune.apply import TuneTarget
-
-
-@dataclass(frozen=True, kw_only=True)
-class TuneCommand:
-    """The options of ``scalescope tune``."""
-
-    script: str | None = None
-    """A training script (or a module with ``module``); or ``bench_model``."""
-    bench_model: str | None = None
-    """Tune the built-in bench workload of this model instead."""
-    module: bool = False
-    args: tuple[str, ...] = ()
-    """The script's own arguments."""
-    nproc_per_node: int | None = None
-    space: list[str] | None = None
-    """Knobs and their values, NAME=V1,V2 each; None: the default space."""
-    trials: int = 20
-    """Trials in the study, baseline included."""
-    trial_seconds: float = 60.0
-    """Time budget of one trial."""
-    budget: float | None = None
-    """Minutes after which no new trial starts."""
-    sampler: str = "tpe"
-    no_prune: bool = False
-    seed: int = 0
-    resume: bool = False
-    """Continue the study in ``run_dir``."""
-    confirm: int = 3
-    """The baseline and the top K run again after the search; 0: off."""
-    confirm_rounds: int = 2
-    warmup_steps: int = 5
-    """Steps of each trial left out of samples/s."""
-    batch_size: int = 32
-    """--bench: images per rank per step."""
-    image_size: int = 224
-    """--bench: height and width of the images."""
-    trial_steps: int = 200
-    """--bench: steps of one trial."""
-    fsdp: bool = False
-    """--bench: FSDP2 instead of DDP."""
-    run_dir: Path | None = None
-    """The study's directory; None: scalescope_runs/tune-…"""
-    json_file: Path | None = None
-    html: Path | None = None
-    launch: LaunchFlags = field(default_factory=LaunchFlags)
 
 
 def tune(command: TuneCommand) -> int:
@@ -69,7 +23,7 @@ def tune(command: TuneCommand) -> int:
 
     target = tune_target(command)
     try:
-        knobs = target_space(target, command.space)
+        knobs = target_space(target, list(command.space) if command.space else None)
         options = TuneOptions(
             trials=command.trials, budget_min=command.budget, trial_seconds=command.trial_seconds,
             sampler=command.sampler, prune=not command.no_prune, seed=command.seed,
@@ -107,22 +61,23 @@ def tune_target(command: TuneCommand) -> TuneTarget:
         raise CommandError("--fsdp is an option of --bench: a script shards its own model")
     if script is not None and script.startswith("-"):
         raise CommandError(f"No such option: {script} (see scalescope tune --help)")
-    flags, nproc, warmup = command.launch, command.nproc_per_node, command.warmup_steps
-    if model is None:
-        spec = launch_spec(
-            flags, nproc, target=script, is_module=command.module, args=args, warmup_steps=warmup
-        )
-        return TuneTarget(spec)
+    config, nproc, warmup = command.launch, command.nproc_per_node, command.warmup_steps
     try:
+        if model is None:
+            spec = launch_spec(
+                config, nproc, target=script, is_module=command.module, args=args,
+                warmup_steps=warmup,
+            )  # fmt: skip
+            return TuneTarget(spec)
         options = BenchOptions(
             model=model, batch_size=command.batch_size, image_size=command.image_size,
             steps=command.trial_steps, warmup_steps=warmup, fsdp=command.fsdp,
         )  # fmt: skip
+        spec = launch_spec(
+            config, nproc, target="scalescope.bench.workload", is_module=True,
+            args=options.workload_args(), warmup_steps=warmup, workload=model,
+            options=options.as_dict(),
+        )  # fmt: skip
     except ValueError as exc:
-        raise CommandError(str(exc)) from None
-    spec = launch_spec(
-        flags, nproc, target="scalescope.bench.workload", is_module=True,
-        args=options.workload_args(), warmup_steps=warmup, workload=model,
-        options=options.as_dict(),
-    )  # fmt: skip
+        raise launch_error(exc) from None
     return TuneTarget(spec, options)

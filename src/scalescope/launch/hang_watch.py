@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from scalescope.launch.live_channel import (
     Channel,
     fresher_states,
 )
+from scalescope.launch.options import HangOptions
 from scalescope.launch.stopping import stop_processes
 
 POLL_S = 0.5
@@ -60,22 +61,6 @@ ANSWER_WAIT_S = 3.0
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
 rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
-ACTIONS = ("report", "kill")
-
-
-@dataclass(frozen=True, kw_only=True)
-class HangOptions:
-    """What the watch does; built from --hang-after and --hang-action, and checked there,
-    by commands/run.py's ``hang_options``."""
-
-    after_s: float | None = None
-    """Seconds (> 0) without a finished step or collective on any rank; None: 10 typical
-    steps, at least 30 s."""
-    action: str = "report"
-    """One of ``ACTIONS``: report: describe the hang and leave the ranks running; kill: then
-    stop them."""
-    render: Callable[[HangReport], str] | None = None
-    """Words for the report (commands pass report/hang_view's); None writes hang.json only."""
 
 
 class StepTimes:

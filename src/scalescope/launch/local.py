@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from scalescope.launch.options import Rendezvous
+
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig
@@ -33,50 +35,24 @@ class OutputOptions:
     log_dir: str | None = None
     """Where the ranks' output files go (set by the runner: RUN_DIR/logs)."""
 
-    def __post_init__(self) -> None:
-        if self.ranks is not None and any(r < 0 for r in self.ranks):
-            shown = ",".join(map(str, self.ranks))
-            raise ValueError(f"--ranks-output takes ranks >= 0, got {shown}")
-
     @property
     def to_files(self) -> bool:
         return self.label or self.ranks is not None or self.quiet
 
 
 @dataclass(frozen=True, kw_only=True)
-class LaunchOptions:
-    """How to start the ranks on this node."""
+class LaunchOptions(Rendezvous):
+    """How to start the ranks on this node: the rendezvous options and what the launcher adds."""
 
     nproc_per_node: int = 1
     """Ranks on this node (torchrun's --nproc-per-node)."""
-    master_addr: str = "127.0.0.1"
-    master_port: int | None = None
-    """Port of the rendezvous; None picks a free one."""
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    """HOST[:PORT] of the rendezvous for several nodes (torchrun's --rdzv-endpoint)."""
-    rdzv_backend: str = "c10d"
-    rdzv_id: str = ""
-    local_addr: str | None = None
-    """This node's address as the other nodes reach it (default: the master address)."""
     monitor_interval_s: float = 0.1
     output: OutputOptions = field(default_factory=OutputOptions)
 
     def __post_init__(self) -> None:
         if self.nproc_per_node < 1:
             raise ValueError(f"--nproc-per-node must be at least 1, got {self.nproc_per_node}")
-        if self.master_port is not None and not 0 < self.master_port < 65536:
-            raise ValueError(f"--master-port must be in 1..65535, got {self.master_port}")
-        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
-            raise ValueError(
-                f"--node-rank must be in 0..{self.nnodes - 1} for --nnodes {self.nnodes}, "
-                f"got {self.node_rank}"
-            )
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise ValueError("several nodes need --rdzv-endpoint HOST:PORT of the rendezvous")
-        if self.rdzv_backend not in ("c10d", "static"):
-            raise ValueError(f"--rdzv-backend must be c10d or static, got {self.rdzv_backend!r}")
+        super().__post_init__()
 
     @property
     def world_size(self) -> int:
@@ -116,9 +92,9 @@ def rendezvous(options: LaunchOptions) -> dict[str, object]:
             endpoint = f"{endpoint}:29400"
         rdzv: dict[str, object] = {"rdzv_backend": options.rdzv_backend, "rdzv_endpoint": endpoint}
     elif options.master_port is None:
-        rdzv = {"rdzv_backend": "c10d", "rdzv_endpoint": f"{options.master_addr}:0"}
+        rdzv = {"rdzv_backend": "c10d", "rdzv_endpoint": f"{options.address}:0"}
     else:
-        endpoint = f"{options.master_addr}:{options.master_port}"
+        endpoint = f"{options.address}:{options.master_port}"
         rdzv = {"rdzv_backend": "static", "rdzv_endpoint": endpoint}
     if rdzv["rdzv_backend"] == "static":
         rdzv["rdzv_configs"] = {"rank": options.node_rank}
@@ -157,7 +133,7 @@ def launch_config(options: LaunchOptions) -> LaunchConfig:
         run_id=options.rdzv_id or ("none" if options.nnodes > 1 else uuid.uuid4().hex[:12]),
         max_restarts=0,
         monitor_interval=options.monitor_interval_s,
-        local_addr=options.local_addr or options.master_addr,
+        local_addr=options.local_addr or options.address,
         shutdown_timeout=SHUTDOWN_S,
         **rendezvous(options),
     )

@@ -17,34 +17,9 @@ from scalescope.launch.mapping import (
     plan_placements,
     plan_to_json,
 )
+from scalescope.launch.options import MappingOptions
 from scalescope.launch.topology import Topology, read_topology
 from scalescope.probe.binding import PLACEMENTS_ENV
-
-
-@dataclass(frozen=True, kw_only=True)
-class MappingOptions:
-    """How ranks are placed on this node's cores (mpirun's --map-by and --bind-to)."""
-
-    bind: bool = True
-    """Bind each rank (see ``bind_to``); False leaves placement to the OS."""
-    bind_to: str = "domain"
-    """domain: a rank may run on every cpu of its --map-by domain (its NUMA node, socket or
-    node), with threads = its share; core: only on its share, OpenMP threads pinned to it.
-    Core binding leaves a rank's communication threads no spare core: measured slower on a
-    2-core machine with 2 ranks (benchmarks/threads_mapping.py)."""
-    map_by: str = "numa"
-    threads_per_rank: int | None = None
-    """Intra-op threads per rank; default the cores of the rank's share of its domain."""
-    numa_nodes: tuple[int, ...] | None = None
-    cpu_lists: tuple[str, ...] | None = None
-    """One cpu list per local rank ("0-11", "12-23"), replacing --map-by."""
-    oversubscribe: bool = False
-    allocator: str = "default"
-    """tcmalloc, jemalloc or default (glibc): preloaded in every rank."""
-
-    def __post_init__(self) -> None:
-        if self.bind_to not in ("domain", "core"):
-            raise MappingError(f"--bind-to must be domain or core, got {self.bind_to!r}")
 
 
 @dataclass(frozen=True)
@@ -124,11 +99,11 @@ def make_plan(
         nproc,
         map_by=options.map_by,
         threads_per_rank=threads,
-        numa_nodes=list(options.numa_nodes) if options.numa_nodes else None,
-        cpu_lists=list(options.cpu_lists) if options.cpu_lists else None,
+        numa_nodes=list(options.numa_node_ids) if options.numa_nodes else None,
+        cpu_lists=list(options.cpu_list) if options.cpu_list else None,
         oversubscribe=options.oversubscribe,
     )
-    by_domain = options.bind_to == "domain" and options.map_by != "core" and not options.cpu_lists
+    by_domain = options.bind_to == "domain" and options.map_by != "core" and not options.cpu_list
     if by_domain:
         placements = [widen_to_domain(p, topology, options.map_by) for p in placements]
     plan = RankPlan(placements, env, topology.source, pin_threads=not by_domain)

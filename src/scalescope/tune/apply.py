@@ -65,7 +65,7 @@ def _launch(spec: RunSpec, config: Config) -> RunSpec:
         mapping = replace(mapping, map_by=config["map_by"])
     if "bind_to" in config:
         bind_to = config["bind_to"]
-        mapping = replace(mapping, bind=bind_to != "none")
+        mapping = replace(mapping, no_bind=bind_to == "none")
         if bind_to != "none":
             mapping = replace(mapping, bind_to=bind_to)
     if "nproc_per_node" in config:

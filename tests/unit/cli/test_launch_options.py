@@ -1,32 +1,39 @@
-"""The shared launch options: declared once, added to each command, handed over as one typed
-``LaunchFlags``."""
+"""The launch options: declared once (launch/options.py), given to each command by the groups
+it takes, handed over inside one built options object; a bad value is one line naming its
+flag."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from scalescope.cli import app
-from scalescope.cli.launch_options import (
-    DEFAULTS,
+from scalescope.cli.params import options_command
+from scalescope.launch.options import (
     GROUPS,
     OUTPUT,
     PLACEMENT,
     RECORDING,
     RENDEZVOUS,
-    with_launch_options,
+    LaunchConfig,
+    argument,
+    group,
+    option,
 )
-from scalescope.commands.run import LaunchFlags
-
-FLAGS = {name: option.param_decls[0] for g in GROUPS.values() for name, (_, option) in g.items()}
 
 
 def flags_of(*groups: str, skip: tuple[str, ...] = ()) -> set[str]:
-    return {FLAGS[n] for g in groups for n in GROUPS[g] if n not in skip}
+    found = set()
+    for name in groups:
+        part, names = GROUPS[name]
+        part_cls = type(getattr(LaunchConfig(), part))
+        found |= {f.metadata["flags"][0] for f in fields(part_cls) if f.name in names}
+        found -= {f.metadata["flags"][0] for f in fields(part_cls) if f.name in skip}
+    return found
 
 
 def command_flags(name: str) -> set[str]:
@@ -47,57 +54,78 @@ def command_flags(name: str) -> set[str]:
     ],
 )
 def test_each_command_takes_its_groups(command: str, expected: set[str]) -> None:
-    assert command_flags(command) == expected
+    assert len(expected) > 5 and command_flags(command) == expected
 
 
-def toy() -> tuple[typer.Typer, list[dict[str, Any]]]:
-    seen: list[dict[str, Any]] = []
+@dataclass(frozen=True, kw_only=True)
+class Toy:
+    launch_groups: ClassVar[tuple[str, ...]] = ("rendezvous", "placement")
+    launch_skip: ClassVar[tuple[str, ...]] = ("cpu_list",)
+
+    script: str = argument()
+    """A script."""
+    steps: int = option("--steps", default=3)
+    """Steps."""
+    args: tuple[str, ...] = ()
+    launch: LaunchConfig = group(LaunchConfig)
+
+
+def toy(passthrough: bool = True) -> tuple[typer.Typer, list[Toy]]:
+    seen: list[Toy] = []
     toy_app = typer.Typer()
+    settings = {"allow_extra_args": True, "ignore_unknown_options": True} if passthrough else {}
 
-    @toy_app.command()
-    @with_launch_options("rendezvous", "placement", skip=("cpu_list",))
-    def go(
-        script: str = typer.Argument(...),
-        steps: int = typer.Option(3, "--steps"),
-        *,
-        launch: LaunchFlags,
-    ) -> None:
-        seen.append({"script": script, "steps": steps, **asdict(launch)})
+    @toy_app.command(context_settings=settings)
+    @options_command(Toy)
+    def go(options: Toy) -> None:
+        seen.append(options)
 
     return toy_app, seen
 
 
+def invoke(toy_app: typer.Typer, *args: str) -> Any:
+    return CliRunner().invoke(toy_app, list(args))
+
+
 def test_given_and_default_options_reach_the_command_as_one_object() -> None:
     toy_app, seen = toy()
-    done = CliRunner().invoke(
-        toy_app, ["t[1].py", "--steps", "5", "--master-port", "29511", "--bind-to", "core"]
-    )
+    done = invoke(toy_app, "--master-port", "29511", "--bind-to", "core", "--steps", "5",
+                  "t[1].py", "--lr", "1")  # fmt: skip
     assert done.exit_code == 0, done.output
     (got,) = seen
-    assert got["script"] == "t[1].py" and got["steps"] == 5
-    assert got["master_port"] == 29511 and got["bind_to"] == "core"
-    untouched = set(DEFAULTS) - {"master_port", "bind_to"}
-    assert {n: got[n] for n in untouched} == {n: DEFAULTS[n] for n in untouched}
-    assert got["run_dir"] is None and got["nnodes"] == 1
-
-
-def test_every_launch_option_is_a_field_of_launch_flags_with_its_default() -> None:
-    """The typer declarations and the typed flags name the same options, with one default."""
-    declared = {f.name: f.default for f in fields(LaunchFlags)}
-    assert declared == DEFAULTS
+    assert (got.script, got.steps, got.args) == ("t[1].py", 5, ("--lr", "1"))
+    assert got.launch.rendezvous.master_port == 29511 and got.launch.mapping.bind_to == "core"
+    assert got.launch.recording == LaunchConfig().recording
+    assert got.launch.rendezvous.nnodes == 1 and got.launch.mapping.cpu_list is None
 
 
 @pytest.mark.parametrize("flag", ["--cpu-list", "--nnodes", "--run-dir"])
 def test_an_option_outside_the_commands_groups_is_refused(flag: str) -> None:
-    toy_app, seen = toy()
-    done = CliRunner().invoke(toy_app, ["t.py", flag, "1"])
+    toy_app, seen = toy(passthrough=False)
+    done = invoke(toy_app, flag, "1", "t.py")
     assert done.exit_code == 2 and seen == []
     assert flag in done.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--master-port", "70000"], "--master-port must be in 1..65535, got 70000"),
+        (["--bind-to", "rack"], "--bind-to must be domain or core, got 'rack'"),
+        (["--numa-nodes", "a,b"], "--numa-nodes takes numbers like 0,1, got 'a,b'"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_its_flag(args: list[str], message: str) -> None:
+    toy_app, seen = toy()
+    done = invoke(toy_app, *args, "t.py")
+    assert done.exit_code == 2 and seen == []
+    assert done.output.strip() == f"error: {message}"
 
 
 def test_help_shows_the_groups_in_their_own_panels() -> None:
     done = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "120"})
     assert done.exit_code == 0
-    for panel in ("Rendezvous", "Placement", "Recording"):
+    for panel in ("Rendezvous", "Placement", "Recording", "Output"):
         assert f"─ {panel} ─" in done.output
     assert "Ranks to start on this node (default: 1)." in done.output
+    assert "Seconds without a finished step or collective on any rank" in done.output

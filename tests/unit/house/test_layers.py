@@ -245,6 +245,28 @@ def test_benchmarks_import_no_command_line() -> None:
     assert bad == {}
 
 
+SHARED_COMMANDS = ("scalescope.commands.common", "scalescope.commands.options")
+"""What every journey may import of commands/: the consoles and the error (common) and the
+options (options/, which the command line reads too)."""
+
+
+def journeys_importing_journeys(graph: dict[str, set[str]]) -> list[str]:
+    """commands/ modules importing another command's journey."""
+    journeys = {m for m in graph if package(m) == "commands" and not m.startswith(SHARED_COMMANDS)}
+    return sorted(f"{a} -> {b}" for a in journeys for b in graph[a] & journeys)
+
+
+def test_commands_do_not_import_each_other(graph: dict[str, set[str]]) -> None:
+    assert journeys_importing_journeys(graph) == []
+    planted = {
+        "scalescope.commands.tune": {"scalescope.commands.run"},
+        "scalescope.commands.run": set(),
+    }
+    assert journeys_importing_journeys(planted) == [
+        "scalescope.commands.tune -> scalescope.commands.run"
+    ]
+
+
 def test_the_checks_see_a_broken_rule() -> None:
     """The checks themselves: an arrow up and a circle planted in a copy of the graph."""
     planted = {
