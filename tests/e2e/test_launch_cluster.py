@@ -62,24 +62,16 @@ def check_world_of_two(run_dir: Path, launcher: str) -> None:
     assert counts[0] == counts[1] > 0, "both ranks reduced the same buckets: one world"
 
 
-def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
-    """As srun starts them, with no address flags: loopback and the job's port."""
-    job = unique_job()
+@pytest.fixture(scope="module")
+def slurm_tasks(tmp_path_factory) -> tuple[Path, str, list[tuple[str, str]]]:
+    """Two tasks as srun starts them, with no address flags (loopback and the job's port)
+    and no --run-dir: the run's directory, the job id, each task's (stdout, stderr). One run
+    for the world, the bindings, the report and the run directory's name."""
+    cwd, job = tmp_path_factory.mktemp("slurm"), unique_job()
     procs = [
         subprocess.Popen(
-            [
-                *CLI,
-                "run",
-                "--report-bindings",
-                "--bind-to",
-                "core",
-                "--run-dir",
-                "run",
-                str(DDP_TRAIN),
-                "--steps",
-                "3",
-            ],
-            cwd=tmp_path,
+            [*CLI, "run", "--report-bindings", "--bind-to", "core", str(DDP_TRAIN), "--steps", "3"],
+            cwd=cwd,
             env=slurm_env(rank, 2, "node[01-03,07],gpu5", job),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -89,29 +81,23 @@ def test_tasks_started_with_slurm_variables_form_one_world(tmp_path):
     ]
     outputs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
-    check_world_of_two(tmp_path / "run", "slurm")
-    run = load_run(tmp_path / "run")
+    return cwd / "scalescope_runs" / f"ddp_train-slurm-{job}.0", job, outputs
+
+
+def test_tasks_started_with_slurm_variables_form_one_world(slurm_tasks):
+    run_dir, _job, outputs = slurm_tasks
+    check_world_of_two(run_dir, "slurm")
+    run = load_run(run_dir)
     assert [run.ranks[r].cpus for r in (0, 1)] == [[0], [1]]
     assert "rank 1 (local 1) on" in outputs[1][1] and "cpus 1" in outputs[1][1]
     assert "Throughput and step time" in outputs[0][0], "rank 0 reports"
     assert "Throughput and step time" not in outputs[1][0], "one report per job"
 
 
-def test_run_dir_named_after_the_slurm_job(tmp_path):
-    job = unique_job()
-    procs = [
-        subprocess.Popen(
-            [*CLI, "run", "--no-report", str(DDP_TRAIN), "--steps", "2"],
-            cwd=tmp_path,
-            env=slurm_env(rank, 2, "localhost", job),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
-    assert [p.wait(timeout=180) for p in procs] == [0, 0]
-    check_world_of_two(tmp_path / "scalescope_runs" / f"ddp_train-slurm-{job}.0", "slurm")
+def test_run_dir_named_after_the_slurm_job(slurm_tasks):
+    run_dir, job, _outputs = slurm_tasks
+    assert [p.name for p in run_dir.parent.iterdir()] == [f"ddp_train-slurm-{job}.0"]
+    assert load_run(run_dir).meta.launcher == "slurm"
 
 
 def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):

@@ -262,7 +262,7 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, message):
 def test_a_recorded_suite_is_not_overwritten(failing, tmp_path):
     _, _, tmp = failing
     before = (tmp / "suite" / "suite.json").read_bytes()
-    proc = scalescope("suite", "--quick", "--suite-dir", tmp / "suite", cwd=tmp_path)
+    proc = scalescope_in_process("suite", "--quick", "--suite-dir", tmp / "suite", cwd=tmp_path)
     assert proc.returncode == 2 and "already holds a suite" in proc.stderr
     assert (tmp / "suite" / "suite.json").read_bytes() == before
 

@@ -102,12 +102,16 @@ def write_many_ranks_run(
     warmup: int = 2,
     run_id: str = "many",
     drift_ms: Mapping[int, float] | None = None,
+    late_every: Mapping[int, tuple[int, float]] | None = None,
 ) -> Path:
     """A completed run of ``ranks`` x ``steps``; ``slow`` maps ranks to a compute factor
     (1.3: 30 % slower); ``drift_ms`` ranks to a slip of their timeline per step (their
-    collectives no longer end together: what no real job records)."""
+    collectives no longer end together: what no real job records); ``late_every`` ranks to
+    (K, ms): the rank's forward and backward take ms more at steps K, 2K, ... only."""
     run_dir = Path(run_dir)
     compute = _compute_ms(ranks, steps, slow or {}, seed=ranks * 1000 + steps)
+    for rank, (period, extra_ms) in (late_every or {}).items():
+        compute[rank, period::period] += extra_ms
     start, issue, end = _timeline(compute)
     hosts = sorted({host_of(r, per_node) for r in range(ranks)})
     meta = RunMeta(

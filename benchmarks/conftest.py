@@ -1,12 +1,17 @@
-"""Accuracy against a truth on live runs: each test makes a bottleneck or a search on this
-machine and compares what scalescope says with a truth timed beside it. ``make bench`` runs
-them (benchmarks/run_all.py) alone on the machine; CI does not, since a shared 2-core VM can
-miss a timed bound without anything being broken (docs/testing.md). The exact checks of the
-same scenarios, on runs recorded once, are tests/recorded/.
+"""The pytest modules of ``make bench`` (benchmarks/run_all.py runs them alone on the machine;
+CI does not):
+
+- ``accuracy/``: accuracy against a truth on live runs. Each test makes a bottleneck or a
+  search on this machine and compares what scalescope says with a truth timed beside it, which
+  a shared 2-core VM can miss without anything being broken (docs/testing.md). The exact
+  checks of the same scenarios, on runs recorded once, are tests/recorded/.
+- ``live/``: live plumbing too heavy for CI's time budget (the 32-rank run). Structure only,
+  like tests/e2e; CI keeps a smaller run of the same plumbing (docs/testing.md says which).
 
 The modules use the end-to-end helpers of tests/e2e (``conftest``, ``real_runs``,
-``tune_runs``) and tests/helpers: this conftest puts them on the path and is ``conftest`` for
-them here.
+``tune_runs``, the e2e test modules' check functions) and tests/helpers: this conftest puts
+them on the path and is ``conftest`` for them here (one conftest for both folders: tests
+import it by name).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[1]
+BENCHMARKS = Path(__file__).resolve().parent
 TESTS = BENCHMARKS.parent / "tests"
 for folder in (TESTS / "helpers", TESTS / "e2e", BENCHMARKS):
     if str(folder) not in sys.path:
@@ -38,7 +43,11 @@ cli_env, scalescope, scalescope_in_process = (
     _e2e.scalescope,
     _e2e.scalescope_in_process,
 )
-start_scalescope, run_cli = _e2e.start_scalescope, _e2e.run_cli
+start_scalescope, run_cli, run_then_report = (
+    _e2e.start_scalescope,
+    _e2e.run_cli,
+    _e2e.run_then_report,
+)
 netns_unavailable, veth_hosts = _e2e.netns_unavailable, _e2e.veth_hosts
 
 
