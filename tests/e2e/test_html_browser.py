@@ -32,13 +32,10 @@ from scalescope.events import load_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
 from scalescope.predict.stored import DashboardProjection, decode_projection  # noqa: E402
 from scalescope.report.media.page import STATUS_ID  # noqa: E402
+from scalescope.report.renderers import render, write  # noqa: E402
 from scalescope.report.views.dashboard import CHART_IDS  # noqa: E402
 from scalescope.report.views.dashboard_ranks import STEP_HEATMAP_ID, WAIT_HEATMAP_ID  # noqa: E402
-from scalescope.report.views.project import (  # noqa: E402
-    PROJECT_CHART_IDS,
-    projection_html,
-    projection_json,
-)
+from scalescope.report.views.project import PROJECT_CHART_IDS, projection_json  # noqa: E402
 from scalescope.report.views.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
 )
@@ -179,8 +176,8 @@ def test_comm_and_scale_pages_render(tmp_path):
     from scalescope.analyze.comm_bench import comm_results
     from scalescope.analyze.scaling import scaling_table
     from scalescope.events.study import ScalePoint, ScaleStudy
-    from scalescope.report.views.comm import COMM_CHART_IDS, render_comm_html
-    from scalescope.report.views.scaling import SCALE_CHART_IDS, render_scaling_html
+    from scalescope.report.views.comm import COMM_CHART_IDS
+    from scalescope.report.views.scaling import SCALE_CHART_IDS
 
     sizes = (8, 1024, 2**20)
     measurements = [
@@ -196,8 +193,8 @@ def test_comm_and_scale_pages_render(tmp_path):
         ScalePoint(ranks=4, status="failed", error=EVIL, run_dir="ranks-4"),
     ])  # fmt: skip
     pages = (
-        (render_comm_html(bench), COMM_CHART_IDS),
-        (render_scaling_html(scaling_table(study, {})), SCALE_CHART_IDS[:1]),
+        (render(bench, "html"), COMM_CHART_IDS),
+        (render(scaling_table(study, {}), "html"), SCALE_CHART_IDS[:1]),
     )
     for i, (text, ids) in enumerate(pages):
         page = tmp_path / f"page{i}.html"
@@ -212,7 +209,7 @@ def test_projection_page_renders(tmp_path):
         inputs(run_dir=EVIL), ProjectOptions(nodes=(1, 2, 4, 128), hardware="a64fx")
     )
     page = tmp_path / "project.html"
-    page.write_text(projection_html(projection), encoding="utf-8")
+    write(projection, "html", page)
     status, dom, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, PROJECT_CHART_IDS)
     assert '<table id="projection">' in dom and "<img" not in dom
@@ -221,10 +218,7 @@ def test_projection_page_renders(tmp_path):
 def test_tune_page_renders(tmp_path):
     from tune_results import tune_result
 
-    from scalescope.report.views.tune import render_tune_html
-
-    page = tmp_path / "tune.html"
-    page.write_text(render_tune_html(tune_result(EVIL)), encoding="utf-8")
+    page = write(tune_result(EVIL), "html", tmp_path / "tune.html")
     status, dom, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, ("chart-trials", "chart-knobs"))
     assert "<img" not in dom

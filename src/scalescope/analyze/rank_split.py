@@ -8,32 +8,11 @@ completion), so overlapping calls count once; with DDP part of it runs under bac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from scalescope.analyze.slot_index import measured_steps
 from scalescope.events import EventTable, Kind
-
-
-@dataclass(frozen=True)
-class RankSplit:
-    rank: int
-    steps: int
-    """Measured steps in the window; 0 for a loop without steps."""
-    window_s: float
-    collective_s: float
-    """Time with at least one collective in flight (union of intervals)."""
-    data_s: float
-    """Time in the DataLoader (data phases)."""
-
-    @property
-    def collective_pct(self) -> float | None:
-        return 100.0 * self.collective_s / self.window_s if self.window_s > 0 else None
-
-    @property
-    def data_pct(self) -> float | None:
-        return 100.0 * self.data_s / self.window_s if self.window_s > 0 else None
+from scalescope.events.suite import RankSplit
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:

@@ -1,46 +1,12 @@
-"""The result of a suite of runs: one entry per workload and rank count, with scaling."""
+"""A suite's scaling: each entry's efficiency against its workload at the fewest ranks (the
+record itself, ``SuiteResult``, is events/suite.py's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from scalescope.analyze.rank_split import RankSplit
 from scalescope.analyze.scaling import scaling_efficiency
-
-"""The result in a suite directory, beside its runs' directories."""
-
-
-@dataclass(frozen=True)
-class SuiteEntry:
-    """One workload at one rank count."""
-
-    workload: str
-    family: str
-    ranks: int
-    size: int
-    run_dir: str
-    status: str
-    """completed, failed, interrupted, or not run (the launcher refused it)."""
-    error: str | None
-    wall_s: float | None
-    """The run from launch to the last rank's exit."""
-    time_s: float | None
-    """The workload's measured part, as it timed itself."""
-    throughput: float | None
-    unit: str | None
-    """What throughput counts per second: images, tokens, rows."""
-    per_rank: tuple[RankSplit, ...]
-    efficiency: float | None = None
-    """Scaling efficiency against the same workload at the fewest ranks (1.0 = linear)."""
-
-
-@dataclass(frozen=True)
-class SuiteResult:
-    suite_dir: str
-    quick: bool
-    command: tuple[str, ...]
-    entries: tuple[SuiteEntry, ...]
-    interrupted: bool
+from scalescope.events.suite import SuiteEntry
 
 
 def with_efficiency(entries: list[SuiteEntry]) -> tuple[SuiteEntry, ...]:

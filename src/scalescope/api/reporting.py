@@ -127,11 +127,9 @@ def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
 def report_study(study_dir: Path, html: Path | None, console: Console) -> list[Path]:
     """Print a recorded study's table (``scalescope report STUDY_DIR``); write its page."""
     from scalescope.events.study import load_study
-    from scalescope.report.views.scaling import render_scaling, render_scaling_html
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render, write
 
     table = study_table(study_dir, load_study(study_dir))
-    render_scaling(table, console)
-    if html is None:
-        return []
-    html.write_text(render_scaling_html(table), encoding="utf-8")
-    return [html]
+    render_document(render(table, "terminal"), console)
+    return [] if html is None else [write(table, "html", html)]

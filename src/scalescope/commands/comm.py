@@ -96,22 +96,20 @@ def load_comm(run_dir: Path, unavailable: dict[str, str]) -> CommBenchmark:
 
 def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: Console) -> list:
     """Print the tables and write the files asked for; returns the paths written."""
-    from scalescope.report.views.comm import comm_csv, comm_json, render_comm
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render, write
+    from scalescope.report.subjects import CommRun
+    from scalescope.report.views.comm import comm_csv
 
-    render_comm(bench, console)
+    render_document(render(bench, "terminal"), console)
     written = []
     if files.json is not None:
-        doc = comm_json(bench, str(run_dir))
-        files.json.write_text(json.dumps(doc, indent=2) + "\n")
-        written.append(files.json)
+        written.append(write(CommRun(bench=bench, run_dir=run_dir), "json", files.json))
     if files.csv is not None:
         files.csv.write_text(comm_csv(bench))
         written.append(files.csv)
     if files.html is not None:
-        from scalescope.report.views.comm import render_comm_html
-
-        files.html.write_text(render_comm_html(bench), encoding="utf-8")
-        written.append(files.html)
+        written.append(write(bench, "html", files.html))
     return written
 
 

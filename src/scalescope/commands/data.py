@@ -11,7 +11,10 @@ def pack(command: PackCommand) -> None:
     """Pack the folder into shards with a bar of the bytes written; print the manifest."""
     from scalescope.bench.shard_manifest import parse_size
     from scalescope.data.pack import pack_folder
-    from scalescope.report.views.data import byte_progress, render_pack
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render
+    from scalescope.report.subjects import PackedShards
+    from scalescope.report.views.data import byte_progress
 
     c = command
     try:
@@ -20,13 +23,16 @@ def pack(command: PackCommand) -> None:
             manifest = pack_folder(c.folder, c.out, shard_bytes, c.seed, advance)
     except (ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
-    render_pack(manifest, str(c.out), err)
+    render_document(render(PackedShards(manifest=manifest, out=str(c.out)), "terminal"), err)
 
 
 def stage(command: StageCommand) -> None:
     """Copy the shards once per node with a bar of the bytes copied; print what was done."""
     from scalescope.data.stage import stage_shards
-    from scalescope.report.views.data import byte_progress, render_stage
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render
+    from scalescope.report.subjects import StagedShards
+    from scalescope.report.views.data import byte_progress
 
     c = command
     try:
@@ -34,13 +40,16 @@ def stage(command: StageCommand) -> None:
             result = stage_shards(c.shards, c.dest, timeout_s=c.timeout_s, progress=advance)
     except (ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
-    render_stage(result, str(c.shards), err)
+    render_document(render(StagedShards(result=result, source=str(c.shards)), "terminal"), err)
 
 
 def bench(command: DataBenchCommand) -> None:
     """Time every path with every worker count, in rounds; print images/s and the ratios."""
     from scalescope.data.speed import measure, one_line, parse_workers, ratios
-    from scalescope.report.views.data import render_speed, run_progress
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render
+    from scalescope.report.subjects import LoaderSpeeds
+    from scalescope.report.views.data import run_progress
 
     c = command
     try:
@@ -52,4 +61,5 @@ def bench(command: DataBenchCommand) -> None:
                              on_run=done)  # fmt: skip
     except (ValueError, OSError) as exc:
         raise CommandError(one_line(exc)) from None
-    render_speed(speeds, ratios(speeds), plain_console(), cold=c.cold)
+    measured = LoaderSpeeds(speeds=speeds, ratios=ratios(speeds), cold=c.cold)
+    render_document(render(measured, "terminal"), plain_console())

@@ -11,13 +11,18 @@ def env(command: EnvCommand) -> None:
     """Collect the facts, check them, print them and write the JSON asked for."""
     from scalescope.diagnose.env_checks import check_environment
     from scalescope.launch.facts import collect_environment
-    from scalescope.report.views.env import env_json, render_env
+    from scalescope.predict.catalogue import gpu_peaks
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render, write
+    from scalescope.report.subjects import EnvReport
 
     facts = collect_environment()
     warnings = check_environment(
         facts["software"], facts["hardware"], facts["threads"],
         nproc_per_node=command.nproc_per_node,
     )  # fmt: skip
-    render_env(facts, warnings, plain_console())
+    peaks = tuple(gpu_peaks(gpu.get("name")) for gpu in facts["hardware"].get("gpus") or [])
+    report = EnvReport(facts=facts, warnings=warnings, gpu_peaks=peaks)
+    render_document(render(report, "terminal"), plain_console())
     if command.json_file is not None:
-        command.json_file.write_bytes(env_json(facts, warnings))
+        write(report, "json", command.json_file)

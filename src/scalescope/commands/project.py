@@ -14,13 +14,9 @@ from scalescope.events.run import write_bytes_atomic
 from scalescope.predict.project import Projection, ProjectOptions, project_run
 from scalescope.predict.validate import validate_study
 from scalescope.report.formatting import report_console
-from scalescope.report.views.project import (
-    projection_html,
-    projection_json,
-    render_projection,
-    render_validation,
-    validation_json,
-)
+from scalescope.report.media.terminal import render_document
+from scalescope.report.renderers import render, write
+from scalescope.report.views.project import projection_json
 
 
 def store_projection(run_dir: Path, projection: Projection) -> Path:
@@ -35,7 +31,7 @@ def write_projection(
     """Project a run, print it, store it in the run directory (for its dashboard), and write
     the JSON and HTML asked for."""
     projection = project_run(run_dir, options)
-    render_projection(projection, report_console())
+    render_document(render(projection, "terminal"), report_console())
     run_dir = Path(projection.run_dir)
     written = []
     try:
@@ -46,11 +42,9 @@ def write_projection(
             "its dashboard will not show it"
         )
     if json_file is not None:
-        json_file.write_bytes(projection_json(projection))
-        written.append(json_file)
+        written.append(write(projection, "json", json_file))
     if html_file is not None:
-        html_file.write_text(projection_html(projection), encoding="utf-8")
-        written.append(html_file)
+        written.append(write(projection, "html", html_file))
     return written
 
 
@@ -59,9 +53,9 @@ def write_validation(
 ) -> None:
     """Validate on a scale study, print predicted vs measured, write the JSON if asked."""
     result = validate_study(study_dir, holdout, comm, algorithm)
-    render_validation(result, report_console())
+    render_document(render(result, "terminal"), report_console())
     if json_file is not None:
-        json_file.write_bytes(validation_json(result))
+        write(result, "json", json_file)
 
 
 def project(command: ProjectCommand) -> None:

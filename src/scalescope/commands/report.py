@@ -142,7 +142,10 @@ def report_study_dir(
 
 def report_suite(path: Path, other_output: Path | None) -> None:
     from scalescope.events.files import SUITE_FILE
-    from scalescope.report.views.suite import load_suite, render_suite, suite_console
+    from scalescope.events.suite import load_suite
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render
+    from scalescope.report.views.suite import suite_console
 
     if other_output:
         raise CommandError(f"{path} is a suite: its JSON is {SUITE_FILE}; no HTML or timeline")
@@ -150,7 +153,7 @@ def report_suite(path: Path, other_output: Path | None) -> None:
         result = load_suite(path)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    render_suite(result, suite_console())
+    render_document(render(result, "terminal"), suite_console())
 
 
 def analyze(command: AnalyzeCommand) -> None:

@@ -22,13 +22,14 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.analyze import RunAnalysis, analyze_run
 from scalescope.analyze.rank_split import rank_splits
-from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
+from scalescope.analyze.suite import with_efficiency
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
 from scalescope.commands.common import CommandError, err
 from scalescope.commands.options.launching import SuiteCommand
 from scalescope.events.files import SUITE_FILE
 from scalescope.events.run import RunDirError, load_run
+from scalescope.events.suite import SuiteEntry, SuiteResult
 from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions, make_plan
 from scalescope.launch.runner import RunSpec, check_new_run_dir
@@ -174,8 +175,11 @@ def suite(command: SuiteCommand) -> int:
     """Run the suite, print its table, keep suite.json; 130 when interrupted, 1 when a run
     failed."""
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
+    from scalescope.events.suite import save_suite
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render
     from scalescope.report.views.eta import Eta
-    from scalescope.report.views.suite import render_suite, suite_console, write_suite_json
+    from scalescope.report.views.suite import suite_console
 
     c, rendezvous = command, command.launch.rendezvous
     try:
@@ -191,8 +195,8 @@ def suite(command: SuiteCommand) -> int:
         result = run_suite(plan, lambda what: err.print(eta.line(what)))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    render_suite(result, suite_console())
-    for path in write_suite_json(result, plan.suite_dir / SUITE_FILE, c.json_file):
+    render_document(render(result, "terminal"), suite_console())
+    for path in save_suite(result, plan.suite_dir / SUITE_FILE, c.json_file):
         err.print(f"wrote {path}")
     failed = [e for e in result.entries if e.status != "completed" or e.error]
     return 130 if result.interrupted else (1 if failed else 0)

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 def tune(command: TuneCommand) -> int:
     """Run (or resume) the study, print its table, write its files; 130 when interrupted."""
     from scalescope.report.formatting import report_console
-    from scalescope.report.views.tune import TuneProgress, render_tune, render_tune_html, tune_json
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render, write
+    from scalescope.report.views.tune import TuneProgress
     from scalescope.tune.apply import default_study_dir, target_space
     from scalescope.tune.search import tune as run_study
     from scalescope.tune.study import TuneOptions
@@ -34,13 +36,11 @@ def tune(command: TuneCommand) -> int:
             result = run_study(target, knobs, options, study_dir, progress)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    render_tune(result, report_console())
+    render_document(render(result, "terminal"), report_console())
     if command.json_file is not None:
-        command.json_file.write_bytes(tune_json(result))
-        err.print(f"wrote {command.json_file}")
+        err.print(f"wrote {write(result, 'json', command.json_file)}")
     if command.html is not None:
-        command.html.write_text(render_tune_html(result), encoding="utf-8")
-        err.print(f"wrote {command.html}")
+        err.print(f"wrote {write(result, 'html', command.html)}")
     err.print(f"study: {study_dir}  (scalescope tune --resume --run-dir {study_dir} ...)")
     return 130 if result.stopped == "interrupted" else 0
 

@@ -149,3 +149,16 @@ def match_gpu(device_name: str) -> Hardware | None:
     words = set(re.split(r"[^a-z0-9]+", device_name.lower()))
     found = [hw for key, hw in catalogue().items() if hw.kind == "gpu" and key in words]
     return found[0] if len(found) == 1 else None
+
+
+def gpu_peaks(name: str | None) -> dict[str, Any] | None:
+    """The catalogue's peak figures of the GPU model ``name`` is (docs/project.md), or None:
+    what `env` shows beside each GPU."""
+    hw = match_gpu(name or "")
+    if hw is None:
+        return None
+    return {
+        "catalogue": hw.key,
+        "peak_tflops": {p: flops / 1e12 for p, flops in hw.peak_flops.items()},
+        "memory_bw_gbps": hw.memory_bw_bytes_per_s / 1e9,
+    }

@@ -1,9 +1,10 @@
-"""One neutral document per subject, rendered to the terminal, HTML and JSON alike.
+"""One neutral document per subject, rendered to the terminal and HTML alike.
 
 A view builds a `Document` of blocks (headings, lines, key-value grids, tables whose columns
-carry their units, preformatted text, charts as data, sections); `document_terminal`,
-`document_html` and `document_json` render any document, so the three outputs of a subject
-say the same things by construction, and a new command writes one builder.
+carry their units, preformatted text, charts as data, sections); `media.terminal` and
+`media.html` render any document, so the terminal and the page of a subject say the same
+things by construction, and a new command writes one builder. A command's JSON is its own
+schema, written by its own encoder, never a document's.
 """
 
 from __future__ import annotations

@@ -89,8 +89,12 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     **_entries(
         "Validation", terminal="project:validation_document", json="project:validation_json"
     ),
-    **_entries("EnvReport", terminal="env:env_report_document", json="env:env_report_json"),
-    **_entries("SuiteResult", terminal="suite:suite_document", json="suite:suite_json"),
+    **_entries("EnvReport", terminal="env:env_document", json="env:env_json"),
+    **_entries("SuiteResult", terminal="suite:suite_document"),
+    ("SuiteResult", "json"): Named("json", "scalescope.events.suite:suite_json"),
+    **_entries("PackedShards", terminal="data:pack_document"),
+    **_entries("StagedShards", terminal="data:stage_document"),
+    **_entries("LoaderSpeeds", terminal="data:speed_document"),
 }
 
 

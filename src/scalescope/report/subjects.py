@@ -3,16 +3,19 @@ gathered by the caller (api/reporting.py), never computed here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze import RunAnalysis
     from scalescope.analyze.comm_bench import CommBenchmark
     from scalescope.analyze.compare import RunComparison
     from scalescope.analyze.rank_steps import RankStepGrid
+    from scalescope.bench.shard_manifest import Manifest
+    from scalescope.data.speed import Ratio, Speed
+    from scalescope.data.stage import StageResult
     from scalescope.diagnose.env_checks import EnvWarning
     from scalescope.diagnose.findings import Diagnosis
     from scalescope.events import Run
@@ -63,3 +66,36 @@ class EnvReport:
 
     facts: dict[str, Any]
     warnings: list[EnvWarning]
+    gpu_peaks: tuple[dict[str, Any] | None, ...] = ()
+    """The catalogue's peaks of each GPU of the facts, in their order
+    (``predict.catalogue.gpu_peaks``; None: not in the catalogue)."""
+
+    def __post_init__(self) -> None:
+        gpus = len((self.facts.get("hardware") or {}).get("gpus") or [])
+        if gpus != len(self.gpu_peaks):
+            raise ValueError(f"EnvReport: {gpus} GPUs in the facts, {len(self.gpu_peaks)} peaks")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackedShards:
+    """``data pack``: the manifest written and the directory it went to."""
+
+    manifest: Manifest
+    out: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagedShards:
+    """``data stage``: what this node did, and the shard directory it staged from."""
+
+    result: StageResult
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderSpeeds:
+    """``data bench``: each path's images/s, and shards against folders."""
+
+    speeds: Sequence[Speed]
+    ratios: Sequence[Ratio]
+    cold: bool = False

@@ -8,7 +8,8 @@ from rich.console import Console
 
 from scalescope.analyze.scaling import scaling_efficiency, scaling_table
 from scalescope.events.study import ScalePoint, ScaleStudy
-from scalescope.report.views.scaling import render_scaling, render_scaling_html
+from scalescope.report.media.terminal import render_document
+from scalescope.report.renderers import render
 
 
 def study(*points: ScalePoint, mode: str = "weak") -> ScaleStudy:
@@ -29,12 +30,12 @@ def test_speedup_and_efficiency_against_the_smallest_good_size():
     assert two.speedup == pytest.approx(1.0) and two.efficiency_pct == pytest.approx(100.0)
     assert four.speedup == pytest.approx(1.5) and four.efficiency_pct == pytest.approx(75.0)
     console = Console(record=True, width=200)
-    render_scaling(t, console)
+    render_document(render(t, "terminal"), console)
     text = console.export_text()
     assert "1 ranks failed: boom [x]" in text
     assert "4 ranks oversubscribed: 4 ranks × 2 threads exceed the node's cores" in text
     assert "75" in text and "1.50" in text and "against 2 ranks" in text
-    page = render_scaling_html(t)
+    page = render(t, "html")
     assert "boom [x]" in page and "train[1].py" in page
 
 
@@ -42,7 +43,7 @@ def test_no_good_size_gives_no_speedup():
     t = scaling_table(study(ScalePoint(ranks=2, status="failed", error="x")), {})
     assert t.base_ranks is None and t.rows[0].efficiency_pct is None
     console = Console(record=True, width=200)
-    render_scaling(t, console)
+    render_document(render(t, "terminal"), console)
     assert "no size succeeded" in console.export_text()
 
 

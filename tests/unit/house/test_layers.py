@@ -7,6 +7,8 @@ lazy nor a type-only import can hide an arrow."""
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -318,3 +320,59 @@ def test_report_rooms_catch_a_planted_arrow():
         "scalescope.report.document -> scalescope.report.media.html (the core draws nothing)",
         "scalescope.report.media.html -> scalescope.report.views.run (a medium draws any view)",
     ]
+
+
+RESULT_LAYERS = ("analyze", "diagnose", "predict")
+"""The layers whose results report/ draws: it takes their result types, never runs them."""
+
+FUNCTIONS_DRAWN_WITH: dict[str, str] = {
+    "scalescope.analyze.collectives.fsdp_units": "groups the per-tag rows the collectives table "
+    "already holds into FSDP units; a field of the analysis would change the report JSON",
+    "scalescope.analyze.cross_rank.straggler_min_share_pct": "the straggler rule's threshold, "
+    "quoted in the sentence that says why no rank was named",
+    "scalescope.analyze.gaps.describe": "the words of a gap's place (between X and Y)",
+    "scalescope.diagnose.hang_words.fmt_b": "a hang's words, shared with hang.txt",
+    "scalescope.diagnose.hang_words.fmt_s": "a hang's words, shared with hang.txt",
+    "scalescope.diagnose.hang_words.verdict_line": "a hang's words, shared with hang.txt",
+}
+"""The functions of those layers report/ still calls, each with why: words and rules quoted
+in sentences, no analysis."""
+
+
+def report_imports() -> set[tuple[str, str, str]]:
+    """(report module, source module, name) of each name report/ imports from the result
+    layers."""
+    found = set()
+    for path in sorted((SRC / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and package(node.module or "") in RESULT_LAYERS:
+                found |= {(module_name(path), node.module, a.name) for a in node.names}
+    return found
+
+
+def functions_called(imports: set[tuple[str, str, str]]) -> dict[str, set[str]]:
+    """Each function (not a type, not a constant) imported, with the report modules that do."""
+    out: dict[str, set[str]] = {}
+    for importer, source, name in imports:
+        if inspect.isfunction(getattr(importlib.import_module(source), name)):
+            out.setdefault(f"{source}.{name}", set()).add(importer)
+    return out
+
+
+def test_report_imports_result_types_not_the_functions_that_make_them():
+    called = functions_called(report_imports())
+    unlisted = {f: sorted(by) for f, by in called.items() if f not in FUNCTIONS_DRAWN_WITH}
+    assert unlisted == {}, "report/ runs these: move the work below and hand report the result"
+    assert set(FUNCTIONS_DRAWN_WITH) - set(called) == set(), "no longer used: drop from the list"
+
+
+def test_a_planted_analysis_call_in_report_is_caught():
+    planted = {
+        ("scalescope.report.views.run", "scalescope.analyze", "RunAnalysis"),
+        ("scalescope.report.views.run", "scalescope.analyze", "analyze_run"),
+        ("scalescope.report.views.env", "scalescope.predict.catalogue", "match_gpu"),
+    }
+    assert functions_called(planted) == {
+        "scalescope.analyze.analyze_run": {"scalescope.report.views.run"},
+        "scalescope.predict.catalogue.match_gpu": {"scalescope.report.views.env"},
+    }

@@ -100,11 +100,11 @@ def test_json_builtins_keep_every_field():
     }  # fmt: skip
 
 
-def test_the_page_and_the_json_draw_the_same_findings_section():
-    """One section for the terminal, the dashboard and the document JSON: the page says what
-    the terminal says, escaped."""
+def test_the_page_draws_the_findings_section_the_terminal_prints():
+    """One section for the terminal and the dashboard: the page says what the terminal says,
+    escaped."""
+    from scalescope.report.document import Items, Line
     from scalescope.report.media.html import block_html
-    from scalescope.report.media.json import block_json
     from scalescope.report.views.diagnosis import findings_section
 
     hostile = Finding(**{f.name: getattr(INPUT, f.name) for f in fields(Finding)} | {
@@ -121,9 +121,10 @@ def test_the_page_and_the_json_draw_the_same_findings_section():
     assert "<b>compute <small>(info)</small>: compute takes 60% of the step</b>" in page
     assert "<p>not judged:</p><ul><li>straggler: one rank</li></ul>" in page
     assert page.endswith("<p><strong>verdict:</strong> input pipeline: ranks wait</p></section>")
-    doc = block_json(section)
-    first, second = doc["blocks"][0]["items"]
-    assert (first["label"], first["aside"], second["aside"]) == ("input pipeline", "", "(info)")
-    assert first["lines"] == [f"cost: {cost_line(INPUT)}"]
-    assert [b["caption"] for b in first["lists"]] == ["evidence", "change"]
-    assert doc["blocks"][-1] == {"kind": "line", "label": "verdict:", "text": d.verdict}
+    items, verdict = section.blocks[0], section.blocks[-1]
+    assert isinstance(items, Items) and isinstance(verdict, Line)
+    first, second = items.items
+    assert (first.label, first.aside, second.aside) == ("input pipeline", "", "(info)")
+    assert first.lines == (f"cost: {cost_line(INPUT)}",)
+    assert [b.caption for b in first.lists] == ["evidence", "change"]
+    assert (verdict.label, verdict.text) == ("verdict:", d.verdict)

@@ -1,10 +1,9 @@
-"""One document, three renderers: the terminal, the HTML page and the JSON say the same things,
-units travel with the columns, and every user-supplied string is escaped in HTML."""
+"""One document, two renderers: the terminal and the HTML page say the same things, units
+travel with the columns, and every user-supplied string is escaped in HTML."""
 
 from __future__ import annotations
 
 import html
-import json
 
 import pytest
 from rich.console import Console
@@ -21,7 +20,6 @@ from scalescope.report.document import (
     Table,
 )
 from scalescope.report.media.html import document_html
-from scalescope.report.media.json import document_json
 from scalescope.report.media.terminal import document_renderable, render_document
 from scalescope.report.views.comm import COMM_CHART_IDS, comm_document
 
@@ -55,20 +53,12 @@ def every_kind() -> Document:
     )
 
 
-def test_the_same_cells_in_terminal_html_and_json() -> None:
+def test_the_same_cells_in_terminal_and_html() -> None:
     doc = every_kind()
-    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    text, page = terminal_text(doc), document_html(doc)
     for cell in ("all_reduce", "1,010.00", "1.485", "a plain sentence", "inside a section"):
         assert cell in text and cell in page
     assert "time (µs)" in text and "<th>time (µs)</th>" in page
-    table = next(b for b in data["blocks"] if b["kind"] == "table")
-    assert table["columns"][1] == {"name": "time", "unit": "µs"}
-    assert table["values"][0] == ["all_reduce", 1010.0, 1.485]
-    assert table["rows"][0] == ["all_reduce", "1,010.00", "1.485"]
-    assert [b["kind"] for b in data["blocks"]] == [
-        "heading", "line", "line", "grid", "table", "preformatted", "section",
-    ]  # fmt: skip
-    json.dumps(data)
 
 
 def test_user_strings_are_escaped_in_html_and_printed_verbatim_on_the_terminal() -> None:
@@ -108,25 +98,22 @@ def test_comm_says_the_same_on_the_terminal_and_the_page() -> None:
         assert shown in text, shown
         assert html.escape(shown) in page, shown
     assert all(f'id="{chart_id}"' in page for chart_id in COMM_CHART_IDS)
-    data = document_json(doc)
-    tables = [b for b in data["blocks"] if b["kind"] == "table"]
-    gloo = next(t for t in tables if t["title"] == "all_reduce on gloo")
-    assert gloo["values"][1][0] == 1_000_000
-    assert gloo["values"][1][5] == pytest.approx(1010.0)
+    tables = [b for b in doc.blocks if isinstance(b, Table)]
+    gloo = next(t for t in tables if t.title == "all_reduce on gloo")
+    assert gloo.values[1][0] == 1_000_000
+    assert gloo.values[1][5] == pytest.approx(1010.0)
     assert "failed sendrecv on gloo at 8 B: boom" in text
 
 
-def test_byte_sizes_are_exact_on_the_terminal_readable_on_the_page_and_integers_in_json() -> None:
+def test_byte_sizes_are_exact_on_the_terminal_and_readable_on_the_page() -> None:
     size = Column("size", "B", byte_size=True)
     table = Table("t", (Column("op", align="left"), size), (("all_reduce", "4,194,304"),),
                   (("all_reduce", 4 * 2**20),))  # fmt: skip
     doc = Document("d", (table,))
-    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    text, page = terminal_text(doc), document_html(doc)
     assert "size (B)" in text and "4,194,304" in text and "MiB" not in text
     assert "<th>size</th>" in page and '<td class="num">4.00 MiB</td>' in page
     assert "4,194,304" not in page
-    [block] = data["blocks"]
-    assert block["columns"][1]["unit"] == "B" and block["values"][0][1] == 4_194_304
     with pytest.raises(ValueError, match="byte-size column needs values"):
         Table("t", (size,), (("1",),))
 
@@ -136,14 +123,12 @@ def test_row_groups_and_the_caption_on_every_renderer() -> None:
     cols = (Column("rank", align="left"), Column("phase", align="left"))
     table = Table("phases", cols, rows, groups=(2, 1), caption=f"note {HOSTILE}")
     doc = Document("d", (table,))
-    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    text, page = terminal_text(doc), document_html(doc)
     lines = text.splitlines()
     forward = next(i for i, line in enumerate(lines) if "forward" in line)
     assert lines[forward + 1].startswith("├")
     assert lines[forward + 4].startswith("note") and "[bold]&" in text  # under the table
     assert page.count("<tbody>") == 2 and html.escape(f"note {HOSTILE}") in page
-    assert data["blocks"][0]["groups"] == [2, 1]
-    assert data["blocks"][0]["caption"] == f"note {HOSTILE}"
     with pytest.raises(ValueError, match="groups do not add up"):
         Table("t", cols, rows, groups=(2,))
 
@@ -161,10 +146,9 @@ def test_a_traceback_is_cut_on_the_terminal_only_and_ids_reach_the_page() -> Non
 
 def test_a_titled_grid_sits_under_its_title_on_every_renderer() -> None:
     doc = Document("d", (Grid((("host", HOSTILE), ("cores", "2")), title="CPU"),))
-    text, page, data = terminal_text(doc), document_html(doc), document_json(doc)
+    text, page = terminal_text(doc), document_html(doc)
     assert text.splitlines()[0].strip() == "CPU" and text.splitlines()[1].startswith(" host")
     assert '<table class="grid"><caption>CPU</caption>' in page and html.escape(HOSTILE) in page
-    assert data["blocks"][0]["title"] == "CPU" and data["blocks"][0]["rows"][0] == ["host", HOSTILE]
 
 
 def test_marked_letters_cell_styles_and_frames() -> None:
@@ -214,4 +198,3 @@ def test_a_line_goes_on_in_runs_of_their_own_style() -> None:
     assert terminal_text(doc).strip() == f"phases: d data  {HOSTILE}".strip()
     page = document_html(doc)
     assert f'<p>phases: <span class="yellow">d data  </span>{html.escape(HOSTILE)}</p>' in page
-    assert document_json(doc)["blocks"][0]["text"] == f"phases: d data  {HOSTILE}"

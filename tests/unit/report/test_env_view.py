@@ -6,11 +6,16 @@ import dataclasses
 import io
 
 import msgspec
+import pytest
 from rich.console import Console
 
 from scalescope.diagnose.env_checks import EnvWarning, check_environment
 from scalescope.launch.facts import collect_environment
-from scalescope.report.views.env import ENV_SCHEMA, env_json, render_env
+from scalescope.predict.catalogue import gpu_peaks
+from scalescope.report.media.terminal import render_document
+from scalescope.report.renderers import render
+from scalescope.report.subjects import EnvReport
+from scalescope.report.views.env import ENV_SCHEMA, env_json
 
 FACTS = {
     "software": {
@@ -68,9 +73,16 @@ FACTS = {
 }
 
 
+def _report(facts: dict, warnings: list[EnvWarning]) -> EnvReport:
+    """As `env` gathers it: the catalogue's peaks of each GPU beside the facts."""
+    gpus = (facts.get("hardware") or {}).get("gpus") or []
+    peaks = tuple(gpu_peaks(g.get("name")) for g in gpus)
+    return EnvReport(facts=facts, warnings=warnings, gpu_peaks=peaks)
+
+
 def _render(facts: dict, warnings: list[EnvWarning]) -> str:
     console = Console(file=io.StringIO(), width=140, color_system=None)
-    render_env(facts, warnings, console)
+    render_document(render(_report(facts, warnings), "terminal"), console)
     return console.file.getvalue()
 
 
@@ -125,7 +137,7 @@ def test_empty_facts_and_no_warnings_render():
 
 def test_json_round_trip():
     warnings = _warnings()
-    document = msgspec.json.decode(env_json(FACTS, warnings))
+    document = msgspec.json.decode(env_json(_report(FACTS, warnings)))
     assert document["schema"] == ENV_SCHEMA == "scalescope.env/1"
     assert list(document) == ["schema", "software", "hardware", "gpu_peaks", "threads", "warnings"]
     for key in ("software", "hardware", "threads"):
@@ -138,7 +150,10 @@ def test_live_environment_renders():
     environment = collect_environment()
     warnings = check_environment(**environment)
     assert "Software / build" in _render(environment, warnings)
-    assert msgspec.json.decode(env_json(environment, warnings))["threads"] == environment["threads"]
+    assert (
+        msgspec.json.decode(env_json(_report(environment, warnings)))["threads"]
+        == environment["threads"]
+    )
 
 
 def test_gpu_row_names_driver_sms_and_the_catalogue_peaks():
@@ -147,7 +162,7 @@ def test_gpu_row_names_driver_sms_and_the_catalogue_peaks():
     assert "570.86.15" in flat and "132" in flat
     # the H100 of the catalogue (predict/hardware/catalogue.toml): 67 fp32, 989.4 bf16 TFLOP/s
     assert "h100: fp32 67, tf32 494.7, bf16 989.4 TFLOP/s" in flat and "3350" in flat
-    (peaks,) = msgspec.json.decode(env_json(FACTS, []))["gpu_peaks"]
+    (peaks,) = msgspec.json.decode(env_json(_report(FACTS, [])))["gpu_peaks"]
     assert peaks["catalogue"] == "h100" and peaks["peak_tflops"]["fp32"] == 67.0
     assert peaks["memory_bw_gbps"] == 3350.0
 
@@ -155,4 +170,9 @@ def test_gpu_row_names_driver_sms_and_the_catalogue_peaks():
 def test_gpu_outside_the_catalogue_says_so():
     facts = {**FACTS, "hardware": {**FACTS["hardware"], "gpus": [{"index": 0, "name": "RTX 9999"}]}}
     assert "not in the catalogue" in " ".join(_render(facts, []).split())
-    assert msgspec.json.decode(env_json(facts, []))["gpu_peaks"] == [None]
+    assert msgspec.json.decode(env_json(_report(facts, [])))["gpu_peaks"] == [None]
+
+
+def test_a_report_without_the_peaks_of_its_gpus_is_refused():
+    with pytest.raises(ValueError, match=r"^EnvReport: 1 GPUs in the facts, 0 peaks$"):
+        EnvReport(facts=FACTS, warnings=[])

@@ -14,7 +14,6 @@ from scalescope.ingest import IngestResult
 from scalescope.ingest.kineto_gpu import GpuActivity
 from scalescope.ingest.result import HorovodPhase, HorovodWait
 from scalescope.report.media.html import document_html
-from scalescope.report.media.json import document_json
 from scalescope.report.views.gpu import gpu_document, render_gpu_activity
 from scalescope.report.views.horovod import (
     horovod_document,
@@ -47,9 +46,9 @@ def test_horovod_tables_and_source_on_every_renderer():
     assert "1,234.500" in shown and "4.00 MiB" in shown and "1.500" in shown and "75.0" in shown
     page = document_html(horovod_document(res)) + document_html(ingest_source_document(res))
     assert html.escape(HOSTILE) in page and "<b>x" not in page and "4.00 MiB" in page
-    blocks = document_json(horovod_document(res))["blocks"]
-    assert blocks[0]["values"][0] == [HOSTILE, 1234.5, 1000.25, 12.3456, 100]
-    assert blocks[-1]["values"][0][2] == 4 << 20
+    blocks = horovod_document(res).blocks
+    assert blocks[0].values[0] == (HOSTILE, 1234.5, 1000.25, 12.3456, 100)
+    assert blocks[-1].values[0][2] == 4 << 20
 
 
 def test_gpu_activity_only_with_device_events():
@@ -57,4 +56,4 @@ def test_gpu_activity_only_with_device_events():
     row = GpuActivity(0, 10, 5.0, 2, 1.5, 3, 0.5, 2048, 1, 0.1, 20.0, 6.0, 70.0)
     res = result(gpu=(row,))
     assert "2.00 KiB" in text(render_gpu_activity, res) and "70.0" in text(render_gpu_activity, res)
-    assert document_json(gpu_document(res))["blocks"][0]["values"][0][-1] == 70.0
+    assert gpu_document(res).blocks[0].values[0][-1] == 70.0

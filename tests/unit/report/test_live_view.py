@@ -162,9 +162,9 @@ def test_twenty_starting_ranks_are_shown_starting_with_their_stage() -> None:
     assert "starting: 12 in import (up to 40 s), 8 in init_process_group (up to 28 s)" in text
 
 
-def test_the_frame_is_a_document_the_page_and_json_say_too() -> None:
+def test_the_frame_is_a_document_the_page_says_too() -> None:
+    from scalescope.report.document import Line
     from scalescope.report.media.html import document_html
-    from scalescope.report.media.json import document_json
     from scalescope.report.views.live import live_document
 
     dead = RankLive(1, "died", 3, None, (), None, None, None, "<b>gone</b>")
@@ -175,7 +175,7 @@ def test_the_frame_is_a_document_the_page_and_json_say_too() -> None:
     page = document_html(doc)
     assert '<td class="bold red">DIED</td>' in page and "&lt;b&gt;gone" in page
     assert '<span class="yellow">dddddddddddd</span>' in page and "&lt;out&gt;" in page
-    lines = [b["text"] for b in document_json(doc)["blocks"] if b["kind"] == "line"]
+    lines = [b.text + "".join(r for r, _ in b.after) for b in doc.blocks if isinstance(b, Line)]
     assert "so far: no finding yet   straggler: rank 0 (data)" in lines
 
 

@@ -21,11 +21,9 @@ from scalescope.commands.project import store_projection  # noqa: E402
 from scalescope.events.files import PROJECTION_FILE  # noqa: E402
 from scalescope.predict.project import Projection, ProjectOptions, project_inputs  # noqa: E402
 from scalescope.predict.stored import decode_projection, stored_projection  # noqa: E402
-from scalescope.report.views.project import (  # noqa: E402
-    PROJECT_CHART_IDS,
-    projection_html,
-    projection_json,
-)
+from scalescope.report.media.terminal import render_document  # noqa: E402
+from scalescope.report.renderers import render  # noqa: E402
+from scalescope.report.views.project import PROJECT_CHART_IDS, projection_json  # noqa: E402
 from scalescope.report.views.project_section import (  # noqa: E402
     PROJECTION_CHART_ID,
     projection_chart,
@@ -109,7 +107,7 @@ def test_user_strings_in_the_stored_projection_are_escaped(tmp_path):
 
 def test_the_projection_page_draws_the_same_chart():
     p = projection(nodes=(1, 8, 128))
-    page = projection_html(p)
+    page = render(p, "html")
     fig = figure(page, PROJECT_CHART_IDS[0])
     projected = next(t for t in fig["data"] if t.get("name") == "projected")
     assert projected["y"] == pytest.approx([q.samples_per_s for q in p.points])
@@ -133,11 +131,9 @@ def test_an_unreadable_location_is_no_projection(tmp_path):
 def test_the_table_carries_the_band_to_throughput_and_epoch_time():
     from rich.console import Console
 
-    from scalescope.report.views.project import render_projection
-
     p = projection(nodes=(1,))
     console = Console(width=200, record=True, markup=False)
-    render_projection(p, console)
+    render_document(render(p, "terminal"), console)
     text = console.export_text()
     (q,) = p.points
     relative = q.band_ms / q.terms.step_ms

@@ -12,7 +12,7 @@ from rich.console import Console
 from test_html import dashboard_page
 
 from scalescope.events import RankMeta, load_run
-from scalescope.report.media.json import document_json
+from scalescope.report.document import Section, Table
 from scalescope.report.views.run import run_document
 from scalescope.report.views.run_terminal import render_terminal
 
@@ -52,14 +52,20 @@ def test_the_by_size_rows_are_the_same_cells_but_the_size(tmp_path):
     assert page_row[2] == str(2 * STEPS) and page_row[3] == f"{ALLREDUCE_MS * 1e3:,.1f}"
 
 
-def test_the_document_json_holds_the_numbers_behind_the_cells(tmp_path):
+def test_the_document_holds_the_numbers_behind_the_cells(tmp_path):
     analysis = build(tmp_path)
-    blocks = document_json(run_document(analysis))["blocks"]
-    sections = {b["title"]: b["blocks"] for b in blocks if b["kind"] == "section"}
+    blocks = run_document(analysis).blocks
+    sections = {b.title: b.blocks for b in blocks if isinstance(b, Section)}
     sizes = next(
-        b for b in sections["Collectives"] if b.get("title", "").startswith("Collectives by")
+        b
+        for b in sections["Collectives"]
+        if isinstance(b, Table) and b.title.startswith("Collectives by")
     )
-    assert sizes["values"][0][:3] == ["all_reduce", BUCKET, 2 * STEPS]
-    assert [c["unit"] for c in sizes["columns"][:2]] == ["", "B"]
-    phases = next(b for b in sections["Throughput and step time"] if "phases" in b.get("title", ""))
-    assert phases["groups"] == [7] * 4  # 5 phases, other and step, per rank
+    assert sizes.values[0][:3] == ("all_reduce", BUCKET, 2 * STEPS)
+    assert [c.unit for c in sizes.columns[:2]] == ["", "B"]
+    phases = next(
+        b
+        for b in sections["Throughput and step time"]
+        if isinstance(b, Table) and "phases" in b.title
+    )
+    assert phases.groups == (7,) * 4  # 5 phases, other and step, per rank

@@ -1,23 +1,17 @@
-"""Rendering of a suite result: one table (units, per-rank split, errors) and its JSON."""
+"""Rendering of a suite result: one table (units, per-rank split, errors); its JSON is the
+record's (tests/unit/events/test_suite_file.py)."""
 
 from __future__ import annotations
 
 import io
-import json
 
-import pytest
 from rich.console import Console
 
-from scalescope.analyze.rank_split import RankSplit
-from scalescope.analyze.suite import SuiteEntry, SuiteResult, with_efficiency
-from scalescope.report.views.suite import (
-    SUITE_SCHEMA,
-    SUITE_WIDTH,
-    load_suite,
-    render_suite,
-    suite_json,
-    write_suite_json,
-)
+from scalescope.analyze.suite import with_efficiency
+from scalescope.events.suite import RankSplit, SuiteEntry, SuiteResult
+from scalescope.report.media.terminal import render_document
+from scalescope.report.renderers import render
+from scalescope.report.views.suite import SUITE_WIDTH
 
 ERROR = "ValueError: bad [shape] x[0]"
 
@@ -43,7 +37,7 @@ def _result() -> SuiteResult:
 
 def _render(result: SuiteResult) -> str:
     console = Console(file=io.StringIO(), width=SUITE_WIDTH, color_system=None)
-    render_suite(result, console)
+    render_document(render(result, "terminal"), console)
     return console.file.getvalue()
 
 
@@ -64,29 +58,3 @@ def test_table_has_units_efficiency_one_line_per_rank_and_the_error():
     assert rows[3][0] == "svm" and rows[3][-1].startswith("failed: ValueError:")
     assert f"svm on 2 ranks failed: {ERROR} (s/svm-n2)" in text
     assert "Suite (quick sizes)" in text
-
-
-def test_json_has_schema_units_and_shares():
-    doc = json.loads(suite_json(_result()))
-    assert doc["schema"] == SUITE_SCHEMA and doc["quick"] is True
-    pca2 = doc["entries"][1]
-    assert pca2["throughput_unit"] == "rows/s" and pca2["efficiency"] == 0.75
-    assert pca2["per_rank"][1] == {
-        "rank": 1, "steps": 3, "window_s": 2.0, "collective_s": 0.5, "data_s": 0.1,
-        "collective_pct": 25.0, "data_pct": 5.0,
-    }  # fmt: skip
-    failed = doc["entries"][2]
-    assert failed["error"] == ERROR and failed["throughput"] is None
-    assert failed["efficiency"] is None
-
-
-def test_a_written_suite_loads_back_equal(tmp_path):
-    result = _result()
-    write_suite_json(result, tmp_path / "suite.json", tmp_path / "copy.json")
-    assert load_suite(tmp_path) == result
-    assert load_suite(tmp_path / "copy.json") == result
-
-
-def test_loading_a_directory_without_a_suite_names_it(tmp_path):
-    with pytest.raises(ValueError, match="no suite.json"):
-        load_suite(tmp_path)

@@ -11,14 +11,17 @@ import pytest
 from rich.console import Console
 from tune_results import confirm_run, tune_result
 
-from scalescope.report.views.tune import render_tune, render_tune_html, tune_json
+from scalescope.report.media.terminal import render_document
+from scalescope.report.renderers import render
+from scalescope.report.views.tune import tune_json
 
 EVIL = "[bold]<script>alert(1)</script>"
 
 
 def rendered(result) -> str:
     out = io.StringIO()
-    render_tune(result, Console(file=out, width=200, highlight=False, color_system=None))
+    console = Console(file=out, width=200, highlight=False, color_system=None)
+    render_document(render(result, "terminal"), console)
     return out.getvalue()
 
 
@@ -69,7 +72,7 @@ def test_a_gain_within_the_spread_is_not_recommended() -> None:
     doc = json.loads(tune_json(result))
     assert doc["best_trial"] == 2 and doc["recommended_trial"] is None
     assert doc["baseline_spread"] == 140.0 - 60.0
-    assert "no significant gain" in render_tune_html(result)
+    assert "no significant gain" in render(result, "html")
 
 
 def test_user_strings_print_verbatim() -> None:
@@ -118,7 +121,7 @@ def test_a_leader_short_of_runs_is_named_but_not_recommended() -> None:
 
 
 def test_html_escapes_user_strings() -> None:
-    page = render_tune_html(tune_result(EVIL))
+    page = render(tune_result(EVIL), "html")
     assert "<script>alert(1)" not in page.replace("<script>window", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert 'id="chart-trials"' in page and 'id="chart-knobs"' in page

@@ -10,7 +10,6 @@ from dataclasses import asdict, fields
 from typing import Any
 
 import plotly.graph_objects as go
-from rich.console import Console
 
 from scalescope.analyze.comm_bench import CommBenchmark, CommRow
 from scalescope.report.document import (
@@ -25,8 +24,6 @@ from scalescope.report.document import (
 )
 from scalescope.report.formatting import fmt, fmt_bytes
 from scalescope.report.media.charts import layout, plotly_text
-from scalescope.report.media.html import document_html
-from scalescope.report.media.terminal import render_document
 from scalescope.report.subjects import CommRun
 
 COMM_SCHEMA = "scalescope.comm/1"
@@ -218,14 +215,6 @@ def comm_document(bench: CommBenchmark) -> Document:
         )
         blocks.append(Section("Unavailable backends", lines))
     return Document(f"scalescope comm {bench.world_size} ranks", tuple(blocks))
-
-
-def render_comm(bench: CommBenchmark, console: Console) -> None:
-    render_document(comm_document(bench), console)
-
-
-def render_comm_html(bench: CommBenchmark) -> str:
-    return document_html(comm_document(bench))
 
 
 def comm_json(bench: CommBenchmark, run_dir: str) -> dict[str, Any]:

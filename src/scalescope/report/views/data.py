@@ -3,9 +3,8 @@ and bench (what it did)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -22,12 +21,7 @@ from rich.progress import (
 
 from scalescope.report.document import Column, Document, Line, Table
 from scalescope.report.formatting import fmt_bytes
-from scalescope.report.media.terminal import render_document
-
-if TYPE_CHECKING:  # the data tools import torch: a progress bar must not
-    from scalescope.bench.shard_manifest import Manifest
-    from scalescope.data.speed import Ratio, Speed
-    from scalescope.data.stage import StageResult
+from scalescope.report.subjects import LoaderSpeeds, PackedShards, StagedShards
 
 
 @contextmanager
@@ -69,7 +63,8 @@ def run_progress(console: Console, description: str, total: int) -> Iterator[Cal
         yield lambda: progress.advance(task)
 
 
-def pack_document(manifest: Manifest, out: str) -> Document:
+def pack_document(packed: PackedShards) -> Document:
+    manifest, out = packed.manifest, packed.out
     mean = manifest.nbytes / len(manifest.shards)
     line = Line(
         f"packed {manifest.images:,} images of {len(manifest.classes)} classes into "
@@ -79,11 +74,8 @@ def pack_document(manifest: Manifest, out: str) -> Document:
     return Document("scalescope data pack", (line,))
 
 
-def render_pack(manifest: Manifest, out: str, console: Console) -> None:
-    render_document(pack_document(manifest, out), console)
-
-
-def stage_document(result: StageResult, source: str) -> Document:
+def stage_document(staged: StagedShards) -> Document:
+    result, source = staged.result, staged.source
     where = "" if result.local_rank is None else (
         f"node {result.node_rank}, local rank {result.local_rank}: "
     )  # fmt: skip
@@ -97,20 +89,15 @@ def stage_document(result: StageResult, source: str) -> Document:
     return Document("scalescope data stage", (Line(where + text),))
 
 
-def render_stage(result: StageResult, source: str, console: Console) -> None:
-    render_document(stage_document(result, source), console)
-
-
 SPEED_COLUMNS = tuple(
     Column(name, align="left" if name in ("data", "kind") else "right")
     for name in ("data", "kind", "workers", "images/s (median)", "images/s per round")
 )
 
 
-def speed_document(
-    speeds: Sequence[Speed], ratios: Sequence[Ratio], cold: bool = False
-) -> Document:
+def speed_document(measured: LoaderSpeeds) -> Document:
     """Images/s of each path and worker count, then shards against folders."""
+    speeds, ratios, cold = measured.speeds, measured.ratios, measured.cold
     title = "Input pipeline speed (decode + training transforms" + (", cold)" if cold else ")")
     rows = tuple(
         (s.path, s.kind, str(s.workers), f"{s.median:.1f}",
@@ -131,9 +118,3 @@ def speed_document(
         for r in ratios
     )
     return Document("scalescope data bench", (table, *lines))
-
-
-def render_speed(
-    speeds: Sequence[Speed], ratios: Sequence[Ratio], console: Console, cold: bool = False
-) -> None:
-    render_document(speed_document(speeds, ratios, cold), console)

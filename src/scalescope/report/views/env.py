@@ -1,8 +1,8 @@
 """``scalescope env``: the environment facts and their warnings, for people and programs.
 
-``env_document`` holds the facts (software and build, CPU and memory, GPUs, threads and
-allocator) and the warnings, for the terminal (``render_env``) and any other renderer;
-``env_json`` encodes the same content in its own schema (docs/env.md).
+``env_document`` holds the facts (software and build, CPU and memory, GPUs with their
+catalogue peaks, threads and allocator) and the warnings, for the terminal and any other
+renderer; ``env_json`` encodes the same content in its own schema (docs/env.md).
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-from rich.console import Console
 
 from scalescope.diagnose.env_checks import EnvWarning
 from scalescope.report.document import Block, Column, Document, Grid, Line, Style, Table
 from scalescope.report.formatting import NA, fmt_bytes
-from scalescope.report.media.terminal import render_document
 from scalescope.report.subjects import EnvReport
 
 ENV_SCHEMA = "scalescope.env/1"
@@ -114,20 +112,6 @@ def _numa_table(hardware: dict[str, Any]) -> Table:
     return Table("NUMA nodes", NUMA_COLUMNS, rows)
 
 
-def gpu_peaks(name: str | None) -> dict[str, Any] | None:
-    """The catalogue's peak figures of the GPU model ``name`` is (docs/project.md), or None."""
-    from scalescope.predict.catalogue import match_gpu
-
-    hw = match_gpu(name or "")
-    if hw is None:
-        return None
-    return {
-        "catalogue": hw.key,
-        "peak_tflops": {p: flops / 1e12 for p, flops in hw.peak_flops.items()},
-        "memory_bw_gbps": hw.memory_bw_bytes_per_s / 1e9,
-    }
-
-
 def _peak_text(peaks: dict[str, Any] | None) -> str:
     if peaks is None:
         return "not in the catalogue"
@@ -142,7 +126,8 @@ GPU_COLUMNS = tuple(
 )
 
 
-def _gpu_table(hardware: dict[str, Any]) -> Table:
+def _gpu_table(report: EnvReport) -> Table:
+    gpus = (report.facts.get("hardware") or {}).get("gpus") or []
     rows = tuple(
         (
             _text(gpu.get("index")),
@@ -151,9 +136,9 @@ def _gpu_table(hardware: dict[str, Any]) -> Table:
             _text(gpu.get("compute_capability")),
             _text(gpu.get("sm_count")),
             _text(gpu.get("driver")),
-            _peak_text(gpu_peaks(gpu.get("name"))),
+            _peak_text(peaks),
         )
-        for gpu in hardware.get("gpus") or []
+        for gpu, peaks in zip(gpus, report.gpu_peaks, strict=True)
     )
     return Table("GPUs", GPU_COLUMNS, rows)
 
@@ -200,8 +185,9 @@ def _warnings_table(warnings: list[EnvWarning]) -> Table:
     )
 
 
-def env_document(facts: dict[str, Any], warnings: list[EnvWarning]) -> Document:
+def env_document(report: EnvReport) -> Document:
     """The facts of ``collect_environment()`` and the warnings found in them."""
+    facts, warnings = report.facts, report.warnings
     software = facts.get("software") or {}
     hardware = facts.get("hardware") or {}
     gap = Line("")
@@ -210,7 +196,7 @@ def env_document(facts: dict[str, Any], warnings: list[EnvWarning]) -> Document:
     if hardware.get("numa_nodes"):
         blocks.append(_numa_table(hardware))
     blocks.append(gap)
-    gpus = _gpu_table(hardware) if hardware.get("gpus") else None
+    gpus = _gpu_table(report) if hardware.get("gpus") else None
     blocks += [gpus or Line("GPUs: none visible to torch", style="bold"), gap]
     threads = facts.get("threads") or {}
     blocks += [_grid("Threads and allocator", _thread_rows(software, threads)), gap]
@@ -218,29 +204,15 @@ def env_document(facts: dict[str, Any], warnings: list[EnvWarning]) -> Document:
     return Document("scalescope env", tuple(blocks))
 
 
-def render_env(facts: dict[str, Any], warnings: list[EnvWarning], console: Console) -> None:
-    """Print the facts of ``collect_environment()`` and the warnings found in them."""
-    render_document(env_document(facts, warnings), console)
-
-
-def env_json(facts: dict[str, Any], warnings: list[EnvWarning]) -> bytes:
+def env_json(report: EnvReport) -> bytes:
     """The facts and warnings as JSON, schema version first."""
+    facts = report.facts
     document = {
         "schema": ENV_SCHEMA,
         "software": facts.get("software") or {},
         "hardware": facts.get("hardware") or {},
-        "gpu_peaks": [
-            gpu_peaks(g.get("name")) for g in (facts.get("hardware") or {}).get("gpus") or []
-        ],
+        "gpu_peaks": list(report.gpu_peaks),
         "threads": facts.get("threads") or {},
-        "warnings": msgspec.to_builtins(warnings),
+        "warnings": msgspec.to_builtins(report.warnings),
     }
     return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
-
-
-def env_report_document(report: EnvReport) -> Document:
-    return env_document(report.facts, report.warnings)
-
-
-def env_report_json(report: EnvReport) -> bytes:
-    return env_json(report.facts, report.warnings)

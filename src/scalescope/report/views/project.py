@@ -6,15 +6,12 @@ from dataclasses import asdict
 
 import msgspec
 import plotly.graph_objects as go
-from rich.console import Console
 
 from scalescope.predict.project import ProjectedPoint, Projection
 from scalescope.predict.stored import StoredProjection
 from scalescope.predict.validate import Validation
 from scalescope.report.document import Chart, Column, Document, Heading, Line, Table
 from scalescope.report.media.charts import layout
-from scalescope.report.media.html import document_html
-from scalescope.report.media.terminal import render_document
 from scalescope.report.views.project_section import TERM_COLORS, projection_chart
 
 PROJECT_CHART_IDS = ("chart-project-throughput", "chart-project-terms")
@@ -123,10 +120,6 @@ def projection_document(p: Projection) -> Document:
     )
 
 
-def render_projection(p: Projection, console: Console) -> None:
-    render_document(projection_document(p), console)
-
-
 def _point_json(q: ProjectedPoint) -> dict:
     doc = asdict(q)
     doc["terms"] = q.terms.as_dict()
@@ -198,10 +191,6 @@ def validation_document(v: Validation) -> Document:
     return Document(f"scalescope projection validation {v.study_dir}", (Line(head), table))
 
 
-def render_validation(v: Validation, console: Console) -> None:
-    render_document(validation_document(v), console)
-
-
 def validation_json(v: Validation) -> bytes:
     doc = {
         "schema": "scalescope.project-validation/1",
@@ -231,7 +220,3 @@ def terms_chart(p: Projection) -> Chart:
         fig.add_trace(go.Bar(x=labels, y=values, name=term, marker_color=color))
     layout(fig, barmode="stack", yaxis={"title": "ms per step"})
     return Chart(PROJECT_CHART_IDS[1], "Projected step time by term (ms)", fig)
-
-
-def projection_html(p: Projection) -> str:
-    return document_html(projection_document(p))

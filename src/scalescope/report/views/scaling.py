@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from rich.console import Console
 
 from scalescope.analyze.scaling import ScalingRow, ScalingTable
 from scalescope.report.document import Chart, Column, Document, Line, Style, Table
 from scalescope.report.formatting import fmt
 from scalescope.report.media.charts import PHASE_COLORS, layout
-from scalescope.report.media.html import document_html
-from scalescope.report.media.terminal import render_document
 
 SCALE_CHART_IDS = ("chart-scale-throughput", "chart-scale-breakdown")
 COLUMNS = (
@@ -113,10 +110,6 @@ def scaling_document(t: ScalingTable) -> Document:
     )
 
 
-def render_scaling(t: ScalingTable, console: Console) -> None:
-    render_document(scaling_document(t), console)
-
-
 def throughput_chart(t: ScalingTable) -> Chart:
     title = "Samples/s by ranks (dotted: perfect scaling)"
     ok = [r for r in t.rows if r.samples_per_s]
@@ -153,7 +146,3 @@ def breakdown_chart(t: ScalingTable) -> Chart:
     layout(fig, barmode="stack", xaxis={"title": {"text": "ranks"}, "type": "category"},
            yaxis={"title": {"text": "ms per step"}})  # fmt: skip
     return Chart(SCALE_CHART_IDS[1], title, fig)
-
-
-def render_scaling_html(t: ScalingTable) -> str:
-    return document_html(scaling_document(t))

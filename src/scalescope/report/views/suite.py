@@ -1,15 +1,11 @@
-"""A suite result as one document (the table, the failed runs' errors) on the terminal, and
-its JSON (``scalescope.suite/1``, documented in docs/suite.md)."""
+"""A suite result as one document (the table, the failed runs' errors) on the terminal; its
+JSON is its record's (events/suite.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import msgspec
 from rich.console import Console
 
-from scalescope.analyze.suite import SuiteEntry, SuiteResult
-from scalescope.events.files import SUITE_FILE
+from scalescope.events.suite import SuiteEntry, SuiteResult
 from scalescope.report.document import (
     Block,
     Column,
@@ -20,9 +16,7 @@ from scalescope.report.document import (
     Table,
 )
 from scalescope.report.formatting import NA, fmt, report_console
-from scalescope.report.media.terminal import render_document
 
-SUITE_SCHEMA = "scalescope.suite/1"
 SUITE_WIDTH = 150
 """Width of the table when stdout is not a terminal: 12 columns, errors in the last."""
 
@@ -118,53 +112,3 @@ def suite_document(result: SuiteResult) -> Document:
         blocks.append(Line("Interrupted: the workloads after the last row did not run."))
     blocks.append(Line(f"runs: scalescope report {result.suite_dir}/WORKLOAD-nRANKS"))
     return Document(f"scalescope suite {result.suite_dir}", tuple(blocks))
-
-
-def render_suite(result: SuiteResult, console: Console) -> None:
-    render_document(suite_document(result), console)
-
-
-def _entry_json(e: SuiteEntry) -> dict:
-    doc = msgspec.to_builtins(e)
-    doc["throughput_unit"] = f"{e.unit}/s" if e.unit else None
-    doc["per_rank"] = [
-        {**msgspec.to_builtins(r), "collective_pct": r.collective_pct, "data_pct": r.data_pct}
-        for r in e.per_rank
-    ]
-    return doc
-
-
-def suite_json(result: SuiteResult) -> bytes:
-    """The result as JSON with its schema version first; None fields become ``null``."""
-    body = msgspec.to_builtins(result)
-    body["entries"] = [_entry_json(e) for e in result.entries]
-    document = {"schema": SUITE_SCHEMA, **body}
-    return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
-
-
-def write_suite_json(result: SuiteResult, *paths: Path | None) -> list[Path]:
-    data = suite_json(result)
-    written = []
-    for path in paths:
-        if path is not None:
-            path.write_bytes(data)
-            written.append(path)
-    return written
-
-
-def load_suite(path: Path) -> SuiteResult:
-    """The result in suite directory ``path`` (its suite.json), or in the JSON file ``path``
-    (suite.json or a copy written by ``--json``); ValueError naming the file otherwise."""
-    file = path / SUITE_FILE if path.is_dir() else path
-    try:
-        body = msgspec.json.decode(file.read_bytes())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no {SUITE_FILE} (not a scalescope suite)") from None
-    except (OSError, msgspec.DecodeError) as exc:
-        raise ValueError(f"{file}: not a suite result ({exc})") from None
-    if not isinstance(body, dict) or body.get("schema") != SUITE_SCHEMA:
-        raise ValueError(f"{file}: not a suite result (no schema {SUITE_SCHEMA!r})")
-    try:
-        return msgspec.convert(body, SuiteResult)
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"{file}: malformed suite result ({exc})") from None

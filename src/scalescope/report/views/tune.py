@@ -17,8 +17,6 @@ from rich.text import Text
 
 from scalescope.report.document import Block, Chart, Column, Document, Line, Preformatted, Table
 from scalescope.report.media.charts import layout, plotly_text
-from scalescope.report.media.html import document_html
-from scalescope.report.media.terminal import render_document
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, knob_effects
 from scalescope.tune.space import Config, format_value
 
@@ -176,14 +174,6 @@ def tune_document(result: TuneResult) -> Document:
         f"scalescope tune {result.target}",
         (trials_table(result), *verdict(result), trials_chart(result), knobs_chart(result)),
     )
-
-
-def render_tune(result: TuneResult, console: Console) -> None:
-    render_document(tune_document(result), console)
-
-
-def render_tune_html(result: TuneResult) -> str:
-    return document_html(tune_document(result))
 
 
 def unconfirmed_text(result: TuneResult, leader: TrialRecord) -> str:
