@@ -81,6 +81,17 @@ def run_cli(tmp_path: Path):
     return run
 
 
+@pytest.fixture
+def cli_in_process(tmp_path: Path):
+    """``run_cli`` for inputs refused (or plans printed) before any rank starts: the CLI in
+    this process, in ``tmp_path``, without a new interpreter's ~1.5 s of imports."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return scalescope_in_process(*args, cwd=tmp_path)
+
+    return run
+
+
 def netns_unavailable(tools: tuple[str, ...] = ("ip",)) -> str | None:
     """Why two network namespaces cannot be made here, or None when they can."""
     for tool in tools:

@@ -36,15 +36,15 @@ def test_kineto_trace_report_with_html(run_cli, tmp_path):
     assert (tmp_path / "k.html").read_text().startswith("<!DOCTYPE html>")
 
 
-def test_not_a_trace_is_refused_in_one_line(run_cli, tmp_path):
+def test_not_a_trace_is_refused_in_one_line(cli_in_process, tmp_path):
     (tmp_path / "notes.json").write_text('{"hello": "world"}')
-    proc = run_cli("analyze", "notes.json")
+    proc = cli_in_process("analyze", "notes.json")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "error:" in proc.stderr
 
 
-def test_missing_path_is_refused(run_cli):
-    proc = run_cli("analyze", "no_such_trace.json")
+def test_missing_path_is_refused(cli_in_process):
+    proc = cli_in_process("analyze", "no_such_trace.json")
     assert proc.returncode == 2
     assert "no_such_trace.json" in proc.stderr

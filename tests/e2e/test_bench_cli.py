@@ -7,7 +7,7 @@ import json
 import pytest
 import torchvision
 
-from conftest import scalescope
+from conftest import scalescope, scalescope_in_process
 from scalescope.events import Kind, load_run
 
 STEPS, WARMUP, BATCH = 8, 2, 4
@@ -85,7 +85,7 @@ def test_report_with_itself_as_baseline_and_a_threshold(bench_run, tmp_path):
 
 def test_report_refuses_an_unknown_threshold(bench_run, tmp_path):
     _, run = bench_run
-    proc = scalescope("report", run.path, "-t", "speed=11", cwd=tmp_path)
+    proc = scalescope_in_process("report", run.path, "-t", "speed=11", cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "--threshold 'speed=11': expected NAME=VALUE with NAME one of" in proc.stderr
 
@@ -104,25 +104,25 @@ def test_no_probe_runs_the_same_workload_without_events(run_cli, tmp_path):
     assert "probe off" in report.stdout
 
 
-def test_unknown_model_lists_valid_ones(run_cli):
-    proc = run_cli("bench", "resnet1", "-n", "2")
+def test_unknown_model_lists_valid_ones(cli_in_process):
+    proc = cli_in_process("bench", "resnet1", "-n", "2")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "unknown model 'resnet1'" in proc.stderr and "resnet50" in proc.stderr
 
 
-def test_data_that_is_not_an_image_folder(run_cli, tmp_path):
+def test_data_that_is_not_an_image_folder(cli_in_process, tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("hello")
-    proc = run_cli("bench", "resnet18", "--data", str(tmp_path / "notes"))
+    proc = cli_in_process("bench", "resnet18", "--data", str(tmp_path / "notes"))
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "expected DIR/<class>/<image>" in proc.stderr
-    missing = run_cli("bench", "resnet18", "--data", str(tmp_path / "nope"))
+    missing = cli_in_process("bench", "resnet18", "--data", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "nope" in missing.stderr
 
 
-def test_unknown_bench_option(run_cli):
-    proc = run_cli("bench", "resnet18", "--bogus")
+def test_unknown_bench_option(cli_in_process):
+    proc = cli_in_process("bench", "resnet18", "--bogus")
     assert proc.returncode == 2
     assert "unknown option --bogus" in proc.stderr

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from test_hangs import HANG_TRAIN, assert_no_process_left, recorded_steps, start_job, wait_until
 
-from conftest import cli_env, scalescope
+from conftest import cli_env, scalescope, scalescope_in_process
 from scalescope.events import load_run
 from scalescope.events.live_state import read_live_states
 
@@ -131,7 +131,9 @@ def test_disk_full_keeps_what_was_written(tmpfs):
 
 def test_read_only_run_directory_is_one_line(tmpfs):
     where = tmpfs("size=1m,ro")
-    proc = scalescope("run", "-n", "2", "--run-dir", where / "run", HANG_TRAIN, cwd=where.parent)
+    proc = scalescope_in_process(
+        "run", "-n", "2", "--run-dir", where / "run", HANG_TRAIN, cwd=where.parent
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         f"error: cannot write the run directory {where / 'run'}: Read-only file system"

@@ -2,7 +2,8 @@
 rank 0 alone evaluating every K steps or saving a checkpoint), and of a Lightning Trainer:
 the diagnosis names the work, its period and its cost, never "slower cores" for extra work;
 only training samples count; a closure optimizer's phases never overlap. Structure, and
-counts against the scripts' own.
+counts against the scripts' own: whether the evaluation comes first and the Lightning rate
+against the script's own clock are timing, checked in `make bench`.
 
 A truly slower rank and a rank late every K steps (the same script, told apart by their
 timing alone) run in `make bench` (benchmarks/live/test_rank_only_timing.py); in CI the
@@ -25,6 +26,7 @@ GPT = SCRIPTS / "gpt_train.py"
 LIGHTNING = SCRIPTS / "lightning_train.py"
 STEPS, ACCUM, BATCH = 30, 2, 4
 CORES_WORDS = ("slower", "shared or slower", "homogeneous")
+LIGHTNING_ARGS = ("--steps", 60, "--val-every", 20)
 
 
 def run_and_report(tmp_path: Path, script: Path, *args: object) -> tuple[str, dict]:
@@ -42,22 +44,36 @@ def findings(doc: dict) -> list[dict]:
     return doc["diagnosis"]["findings"]
 
 
-def test_rank_0_evaluating_every_5_steps_is_named_with_its_period(tmp_path) -> None:
-    stdout, doc = run_and_report(
-        tmp_path, GPT, "--steps", STEPS, "--grad-accum", ACCUM, "--batch-size", BATCH,
-        "--eval-every", 5, "--eval-iters", 100,
-    )  # fmt: skip
-    first = findings(doc)[0]
-    assert first["code"] == "RANK_ONLY_EVAL" and first["rank"] == 0, findings(doc)
-    assert "at steps 5, 10, 15, 20, 25 (every 5 steps)" in first["summary"]
-    assert first["saved_ms_per_step"] > 0
-    text = json.dumps(findings(doc))
-    assert not any(words in text for words in CORES_WORDS), "extra work is not slow cores"
-    assert "STRAGGLER" not in {f["code"] for f in findings(doc)}
+EVAL_ARGS = ("--steps", STEPS, "--grad-accum", ACCUM, "--batch-size", BATCH, "--eval-every", 5,
+             "--eval-iters", 100)  # fmt: skip
+
+
+def evidence(finding: dict) -> dict:
+    return {e["name"]: e["value"] for e in finding["evidence"]}
+
+
+def check_rank_0_evaluation_is_named_with_its_period(stdout: str, doc: dict) -> dict:
+    """What the run records, whatever the machine's load: rank 0's five evaluations found as
+    rank-only work with their period, in the words of extra work (never cores), and only
+    training samples counted. The evaluation finding, which the caller may check further."""
+    found = [f for f in findings(doc) if f["code"] == "RANK_ONLY_EVAL"]
+    assert len(found) == 1 and found[0]["rank"] == 0, findings(doc)
+    assert "at steps 5, 10, 15, 20, 25 (every 5 steps)" in found[0]["summary"]
+    assert evidence(found[0])["occurrences"] == 5
+    assert evidence(found[0])["done by"] == "rank 0"
+    assert not any(words in json.dumps(found) for words in CORES_WORDS), "extra work, not cores"
     clock = own_clock(stdout)
     for rank in (0, 1):  # the measured steps 1-29 hold only training samples
         samples = [r["samples"] for r in doc["steps"]["ranks"] if r["rank"] == rank][0]
         assert samples == clock[rank][0] == (STEPS - 1) * ACCUM * BATCH
+    return found[0]
+
+
+def test_rank_0_evaluating_every_5_steps_is_named_with_its_period(tmp_path) -> None:
+    """Structure only: whether the evaluation comes first, before communication latency, and
+    no rank is named a straggler is timing (at load average 8 latency came first), checked in
+    ``make bench`` (benchmarks/live/test_rank_only_timing.py)."""
+    check_rank_0_evaluation_is_named_with_its_period(*run_and_report(tmp_path, GPT, *EVAL_ARGS))
 
 
 def test_a_rank_0_checkpoint_is_named_with_its_bytes(tmp_path) -> None:
@@ -94,12 +110,20 @@ def phase_overlap_ns(run_dir: Path) -> tuple[float, float]:
     not __import__("importlib").util.find_spec("pytorch_lightning"),
     reason="pytorch-lightning is a dev dependency",
 )
-def test_lightning_phases_samples_and_rate_hold(tmp_path) -> None:
-    stdout, doc = run_and_report(tmp_path, LIGHTNING, "--steps", 60, "--val-every", 20)
-    worst_sum, worst_overlap = phase_overlap_ns(tmp_path / "run")
+def test_lightning_phases_and_samples_hold(tmp_path) -> None:
+    """Structure only: the rate against the script's own clock (within 5 %) is timing (at load
+    average 8 it read 479 samples/s against 918), checked in ``make bench``
+    (benchmarks/live/test_rank_only_timing.py)."""
+    check_lightning_phases_and_samples(*run_and_report(tmp_path, LIGHTNING, *LIGHTNING_ARGS),
+                                       tmp_path / "run")  # fmt: skip
+
+
+def check_lightning_phases_and_samples(stdout: str, doc: dict, run_dir: Path) -> None:
+    worst_sum, worst_overlap = phase_overlap_ns(run_dir)
     assert worst_sum <= 0 and worst_overlap <= 0, "a step's phases add to at most the step"
     clock = own_clock(stdout)
+    assert sorted(clock) == [0, 1], stdout[-2000:]
     for rank in (0, 1):
         rank_doc = [r for r in doc["steps"]["ranks"] if r["rank"] == rank][0]
-        assert rank_doc["samples"] == clock[rank][0], "validation batches are not training"
-        assert rank_doc["samples_per_s"] == pytest.approx(clock[rank][1], rel=0.05)
+        assert rank_doc["samples"] == clock[rank][0] > 0, "validation batches are not training"
+        assert rank_doc["samples_per_s"] > 0

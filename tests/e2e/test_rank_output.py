@@ -55,8 +55,10 @@ def test_ranks_output_shows_rank_0_and_keeps_all(tmp_path: Path) -> None:
 
 
 def test_ranks_output_beyond_the_world_is_refused(tmp_path: Path) -> None:
-    proc = scalescope("run", "-n", "2", "--ranks-output", "5", "--run-dir", tmp_path / "r",
-                      chatty(tmp_path), cwd=tmp_path)  # fmt: skip
+    proc = scalescope_in_process(
+        "run", "-n", "2", "--ranks-output", "5", "--run-dir", tmp_path / "r", chatty(tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: --ranks-output 5: the run has ranks 0..1"
     assert not (tmp_path / "r").exists()

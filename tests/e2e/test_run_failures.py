@@ -37,21 +37,21 @@ def _steps(run, rank: int) -> list[int]:
     return ev.step[(ev.rank == rank) & (ev.kind == Kind.STEP)].tolist()
 
 
-def test_missing_script(run_cli):
-    proc = run_cli("run", "-n", "2", "no_such_script.py")
+def test_missing_script(cli_in_process):
+    proc = cli_in_process("run", "-n", "2", "no_such_script.py")
     assert proc.returncode == 2
     assert "script not found: no_such_script.py" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_missing_module(run_cli):
-    proc = run_cli("run", "-n", "2", "-m", "no_such_module_xyz")
+def test_missing_module(cli_in_process):
+    proc = cli_in_process("run", "-n", "2", "-m", "no_such_module_xyz")
     assert proc.returncode == 2
     assert "no module named 'no_such_module_xyz'" in proc.stderr
 
 
-def test_unknown_option(run_cli):
-    proc = run_cli("run", "--bogus", str(DDP_TRAIN))
+def test_unknown_option(cli_in_process):
+    proc = cli_in_process("run", "--bogus", str(DDP_TRAIN))
     assert proc.returncode == 2
     assert "unknown option --bogus" in proc.stderr
 
@@ -68,16 +68,16 @@ def test_hang_options_without_the_probe_are_refused(tmp_path):
     assert not (tmp_path / "scalescope_runs").exists()
 
 
-def test_bad_nproc(run_cli):
-    proc = run_cli("run", "-n", "0", str(DDP_TRAIN))
+def test_bad_nproc(cli_in_process):
+    proc = cli_in_process("run", "-n", "0", str(DDP_TRAIN))
     assert proc.returncode == 2
     assert "nproc-per-node" in proc.stderr
 
 
-def test_existing_run_dir_is_not_overwritten(run_cli, tmp_path):
+def test_existing_run_dir_is_not_overwritten(cli_in_process, tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("{}")
-    proc = run_cli("run", "--run-dir", "run", str(DDP_TRAIN))
+    proc = cli_in_process("run", "--run-dir", "run", str(DDP_TRAIN))
     assert proc.returncode == 2
     assert "already holds a run" in proc.stderr
     assert (tmp_path / "run" / "run.json").read_text() == "{}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DDP_TRAIN, scalescope
+from conftest import DDP_TRAIN, scalescope, scalescope_in_process
 from scalescope.events import Kind, load_run
 from scalescope.report.media.page import plotly_payload
 
@@ -210,7 +210,7 @@ def test_report_with_a_truncated_rank_file(damaged_copy, tmp_path):
 
 
 def test_report_of_a_directory_that_is_not_a_run(tmp_path):
-    proc = scalescope("report", tmp_path, cwd=tmp_path)
+    proc = scalescope_in_process("report", tmp_path, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith("is not a scalescope run directory (no run.json)")
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -247,7 +247,7 @@ def test_report_writes_dashboard_and_timeline(recorded, tmp_path):
 
 def test_baseline_of_a_script_run_is_refused(recorded, tmp_path):
     run, _ = recorded
-    proc = scalescope("report", run.path, "--baseline", run.path, cwd=tmp_path)
+    proc = scalescope_in_process("report", run.path, "--baseline", run.path, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         f"error: --baseline {run.path}: its FLOP/s cannot be judged: model FLOPs are "

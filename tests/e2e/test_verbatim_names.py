@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DDP_TRAIN, scalescope
+from conftest import DDP_TRAIN, scalescope, scalescope_in_process
 
 SCRIPT = "s[x][/]t.py"
 """A folder ``s[x][`` holding ``]t.py``: ``/`` cannot be part of one file name."""
@@ -46,12 +46,14 @@ def test_report_prints_the_names_exactly(recorded):
 
 def test_errors_print_the_names_exactly(recorded):
     cwd, _ = recorded
-    proc = scalescope("report", "missing[x][/]d", cwd=cwd)
+    proc = scalescope_in_process("report", "missing[x][/]d", cwd=cwd)
     assert proc.returncode == 2
     assert proc.stderr == (
         "error: missing[x][/]d is not a scalescope run directory (no run.json)\n"
     )
-    proc = scalescope("run", "-n", "2", "--run-dir", RUN_DIR, SCRIPT, "--steps", "2", cwd=cwd)
+    proc = scalescope_in_process(
+        "run", "-n", "2", "--run-dir", RUN_DIR, SCRIPT, "--steps", "2", cwd=cwd
+    )
     assert proc.returncode == 2
     assert proc.stderr == (
         f"error: run directory {RUN_DIR} already holds a run; choose another --run-dir\n"
