@@ -83,7 +83,7 @@ def test_dashboard_page_has_the_scaling_charts(study):
 
 def test_breakdown_per_size_from_each_runs_analysis(study):
     _, tmp = study
-    from scalescope.commands.report import study_table
+    from scalescope.api.reporting import study_table
 
     table = study_table(tmp / "study", load_study(tmp / "study"))
     one, two, three = table.rows
