@@ -1,6 +1,7 @@
 """`scalescope run -n 8 --oversubscribe` of a real DDP script on a small machine: every rank
 records its run-queue wait, and the diagnosis names the oversubscription first, measured by
-that wait, not the communication the time-slicing shows as."""
+that wait, not the communication the time-slicing shows as, and a rank that sleeps among
+the time-sliced ranks is still named. One run serves all three tests."""
 
 from __future__ import annotations
 
@@ -18,13 +19,20 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+SLEEPER, SLEEP_S = 5, 0.05
+
+
 @pytest.fixture(scope="module")
 def oversubscribed(tmp_path_factory):
+    """One oversubscribed run serves every test here: 8 ranks time-sliced on the machine's
+    cores, and rank 5 sleeping 50 ms per step (the straggler the last test looks for; 8 ranks,
+    since the rule needs them to tell a sleeper from the time-slicing)."""
     tmp = tmp_path_factory.mktemp("oversubscribed")
     _proc, doc = run_then_report(
-        RANKS, "--oversubscribe", DDP_TRAIN, "--steps", 6, cwd=tmp, timeout=180
-    )
-    return load_run(tmp / "run"), doc["diagnosis"]
+        RANKS, "--oversubscribe", DDP_TRAIN, "--steps", 12, "--sleep-rank", SLEEPER,
+        "--sleep-s", SLEEP_S, cwd=tmp, timeout=180,
+    )  # fmt: skip
+    return load_run(tmp / "run"), doc
 
 
 def test_every_rank_records_its_run_queue_wait(oversubscribed):
@@ -37,7 +45,8 @@ def test_every_rank_records_its_run_queue_wait(oversubscribed):
 
 
 def test_the_oversubscription_is_the_first_finding_measured_by_the_wait(oversubscribed):
-    run, diagnosis = oversubscribed
+    run, doc = oversubscribed
+    diagnosis = doc["diagnosis"]
     first = diagnosis["findings"][0]
     assert first["code"] == "OVERSUBSCRIBED", [f["code"] for f in diagnosis["findings"]]
     assert first["basis"].startswith("measured: run-queue wait")
@@ -50,25 +59,13 @@ def test_the_oversubscription_is_the_first_finding_measured_by_the_wait(oversubs
     assert all(f["level"] == "info" for f in comm), "time-slicing, not a communication warning"
 
 
-SLEEPER, SLEEP_S = 5, 0.05
-
-
-@pytest.fixture(scope="module")
-def with_sleeper(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("sleeper")
-    _proc, doc = run_then_report(
-        RANKS, "--oversubscribe", DDP_TRAIN, "--steps", 12, "--sleep-rank", SLEEPER,
-        "--sleep-s", SLEEP_S, cwd=tmp, timeout=180,
-    )  # fmt: skip
-    return doc
-
-
-def test_a_sleeper_among_time_sliced_ranks_is_still_named(with_sleeper):
+def test_a_sleeper_among_time_sliced_ranks_is_still_named(oversubscribed):
     """Its delay is larger than the scheduling noise: the straggler is named, and stays a
     warning, since its own CPU facts clear the shared cores (it sleeps, it is not slowed)."""
-    findings = with_sleeper["diagnosis"]["findings"]
+    _, doc = oversubscribed
+    findings = doc["diagnosis"]["findings"]
     assert findings[0]["code"] == "OVERSUBSCRIBED", [f["code"] for f in findings]
     straggler = next(f for f in findings if f["code"] == "STRAGGLER")
     assert straggler["rank"] == SLEEPER and straggler["level"] == "warning"
-    assert with_sleeper["cross_rank"]["straggler"]["rank"] == SLEEPER
+    assert doc["cross_rank"]["straggler"]["rank"] == SLEEPER
     assert "it does more there or waits there" in straggler["remedies"][0]
