@@ -55,3 +55,14 @@ def test_efficiency_linear_and_sublinear():
 
 def test_efficiency_without_a_base_is_none():
     assert scaling_efficiency(2, 100.0, 1, 0.0) is None
+
+
+def test_a_failed_size_that_measured_steps_draws_without_a_perfect_line():
+    """The only size crashed after some steps: its rate is drawn, with no base to scale."""
+    crashed = ScalePoint(ranks=2, status="failed", error="rank 1 raised", samples_per_s=50.0,
+                         step_ms=40.0, run_dir="ranks-2")  # fmt: skip
+    t = scaling_table(study(crashed), {})
+    assert t.base_ranks is None
+    page = render(t, "html")
+    assert "rank 1 raised" in page and '"name":"measured"' in page
+    assert '"name":"perfect"' not in page

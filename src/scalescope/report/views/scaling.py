@@ -115,16 +115,14 @@ def throughput_chart(t: ScalingTable) -> Chart:
     ok = [r for r in t.rows if r.samples_per_s]
     if not ok:
         return Chart(SCALE_CHART_IDS[0], title, None, "No size succeeded.")
-    base = next(r for r in ok if r.ranks == t.base_ranks)
-    fig = go.Figure(
-        [
-            go.Scatter(x=[r.ranks for r in ok], y=[r.samples_per_s for r in ok],
-                       name="measured", mode="lines+markers"),
-            go.Scatter(x=[r.ranks for r in ok],
-                       y=[base.samples_per_s * r.ranks / base.ranks for r in ok],
-                       name="perfect", mode="lines", line={"dash": "dot"}),
-        ]
-    )  # fmt: skip
+    traces = [go.Scatter(x=[r.ranks for r in ok], y=[r.samples_per_s for r in ok],
+                         name="measured", mode="lines+markers")]  # fmt: skip
+    base = next((r for r in ok if r.ranks == t.base_ranks), None)
+    if base is not None:  # no perfect line without a base size that completed
+        traces.append(go.Scatter(x=[r.ranks for r in ok],
+                                 y=[base.samples_per_s * r.ranks / base.ranks for r in ok],
+                                 name="perfect", mode="lines", line={"dash": "dot"}))  # fmt: skip
+    fig = go.Figure(traces)
     layout(fig, xaxis={"title": {"text": "ranks"}}, yaxis={"title": {"text": "samples/s"}})
     return Chart(SCALE_CHART_IDS[0], title, fig)
 
