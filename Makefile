@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(DEV_TORCH)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/notebook 'pandas>=2.0'
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/notebook 'pandas>=2.0' python-dateutil six tzdata
 	touch $(STAMP)
 
 # The probe's C++ collective hooks, compiled once per torch (about a minute; without a
