@@ -39,8 +39,9 @@ def run_report(
     diagnosis: Diagnosis | None = None,
     files: ReportFiles = ReportFiles(),
 ) -> RunReport:
-    """What the report's renderers draw, gathered once: the clock offsets, the dashboard's
-    rank-step grid (only with ``files.html``) and the stored projection beside the analysis."""
+    """What the report's renderers draw, gathered once: the clock offsets (only for a timeline:
+    the dashboard's or ``files.timeline``), the dashboard's rank-step grid (only with
+    ``files.html``) and the stored projection beside the analysis."""
     from scalescope.analyze.clocks import align_clocks, clock_offsets
     from scalescope.predict.stored import stored_projection
     from scalescope.report.media.timeline import default_steps
@@ -53,11 +54,13 @@ def run_report(
     steps = None
     if files.steps is not None:
         steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
+    drawn = files.html is not None or files.timeline is not None
+    offsets = clock_offsets(align_clocks(run)) if drawn else {}
     return RunReport(
         analysis=analysis,
         run=run,
         diagnosis=diagnosis,
-        offsets_ns=clock_offsets(align_clocks(run)),
+        offsets_ns=offsets,
         grid=grid,
         projection=stored_projection(run.path) if files.html is not None else None,
         steps=steps,
