@@ -39,6 +39,9 @@ ACCURACY = "accuracy"
 ACCURACY_DIR = HERE / ACCURACY
 LIVE_DIR = HERE / "live"
 """Live plumbing too heavy for CI (the 32-rank run): run with the accuracy tests."""
+HEAVY = "heavy"
+"""The tests of tests/ marked ``heavy``: live runs CI leaves out for its time budget
+(docs/testing.md lists each and what covers it in CI). They run after the accuracy tests."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ BENCHES = (
     bench("rank_only_work", "accuracy/rank_only_work.py", "--repeats 3", 2.0),
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
+HEAVY_MINUTES = 25.0
 
 
 # --- machine -------------------------------------------------------------------------------
@@ -292,20 +296,23 @@ def parse_junit(xml: Path, root: Path = ROOT) -> list[CaseRow]:
 
 def run_accuracy(
     directory: Path | Sequence[Path], work: Path, timeout_s: float,
-    tick: Callable[[float], None] | None = None,
+    tick: Callable[[float], None] | None = None, marker: str = "",
 ) -> tuple[Outcome, list[CaseRow]]:  # fmt: skip
     """One pytest run of ``directory`` (or of several: benchmarks/accuracy and
-    benchmarks/live share the conftest of benchmarks/)."""
-    xml, results_file, log = work / "accuracy.xml", work / "accuracy.jsonl", work / "accuracy.log"
+    benchmarks/live share the conftest of benchmarks/); with ``marker``, of its tests so
+    marked only (tests/ has its own conftest: a run of its own)."""
+    name = marker or ACCURACY
+    xml, results_file, log = (work / f"{name}.{ext}" for ext in ("xml", "jsonl", "log"))
     xml.unlink(missing_ok=True)
     results_file.unlink(missing_ok=True)
     folders = [directory] if isinstance(directory, Path) else list(directory)
     where = " ".join(str(d.relative_to(ROOT) if d.is_relative_to(ROOT) else d) for d in folders)
+    where += f" -m {marker}" if marker else ""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *where.split(),
                f"--junitxml={xml}"]  # fmt: skip
     rc, seconds = run_logged(command, log, bench_env(results_file), timeout_s, tick)
     shown = f"pytest -q -p no:cacheprovider {where}"
-    outcome = Outcome(ACCURACY, shown, seconds, read_results(results_file, ACCURACY))
+    outcome = Outcome(name, shown, seconds, read_results(results_file, ACCURACY))
     tests = parse_junit(xml) if xml.exists() else []
     outcome.summary = tally_cases(tests)
     if rc is None:
@@ -483,6 +490,7 @@ def print_list() -> None:
         print(f"{b.name:26s} ~{b.minutes:4.1f} min  {display_command(b)}{mark}")
     print(f"{ACCURACY:26s} ~{ACCURACY_MINUTES:4.1f} min  pytest benchmarks/accuracy "
           f"benchmarks/live (when they have tests)")  # fmt: skip
+    print(f"{'':26s} ~{HEAVY_MINUTES:4.1f} min  pytest tests -m heavy (with the accuracy tests)")
 
 
 class Progress:
@@ -543,8 +551,9 @@ def main(argv: list[str] | None = None) -> None:
     accuracy = wanted and bool(test_dirs)
     work = args.logs or Path(tempfile.mkdtemp(prefix="scalescope-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    total_min = sum(b.minutes for b in benches) + (ACCURACY_MINUTES if accuracy else 0)
-    progress = Progress(len(benches) + accuracy, total_min)
+    total_min = sum(b.minutes for b in benches)
+    total_min += (ACCURACY_MINUTES + HEAVY_MINUTES) if accuracy else 0
+    progress = Progress(len(benches) + 2 * accuracy, total_min)
     print(f"{len(benches)} benchmark(s){' + accuracy tests' if accuracy else ''}, "
           f"about {total_min:.0f} min; logs in {work}", flush=True)  # fmt: skip
     started, t0, load = datetime.now(timezone.utc), time.monotonic(), os.getloadavg()[0]
@@ -562,6 +571,13 @@ def main(argv: list[str] | None = None) -> None:
             test_dirs, work, args.accuracy_timeout, progress.tick(ACCURACY)
         )
         progress.finish(report.accuracy)
+        progress.start(HEAVY, HEAVY_MINUTES, "pytest tests -m heavy")
+        heavy, tests = run_accuracy(
+            ROOT / "tests", work, args.accuracy_timeout, progress.tick(HEAVY), marker=HEAVY
+        )
+        report.tests += tests
+        report.runs.append(heavy)
+        progress.finish(heavy)
     elif not wanted:
         report.accuracy_note = "not chosen with --only"
     report.seconds = time.monotonic() - t0

@@ -90,6 +90,7 @@ def test_report_refuses_an_unknown_threshold(bench_run, tmp_path):
     assert "--threshold 'speed=11': expected NAME=VALUE with NAME one of" in proc.stderr
 
 
+@pytest.mark.heavy
 def test_no_probe_runs_the_same_workload_without_events(run_cli, tmp_path):
     proc = run_cli(
         "bench", "resnet18", "-n", "2", "--batch-size", "2", "--image-size", "32",

@@ -26,11 +26,13 @@ def lars_run(tmp_path_factory):
     return proc, json.loads((tmp / "run" / "bench.json").read_text())
 
 
+@pytest.mark.heavy
 def test_global_batch_is_split_over_the_ranks(lars_run):
     _, bench = lars_run
     assert (bench["batch_size"], bench["global_batch_size"]) == (4, 8)
 
 
+@pytest.mark.heavy
 def test_the_lars_recipe_sets_optimizer_rate_warmup_and_smoothing(lars_run):
     proc, bench = lars_run
     options = bench["options"]

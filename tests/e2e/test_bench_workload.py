@@ -63,6 +63,7 @@ def check_bench(run_dir: Path, stdout: str, steps: int, warmup: int, global_batc
     return bench
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(120)
 def test_synthetic_two_ranks(tmp_path: Path) -> None:
     proc = run_workload(
@@ -78,6 +79,7 @@ def test_synthetic_two_ranks(tmp_path: Path) -> None:
     assert steps_shown == [1, 2, 4]
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(120)
 def test_image_folder_two_ranks(tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -97,6 +99,7 @@ def test_image_folder_two_ranks(tmp_path: Path) -> None:
     assert bench["options"]["workers"] == 2
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(120)
 def test_bf16_channels_last_two_ranks(tmp_path: Path) -> None:
     proc = run_workload(

@@ -38,6 +38,7 @@ def comm_run(tmp, n: int, ops: str, sizes: str):
     return proc, json.loads((out / "comm.json").read_text()), out
 
 
+@pytest.mark.heavy
 def test_by_default_the_calls_are_timed_without_the_probe(tmp_path):
     """nccl-tests' way: the engine's own calls; the run directory keeps the raw record only."""
     proc = scalescope(
@@ -81,7 +82,11 @@ def test_unavailable_backends_are_listed_not_errors(two_ranks):
     assert "unavailable mpi" in proc.stdout
 
 
-@pytest.mark.parametrize("fixture", ["two_ranks", "three_ranks"])
+COMM_RUNS = ["two_ranks", pytest.param("three_ranks", marks=pytest.mark.heavy)]
+"""The 3-rank run (23 s of CPU) checks an odd world's factors in `make bench`."""
+
+
+@pytest.mark.parametrize("fixture", COMM_RUNS)
 def test_columns_recomputed_from_the_ranks_raw_times(fixture, request):
     _, doc, out = request.getfixturevalue(fixture)
     n = doc["world_size"]
@@ -101,20 +106,20 @@ def test_columns_recomputed_from_the_ranks_raw_times(fixture, request):
             assert r["count"] % n == 0
 
 
-def test_allreduce_bytes_on_the_wire_match_the_probes_count(request):
-    for fixture in ("two_ranks", "three_ranks"):
-        _, doc, out = request.getfixturevalue(fixture)
-        n = doc["world_size"]
-        run = load_run(out / "run")
-        ev = run.events
-        coll = ev.select((ev.kind == Kind.COLLECTIVE) & ev.where("name", "all_reduce"))
-        sizes = [r["nbytes"] for r in doc["results"] if r["op"] == "all_reduce"]
-        for rank in range(n):
-            mine = sorted(coll.nbytes[coll.rank == rank].tolist())
-            assert mine == sorted(s for s in sizes for _ in range(ITERS + WARMUP))
-        for r in (r for r in doc["results"] if r["op"] == "all_reduce"):
-            wire = r["busbw_gbps"] * 1e9 * r["time_avg_us"] / 1e6  # bytes per rank per call
-            assert wire == pytest.approx(r["nbytes"] * 2 * (n - 1) / n)  # sizes = the probe's
+@pytest.mark.parametrize("fixture", COMM_RUNS)
+def test_allreduce_bytes_on_the_wire_match_the_probes_count(fixture, request):
+    _, doc, out = request.getfixturevalue(fixture)
+    n = doc["world_size"]
+    run = load_run(out / "run")
+    ev = run.events
+    coll = ev.select((ev.kind == Kind.COLLECTIVE) & ev.where("name", "all_reduce"))
+    sizes = [r["nbytes"] for r in doc["results"] if r["op"] == "all_reduce"]
+    for rank in range(n):
+        mine = sorted(coll.nbytes[coll.rank == rank].tolist())
+        assert mine == sorted(s for s in sizes for _ in range(ITERS + WARMUP))
+    for r in (r for r in doc["results"] if r["op"] == "all_reduce"):
+        wire = r["busbw_gbps"] * 1e9 * r["time_avg_us"] / 1e6  # bytes per rank per call
+        assert wire == pytest.approx(r["nbytes"] * 2 * (n - 1) / n)  # sizes = the probe's
 
 
 def test_alpha_beta_fits_load_for_project(two_ranks):

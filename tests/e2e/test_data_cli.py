@@ -90,6 +90,7 @@ def test_data_bench_compares_folder_and_shards(data):
         )
 
 
+@pytest.mark.heavy
 def test_bench_trains_on_shards(data):
     tmp, _, shards, _ = data
     proc = scalescope(

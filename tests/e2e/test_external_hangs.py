@@ -66,6 +66,7 @@ def srun_tasks(tmp_path: Path, job: str, env: dict[str, str] | None = None) -> l
     ]
 
 
+@pytest.mark.heavy
 @no_mpirun
 def test_mpirun_hang_is_named_live_through_the_store(tmp_path):
     """Rank 1 sleeps in host work; task 0's scalescope sees it through the store, gets both
@@ -87,6 +88,7 @@ def test_mpirun_hang_is_named_live_through_the_store(tmp_path):
     assert gone([r["pid"] for r in hang["ranks"]])
 
 
+@pytest.mark.heavy
 @no_mpirun
 def test_sigterm_to_mpirun_ends_every_rank_and_keeps_their_events(tmp_path):
     script = Path(sys.executable).with_name("scalescope")
@@ -114,6 +116,7 @@ def test_sigterm_to_mpirun_ends_every_rank_and_keeps_their_events(tmp_path):
     assert doc["diagnosis"]["findings"][0]["code"] == "HANG"
 
 
+@pytest.mark.heavy
 def test_srun_task_whose_rank_blocks_in_cpp_is_ended_after_its_grace(tmp_path):
     """Two tasks as srun starts them. Rank 0 blocks in a gloo all_reduce (C++, where its
     SIGTERM handler never runs) while rank 1 sleeps; SIGTERM to task 0 only: the rank's
@@ -141,6 +144,7 @@ def test_srun_task_whose_rank_blocks_in_cpp_is_ended_after_its_grace(tmp_path):
                 p.communicate(timeout=30)
 
 
+@pytest.mark.heavy
 def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
     """Two nodes (network namespaces) of 2 ranks each, each node with its own run directory,
     so no file is shared. Rank 3, on node 1, stops in host work; node 0's launcher names it

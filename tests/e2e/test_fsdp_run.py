@@ -71,6 +71,7 @@ def test_the_report_shows_the_units_and_no_replica_advice(fsdp_run) -> None:
     assert "DistributedDataParallel(model)" not in proc.stdout
 
 
+@pytest.mark.heavy
 def test_bench_fsdp_shards_each_block_instead_of_ddp(tmp_path) -> None:
     proc = scalescope(
         "bench", "resnet18", "--fsdp", "-n", "2", "--steps", "3", "--warmup-steps", "1",
@@ -88,6 +89,7 @@ def test_bench_fsdp_shards_each_block_instead_of_ddp(tmp_path) -> None:
     assert json.loads((tmp_path / "run" / "bench.json").read_text())["options"]["fsdp"] is True
 
 
+@pytest.mark.heavy
 def test_without_group_hooks_the_wrappers_see_fsdp_dtensor_and_functional_ops(tmp_path) -> None:
     """What a torch without process-group hooks records (torch 2.11 on the first GPU machine):
     the dist.* wrappers see FSDP's collectives, the functional-op wrappers DTensor's all-gather
@@ -121,6 +123,7 @@ def test_without_group_hooks_the_wrappers_see_fsdp_dtensor_and_functional_ops(tm
         assert (coll.dur_ns > 0).all(), "every call completed, the functional ones at their wait"
 
 
+@pytest.mark.heavy
 def test_tunes_reshard_knob_reaches_an_unmodified_script(tmp_path) -> None:
     """`tune`'s reshard_after_forward=false, as a trial sets it: the script asks for
     resharding, the probe's fully_shard gives False, so each unit is gathered once a step."""
@@ -167,6 +170,7 @@ def collective_rows(run_dir) -> Counter:
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(native.load() is None, reason="the probe's C++ hooks are not built")
 def test_the_cpp_hooks_record_what_the_python_hooks_record(tmp_path) -> None:
     """FSDP2 units, DTensor and a functional all_reduce, once through the C++ hooks and once

@@ -102,6 +102,7 @@ def trace_all_reduce_bytes(trace_dir: Path) -> dict[int, list[int]]:
     return out
 
 
+@pytest.mark.heavy
 def test_smoke_counts_match_the_files_of_both_records(smoke) -> None:
     lines, checks, work = smoke
     assert lines["3.gloo-cpu.probe"].split()[1] == "PASS"

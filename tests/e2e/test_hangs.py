@@ -134,6 +134,7 @@ def test_report_of_a_hung_run_puts_the_hang_first(host_hang):
     assert "communication latency" not in out.split("verdict:")[-1]
 
 
+@pytest.mark.heavy
 def test_a_hang_before_the_first_step_is_seen(tmp_path):
     """Rank 1 sleeps before its first step, after DDP's broadcast of the parameters (#0):
     rank 0 waits in the first gradient all_reduce (#1) with no step done on either rank."""
@@ -148,6 +149,7 @@ def test_a_hang_before_the_first_step_is_seen(tmp_path):
     assert_no_process_left([r["pid"] for r in ranks.values()])
 
 
+@pytest.mark.heavy
 def test_mismatch_names_both_ops(mismatch):
     verdict = mismatch["hang"]["verdicts"][0]
     assert verdict["kind"] == "mismatch"
@@ -159,6 +161,7 @@ def test_mismatch_names_both_ops(mismatch):
     assert_no_process_left([r["pid"] for r in mismatch["hang"]["ranks"]])
 
 
+@pytest.mark.heavy
 def test_ctrl_c_during_a_reported_hang(tmp_path):
     """--hang-action report leaves the ranks running; the user then presses Ctrl-C."""
     proc = start_job(
@@ -181,6 +184,7 @@ def test_ctrl_c_during_a_reported_hang(tmp_path):
     assert report.index("HANG: no rank finished") < report.index("Failures")
 
 
+@pytest.mark.heavy
 def test_independent_replicas_and_ctrl_c_of_a_public_script_structure(tmp_path):
     """imagenet/main.py's structure on CPU: a process group, no DDP, DataLoader workers."""
     proc = start_job(
@@ -217,6 +221,7 @@ def test_independent_replicas_and_ctrl_c_of_a_public_script_structure(tmp_path):
     assert_no_process_left(pids)
 
 
+@pytest.mark.heavy
 def test_ctrl_c_before_the_threshold_names_the_hang_from_the_events(tmp_path):
     """The default threshold (30 s at least) is not reached: Ctrl-C after rank 0 waited 6 s in
     the all_reduce rank 1 never entered. Rank 1, in host work, exits on SIGINT first, which
@@ -246,6 +251,7 @@ def test_ctrl_c_before_the_threshold_names_the_hang_from_the_events(tmp_path):
     assert "HANG: no rank finished" in done.stdout
 
 
+@pytest.mark.heavy
 def test_a_checkpoint_pause_is_not_a_hang(tmp_path):
     """Rank 0 sleeps 12 s after every 4th optimizer step (a checkpoint); the other waits in
     the next all_reduce. 10 typical steps are about 0.3 s, but the default threshold is at

@@ -84,6 +84,7 @@ def slurm_tasks(tmp_path_factory) -> tuple[Path, str, list[tuple[str, str]]]:
     return cwd / "scalescope_runs" / f"ddp_train-slurm-{job}.0", job, outputs
 
 
+@pytest.mark.heavy
 def test_tasks_started_with_slurm_variables_form_one_world(slurm_tasks):
     run_dir, _job, outputs = slurm_tasks
     check_world_of_two(run_dir, "slurm")
@@ -94,12 +95,14 @@ def test_tasks_started_with_slurm_variables_form_one_world(slurm_tasks):
     assert "Throughput and step time" not in outputs[1][0], "one report per job"
 
 
+@pytest.mark.heavy
 def test_run_dir_named_after_the_slurm_job(slurm_tasks):
     run_dir, job, _outputs = slurm_tasks
     assert [p.name for p in run_dir.parent.iterdir()] == [f"ddp_train-slurm-{job}.0"]
     assert load_run(run_dir).meta.launcher == "slurm"
 
 
+@pytest.mark.heavy
 def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):
     env = {**slurm_env(0, 1, "localhost", unique_job()), "MASTER_PORT": str(free_port())}
     proc = subprocess.run(
@@ -150,6 +153,7 @@ def test_mpi_world_over_nodes_with_nothing_to_go_by_is_refused(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.heavy
 def test_torchrun_workers_each_join_as_one_rank(tmp_path):
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
@@ -173,7 +177,7 @@ def two_hosts():
         yield hosts
 
 
-@pytest.mark.parametrize("backend", ["c10d", "static"])
+@pytest.mark.parametrize("backend", ["c10d", pytest.param("static", marks=pytest.mark.heavy)])
 def test_two_nodes_in_two_namespaces(two_hosts, tmp_path, backend):
     endpoint = f"{two_hosts[0][2]}:{free_port()}"
     procs = []

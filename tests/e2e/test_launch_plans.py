@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from machine import counted, usable_cores
 
 from conftest import DDP_TRAIN
@@ -29,6 +30,7 @@ def test_more_ranks_than_cores_is_refused(cli_in_process):
     assert "--oversubscribe" in proc.stderr
 
 
+@pytest.mark.heavy
 def test_oversubscribe_runs_two_ranks_per_core(run_cli, tmp_path):
     cores = usable_cores()
     proc = run_cli(
@@ -74,6 +76,7 @@ def test_unknown_map_by_is_refused(cli_in_process):
     assert "rack" in proc.stderr
 
 
+@pytest.mark.heavy
 def test_no_bind_leaves_affinity_alone(run_cli, tmp_path):
     proc = run_cli(
         "run", "-n", "2", "--no-bind", "--run-dir", "run", "--no-report", str(DDP_TRAIN),

@@ -16,6 +16,7 @@ from scalescope.diagnose.rules_compute import ComputeRule
 from scalescope.events.run import load_run, read_rank_meta
 
 
+@pytest.mark.heavy
 def test_a_transformer_run_records_attention_and_no_convolution(tmp_path: Path) -> None:
     proc = scalescope(
         "run", "-n", "2", "--run-dir", tmp_path / "run", "--no-report",

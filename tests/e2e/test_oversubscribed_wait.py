@@ -14,9 +14,12 @@ from scalescope.events import load_run
 
 RANKS = 8
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/schedstat").is_file(), reason="no /proc schedstat (not Linux)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not Path("/proc/self/schedstat").is_file(), reason="no /proc schedstat (not Linux)"
+    ),
+    pytest.mark.heavy,
+]
 
 
 SLEEPER, SLEEP_S = 5, 0.05

@@ -69,6 +69,7 @@ def check_rank_0_evaluation_is_named_with_its_period(stdout: str, doc: dict) -> 
     return found[0]
 
 
+@pytest.mark.heavy
 def test_rank_0_evaluating_every_5_steps_is_named_with_its_period(tmp_path) -> None:
     """Structure only: whether the evaluation comes first, before communication latency, and
     no rank is named a straggler is timing (at load average 8 latency came first), checked in
@@ -76,6 +77,7 @@ def test_rank_0_evaluating_every_5_steps_is_named_with_its_period(tmp_path) -> N
     check_rank_0_evaluation_is_named_with_its_period(*run_and_report(tmp_path, GPT, *EVAL_ARGS))
 
 
+@pytest.mark.heavy
 def test_a_rank_0_checkpoint_is_named_with_its_bytes(tmp_path) -> None:
     _stdout, doc = run_and_report(
         tmp_path, GPT, "--steps", 24, "--checkpoint-every", 4, "--batch-size", BATCH,

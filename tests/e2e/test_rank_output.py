@@ -33,6 +33,7 @@ def whole_lines(text: str, rank: int) -> list[str]:
     return [m.group(1) for line in text.splitlines() if (m := pattern.match(line))]
 
 
+@pytest.mark.heavy
 def test_label_output_keeps_lines_whole(tmp_path: Path) -> None:
     proc = scalescope("run", "-n", "2", "--no-probe", "--no-report", "--label-output",
                       "--run-dir", tmp_path / "r", chatty(tmp_path), cwd=tmp_path)  # fmt: skip

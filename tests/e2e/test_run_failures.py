@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from conftest import DDP_TRAIN, start_scalescope
 from scalescope.events import Kind, load_run
@@ -142,6 +143,7 @@ def test_rank_killed_mid_run_keeps_flushed_steps(tmp_path):
     assert len(_steps(run, 1)) >= 20, "batches flushed before the kill are kept"
 
 
+@pytest.mark.heavy
 def test_sigterm_ends_ranks_blocked_in_cpp_within_10_s(tmp_path):
     """Both ranks blocked in C++ (rank 0 in all_reduce, rank 1 in broadcast: a mismatch), so
     neither runs its Python SIGTERM handler. Each one's watch thread sees the signal through

@@ -152,6 +152,7 @@ def test_phases_tile_inside_steps(recorded):
             assert in_step.dur_ns.sum() <= dur
 
 
+@pytest.mark.heavy
 def test_user_comm_hook_composes(tmp_path: Path):
     facts = tmp_path / "facts.json"
     proc = scalescope(

@@ -104,6 +104,7 @@ def test_report_re_renders_the_study(study, tmp_path):
     assert 'id="chart-scale-throughput"' in (tmp_path / "again.html").read_text()
 
 
+@pytest.mark.heavy
 def test_a_size_that_crashes_mid_run_is_marked_and_keeps_its_steps(tmp_path):
     """Rank 1 raises at step 3: the 1-rank size has no rank 1 and completes; the 2-rank size
     starts, records its first steps, and is marked failed with the rank's own error."""

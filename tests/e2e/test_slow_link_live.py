@@ -21,7 +21,7 @@ from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.heavy]
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
 SUBNET = "10.214.3"

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from conftest import SCRIPTS, scalescope, start_scalescope
 
 SLOW_START = SCRIPTS / "slow_start.py"
@@ -43,6 +45,7 @@ def top_until(
     raise AssertionError(f"top never showed {what}:\n{frames[-1] if frames else ''}")
 
 
+@pytest.mark.heavy
 def test_ranks_held_before_their_first_step_are_starting_with_their_stage(
     tmp_path: Path,
 ) -> None:

@@ -145,6 +145,7 @@ def test_top_of_a_finished_run_quits_with_q(crashing_run) -> None:
         pane.close()
 
 
+@pytest.mark.heavy
 def test_run_live_draws_the_view_above_the_output(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(DDP_TRAIN.read_text() + "\nprint('LAST WORDS OF RANK 0', flush=True)\n")

@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import DDP_TRAIN, scalescope
 from scalescope.events import Kind, load_run
 from scalescope.probe.ddp import BUCKET_CAP_ENV, BUCKET_VIEW_ENV, COMM_HOOK_ENV
 
 
+@pytest.mark.heavy
 def test_bucket_size_bucket_view_and_compression_from_the_environment(
     tmp_path: Path, monkeypatch
 ) -> None:

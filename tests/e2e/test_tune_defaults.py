@@ -49,6 +49,7 @@ def endless(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"doc": doc, "by_sleep": by_sleep | {"0": base}, "stderr": done.stderr, "cwd": cwd}
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_a_slow_trial_is_pruned_by_default(endless: dict) -> None:
     trials = endless["by_sleep"]
@@ -61,6 +62,7 @@ def test_a_slow_trial_is_pruned_by_default(endless: dict) -> None:
     assert 0 < slow["samples_per_s"] < min(t["samples_per_s"] for t in earlier_ok)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_trials_stop_at_trial_seconds(endless: dict) -> None:
     for sleep in ("0", "1"):
@@ -73,6 +75,7 @@ def test_trials_stop_at_trial_seconds(endless: dict) -> None:
         assert ended == {"interrupted"} and len(run["ranks"]) == 2, run["ranks"]
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_a_trial_that_never_steps_is_killed_with_its_reason(endless: dict) -> None:
     hung = endless["by_sleep"]["hang"]
@@ -98,6 +101,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads((cwd / "t.json").read_text()) | {"cwd": cwd}
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_bench_model_is_tuned_until_the_budget(bench: dict) -> None:
     assert bench["stopped"] == "budget"

@@ -38,6 +38,7 @@ def crashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_resume_continues_the_study(crashing: Path) -> None:
     first = {t["number"] for t in trials_of(crashing / "first.json")}
@@ -51,6 +52,7 @@ def test_resume_continues_the_study(crashing: Path) -> None:
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_crashing_trial_is_recorded_and_the_study_finishes(crashing: Path) -> None:
     trials = trials_of(crashing / "t.json")
@@ -61,6 +63,7 @@ def test_crashing_trial_is_recorded_and_the_study_finishes(crashing: Path) -> No
     assert json.loads((crashing / "t.json").read_text())["stopped"] == "exhausted"
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_confirmation_reruns_the_baseline_and_the_best(crashing: Path) -> None:
     doc = json.loads((crashing / "t.json").read_text())

@@ -35,6 +35,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"cwd": cwd, "doc": json.loads((cwd / "t.json").read_text()), "out": done.stdout}
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_samples_are_counted_from_the_ddp_forward(study: dict) -> None:
     trials = study["doc"]["trials"]
@@ -52,6 +53,7 @@ def test_samples_are_counted_from_the_ddp_forward(study: dict) -> None:
         assert trial["samples_per_s"] == pytest.approx(steps.samples_per_s)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_speedup_is_global_samples_per_s_and_the_note_gives_the_batch(study: dict) -> None:
     doc = study["doc"]
@@ -65,6 +67,7 @@ def test_speedup_is_global_samples_per_s_and_the_note_gives_the_batch(study: dic
     assert base["changes"] == []
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_uncounted_samples_refuse_to_compare_world_sizes(tmp_path: Path) -> None:
     done = tune(

@@ -27,6 +27,7 @@ def recorded(tmp_path_factory):
     return cwd, proc
 
 
+@pytest.mark.heavy
 def test_run_prints_the_names_exactly(recorded):
     cwd, proc = recorded
     assert f"run completed: {RUN_DIR}  (scalescope report {RUN_DIR})" in proc.stderr
@@ -34,6 +35,7 @@ def test_run_prints_the_names_exactly(recorded):
     assert (cwd / RUN_DIR / "run.json").exists()
 
 
+@pytest.mark.heavy
 def test_report_prints_the_names_exactly(recorded):
     cwd, _ = recorded
     Path(cwd / HTML).parent.mkdir(exist_ok=True)
@@ -44,6 +46,7 @@ def test_report_prints_the_names_exactly(recorded):
     assert (cwd / HTML).stat().st_size > 0
 
 
+@pytest.mark.heavy
 def test_errors_print_the_names_exactly(recorded):
     cwd, _ = recorded
     proc = scalescope_in_process("report", "missing[x][/]d", cwd=cwd)
@@ -73,6 +76,7 @@ dist.destroy_process_group()
 ARG = "--lr=[0.1][/]"
 
 
+@pytest.mark.heavy
 def test_a_script_argument_and_a_ranks_error_print_exactly(tmp_path):
     (tmp_path / "fail.py").write_text(FAILING)
     proc = scalescope("run", "-n", "2", "--run-dir", "run", "fail.py", ARG, cwd=tmp_path)

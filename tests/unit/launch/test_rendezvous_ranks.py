@@ -93,11 +93,23 @@ def hydra_env(rank: int) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("launcher", "nodes", "nodelist", "addr"),
     [
-        ("slurm", 1, "node[01-03,07],gpu5", LOOPBACK),
-        ("slurm", 2, "localhost,node[01-03,07],gpu5", "localhost"),
-        ("hydra", 1, "", LOOPBACK),
+        pytest.param(
+            "slurm",
+            1,
+            "node[01-03,07],gpu5",
+            LOOPBACK,
+            id="srun-one-node",
+            marks=pytest.mark.heavy,
+        ),  # fmt: skip
+        pytest.param(
+            "slurm",
+            2,
+            "localhost,node[01-03,07],gpu5",
+            "localhost",
+            id="srun-two-nodes-from-the-node-list",
+        ),  # fmt: skip
+        pytest.param("hydra", 1, "", LOOPBACK, id="mpiexec-hydra-one-node"),
     ],
-    ids=["srun-one-node", "srun-two-nodes-from-the-node-list", "mpiexec-hydra-one-node"],
 )
 def test_ranks_form_a_gloo_world_without_address_or_port(launcher, nodes, nodelist, addr):
     job = unique_job()
@@ -113,6 +125,7 @@ def test_ranks_form_a_gloo_world_without_address_or_port(launcher, nodes, nodeli
     assert outputs[0][5] == outputs[1][5]
 
 
+@pytest.mark.heavy
 def test_srun_ranks_meet_past_a_taken_job_port():
     """rank 0 finds the derived port taken, hosts on the next one, and rank 1 follows."""
     job = unique_job()
