@@ -1,8 +1,9 @@
 """A real 2-rank run of an unmodified Hugging Face Trainer (GPT-2 built from a config, gloo on
 the CPU, evaluation every 20 steps on every rank): a step's phases add to at most the step;
 evaluation (the Trainer calls ``ddp.module`` directly) is the phase ``eval``, never training
-forwards or samples; samples and samples/s match the script's own clock; the advice fits a
-transformer. Structure, and counts against the script's own."""
+forwards or samples; samples match the script's own clock; the advice fits a transformer.
+Structure, and counts against the script's own. samples/s against the script's clock (within
+5 %: a timing, off by more at load average 8) is checked in ``make bench``."""
 
 from __future__ import annotations
 
@@ -34,13 +35,17 @@ def phase_names(run_dir: Path, rank: int) -> tuple[np.ndarray, np.ndarray]:
     return phases.step, np.array(phases.strings("name"))
 
 
-def test_hf_trainer_phases_eval_samples_rate_and_advice_hold(tmp_path: Path) -> None:
+def run_hf_trainer(tmp_path: Path) -> tuple:
     pytest.importorskip("transformers", reason="transformers and accelerate are dev extras")
     pytest.importorskip("accelerate", reason="transformers and accelerate are dev extras")
-    proc, doc = run_then_report(
+    return run_then_report(
         2, HF_TRAINER, "--steps", STEPS, "--eval-every", EVAL_EVERY, "--batch-size", BATCH,
         "--out", tmp_path / "hf_out", cwd=tmp_path,
     )  # fmt: skip
+
+
+def test_hf_trainer_phases_eval_samples_and_advice_hold(tmp_path: Path) -> None:
+    proc, doc = run_hf_trainer(tmp_path)
     run_dir = tmp_path / "run"
     worst_sum, worst_overlap = phase_overlap_ns(run_dir)
     assert worst_sum <= 0 and worst_overlap <= 0, "a step's phases add to at most the step"
@@ -57,7 +62,7 @@ def test_hf_trainer_phases_eval_samples_rate_and_advice_hold(tmp_path: Path) -> 
     for rank_doc in doc["steps"]["ranks"]:
         rank = rank_doc["rank"]
         assert rank_doc["samples"] == clock[rank][0] == (STEPS - 1) * BATCH, "training only"
-        assert rank_doc["samples_per_s"] == pytest.approx(clock[rank][1], rel=0.05)
+        assert rank_doc["samples_per_s"] > 0
         shares = {p["phase"]: p["share_pct"] for p in rank_doc["phases"]}
         assert sum(shares[p] for p in PHASES if p in shares) <= 100 + 1e-6
 
@@ -71,3 +76,11 @@ def test_hf_trainer_phases_eval_samples_rate_and_advice_hold(tmp_path: Path) -> 
     assert compute is not None and compute.share_pct <= 100
     text = " ".join(compute.remedies)
     assert "channels" not in text and "convolution" not in text, text
+
+
+@pytest.mark.heavy
+def test_hf_trainer_samples_per_s_match_its_own_clock(tmp_path: Path) -> None:
+    proc, doc = run_hf_trainer(tmp_path)
+    clock = own_clock(proc.stdout)
+    for rank_doc in doc["steps"]["ranks"]:
+        assert rank_doc["samples_per_s"] == pytest.approx(clock[rank_doc["rank"]][1], rel=0.05)
