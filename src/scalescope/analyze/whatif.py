@@ -416,22 +416,28 @@ CAUSES_HELP = "rank:N, node:HOST, compute:X (X times faster), comm:X or comm:hid
 def apply_fix(
     grid: StepGrid, cause: str, hosts: dict[int, str]
 ) -> tuple[StepGrid, str, slice | None]:
-    """The grid with ``cause`` fixed (several joined by ``+``, fixed together), how, and
-    the rows to judge it by when a fixed rank's cause began mid-run (``fix_ranks``)."""
-    notes, rows = [], None
+    """The grid with ``cause`` fixed (several joined by ``+``, fixed together: the ranks
+    named are paced by the ranks not named), how, and the rows to judge it by when the
+    fixed ranks' cause began mid-run (``fix_ranks``)."""
+    ranks: list[int] = []
+    speeds: list[tuple[str, float]] = []
     for part in cause.split("+"):
         kind, _, value = part.partition(":")
         if kind in ("rank", "node"):
-            idx = rank_index(grid, _ranks_of(part, kind, value, hosts))
-            grid, note, before = fix_ranks(grid, idx)
-            rows = before if rows is None or (before and before.stop < rows.stop) else rows
+            ranks += _ranks_of(part, kind, value, hosts)
         elif kind in ("compute", "comm"):
-            speed = np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value)
-            grid = scaled(grid, **{kind: speed})
-            note = "no transfer time" if speed == np.inf else f"{speed:g}x faster"
+            speeds.append(
+                (kind, np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value))
+            )
         else:
             raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
+    notes, rows = [], None
+    if ranks:
+        grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
         notes.append(note)
+    for kind, speed in speeds:
+        grid = scaled(grid, **{kind: speed})
+        notes.append("no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster")
     return grid, "; ".join(notes), rows
 
 

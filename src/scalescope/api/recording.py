@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
+    from scalescope.analyze.whatif import WhatIf
     from scalescope.diagnose.findings import Diagnosis, Finding
     from scalescope.ingest import IngestResult
 
@@ -79,6 +80,16 @@ class Recording:
     def findings(self) -> tuple[Finding, ...]:
         """Warnings first, then information; each group by estimated saving, largest first."""
         return self.diagnosis.findings
+
+    def what_if(self, causes: Iterable[str] | None = None) -> WhatIf | None:
+        """The measured steps replayed as measured and with each cause fixed (``rank:N``,
+        ``node:HOST``, ``compute:X``, ``comm:X``, ``comm:hidden``; ``A+B`` together; default:
+        the engine's candidates), as ``scalescope whatif`` prints it; None when no step can be
+        replayed; ValueError (one line) for a bad cause."""
+        from scalescope.analyze.whatif import what_if
+
+        chosen = None if causes is None else list(causes)
+        return what_if(self.run, self.run.meta.warmup_steps, chosen)
 
     def steps(self) -> pa.Table:
         """One row per rank and recorded step: ``start_ns``, ``dur_ns``, each phase's

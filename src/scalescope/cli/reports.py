@@ -9,6 +9,7 @@ from scalescope.commands.options.reading import (
     CompareCommand,
     EnvCommand,
     ReportCommand,
+    WhatIfCommand,
 )
 
 
@@ -47,3 +48,13 @@ def env(options: EnvCommand) -> None:
     from scalescope.commands import env as journey
 
     drive(journey.env, options)
+
+
+@app.command()
+@options_command(WhatIfCommand)
+def whatif(options: WhatIfCommand) -> None:
+    """What fixing each cause would buy: the recorded steps replayed with a rank, a node,
+    the network or the compute fixed."""
+    from scalescope.commands import whatif as journey
+
+    drive(journey.whatif, options)

@@ -90,6 +90,7 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
         "Validation", terminal="project:validation_document", json="project:validation_json"
     ),
     **_entries("EnvReport", terminal="env:env_document", json="env:env_json"),
+    **_entries("WhatIf", terminal="whatif:whatif_document", json="whatif:whatif_json"),
     **_entries("SuiteResult", terminal="suite:suite_document"),
     ("SuiteResult", "json"): Named("json", "scalescope.events.suite:suite_json"),
     **_entries("PackedShards", terminal="data:pack_document"),

@@ -115,3 +115,15 @@ def test_bad_thresholds_and_table_names_are_one_line() -> None:
     with pytest.raises(ValueError) as exc:
         scalescope.load(run_dir).frame("stepz")
     assert "choose one of steps, phases" in one_line(exc)
+
+
+def test_what_if_is_the_engines_on_the_same_run():
+    from scalescope.analyze.whatif import what_if
+
+    rec = scalescope.load(RUNS / "straggler_data_2" / "run")
+    mine = rec.what_if(["rank:1", "comm:hidden"])
+    engine = what_if(rec.run, rec.run.meta.warmup_steps, ["rank:1", "comm:hidden"])
+    assert mine == engine
+    assert [f.cause for f in mine.fixes] == ["rank:1", "comm:hidden"]
+    with pytest.raises(ValueError, match="unknown cause"):
+        rec.what_if(["disk:1"])

@@ -79,10 +79,10 @@ def test_every_flag_is_declared_exactly_once() -> None:
 
 
 def test_shared_flags_are_taken_by_several_commands() -> None:
-    """The check reads the app: --json is one declaration that eight commands take."""
+    """The check reads the app: --json is one declaration that nine commands take."""
     flags = app_flags()
     assert flags["--json"] == {
-        "analyze", "compare", "comm", "env", "project", "report", "suite", "tune",
+        "analyze", "compare", "comm", "env", "project", "report", "suite", "tune", "whatif",
     }  # fmt: skip
     assert flags["--master-addr"] >= {"run", "bench", "comm", "scale", "suite", "tune"}
 

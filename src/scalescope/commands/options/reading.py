@@ -130,3 +130,21 @@ class ProjectCommand:
     """Also write the result as JSON."""
     html: Path | None = HTML()
     """Also write the projection as HTML."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhatIfCommand:
+    """The options of ``scalescope whatif``."""
+
+    run_dir: Path = argument()
+    """A run directory written by run or bench."""
+    fix: tuple[str, ...] | None = option("--fix", metavar="CAUSE")
+    """A cause to fix (repeat): rank:N, node:HOST, compute:X, comm:X, comm:hidden; A+B fixes
+    both at once. Default: the ranks with the most own time, exposed transfers, and the
+    first two together."""
+    comm_speed: float | None = option("--comm-speed", min=0.0)
+    """Also replay with every transfer this many times faster (a faster network)."""
+    compute_speed: float | None = option("--compute-speed", min=0.0)
+    """Also replay with every rank's own time this many times shorter (a faster chip)."""
+    json_file: Path | None = JSON()
+    """Also write the what-if as JSON."""

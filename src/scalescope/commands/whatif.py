@@ -1,0 +1,40 @@
+"""`scalescope whatif`: replay a recorded run's steps with causes fixed and print what each
+fix buys; optionally write it as JSON."""
+
+from __future__ import annotations
+
+from scalescope.commands.common import CommandError
+from scalescope.commands.options.reading import WhatIfCommand
+
+
+def causes_asked(command: WhatIfCommand) -> list[str] | None:
+    """The causes of --fix, --comm-speed and --compute-speed; None: let the engine choose."""
+    causes = list(command.fix or ())
+    if command.comm_speed is not None:
+        causes.append(f"comm:{command.comm_speed:g}")
+    if command.compute_speed is not None:
+        causes.append(f"compute:{command.compute_speed:g}")
+    return causes or None
+
+
+def whatif(command: WhatIfCommand) -> None:
+    from scalescope.analyze.whatif import build_grid, what_if
+    from scalescope.events.run import RunDirError, load_run
+    from scalescope.report.formatting import report_console
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render, write
+
+    try:
+        run = load_run(command.run_dir)
+    except RunDirError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        result = what_if(run, run.meta.warmup_steps, causes_asked(command))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if result is None:
+        _, why = build_grid(run)
+        raise CommandError(f"no step of {command.run_dir} can be replayed: {'; '.join(why)}")
+    render_document(render(result, "terminal"), report_console())
+    if command.json_file is not None:
+        write(result, "json", command.json_file)

@@ -1,0 +1,78 @@
+"""`scalescope whatif` on recorded runs (tests/data/runs), the CLI in this process: the table
+and its JSON carry the engine's figures, --fix / --comm-speed / --compute-speed choose the
+causes, and every bad input is one line with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from recorded_runs import RUNS
+
+from scalescope.analyze.whatif import what_if
+from scalescope.events import load_run
+
+STRAGGLER = RUNS / "straggler_forward_2" / "run"
+
+
+def test_the_default_causes_are_printed_and_written_as_the_engine_gives_them(
+    cli_in_process, tmp_path
+):
+    proc = cli_in_process("whatif", STRAGGLER, "--json", tmp_path / "w.json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "w.json").read_text())
+    run = load_run(STRAGGLER)
+    engine = what_if(run, run.meta.warmup_steps)
+    assert doc["schema"] == "scalescope.whatif/1"
+    assert [f["cause"] for f in doc["fixes"]] == [f.cause for f in engine.fixes]
+    assert [f["gain_ms"] for f in doc["fixes"]] == pytest.approx([f.gain_ms for f in engine.fixes])
+    assert doc["replayed"]["step_ms"] == pytest.approx(engine.replayed.step_ms)
+    first = doc["fixes"][0]
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("│ rank:1 "))
+    assert f"{first['prediction']['step_ms']:.2f}" in row and f"{first['gain_ms']:+.2f}" in row
+    assert "What fixing each cause buys" in proc.stdout
+    assert f"Measured step {engine.measured_step_ms:.2f} ms" in proc.stdout
+
+
+def test_fix_and_speeds_choose_the_causes(cli_in_process, tmp_path):
+    proc = cli_in_process(
+        "whatif", STRAGGLER, "--fix", "rank:0", "--fix", "rank:1+comm:hidden",
+        "--comm-speed", "2", "--compute-speed", "1.5", "--json", tmp_path / "w.json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fixes = json.loads((tmp_path / "w.json").read_text())["fixes"]
+    assert [f["cause"] for f in fixes] == ["rank:0", "rank:1+comm:hidden", "comm:2", "compute:1.5"]
+    by = {f["cause"]: f for f in fixes}
+    assert by["rank:1+comm:hidden"]["gain_ms"] > by["comm:2"]["gain_ms"] > 0
+    assert by["compute:1.5"]["note"] == "compute 1.5x faster"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fix", "rank:9"], "error: rank 9 is not in the model (ranks 0-1)"),
+        (["--fix", "disk:2"], "error: unknown cause 'disk:2'"),
+        (["--comm-speed", "0"], "the speed-up must be positive"),
+    ],
+)
+def test_a_bad_cause_is_one_line(cli_in_process, args, message):
+    proc = cli_in_process("whatif", STRAGGLER, *args)
+    assert proc.returncode != 0
+    assert message in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_a_directory_that_is_not_a_run_is_one_line(cli_in_process, tmp_path):
+    proc = cli_in_process("whatif", tmp_path)
+    assert proc.returncode != 0 and proc.stderr.startswith("error: ")
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_a_run_with_nothing_to_replay_says_why(cli_in_process):
+    proc = cli_in_process("whatif", RUNS / "compute_resnet50" / "run")
+    assert proc.returncode != 0
+    assert "fewer than two ranks recorded steps" in proc.stderr
+
+
+def test_an_unknown_option_is_refused(cli_in_process):
+    proc = cli_in_process("whatif", STRAGGLER, "--fixx", "rank:1")
+    assert proc.returncode == 2 and "--fixx" in proc.stderr

@@ -1,0 +1,228 @@
+"""The what-if engine (analyze/whatif.py): hand-built steps whose answer is known by hand,
+then the recorded runs of tests/data/runs: the replay gives back the measured step, the
+planted delay added to the steps before it predicts the steps after it (out of sample), and
+fixing the straggler gives back the scenario's own reference step."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from recorded_runs import RUNS
+from stragglers import DELAY_S, FROM, REFERENCE_FROM
+
+from scalescope.analyze.whatif import (
+    StepGrid,
+    apply_fix,
+    build_grid,
+    predict,
+    replay,
+    what_if,
+    with_delay,
+)
+from scalescope.events import load_run
+
+MS = 1e6
+STRAGGLERS = sorted(p.name for p in RUNS.glob("straggler_*") if p.name != "straggler_shared_core")
+
+
+def grid(work_ms: list[list[float]], transfer_ms: float = 2.0, post_ms: float = 1.0,
+         blocking: bool = True, steps: int = 4) -> StepGrid:  # fmt: skip
+    """Ranks x collectives of own time before each collective, the same every step; one
+    group; every collective blocking (or every one asynchronous, joined at the step's end)."""
+    work = np.array(work_ms, dtype=float) * MS
+    n_r, n_k = work.shape
+    shape = (steps, n_r, n_k)
+    return StepGrid(
+        steps=np.arange(steps), ranks=np.arange(n_r), group=np.zeros((n_r, n_k), dtype=int),
+        work_ns=np.broadcast_to(work, shape).copy(), blocking=np.full(shape, blocking),
+        transfer_ns=np.full(shape, transfer_ms * MS), prejoin_ns=np.zeros((steps, n_r)),
+        post_ns=np.full((steps, n_r), post_ms * MS), joins=np.full((steps, n_r), not blocking),
+        gap_ns=np.zeros((steps, n_r)), step_ns=np.zeros((steps, n_r)),
+        samples=np.ones((steps, n_r)),
+    )  # fmt: skip
+
+
+def step_ms(g: StepGrid, cause: str | None = None) -> float:
+    if cause is not None:
+        g, _, _ = apply_fix(g, cause, {})
+    return predict(g, "x").step_ms
+
+
+# --- by hand ---------------------------------------------------------------------------------
+
+
+def test_a_collective_starts_at_the_last_arrival_and_ends_a_transfer_later():
+    g = grid([[10.0], [30.0]])
+    assert step_ms(g) == pytest.approx(30 + 2 + 1)
+    played = replay(g)
+    assert played.wait_ns[0] / MS == pytest.approx([22.0, 2.0])  # rank 0 waits for rank 1
+    assert step_ms(g, "rank:1") == pytest.approx(10 + 2 + 1)
+    assert step_ms(g, "comm:hidden") == pytest.approx(30 + 1)
+    assert step_ms(g, "comm:2") == pytest.approx(30 + 1 + 1)
+    assert step_ms(g, "compute:2") == pytest.approx(15 + 2 + 0.5)
+
+
+def test_two_causes_compose_and_fixing_one_gains_only_down_to_the_other():
+    """Ranks 0 and 1 both slow before the same collective (30 and 25 ms against rank 2's 10):
+    fixing rank 0 gains 5 ms, rank 1 nothing, both together 20: not the sum of the two."""
+    g = grid([[30.0], [25.0], [10.0]])
+    base = step_ms(g)
+    gains = [base - step_ms(g, c) for c in ("rank:0", "rank:1", "rank:0+rank:1")]
+    assert gains == pytest.approx([5.0, 0.0, 20.0])
+
+
+def test_causes_in_different_parts_of_the_step_add_up():
+    """Rank 0 slow before the first collective, rank 1 before the second, rank 2 at pace:
+    each fix gains its own 20 ms, both 40."""
+    g = grid([[30.0, 10.0], [10.0, 30.0], [10.0, 10.0]])
+    base = step_ms(g)
+    assert base == pytest.approx(30 + 2 + 30 + 2 + 1)
+    assert [base - step_ms(g, c) for c in ("rank:0", "rank:1", "rank:0+rank:1")] == (
+        pytest.approx([20.0, 20.0, 40.0])
+    )
+
+
+def test_an_asynchronous_collective_overlaps_the_work_after_it_until_the_join():
+    """Each rank issues its bucket after 10 ms and works 8 ms more: a 5-ms transfer hides
+    under the work; a 12-ms one shows 4 ms of it at the join."""
+    g = grid([[10.0], [10.0]], transfer_ms=5.0, blocking=False)
+    g = StepGrid(**{**g.__dict__, "prejoin_ns": np.full((4, 2), 8.0 * MS)})
+    assert step_ms(g) == pytest.approx(10 + 8 + 1)
+    slow = StepGrid(**{**g.__dict__, "transfer_ns": np.full(g.shape, 12.0 * MS)})
+    assert step_ms(slow) == pytest.approx(10 + 12 + 1)
+    assert replay(slow).wait_ns[0] / MS == pytest.approx([4.0, 4.0])
+
+
+def test_a_late_rank_delays_the_next_step_through_the_chain():
+    """Rank 1's 20 ms after the collective (post) makes it arrive late at the next step's."""
+    g = grid([[10.0], [10.0]], post_ms=1.0)
+    post = g.post_ns.copy()
+    post[:, 1] = 20.0 * MS
+    g = StepGrid(**{**g.__dict__, "post_ns": post})
+    durations = replay(g).step_ns / MS
+    assert durations[1:, 0] == pytest.approx([10 + 2 + 1 + 19] * 3)  # waits 19 ms more
+    assert step_ms(g, "rank:1") == pytest.approx(13.0)
+
+
+@pytest.mark.parametrize(
+    ("cause", "message"),
+    [
+        ("rank:7", "rank 7 is not in the model (ranks 0-1)"),
+        ("rank:x", "rank:N takes a rank number"),
+        ("node:nowhere", "no rank ran on node 'nowhere' (nodes: none recorded)"),
+        ("comm:0", "the speed-up must be positive"),
+        ("comm:fast", "the speed-up must be a number"),
+        ("disk:2", "unknown cause 'disk:2'"),
+        ("rank:0+rank:1", "every rank would be fixed: no other rank gives the pace"),
+    ],
+)
+def test_a_bad_cause_is_one_line(cause, message):
+    with pytest.raises(ValueError, match="^[^\n]*$") as err:
+        apply_fix(grid([[10.0], [30.0]]), cause, {})
+    assert message in str(err.value)
+
+
+# --- on the recorded runs ----------------------------------------------------------------
+
+
+def scenario(name: str) -> dict:
+    return json.loads((RUNS / name / "scenario.json").read_text())
+
+
+def planted(name: str) -> tuple[int, str]:
+    command = scenario(name)["command"]
+    return int(command[command.index("--sleep-rank") + 1]), command[
+        command.index("--sleep-where") + 1
+    ]
+
+
+def test_the_replay_as_measured_gives_back_the_measured_step_on_every_recorded_run():
+    replayed = 0
+    for folder in sorted(p for p in RUNS.iterdir() if (p / "run").is_dir()):
+        run = load_run(folder / "run")
+        result = what_if(run, run.meta.warmup_steps, causes=[])
+        if result is None:
+            continue
+        replayed += 1
+        assert result.replayed.step_ms == pytest.approx(result.measured_step_ms, rel=0.03), (
+            folder.name
+        )
+    assert replayed >= 15
+
+
+def collective_before(grid_: StepGrid, where: str) -> int:
+    """Which of rank 1's own-time parts ddp_train.py's sleep lands in: data comes before DDP's
+    two buffer broadcasts at the start of forward; forward's sleep (the model) and backward's
+    (a hook on the output's gradient) after them, before the first gradient bucket; the
+    optimizer's and the one outside the phases after the join."""
+    n_k = grid_.shape[2]
+    return {"data": 0, "forward": 2, "backward": 2}.get(where, n_k)
+
+
+@pytest.mark.parametrize("name", STRAGGLERS)
+def test_the_planted_delay_added_to_the_steps_before_predicts_the_steps_after(name):
+    run = load_run(RUNS / name / "run")
+    before, _ = build_grid(run, np.arange(REFERENCE_FROM, FROM))
+    after, _ = build_grid(run, np.arange(FROM, 1000))
+    rank, where = planted(name)
+    slowed = with_delay(before, rank, DELAY_S * 1e9, collective_before(before, where))
+    predicted = predict(slowed, "planted")
+    measured_ms = float(np.median(np.median(after.step_ns, axis=1))) / MS
+    assert predicted.step_ms == pytest.approx(measured_ms, rel=0.10)
+    measured_waits = replay(after).wait_ns.mean(axis=0) / MS
+    others = [i for i in range(len(after.ranks)) if i != rank]
+    for i in others:  # the others wait about the delay for the slow rank, every step
+        assert predicted.wait_ms_per_rank[i] == pytest.approx(measured_waits[i], rel=0.15)
+
+
+@pytest.mark.parametrize("name", STRAGGLERS)
+def test_fixing_the_straggler_gives_back_the_scenarios_reference_step(name):
+    run = load_run(RUNS / name / "run")
+    rank, _ = planted(name)
+    result = what_if(run, run.meta.warmup_steps, [f"rank:{rank}"])
+    (fix,) = result.fixes
+    assert fix.prediction.step_ms == pytest.approx(
+        scenario(name)["truth"]["reference_step_ms"], rel=0.15
+    )
+    assert fix.note == f"began at step {FROM}: as in steps {REFERENCE_FROM}-{FROM - 1}"
+    assert fix.gain_ms == pytest.approx(result.replayed.step_ms - fix.prediction.step_ms)
+
+
+def test_the_default_causes_put_the_straggler_first_and_combine_the_top_two():
+    run = load_run(RUNS / "straggler_outside_3" / "run")
+    result = what_if(run, run.meta.warmup_steps)
+    causes = [f.cause for f in result.fixes]
+    assert causes[0] == "rank:1" and causes[-1] == "rank:1+comm:hidden"
+    best = max(result.fixes, key=lambda f: f.gain_ms)
+    assert best.cause == "rank:1+comm:hidden"
+    single = {f.cause: f.gain_ms for f in result.fixes if "+" not in f.cause}
+    assert best.gain_ms < result.replayed.step_ms
+    assert best.gain_ms >= max(single.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "left"),
+    [
+        ("killed_rank", "19 step(s) some rank did not record"),
+        ("replicas", "whose collectives differ between ranks"),
+        ("compute_resnet50", "fewer than two ranks recorded steps"),
+    ],
+)
+def test_runs_the_model_cannot_fully_hold_say_what_they_left_out(name, left):
+    run = load_run(RUNS / name / "run")
+    g, why = build_grid(run)
+    assert any(left in w for w in why), why
+    result = what_if(run, run.meta.warmup_steps)
+    if g is None:
+        assert result is None
+    else:
+        assert any(left in w for w in result.left_out)
+
+
+def test_a_run_cut_short_by_a_hang_still_replays_its_complete_steps():
+    run = load_run(RUNS / "hang_host" / "run")
+    result = what_if(run, run.meta.warmup_steps)
+    assert result is not None and result.steps > 0
+    assert result.replayed.step_ms == pytest.approx(result.measured_step_ms, rel=0.03)
