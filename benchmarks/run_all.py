@@ -122,6 +122,7 @@ BENCHES = (
     bench("project_validate_netns", "project_validate_netns.py", "", 5.0),
     bench("many_ranks_real", "many_ranks_real.py", "--ranks 128 --steps 3 --fit", 4.0),
     bench("rank_only_work", "accuracy/rank_only_work.py", "--repeats 3", 2.0),
+    bench("whatif", "accuracy/whatif.py", "--repeats 3", 10.0),
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
 HEAVY_MINUTES = 25.0

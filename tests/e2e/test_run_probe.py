@@ -188,7 +188,7 @@ def test_report_of_the_run(recorded, tmp_path):
     assert "Throughput and step time" in proc.stdout
     assert f"{facts['trainable_bytes']:,} B" in proc.stdout  # gradients per step
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["schema"] == "scalescope.report/1"
+    assert doc["schema"] == "scalescope.report/2"
     grads = [t for t in doc["collectives"]["per_step"] if t["tag"] == "gradients"]
     assert grads[0]["nbytes_per_step"] == facts["trainable_bytes"]
 

@@ -88,7 +88,8 @@ class CrossRankComparison:
     load_imbalance_pct: Pair
     hidden_ms_per_step: Pair
     exposed_ms_per_step: Pair
-    ideal_samples_per_s: Pair
+    best_fix_step_ms: Pair
+    """The replayed step with the what-if's largest gain fixed (analyze/whatif.py)."""
     straggler_a: int | None
     straggler_b: int | None
     waits: tuple[WaitComparison, ...]
@@ -198,8 +199,9 @@ def _cross_rank(a: RunAnalysis, b: RunAnalysis) -> CrossRankComparison | None:
     def overlap(c: CrossRankAnalysis, field: str) -> float | None:
         return getattr(c.overlap, field) if c.overlap is not None else None
 
-    def ideal(c: CrossRankAnalysis) -> float | None:
-        return c.ideal.ideal_samples_per_s if c.ideal is not None else None
+    def best_fix(r: RunAnalysis) -> float | None:
+        fixes = r.whatif.fixes if r.whatif is not None else ()
+        return min((f.prediction.step_ms for f in fixes), default=None)
 
     return CrossRankComparison(
         wait_ms_per_step=pair(_rank_mean(x, "wait_ms_per_step"), _rank_mean(y, "wait_ms_per_step")),
@@ -209,7 +211,7 @@ def _cross_rank(a: RunAnalysis, b: RunAnalysis) -> CrossRankComparison | None:
         exposed_ms_per_step=pair(
             overlap(x, "exposed_ms_per_step"), overlap(y, "exposed_ms_per_step")
         ),
-        ideal_samples_per_s=pair(ideal(x), ideal(y)),
+        best_fix_step_ms=pair(best_fix(a), best_fix(b)),
         straggler_a=x.straggler.rank if x.straggler else None,
         straggler_b=y.straggler.rank if y.straggler else None,
         waits=_waits(x, y),

@@ -1,6 +1,6 @@
 """Across ranks: one clock, collectives matched by (group, seq), waiting versus transfer,
-stragglers, load imbalance, overlap of communication with backward, and the throughput the
-same ranks would reach with no exposed communication and no waiting.
+stragglers, load imbalance, overlap of communication with backward. What fixing a cause
+would buy is the what-if's (whatif.py).
 
 Result types are fixed here (``ClockAlignment`` and ``WaitStats`` live in ``clocks.py`` and
 ``matching.py`` and are re-exported); the renderers (terminal, JSON, HTML, timeline) read
@@ -63,7 +63,6 @@ __all__ = [
     "TIE_FLOOR_NS",
     "ClockAlignment",
     "CrossRankAnalysis",
-    "IdealThroughput",
     "Overlap",
     "RankWaits",
     "Straggler",
@@ -197,14 +196,6 @@ class Overlap:
 
 
 @dataclass(frozen=True)
-class IdealThroughput:
-    achieved_samples_per_s: float
-    ideal_samples_per_s: float
-    """With zero exposed communication and zero waiting in collectives."""
-    gain_pct: float
-
-
-@dataclass(frozen=True)
 class CrossRankAnalysis:
     clocks: tuple[ClockAlignment, ...]
     waits: tuple[WaitStats, ...]
@@ -216,7 +207,6 @@ class CrossRankAnalysis:
     straggler: Straggler | None
     """None when no rank passes the straggler thresholds (module doc)."""
     overlap: Overlap | None
-    ideal: IdealThroughput | None
     tie_tolerance_us: float = TIE_FLOOR_NS / 1e3
     """Added: arrivals closer than this have no clearly-last rank."""
     measured_instances: int = 0
@@ -338,26 +328,6 @@ def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
     )
 
 
-def _ideal(slots: StepSlots) -> IdealThroughput | None:
-    """Samples / the slowest rank's summed step time, as recorded and without waiting.
-
-    A rank's ideal step drops its exposed communication (comm_wait) and its waits in
-    collectives issued outside backward and comm_wait (sync ones, such as DDP's buffer
-    broadcast in forward); waits of gradient buckets are either hidden or in comm_wait.
-    """
-    samples = int(slots.samples.sum())
-    if samples == 0 or len(slots.keys) == 0:
-        return None
-    blocking = slots.blocking_wait_ns()
-    ideal = np.maximum(slots.dur_ns - slots.phase_ns["comm_wait"] - blocking, 0.0)
-    achieved_ns = float(slots.per_rank_sum(slots.dur_ns).max())
-    ideal_ns = float(slots.per_rank_sum(ideal).max())
-    if achieved_ns <= 0 or ideal_ns <= 0:
-        return None
-    achieved, best = samples / achieved_ns * 1e9, samples / ideal_ns * 1e9
-    return IdealThroughput(achieved, best, 100.0 * (best / achieved - 1.0))
-
-
 def analyze_cross_rank(
     run: Run, warmup_steps: int, slots: StepSlots | None = None
 ) -> CrossRankAnalysis | None:
@@ -383,7 +353,6 @@ def analyze_cross_rank(
         load_imbalance_pct=_load_imbalance(waits, slots),
         straggler=straggler,
         overlap=_overlap(run, slots),
-        ideal=_ideal(slots),
         tie_tolerance_us=tie_ns / 1e3,
         measured_instances=int(inst_ok.sum()),
         extra_work=extra_work(run.events, slots),

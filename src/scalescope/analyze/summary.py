@@ -13,7 +13,13 @@ from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
+from scalescope.analyze.whatif import WhatIf, what_if
 from scalescope.events import Run
+
+REPLAYED_STEPS = 256
+"""The report's what-if replays a run's last steps, at most this many: at 1,024 ranks x
+1,000 steps the whole run would cost ~6 s of the report's 10 (``scalescope whatif`` replays
+them all)."""
 
 FAILED_STATUSES = ("failed", "killed", "interrupted")
 PEER_FAILURE_MARKERS = ("Connection closed by peer", "Connection reset by peer", "remote worker")
@@ -74,6 +80,9 @@ class RunAnalysis:
     links: LinkAnalysis | None = None
     """Groups smaller than the world compared by transfer time (analyze/links.py); None
     when every collective spans the world (nothing to compare a link with)."""
+    whatif: WhatIf | None = None
+    """The measured steps replayed, and what fixing each candidate cause buys
+    (analyze/whatif.py); None when no step can be replayed."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -155,6 +164,7 @@ def analyze_run(run: Run) -> RunAnalysis:
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),
+        whatif=what_if(measured, meta.warmup_steps, last=REPLAYED_STEPS) if meta.probe else None,
     )
 
 

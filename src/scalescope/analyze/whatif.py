@@ -146,21 +146,28 @@ def _regular_steps(
     return steps[ok], left
 
 
-def build_grid(run: Run, steps: np.ndarray | None = None) -> tuple[StepGrid | None, list[str]]:
-    """The model of ``steps`` (default: every recorded step of every rank), and what it left
-    out; None when nothing could be modelled."""
+def build_grid(
+    run: Run, steps: np.ndarray | None = None, last: int | None = None
+) -> tuple[StepGrid | None, list[str]]:
+    """The model of ``steps`` (default: every recorded step of every rank; with ``last``,
+    the last that many), and what it left out; None when nothing could be modelled."""
     events = run.events
     clocks = align_clocks(run)
     step_rows = _step_rows(events, steps)
+    left_first: list[str] = []
+    recorded = np.unique(step_rows.step)
+    if last is not None and len(recorded) > last:
+        step_rows = step_rows.select(step_rows.step >= recorded[-last])
+        left_first.append(f"the first {len(recorded) - last} steps (the last {last} replayed)")
     ranks = np.unique(step_rows.rank)
     if len(ranks) < 2:
         return None, ["fewer than two ranks recorded steps"]
     per_step = np.bincount(np.unique(step_rows.step, return_inverse=True)[1])
     all_steps = np.unique(step_rows.step)
     steps_all_ranks = all_steps[per_step == len(ranks)]
-    left = [] if len(steps_all_ranks) == len(all_steps) else [
+    left = left_first + ([] if len(steps_all_ranks) == len(all_steps) else [
         f"{len(all_steps) - len(steps_all_ranks)} step(s) some rank did not record"
-    ]  # fmt: skip
+    ])  # fmt: skip
     colls = events.of_kind(Kind.COLLECTIVE)
     colls = colls.select(
         (colls.seq >= 0) & np.isin(colls.step, steps_all_ranks) & np.isin(colls.rank, ranks)
@@ -176,7 +183,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
     n_s, n_r = len(steps), len(ranks)
     colls = colls.select(np.isin(colls.step, steps))
     issue_all = aligned_start_ns(colls, clocks)
-    order = np.lexsort((issue_all, colls.rank, colls.step))
+    order = _by_step_rank_issue(colls.step, colls.rank, issue_all, n_r)
     colls, issue = colls.select(order), issue_all[order]
     k = len(colls) // (n_s * n_r)
     shape = (n_s, n_r, k)
@@ -216,6 +223,21 @@ def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
         step_ns=srows.dur_ns.reshape(n_s, n_r).astype(np.float64),
         samples=srows.count.reshape(n_s, n_r).astype(np.float64),
     )  # fmt: skip
+
+
+def _by_step_rank_issue(
+    step: np.ndarray, rank: np.ndarray, issue: np.ndarray, n_ranks: int
+) -> np.ndarray:
+    """The order of rows by (step, rank, issue). The table holds each rank's rows in the
+    order it recorded them, so a stable sort by (step, rank) merges a few long runs; a full
+    sort only where some rank recorded a collective before an earlier-issued one."""
+    key = step.astype(np.int64) * (int(rank.max()) + 1 if len(rank) else 1) + rank
+    order = np.argsort(key, kind="stable")
+    sorted_key, sorted_issue = key[order], issue[order]
+    same = sorted_key[1:] == sorted_key[:-1]
+    if np.all(sorted_issue[1:][same] >= sorted_issue[:-1][same]):
+        return order
+    return np.lexsort((issue, key))
 
 
 def _arrivals(issue: np.ndarray, done: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -463,12 +485,19 @@ def _speed(part: str, value: str) -> float:
     return speed
 
 
-def candidate_causes(grid: StepGrid, limit: int = TOP_RANKS) -> list[str]:
-    """The ranks with the most own time per step (the ones others may wait for), exposed
-    transfers, and the first two of these together."""
+def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RANKS) -> list[str]:
+    """The node whose ranks have the most own time per step (with several nodes), the ranks
+    with the most, exposed transfers, and the first two of these together."""
     own = grid.own_ns().mean(axis=0)
+    causes = []
+    by_host: dict[str, list[int]] = {}
+    for i, rank in enumerate(grid.ranks.tolist()):
+        by_host.setdefault(hosts.get(rank, ""), []).append(i)
+    if len(by_host) > 1 and "" not in by_host:
+        host = max(sorted(by_host), key=lambda h: float(own[by_host[h]].mean()))
+        causes.append(f"node:{host}")
     order = np.argsort(-own, kind="stable")[: min(limit, len(grid.ranks) - 1)]
-    causes = [f"rank:{int(grid.ranks[i])}" for i in order]
+    causes += [f"rank:{int(grid.ranks[i])}" for i in order]
     if grid.transfer_ns.any():
         causes.append("comm:hidden")
     if len(causes) >= 2:
@@ -476,12 +505,16 @@ def candidate_causes(grid: StepGrid, limit: int = TOP_RANKS) -> list[str]:
     return causes
 
 
-def what_if(run: Run, warmup_steps: int = 1, causes: list[str] | None = None) -> WhatIf | None:
+def what_if(
+    run: Run, warmup_steps: int = 1, causes: list[str] | None = None, last: int | None = None
+) -> WhatIf | None:
     """The measured steps (``step >= warmup_steps``; every step when none is) replayed as
-    measured and with each cause fixed (default: ``candidate_causes``). The replay runs over
-    every recorded step, so a cause that began in the warm-up is seen beginning. None when
-    the run gives no model (``build_grid``)."""
-    grid, left = build_grid(run)
+    measured and with each cause fixed (default: ``candidate_causes``, largest gain first).
+    The replay runs over every recorded step, so a cause that began in the warm-up is seen
+    beginning. None when
+    the run gives no model (``build_grid``). ``last``: replay only the last that many steps
+    (the report's bound on a long run's cost)."""
+    grid, left = build_grid(run, last=last)
     if grid is None:
         return None
     rows = grid.steps >= warmup_steps
@@ -492,13 +525,15 @@ def what_if(run: Run, warmup_steps: int = 1, causes: list[str] | None = None) ->
     base = predict(grid, "as measured", rows)
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
     fixes = []
-    for cause in causes if causes is not None else candidate_causes(grid):
+    for cause in causes if causes is not None else candidate_causes(grid, hosts):
         fixed, note, before = apply_fix(grid, cause, hosts)
         after = predict(fixed, cause, rows if before is None else before)
         gain = base.step_ms - after.step_ms
         rate = samples / after.step_ms * 1e3 if samples > 0 and after.step_ms > 0 else None
         pct = 100.0 * gain / base.step_ms if base.step_ms > 0 else 0.0
         fixes.append(Fix(cause, after, gain, pct, rate, note))
+    if causes is None:
+        fixes.sort(key=lambda f: -f.gain_ms)
     return WhatIf(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],

@@ -152,6 +152,40 @@ def attribute(
     return out
 
 
+RANK_CAUSES = ("STRAGGLER", "NODE_STRAGGLER")
+"""Findings of a slow rank or node: a load imbalance beside one of them is that rank's."""
+
+
+def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
+    """The what-if cause whose fix is this finding's remedy (analyze/whatif.py)."""
+    if f.code == "STRAGGLER" and f.rank is not None:
+        return f"rank:{f.rank}"
+    if f.code == "NODE_STRAGGLER":
+        listed = next((e.value for e in f.evidence if e.name == "its ranks"), "")
+        ranks = {int(r) for r in str(listed).split(",") if r.strip().isdigit()}
+        hosts = {s.hostname for s in analysis.ranks if s.rank in ranks}
+        return f"node:{hosts.pop()}" if len(hosts) == 1 else None
+    return "comm:hidden" if f.code in COMM_CODES else None
+
+
+def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Finding]:
+    """One number per cause: a straggler's or exposed communication's saving is what the
+    replay of the steps gains with that cause fixed, and a load imbalance beside a slow
+    rank or node is folded into it (the imbalance is that rank)."""
+    fixes = {f.cause: f for f in analysis.whatif.fixes} if analysis.whatif is not None else {}
+    slow = [f.code for f in findings if f.code in RANK_CAUSES and f.level == "warning"]
+    out = []
+    for f in findings:
+        fix = fixes.get(_replayed_cause(f, analysis) or "")
+        if fix is not None and f.level == "warning" and f.saved_ms_per_step is not None:
+            basis = f"replayed without it: {fix.note}"
+            f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=basis)
+        elif f.code == "LOAD_IMBALANCE" and slow and f.level == "warning":
+            f = _explained(f, slow)
+        out.append(f)
+    return out
+
+
 def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:
     """A hang or unsynchronised replicas first; then warnings before information, largest
     saving first, estimated ones before those without an estimate, then by share of step time."""
@@ -176,9 +210,8 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     threshold that no rule accounted for is an ``UNEXPLAINED`` warning (consistency.py)."""
     found, not_judged = evaluate_rules(ctx, rules)
     found += unexplained(ctx, found)
-    findings = rank_findings(
-        explained_by_links(ctx, attribute(found, time_slicing(ctx), straggler_does_own_work(ctx)))
-    )
+    attributed = attribute(found, time_slicing(ctx), straggler_does_own_work(ctx))
+    findings = rank_findings(replayed_savings(explained_by_links(ctx, attributed), ctx.analysis))
     return Diagnosis(
         findings=findings,
         not_judged=tuple(not_judged),

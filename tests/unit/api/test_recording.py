@@ -74,7 +74,7 @@ def test_compare_takes_paths_or_recordings(tmp_path: Path) -> None:
     comparison = scalescope.compare(a, RUNS / "straggler_data_2" / "run")
     assert comparison.a is a and comparison.result.b.run_id == comparison.b.analysis.run_id
     doc = json.loads(comparison.write_json(tmp_path / "c.json").read_text())
-    assert doc["schema"] == "scalescope.compare/1"
+    assert doc["schema"] == "scalescope.compare/2"
     out = StringIO()
     comparison.print(Console(file=out, width=REPORT_WIDTH, highlight=False, markup=False))
     assert "scalescope compare" in out.getvalue()

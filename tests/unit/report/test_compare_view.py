@@ -62,7 +62,7 @@ def test_only_in_one_run_and_no_cross_rank(tmp_path):
 def test_json_schema_and_numbers(tmp_path):
     comparison = _pair(tmp_path)
     doc = json.loads(comparison_json(comparison))
-    assert list(doc)[0] == "schema" and doc["schema"] == COMPARE_SCHEMA == "scalescope.compare/1"
+    assert list(doc)[0] == "schema" and doc["schema"] == COMPARE_SCHEMA == "scalescope.compare/2"
     assert [f.name for f in dataclasses.fields(comparison)] == list(doc)[1:]
     assert doc["samples_per_s"]["ratio"] == comparison.samples_per_s.ratio
     assert doc["a"]["world_size"] == 4 and doc["b"]["world_size"] == 2

@@ -27,7 +27,7 @@ def test_the_output_flags_choose_the_run_report_renderers(tmp_path):
     report = RunReport(analysis=analyze_run(run), run=run)
     assert isinstance(render(report, "terminal"), Document)
     doc = json.loads(write(report, "json", tmp_path / "r.json").read_text())
-    assert doc["schema"] == "scalescope.report/1" and doc["run_id"] == report.analysis.run_id
+    assert doc["schema"] == "scalescope.report/2" and doc["run_id"] == report.analysis.run_id
     trace = json.loads(write(report, "timeline", tmp_path / "t.json").read_bytes())
     assert trace["metadata"]["run_id"] == report.analysis.run_id
 

@@ -15,7 +15,7 @@ from scalescope.report import REPORT_SCHEMA, to_json
 def test_round_trip_has_schema_and_every_field(tmp_path):
     analysis = build(tmp_path)
     doc = json.loads(to_json(analysis))
-    assert doc["schema"] == REPORT_SCHEMA == "scalescope.report/1"
+    assert doc["schema"] == REPORT_SCHEMA == "scalescope.report/2"
     assert list(doc)[0] == "schema"
     fields = [f.name for f in dataclasses.fields(analysis)]
     assert list(doc)[1:] == fields

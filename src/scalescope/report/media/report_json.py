@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from scalescope.diagnose.findings import Diagnosis
     from scalescope.ingest import IngestResult
 
-REPORT_SCHEMA = "scalescope.report/1"
+REPORT_SCHEMA = "scalescope.report/2"
 
 
 def to_json(analysis: RunAnalysis) -> bytes:

@@ -1,5 +1,5 @@
 """A RunComparison as a document (tables with B / A ratios, for the terminal and the compare
-page) and as JSON (``scalescope.compare/1``, documented in docs/report-schema.md)."""
+page) and as JSON (``scalescope.compare/2``, documented in docs/report-schema.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from scalescope.report.document import (
 from scalescope.report.formatting import NA, fmt, fmt_count
 from scalescope.report.media.terminal import render_document
 
-COMPARE_SCHEMA = "scalescope.compare/1"
+COMPARE_SCHEMA = "scalescope.compare/2"
 
 
 def comparison_json(comparison: RunComparison) -> bytes:
@@ -151,7 +151,7 @@ def _cross_rank(c: RunComparison) -> Section:
         [_label("load imbalance (%)"), *_pair(x.load_imbalance_pct, ".1f")],
         [_label("comm hidden under backward (ms/step)"), *_pair(x.hidden_ms_per_step, ",.2f")],
         [_label("comm exposed (ms/step)"), *_pair(x.exposed_ms_per_step, ",.2f")],
-        [_label("ideal throughput (samples/s)"), *_pair(x.ideal_samples_per_s, ",.1f")],
+        [_label("step with the best fix, replayed (ms)"), *_pair(x.best_fix_step_ms, ",.2f")],
     ]
     title = "Across ranks (per rank figures averaged over ranks)"
     blocks: list[Block] = [

@@ -120,16 +120,6 @@ def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
                 + _transfer(o.exposed_transfer_ms_per_step),
             )
         )
-    if c.ideal is not None:
-        i = c.ideal
-        rows.append(
-            (
-                "ideal throughput",
-                f"{i.achieved_samples_per_s:,.1f} samples/s achieved; "
-                f"{i.ideal_samples_per_s:,.1f} with no exposed communication and no waiting "
-                f"({i.gain_pct:+.1f}%)",
-            )
-        )
     return rows
 
 

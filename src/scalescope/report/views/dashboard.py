@@ -125,10 +125,11 @@ def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
     if a.steps is not None:
         rows += throughput_rows(a.steps)
     cross = cross_rank_of(a)
-    if cross is not None and cross.ideal is not None:
-        ideal = cross.ideal
-        text = f"{ideal.ideal_samples_per_s:,.1f} samples/s (+{ideal.gain_pct:.1f}%)"
-        rows.append(("without waiting and exposed comm", text))
+    best = max(a.whatif.fixes, key=lambda f: f.gain_ms) if a.whatif and a.whatif.fixes else None
+    if best is not None and best.gain_ms > 0:
+        rate = "" if best.samples_per_s is None else f", {best.samples_per_s:,.1f} samples/s"
+        text = f"{best.cause}: {best.prediction.step_ms:,.2f} ms/step{rate} ({best.gain_pct:+.1f}%)"
+        rows.append(("best fix, replayed", text))
     if cross is not None and cross.straggler is not None:
         s = cross.straggler
         late = f"{s.lateness_ms_per_step:.2f} ms/step late"

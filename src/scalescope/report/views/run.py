@@ -39,6 +39,7 @@ from scalescope.report.views.rank_summary import (
     hosts_of,
     percentiles,
 )
+from scalescope.report.views.whatif import whatif_section
 
 
 def header_rows(a: RunAnalysis) -> tuple[tuple[str, str], ...]:
@@ -460,5 +461,6 @@ def run_document(a: RunAnalysis) -> Document:
         _steps(a),
         _collectives(a),
         cross_rank_section(a),
+        whatif_section(a.whatif),
     )
     return Document(f"scalescope report: run {a.run_id}", tuple(b for b in blocks if b is not None))

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 
 from scalescope.analyze.whatif import Fix, WhatIf
-from scalescope.report.document import Column, Document, Line, Table
+from scalescope.report.document import Block, Column, Document, Line, Section, Table
 
 SCHEMA = "scalescope.whatif/1"
 COLUMNS = (
@@ -35,9 +35,9 @@ def _values(fix: Fix) -> tuple[float | str | None, ...]:
     return (fix.cause, p.step_ms, None, fix.gain_ms, fix.gain_pct, fix.samples_per_s, fix.note)
 
 
-def whatif_document(result: WhatIf) -> Document:
+def _blocks(result: WhatIf) -> list[Block]:
     base = result.replayed
-    lines = [
+    blocks: list[Block] = [
         Line(
             f"Measured step {result.measured_step_ms:.2f} ms (median of {result.steps} measured "
             f"steps x {result.ranks} ranks, {result.collectives_per_step} collectives a step); "
@@ -51,10 +51,22 @@ def whatif_document(result: WhatIf) -> Document:
             caption="Each row replays the steps with that cause fixed (A+B: both at once, not "
             "a sum). Gain: per step, from the replay as measured; range: the 10th-90th "
             "percentile of the steps.",
+            html_id="whatif",
         ),
     ]
-    lines += [Line(f"Left out of the model: {why}.") for why in result.left_out]
-    return Document("scalescope whatif", tuple(lines))
+    return blocks + [Line(f"Left out of the model: {why}.") for why in result.left_out]
+
+
+def whatif_section(result: WhatIf | None) -> Section | None:
+    """The run report's section (``scalescope whatif RUN_DIR --fix ...`` for other causes)."""
+    if result is None or not result.fixes:
+        return None
+    more = Line("Other causes: scalescope whatif RUN_DIR --fix rank:N|node:HOST|comm:X|compute:X.")
+    return Section("What fixing each cause buys (replayed)", (*_blocks(result), more))
+
+
+def whatif_document(result: WhatIf) -> Document:
+    return Document("scalescope whatif", tuple(_blocks(result)))
 
 
 def whatif_json(result: WhatIf) -> bytes:
