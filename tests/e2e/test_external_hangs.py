@@ -189,6 +189,7 @@ def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
     assert gone([r["pid"] for r in hang["ranks"]])
 
 
+@pytest.mark.heavy
 def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
     """`top --connect MASTER_ADDR:MASTER_PORT` with no run directory: both ranks, their
     steps and collectives, and once nothing progressed for 10 s the verdict."""
