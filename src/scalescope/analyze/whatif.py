@@ -119,11 +119,15 @@ class WhatIf:
 
 
 def _step_rows(events: EventTable, steps: np.ndarray | None) -> EventTable:
+    """The completed STEP rows of ``steps``, one per (rank, step): the first where a rank
+    recorded a step twice."""
     rows = events.of_kind(Kind.STEP)
     rows = rows.select(rows.dur_ns >= 0)
     if steps is not None:
         rows = rows.select(np.isin(rows.step, steps))
-    return rows
+    key = rows.rank.astype(np.int64) << 32 | (rows.step.astype(np.int64) & 0xFFFFFFFF)
+    _, first = np.unique(key, return_index=True)
+    return rows.select(np.sort(first)) if len(first) < len(rows) else rows
 
 
 def _regular_steps(

@@ -21,7 +21,7 @@ from scalescope.analyze.whatif import (
     what_if,
     with_delay,
 )
-from scalescope.events import load_run
+from scalescope.events import Kind, load_run
 
 MS = 1e6
 STRAGGLERS = sorted(p.name for p in RUNS.glob("straggler_*") if p.name != "straggler_shared_core")
@@ -226,3 +226,16 @@ def test_a_run_cut_short_by_a_hang_still_replays_its_complete_steps():
     result = what_if(run, run.meta.warmup_steps)
     assert result is not None and result.steps > 0
     assert result.replayed.step_ms == pytest.approx(result.measured_step_ms, rel=0.03)
+
+
+def test_a_step_recorded_twice_by_a_rank_is_counted_once(tmp_path):
+    """A rank's STEP row repeated (a trace cut and merged again) neither breaks the grid nor
+    stands in for another rank's missing step."""
+    import dataclasses
+
+    run = load_run(RUNS / "straggler_data_2" / "run")
+    ev = run.events
+    step_rows = np.flatnonzero((ev.kind == int(Kind.STEP)) & (ev.rank == 0))
+    doubled = dataclasses.replace(run, events=ev.select(np.r_[np.arange(len(ev)), step_rows[:3]]))
+    again = what_if(doubled, run.meta.warmup_steps, ["rank:1"])
+    assert again == what_if(run, run.meta.warmup_steps, ["rank:1"])
