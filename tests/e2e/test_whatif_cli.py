@@ -78,3 +78,26 @@ def test_a_run_with_nothing_to_replay_says_why(cli_in_process):
 def test_an_unknown_option_is_refused(cli_in_process):
     proc = cli_in_process("whatif", STRAGGLER, "--fixx", "rank:1")
     assert proc.returncode == 2 and "--fixx" in proc.stderr
+
+
+def test_the_timeline_shows_the_replay_as_measured_above_the_fix(cli_in_process, tmp_path):
+    from scalescope.analyze.whatif import build_grid, replay
+
+    proc = cli_in_process("whatif", STRAGGLER, "--fix", "rank:1", "--timeline", tmp_path / "t.json")
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {
+        1: "as measured (replayed)",
+        2: "rank:1 fixed (replayed; began at step 12: as in steps 3-11)",
+    }
+    steps = [e for e in events if e.get("cat") == "step" and e["tid"] == 0]
+    measured = [e["dur"] / 1e3 for e in steps if e["pid"] == 1]
+    fixed = [e["dur"] / 1e3 for e in steps if e["pid"] == 2]
+    grid, _ = build_grid(load_run(STRAGGLER))
+    played = replay(grid).step_ns[-5:, 0] / 1e6  # rank 0's last five steps, ms
+    assert measured == pytest.approx(played.tolist())
+    assert len(fixed) == 5 and max(fixed) < min(measured) / 3
+    ops = [e["name"] for e in events if e.get("cat") == "collective" and e["pid"] == 1]
+    assert ops[:4] == ["broadcast", "broadcast", "all_reduce", "all_reduce"]
+    assert len(ops) == 5 * 4 * 2  # steps x collectives x ranks

@@ -60,6 +60,8 @@ class StepGrid:
     step_ns: np.ndarray
     """The measured STEP durations."""
     samples: np.ndarray
+    ops: tuple[str, ...] = ()
+    """The op of each collective of a step (the first rank's), for a timeline."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -76,6 +78,20 @@ class Replayed:
     """(steps, ranks): each rank's step duration in the replay."""
     wait_ns: np.ndarray
     """(steps, ranks): time each rank waited for others or for transfers to end."""
+    times: ReplayTimes | None = None
+    """When asked for: when each rank issued and saw complete each collective."""
+
+
+@dataclass(frozen=True)
+class ReplayTimes:
+    """The replay's clock (ns from the first step's start) of each step and collective."""
+
+    start_ns: np.ndarray
+    """(steps, ranks)"""
+    end_ns: np.ndarray
+    issue_ns: np.ndarray
+    """(steps, ranks, collectives)"""
+    done_ns: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -226,6 +242,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
         transfer_ns=transfer, prejoin_ns=prejoin, post_ns=post, joins=joins, gap_ns=gap,
         step_ns=srows.dur_ns.reshape(n_s, n_r).astype(np.float64),
         samples=srows.count.reshape(n_s, n_r).astype(np.float64),
+        ops=tuple(colls.symbols[int(i)] for i in colls.name.reshape(shape)[0, 0]),
     )  # fmt: skip
 
 
@@ -286,12 +303,18 @@ def _join_starts(events, clocks, steps, ranks, t0) -> np.ndarray:
 # --- the replay ----------------------------------------------------------------------------
 
 
-def replay(grid: StepGrid) -> Replayed:
+def replay(grid: StepGrid, keep_times: bool = False) -> Replayed:
     """Every step after the other on every rank at once; steps that do not follow each other
-    (a left-out step between) start together."""
+    (a left-out step between) start together. ``keep_times``: also when each collective was
+    issued and completed (for a timeline)."""
     n_s, n_r, n_k = grid.shape
     start = np.zeros(n_r)
     durations, waits = np.empty((n_s, n_r)), np.empty((n_s, n_r))
+    times = (
+        ReplayTimes(np.empty((n_s, n_r)), np.empty((n_s, n_r)), np.empty(grid.shape),
+                    np.empty(grid.shape))
+        if keep_times else None
+    )  # fmt: skip
     members = [[grid.group[:, k] == g for g in np.unique(grid.group[:, k])] for k in range(n_k)]
     for s in range(n_s):
         cursor, waited = start.copy(), np.zeros(n_r)
@@ -306,6 +329,8 @@ def replay(grid: StepGrid) -> Replayed:
             for m in members[k]:
                 last[m] = arrival[m].max()
             done[:, k] = last + grid.transfer_ns[s, :, k]
+            if times is not None:
+                times.issue_ns[s, :, k] = issue
             cursor = np.where(grid.blocking[s, :, k], done[:, k], issue)
             waited += np.where(grid.blocking[s, :, k], done[:, k] - issue, 0.0)
         ready = cursor + grid.prejoin_ns[s]
@@ -314,9 +339,11 @@ def replay(grid: StepGrid) -> Replayed:
         waited += np.where(grid.joins[s], joined - ready, 0.0)
         end = joined + grid.post_ns[s]
         durations[s], waits[s] = end - start, waited
+        if times is not None:
+            times.start_ns[s], times.end_ns[s], times.done_ns[s] = start, end, done
         follows = s + 1 < n_s and grid.steps[s + 1] == grid.steps[s] + 1
         start = end + grid.gap_ns[s] if follows else np.full(n_r, (end + grid.gap_ns[s]).max())
-    return Replayed(durations, waits)
+    return Replayed(durations, waits, times)
 
 
 def predict(grid: StepGrid, label: str, rows: np.ndarray | None = None) -> Prediction:
@@ -542,4 +569,59 @@ def what_if(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
         collectives_per_step=grid.shape[2], left_out=tuple(left),
+    )  # fmt: skip
+
+
+# --- a timeline of the replay --------------------------------------------------------------
+
+TIMELINE_STEPS = 5
+TIMELINE_RANKS = 16
+
+
+@dataclass(frozen=True)
+class WhatIfTimeline:
+    """A few steps replayed as measured and with ``cause`` fixed, for a Chrome trace."""
+
+    cause: str
+    note: str
+    ranks: tuple[int, ...]
+    steps: tuple[int, ...]
+    """The step numbers shown, as measured (the fixed replay's rows may be earlier steps:
+    ``note`` says so when the cause began mid-run)."""
+    ops: tuple[str, ...]
+    measured: ReplayTimes
+    fixed: ReplayTimes
+
+
+def _window(times: ReplayTimes, rows: np.ndarray, ranks: np.ndarray) -> ReplayTimes:
+    """``times`` of ``rows`` x ``ranks``, from 0 at the first row's earliest start."""
+    t0 = times.start_ns[rows[0]].min()
+    pick = np.ix_(rows, ranks)
+    return ReplayTimes(
+        times.start_ns[pick] - t0, times.end_ns[pick] - t0,
+        times.issue_ns[rows][:, ranks] - t0, times.done_ns[rows][:, ranks] - t0,
+    )  # fmt: skip
+
+
+def replay_timeline(
+    run: Run, warmup_steps: int, cause: str, steps: int = TIMELINE_STEPS
+) -> WhatIfTimeline | None:
+    """The last ``steps`` measured steps of ``run`` replayed as measured, and the same number
+    replayed with ``cause`` fixed (from the steps it is judged by), on up to 16 ranks."""
+    grid, _ = build_grid(run)
+    if grid is None:
+        return None
+    hosts = {r: m.hostname for r, m in run.ranks.items()}
+    fixed, note, before = apply_fix(grid, cause, hosts)
+    measured_rows = np.flatnonzero(grid.steps >= warmup_steps)
+    if len(measured_rows) == 0:
+        measured_rows = np.arange(grid.shape[0])
+    fixed_rows = measured_rows if before is None else np.arange(grid.shape[0])[before]
+    ranks = np.arange(min(len(grid.ranks), TIMELINE_RANKS))
+    a = _window(replay(grid, keep_times=True).times, measured_rows[-steps:], ranks)
+    b = _window(replay(fixed, keep_times=True).times, fixed_rows[-steps:], ranks)
+    return WhatIfTimeline(
+        cause=cause, note=note, ranks=tuple(int(r) for r in grid.ranks[ranks]),
+        steps=tuple(int(s) for s in grid.steps[measured_rows[-steps:]]), ops=grid.ops,
+        measured=a, fixed=b,
     )  # fmt: skip

@@ -18,7 +18,7 @@ def causes_asked(command: WhatIfCommand) -> list[str] | None:
 
 
 def whatif(command: WhatIfCommand) -> None:
-    from scalescope.analyze.whatif import build_grid, what_if
+    from scalescope.analyze.whatif import build_grid, replay_timeline, what_if
     from scalescope.events.run import RunDirError, load_run
     from scalescope.report.formatting import report_console
     from scalescope.report.media.terminal import render_document
@@ -38,3 +38,7 @@ def whatif(command: WhatIfCommand) -> None:
     render_document(render(result, "terminal"), report_console())
     if command.json_file is not None:
         write(result, "json", command.json_file)
+    if command.timeline is not None and result.fixes:
+        trace = replay_timeline(run, run.meta.warmup_steps, result.fixes[0].cause)
+        if trace is not None:
+            write(trace, "timeline", command.timeline)

@@ -91,6 +91,7 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     ),
     **_entries("EnvReport", terminal="env:env_document", json="env:env_json"),
     **_entries("WhatIf", terminal="whatif:whatif_document", json="whatif:whatif_json"),
+    **_entries("WhatIfTimeline", timeline="whatif:whatif_timeline"),
     **_entries("SuiteResult", terminal="suite:suite_document"),
     ("SuiteResult", "json"): Named("json", "scalescope.events.suite:suite_json"),
     **_entries("PackedShards", terminal="data:pack_document"),

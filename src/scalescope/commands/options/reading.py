@@ -148,3 +148,6 @@ class WhatIfCommand:
     """Also replay with every rank's own time this many times shorter (a faster chip)."""
     json_file: Path | None = JSON()
     """Also write the what-if as JSON."""
+    timeline: Path | None = TIMELINE()
+    """Also write a Chrome/Perfetto trace of the last 5 steps replayed as measured, above the
+    same replayed with the first cause fixed (the largest gain, or the first --fix)."""

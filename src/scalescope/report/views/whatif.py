@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from scalescope.analyze.whatif import Fix, WhatIf
+from scalescope.analyze.whatif import Fix, ReplayTimes, WhatIf, WhatIfTimeline
 from scalescope.report.document import Block, Column, Document, Line, Section, Table
 
 SCHEMA = "scalescope.whatif/1"
@@ -71,3 +71,39 @@ def whatif_document(result: WhatIf) -> Document:
 
 def whatif_json(result: WhatIf) -> bytes:
     return json.dumps({"schema": SCHEMA, **asdict(result)}, indent=2).encode() + b"\n"
+
+
+def _process(pid: int, label: str) -> dict:
+    return {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}}
+
+
+def _spans(pid: int, t: WhatIfTimeline, times: ReplayTimes, steps: tuple[str, ...]) -> list:
+    events = []
+    for i, rank in enumerate(t.ranks):
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": rank,
+                       "args": {"name": f"rank {rank}"}})  # fmt: skip
+        for s, step in enumerate(steps):
+            begin, end = times.start_ns[s, i], times.end_ns[s, i]
+            events.append({"ph": "X", "name": step, "cat": "step", "pid": pid, "tid": rank,
+                           "ts": begin / 1e3, "dur": (end - begin) / 1e3})  # fmt: skip
+            for k, op in enumerate(t.ops):
+                issue, done = times.issue_ns[s, i, k], times.done_ns[s, i, k]
+                events.append({"ph": "X", "name": op, "cat": "collective", "pid": pid,
+                               "tid": rank, "ts": issue / 1e3,
+                               "dur": max(done - issue, 0.0) / 1e3})  # fmt: skip
+    return events
+
+
+def whatif_timeline(t: WhatIfTimeline) -> bytes:
+    """A Chrome/Perfetto trace: the replay as measured (process 1) above the replay with the
+    cause fixed (process 2), a track per rank, each step and each collective (issue to
+    completion: the waiting is its length)."""
+    measured = tuple(f"step {s}" for s in t.steps)
+    fixed = tuple(f"step {i + 1} with {t.cause} fixed" for i in range(len(t.fixed.start_ns)))
+    events = [
+        _process(1, "as measured (replayed)"),
+        _process(2, f"{t.cause} fixed (replayed; {t.note})"),
+        *_spans(1, t, t.measured, measured),
+        *_spans(2, t, t.fixed, fixed),
+    ]
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}).encode() + b"\n"
