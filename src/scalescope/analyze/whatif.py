@@ -25,7 +25,7 @@ and ranks without events are left out and named in ``WhatIf.left_out``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -62,6 +62,9 @@ class StepGrid:
     samples: np.ndarray
     ops: tuple[str, ...] = ()
     """The op of each collective of a step (the first rank's), for a timeline."""
+    phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
+    """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
+    time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -237,13 +240,41 @@ def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
     gap = np.zeros((n_s, n_r))
     consecutive = np.diff(steps) == 1
     gap[:-1] = np.where(consecutive[:, None], np.maximum(t0[1:] - t1[:-1], 0.0), 0.0)
+    after_join = np.where(joins, np.maximum(js, latest), release[:, :, -1])
+    starts = np.concatenate([before, release[:, :, -1:], after_join[:, :, None]], axis=2)
+    ends = np.concatenate([issue, js[:, :, None], t1[:, :, None]], axis=2)
+    parts = _phase_parts(events, clocks, steps, ranks, starts, ends)
     return StepGrid(
         steps=steps, ranks=ranks, group=group[0], work_ns=work, blocking=blocking,
         transfer_ns=transfer, prejoin_ns=prejoin, post_ns=post, joins=joins, gap_ns=gap,
         step_ns=srows.dur_ns.reshape(n_s, n_r).astype(np.float64),
         samples=srows.count.reshape(n_s, n_r).astype(np.float64),
         ops=tuple(colls.symbols[int(i)] for i in colls.name.reshape(shape)[0, 0]),
+        phase_ns=parts,
     )  # fmt: skip
+
+
+def _phase_parts(events, clocks, steps, ranks, starts, ends) -> dict[str, np.ndarray]:
+    """Per phase name: its rows' overlap with each part of each rank's step (``starts``,
+    ``ends``: (steps, ranks, parts) on the common clock)."""
+    phases = events.of_kind(Kind.PHASE)
+    phases = phases.select(np.isin(phases.step, steps) & np.isin(phases.rank, ranks))
+    if len(phases) == 0:
+        return {}
+    begin = aligned_start_ns(phases, clocks).astype(np.float64)
+    finish = begin + phases.dur_ns
+    at = (np.searchsorted(steps, phases.step), np.searchsorted(ranks, phases.rank))
+    out = {}
+    for name in np.unique(phases.strings("name")):
+        rows = phases.where("name", str(name))
+        where = (at[0][rows], at[1][rows])
+        parts = np.zeros(starts.shape)
+        for j in range(starts.shape[2]):
+            lo = np.maximum(begin[rows], starts[:, :, j][where])
+            hi = np.minimum(finish[rows], ends[:, :, j][where])
+            np.add.at(parts[:, :, j], where, np.maximum(hi - lo, 0.0))
+        out[str(name)] = parts
+    return out
 
 
 def _by_step_rank_issue(
@@ -463,7 +494,16 @@ def describe_ranks(ranks: np.ndarray) -> str:
 
 # --- what fixing a cause buys --------------------------------------------------------------
 
-CAUSES_HELP = "rank:N, node:HOST, compute:X (X times faster), comm:X or comm:hidden"
+CAUSES_HELP = (
+    "rank:N, node:HOST, phase:NAME (data, forward, ..., eval, checkpoint), eval, checkpoint, "
+    "compute:X (X times faster), comm:X or comm:hidden"
+)
+ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
+"""Rank-only work by its own name: the phase of that name, on every rank that does it."""
+CANDIDATE_PHASES = ("data", "eval", "checkpoint")
+"""Phases tried as causes without ``--fix``: input waits and work beside training."""
+PHASE_CANDIDATE_SHARE = 0.05
+"""...when they take at least this share of the ranks' own time."""
 
 
 def apply_fix(
@@ -474,10 +514,13 @@ def apply_fix(
     fixed ranks' cause began mid-run (``fix_ranks``)."""
     ranks: list[int] = []
     speeds: list[tuple[str, float]] = []
+    phases: list[str] = []
     for part in cause.split("+"):
-        kind, _, value = part.partition(":")
+        kind, _, value = ALIASES.get(part, part).partition(":")
         if kind in ("rank", "node"):
             ranks += _ranks_of(part, kind, value, hosts)
+        elif kind == "phase":
+            phases.append(_phase_of(grid, part, value))
         elif kind in ("compute", "comm"):
             speeds.append(
                 (kind, np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value))
@@ -488,10 +531,32 @@ def apply_fix(
     if ranks:
         grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
         notes.append(note)
+    for name in phases:
+        grid = without_phase(grid, name)
+        notes.append(f"no {name} time")
     for kind, speed in speeds:
         grid = scaled(grid, **{kind: speed})
         notes.append("no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster")
     return grid, "; ".join(notes), rows
+
+
+def _phase_of(grid: StepGrid, part: str, name: str) -> str:
+    if name not in grid.phase_ns:
+        known = ", ".join(sorted(grid.phase_ns)) or "none"
+        raise ValueError(f"bad cause {part!r}: no {name!r} phase was recorded (phases: {known})")
+    return name
+
+
+def without_phase(grid: StepGrid, name: str) -> StepGrid:
+    """Every rank's own time less the phase ``name`` (input waits gone, no evaluation)."""
+    parts = grid.phase_ns[name]
+    k = grid.shape[2]
+    return replace(
+        grid,
+        work_ns=np.maximum(grid.work_ns - parts[:, :, :k], 0.0),
+        prejoin_ns=np.maximum(grid.prejoin_ns - parts[:, :, k], 0.0),
+        post_ns=np.maximum(grid.post_ns - parts[:, :, k + 1], 0.0),
+    )
 
 
 def _ranks_of(part: str, kind: str, value: str, hosts: dict[int, str]) -> list[int]:
@@ -518,7 +583,8 @@ def _speed(part: str, value: str) -> float:
 
 def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RANKS) -> list[str]:
     """The node whose ranks have the most own time per step (with several nodes), the ranks
-    with the most, exposed transfers, and the first two of these together."""
+    with the most, input waits and rank-only work (when they take 5 % of the own time),
+    exposed transfers, and the first two of these together."""
     own = grid.own_ns().mean(axis=0)
     causes = []
     by_host: dict[str, list[int]] = {}
@@ -529,6 +595,10 @@ def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RAN
         causes.append(f"node:{host}")
     order = np.argsort(-own, kind="stable")[: min(limit, len(grid.ranks) - 1)]
     causes += [f"rank:{int(grid.ranks[i])}" for i in order]
+    own_total = float(grid.own_ns().sum())
+    for name in CANDIDATE_PHASES:
+        if name in grid.phase_ns and grid.phase_ns[name].sum() >= PHASE_CANDIDATE_SHARE * own_total:
+            causes.append(ALIASES.get(name, f"phase:{name}"))
     if grid.transfer_ns.any():
         causes.append("comm:hidden")
     if len(causes) >= 2:

@@ -83,9 +83,9 @@ class Recording:
 
     def what_if(self, causes: Iterable[str] | None = None) -> WhatIf | None:
         """The measured steps replayed as measured and with each cause fixed (``rank:N``,
-        ``node:HOST``, ``compute:X``, ``comm:X``, ``comm:hidden``; ``A+B`` together; default:
-        the engine's candidates), as ``scalescope whatif`` prints it; None when no step can be
-        replayed; ValueError (one line) for a bad cause."""
+        ``node:HOST``, ``phase:NAME``, ``compute:X``, ``comm:X``, ``comm:hidden``; ``A+B``
+        together; default: the engine's candidates), as ``scalescope whatif`` prints it; None
+        when no step can be replayed; ValueError (one line) for a bad cause."""
         from scalescope.analyze.whatif import what_if
 
         chosen = None if causes is None else list(causes)

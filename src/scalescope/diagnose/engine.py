@@ -16,6 +16,7 @@ from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
+from scalescope.diagnose.rules_extra_work import CODES as RANK_ONLY_CODES
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
 from scalescope.diagnose.rules_links import explained_by_links
 from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, time_slicing
@@ -165,18 +166,27 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
         ranks = {int(r) for r in str(listed).split(",") if r.strip().isdigit()}
         hosts = {s.hostname for s in analysis.ranks if s.rank in ranks}
         return f"node:{hosts.pop()}" if len(hosts) == 1 else None
+    if f.code == "INPUT_BOUND":
+        return "phase:data"
+    kind = next((k for k, code in RANK_ONLY_CODES.items() if code == f.code), None)
+    if kind is not None:
+        return f"phase:{kind}"
     return "comm:hidden" if f.code in COMM_CODES else None
 
 
 def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Finding]:
-    """One number per cause: a straggler's or exposed communication's saving is what the
-    replay of the steps gains with that cause fixed, and a load imbalance beside a slow
-    rank or node is folded into it (the imbalance is that rank)."""
+    """One number per cause: the saving of a straggler, a slow node, input waits, rank-only
+    work or exposed communication is what the replay of the steps gains with that cause
+    fixed, and a load imbalance beside a slow rank or node is folded into it (the imbalance
+    is that rank)."""
     fixes = {f.cause: f for f in analysis.whatif.fixes} if analysis.whatif is not None else {}
     slow = [f.code for f in findings if f.code in RANK_CAUSES and f.level == "warning"]
     out = []
     for f in findings:
-        fix = fixes.get(_replayed_cause(f, analysis) or "")
+        cause = _replayed_cause(f, analysis)
+        if cause == "phase:data" and slow:  # one rank's slow data: the straggler's to fix
+            cause = None
+        fix = fixes.get(cause or "")
         if fix is not None and f.level == "warning" and f.saved_ms_per_step is not None:
             basis = f"replayed without it: {fix.note}"
             f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=basis)

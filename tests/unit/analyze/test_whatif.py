@@ -106,9 +106,22 @@ def test_a_late_rank_delays_the_next_step_through_the_chain():
     assert step_ms(g, "rank:1") == pytest.approx(13.0)
 
 
+def test_removing_a_phase_takes_its_time_out_of_the_part_it_lies_in():
+    """Rank 1 waits 20 ms for data before the collective: with no data time, both ranks meet
+    at 10 ms."""
+    g = grid([[10.0], [30.0]])
+    data = np.zeros((*g.shape[:2], g.shape[2] + 2))
+    data[:, 1, 0] = 20.0 * MS
+    g = StepGrid(**{**g.__dict__, "phase_ns": {"data": data}})
+    assert step_ms(g, "phase:data") == pytest.approx(10 + 2 + 1)
+    assert step_ms(g, "phase:data+comm:hidden") == pytest.approx(10 + 1)
+
+
 @pytest.mark.parametrize(
     ("cause", "message"),
     [
+        ("phase:lunch", "no 'lunch' phase was recorded (phases: none)"),
+        ("eval", "no 'eval' phase was recorded"),
         ("rank:7", "rank 7 is not in the model (ranks 0-1)"),
         ("rank:x", "rank:N takes a rank number"),
         ("node:nowhere", "no rank ran on node 'nowhere' (nodes: none recorded)"),
@@ -239,3 +252,12 @@ def test_a_step_recorded_twice_by_a_rank_is_counted_once(tmp_path):
     doubled = dataclasses.replace(run, events=ev.select(np.r_[np.arange(len(ev)), step_rows[:3]]))
     again = what_if(doubled, run.meta.warmup_steps, ["rank:1"])
     assert again == what_if(run, run.meta.warmup_steps, ["rank:1"])
+
+
+def test_input_waits_are_a_cause_of_their_own_on_the_input_bound_run():
+    run = load_run(RUNS / "input_bound" / "run")
+    result = what_if(run, run.meta.warmup_steps)
+    data = next(f for f in result.fixes if f.cause == "phase:data")
+    assert data.note == "no data time"
+    assert data.gain_ms == max(f.gain_ms for f in result.fixes)
+    assert 0 < data.gain_ms < result.replayed.step_ms

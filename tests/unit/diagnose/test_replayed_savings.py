@@ -80,3 +80,12 @@ def test_an_imbalance_stays_a_warning_without_a_slow_rank_or_node():
     straggler = Finding("STRAGGLER", "straggler", "s", 20.0, 5.0, (), (), rank=1)
     folded = replayed_savings([straggler, imbalance], dataclasses.replace(analysis, whatif=None))
     assert folded[1].level == "info" and folded[1].basis == "explained by STRAGGLER"
+
+
+def test_input_waits_save_what_removing_the_data_phase_gains():
+    run = load_run(RUNS / "input_bound" / "run")
+    analysis = analyze_run(run)
+    finding = by_code(diagnose_run(run, analysis).findings, "INPUT_BOUND")
+    data = next(f for f in analysis.whatif.fixes if f.cause == "phase:data")
+    assert finding.saved_ms_per_step == pytest.approx(data.gain_ms)
+    assert finding.basis == "replayed without it: no data time"

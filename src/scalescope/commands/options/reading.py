@@ -139,9 +139,10 @@ class WhatIfCommand:
     run_dir: Path = argument()
     """A run directory written by run or bench."""
     fix: tuple[str, ...] | None = option("--fix", metavar="CAUSE")
-    """A cause to fix (repeat): rank:N, node:HOST, compute:X, comm:X, comm:hidden; A+B fixes
-    both at once. Default: the ranks with the most own time, exposed transfers, and the
-    first two together."""
+    """A cause to fix (repeat): rank:N, node:HOST, phase:NAME (data, eval, checkpoint, ...),
+    eval, checkpoint, compute:X, comm:X, comm:hidden; A+B fixes both at once. Default: the
+    slowest node and ranks, input waits and rank-only work, exposed transfers, the first two
+    together."""
     comm_speed: float | None = option("--comm-speed", min=0.0)
     """Also replay with every transfer this many times faster (a faster network)."""
     compute_speed: float | None = option("--compute-speed", min=0.0)
