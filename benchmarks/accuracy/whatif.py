@@ -11,9 +11,15 @@ pairs. Per pair:
                    the script's own clock (``--step-log``), measured steps only.
 
 Printed side by side per pair and as medians, with the median of the pairs' ratios; target:
-within 15 % of the measured gain (0.85-1.15). Not yet planted here (each says SKIP): rank-0
-evaluation every k steps, a link throttled with tc between network namespaces, and two
-causes at once.
+within 15 % of the measured gain (0.85-1.15).
+
+Two causes at once (``--two``, 3 ranks on 2 cores): rank 1 sleeps ``--sleep-ms`` and rank 2
+half of it, both in forward; each triple runs both, rank 2's sleep alone, and neither. The
+gain of ``rank:1+rank:2`` is checked against both-minus-neither (target within 20 %), and the
+gain of ``rank:1`` alone against both-minus-rank-2-alone: fixing one gains only down to the
+other, not its own sleep. Not yet planted here (each says SKIP): rank-0 evaluation every k
+steps (periodic: the what-if's median step does not see it yet) and a link throttled with tc
+between network namespaces.
 
     .venv/bin/python benchmarks/accuracy/whatif.py --repeats 3
 """
@@ -47,7 +53,6 @@ SCENARIOS = {
 NOT_YET = (
     "rank 0 evaluating every k steps",
     "a link throttled with tc between two network namespaces",
-    "two causes at once",
 )
 
 
@@ -59,6 +64,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=4)
     p.add_argument("--sleep-ms", type=float, default=40.0)
     p.add_argument("--tolerance", type=float, default=0.15, help="|ratio - 1| at most this")
+    p.add_argument("--two-tolerance", type=float, default=0.20)
+    p.add_argument("--no-two", dest="two", action="store_false", help="skip two causes")
     return p.parse_args()
 
 
@@ -75,17 +82,49 @@ class Pair:
         return self.predicted_ms / self.measured_ms
 
 
-def run(tmp: Path, args: argparse.Namespace, where: str | None, start: int) -> Path:
+def run(
+    tmp: Path, args: argparse.Namespace, where: str | None, start: int, ranks: int = 2,
+    extra: tuple[str, ...] = (),
+) -> Path:  # fmt: skip
     tmp.mkdir(parents=True)
     planted = [] if where is None else [
         "--sleep-rank", "1", "--sleep-s", str(args.sleep_ms / 1e3), "--sleep-where", where,
         "--sleep-from", str(start),
     ]  # fmt: skip
-    cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", "2", "--run-dir", "run",
-           "--warmup-steps", str(max(args.warmup_steps, start)), "--no-report", str(DDP_TRAIN),
-           "--steps", str(args.steps), "--step-log", "steps.json", *planted]  # fmt: skip
+    over = ["--oversubscribe"] if ranks > 2 else []
+    cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(ranks), *over, "--run-dir",
+           "run", "--warmup-steps", str(max(args.warmup_steps, start)), "--no-report",
+           str(DDP_TRAIN), "--steps", str(args.steps), "--step-log", "steps.json", *planted,
+           *extra]  # fmt: skip
     subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL)
     return tmp
+
+
+def measure_two(tmp: Path, args: argparse.Namespace, i: int) -> tuple[Pair, Pair]:
+    """Both causes, rank 2's alone, neither (rotated); the gains of fixing both and rank 1."""
+    half = f"2:{args.sleep_ms / 2e3}"
+    variants = {
+        "both": ("forward", (f"--also-sleep={half}",)),
+        "rank2": ("forward", (f"--also-sleep={half}", "--sleep-rank=-1")),
+        "none": (None, ()),
+    }
+    order = list(variants)[i % 3 :] + list(variants)[: i % 3]
+    folders = {
+        name: run(tmp / f"two-{i}-{name}", args, variants[name][0], 0, 3, variants[name][1])
+        for name in order
+    }
+    recorded = load_run(folders["both"] / "run")
+    result = what_if(recorded, recorded.meta.warmup_steps, ["rank:1+rank:2", "rank:1"])
+    both, one = result.fixes
+    ms = {name: own_step_ms(folder, args.warmup_steps) for name, folder in folders.items()}
+    return (
+        Pair(
+            both.gain_ms, ms["both"] - ms["none"], ms["both"], ms["none"], both.prediction.step_ms
+        ),
+        Pair(
+            one.gain_ms, ms["both"] - ms["rank2"], ms["both"], ms["rank2"], one.prediction.step_ms
+        ),
+    )
 
 
 def own_step_ms(folder: Path, first: int) -> float:
@@ -104,6 +143,37 @@ def measure_pair(tmp: Path, args: argparse.Namespace, name: str, i: int) -> Pair
     (fix,) = result.fixes
     planted_ms, clean_ms = own_step_ms(planted, first), own_step_ms(clean, first)
     return Pair(fix.gain_ms, planted_ms - clean_ms, planted_ms, clean_ms, fix.prediction.step_ms)
+
+
+def two_causes(args: argparse.Namespace) -> int:
+    """The two-cause triples; the count of figures outside their target."""
+    rows: list[tuple[Pair, Pair]] = []
+    with tempfile.TemporaryDirectory(prefix="whatif-two-") as tmp:
+        for i in range(args.repeats):
+            rows.append(measure_two(Path(tmp), args, i))
+            for label, p in zip(("rank:1+rank:2", "rank:1 alone"), rows[-1], strict=True):
+                gains = f"predicted gain {p.predicted_ms:.2f} ms, measured {p.measured_ms:.2f} ms"
+                print(f"two causes {i + 1} {label}: {gains}, ratio {p.ratio:.3f}", flush=True)
+    failed = 0
+    for j, (label, tolerance) in enumerate(
+        (("both fixed (rank:1+rank:2)", args.two_tolerance), ("rank 1 alone fixed", args.tolerance))
+    ):
+        ps = [r[j] for r in rows]
+        ratio = statistics.median(p.ratio for p in ps)
+        predicted = statistics.median(p.predicted_ms for p in ps)
+        measured = statistics.median(p.measured_ms for p in ps)
+        low, high = 1 - tolerance, 1 + tolerance
+        met = low <= ratio <= high
+        failed += not met
+        print(f"two causes, {label:26s} predicted gain {predicted:7.2f} ms  measured "
+              f"{measured:7.2f} ms  ratio {ratio:.3f}  {'pass' if met else 'FAIL'}")  # fmt: skip
+        record(
+            f"whatif: two causes at once (rank 1 sleeps {args.sleep_ms:g} ms, rank 2 half, in "
+            f"forward; ddp_train, 3 ranks on 2 cores), gain with {label}, predicted / measured",
+            ratio, "ratio", f"{low:.2f}-{high:.2f}", met,
+            f"medians {predicted:.1f} / {measured:.1f} ms, {len(ps)} interleaved triples",
+        )  # fmt: skip
+    return failed
 
 
 def main() -> None:
@@ -139,6 +209,8 @@ def main() -> None:
             "predicted / measured by a re-run without it", ratio, "ratio", target, met,
             f"medians {predicted:.1f} / {measured:.1f} ms, {len(ps)} interleaved pairs",
         )  # fmt: skip
+    if args.two:
+        failed += two_causes(args)
     for what in NOT_YET:
         print(f"SKIP {what}: not planted by this benchmark yet")
         skipped(f"whatif: gain of fixing {what}", "ratio", target, "not planted yet")

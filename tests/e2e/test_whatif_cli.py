@@ -81,7 +81,8 @@ def test_an_unknown_option_is_refused(cli_in_process):
 
 
 def test_the_timeline_shows_the_replay_as_measured_above_the_fix(cli_in_process, tmp_path):
-    from scalescope.analyze.whatif import build_grid, replay
+    from scalescope.analyze.replay import replay
+    from scalescope.analyze.step_grid import build_grid
 
     proc = cli_in_process("whatif", STRAGGLER, "--fix", "rank:1", "--timeline", tmp_path / "t.json")
     assert proc.returncode == 0, proc.stderr

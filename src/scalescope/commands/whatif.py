@@ -18,7 +18,8 @@ def causes_asked(command: WhatIfCommand) -> list[str] | None:
 
 
 def whatif(command: WhatIfCommand) -> None:
-    from scalescope.analyze.whatif import build_grid, replay_timeline, what_if
+    from scalescope.analyze.step_grid import build_grid
+    from scalescope.analyze.whatif import replay_timeline, what_if
     from scalescope.events.run import RunDirError, load_run
     from scalescope.report.formatting import report_console
     from scalescope.report.media.terminal import render_document

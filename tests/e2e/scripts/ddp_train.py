@@ -43,6 +43,13 @@ def parse() -> argparse.Namespace:
         help="sleep in steps from this one on (the steps before it are the undelayed "
         "reference; a step ends with the optimizer step, as scalescope's probe counts them)",
     )
+    p.add_argument(
+        "--also-sleep",
+        default="",
+        metavar="RANK:SECONDS",
+        help="a second rank that sleeps, as long as given, where and from when --sleep-where "
+        "and --sleep-from say (two causes at once)",
+    )
     p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
@@ -155,7 +162,9 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    delay = Delay(args.sleep_s if rank == args.sleep_rank else 0.0)
+    also_rank, _, also_s = args.also_sleep.partition(":")
+    seconds = float(also_s) if also_rank and rank == int(also_rank) else 0.0
+    delay = Delay(args.sleep_s if rank == args.sleep_rank else seconds)
     net = model(delay if args.sleep_where == "forward" else None)
     ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb)
     if args.hook == "fp16":

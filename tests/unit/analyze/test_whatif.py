@@ -1,7 +1,7 @@
-"""The what-if engine (analyze/whatif.py): hand-built steps whose answer is known by hand,
-then the recorded runs of tests/data/runs: the replay gives back the measured step, the
-planted delay added to the steps before it predicts the steps after it (out of sample), and
-fixing the straggler gives back the scenario's own reference step."""
+"""The what-if engine (analyze/step_grid.py, replay.py, whatif.py): hand-built steps whose
+answer is known by hand, then the recorded runs of tests/data/runs: the replay gives back the
+measured step, the planted delay added to the steps before it predicts the steps after it
+(out of sample), and fixing the straggler gives back the scenario's own reference step."""
 
 from __future__ import annotations
 
@@ -12,15 +12,9 @@ import pytest
 from recorded_runs import RUNS
 from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
-from scalescope.analyze.whatif import (
-    StepGrid,
-    apply_fix,
-    build_grid,
-    predict,
-    replay,
-    what_if,
-    with_delay,
-)
+from scalescope.analyze.replay import predict, replay
+from scalescope.analyze.step_grid import StepGrid, build_grid
+from scalescope.analyze.whatif import apply_fix, what_if, with_delay
 from scalescope.events import Kind, load_run
 
 MS = 1e6

@@ -1,0 +1,258 @@
+"""The measured steps as a model to replay (``StepGrid``): per step, rank and collective,
+what the rank did on its own and what it waited for.
+
+- ``work_ns``: the rank's own time before it issued collective k, counted from the point its
+  compute was released after collective k-1 (the step's start for the first);
+- ``blocking``: whether the rank's compute waited for collective k to complete (its next
+  collective was issued after the completion), or went on (DDP's gradient buckets);
+- ``transfer_ns``: collective k's completion on the rank minus the last arrival of its group
+  (a rank *arrives* at its issue, or when its previous collective on the same group
+  completes, as in matching.py);
+- the step's tail: own time up to the join (the ``comm_wait`` phase, where a DDP rank waits
+  for its outstanding buckets), then own time after it, and the gap to the next step;
+- each phase's time inside each of those parts (``phase_ns``).
+
+The grid needs every rank to issue the same collectives in every step (data-parallel,
+sharded and tensor-parallel steps do): steps that differ, collectives that never completed,
+and ranks without events are left out and named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalescope.analyze.clocks import align_clocks, aligned_start_ns
+from scalescope.events import EventTable, Kind, Run
+
+
+@dataclass(frozen=True)
+class StepGrid:
+    """The measured steps as arrays of shape (steps, ranks, collectives) or (steps, ranks)."""
+
+    steps: np.ndarray
+    ranks: np.ndarray
+    group: np.ndarray
+    """(ranks, collectives): the group symbol of each rank's k-th collective."""
+    work_ns: np.ndarray
+    blocking: np.ndarray
+    transfer_ns: np.ndarray
+    prejoin_ns: np.ndarray
+    """Own time from the release after the last collective to the join (0 without one)."""
+    post_ns: np.ndarray
+    """Own time after the join (or after the last release) to the step's end."""
+    joins: np.ndarray
+    """(steps, ranks): True where the step waits for its outstanding collectives."""
+    gap_ns: np.ndarray
+    """From the step's end to the next step's start (0 after the last)."""
+    step_ns: np.ndarray
+    """The measured STEP durations."""
+    samples: np.ndarray
+    ops: tuple[str, ...] = ()
+    """The op of each collective of a step (the first rank's), for a timeline."""
+    phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
+    """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
+    time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.work_ns.shape
+
+    def own_ns(self) -> np.ndarray:
+        """(steps, ranks): each rank's own time per step, waits left out."""
+        return self.work_ns.sum(axis=2) + self.prejoin_ns + self.post_ns
+
+
+def _step_rows(events: EventTable, steps: np.ndarray | None) -> EventTable:
+    """The completed STEP rows of ``steps``, one per (rank, step): the first where a rank
+    recorded a step twice."""
+    rows = events.of_kind(Kind.STEP)
+    rows = rows.select(rows.dur_ns >= 0)
+    if steps is not None:
+        rows = rows.select(np.isin(rows.step, steps))
+    key = rows.rank.astype(np.int64) << 32 | (rows.step.astype(np.int64) & 0xFFFFFFFF)
+    _, first = np.unique(key, return_index=True)
+    return rows.select(np.sort(first)) if len(first) < len(rows) else rows
+
+
+def _regular_steps(
+    colls: EventTable, ranks: np.ndarray, steps: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """Steps in which every rank issued the same number of completed collectives as in the
+    first such step, on the same groups."""
+    left: list[str] = []
+    counts = np.zeros((len(steps), len(ranks)), dtype=np.int64)
+    np.add.at(counts, (np.searchsorted(steps, colls.step), np.searchsorted(ranks, colls.rank)), 1)
+    incomplete = np.zeros(len(steps), dtype=bool)
+    bad = colls.dur_ns < 0
+    incomplete[np.unique(np.searchsorted(steps, colls.step[bad]))] = True
+    k = np.bincount(counts[~incomplete].max(axis=1)).argmax() if (~incomplete).any() else 0
+    ok = (counts == k).all(axis=1) & ~incomplete & (k > 0)
+    if (~ok).any():
+        left.append(
+            f"{int((~ok).sum())} step(s) whose collectives differ between ranks or never completed"
+        )
+    return steps[ok], left
+
+
+def build_grid(
+    run: Run, steps: np.ndarray | None = None, last: int | None = None
+) -> tuple[StepGrid | None, list[str]]:
+    """The model of ``steps`` (default: every recorded step of every rank; with ``last``,
+    the last that many), and what it left out; None when nothing could be modelled."""
+    events = run.events
+    clocks = align_clocks(run)
+    step_rows = _step_rows(events, steps)
+    left_first: list[str] = []
+    recorded = np.unique(step_rows.step)
+    if last is not None and len(recorded) > last:
+        step_rows = step_rows.select(step_rows.step >= recorded[-last])
+        left_first.append(f"the first {len(recorded) - last} steps (the last {last} replayed)")
+    ranks = np.unique(step_rows.rank)
+    if len(ranks) < 2:
+        return None, ["fewer than two ranks recorded steps"]
+    per_step = np.bincount(np.unique(step_rows.step, return_inverse=True)[1])
+    all_steps = np.unique(step_rows.step)
+    steps_all_ranks = all_steps[per_step == len(ranks)]
+    left = left_first + ([] if len(steps_all_ranks) == len(all_steps) else [
+        f"{len(all_steps) - len(steps_all_ranks)} step(s) some rank did not record"
+    ])  # fmt: skip
+    colls = events.of_kind(Kind.COLLECTIVE)
+    colls = colls.select(
+        (colls.seq >= 0) & np.isin(colls.step, steps_all_ranks) & np.isin(colls.rank, ranks)
+    )
+    kept, more = _regular_steps(colls, ranks, steps_all_ranks)
+    left += more
+    if len(kept) == 0:
+        return None, left or ["no step with collectives"]
+    return _grid(events, clocks, step_rows, colls, ranks, kept), left
+
+
+def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
+    n_s, n_r = len(steps), len(ranks)
+    colls = colls.select(np.isin(colls.step, steps))
+    issue_all = aligned_start_ns(colls, clocks)
+    order = _by_step_rank_issue(colls.step, colls.rank, issue_all, n_r)
+    colls, issue = colls.select(order), issue_all[order]
+    k = len(colls) // (n_s * n_r)
+    shape = (n_s, n_r, k)
+    issue = issue.reshape(shape).astype(np.float64)
+    done = issue + colls.dur_ns.reshape(shape)
+    group = colls.group.reshape(shape)
+    arrival = _arrivals(issue, done, group)
+    last = _last_arrivals(arrival, group)
+    transfer = np.maximum(done - last, 0.0)
+
+    srows = step_rows.select(np.isin(step_rows.step, steps))
+    sorder = np.lexsort((srows.rank, srows.step))
+    srows = srows.select(sorder)
+    t0 = aligned_start_ns(srows, clocks).reshape(n_s, n_r).astype(np.float64)
+    t1 = t0 + srows.dur_ns.reshape(n_s, n_r)
+    join_start = _join_starts(events, clocks, steps, ranks, t0)
+    joins = ~np.isnan(join_start)
+
+    blocking = np.zeros(shape, dtype=bool)
+    blocking[:, :, :-1] = issue[:, :, 1:] >= done[:, :, :-1]
+    blocking[:, :, -1] = ~joins & (t1 >= done[:, :, -1])
+    release = np.where(blocking, done, issue)
+    before = np.concatenate([t0[:, :, None], release[:, :, :-1]], axis=2)
+    work = np.maximum(issue - before, 0.0)
+    latest = done.max(axis=2)
+    js = np.where(joins, join_start, release[:, :, -1])
+    prejoin = np.where(joins, np.maximum(js - release[:, :, -1], 0.0), 0.0)
+    post = np.where(
+        joins, np.maximum(t1 - np.maximum(js, latest), 0.0), np.maximum(t1 - release[:, :, -1], 0.0)
+    )
+    gap = np.zeros((n_s, n_r))
+    consecutive = np.diff(steps) == 1
+    gap[:-1] = np.where(consecutive[:, None], np.maximum(t0[1:] - t1[:-1], 0.0), 0.0)
+    after_join = np.where(joins, np.maximum(js, latest), release[:, :, -1])
+    starts = np.concatenate([before, release[:, :, -1:], after_join[:, :, None]], axis=2)
+    ends = np.concatenate([issue, js[:, :, None], t1[:, :, None]], axis=2)
+    parts = _phase_parts(events, clocks, steps, ranks, starts, ends)
+    return StepGrid(
+        steps=steps, ranks=ranks, group=group[0], work_ns=work, blocking=blocking,
+        transfer_ns=transfer, prejoin_ns=prejoin, post_ns=post, joins=joins, gap_ns=gap,
+        step_ns=srows.dur_ns.reshape(n_s, n_r).astype(np.float64),
+        samples=srows.count.reshape(n_s, n_r).astype(np.float64),
+        ops=tuple(colls.symbols[int(i)] for i in colls.name.reshape(shape)[0, 0]),
+        phase_ns=parts,
+    )  # fmt: skip
+
+
+def _phase_parts(events, clocks, steps, ranks, starts, ends) -> dict[str, np.ndarray]:
+    """Per phase name: its rows' overlap with each part of each rank's step (``starts``,
+    ``ends``: (steps, ranks, parts) on the common clock)."""
+    phases = events.of_kind(Kind.PHASE)
+    phases = phases.select(np.isin(phases.step, steps) & np.isin(phases.rank, ranks))
+    if len(phases) == 0:
+        return {}
+    begin = aligned_start_ns(phases, clocks).astype(np.float64)
+    finish = begin + phases.dur_ns
+    at = (np.searchsorted(steps, phases.step), np.searchsorted(ranks, phases.rank))
+    out = {}
+    for name in np.unique(phases.strings("name")):
+        rows = phases.where("name", str(name))
+        where = (at[0][rows], at[1][rows])
+        parts = np.zeros(starts.shape)
+        for j in range(starts.shape[2]):
+            lo = np.maximum(begin[rows], starts[:, :, j][where])
+            hi = np.minimum(finish[rows], ends[:, :, j][where])
+            np.add.at(parts[:, :, j], where, np.maximum(hi - lo, 0.0))
+        out[str(name)] = parts
+    return out
+
+
+def _by_step_rank_issue(
+    step: np.ndarray, rank: np.ndarray, issue: np.ndarray, n_ranks: int
+) -> np.ndarray:
+    """The order of rows by (step, rank, issue). The table holds each rank's rows in the
+    order it recorded them, so a stable sort by (step, rank) merges a few long runs; a full
+    sort only where some rank recorded a collective before an earlier-issued one."""
+    key = step.astype(np.int64) * (int(rank.max()) + 1 if len(rank) else 1) + rank
+    order = np.argsort(key, kind="stable")
+    sorted_key, sorted_issue = key[order], issue[order]
+    same = sorted_key[1:] == sorted_key[:-1]
+    if np.all(sorted_issue[1:][same] >= sorted_issue[:-1][same]):
+        return order
+    return np.lexsort((issue, key))
+
+
+def _arrivals(issue: np.ndarray, done: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """max(issue, completion of the rank's previous collective on the same group)."""
+    arrival = issue.copy()
+    for k in range(1, issue.shape[2]):
+        for j in range(k):
+            same = group[:, :, j] == group[:, :, k]
+            arrival[:, :, k] = np.where(
+                same, np.maximum(arrival[:, :, k], done[:, :, j]), arrival[:, :, k]
+            )
+    return arrival
+
+
+def _last_arrivals(arrival: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Per (step, rank, k): the latest arrival over the ranks on the same group at k."""
+    last = np.empty_like(arrival)
+    for k in range(arrival.shape[2]):
+        g = group[0, :, k]
+        for gid in np.unique(g):
+            members = g == gid
+            last[:, members, k] = arrival[:, members, k].max(axis=1, keepdims=True)
+    return last
+
+
+def _join_starts(events, clocks, steps, ranks, t0) -> np.ndarray:
+    """Per (step, rank): the start of the comm_wait phase on the common clock; NaN without."""
+    phases = events.of_kind(Kind.PHASE)
+    rows = phases.select(
+        phases.where("name", "comm_wait")
+        & np.isin(phases.step, steps)
+        & np.isin(phases.rank, ranks)
+    )
+    out = np.full(t0.shape, np.nan)
+    if len(rows):
+        starts = aligned_start_ns(rows, clocks).astype(np.float64)
+        at = (np.searchsorted(steps, rows.step), np.searchsorted(ranks, rows.rank))
+        out[at] = starts
+    return out
