@@ -214,8 +214,7 @@ def main() -> None:
     for what in NOT_YET:
         print(f"SKIP {what}: not planted by this benchmark yet")
         skipped(f"whatif: gain of fixing {what}", "ratio", target, "not planted yet")
-    print(f"\n{'all within' if not failed else f'{failed} scenario(s) outside'} "
-          f"{100 * args.tolerance:.0f} %")  # fmt: skip
+    print(f"\n{'all within their targets' if not failed else f'{failed} figure(s) outside'}")
 
 
 if __name__ == "__main__":
