@@ -41,6 +41,9 @@ class Prediction:
     label: str
     step_ms: float
     """The median over steps of the median over ranks."""
+    mean_ms: float
+    """The mean over steps of the median over ranks: what throughput sees (work every k
+    steps, an evaluation, moves it and not the median). Gains are counted on it."""
     low_ms: float
     high_ms: float
     """The 10th and 90th percentiles of the steps: the step-to-step spread."""
@@ -100,6 +103,7 @@ def predict(grid: StepGrid, label: str, rows: np.ndarray | None = None) -> Predi
     return Prediction(
         label=label,
         step_ms=float(np.median(per_step)),
+        mean_ms=float(np.mean(per_step)),
         low_ms=float(low),
         high_ms=float(high),
         wait_ms_per_rank=tuple(float(w) for w in played.wait_ns[rows].mean(axis=0) / 1e6),

@@ -24,7 +24,7 @@ class Fix:
     """``rank:N``, ``compute:x1.5``, ``comm:x2``, ``comm:hidden``, or several joined by ``+``."""
     prediction: Prediction
     gain_ms: float
-    """The replayed step as measured minus the step with the cause fixed."""
+    """The mean replayed step as measured minus the mean step with the cause fixed."""
     gain_pct: float
     samples_per_s: float | None
     """Training samples per second after the fix (None when steps count no samples)."""
@@ -280,9 +280,9 @@ def what_if(
     for cause in causes if causes is not None else candidate_causes(grid, hosts):
         fixed, note, before = apply_fix(grid, cause, hosts)
         after = predict(fixed, cause, rows if before is None else before)
-        gain = base.step_ms - after.step_ms
-        rate = samples / after.step_ms * 1e3 if samples > 0 and after.step_ms > 0 else None
-        pct = 100.0 * gain / base.step_ms if base.step_ms > 0 else 0.0
+        gain = base.mean_ms - after.mean_ms
+        rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
+        pct = 100.0 * gain / base.mean_ms if base.mean_ms > 0 else 0.0
         fixes.append(Fix(cause, after, gain, pct, rate, note))
     if causes is None:
         fixes.sort(key=lambda f: -f.gain_ms)

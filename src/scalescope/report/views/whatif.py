@@ -50,8 +50,9 @@ def _blocks(result: WhatIf) -> list[Block]:
             tuple(_row(f) for f in result.fixes),
             values=tuple(_values(f) for f in result.fixes),
             caption="Each row replays the steps with that cause fixed (A+B: both at once, not "
-            "a sum). Gain: per step, from the replay as measured; range: the 10th-90th "
-            "percentile of the steps.",
+            "a sum). Step: the median step; range: its 10th-90th percentile; gain and "
+            "samples/s: on the mean step, from the replay as measured (work every k steps "
+            "counts).",
             html_id="whatif",
         ),
     ]
