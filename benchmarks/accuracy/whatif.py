@@ -17,9 +17,12 @@ Two causes at once (``--two``, 3 ranks on 2 cores): rank 1 sleeps ``--sleep-ms``
 half of it, both in forward; each triple runs both, rank 2's sleep alone, and neither. The
 gain of ``rank:1+rank:2`` is checked against both-minus-neither (target within 20 %), and the
 gain of ``rank:1`` alone against both-minus-rank-2-alone: fixing one gains only down to the
-other, not its own sleep. Not yet planted here (each says SKIP): rank-0 evaluation every k
-steps (periodic: the what-if's median step does not see it yet) and a link throttled with tc
-between network namespaces.
+other, not its own sleep.
+
+Rank 0 evaluating 100 batches every 5 steps of tests/e2e/scripts/gpt_train.py (``--no-eval``
+skips it): the gain of ``eval`` against the same script without evaluation, rank 0's mean
+step by its own clock (a cost every k steps is in the mean, not the median). Not yet planted
+here (it says SKIP): a link throttled with tc between network namespaces.
 
     .venv/bin/python benchmarks/accuracy/whatif.py --repeats 3
 """
@@ -44,16 +47,16 @@ from scalescope.analyze.whatif import what_if  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 
 DDP_TRAIN = BENCHMARKS.parent / "tests" / "e2e" / "scripts" / "ddp_train.py"
+GPT_TRAIN = BENCHMARKS.parent / "tests" / "e2e" / "scripts" / "gpt_train.py"
+EVAL_ARGS = ("--eval-every", "5", "--eval-iters", "100")
+"""Rank 0 evaluates 100 batches every 5 steps (the periodic cause)."""
 SCENARIOS = {
     "forward": ("forward", 0),
     "data": ("data", 0),
     "forward-midrun": ("forward", 12),
 }
 """name: (where rank 1 sleeps, from which step)."""
-NOT_YET = (
-    "rank 0 evaluating every k steps",
-    "a link throttled with tc between two network namespaces",
-)
+NOT_YET = ("a link throttled with tc between two network namespaces",)
 
 
 def parse() -> argparse.Namespace:
@@ -66,6 +69,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tolerance", type=float, default=0.15, help="|ratio - 1| at most this")
     p.add_argument("--two-tolerance", type=float, default=0.20)
     p.add_argument("--no-two", dest="two", action="store_false", help="skip two causes")
+    p.add_argument("--no-eval", dest="eval", action="store_false", help="skip rank-0 eval")
     return p.parse_args()
 
 
@@ -145,6 +149,51 @@ def measure_pair(tmp: Path, args: argparse.Namespace, name: str, i: int) -> Pair
     return Pair(fix.gain_ms, planted_ms - clean_ms, planted_ms, clean_ms, fix.prediction.step_ms)
 
 
+def gpt_run(tmp: Path, args: argparse.Namespace, planted: bool) -> Path:
+    tmp.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", "2", "--run-dir", "run",
+           "--warmup-steps", str(args.warmup_steps), "--no-report", str(GPT_TRAIN), "--steps",
+           str(args.steps), "--grad-accum", "2", "--work-log", "work-{rank}.json",
+           *(EVAL_ARGS if planted else ())]  # fmt: skip
+    subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+    return tmp
+
+
+def mean_step_ms(folder: Path, first: int) -> float:
+    """Rank 0's mean step by the script's own clock: a cost every k steps is in the mean."""
+    steps = json.loads((folder / "work-0.json").read_text())["steps"]
+    return 1e3 * statistics.fmean(s["s"] for s in steps if s["step"] >= first)
+
+
+def rank_0_eval(args: argparse.Namespace) -> int:
+    """Rank 0 evaluating every 5 steps against the same script without it; figures outside."""
+    pairs = []
+    with tempfile.TemporaryDirectory(prefix="whatif-eval-") as tmp:
+        for i in range(args.repeats):
+            order = [True, False] if i % 2 == 0 else [False, True]
+            runs = {p: gpt_run(Path(tmp) / f"eval-{i}-{p}", args, p) for p in order}
+            recorded = load_run(runs[True] / "run")
+            (fix,) = what_if(recorded, recorded.meta.warmup_steps, ["eval"]).fixes
+            planted, clean = (mean_step_ms(runs[p], args.warmup_steps) for p in (True, False))
+            pairs.append(Pair(fix.gain_ms, planted - clean, planted, clean, fix.prediction.mean_ms))
+            print(f"eval pair {i + 1}: predicted gain {fix.gain_ms:.2f} ms, measured "
+                  f"{planted - clean:.2f} ms, ratio {pairs[-1].ratio:.3f}", flush=True)  # fmt: skip
+    ratio = statistics.median(p.ratio for p in pairs)
+    predicted = statistics.median(p.predicted_ms for p in pairs)
+    measured = statistics.median(p.measured_ms for p in pairs)
+    low, high = 1 - args.tolerance, 1 + args.tolerance
+    met = low <= ratio <= high
+    print(f"{'rank-0 eval':15s} predicted gain {predicted:7.2f} ms  measured {measured:7.2f} ms  "
+          f"ratio {ratio:.3f}  {'pass' if met else 'FAIL'}")  # fmt: skip
+    record(
+        "whatif: gain of fixing rank 0's evaluation every 5 steps (gpt_train, 2 ranks), "
+        "predicted / measured by a re-run without it (mean steps)", ratio, "ratio",
+        f"{low:.2f}-{high:.2f}", met,
+        f"medians {predicted:.1f} / {measured:.1f} ms, {len(pairs)} interleaved pairs",
+    )  # fmt: skip
+    return int(not met)
+
+
 def two_causes(args: argparse.Namespace) -> int:
     """The two-cause triples; the count of figures outside their target."""
     rows: list[tuple[Pair, Pair]] = []
@@ -211,6 +260,8 @@ def main() -> None:
         )  # fmt: skip
     if args.two:
         failed += two_causes(args)
+    if args.eval:
+        failed += rank_0_eval(args)
     for what in NOT_YET:
         print(f"SKIP {what}: not planted by this benchmark yet")
         skipped(f"whatif: gain of fixing {what}", "ratio", target, "not planted yet")
