@@ -96,11 +96,18 @@ def _regular_steps(
     return steps[ok], left
 
 
+PHASES_KEPT = ("data", "eval", "checkpoint")
+"""The phases ``phase_ns`` holds unless asked for others: input waits and work beside
+training, the phases the what-if tries as causes by itself."""
+
+
 def build_grid(
-    run: Run, steps: np.ndarray | None = None, last: int | None = None
-) -> tuple[StepGrid | None, list[str]]:
+    run: Run, steps: np.ndarray | None = None, last: int | None = None,
+    phases: tuple[str, ...] = PHASES_KEPT,
+) -> tuple[StepGrid | None, list[str]]:  # fmt: skip
     """The model of ``steps`` (default: every recorded step of every rank; with ``last``,
-    the last that many), and what it left out; None when nothing could be modelled."""
+    the last that many) with the parts of ``phases``, and what it left out; None when
+    nothing could be modelled."""
     events = run.events
     clocks = align_clocks(run)
     step_rows = _step_rows(events, steps)
@@ -126,10 +133,10 @@ def build_grid(
     left += more
     if len(kept) == 0:
         return None, left or ["no step with collectives"]
-    return _grid(events, clocks, step_rows, colls, ranks, kept), left
+    return _grid(events, clocks, step_rows, colls, ranks, kept, phases), left
 
 
-def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
+def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     n_s, n_r = len(steps), len(ranks)
     colls = colls.select(np.isin(colls.step, steps))
     issue_all = aligned_start_ns(colls, clocks)
@@ -170,7 +177,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
     after_join = np.where(joins, np.maximum(js, latest), release[:, :, -1])
     starts = np.concatenate([before, release[:, :, -1:], after_join[:, :, None]], axis=2)
     ends = np.concatenate([issue, js[:, :, None], t1[:, :, None]], axis=2)
-    parts = _phase_parts(events, clocks, steps, ranks, starts, ends)
+    parts = _phase_parts(events, clocks, steps, ranks, starts, ends, phases)
     return StepGrid(
         steps=steps, ranks=ranks, group=group[0], work_ns=work, blocking=blocking,
         transfer_ns=transfer, prejoin_ns=prejoin, post_ns=post, joins=joins, gap_ns=gap,
@@ -181,26 +188,30 @@ def _grid(events, clocks, step_rows, colls, ranks, steps) -> StepGrid:
     )  # fmt: skip
 
 
-def _phase_parts(events, clocks, steps, ranks, starts, ends) -> dict[str, np.ndarray]:
-    """Per phase name: its rows' overlap with each part of each rank's step (``starts``,
-    ``ends``: (steps, ranks, parts) on the common clock)."""
+def _phase_parts(events, clocks, steps, ranks, starts, ends, names) -> dict[str, np.ndarray]:
+    """Per phase of ``names`` recorded: its rows' overlap with each part of each rank's step
+    (``starts``, ``ends``: (steps, ranks, parts) on the common clock)."""
     phases = events.of_kind(Kind.PHASE)
-    phases = phases.select(np.isin(phases.step, steps) & np.isin(phases.rank, ranks))
-    if len(phases) == 0:
+    wanted = [n for n in names if events.symbols.id_of(n) >= 0]
+    if not wanted or len(phases) == 0:
         return {}
+    phases = phases.select(np.isin(phases.name, [events.symbols.id_of(n) for n in wanted]))
+    phases = phases.select(np.isin(phases.step, steps) & np.isin(phases.rank, ranks))
     begin = aligned_start_ns(phases, clocks).astype(np.float64)
     finish = begin + phases.dur_ns
     at = (np.searchsorted(steps, phases.step), np.searchsorted(ranks, phases.rank))
     out = {}
-    for name in np.unique(phases.strings("name")):
-        rows = phases.where("name", str(name))
+    for name in wanted:
+        rows = phases.where("name", name)
+        if not rows.any():
+            continue
         where = (at[0][rows], at[1][rows])
         parts = np.zeros(starts.shape)
         for j in range(starts.shape[2]):
             lo = np.maximum(begin[rows], starts[:, :, j][where])
             hi = np.minimum(finish[rows], ends[:, :, j][where])
             np.add.at(parts[:, :, j], where, np.maximum(hi - lo, 0.0))
-        out[str(name)] = parts
+        out[name] = parts
     return out
 
 

@@ -191,6 +191,17 @@ def apply_fix(
     return grid, "; ".join(notes), rows
 
 
+def phases_named(causes: list[str] | None) -> tuple[str, ...]:
+    """The phases the grid needs: those the causes name, and the ones tried by default."""
+    named = [
+        ALIASES.get(part, part).partition(":")[2]
+        for cause in causes or ()
+        for part in cause.split("+")
+        if ALIASES.get(part, part).startswith("phase:")
+    ]
+    return tuple(dict.fromkeys((*CANDIDATE_PHASES, *named)))
+
+
 def _phase_of(grid: StepGrid, part: str, name: str) -> str:
     if name not in grid.phase_ns:
         known = ", ".join(sorted(grid.phase_ns)) or "none"
@@ -266,7 +277,7 @@ def what_if(
     beginning. None when
     the run gives no model (``build_grid``). ``last``: replay only the last that many steps
     (the report's bound on a long run's cost)."""
-    grid, left = build_grid(run, last=last)
+    grid, left = build_grid(run, last=last, phases=phases_named(causes))
     if grid is None:
         return None
     rows = grid.steps >= warmup_steps
@@ -329,7 +340,7 @@ def replay_timeline(
 ) -> WhatIfTimeline | None:
     """The last ``steps`` measured steps of ``run`` replayed as measured, and the same number
     replayed with ``cause`` fixed (from the steps it is judged by), on up to 16 ranks."""
-    grid, _ = build_grid(run)
+    grid, _ = build_grid(run, phases=phases_named([cause]))
     if grid is None:
         return None
     hosts = {r: m.hostname for r, m in run.ranks.items()}
