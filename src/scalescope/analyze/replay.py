@@ -63,14 +63,15 @@ def replay(grid: StepGrid, keep_times: bool = False) -> Replayed:
         if keep_times else None
     )  # fmt: skip
     members = [[grid.group[:, k] == g for g in np.unique(grid.group[:, k])] for k in range(n_k)]
+    # per collective: the earlier ones on the same group, which a rank queues behind
+    queued = [[(j, grid.group[:, j] == grid.group[:, k]) for j in range(k)] for k in range(n_k)]
     for s in range(n_s):
         cursor, waited = start.copy(), np.zeros(n_r)
         done = np.empty((n_r, n_k))
         for k in range(n_k):
             issue = cursor + grid.work_ns[s, :, k]
             arrival = issue.copy()
-            for j in range(k):
-                same = grid.group[:, j] == grid.group[:, k]
+            for j, same in queued[k]:
                 arrival = np.where(same, np.maximum(arrival, done[:, j]), arrival)
             last = np.empty(n_r)
             for m in members[k]:

@@ -140,7 +140,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     n_s, n_r = len(steps), len(ranks)
     colls = colls.select(np.isin(colls.step, steps))
     issue_all = aligned_start_ns(colls, clocks)
-    order = _by_step_rank_issue(colls.step, colls.rank, issue_all, n_r)
+    order = _by_step_rank_issue(colls.step, colls.rank, issue_all)
     colls, issue = colls.select(order), issue_all[order]
     k = len(colls) // (n_s * n_r)
     shape = (n_s, n_r, k)
@@ -215,9 +215,7 @@ def _phase_parts(events, clocks, steps, ranks, starts, ends, names) -> dict[str,
     return out
 
 
-def _by_step_rank_issue(
-    step: np.ndarray, rank: np.ndarray, issue: np.ndarray, n_ranks: int
-) -> np.ndarray:
+def _by_step_rank_issue(step: np.ndarray, rank: np.ndarray, issue: np.ndarray) -> np.ndarray:
     """The order of rows by (step, rank, issue). The table holds each rank's rows in the
     order it recorded them, so a stable sort by (step, rank) merges a few long runs; a full
     sort only where some rank recorded a collective before an earlier-issued one."""

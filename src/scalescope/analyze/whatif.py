@@ -268,23 +268,38 @@ def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RAN
     return causes
 
 
+def hosts_of(run: Run) -> dict[int, str]:
+    return {r: m.hostname for r, m in run.ranks.items()}
+
+
+def measured_rows(grid: StepGrid, warmup_steps: int) -> tuple[np.ndarray, list[str]]:
+    """The rows past the warm-up (every row when none is), and a note when none was."""
+    rows = grid.steps >= warmup_steps
+    if rows.any():
+        return rows, []
+    return np.ones_like(rows), ["no step after the warm-up: every step counted"]
+
+
 def what_if(
     run: Run, warmup_steps: int = 1, causes: list[str] | None = None, last: int | None = None
 ) -> WhatIf | None:
     """The measured steps (``step >= warmup_steps``; every step when none is) replayed as
     measured and with each cause fixed (default: ``candidate_causes``, largest gain first).
     The replay runs over every recorded step, so a cause that began in the warm-up is seen
-    beginning. None when
-    the run gives no model (``build_grid``). ``last``: replay only the last that many steps
-    (the report's bound on a long run's cost)."""
+    beginning. None when the run gives no model (``build_grid``). ``last``: replay only the
+    last that many steps (the report's bound on a long run's cost)."""
     grid, left = build_grid(run, last=last, phases=phases_named(causes))
     if grid is None:
         return None
-    rows = grid.steps >= warmup_steps
-    if not rows.any():
-        rows[:] = True
-        left.append("no step after the warm-up: every step counted")
-    hosts = {r: m.hostname for r, m in run.ranks.items()}
+    return what_if_of(grid, left, hosts_of(run), warmup_steps, causes)
+
+
+def what_if_of(
+    grid: StepGrid, left: list[str], hosts: dict[int, str], warmup_steps: int,
+    causes: list[str] | None = None,
+) -> WhatIf:  # fmt: skip
+    """``what_if`` on a grid already built (``left``: what building it left out)."""
+    rows, none_measured = measured_rows(grid, warmup_steps)
     base = predict(grid, "as measured", rows)
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
     fixes = []
@@ -300,7 +315,7 @@ def what_if(
     return WhatIf(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
-        collectives_per_step=grid.shape[2], left_out=tuple(left),
+        collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
     )  # fmt: skip
 
 
@@ -336,24 +351,19 @@ def _window(times: ReplayTimes, rows: np.ndarray, ranks: np.ndarray) -> ReplayTi
 
 
 def replay_timeline(
-    run: Run, warmup_steps: int, cause: str, steps: int = TIMELINE_STEPS
-) -> WhatIfTimeline | None:
-    """The last ``steps`` measured steps of ``run`` replayed as measured, and the same number
-    replayed with ``cause`` fixed (from the steps it is judged by), on up to 16 ranks."""
-    grid, _ = build_grid(run, phases=phases_named([cause]))
-    if grid is None:
-        return None
-    hosts = {r: m.hostname for r, m in run.ranks.items()}
+    grid: StepGrid, hosts: dict[int, str], warmup_steps: int, cause: str,
+    steps: int = TIMELINE_STEPS,
+) -> WhatIfTimeline:  # fmt: skip
+    """The last ``steps`` measured steps of ``grid`` replayed as measured, and the same
+    number replayed with ``cause`` fixed (from the steps it is judged by), on up to 16 ranks."""
     fixed, note, before = apply_fix(grid, cause, hosts)
-    measured_rows = np.flatnonzero(grid.steps >= warmup_steps)
-    if len(measured_rows) == 0:
-        measured_rows = np.arange(grid.shape[0])
-    fixed_rows = measured_rows if before is None else np.arange(grid.shape[0])[before]
+    measured = np.flatnonzero(measured_rows(grid, warmup_steps)[0])
+    fixed_rows = measured if before is None else np.arange(grid.shape[0])[before]
     ranks = np.arange(min(len(grid.ranks), TIMELINE_RANKS))
-    a = _window(replay(grid, keep_times=True).times, measured_rows[-steps:], ranks)
+    a = _window(replay(grid, keep_times=True).times, measured[-steps:], ranks)
     b = _window(replay(fixed, keep_times=True).times, fixed_rows[-steps:], ranks)
     return WhatIfTimeline(
         cause=cause, note=note, ranks=tuple(int(r) for r in grid.ranks[ranks]),
-        steps=tuple(int(s) for s in grid.steps[measured_rows[-steps:]]), ops=grid.ops,
+        steps=tuple(int(s) for s in grid.steps[measured[-steps:]]), ops=grid.ops,
         measured=a, fixed=b,
     )  # fmt: skip

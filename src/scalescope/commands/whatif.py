@@ -18,8 +18,9 @@ def causes_asked(command: WhatIfCommand) -> list[str] | None:
 
 
 def whatif(command: WhatIfCommand) -> None:
+    """One model of the run (step_grid.py) serves the table, the JSON and the timeline."""
     from scalescope.analyze.step_grid import build_grid
-    from scalescope.analyze.whatif import replay_timeline, what_if
+    from scalescope.analyze.whatif import hosts_of, phases_named, replay_timeline, what_if_of
     from scalescope.events.run import RunDirError, load_run
     from scalescope.report.formatting import report_console
     from scalescope.report.media.terminal import render_document
@@ -29,17 +30,18 @@ def whatif(command: WhatIfCommand) -> None:
         run = load_run(command.run_dir)
     except RunDirError as exc:
         raise CommandError(str(exc)) from None
+    causes = causes_asked(command)
+    grid, left = build_grid(run, phases=phases_named(causes))
+    if grid is None:
+        raise CommandError(f"no step of {command.run_dir} can be replayed: {'; '.join(left)}")
+    hosts, warmup = hosts_of(run), run.meta.warmup_steps
     try:
-        result = what_if(run, run.meta.warmup_steps, causes_asked(command))
+        result = what_if_of(grid, left, hosts, warmup, causes)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    if result is None:
-        _, why = build_grid(run)
-        raise CommandError(f"no step of {command.run_dir} can be replayed: {'; '.join(why)}")
     render_document(render(result, "terminal"), report_console())
     if command.json_file is not None:
         write(result, "json", command.json_file)
     if command.timeline is not None and result.fixes:
-        trace = replay_timeline(run, run.meta.warmup_steps, result.fixes[0].cause)
-        if trace is not None:
-            write(trace, "timeline", command.timeline)
+        trace = replay_timeline(grid, hosts, warmup, result.fixes[0].cause)
+        write(trace, "timeline", command.timeline)
