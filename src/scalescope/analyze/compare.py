@@ -200,8 +200,8 @@ def _cross_rank(a: RunAnalysis, b: RunAnalysis) -> CrossRankComparison | None:
         return getattr(c.overlap, field) if c.overlap is not None else None
 
     def best_fix(r: RunAnalysis) -> float | None:
-        fixes = r.whatif.fixes if r.whatif is not None else ()
-        return min((f.prediction.step_ms for f in fixes), default=None)
+        best = r.whatif.best if r.whatif is not None else None
+        return best.prediction.step_ms if best is not None else None
 
     return CrossRankComparison(
         wait_ms_per_step=pair(_rank_mean(x, "wait_ms_per_step"), _rank_mean(y, "wait_ms_per_step")),

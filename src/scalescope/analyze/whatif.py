@@ -43,6 +43,11 @@ class WhatIf:
     collectives_per_step: int
     left_out: tuple[str, ...] = ()
 
+    @property
+    def best(self) -> Fix | None:
+        """The fix with the largest gain; None without fixes."""
+        return max(self.fixes, key=lambda f: f.gain_ms, default=None)
+
 
 # --- counterfactuals -----------------------------------------------------------------------
 

@@ -125,7 +125,7 @@ def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
     if a.steps is not None:
         rows += throughput_rows(a.steps)
     cross = cross_rank_of(a)
-    best = max(a.whatif.fixes, key=lambda f: f.gain_ms) if a.whatif and a.whatif.fixes else None
+    best = a.whatif.best if a.whatif is not None else None
     if best is not None and best.gain_ms > 0:
         rate = "" if best.samples_per_s is None else f", {best.samples_per_s:,.1f} samples/s"
         text = f"{best.cause}: {best.prediction.step_ms:,.2f} ms/step{rate} ({best.gain_pct:+.1f}%)"
