@@ -5,9 +5,11 @@ what the rank did on its own and what it waited for.
   compute was released after collective k-1 (the step's start for the first);
 - ``blocking``: whether the rank's compute waited for collective k to complete (its next
   collective was issued after the completion), or went on (DDP's gradient buckets);
-- ``transfer_ns``: collective k's completion on the rank minus the last arrival of its group
-  (a rank *arrives* at its issue, or when its previous collective on the same group
-  completes, as in matching.py);
+- ``transfer_ns``: collective k's completion on the rank minus the last arrival of its
+  instance (a rank *arrives* at its issue, or when its previous collective on the same group
+  completes, as in matching.py). An *instance* is a rank's n-th collective on a group with
+  every other member's n-th on it (``instances``): a collective sits at the same place of
+  every member's step, a send and its receive may not (a pipeline's stages);
 - the step's tail: own time up to the join (the ``comm_wait`` phase, where a DDP rank waits
   for its outstanding buckets), then own time after it, and the gap to the next step;
 - each phase's time inside each of those parts (``phase_ns``).
@@ -51,6 +53,10 @@ class StepGrid:
     samples: np.ndarray
     ops: tuple[str, ...] = ()
     """The op of each collective of a step (the first rank's), for a timeline."""
+    op_names: np.ndarray | None = None
+    """(ranks, collectives): each rank's op at each place of its step (``send``, ...)."""
+    nbytes: np.ndarray | None = None
+    """(ranks, collectives): its message size."""
     phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
     """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
     time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
@@ -148,7 +154,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     done = issue + colls.dur_ns.reshape(shape)
     group = colls.group.reshape(shape)
     arrival = _arrivals(issue, done, group)
-    last = _last_arrivals(arrival, group)
+    last = last_arrivals(arrival, instances(group[0]))
     transfer = np.maximum(done - last, 0.0)
 
     srows = step_rows.select(np.isin(step_rows.step, steps))
@@ -159,9 +165,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     join_start = _join_starts(events, clocks, steps, ranks, t0)
     joins = ~np.isnan(join_start)
 
-    blocking = np.zeros(shape, dtype=bool)
-    blocking[:, :, :-1] = issue[:, :, 1:] >= done[:, :, :-1]
-    blocking[:, :, -1] = ~joins & (t1 >= done[:, :, -1])
+    blocking = blocking_of(issue, done, t1, joins, group[0])
     release = np.where(blocking, done, issue)
     before = np.concatenate([t0[:, :, None], release[:, :, :-1]], axis=2)
     work = np.maximum(issue - before, 0.0)
@@ -184,6 +188,8 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
         step_ns=srows.dur_ns.reshape(n_s, n_r).astype(np.float64),
         samples=srows.count.reshape(n_s, n_r).astype(np.float64),
         ops=tuple(colls.symbols[int(i)] for i in colls.name.reshape(shape)[0, 0]),
+        op_names=_names(colls.symbols, colls.name.reshape(shape)[0]),
+        nbytes=colls.nbytes.reshape(shape)[0],
         phase_ns=parts,
     )  # fmt: skip
 
@@ -240,15 +246,58 @@ def _arrivals(issue: np.ndarray, done: np.ndarray, group: np.ndarray) -> np.ndar
     return arrival
 
 
-def _last_arrivals(arrival: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Per (step, rank, k): the latest arrival over the ranks on the same group at k."""
-    last = np.empty_like(arrival)
-    for k in range(arrival.shape[2]):
-        g = group[0, :, k]
-        for gid in np.unique(g):
-            members = g == gid
-            last[:, members, k] = arrival[:, members, k].max(axis=1, keepdims=True)
-    return last
+def _names(symbols, ids: np.ndarray) -> np.ndarray:
+    unique, inverse = np.unique(ids, return_inverse=True)
+    return np.array([symbols[int(i)] for i in unique])[inverse].reshape(ids.shape)
+
+
+def blocking_of(issue, done, t1, joins, group) -> np.ndarray:
+    """(steps, ranks, collectives): whether the rank's compute waited for the collective.
+    An asynchronous one is seen where the rank went on before it completed; a rank that was
+    slow enough found it complete each time, yet it was asynchronous all along (and the
+    replay of that rank made faster must not wait for it): a collective is asynchronous on a
+    rank that ever went on before it completed, and on every rank where all ranks issue it."""
+    went_on = np.zeros(issue.shape, dtype=bool)
+    went_on[:, :, :-1] = issue[:, :, 1:] < done[:, :, :-1]
+    went_on[:, :, -1] = joins | (t1 < done[:, :, -1])
+    asynchronous = went_on.any(axis=0)
+    everyone = (group == group[:1]).all(axis=0)
+    asynchronous[:, everyone] |= asynchronous[:, everyone].any(axis=0)
+    return np.broadcast_to(~asynchronous, issue.shape).copy()
+
+
+def instances(group: np.ndarray) -> np.ndarray:
+    """(ranks, collectives) of group symbols -> instance ids 0..n-1: each rank's n-th
+    collective on a group is one instance with every other member's n-th on it."""
+    n_k = group.shape[1]
+    nth = np.zeros(group.shape, dtype=np.int64)
+    for k in range(1, n_k):
+        nth[:, k] = (group[:, :k] == group[:, k : k + 1]).sum(axis=1)
+    key = group.astype(np.int64) * (n_k + 1) + nth
+    return np.unique(key, return_inverse=True)[1].reshape(group.shape)
+
+
+def aligned(inst: np.ndarray) -> bool:
+    """Whether every instance sits at the same place of its members' steps (collectives do;
+    point-to-point exchanges between stages need not)."""
+    n = int(inst.max()) + 1 if inst.size else 0
+    column = np.broadcast_to(np.arange(inst.shape[1]), inst.shape).ravel()
+    first, last = np.full(n, inst.shape[1]), np.full(n, -1)
+    np.minimum.at(first, inst.ravel(), column)
+    np.maximum.at(last, inst.ravel(), column)
+    return bool((first == last).all())
+
+
+def last_arrivals(arrival: np.ndarray, inst: np.ndarray) -> np.ndarray:
+    """(..., ranks, collectives): per element, the latest arrival over its instance's members
+    (NaN where one of them has not arrived)."""
+    flat = inst.ravel()
+    order = np.argsort(flat, kind="stable")
+    ids = flat[order]
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    lead = arrival.shape[:-2]
+    values = arrival.reshape(*lead, -1)[..., order]
+    return np.maximum.reduceat(values, starts, axis=-1)[..., inst]
 
 
 def _join_starts(events, clocks, steps, ranks, t0) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalescope.analyze.replay import Prediction, ReplayTimes, predict, replay
-from scalescope.analyze.step_grid import StepGrid, build_grid
+from scalescope.analyze.step_grid import StepGrid, build_grid, instances
 from scalescope.events import Run
 
 TOP_RANKS = 3
@@ -151,8 +151,8 @@ def describe_ranks(ranks: np.ndarray) -> str:
 # --- what fixing a cause buys --------------------------------------------------------------
 
 CAUSES_HELP = (
-    "rank:N, node:HOST, phase:NAME (data, forward, ..., eval, checkpoint), eval, checkpoint, "
-    "compute:X (X times faster), comm:X or comm:hidden"
+    "rank:N, node:HOST, link:HOST,HOST (or link:HOST, inside it), phase:NAME (data, forward, "
+    "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X or comm:hidden"
 )
 ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
 """Rank-only work by its own name: the phase of that name, on every rank that does it."""
@@ -171,10 +171,14 @@ def apply_fix(
     ranks: list[int] = []
     speeds: list[tuple[str, float]] = []
     phases: list[str] = []
+    links: list[str] = []
     for part in cause.split("+"):
         kind, _, value = ALIASES.get(part, part).partition(":")
         if kind in ("rank", "node"):
             ranks += _ranks_of(part, kind, value, hosts)
+        elif kind == "link":
+            grid = without_link(grid, part, value, hosts)
+            links.append(value)
         elif kind == "phase":
             phases.append(_phase_of(grid, part, value))
         elif kind in ("compute", "comm"):
@@ -190,6 +194,8 @@ def apply_fix(
     for name in phases:
         grid = without_phase(grid, name)
         notes.append(f"no {name} time")
+    for value in links:
+        notes.append(f"the link {value.replace(',', '-')} as fast as the others")
     for kind, speed in speeds:
         grid = scaled(grid, **{kind: speed})
         notes.append("no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster")
@@ -224,6 +230,62 @@ def without_phase(grid: StepGrid, name: str) -> StepGrid:
         prejoin_ns=np.maximum(grid.prejoin_ns - parts[:, :, k], 0.0),
         post_ns=np.maximum(grid.post_ns - parts[:, :, k + 1], 0.0),
     )
+
+
+P2P = {"send": "send/recv", "recv": "send/recv", "isend": "send/recv", "irecv": "send/recv"}
+
+
+def without_link(grid: StepGrid, part: str, value: str, hosts: dict[int, str]) -> StepGrid:
+    """Transfers over the link between two nodes (or inside one) as fast as over the others:
+    each transfer of a group smaller than the world that spans exactly ``value``'s nodes
+    takes at most the median, step by step, of the groups of its shape (op, size, ranks,
+    nodes spanned) elsewhere, as analyze/links.py compares them. Collectives over all ranks
+    cross every link: that is ``comm:X``."""
+    ends = frozenset(h for h in value.split(",") if h)
+    if not 1 <= len(ends) <= 2:
+        raise ValueError(f"bad cause {part!r}: link:HOST,HOST (two nodes) or link:HOST")
+    for end in sorted(ends):
+        _ranks_of(part, "node", end, hosts)
+    if grid.op_names is None or grid.nbytes is None:
+        raise ValueError(f"bad cause {part!r}: the model has no message sizes")
+    cls, on_link, subgroup = _link_classes(grid, hosts, ends)
+    if not on_link.any():
+        raise ValueError(
+            f"no group smaller than the world ran over the link {value!r}: a link is told "
+            "apart only where groups of the same shape cross other links"
+        )
+    transfer = grid.transfer_ns.copy()
+    for c in np.unique(cls[on_link]):
+        mine, peers = on_link & (cls == c), ~on_link & subgroup & (cls == c)
+        if not peers.any():
+            raise ValueError(f"the link {value!r}: no other group of the same shape to pace it")
+        pace = np.median(grid.transfer_ns[:, peers], axis=1, keepdims=True)
+        transfer[:, mine] = np.minimum(transfer[:, mine], pace)
+    return replace(grid, transfer_ns=transfer)
+
+
+def _link_classes(
+    grid: StepGrid, hosts: dict[int, str], ends: frozenset[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (rank, collective): its class (op, size, ranks, nodes spanned), whether its group
+    spans exactly ``ends``, whether that group is smaller than the world."""
+    inst = instances(grid.group)
+    host = np.array([hosts.get(int(r), "") for r in grid.ranks])
+    rank = np.broadcast_to(np.arange(len(grid.ranks))[:, None], inst.shape)
+    spans: dict[int, set[str]] = {}
+    for i, r in zip(inst.ravel().tolist(), rank.ravel().tolist(), strict=True):
+        spans.setdefault(i, set()).add(str(host[r]))
+    size = np.bincount(inst.ravel())
+    first = {i: (r, k) for (r, k), i in reversed(list(np.ndenumerate(inst)))}
+    keys: dict[tuple, int] = {}
+    cls = np.empty(len(size), dtype=np.int64)
+    for i, (r, k) in first.items():
+        op = str(grid.op_names[r, k])
+        key = (P2P.get(op, op), int(grid.nbytes[r, k]), int(size[i]), len(spans[i]))
+        cls[i] = keys.setdefault(key, len(keys))
+    on = np.array([spans[i] == ends for i in range(len(size))])
+    subgroup = size < len(grid.ranks)
+    return cls[inst], (on & subgroup)[inst], subgroup[inst]
 
 
 def _ranks_of(part: str, kind: str, value: str, hosts: dict[int, str]) -> list[int]:

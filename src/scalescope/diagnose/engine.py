@@ -174,11 +174,17 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
     return "comm:hidden" if f.code in COMM_CODES else None
 
 
+NOT_REPLAYED = (
+    "not replayed: durations measured on shared cores cannot say what cores of their own "
+    "would give"
+)
+
+
 def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Finding]:
     """One number per cause: the saving of a straggler, a slow node, input waits, rank-only
     work or exposed communication is what the replay of the steps gains with that cause
     fixed, and a load imbalance beside a slow rank or node is folded into it (the imbalance
-    is that rank)."""
+    is that rank). Shared cores keep their run-queue estimate, and say so."""
     fixes = {f.cause: f for f in analysis.whatif.fixes} if analysis.whatif is not None else {}
     slow = [f.code for f in findings if f.code in RANK_CAUSES and f.level == "warning"]
     out = []
@@ -192,6 +198,8 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
             f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=basis)
         elif f.code == "LOAD_IMBALANCE" and slow and f.level == "warning":
             f = _explained(f, slow)
+        elif f.code in SHARED_CORES and f.saved_ms_per_step is not None and fixes:
+            f = replace(f, basis=f"{f.basis}; {NOT_REPLAYED}")
         out.append(f)
     return out
 

@@ -13,7 +13,7 @@ from recorded_runs import RUNS
 from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
 from scalescope.analyze.replay import predict, replay
-from scalescope.analyze.step_grid import StepGrid, build_grid
+from scalescope.analyze.step_grid import StepGrid, blocking_of, build_grid, instances
 from scalescope.analyze.whatif import apply_fix, what_if, with_delay
 from scalescope.events import Kind, load_run
 
@@ -109,6 +109,86 @@ def test_removing_a_phase_takes_its_time_out_of_the_part_it_lies_in():
     g = StepGrid(**{**g.__dict__, "phase_ns": {"data": data}})
     assert step_ms(g, "phase:data") == pytest.approx(10 + 2 + 1)
     assert step_ms(g, "phase:data+comm:hidden") == pytest.approx(10 + 1)
+
+
+def test_a_send_meets_its_receive_at_another_place_of_the_partners_step():
+    """Three stages in a ring, each sending to the next (asynchronously) and receiving from
+    the one before (blocking): rank 0's send is its first collective and rank 1's receive its
+    second. Rank 0 works 10 ms before its send, the others 1 ms; 1-ms transfers. Rank 1
+    receives at 10 + 1 (step 12 with its 1 ms after), rank 0 at 11 + 1 (its receive waits for
+    rank 2's send, issued at 1, until rank 0 posts it at 11), rank 2 at 2 + 1."""
+    g = grid([[10.0, 1.0], [1.0, 1.0], [1.0, 1.0]], transfer_ms=1.0, steps=1)
+    ring = np.array([[1, 3], [2, 1], [3, 2]])  # groups {0,1}, {1,2}, {2,0}
+    blocking = np.broadcast_to([False, True], g.shape).copy()
+    g = StepGrid(**{**g.__dict__, "group": ring, "blocking": blocking})
+    assert instances(ring).tolist() == [[0, 2], [1, 0], [2, 1]]
+    assert replay(g).step_ns[0] / MS == pytest.approx([13.0, 12.0, 4.0])
+    assert step_ms(g, "rank:0") == pytest.approx(4.0)
+
+
+def ring(transfer_ms: list[float]) -> StepGrid:
+    """The ring above on three nodes (rank r on node r), 1 ms of work before each exchange;
+    ``transfer_ms``: of the groups {0,1}, {1,2}, {2,0}."""
+    g = grid([[1.0, 1.0]] * 3, steps=4)
+    group = np.array([[0, 2], [1, 0], [2, 1]])
+    transfer = np.broadcast_to(np.array(transfer_ms)[group] * MS, g.shape).copy()
+    blocking = np.broadcast_to([False, True], g.shape).copy()
+    return StepGrid(**{
+        **g.__dict__, "group": group, "transfer_ns": transfer, "blocking": blocking,
+        "op_names": np.array([["send", "recv"]] * 3), "nbytes": np.full((3, 2), 1024),
+    })  # fmt: skip
+
+
+NODES = {0: "n0", 1: "n1", 2: "n2"}
+
+
+def test_a_slow_link_is_paced_by_the_groups_of_the_same_shape_over_other_links():
+    g = ring([5.0, 1.0, 1.0])
+    fixed, note, _ = apply_fix(g, "link:n1,n0", NODES)
+    np.testing.assert_allclose(fixed.transfer_ns / MS, 1.0)
+    assert note == "the link n1-n0 as fast as the others"
+    assert predict(fixed, "x").step_ms == pytest.approx(step_ms(ring([1.0, 1.0, 1.0])))
+    assert step_ms(g) > predict(fixed, "x").step_ms == pytest.approx(1 + 1 + 1 + 1)
+    healthy, _, _ = apply_fix(g, "link:n1,n2", NODES)
+    assert predict(healthy, "x").step_ms == pytest.approx(step_ms(g))
+
+
+@pytest.mark.parametrize(
+    ("cause", "message"),
+    [
+        ("link:n0,n1,n2", r"link:HOST,HOST \(two nodes\) or link:HOST"),
+        ("link:n0,n9", "no rank ran on node 'n9'"),
+        ("link:n0", "no group smaller than the world ran over the link 'n0'"),
+    ],
+)
+def test_a_link_the_model_cannot_pace_is_one_line(cause, message):
+    with pytest.raises(ValueError, match=message):
+        apply_fix(ring([5.0, 1.0, 1.0]), cause, NODES)
+
+
+def test_a_link_without_a_group_of_its_shape_elsewhere_cannot_be_paced():
+    g = ring([5.0, 1.0, 1.0])
+    nbytes = g.nbytes.copy()
+    nbytes[0, 0] = nbytes[1, 1] = 4096  # the group over n0-n1 moves other sizes
+    with pytest.raises(ValueError, match="no other group of the same shape to pace it"):
+        apply_fix(StepGrid(**{**g.__dict__, "nbytes": nbytes}), "link:n0,n1", NODES)
+
+
+def test_a_collective_that_one_rank_went_on_from_is_asynchronous_on_every_rank():
+    """Rank 0 is slow enough to find its bucket complete each time it issues the next one;
+    rank 1 went on before it completed once: the bucket is asynchronous on both (a faster
+    rank 0 must not wait for it), the second collective (rank 1's own group) on rank 1 only."""
+    issue = np.array([[[10.0, 20.0], [1.0, 20.0]], [[10.0, 20.0], [1.0, 3.0]]])
+    done = issue + 5.0
+    group = np.array([[0, 1], [0, 2]])
+    joins = np.zeros((2, 2), dtype=bool)
+    t1 = np.full((2, 2), 30.0)
+    blocking = blocking_of(issue, done, t1, joins, group)
+    assert blocking[0].tolist() == [[False, True], [False, True]]
+    t1[0, 1] = 22.0  # rank 1 ends a step before its last collective completes
+    assert blocking_of(issue, done, t1, joins, group)[0].tolist() == [
+        [False, True], [False, False]
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from recorded_runs import RUNS
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from scalescope.analyze import analyze_run  # noqa: E402
-from scalescope.diagnose.engine import diagnose_run, replayed_savings  # noqa: E402
+from scalescope.diagnose.engine import NOT_REPLAYED, diagnose_run, replayed_savings  # noqa: E402
 from scalescope.diagnose.findings import Finding  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 from synthetic_run import write_run  # noqa: E402
@@ -89,3 +89,15 @@ def test_input_waits_save_what_removing_the_data_phase_gains():
     data = next(f for f in analysis.whatif.fixes if f.cause == "phase:data")
     assert finding.saved_ms_per_step == pytest.approx(data.gain_ms)
     assert finding.basis == "replayed without it: no data time"
+
+
+def test_shared_cores_keep_their_run_queue_estimate_and_say_they_are_not_replayed():
+    run = load_run(RUNS / "oversubscribed" / "run")
+    analysis = analyze_run(run)
+    finding = by_code(diagnose_run(run, analysis).findings, "OVERSUBSCRIBED")
+    assert finding.basis.startswith("estimate: step time above a step that computes at")
+    assert finding.basis.endswith(f"; {NOT_REPLAYED}")
+    without_model = dataclasses.replace(analysis, whatif=None)
+    assert NOT_REPLAYED not in by_code(
+        diagnose_run(run, without_model).findings, "OVERSUBSCRIBED"
+    ).basis

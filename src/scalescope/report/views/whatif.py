@@ -63,7 +63,10 @@ def whatif_section(result: WhatIf | None) -> Section | None:
     """The run report's section (``scalescope whatif RUN_DIR --fix ...`` for other causes)."""
     if result is None or not result.fixes:
         return None
-    more = Line("Other causes: scalescope whatif RUN_DIR --fix rank:N|node:HOST|comm:X|compute:X.")
+    more = Line(
+        "Other causes: scalescope whatif RUN_DIR --fix "
+        "rank:N|node:HOST|link:HOST,HOST|phase:NAME|comm:X|compute:X."
+    )
     return Section("What fixing each cause buys (replayed)", (*_blocks(result), more))
 
 
