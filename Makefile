@@ -13,12 +13,22 @@ DEV_TORCH := torch==2.14.1 torchvision==0.29.1
 # pandas (the notebook extra) goes beside the venv, not in it: where pandas is importable, pyarrow
 # imports it in every process that converts an array (each rank, the launcher: +0.65 s of CPU
 # each), so only the tests of the extra put .venv/notebook on their path.
+# uv installs what pip would, from the indexes and constraints pip is configured with (uv
+# reads no pip.conf), in a minute where pip takes three (it unpacks torch's 5.5 GB in
+# parallel and compiles the bytecode on both cores); where uv cannot be had, pip does it.
+NOTEBOOK := 'pandas>=2.0' python-dateutil six tzdata
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(DEV_TORCH)
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/notebook 'pandas>=2.0' python-dateutil six tzdata
+	if $(PY) -m pip install --quiet uv; then \
+		uv="$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode \
+			--index-strategy unsafe-best-match $$($(PY) .ci/pip_sources.py)"; \
+		$$uv $(DEV_TORCH) -e '.[dev]' && \
+		$$uv --no-deps --target $(VENV)/notebook $(NOTEBOOK); \
+	else \
+		$(PY) -m pip install --quiet $(DEV_TORCH) && \
+		$(PY) -m pip install --quiet -e '.[dev]' && \
+		$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/notebook $(NOTEBOOK); \
+	fi
 	touch $(STAMP)
 
 # The probe's C++ collective hooks, compiled once per torch (about a minute; without a

@@ -175,8 +175,7 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
 
 
 NOT_REPLAYED = (
-    "not replayed: durations measured on shared cores cannot say what cores of their own "
-    "would give"
+    "not replayed: durations measured on shared cores cannot say what cores of their own would give"
 )
 
 

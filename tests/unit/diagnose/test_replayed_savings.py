@@ -98,6 +98,7 @@ def test_shared_cores_keep_their_run_queue_estimate_and_say_they_are_not_replaye
     assert finding.basis.startswith("estimate: step time above a step that computes at")
     assert finding.basis.endswith(f"; {NOT_REPLAYED}")
     without_model = dataclasses.replace(analysis, whatif=None)
-    assert NOT_REPLAYED not in by_code(
-        diagnose_run(run, without_model).findings, "OVERSUBSCRIBED"
-    ).basis
+    assert (
+        NOT_REPLAYED
+        not in by_code(diagnose_run(run, without_model).findings, "OVERSUBSCRIBED").basis
+    )
