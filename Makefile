@@ -66,11 +66,12 @@ sysdeps:
 # is make bench's (benchmarks/accuracy), so the suite may share the cpus (docs/testing.md).
 # The Debian packages install while pip does; the sources are compiled once beforehand
 # (where PYTHONDONTWRITEBYTECODE is set, every rank would compile what it imports). Tests
-# marked heavy (live runs too heavy for CI's 12 minutes) run in make bench.
+# marked heavy (live runs too heavy for CI's 12 minutes) run in make bench. Whole files go to
+# the workers dearest first (tests/helpers/file_costs.py), not xdist's most-tests-first.
 test:
 	$(MAKE) -j3 lint sysdeps native
 	$(PY) -m compileall -q src tests/helpers
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile -m "not heavy" --durations=15
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not heavy" --durations=15
 
 # Sets itself up (uses .venv, creates it when missing: over a preinstalled torch, or with
 # the recipe above), so it starts from any python3. GPU_CHECK_ARGS: e.g. --cpu-smoke.

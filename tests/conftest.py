@@ -11,6 +11,7 @@ HELPERS = str(Path(__file__).parent / "helpers")
 if HELPERS not in sys.path:
     sys.path.insert(0, HELPERS)
 
+import file_costs  # noqa: E402
 
 LIVE_UNIT_MODULES = frozenset(
     {
@@ -27,9 +28,22 @@ LIVE_UNIT_MODULES = frozenset(
 """Unit modules that start processes (ranks, a launcher, the CLI) besides tests/e2e."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``live``: the tests that start real processes, the only ones that can flake
-    (benchmarks/flake_rate.py runs them as a stage; docs/testing.md)."""
+    (benchmarks/flake_rate.py runs them as a stage; docs/testing.md). The files in order of
+    cost, dearest first (file_costs.py: make test hands whole files to its workers in this
+    order, ``--no-loadscope-reorder``)."""
+    live = {item.path for item in items if _is_live(item.path)}
     for item in items:
-        if "e2e" in item.path.parts or item.path.name in LIVE_UNIT_MODULES:
+        if item.path in live:
             item.add_marker(pytest.mark.live)
+    costs, root = file_costs.load(), config.rootpath
+    items.sort(
+        key=lambda item: (
+            -file_costs.cost(costs, item.path.relative_to(root).as_posix(), item.path in live)
+        )
+    )
+
+
+def _is_live(path: Path) -> bool:
+    return "e2e" in path.parts or path.name in LIVE_UNIT_MODULES
