@@ -19,7 +19,18 @@ from scalescope.events import Run
 REPLAYED_STEPS = 256
 """The report's what-if replays a run's last steps, at most this many: at 1,024 ranks x
 1,000 steps the whole run would cost ~6 s of the report's 10 (``scalescope whatif`` replays
-them all)."""
+them all)..."""
+REPLAYED_RANK_STEPS = 131_072
+"""...and at most this many rank-steps, down to ``MIN_REPLAYED_STEPS``: 128 steps at 1,024
+ranks (2.3 s -> 1.2 s there), every step up to 256 at 512 ranks and fewer."""
+MIN_REPLAYED_STEPS = 64
+
+
+def replayed_steps(world_size: int) -> int:
+    """The last steps the report's what-if replays for a run of ``world_size`` ranks."""
+    bound = REPLAYED_RANK_STEPS // max(world_size, 1)
+    return max(MIN_REPLAYED_STEPS, min(REPLAYED_STEPS, bound))
+
 
 FAILED_STATUSES = ("failed", "killed", "interrupted")
 PEER_FAILURE_MARKERS = ("Connection closed by peer", "Connection reset by peer", "remote worker")
@@ -164,7 +175,11 @@ def analyze_run(run: Run) -> RunAnalysis:
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),
-        whatif=what_if(measured, meta.warmup_steps, last=REPLAYED_STEPS) if meta.probe else None,
+        whatif=(
+            what_if(measured, meta.warmup_steps, last=replayed_steps(meta.world_size))
+            if meta.probe
+            else None
+        ),
     )
 
 

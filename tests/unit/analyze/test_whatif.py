@@ -14,6 +14,7 @@ from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
 from scalescope.analyze.replay import predict, replay
 from scalescope.analyze.step_grid import StepGrid, blocking_of, build_grid, instances
+from scalescope.analyze.summary import replayed_steps
 from scalescope.analyze.whatif import apply_fix, what_if, with_delay
 from scalescope.events import Kind, load_run
 
@@ -335,3 +336,8 @@ def test_input_waits_are_a_cause_of_their_own_on_the_input_bound_run():
     assert data.note == "no data time"
     assert data.gain_ms == max(f.gain_ms for f in result.fixes if "+" not in f.cause)
     assert 0 < data.gain_ms < result.replayed.mean_ms
+
+
+@pytest.mark.parametrize(("ranks", "steps"), [(2, 256), (512, 256), (1024, 128), (8192, 64)])
+def test_the_report_replays_fewer_steps_of_runs_with_many_ranks(ranks, steps):
+    assert replayed_steps(ranks) == steps
