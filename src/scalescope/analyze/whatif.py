@@ -42,6 +42,16 @@ class WhatIf:
     ranks: int
     collectives_per_step: int
     left_out: tuple[str, ...] = ()
+    ideal: Prediction | None = None
+    """The step with every cause at once (``ideal``): no rank slower than the median of the
+    others, no transfer slower than its class's median."""
+
+    @property
+    def slowdown(self) -> float | None:
+        """S = the replay as measured / the ideal step (mean steps)."""
+        if self.ideal is None or self.ideal.mean_ms <= 0:
+            return None
+        return self.replayed.mean_ms / self.ideal.mean_ms
 
     @property
     def best(self) -> Fix | None:
@@ -152,8 +162,10 @@ def describe_ranks(ranks: np.ndarray) -> str:
 
 CAUSES_HELP = (
     "rank:N, node:HOST, link:HOST,HOST (or link:HOST, inside it), phase:NAME (data, forward, "
-    "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X or comm:hidden"
+    "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
+    "or ideal (all of the slow ranks, nodes and links at once)"
 )
+IDEAL_NOTE = "no rank slower than the median of the others, no group's transfers than its kind's"
 ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
 """Rank-only work by its own name: the phase of that name, on every rank that does it."""
 CANDIDATE_PHASES = ("data", "eval", "checkpoint")
@@ -171,7 +183,7 @@ def apply_fix(
     ranks: list[int] = []
     speeds: list[tuple[str, float]] = []
     phases: list[str] = []
-    links: list[str] = []
+    links: list[str] = []  # "": ideal, every link and rank
     for part in cause.split("+"):
         kind, _, value = ALIASES.get(part, part).partition(":")
         if kind in ("rank", "node"):
@@ -185,17 +197,21 @@ def apply_fix(
             speeds.append(
                 (kind, np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value))
             )
+        elif kind == "ideal" and not value:
+            links.append("")
         else:
             raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
     notes, rows = [], None
+    if "" in links:
+        grid = ideal(grid, hosts)
+        notes.append(IDEAL_NOTE)
     if ranks:
         grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
         notes.append(note)
     for name in phases:
         grid = without_phase(grid, name)
         notes.append(f"no {name} time")
-    for value in links:
-        notes.append(f"the link {value.replace(',', '-')} as fast as the others")
+    notes += [f"the link {v.replace(',', '-')} as fast as the others" for v in links if v]
     for kind, speed in speeds:
         grid = scaled(grid, **{kind: speed})
         notes.append("no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster")
@@ -264,28 +280,95 @@ def without_link(grid: StepGrid, part: str, value: str, hosts: dict[int, str]) -
     return replace(grid, transfer_ns=transfer)
 
 
-def _link_classes(
-    grid: StepGrid, hosts: dict[int, str], ends: frozenset[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (rank, collective): its class (op, size, ranks, nodes spanned), whether its group
-    spans exactly ``ends``, whether that group is smaller than the world."""
+@dataclass(frozen=True)
+class _Shapes:
+    """The model's collectives by instance (``instances``): their class (op, size, ranks,
+    nodes spanned: what analyze/links.py compares), nodes and number of ranks."""
+
+    inst: np.ndarray
+    """(ranks, collectives): the instance of each rank's collective."""
+    cls: np.ndarray
+    spans: tuple[frozenset[str], ...]
+    size: np.ndarray
+
+
+def _shapes(grid: StepGrid, hosts: dict[int, str]) -> _Shapes:
     inst = instances(grid.group)
-    host = np.array([hosts.get(int(r), "") for r in grid.ranks])
+    host = [hosts.get(int(r), "") for r in grid.ranks]
     rank = np.broadcast_to(np.arange(len(grid.ranks))[:, None], inst.shape)
     spans: dict[int, set[str]] = {}
     for i, r in zip(inst.ravel().tolist(), rank.ravel().tolist(), strict=True):
-        spans.setdefault(i, set()).add(str(host[r]))
+        spans.setdefault(i, set()).add(host[r])
     size = np.bincount(inst.ravel())
     first = {i: (r, k) for (r, k), i in reversed(list(np.ndenumerate(inst)))}
     keys: dict[tuple, int] = {}
     cls = np.empty(len(size), dtype=np.int64)
     for i, (r, k) in first.items():
-        op = str(grid.op_names[r, k])
-        key = (P2P.get(op, op), int(grid.nbytes[r, k]), int(size[i]), len(spans[i]))
+        op = str(grid.op_names[r, k]) if grid.op_names is not None else f"#{k}"
+        nbytes = int(grid.nbytes[r, k]) if grid.nbytes is not None else 0
+        key = (P2P.get(op, op), nbytes, int(size[i]), len(spans[i]))
         cls[i] = keys.setdefault(key, len(keys))
-    on = np.array([spans[i] == ends for i in range(len(size))])
-    subgroup = size < len(grid.ranks)
-    return cls[inst], (on & subgroup)[inst], subgroup[inst]
+    return _Shapes(inst, cls, tuple(frozenset(spans[i]) for i in range(len(size))), size)
+
+
+def _link_classes(
+    grid: StepGrid, hosts: dict[int, str], ends: frozenset[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (rank, collective): its class, whether its group spans exactly ``ends``, whether
+    that group is smaller than the world."""
+    sh = _shapes(grid, hosts)
+    on = np.array([spans == ends for spans in sh.spans])
+    subgroup = sh.size < len(grid.ranks)
+    return sh.cls[sh.inst], (on & subgroup)[sh.inst], subgroup[sh.inst]
+
+
+def median_peer(total: np.ndarray) -> np.ndarray:
+    """(steps, ranks) -> for each rank, the rank among the others whose ``total`` is their
+    median (the lower one of an even count), step by step. With two ranks, the other: a
+    median that counted the slow rank would be half of it."""
+    n = total.shape[1]
+    order = np.argsort(total, axis=1, kind="stable")
+    place = np.empty_like(order)
+    np.put_along_axis(place, order, np.broadcast_to(np.arange(n), order.shape), axis=1)
+    middle = (n - 2) // 2
+    return np.take_along_axis(order, np.where(middle < place, middle, middle + 1), axis=1)
+
+
+def ideal(grid: StepGrid, hosts: dict[int, str]) -> StepGrid:
+    """The step with no slow rank, node or link: a rank whose own time in a step exceeds
+    that of the median one of the other ranks does that rank's work instead (its parts
+    whole, not each part's minimum, which noise would bias low), and no group transfers
+    slower on average than the typical group of its class (``typical_transfers``)."""
+    total = grid.own_ns() + grid.gap_ns
+    if len(grid.ranks) < 2:
+        return grid
+    peer = median_peer(total)
+    slower = total > np.take_along_axis(total, peer, axis=1)
+
+    def paced(a: np.ndarray) -> np.ndarray:
+        theirs = np.take_along_axis(a, peer.reshape(peer.shape + (1,) * (a.ndim - 2)), axis=1)
+        return np.where(slower.reshape(slower.shape + (1,) * (a.ndim - 2)), theirs, a)
+
+    return replace(
+        grid, transfer_ns=typical_transfers(grid, hosts),
+        **{f: paced(getattr(grid, f)) for f in OWN_FIELDS},
+    )  # fmt: skip
+
+
+def typical_transfers(grid: StepGrid, hosts: dict[int, str]) -> np.ndarray:
+    """Each group's transfers scaled down, where their mean over the steps exceeds it, to
+    the median of the means of the groups of its class: a slow link's groups move at their
+    peers' pace, and a collective's step-to-step spread, which no fix removes, stays in."""
+    sh = _shapes(grid, hosts)
+    n = len(sh.size)
+    mean = np.zeros(n)
+    np.add.at(mean, sh.inst.ravel(), grid.transfer_ns.mean(axis=0).ravel())
+    mean /= sh.size
+    typical = np.empty(n)
+    for c in np.unique(sh.cls):
+        typical[sh.cls == c] = np.median(mean[sh.cls == c])
+    scale = np.where(mean > typical, typical / np.where(mean > 0, mean, 1.0), 1.0)
+    return grid.transfer_ns * scale[sh.inst]
 
 
 def _ranks_of(part: str, kind: str, value: str, hosts: dict[int, str]) -> list[int]:
@@ -379,10 +462,11 @@ def what_if_of(
         fixes.append(Fix(cause, after, gain, pct, rate, note))
     if causes is None:
         fixes.sort(key=lambda f: -f.gain_ms)
+    best = predict(ideal(grid, hosts), "ideal", rows)
     return WhatIf(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
-        collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
+        collectives_per_step=grid.shape[2], left_out=(*left, *none_measured), ideal=best,
     )  # fmt: skip
 
 

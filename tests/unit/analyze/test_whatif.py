@@ -15,7 +15,13 @@ from stragglers import DELAY_S, FROM, REFERENCE_FROM
 from scalescope.analyze.replay import predict, replay
 from scalescope.analyze.step_grid import StepGrid, blocking_of, build_grid, instances
 from scalescope.analyze.summary import replayed_steps
-from scalescope.analyze.whatif import apply_fix, what_if, with_delay
+from scalescope.analyze.whatif import (
+    apply_fix,
+    median_peer,
+    typical_transfers,
+    what_if,
+    with_delay,
+)
 from scalescope.events import Kind, load_run
 
 MS = 1e6
@@ -190,6 +196,41 @@ def test_a_collective_that_one_rank_went_on_from_is_asynchronous_on_every_rank()
     assert blocking_of(issue, done, t1, joins, group)[0].tolist() == [
         [False, True], [False, False]
     ]  # fmt: skip
+
+
+def test_the_ideal_step_fixes_every_slow_rank_at_once():
+    """Ranks 0 and 1 slow before different collectives, rank 2 and 3 at pace: the ideal is
+    both fixed together; with two ranks, the slow one does the other's work (a median over
+    both would keep half of its excess)."""
+    g = grid([[30.0, 10.0], [10.0, 30.0], [10.0, 10.0], [10.0, 10.0]])
+    assert step_ms(g, "ideal") == pytest.approx(step_ms(g, "rank:0+rank:1"))
+    assert step_ms(g, "ideal") == pytest.approx(10 + 2 + 10 + 2 + 1)
+    pair = grid([[10.0], [30.0]])
+    assert step_ms(pair, "ideal") == pytest.approx(10 + 2 + 1)
+
+
+def test_the_median_peer_is_the_median_of_the_others():
+    own = np.array([[5.0, 1.0, 3.0, 9.0], [1.0, 2.0, 3.0, 4.0]])
+    assert median_peer(own).tolist() == [[2, 0, 0, 2], [2, 2, 1, 1]]
+    assert median_peer(np.array([[7.0, 1.0]])).tolist() == [[1, 0]]
+
+
+def test_the_ideal_paces_a_slow_links_groups_and_keeps_the_spread_of_the_others():
+    g = ring([5.0, 1.0, 1.0])
+    spread = g.transfer_ns.copy()
+    spread[::2] *= 1.5  # every other step 50 % longer on every group: no fix removes that
+    g = StepGrid(**{**g.__dict__, "transfer_ns": spread})
+    typical = typical_transfers(g, NODES)
+    np.testing.assert_allclose(typical[:, 0, 0], typical[:, 1, 1])  # the slow group {0,1}
+    np.testing.assert_allclose(typical[:, 0, 0], spread[:, 1, 0])  # ... as {1,2} moves
+    np.testing.assert_allclose(typical[:, 1, 0], spread[:, 1, 0])  # the others untouched
+
+
+def test_the_slowdown_is_the_replay_as_measured_over_the_ideal_step():
+    w = what_if(load_run(RUNS / "straggler_forward_2" / "run"))
+    assert w.ideal is not None
+    assert w.slowdown == pytest.approx(w.replayed.mean_ms / w.ideal.mean_ms)
+    assert w.ideal.mean_ms <= min(f.prediction.mean_ms for f in w.fixes if "comm" not in f.cause)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 
 from scalescope.analyze.replay import ReplayTimes
-from scalescope.analyze.whatif import Fix, WhatIf, WhatIfTimeline
+from scalescope.analyze.whatif import IDEAL_NOTE, Fix, WhatIf, WhatIfTimeline
 from scalescope.report.document import Block, Column, Document, Line, Section, Table
 
 SCHEMA = "scalescope.whatif/1"
@@ -56,6 +56,14 @@ def _blocks(result: WhatIf) -> list[Block]:
             html_id="whatif",
         ),
     ]
+    if result.ideal is not None and result.slowdown is not None:
+        blocks.append(
+            Line(
+                f"Ideal step {result.ideal.step_ms:.2f} ms (mean {result.ideal.mean_ms:.2f}): "
+                f"{IDEAL_NOTE}; the run is {result.slowdown:.2f}x slower than it (S, on the "
+                "mean step; `--fix ideal`)."
+            )
+        )
     return blocks + [Line(f"Left out of the model: {why}.") for why in result.left_out]
 
 
