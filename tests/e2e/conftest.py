@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from netns_hosts import netns_unavailable  # noqa: F401 (tests import it from here)
 
 SCRIPTS = Path(__file__).parent / "scripts"
 DDP_TRAIN = SCRIPTS / "ddp_train.py"
@@ -90,21 +90,6 @@ def cli_in_process(tmp_path: Path):
         return scalescope_in_process(*args, cwd=tmp_path)
 
     return run
-
-
-def netns_unavailable(tools: tuple[str, ...] = ("ip",)) -> str | None:
-    """Why two network namespaces cannot be made here, or None when they can."""
-    for tool in tools:
-        if shutil.which(tool) is None:
-            return f"{tool} (iproute2) is not installed"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    name = f"sscheck{os.getpid()}"
-    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"ip netns add is not allowed here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", name], check=True)
-    return None
 
 
 @contextmanager
