@@ -8,6 +8,7 @@ import numpy as np
 
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
+from scalescope.analyze.groups import DimTotals, ProcessGroup, dim_totals, process_groups
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
@@ -94,6 +95,10 @@ class RunAnalysis:
     whatif: WhatIf | None = None
     """The measured steps replayed, and what fixing each candidate cause buys
     (analyze/whatif.py); None when no step can be replayed."""
+    groups: tuple[ProcessGroup, ...] = ()
+    """The process groups with their mesh dimension or role (analyze/groups.py)."""
+    dims: tuple[DimTotals, ...] = ()
+    """The measured collectives per dimension."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -151,6 +156,7 @@ def analyze_run(run: Run) -> RunAnalysis:
     pauses = analyze_pauses(run.events, meta.warmup_steps)
     measured = without_pauses(run, pauses)
     slots = measured_slots(measured.events, meta.warmup_steps)  # for steps and cross-rank
+    groups = process_groups(run)
     start = meta.start_time or None
     end = meta.end_time
     duration = end - start if start is not None and end is not None and end >= start else None
@@ -175,6 +181,8 @@ def analyze_run(run: Run) -> RunAnalysis:
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),
+        groups=groups,
+        dims=dim_totals(measured, groups, meta.warmup_steps),
         whatif=(
             what_if(measured, meta.warmup_steps, last=replayed_steps(meta.world_size))
             if meta.probe

@@ -31,6 +31,15 @@ class ClockSync(msgspec.Struct, kw_only=True):
     rounds: int = 0
 
 
+class GroupMeta(msgspec.Struct, kw_only=True):
+    """A process group the rank issued collectives on, by the label its rows carry."""
+
+    ranks: list[int] = msgspec.field(default_factory=list)
+    """Its members (global ranks), as torch gave them."""
+    dim: str = ""
+    """The name of the ``DeviceMesh`` dimension that made it (dp, tp, pp, ...), else ""."""
+
+
 class RankMeta(msgspec.Struct, kw_only=True):
     """What one rank writes about itself (``ranks/rank-N.json``)."""
 
@@ -76,6 +85,8 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """% of the timed model's parameters per layer kind (convolution, attention, recurrent,
     linear, embedding, normalization, other; kinds without parameters left out); None when
     no model was timed or its layers could not be told (probe/model_layers.py)."""
+    groups: dict[str, GroupMeta] = msgspec.field(default_factory=dict)
+    """The process groups it issued collectives on (label -> members, mesh dimension)."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

@@ -21,7 +21,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scalescope.events.run import ClockSync, RankMeta, rank_meta_path, write_json_atomic
+from scalescope.events.run import (
+    ClockSync,
+    GroupMeta,
+    RankMeta,
+    rank_meta_path,
+    write_json_atomic,
+)
 from scalescope.probe.binding import Binding, apply_placement, format_cpulist
 from scalescope.probe.schedstat import runqueue_wait_s, thread_waits
 
@@ -284,6 +290,7 @@ def _record_end(
         meta.steps = probe.steps
         meta.optimizer_param_bytes = probe.optimizer_param_bytes
         meta.layer_shares = model_layer_shares(probe)
+        meta.groups = {n: GroupMeta(ranks=r, dim=d) for n, (r, d) in probe.groups.items()}
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error

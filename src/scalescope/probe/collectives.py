@@ -112,10 +112,15 @@ _NAMES = {
 
 
 class GroupNames:
-    """Stable, cheap labels for process groups: the group name torch gave it."""
+    """Stable, cheap labels for process groups: the group name torch gave it; and, for the
+    rank's meta file, each labelled group's members and mesh dimension."""
 
     def __init__(self) -> None:
         self._cache: dict[int, str] = {}
+        self.members: dict[str, list[int]] = {}
+        self.dims: dict[str, str] = {}
+        self._objects: dict[str, Any] = {}
+        self._tries: dict[str, int] = {}
 
     def label(self, group: Any) -> str:
         if group is None:
@@ -125,8 +130,36 @@ class GroupNames:
         if name is None:
             name = _group_name(group)
             self._cache[key] = name
+            self._objects[name] = group
+        if not self.members.get(name) and self._tries.get(name, 0) < MEMBER_TRIES:
+            self._tries[name] = self._tries.get(name, 0) + 1  # torch may know them later
+            self.members[name] = _members(group)
         return name
 
+    def name_dim(self, group: Any, dim: str) -> None:
+        """``group`` is ``dim`` of a DeviceMesh (probe/mesh.py)."""
+        self.dims[self.label(group)] = dim
+
+    def described(self) -> dict[str, tuple[list[int], str]]:
+        """label -> (members, mesh dimension or ""); groups destroyed before their members
+        were known get [] (the analysis then takes the ranks that recorded rows on them)."""
+        for name, group in self._objects.items():
+            if not self.members.get(name):
+                self.members[name] = _members(group)
+        return {n: (ranks, self.dims.get(n, "")) for n, ranks in self.members.items()}
+
+
+def _members(group: Any) -> list[int]:
+    """The group's global ranks; [] where torch cannot say (a destroyed or foreign group)."""
+    try:
+        return [int(r) for r in dist.get_process_group_ranks(group)]
+    except Exception:
+        return []
+
+
+MEMBER_TRIES = 3
+"""Times a group's members are asked for before its end: a group's first label can come
+before torch records its ranks (a hook attached at its registration)."""
 
 UNKNOWN_GROUP = "unknown"
 """The label of a group torch does not name (the collective is recorded all the same)."""

@@ -17,6 +17,7 @@ from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.live import LiveProbe, StartStages
+from scalescope.probe.mesh import MeshNames
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
@@ -57,6 +58,7 @@ class Probe:
         )
         self.fsdp = FSDPPatch()
         self.fsdp_knobs = FSDPKnobs()
+        self.mesh = MeshNames(self.collectives.groups)
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
         self.recorder.before_flush.append(self.phases.cuda.resolve)
@@ -77,6 +79,7 @@ class Probe:
         self.ddp.install()
         self.fsdp.install()
         self.fsdp_knobs.install()
+        self.mesh.install()
         self.clock.install()
         self.stages.install()
         self.live.start(self.recorder)
@@ -89,6 +92,7 @@ class Probe:
         self.ddp.uninstall()
         self.fsdp.uninstall()
         self.fsdp_knobs.uninstall()
+        self.mesh.uninstall()
         self.phases.uninstall()
         self.collectives.uninstall()
         self.functional.uninstall()
@@ -119,4 +123,9 @@ class Probe:
 
     @property
     def errors(self) -> list[str]:
-        return self.recorder.errors + self.clock.errors
+        return self.recorder.errors + self.clock.errors + self.mesh.errors
+
+    @property
+    def groups(self) -> dict[str, tuple[list[int], str]]:
+        """The groups this rank labelled: label -> (members, mesh dimension or "")."""
+        return self.collectives.groups.described()

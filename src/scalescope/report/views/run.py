@@ -432,11 +432,41 @@ def _incomplete_table(c: CollectiveAnalysis) -> Table:
     return Table(title, INCOMPLETE_COLUMNS, rows[:RANK_ROWS_LIMIT], caption=more)
 
 
+DIM_COLUMNS = (
+    Column("dimension", align="left"),
+    Column("groups"),
+    Column("ranks each"),
+    Column("calls"),
+    Column("time", "ms/rank"),
+    Column("bytes", "MB/rank"),
+    Column("known by", align="left"),
+)
+
+
+def _dims_table(a: RunAnalysis) -> Table | None:
+    """Only where some group is not the world's: a data-parallel run's report is unchanged."""
+    if all(d.dim == "world" for d in a.dims):
+        return None
+    rows = tuple(
+        (d.dim, str(d.groups), str(d.ranks_per_group), f"{d.calls:,}", f"{d.ms_per_rank:,.1f}",
+         f"{d.bytes_per_rank / 1e6:,.1f}", "its DeviceMesh" if d.named else "its members")
+        for d in a.dims
+    )  # fmt: skip
+    return Table(
+        "Collectives by dimension", DIM_COLUMNS, rows,
+        caption="measured steps; a dimension is the DeviceMesh's name for its groups, else "
+        "the world (every rank) or the distance between members (stride N)",
+    )  # fmt: skip
+
+
 def _collectives(a: RunAnalysis) -> Section:
     c = a.collectives
     if c is None:
         return Section("Collectives", (_no_data(a, "collectives"),))
     blocks: list[Block] = [op_table(c)]
+    dims = _dims_table(a)
+    if dims is not None:
+        blocks.append(dims)
     if c.sizes:
         blocks.append(size_table(c))
     if c.per_step:

@@ -1,0 +1,118 @@
+"""The run's process groups and their roles: the members each rank recorded for the groups
+it issued collectives on (its meta file), the ``DeviceMesh`` dimension that made a group
+(dp, tp, pp, ... or the user's names), else a role from the members: ``world`` for every
+rank, ``stride N`` for members N ranks apart (a mesh dimension the script did not name: in
+a dp x tp mesh the tp groups are stride 1 and the dp groups stride tp). Runs recorded
+before the probe wrote members get, for each group label of their rows, the ranks that
+recorded collectives on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalescope.events import Kind, Run
+
+
+@dataclass(frozen=True)
+class ProcessGroup:
+    label: str
+    """The label the collectives' rows carry (torch's group name)."""
+    ranks: tuple[int, ...]
+    dim: str
+    """Its mesh dimension's name, ``world``, ``stride N``, or ``other`` (members at
+    uneven distances)."""
+    named: bool
+    """True when a DeviceMesh named the dimension; False when it was inferred."""
+
+
+def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
+    """Every group with collectives in the run or in a rank's meta, largest first."""
+    members: dict[str, set[int]] = {}
+    dims: dict[str, str] = {}
+    for meta in run.ranks.values():
+        for label, group in (getattr(meta, "groups", None) or {}).items():
+            members.setdefault(label, set()).update(group.ranks)
+            if group.dim:
+                dims[label] = group.dim
+    for label, ranks in _recorded_members(run).items():
+        if not members.get(label):
+            members[label] = ranks
+    world = set(range(run.meta.world_size)) if run.meta.world_size else set(run.ranks)
+    out = [
+        ProcessGroup(label, tuple(sorted(ranks)), dims.get(label) or _role(ranks, world),
+                     label in dims)
+        for label, ranks in members.items() if ranks
+    ]  # fmt: skip
+    return tuple(sorted(out, key=lambda g: (-len(g.ranks), g.dim, g.ranks)))
+
+
+def _recorded_members(run: Run) -> dict[str, set[int]]:
+    """Per group label of the collective rows: the ranks that recorded rows on it."""
+    colls = run.events.of_kind(Kind.COLLECTIVE)
+    if len(colls) == 0:
+        return {}
+    key = colls.group.astype(np.int64) << 32 | colls.rank.astype(np.int64)
+    pairs = np.unique(key)
+    out: dict[str, set[int]] = {}
+    for group, rank in zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist(), strict=True):
+        out.setdefault(str(colls.symbols[int(group)]), set()).add(int(rank))
+    return out
+
+
+def _role(ranks: set[int], world: set[int]) -> str:
+    """``world``, ``stride N``, or ``other``. A pair is N apart around the ring of ranks
+    (the last stage's pair with the first is the same dimension as the others')."""
+    if ranks >= world:
+        return "world"
+    ordered = sorted(ranks)
+    steps = set(np.diff(ordered).tolist())
+    if len(ordered) == 2 and world:
+        steps = {min(steps.pop(), len(world) - (ordered[1] - ordered[0]))}
+    return f"stride {steps.pop()}" if len(steps) == 1 else "other"
+
+
+def dims_of(groups: tuple[ProcessGroup, ...]) -> dict[str, str]:
+    """label -> dimension, for the tables of collectives."""
+    return {g.label: g.dim for g in groups}
+
+
+@dataclass(frozen=True)
+class DimTotals:
+    """The collectives of one mesh dimension (or role) over the measured steps."""
+
+    dim: str
+    named: bool
+    groups: int
+    ranks_per_group: int
+    """The largest group's size."""
+    calls: int
+    ms_per_rank: float
+    """Issue-to-completion time summed per rank that issued on the dimension, averaged."""
+    bytes_per_rank: float
+
+
+def dim_totals(
+    run: Run, groups: tuple[ProcessGroup, ...], warmup_steps: int
+) -> tuple[DimTotals, ...]:
+    """Per dimension with collectives, largest time first: the measured (post-warm-up,
+    completed; every completed one where no step passed the warm-up) collectives on its
+    groups."""
+    colls = run.events.of_kind(Kind.COLLECTIVE)
+    colls = colls.select(colls.dur_ns >= 0)
+    if (colls.step >= warmup_steps).any():  # a script without steps: every row counts
+        colls = colls.select(colls.step >= warmup_steps)
+    symbol = {g.label: run.events.symbols.id_of(g.label) for g in groups}
+    out = []
+    for dim in dict.fromkeys(g.dim for g in groups):
+        mine = [g for g in groups if g.dim == dim]
+        rows = colls.select(np.isin(colls.group, [symbol[g.label] for g in mine]))
+        if len(rows) == 0:
+            continue
+        ranks = max(len(np.unique(rows.rank)), 1)
+        out.append(DimTotals(
+            dim, all(g.named for g in mine), len(mine), max(len(g.ranks) for g in mine),
+            len(rows), float(rows.dur_ns.sum()) / 1e6 / ranks, float(rows.nbytes.sum()) / ranks,
+        ))  # fmt: skip
+    return tuple(sorted(out, key=lambda d: -d.ms_per_rank))

@@ -1,0 +1,55 @@
+"""Names the process groups a ``DeviceMesh`` makes by its dimensions (dp, tp, pp, or the
+names the user gave), so that each collective's group has a role: the mesh is wrapped at
+construction, and each named dimension's group of this rank is labelled with its name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalescope.probe.collectives import GroupNames
+
+
+def _mesh_class() -> Any:
+    try:
+        from torch.distributed.device_mesh import DeviceMesh
+    except ImportError:  # a torch without DeviceMesh: nothing to name
+        return None
+    return DeviceMesh
+
+
+class MeshNames:
+    """Wraps ``DeviceMesh.__init__``; never fails the user's mesh."""
+
+    def __init__(self, groups: GroupNames) -> None:
+        self.groups = groups
+        self._cls = None
+        self._init = None
+        self.errors: list[str] = []
+
+    def install(self) -> None:
+        cls = _mesh_class()
+        if cls is None or self._init is not None:
+            return
+        self._cls, self._init = cls, cls.__init__
+        original, names = cls.__init__, self
+
+        def __init__(mesh: Any, *args: Any, **kwargs: Any) -> None:
+            original(mesh, *args, **kwargs)
+            names.name(mesh)
+
+        cls.__init__ = __init__
+
+    def uninstall(self) -> None:
+        if self._cls is not None and self._init is not None:
+            self._cls.__init__ = self._init
+        self._cls = self._init = None
+
+    def name(self, mesh: Any) -> None:
+        """Each named dimension's group of this rank (meshes built before the process group
+        was, or without names, are left alone)."""
+        try:
+            dims = getattr(mesh, "mesh_dim_names", None) or ()
+            for i, dim in enumerate(dims):
+                self.groups.name_dim(mesh.get_group(i), str(dim))
+        except Exception as exc:  # the mesh is the user's: record, never raise
+            self.errors.append(f"mesh dimensions not named: {type(exc).__name__}: {exc}")

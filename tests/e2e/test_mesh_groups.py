@@ -1,0 +1,52 @@
+"""A 2-D mesh (dp x tp) on 4 ranks: the probe records each group's members and the mesh
+dimension that made it, checked against what torch gave the script; without names the
+dimensions are told by stride."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SCRIPTS, scalescope
+from scalescope.analyze import analyze_run
+from scalescope.analyze.groups import process_groups
+from scalescope.events import load_run
+
+
+@pytest.fixture(scope="module")
+def mesh_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mesh")
+    proc = scalescope(
+        "run", "-n", 4, "--oversubscribe", "--run-dir", tmp / "run", "--no-report",
+        SCRIPTS / "mesh_train.py", "--steps", 3, "--facts", tmp, cwd=tmp,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tmp
+
+
+def test_each_group_carries_its_members_and_its_mesh_dimension(mesh_run):
+    run = load_run(mesh_run / "run")
+    truth = {r: json.loads((mesh_run / f"mesh-{r}.json").read_text()) for r in range(4)}
+    for rank, meta in run.ranks.items():
+        recorded = {g.dim: g.ranks for g in meta.groups.values() if g.dim}
+        assert recorded == truth[rank], rank
+    groups = {g.ranks: g for g in process_groups(run)}
+    for ranks, dim in (((0, 1), "tp"), ((2, 3), "tp"), ((0, 2), "dp"), ((1, 3), "dp")):
+        assert groups[ranks].dim == dim and groups[ranks].named
+    labels = {g.label for g in groups.values() if g.dim in ("dp", "tp")}
+    recorded = {str(run.events.symbols[int(i)]) for i in set(run.events.group.tolist())}
+    assert labels <= recorded  # the rows carry the labels the groups are known by
+
+
+def test_the_collectives_per_dimension_are_what_the_script_issued(mesh_run):
+    """Per rank and step: one all-reduce of the 16 x 64 activations over tp, two of the
+    gradients (64 x 64 weight, 64 bias) over dp; 3 steps, none of them a training step of
+    the probe's (no DataLoader, no optimizer), so every row counts."""
+    analysis = analyze_run(load_run(mesh_run / "run"))
+    dims = {d.dim: d for d in analysis.dims}
+    assert set(dims) == {"dp", "tp"} and dims["dp"].named and dims["tp"].named
+    assert (dims["tp"].calls, dims["dp"].calls) == (4 * 3, 4 * 3 * 2)
+    assert dims["tp"].bytes_per_rank == 3 * 16 * 64 * 4
+    assert dims["dp"].bytes_per_rank == 3 * (64 * 64 + 64) * 4
+    assert (dims["dp"].groups, dims["dp"].ranks_per_group) == (2, 2)
