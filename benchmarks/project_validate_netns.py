@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,8 +30,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from results import record, skipped
-from scalescope.commands.scale import recorded_point
-from scalescope.events.study import ScalePoint, ScaleStudy, save_study
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+if str(TESTS / "helpers") not in sys.path:  # run standalone, outside pytest
+    sys.path.insert(0, str(TESTS / "helpers"))
+from netns_hosts import netns_unavailable  # noqa: E402
+
+from scalescope.commands.scale import recorded_point  # noqa: E402
+from scalescope.events.study import ScalePoint, ScaleStudy, save_study  # noqa: E402
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
 SUBNET = "10.213.9"
@@ -53,21 +58,6 @@ def parse() -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--keep", type=Path, help="keep the study here (default: a temporary dir)")
     return p.parse_args()
-
-
-def netns_unavailable() -> str | None:
-    """Why namespaces with a tbf link cannot be made here, or None when they can."""
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"{tool} (iproute2) is not installed"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    name = f"sspv{os.getpid()}"
-    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"ip netns add is not allowed here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", name], check=True)
-    return None
 
 
 def sh(*cmd: str) -> None:
@@ -186,7 +176,7 @@ def validate(study_dir: Path) -> dict:
 
 def main() -> None:
     args = parse()
-    reason = netns_unavailable()
+    reason = netns_unavailable(("ip", "tc"))
     if reason is not None:
         print(f"skipped: the study needs network namespaces with tc tbf: {reason}")
         skipped(f"project --validate error over a {args.rate} link", "%",

@@ -209,17 +209,24 @@ def rank_0_eval(args: argparse.Namespace) -> int:
             pairs.append(Pair(fix.gain_ms, planted - clean, planted, clean, fix.prediction.mean_ms))
             print(f"eval pair {i + 1}: predicted gain {fix.gain_ms:.2f} ms, measured "
                   f"{planted - clean:.2f} ms, ratio {pairs[-1].ratio:.3f}", flush=True)  # fmt: skip
+    return judge(
+        pairs, args.tolerance, "rank-0 eval",
+        "whatif: gain of fixing rank 0's evaluation every 5 steps (gpt_train, 2 ranks), "
+        "predicted / measured by a re-run without it (mean steps)",
+    )  # fmt: skip
+
+
+def judge(pairs: list[Pair], tolerance: float, label: str, figure: str) -> int:
+    """The medians of ``pairs`` printed and recorded as ``figure``; 1 when outside."""
     ratio = statistics.median(p.ratio for p in pairs)
     predicted = statistics.median(p.predicted_ms for p in pairs)
     measured = statistics.median(p.measured_ms for p in pairs)
-    low, high = 1 - args.tolerance, 1 + args.tolerance
+    low, high = 1 - tolerance, 1 + tolerance
     met = low <= ratio <= high
-    print(f"{'rank-0 eval':15s} predicted gain {predicted:7.2f} ms  measured {measured:7.2f} ms  "
+    print(f"{label:15s} predicted gain {predicted:7.2f} ms  measured {measured:7.2f} ms  "
           f"ratio {ratio:.3f}  {'pass' if met else 'FAIL'}")  # fmt: skip
     record(
-        "whatif: gain of fixing rank 0's evaluation every 5 steps (gpt_train, 2 ranks), "
-        "predicted / measured by a re-run without it (mean steps)", ratio, "ratio",
-        f"{low:.2f}-{high:.2f}", met,
+        figure, ratio, "ratio", f"{low:.2f}-{high:.2f}", met,
         f"medians {predicted:.1f} / {measured:.1f} ms, {len(pairs)} interleaved pairs",
     )  # fmt: skip
     return int(not met)
@@ -272,21 +279,12 @@ def slow_link(args: argparse.Namespace) -> int:
             print(f"link pair {i + 1}: predicted gain {fix.gain_ms:.2f} ms, measured "
                   f"{planted - clean:.2f} ms (planted {planted:.2f}, clean {clean:.2f}), "
                   f"ratio {pairs[-1].ratio:.3f}", flush=True)  # fmt: skip
-    ratio = statistics.median(p.ratio for p in pairs)
-    predicted = statistics.median(p.predicted_ms for p in pairs)
-    measured = statistics.median(p.measured_ms for p in pairs)
-    low, high = 1 - args.tolerance, 1 + args.tolerance
-    met = low <= ratio <= high
-    print(f"{'slow link':15s} predicted gain {predicted:7.2f} ms  measured {measured:7.2f} ms  "
-          f"ratio {ratio:.3f}  {'pass' if met else 'FAIL'}")  # fmt: skip
-    record(
+    return judge(
+        pairs, args.tolerance, "slow link",
         f"whatif: gain of fixing a link throttled with tc to {args.link_rate} (3 hosts in network "
         f"namespaces, {args.link_mbytes:g} MB all-reduced on each pair group, pairs_train), "
-        "predicted / measured by a re-run without the throttle", ratio, "ratio",
-        f"{low:.2f}-{high:.2f}", met,
-        f"medians {predicted:.1f} / {measured:.1f} ms, {len(pairs)} interleaved pairs",
+        "predicted / measured by a re-run without the throttle",
     )  # fmt: skip
-    return int(not met)
 
 
 def two_causes(args: argparse.Namespace) -> int:
