@@ -50,3 +50,15 @@ def test_the_collectives_per_dimension_are_what_the_script_issued(mesh_run):
     assert dims["tp"].bytes_per_rank == 3 * 16 * 64 * 4
     assert dims["dp"].bytes_per_rank == 3 * (64 * 64 + 64) * 4
     assert (dims["dp"].groups, dims["dp"].ranks_per_group) == (2, 2)
+
+
+def test_the_collectives_tables_carry_the_dimension_and_the_groups_size(mesh_run):
+    """Per op and dimension; the bus factor's n is the pair's 2 (all-reduce: 2(n-1)/n = 1),
+    not the world's 4 (1.5)."""
+    c = analyze_run(load_run(mesh_run / "run")).collectives
+    assert {(o.op, o.dim): o.calls for o in c.ops} == {
+        ("all_reduce", "dp"): 4 * 3 * 2,
+        ("all_reduce", "tp"): 4 * 3,
+    }
+    assert {z.group_ranks for z in c.sizes} == {2}
+    assert all(z.busbw_gbps == pytest.approx(z.algbw_gbps) for z in c.sizes)

@@ -59,6 +59,8 @@ class OpTotals:
     calls_max: int = 0
     """Most completed calls of one rank: differs from ``calls_min`` when ranks disagree."""
     """Calls that never completed (dur_ns == -1), summed over ranks; not in the times."""
+    dim: str = ""
+    """The mesh dimension (or role) of its groups (analyze/groups.py); "" when unknown."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ class SizeStats:
     """algbw x bus factor of the op for world size ranks; None for ops without one."""
     calls_min: int = 0
     calls_max: int = 0
+    group_ranks: int = 0
+    """The ranks of its groups: the n of the bus-bandwidth factor (the world's for
+    collectives over every rank)."""
 
 
 @dataclass(frozen=True)
@@ -140,45 +145,76 @@ class CollectiveAnalysis:
     incomplete: tuple[IncompleteCalls, ...]
 
 
-def _op_totals(done: EventTable, pending: EventTable) -> list[OpTotals]:
-    g = group_by(done.name, done.tag)
+def _op_totals(done: EventTable, pending: EventTable, dims: dict[str, str]) -> list[OpTotals]:
+    """Per op, tag and dimension (``dims``: group label -> dimension)."""
+    names = ["", *dict.fromkeys(dims.values())]
+    g = group_by(done.name, done.tag, _dim_ids(done, dims, names))
     calls, dur, nbytes = g.count(), g.sum(done.dur_ns), g.sum(done.nbytes)
     per_rank = rank_calls(g, done.rank)
-    found = {(int(a), int(b)): i for i, (a, b) in enumerate(g.keys)}
-    p = group_by(pending.name, pending.tag)
-    waiting = {(int(a), int(b)): int(c) for (a, b), c in zip(p.keys, p.count(), strict=True)}
+    found = {(int(a), int(b), int(d)): i for i, (a, b, d) in enumerate(g.keys)}
+    p = group_by(pending.name, pending.tag, _dim_ids(pending, dims, names))
+    waiting = {
+        (int(a), int(b), int(d)): int(c) for (a, b, d), c in zip(p.keys, p.count(), strict=True)
+    }
     out = []
-    for name_id, tag_id in found.keys() | waiting.keys():
-        i = found.get((name_id, tag_id))
+    for key in found.keys() | waiting.keys():
+        name_id, tag_id, dim_id = key
+        i = found.get(key)
         n = int(per_rank.ranks[i]) if i is not None else 0
         out.append(
             OpTotals(
                 op=done.symbols[name_id],
                 tag=done.symbols[tag_id],
+                dim=names[dim_id],
                 num_ranks=n,
                 calls=int(calls[i]) if i is not None else 0,
                 calls_per_rank=float(calls[i]) / n if n else 0.0,
                 total_ms_per_rank=float(dur[i]) / 1e6 / n if n else 0.0,
                 nbytes_per_rank=float(nbytes[i]) / n if n else 0.0,
-                incomplete_calls=waiting.get((name_id, tag_id), 0),
+                incomplete_calls=waiting.get(key, 0),
                 calls_min=int(per_rank.fewest[i]) if i is not None else 0,
                 calls_max=int(per_rank.most[i]) if i is not None else 0,
             )
         )
-    return sorted(out, key=lambda o: (-o.total_ms_per_rank, o.op, o.tag))
+    return sorted(out, key=lambda o: (-o.total_ms_per_rank, o.op, o.tag, o.dim))
+
+
+def _dim_ids(rows: EventTable, dims: dict[str, str], names: list[str]) -> np.ndarray:
+    """Per row, the index in ``names`` of its group's dimension (0: "", not known)."""
+    out = np.zeros(len(rows), dtype=np.int64)
+    for label, dim in dims.items():
+        sid = rows.symbols.id_of(label)
+        if sid >= 0:
+            out[rows.group == sid] = names.index(dim)
+    return out
+
+
+def _group_ranks(rows: EventTable) -> np.ndarray:
+    """Per row, the number of ranks that recorded collectives on its group."""
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    pairs = np.unique(rows.group.astype(np.int64) << 32 | rows.rank.astype(np.int64))
+    groups, counts = np.unique(pairs >> 32, return_counts=True)
+    return counts[np.searchsorted(groups, rows.group.astype(np.int64))]
 
 
 def _sizes(done: EventTable, world_size: int) -> list[SizeStats]:
-    g = group_by(done.name, done.nbytes)
+    """Per op, message size and group size: the bus factor's n is the group's ranks (the
+    world's where every rank recorded the group; a run of one rank's file keeps the
+    world size)."""
+    members = _group_ranks(done)
+    if len(distinct(done.rank)) < world_size:
+        members = np.where(members == len(distinct(done.rank)), world_size, members)
+    g = group_by(done.name, done.nbytes, members)
     calls, total = g.count(), g.sum(done.dur_ns)
     low, high = g.min(done.dur_ns), g.max(done.dur_ns)
     per_rank = rank_calls(g, done.rank)
     out = []
-    for i, (name_id, nbytes) in enumerate(g.keys.tolist()):
+    for i, (name_id, nbytes, group_ranks) in enumerate(g.keys.tolist()):
         op, n = done.symbols[name_id], int(per_rank.ranks[i])
         avg_ns = float(total[i]) / int(calls[i])
         algbw = nbytes / avg_ns if nbytes > 0 and avg_ns > 0 else None  # bytes/ns == GB/s
-        factor = bus_factor(op, world_size)
+        factor = bus_factor(op, group_ranks)
         out.append(
             SizeStats(
                 op=op, nbytes=nbytes, num_ranks=n, calls=int(calls[i]),
@@ -187,9 +223,10 @@ def _sizes(done: EventTable, world_size: int) -> list[SizeStats]:
                 total_ms_per_rank=float(total[i]) / 1e6 / n, algbw_gbps=algbw,
                 busbw_gbps=algbw * factor if algbw is not None and factor is not None else None,
                 calls_min=int(per_rank.fewest[i]), calls_max=int(per_rank.most[i]),
+                group_ranks=group_ranks,
             )
         )  # fmt: skip
-    return sorted(out, key=lambda s: (s.op, s.nbytes))
+    return sorted(out, key=lambda s: (s.op, s.nbytes, s.group_ranks))
 
 
 def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[TagPerStep]:
@@ -243,9 +280,10 @@ def _incomplete(pending: EventTable) -> list[IncompleteCalls]:
 
 
 def analyze_collectives(
-    events: EventTable, world_size: int, warmup_steps: int
+    events: EventTable, world_size: int, warmup_steps: int, dims: dict[str, str] | None = None
 ) -> CollectiveAnalysis | None:
-    """Collective statistics; None when no collective was recorded at all."""
+    """Collective statistics; None when no collective was recorded at all. ``dims``: group
+    label -> mesh dimension or role (analyze/groups.py), for the per-op totals."""
     rows = events.of_kind(Kind.COLLECTIVE)
     if len(rows) == 0:
         return None
@@ -256,7 +294,7 @@ def analyze_collectives(
         num_ranks=len(distinct(rows.rank)),
         calls=len(done),
         incomplete_calls=len(pending),
-        ops=tuple(_op_totals(done, pending)),
+        ops=tuple(_op_totals(done, pending, dims or {})),
         sizes=tuple(_sizes(done, world_size)),
         per_step=tuple(_per_step(done, events, warmup_steps)),
         incomplete=tuple(_incomplete(pending)),

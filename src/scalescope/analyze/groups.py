@@ -36,10 +36,12 @@ def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
             members.setdefault(label, set()).update(group.ranks)
             if group.dim:
                 dims[label] = group.dim
-    for label, ranks in _recorded_members(run).items():
-        if not members.get(label):
-            members[label] = ranks
     world = set(range(run.meta.world_size)) if run.meta.world_size else set(run.ranks)
+    recorded = _recorded_members(run)
+    everyone = set().union(*recorded.values()) if recorded else set()
+    for label, ranks in recorded.items():
+        if not members.get(label):  # a rank whose file is missing was in it all the same
+            members[label] = world if ranks == everyone else ranks
     out = [
         ProcessGroup(label, tuple(sorted(ranks)), dims.get(label) or _role(ranks, world),
                      label in dims)

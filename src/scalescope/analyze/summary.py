@@ -8,7 +8,13 @@ import numpy as np
 
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
-from scalescope.analyze.groups import DimTotals, ProcessGroup, dim_totals, process_groups
+from scalescope.analyze.groups import (
+    DimTotals,
+    ProcessGroup,
+    dim_totals,
+    dims_of,
+    process_groups,
+)
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
@@ -176,7 +182,9 @@ def analyze_run(run: Run) -> RunAnalysis:
         ranks=ranks,
         problems=tuple(run.problems),
         steps=analyze_steps(measured.events, meta.warmup_steps, slots),
-        collectives=analyze_collectives(measured.events, meta.world_size, meta.warmup_steps),
+        collectives=analyze_collectives(
+            measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
+        ),
         cross_rank=analyze_cross_rank(measured, meta.warmup_steps, slots),
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,

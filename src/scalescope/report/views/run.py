@@ -302,10 +302,13 @@ OP_COLUMNS = (
 
 
 def op_table(c: CollectiveAnalysis) -> Table:
+    """One row per op and tag, and per dimension where some group is not the world's."""
+    by_dim = any(o.dim not in ("", "world") for o in c.ops)
     rows = tuple(
         (
             o.op,
             o.tag or NA,
+            *((o.dim or NA,) if by_dim else ()),
             str(o.num_ranks),
             fmt_calls(o.calls_min, o.calls_max),
             f"{o.total_ms_per_rank:,.2f}",
@@ -314,7 +317,11 @@ def op_table(c: CollectiveAnalysis) -> Table:
         )
         for o in c.ops
     )
-    return Table("Collectives per op (per rank)", OP_COLUMNS, rows)
+    columns = (*OP_COLUMNS[:2], DIM_COLUMN, *OP_COLUMNS[2:]) if by_dim else OP_COLUMNS
+    return Table("Collectives per op (per rank)", columns, rows)
+
+
+DIM_COLUMN = Column("dimension", align="left")
 
 
 SIZE_COLUMNS = (
@@ -331,15 +338,19 @@ SIZE_COLUMNS = (
 
 
 def size_table(c: CollectiveAnalysis) -> Table:
-    """The nccl-tests columns: one row per op and message size, count and total per rank."""
+    """The nccl-tests columns: one row per op and message size (and group size, where some
+    group is smaller than the world: the n of its bus factor), count and total per rank."""
+    by_group = any(z.group_ranks not in (0, c.world_size) for z in c.sizes)
     rows, values = [], []
     for z in c.sizes:
         times = (z.time_avg_us, z.time_min_us, z.time_max_us)
         calls = fmt_calls(z.calls_min, z.calls_max)
+        n = (str(z.group_ranks),) if by_group else ()
         rows.append(
             (
                 z.op,
                 f"{z.nbytes:,}",
+                *n,
                 calls,
                 *(f"{t:,.1f}" for t in times),
                 f"{z.total_ms_per_rank:,.2f}",
@@ -349,11 +360,14 @@ def size_table(c: CollectiveAnalysis) -> Table:
         )
         count = z.calls_min if z.calls_min == z.calls_max else calls
         values.append(
-            (z.op, z.nbytes, count, *times, z.total_ms_per_rank, z.algbw_gbps, z.busbw_gbps)
-        )
+            (z.op, z.nbytes, *((z.group_ranks,) if by_group else ()), count, *times,
+             z.total_ms_per_rank, z.algbw_gbps, z.busbw_gbps)
+        )  # fmt: skip
+    columns = (*SIZE_COLUMNS[:2], Column("n"), *SIZE_COLUMNS[2:]) if by_group else SIZE_COLUMNS
+    n_ranks = "n = the group's ranks" if by_group else f"n = {c.world_size} ranks"
     return Table(
-        f"Collectives by message size (nccl-tests columns, n = {c.world_size} ranks)",
-        SIZE_COLUMNS,
+        f"Collectives by message size (nccl-tests columns, {n_ranks})",
+        columns,
         tuple(rows),
         tuple(values),
         html_id="sizes",
