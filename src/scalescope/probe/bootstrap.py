@@ -282,6 +282,15 @@ def model_layer_shares(probe: Any) -> dict[str, float] | None:
         return None
 
 
+def groups_meta(probe: Any) -> dict[str, GroupMeta]:
+    """The groups the rank labelled; {} on any failure: recording the end comes first (this
+    runs on the watch thread too, while the main thread is blocked in C++)."""
+    try:
+        return {n: GroupMeta(ranks=r, dim=d) for n, (r, d) in probe.groups.items()}
+    except Exception:  # a group torch tore down under us: the rows keep their labels
+        return {}
+
+
 def _record_end(
     run_dir: Path, meta: RankMeta, probe: Any, status: str, code: int, error: str | None
 ) -> None:
@@ -290,7 +299,7 @@ def _record_end(
         meta.steps = probe.steps
         meta.optimizer_param_bytes = probe.optimizer_param_bytes
         meta.layer_shares = model_layer_shares(probe)
-        meta.groups = {n: GroupMeta(ranks=r, dim=d) for n, (r, d) in probe.groups.items()}
+        meta.groups = groups_meta(probe)
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error
