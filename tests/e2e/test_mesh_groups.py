@@ -62,3 +62,19 @@ def test_the_collectives_tables_carry_the_dimension_and_the_groups_size(mesh_run
     }
     assert {z.group_ranks for z in c.sizes} == {2}
     assert all(z.busbw_gbps == pytest.approx(z.algbw_gbps) for z in c.sizes)
+
+
+def test_a_tensor_parallel_pair_counts_its_samples_once(tmp_path):
+    """Each tp pair loads the same 16-sample batches, each dp replica its own: the run's
+    samples are the dp replicas' (2 x 16 per measured step), each rank's its own 16."""
+    proc = scalescope(
+        "run", "-n", 4, "--oversubscribe", "--run-dir", tmp_path / "run", "--no-report",
+        SCRIPTS / "mesh_train.py", "--steps", 5, "--loader", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = analyze_run(load_run(tmp_path / "run")).steps
+    measured = steps.ranks[0].num_steps
+    assert steps.sample_copies == 2
+    assert steps.total_samples == 2 * 16 * measured
+    assert [r.samples for r in steps.ranks] == [16 * measured] * 4
+    assert steps.samples_per_s == pytest.approx(steps.total_samples / steps.span_s)

@@ -74,6 +74,31 @@ class StepAnalysis:
     steps_per_s: float | None = None
     """Global steps per second: the slowest rank's measured steps over its span (every
     rank steps once per step of the job). The unit of speed when samples were not counted."""
+    sample_copies: int = 1
+    """Ranks that load the same samples (a tensor- or context-parallel group's, named by its
+    DeviceMesh): ``total_samples`` and ``samples_per_s`` count each sample once; the
+    per-rank figures are each rank's own."""
+
+
+SAME_SAMPLES_DIMS = ("tp", "cp")
+"""Mesh dimensions whose ranks all load the same batch (tensor parallel: the same inputs;
+context parallel: shards of the same sequences). A pipeline's later stages load none, and
+data-parallel ranks load their own."""
+
+
+def counted_once(steps: StepAnalysis, dims: dict[str, int]) -> StepAnalysis:
+    """``steps`` with each sample counted once across the ranks of ``SAME_SAMPLES_DIMS``
+    (``dims``: mesh dimension -> ranks per group, from the groups' DeviceMesh names)."""
+    copies = 1
+    for dim in SAME_SAMPLES_DIMS:
+        copies *= max(dims.get(dim, 1), 1)
+    if copies == 1:
+        return steps
+    rate = steps.samples_per_s / copies if steps.samples_per_s is not None else None
+    return replace(
+        steps, total_samples=steps.total_samples // copies, samples_per_s=rate,
+        sample_copies=copies,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

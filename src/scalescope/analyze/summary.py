@@ -19,7 +19,7 @@ from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.step_slots import measured_slots
-from scalescope.analyze.steps import StepAnalysis, analyze_steps
+from scalescope.analyze.steps import StepAnalysis, analyze_steps, counted_once
 from scalescope.analyze.whatif import WhatIf, what_if
 from scalescope.events import Run
 
@@ -181,7 +181,7 @@ def analyze_run(run: Run) -> RunAnalysis:
         warmup_steps=meta.warmup_steps,
         ranks=ranks,
         problems=tuple(run.problems),
-        steps=analyze_steps(measured.events, meta.warmup_steps, slots),
+        steps=_counted_once(analyze_steps(measured.events, meta.warmup_steps, slots), groups),
         collectives=analyze_collectives(
             measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
         ),
@@ -197,6 +197,13 @@ def analyze_run(run: Run) -> RunAnalysis:
             else None
         ),
     )
+
+
+def _counted_once(
+    steps: StepAnalysis | None, groups: tuple[ProcessGroup, ...]
+) -> StepAnalysis | None:
+    named = {g.dim: len(g.ranks) for g in groups if g.named}
+    return counted_once(steps, named) if steps is not None else None
 
 
 def without_pauses(run: Run, pauses: PauseAnalysis | None) -> Run:

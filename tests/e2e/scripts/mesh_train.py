@@ -8,12 +8,14 @@ dimensions' groups as torch gives them (the truth the probe's record is checked 
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
 def main() -> None:
@@ -21,6 +23,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--facts", default="")
     p.add_argument("--unnamed", action="store_true", help="a mesh without dimension names")
+    p.add_argument(
+        "--loader", action="store_true",
+        help="train from a DataLoader with an optimizer (the tp pair loads the same batches, "
+        "the dp pair its own shards); when rank 0's steps ended (s) to FACTS/steps.json",
+    )  # fmt: skip
     args = p.parse_args()
     dist.init_process_group("gloo")
     world = dist.get_world_size()
@@ -29,7 +36,9 @@ def main() -> None:
     dp, tp = mesh.get_group(0), mesh.get_group(1)
     torch.manual_seed(0)
     model = nn.Linear(64, 64)
-    for _ in range(args.steps):
+    if args.loader:
+        train_from_loader(args, model, mesh, dp, tp)
+    for _ in range(0 if args.loader else args.steps):
         hidden = model(torch.randn(16, 64))
         dist.all_reduce(hidden.detach(), group=tp)
         hidden.square().mean().backward()
@@ -40,6 +49,26 @@ def main() -> None:
         facts = {"dp": dist.get_process_group_ranks(dp), "tp": dist.get_process_group_ranks(tp)}
         Path(args.facts, f"mesh-{dist.get_rank()}.json").write_text(json.dumps(facts))
     dist.destroy_process_group()
+
+
+def train_from_loader(args, model, mesh, dp, tp) -> None:
+    data = TensorDataset(torch.randn(16 * args.steps * mesh.size(0), 64))
+    sampler = DistributedSampler(
+        data, num_replicas=mesh.size(0), rank=mesh.get_local_rank(0), shuffle=False
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ends = []
+    for (x,) in DataLoader(data, batch_size=16, sampler=sampler):
+        hidden = model(x)
+        dist.all_reduce(hidden.detach(), group=tp)
+        hidden.square().mean().backward()
+        for param in model.parameters():
+            dist.all_reduce(param.grad, group=dp)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ends.append(time.perf_counter())
+    if args.facts and dist.get_rank() == 0:
+        Path(args.facts, "steps.json").write_text(json.dumps(ends))
 
 
 if __name__ == "__main__":

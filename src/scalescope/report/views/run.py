@@ -149,7 +149,11 @@ def _step_summary(s: StepAnalysis, paused: tuple[int, ...] = ()) -> Grid:
 
 def throughput_rows(s: StepAnalysis) -> tuple[tuple[str, str], tuple[str, str]]:
     """Throughput and mean step time, as the report and the summary card say them."""
-    throughput = fmt(s.samples_per_s, ",.1f", "samples/s") + " (all ranks)"
+    scope = (
+        " (all ranks)" if s.sample_copies == 1
+        else f" (all ranks, each sample once: {s.sample_copies} ranks load it, tp x cp)"
+    )  # fmt: skip
+    throughput = fmt(s.samples_per_s, ",.1f", "samples/s") + scope
     if s.samples_per_s is None:
         throughput = (
             f"{fmt(s.steps_per_s, ',.2f', 'global steps/s')} (samples not counted: no "
