@@ -193,9 +193,9 @@ def _group_ranks(rows: EventTable) -> np.ndarray:
     """Per row, the number of ranks that recorded collectives on its group."""
     if len(rows) == 0:
         return np.zeros(0, dtype=np.int64)
-    pairs = np.unique(rows.group.astype(np.int64) << 32 | rows.rank.astype(np.int64))
-    groups, counts = np.unique(pairs >> 32, return_counts=True)
-    return counts[np.searchsorted(groups, rows.group.astype(np.int64))]
+    keys = group_by(rows.group, rows.rank).keys[:, 0]
+    counts = np.bincount(keys, minlength=int(rows.group.max()) + 1)
+    return counts[rows.group]
 
 
 def _sizes(done: EventTable, world_size: int) -> list[SizeStats]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.grouping import group_by
 from scalescope.events import Kind, Run
 
 
@@ -53,12 +54,8 @@ def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
 def _recorded_members(run: Run) -> dict[str, set[int]]:
     """Per group label of the collective rows: the ranks that recorded rows on it."""
     colls = run.events.of_kind(Kind.COLLECTIVE)
-    if len(colls) == 0:
-        return {}
-    key = colls.group.astype(np.int64) << 32 | colls.rank.astype(np.int64)
-    pairs = np.unique(key)
     out: dict[str, set[int]] = {}
-    for group, rank in zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist(), strict=True):
+    for group, rank in group_by(colls.group, colls.rank).keys.tolist():
         out.setdefault(str(colls.symbols[int(group)]), set()).add(int(rank))
     return out
 
@@ -100,21 +97,33 @@ def dim_totals(
 ) -> tuple[DimTotals, ...]:
     """Per dimension with collectives, largest time first: the measured (post-warm-up,
     completed; every completed one where no step passed the warm-up) collectives on its
-    groups."""
+    groups. One pass of bincounts over the rows (a 1,024-rank run has millions)."""
     colls = run.events.of_kind(Kind.COLLECTIVE)
-    colls = colls.select(colls.dur_ns >= 0)
-    if (colls.step >= warmup_steps).any():  # a script without steps: every row counts
-        colls = colls.select(colls.step >= warmup_steps)
-    symbol = {g.label: run.events.symbols.id_of(g.label) for g in groups}
+    names = list(dict.fromkeys(g.dim for g in groups))
+    lookup = np.full(len(colls.symbols.strings) + 1, -1, dtype=np.int64)
+    for g in groups:
+        sid = colls.symbols.id_of(g.label)
+        if sid >= 0:
+            lookup[sid] = names.index(g.dim)
+    keep = colls.dur_ns >= 0
+    measured = keep & (colls.step >= warmup_steps)
+    keep = measured if measured.any() else keep  # a script without steps: every row counts
+    dim = lookup[colls.group[keep]]
+    known = dim >= 0
+    dim, rank = dim[known], colls.rank[keep][known]
+    n = len(names)
+    calls = np.bincount(dim, minlength=n)
+    dur = np.bincount(dim, weights=colls.dur_ns[keep][known], minlength=n)
+    nbytes = np.bincount(dim, weights=colls.nbytes[keep][known], minlength=n)
+    ranks = np.bincount(group_by(dim, rank).keys[:, 0], minlength=n) if len(dim) else calls
     out = []
-    for dim in dict.fromkeys(g.dim for g in groups):
-        mine = [g for g in groups if g.dim == dim]
-        rows = colls.select(np.isin(colls.group, [symbol[g.label] for g in mine]))
-        if len(rows) == 0:
+    for i, name in enumerate(names):
+        if calls[i] == 0:
             continue
-        ranks = max(len(np.unique(rows.rank)), 1)
+        mine = [g for g in groups if g.dim == name]
+        per = max(int(ranks[i]), 1)
         out.append(DimTotals(
-            dim, all(g.named for g in mine), len(mine), max(len(g.ranks) for g in mine),
-            len(rows), float(rows.dur_ns.sum()) / 1e6 / ranks, float(rows.nbytes.sum()) / ranks,
+            name, all(g.named for g in mine), len(mine), max(len(g.ranks) for g in mine),
+            int(calls[i]), float(dur[i]) / 1e6 / per, float(nbytes[i]) / per,
         ))  # fmt: skip
     return tuple(sorted(out, key=lambda d: -d.ms_per_rank))
