@@ -21,7 +21,7 @@ from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import StepAnalysis, analyze_steps, counted_once
 from scalescope.analyze.whatif import WhatIf, what_if
-from scalescope.events import Run
+from scalescope.events import Run, RunMeta
 
 REPLAYED_STEPS = 256
 """The report's what-if replays a run's last steps, at most this many: at 1,024 ranks x
@@ -191,12 +191,17 @@ def analyze_run(run: Run) -> RunAnalysis:
         links=analyze_links(measured, meta.warmup_steps),
         groups=groups,
         dims=dim_totals(measured, groups, meta.warmup_steps),
-        whatif=(
-            what_if(measured, meta.warmup_steps, last=replayed_steps(meta.world_size))
-            if meta.probe
-            else None
-        ),
+        whatif=_what_if(measured, meta) if meta.probe else None,
     )
+
+
+def _what_if(run: Run, meta: RunMeta) -> WhatIf | None:
+    """The report's what-if; None where its collectives cannot be replayed in any order
+    (``replay``'s refusal): the report goes on without it."""
+    try:
+        return what_if(run, meta.warmup_steps, last=replayed_steps(meta.world_size))
+    except ValueError:
+        return None
 
 
 def _counted_once(

@@ -128,6 +128,16 @@ def test_a_send_meets_its_receive_at_another_place_of_the_partners_step():
     assert step_ms(g, "rank:0") == pytest.approx(4.0)
 
 
+def test_exchanges_that_wait_on_each_other_are_refused_in_one_line():
+    """The ring above with every send blocking: each stage waits for the next one's receive,
+    which comes after its own blocking send: no order completes the step."""
+    g = grid([[1.0, 1.0]] * 3, steps=1)
+    ring_groups = np.array([[1, 3], [2, 1], [3, 2]])
+    g = StepGrid(**{**g.__dict__, "group": ring_groups})
+    with pytest.raises(ValueError, match="step 0: its collectives wait on each other"):
+        replay(g)
+
+
 def ring(transfer_ms: list[float]) -> StepGrid:
     """The ring above on three nodes (rank r on node r), 1 ms of work before each exchange;
     ``transfer_ms``: of the groups {0,1}, {1,2}, {2,0}."""
