@@ -69,8 +69,10 @@ sysdeps:
 # marked heavy (live runs too heavy for CI's 12 minutes) run in make bench. Whole files go to
 # the workers dearest first (tests/helpers/file_costs.py), not xdist's most-tests-first.
 test:
+	@echo "[$$(date +%T)] make test: install, lint, system packages, C++ hooks"
 	$(MAKE) -j3 lint sysdeps native
 	$(PY) -m compileall -q src tests/helpers
+	@echo "[$$(date +%T)] make test: the suite"
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not heavy" --durations=15
 
 # Sets itself up (uses .venv, creates it when missing: over a preinstalled torch, or with
