@@ -78,9 +78,9 @@ def ideal(grid: StepGrid, hosts: dict[int, str]) -> StepGrid:
     that of the median one of the other ranks does that rank's work instead (its parts
     whole, not each part's minimum, which noise would bias low), and no group transfers
     slower on average than the typical group of its class (``typical_transfers``)."""
-    total = grid.own_ns() + grid.gap_ns
     if len(grid.ranks) < 2:
         return grid
+    total = grid.own_ns() + grid.gap_ns
     peer = median_peer(total)
     slower = total > np.take_along_axis(total, peer, axis=1)
 

@@ -353,11 +353,12 @@ def what_if_of(
         fixes.append(Fix(cause, after, gain, pct, rate, note))
     if causes is None:
         fixes.sort(key=lambda f: -f.gain_ms)
-    best = predict(ideal(grid, hosts), "ideal", rows)
+    ideal_step = predict(ideal(grid, hosts), "ideal", rows)
     return WhatIf(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
-        collectives_per_step=grid.shape[2], left_out=(*left, *none_measured), ideal=best,
+        collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
+        ideal=ideal_step,
     )  # fmt: skip
 
 
