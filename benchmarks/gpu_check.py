@@ -80,6 +80,7 @@ def run_checks(
     """Checks in the order 1, 2, 3, 7, 4, 6, 5: 6 needs 2's figure; 5's tune may be cut short."""
     from gpucheck.check_bench import check_bench
     from gpucheck.check_comm import check_comm
+    from gpucheck.check_copies import check_copies
     from gpucheck.check_cores import check_cores
     from gpucheck.check_env import check_env
     from gpucheck.check_fsdp import check_fsdp
@@ -92,7 +93,7 @@ def run_checks(
 
     def bench() -> list[CheckResult]:
         results, measured[0] = check_bench(runner, plan, machine)
-        return results
+        return results + check_copies(runner, plan, machine)
 
     steps = {
         1: ("1.env", lambda: check_env(runner, plan, machine)),

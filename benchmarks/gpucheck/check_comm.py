@@ -37,18 +37,21 @@ class Records:
     """report --json of the probe's run directory."""
     trace: dict
     """analyze --json of torch.profiler's traces of the same run."""
+    trace_dir: Path | None = None
 
 
-def profiled_run(runner: Runner, name: str, nproc: int, script_args: list[str]) -> Records:
+def profiled_run(
+    runner: Runner, name: str, nproc: int, script_args: list[str], run_args: tuple[str, ...] = ()
+) -> Records:
     """``scalescope run`` of profiled.py, then the probe's report and the trace's analysis."""
     run_dir, trace_dir = runner.dir(name), runner.dir(f"{name}-trace")
     runner.cli(name, [
-        "run", "-n", str(nproc), "--run-dir", str(run_dir), "--no-report", str(SCRIPT),
+        "run", "-n", str(nproc), "--run-dir", str(run_dir), "--no-report", *run_args, str(SCRIPT),
         "--trace-dir", str(trace_dir), *script_args,
     ])  # fmt: skip
     runner.cli(f"{name}-report", ["report", str(run_dir), "--json", str(run_dir / "r.json")])
     runner.cli(f"{name}-analyze", ["analyze", str(trace_dir), "--json", str(run_dir / "a.json")])
-    return Records(read_json(run_dir / "r.json"), read_json(run_dir / "a.json"))
+    return Records(read_json(run_dir / "r.json"), read_json(run_dir / "a.json"), trace_dir)
 
 
 def judged(case: CommCase) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpucheck.results import INFO, CheckResult, verdict
 
-STEP_PHASES = ("data", "forward", "backward", "comm_wait", "optimizer")
+STEP_PHASES = ("data", "to_device", "forward", "backward", "comm_wait", "optimizer")
 
 
 def rel_diff_pct(a: float, b: float) -> float:
@@ -209,3 +209,26 @@ def projection_ratio(projected: float, measured: float, hardware: str) -> CheckR
     )
     return CheckResult("6.project", INFO, figure, data={"ratio": ratio, "projected": projected,
                                                          "measured": measured})  # fmt: skip
+
+
+def copy_bytes(probe: float, batch: int, trace: float) -> CheckResult:
+    """The probe's ``to_device`` bytes per step are the batch's, and the trace's copies'."""
+    figure = (
+        f"probe {probe:,.0f} B a step vs the batch's {batch:,} B and the trace's host-to-device "
+        f"copies {trace:,.0f} B a step (exact)"
+    )
+    return verdict("2.copy.bytes", probe == batch == trace, figure, probe=probe, batch=batch,
+                   trace=trace)  # fmt: skip
+
+
+def copy_time(probe_ms: float, trace_ms: float, limit_pct: float = 10.0) -> CheckResult:
+    """The probe's ``to_device`` time per step against the trace's host-to-device copies."""
+    if trace_ms <= 0:
+        return verdict("2.copy.time", False, "the trace has no host-to-device copy")
+    diff = rel_diff_pct(probe_ms, trace_ms)
+    figure = (
+        f"probe {probe_ms:.3f} vs trace {trace_ms:.3f} ms of copies a step "
+        f"({diff:+.1f} %, limit ±{limit_pct:g} %)"
+    )
+    return verdict("2.copy.time", abs(diff) <= limit_pct, figure, probe_ms=probe_ms,
+                   trace_ms=trace_ms, diff_pct=diff)  # fmt: skip

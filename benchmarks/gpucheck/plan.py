@@ -16,6 +16,8 @@ class Plan:
     bench_steps: int = 60
     bench_warmup: int = 10
     overhead_pairs: int = 3
+    copy_iters: int = 10
+    """Profiled steps of the copies' check (2.copy)."""
     comm_sizes: tuple[int, ...] = (4096, 1 << 20, 16 << 20)
     """Bytes per all_reduce (float32 elements x 4)."""
     comm_iters: int = 20

@@ -7,13 +7,18 @@ all-reduces one float32 tensor of each size, then takes a no-op optimizer step (
 probe's step boundary) and ``prof.step()``. One all_reduce of ``WARMUP_BYTES`` before profiling
 creates the communicator, so no profiled call pays for it: the probe records it, the trace
 does not. NCCL reduces with AVG: with one rank, NCCL may run no kernel at all for a SUM.
+
+With ``--loader`` the training batches come from a DataLoader (pageable memory, collated
+anew each step) and are copied to the device in the loop: the probe's ``to_device`` phase
+against the trace's host-to-device copies. ``--skip N`` leaves the first N iterations out
+of the trace (the probe's warm-up steps).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -32,6 +37,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--model", help="also train this torchvision model with DDP")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--loader", action="store_true", help="batches from a DataLoader")
+    p.add_argument("--skip", type=int, default=0, help="iterations before the trace")
     return p.parse_args()
 
 
@@ -57,12 +64,24 @@ def training(
     ddp = DistributedDataParallel(model, device_ids=ids)
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
     labels = torch.randint(0, 10, (args.batch_size,))
+    batches = loader_batches(images, labels) if args.loader else None
 
     def forward_backward() -> None:
-        x, y = images.to(device), labels.to(device)
+        x, y = next(batches) if batches is not None else (images, labels)
+        x, y = x.to(device), y.to(device)
         torch.nn.functional.cross_entropy(ddp(x), y).backward()
 
     return forward_backward, torch.optim.SGD(ddp.parameters(), lr=0.01)
+
+
+def loader_batches(images: torch.Tensor, labels: torch.Tensor) -> Iterator:
+    """Endless batches of a DataLoader over two batches' worth of samples."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    n = len(images)
+    data = TensorDataset(torch.cat([images, images]), torch.cat([labels, labels]))
+    while True:
+        yield from DataLoader(data, batch_size=n, drop_last=True)
 
 
 def main() -> None:
@@ -81,11 +100,11 @@ def main() -> None:
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     handler = tensorboard_trace_handler(args.trace_dir, worker_name=f"rank{rank}")
-    every_step = schedule(wait=0, warmup=0, active=args.iters, repeat=1)  # ProfilerStep#N rows
+    every_step = schedule(wait=args.skip, warmup=0, active=args.iters, repeat=1)
     with profile(
         activities=activities, schedule=every_step, record_shapes=True, on_trace_ready=handler
     ) as prof:
-        for _ in range(args.iters):
+        for _ in range(args.skip + args.iters):
             if forward_backward is not None:
                 forward_backward()
             for t in tensors:

@@ -102,7 +102,7 @@ def _regular_steps(
     return steps[ok], left
 
 
-PHASES_KEPT = ("data", "eval", "checkpoint")
+PHASES_KEPT = ("data", "to_device", "eval", "checkpoint")
 """The phases ``phase_ns`` holds unless asked for others: input waits and work beside
 training, the phases the what-if tries as causes by itself."""
 

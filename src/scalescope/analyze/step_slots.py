@@ -24,7 +24,7 @@ from scalescope.analyze.slot_index import (
 from scalescope.analyze.sorting import distinct, index_in, sort_order
 from scalescope.events import PHASES, EventTable, Kind
 
-BUSY_PHASES = ("data", "forward", "backward", "optimizer")
+BUSY_PHASES = ("data", "to_device", "forward", "backward", "optimizer")
 """The recorded phases a rank works in; comm_wait is waiting for the others or the network."""
 OTHER = "other"
 """Step time outside every recorded phase; a straggler may lose its time there too."""

@@ -9,6 +9,7 @@ import numpy as np
 from scalescope.analyze.slot_index import measured_steps
 from scalescope.analyze.step_slots import StepSlots, measured_slots
 from scalescope.events import PHASES, EventTable, Kind
+from scalescope.events.schema import OPTIONAL_PHASES
 
 OTHER = "other"
 """Time of a step not covered by any recorded phase (Python, logging, ...)."""
@@ -182,7 +183,7 @@ def _phase_breakdown(
         for i, st in enumerate(_phase_stats(runs, name, slots.phase_ns[name], step_total)):
             if present[i]:
                 stats[i].append(st)
-            else:
+            elif name not in OPTIONAL_PHASES:
                 missing[i].append(name)
     other = np.maximum(slots.dur_ns - sum(slots.phase_ns[p] for p in PHASES), 0.0)
     for extra, per_slot in ((OTHER, other), (STEP, slots.dur_ns)):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scalescope.analyze.batch_copies import RankCopies, batch_copies
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.groups import (
@@ -105,6 +106,8 @@ class RunAnalysis:
     """The process groups with their mesh dimension or role (analyze/groups.py)."""
     dims: tuple[DimTotals, ...] = ()
     """The measured collectives per dimension."""
+    copies: tuple[RankCopies, ...] = ()
+    """The batches' copies to the device per rank (analyze/batch_copies.py)."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -192,6 +195,7 @@ def analyze_run(run: Run) -> RunAnalysis:
         groups=groups,
         dims=dim_totals(measured, groups, meta.warmup_steps),
         whatif=_what_if(measured, meta) if meta.probe else None,
+        copies=batch_copies(measured.events, meta.warmup_steps),
     )
 
 

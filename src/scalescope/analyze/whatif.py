@@ -152,8 +152,9 @@ CAUSES_HELP = (
 IDEAL_NOTE = "no rank slower than the median of the others, no group's transfers than its kind's"
 ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
 """Rank-only work by its own name: the phase of that name, on every rank that does it."""
-CANDIDATE_PHASES = ("data", "eval", "checkpoint")
-"""Phases tried as causes without ``--fix``: input waits and work beside training."""
+CANDIDATE_PHASES = ("data", "to_device", "eval", "checkpoint")
+"""Phases tried as causes without ``--fix``: input waits, copies of batches to the device and
+work beside training."""
 PHASE_CANDIDATE_SHARE = 0.05
 """...when they take at least this share of the ranks' own time."""
 

@@ -168,6 +168,8 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
         return f"node:{hosts.pop()}" if len(hosts) == 1 else None
     if f.code == "INPUT_BOUND":
         return "phase:data"
+    if f.code == "PAGEABLE_COPY":
+        return "phase:to_device"
     kind = next((k for k, code in RANK_ONLY_CODES.items() if code == f.code), None)
     if kind is not None:
         return f"phase:{kind}"

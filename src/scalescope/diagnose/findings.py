@@ -71,6 +71,7 @@ class Diagnosis:
 
 BOTTLENECKS: dict[str, str] = {
     "INPUT_BOUND": "input pipeline",
+    "PAGEABLE_COPY": "input pipeline (copies to the device)",
     "COMM_LATENCY": "communication latency",
     "COMM_BANDWIDTH": "communication bandwidth",
     "STRAGGLER": "straggler",
@@ -96,6 +97,8 @@ BOTTLENECKS: dict[str, str] = {
 
 SUMMARIES: dict[str, str] = {
     "INPUT_BOUND": "ranks wait {share:.0f}% of each step for the DataLoader",
+    "PAGEABLE_COPY": "batches are copied to the device from pageable memory: {ms:.1f} ms per "
+    "step ({share:.0f}% of the step) for {size}, at {rate}",
     "COMM_LATENCY": "exposed communication takes {share:.0f}% of the step, mostly in small "
     "messages ({calls:.0f} collectives per step)",
     "COMM_BANDWIDTH": "exposed communication takes {share:.0f}% of the step moving "
@@ -164,6 +167,9 @@ REMEDIES: dict[str, str] = {
     "or RAM once per node (`scalescope data stage SHARDS /dev/shm/train`) and train with "
     "`--data /dev/shm/train`; `scalescope data bench {folder} SHARDS` compares their images/s",
     "pin_memory": "`--pin-memory` (DataLoader(pin_memory=True)) for faster copies to the GPU",
+    "pin_and_overlap": "`DataLoader(pin_memory=True)` and `batch.to(device, non_blocking=True)`: "
+    "copies from pinned memory run at the link's speed and no longer hold the host back "
+    "(`scalescope bench --pin-memory`)",
     "bucket": "fuse gradients into fewer, larger messages: "
     "`DistributedDataParallel(bucket_cap_mb={mb:g})` (`scalescope bench --bucket-cap-mb "
     "{mb:g}`); Horovod's fusion buffer (HOROVOD_FUSION_THRESHOLD) is the same knob",

@@ -14,6 +14,7 @@ from scalescope.diagnose.findings import Finding
 from scalescope.diagnose.rules_build import BUILD_RULES
 from scalescope.diagnose.rules_comm import CommBandwidthRule, CommLatencyRule
 from scalescope.diagnose.rules_compute import ComputeRule, MemoryRule
+from scalescope.diagnose.rules_copies import PageableCopyRule
 from scalescope.diagnose.rules_extra_work import RANK_ONLY_RULES
 from scalescope.diagnose.rules_fsdp import FSDP_RULES
 from scalescope.diagnose.rules_input import DiagnosisInput
@@ -43,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     ReplicasRule(),
     PauseRule(),
     InputRule(),
+    PageableCopyRule(),
     CommLatencyRule(),
     CommBandwidthRule(),
     *FSDP_RULES,

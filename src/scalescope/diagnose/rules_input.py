@@ -15,10 +15,11 @@ from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import ModelFlops
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events.run import RankMeta, RunMeta
+from scalescope.events.schema import PHASES
 
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 """The phases that are the model's own work."""
-RECORDED_PHASES = ("data", "forward", "backward", "comm_wait", "optimizer")
+RECORDED_PHASES = PHASES
 LOCAL_HOST = "this host"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 PERCENT_FIELDS = (
     "data_share_pct",
+    "copy_share_pct",
     "exposed_comm_share_pct",
     "small_message_time_pct",
     "straggler_cost_pct",
@@ -35,6 +36,9 @@ class Thresholds:
     data_share_pct: float = 10.0
     """Input-bound when the step waits for the DataLoader at least this share of its time.
     A prefetching loader should hide loading entirely; 10% is a cost worth a change."""
+    copy_share_pct: float = 5.0
+    """Batches copied to the device from pageable memory (the ``to_device`` phase) at least
+    this share of the step: pinned memory and ``non_blocking`` copies overlap them."""
     small_file_bytes: int = 1 << 20
     """An input-bound run reading image files smaller than this on average (1 MiB) ..."""
     many_files: int = 10_000

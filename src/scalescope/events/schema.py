@@ -11,7 +11,7 @@ class Kind(IntEnum):
     """What a row of the event table describes."""
 
     PHASE = 0
-    """A part of a training step: data, forward, backward, comm_wait, optimizer."""
+    """A part of a training step: data, to_device, forward, backward, comm_wait, optimizer."""
     COLLECTIVE = 1
     """One collective call: op name, bytes, dtype, group, per-group sequence number, tag."""
     STEP = 2
@@ -20,8 +20,10 @@ class Kind(IntEnum):
     """A memory peak over a step; ``nbytes`` holds the peak."""
 
 
-PHASES = ("data", "forward", "backward", "comm_wait", "optimizer")
+PHASES = ("data", "to_device", "forward", "backward", "comm_wait", "optimizer")
 """Phase names in the order a step runs them."""
+OPTIONAL_PHASES = ("to_device",)
+"""Phases only some loops have (batches copied to a GPU): never reported missing."""
 
 EVAL = "eval"
 """A forward pass outside training (grad disabled or the module in eval mode), with the

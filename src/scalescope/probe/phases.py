@@ -42,6 +42,7 @@ import torch
 from torch.utils.data import dataloader
 
 from scalescope.events.schema import CHECKPOINT, EVAL
+from scalescope.probe.batch_copies import TO_DEVICE, BatchCopies
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
 
@@ -81,6 +82,8 @@ class PhaseHooks:
         self._saved: dict[str, Any] = {}
         self._handles: list[Any] = []
         self.cuda = CudaTimings()
+        self.copies = BatchCopies(recorder, self.cuda)
+        """The batches' copies to the device (the ``to_device`` phase)."""
         self.on_cuda = False
         """Set when the watched module's parameters are on a CUDA device."""
         self._events: dict[str, Any] = {}
@@ -100,6 +103,7 @@ class PhaseHooks:
         torch.autograd.backward = self._patched_backward(torch.autograd.backward)
         torch.save = self._patched_save(torch.save)
         self.recorder.before_step_end.append(self._count_unclaimed_batches)
+        self.recorder.before_step_end.append(self.copies.close)
         from torch.optim.optimizer import (
             register_optimizer_step_post_hook,
             register_optimizer_step_pre_hook,
@@ -115,8 +119,10 @@ class PhaseHooks:
             dataloader._BaseDataLoaderIter.__next__ = self._saved["next"]
             torch.autograd.backward = self._saved["backward"]
             torch.save = self._saved["save"]
-        if self._count_unclaimed_batches in self.recorder.before_step_end:
-            self.recorder.before_step_end.remove(self._count_unclaimed_batches)
+        for hook in (self._count_unclaimed_batches, self.copies.close):
+            if hook in self.recorder.before_step_end:
+                self.recorder.before_step_end.remove(hook)
+        self.copies.close()
         for handle in self._handles:
             handle.remove()
         self._saved, self._handles = {}, []
@@ -131,6 +137,7 @@ class PhaseHooks:
             batch = original(iterator)
             row = recorder.phase("data", start, time.perf_counter_ns())
             self._fetched.append((row, batch_size_of(batch), iterator))
+            self.copies.fetched(batch)
             return batch
 
         return __next__
@@ -190,7 +197,7 @@ class PhaseHooks:
 
     def watch_forward(self, module: torch.nn.Module) -> None:
         param = next(module.parameters(), None)
-        self.on_cuda = param is not None and param.is_cuda
+        self.on_cuda = self.copies.on_cuda = param is not None and param.is_cuda
         module.register_forward_pre_hook(self._forward_pre, with_kwargs=True)
         module.register_forward_hook(self._forward_post)
         inner = getattr(module, "module", None)
@@ -225,10 +232,11 @@ class PhaseHooks:
             self.cuda.span(row, first, last)
 
     def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        training = torch.is_grad_enabled() and _in_training(module)
+        self.copies.close(TO_DEVICE if training else EVAL)
         self._forward_start = time.perf_counter_ns()
         self._pause_optimizer(self._forward_start)
         self._mark("forward_start")
-        training = torch.is_grad_enabled() and _in_training(module)
         if training:
             first = batch_size_of(args) if args else batch_size_of(kwargs)
             self.recorder.forward_samples += first

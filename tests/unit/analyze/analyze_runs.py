@@ -97,6 +97,7 @@ def _emit_step(
     """Append one step's rows starting at ``t``; return the next start time and seq."""
     start = t
     durs: list[tuple[str, int]] = [("data", int(rng.integers(1, 3) * 1e6) * slow)]
+    durs.append(("to_device", int(rng.integers(1, 2) * 1e5)))
     for _ in range(accum):
         durs.append(("forward", int(rng.integers(5, 9) * 1e6) * slow))
         durs.append(("backward", int(rng.integers(8, 15) * 1e6) * slow))

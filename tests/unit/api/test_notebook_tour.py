@@ -21,8 +21,8 @@ def test_the_worked_example_runs_on_a_recorded_run(tmp_path: Path, capsys) -> No
         "report.json", "dashboard.html", "timeline.json", "compare.json"
     ]  # fmt: skip
     assert all(p.stat().st_size > 0 for p in result["written"])
-    assert set(result["phase_ms"]) == {"dur", "data", "forward", "backward", "comm_wait",
-                                       "optimizer", "other"}  # fmt: skip
+    assert set(result["phase_ms"]) == {"dur", "data", "to_device", "forward", "backward",
+                                       "comm_wait", "optimizer", "other"}  # fmt: skip
     printed = capsys.readouterr().out
     assert rec.findings[0].summary in printed
     assert "scalescope report" in printed and "scalescope compare" in printed

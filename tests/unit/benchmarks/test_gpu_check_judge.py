@@ -3,15 +3,19 @@ probe's run, bench.json of the workload, analyze --json of the trace; docs/repor
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+from gpucheck import compare  # noqa: E402
 from gpucheck.check_bench import BenchRun, judge  # noqa: E402
 from gpucheck.check_comm import CommCase, Records  # noqa: E402
 from gpucheck.check_comm import judge as judge_comm  # noqa: E402
+from gpucheck.check_copies import batch_bytes, trace_copies  # noqa: E402
+from gpucheck.check_copies import judge as judge_copies  # noqa: E402
 from gpucheck.plan import FULL, SMOKE  # noqa: E402
 
 MIB = 2**20
@@ -73,3 +77,31 @@ def test_comm_judge_counts_the_probes_warmup_call_and_not_the_traces():
     lost = sizes([(4096, 20, 30.0), (1 << 20, 19, 80.0)])
     counted, *_ = judge_comm(case, Records(lost, trace), (4096, 1 << 20), 20)
     assert counted.status == "FAIL" and "8 B: None calls, expected 1" in counted.figure
+
+
+def kineto_copy(name: str, dur_us: float, nbytes: int) -> dict:
+    return {"ph": "X", "cat": "gpu_memcpy", "name": name, "dur": dur_us, "args": {"bytes": nbytes}}
+
+
+def test_copies_judge_reads_the_report_and_the_traces_host_to_device_copies(tmp_path):
+    batch = batch_bytes(FULL)
+    assert batch == 64 * 3 * 224 * 224 * 4 + 64 * 8
+    events = [kineto_copy("Memcpy HtoD (Pageable -> Device)", 3000.0, batch - 512),
+              kineto_copy("Memcpy HtoD (Pageable -> Device)", 20.0, 512),
+              kineto_copy("Memcpy DtoH (Device -> Pageable)", 5.0, 4)] * 2  # fmt: skip
+    (tmp_path / "rank0.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+    trace = trace_copies(tmp_path, steps=2)
+    assert trace == (pytest.approx(3.02), batch)
+    probe = {"copies": [{"nbytes_per_step": batch, "ms_per_step": 3.2}]}
+    size, time = judge_copies(probe, trace, batch)
+    assert (size.status, time.status) == ("PASS", "PASS")
+    assert "+6.0 %" in time.figure
+    slow = {"copies": [{"nbytes_per_step": batch, "ms_per_step": 3.4}]}
+    assert [r.status for r in judge_copies(slow, trace, batch)] == ["PASS", "FAIL"]
+    assert [r.status for r in judge_copies({"copies": []}, trace, batch)] == ["FAIL", "FAIL"]
+
+
+def test_the_phase_sum_counts_the_copies():
+    phases = {"data": 1.0, "to_device": 8.0, "forward": 30.0, "backward": 55.0, "optimizer": 5.0}
+    result = compare.phase_sum(phases, 100.0)
+    assert result.status == "PASS" and "to_device 8.00" in result.figure

@@ -41,7 +41,7 @@ def test_bad_overrides_say_why(item, message):
 
 
 def test_every_threshold_can_be_named():
-    assert len(threshold_names()) == len(set(threshold_names())) == 18
+    assert len(threshold_names()) == len(set(threshold_names())) == 19
     assert "flops_expected_fraction" in threshold_names()
 
 

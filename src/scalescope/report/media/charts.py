@@ -23,6 +23,7 @@ from scalescope.report.formatting import fmt_bytes
 
 PHASE_COLORS = {
     "data": "#e45756",
+    "to_device": "#eeca3b",
     "forward": "#4c78a8",
     "backward": "#72b7b2",
     "comm_wait": "#f58518",

@@ -24,6 +24,7 @@ from scalescope.report.media.terminal import document_renderable
 BAR_WIDTH = 24
 PHASE_MARKS: dict[str, tuple[str, Style]] = {
     "data": ("d", "yellow"),
+    "to_device": ("h", "cyan"),
     "forward": ("f", "green"),
     "backward": ("b", "blue"),
     "comm_wait": ("c", "red"),
