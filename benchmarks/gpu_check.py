@@ -92,8 +92,9 @@ def run_checks(
     measured: list[float | None] = [None]
 
     def bench() -> list[CheckResult]:
+        copies = check_copies(runner, plan, machine)
         results, measured[0] = check_bench(runner, plan, machine)
-        return results + check_copies(runner, plan, machine)
+        return copies + results
 
     steps = {
         1: ("1.env", lambda: check_env(runner, plan, machine)),
