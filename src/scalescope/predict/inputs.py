@@ -42,6 +42,12 @@ class Placement:
         return self.threads_per_rank * min(1.0, self.node_cores / threads)
 
     @property
+    def core_share(self) -> float:
+        """The fraction of a core each runnable thread gets: 1 where the node has a core
+        for each, less where they time-slice."""
+        return self.cores_per_rank / max(self.threads_per_rank, 1)
+
+    @property
     def active_cores(self) -> int:
         """Cores busy at once on a node."""
         return min(self.ranks_per_node * self.threads_per_rank, self.node_cores)

@@ -90,6 +90,13 @@ def sharing_slowdown(ref: Placement, target: Placement) -> float:
     return ref.cores_per_rank / target.cores_per_rank
 
 
+def transfer_slowdown(ref: Placement, target: Placement) -> float:
+    """How much slower a rank's transfers run on ``target``'s node than on ``ref``'s:
+    gloo's progress is a thread of the rank, slowed only where threads time-slice cores
+    (the share of a core a thread gets), not by the rank's intra-op threads."""
+    return ref.core_share / target.core_share
+
+
 def exposed_ms(
     buckets: tuple[int, ...], backward_ms: float, ranks: int, hop: HopCost, algorithm: str
 ) -> float:

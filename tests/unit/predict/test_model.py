@@ -190,3 +190,17 @@ def test_other_processes_threads_from_the_share_the_ranks_got():
     assert step_terms(ref, t, hop_from_fit(ref.transfer_fit)).compute_ms == pytest.approx(
         100 * 7 / 6
     )
+
+
+def test_transfers_slow_only_where_threads_time_slice_cores():
+    from scalescope.predict.model import transfer_slowdown
+
+    def on(ranks: int, threads: int, cores: int) -> Placement:
+        return Placement(ranks_per_node=ranks, threads_per_rank=threads, node_cores=cores)
+
+    # one-thread ranks: as their cores, 3 ranks on 2 cores 1.5 × slower than 2
+    assert transfer_slowdown(on(2, 1, 2), on(3, 1, 2)) == pytest.approx(1.5)
+    # 4 → 8 ranks of 4 → 2 threads on 16 cores: a core for every thread, as fast
+    assert transfer_slowdown(on(4, 4, 16), on(8, 2, 16)) == 1.0
+    # 8 ranks of 4 threads on 16 cores: each thread half a core
+    assert transfer_slowdown(on(4, 4, 16), on(8, 4, 16)) == pytest.approx(2.0)
