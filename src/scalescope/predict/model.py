@@ -2,10 +2,13 @@
 
     step = data(b) + compute(b) + other + exposed(allreduce of the buckets, p) + waiting(p)
 
-- compute(b) = the reference's compute per sample × b × (its cores per rank / the target's):
-  ranks that share cores (more runnable threads than cores on a node, the job's and, as
-  measured at the reference, other processes') slow down by their fair share; the
-  reference's own sharing is divided out. On other hardware: ``roofline.target_compute``;
+- compute(b) = the reference's compute per sample × b × T(target) / T(reference), T a
+  rank's time per sample against its threads and cores (``cores.py``: serial + parallel /
+  threads where a study's sizes measured it, else inversely proportional to the cores a
+  rank gets): ranks that share cores (more runnable threads than cores on a node, the
+  job's and, as measured at the reference, other processes') slow down by their fair
+  share; the reference's own sharing is divided out. On other hardware:
+  ``roofline.target_compute``;
 - data scales with the batch, ``other`` (the loop outside the hooked phases) is per step;
 - exposed: DDP issues bucket k when backward has produced its gradients (buckets are taken
   to become ready in proportion to their bytes through backward); buckets go one after
@@ -29,6 +32,7 @@ from statistics import NormalDist
 import numpy as np
 
 from scalescope.predict.allreduce import HopCost, allreduce_s
+from scalescope.predict.cores import CoreScaling
 from scalescope.predict.inputs import Placement, RunInputs
 
 TERMS = ("compute", "data", "exposed", "waiting", "other")
@@ -86,6 +90,13 @@ def sharing_slowdown(ref: Placement, target: Placement) -> float:
     return ref.cores_per_rank / target.cores_per_rank
 
 
+def transfer_slowdown(ref: Placement, target: Placement) -> float:
+    """How much slower a rank's transfers run on ``target``'s node than on ``ref``'s:
+    gloo's progress is a thread of the rank, slowed only where threads time-slice cores
+    (the share of a core a thread gets), not by the rank's intra-op threads."""
+    return ref.core_share / target.core_share
+
+
 def exposed_ms(
     buckets: tuple[int, ...], backward_ms: float, ranks: int, hop: HopCost, algorithm: str
 ) -> float:
@@ -131,15 +142,21 @@ def step_terms(
     algorithm: str = "ring",
     compute_per_sample_ms: float | None = None,
     ref_hop: HopCost | None = None,
+    scaling: CoreScaling | None = None,
 ) -> StepTerms:
     """The step of one rank at ``target``; ``compute_per_sample_ms`` replaces the
-    reference's compute (other hardware), else it is scaled by core sharing and the
-    exposure the schedule misses at the reference is carried over (``ref_hop``: the
-    reference's own hop where ``hop`` was scaled for the target)."""
+    reference's compute (other hardware), else it is scaled by ``scaling`` (default:
+    inversely proportional to the cores a rank gets) and the exposure the schedule misses
+    at the reference is carried over (``ref_hop``: the reference's own hop where ``hop``
+    was scaled for the target)."""
     scale = target.per_rank_batch / ref.per_rank_batch
     missed = 0.0
     if compute_per_sample_ms is None:
-        slowdown = sharing_slowdown(ref.placement, target.placement)
+        slowdown = (
+            scaling.slowdown(ref.placement, target.placement)
+            if scaling is not None
+            else sharing_slowdown(ref.placement, target.placement)
+        )
         compute = ref.compute_ms * scale * slowdown
         backward = ref.backward_ms * scale * slowdown
         missed = missed_exposed_ms(ref, target.ranks, ref_hop or hop, hop, algorithm)

@@ -12,8 +12,9 @@ from scalescope.events.files import RUN_FILE, SCALE_STUDY_FILE
 from scalescope.events.study import load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
 from scalescope.predict.catalogue import Hardware, load_hardware
+from scalescope.predict.cores import CoreScaling
 from scalescope.predict.inputs import Placement, RunInputs, run_inputs
-from scalescope.predict.model import StepTerms, Target, sharing_slowdown, step_terms
+from scalescope.predict.model import StepTerms, Target, step_terms, transfer_slowdown
 from scalescope.predict.roofline import RooflineCompute, check_memory, target_compute
 
 IMAGENET_TRAIN = 1_281_167
@@ -141,12 +142,18 @@ def target_of(
 
 
 def predict_point(
-    ref: RunInputs, target: Target, hop: HopCost, algorithm: str, roof: RooflineCompute | None
+    ref: RunInputs,
+    target: Target,
+    hop: HopCost,
+    algorithm: str,
+    roof: RooflineCompute | None,
+    scaling: CoreScaling | None = None,
 ) -> tuple[StepTerms, float]:
-    """The step terms at ``target`` and their band (ms)."""
+    """The step terms at ``target`` and their band (ms); ``scaling``: compute against
+    threads and cores fitted on a study (default: inversely proportional to the cores)."""
     if roof is None:
-        shared = scaled_hop(hop, sharing_slowdown(ref.placement, target.placement))
-        terms = step_terms(ref, target, shared, algorithm, ref_hop=hop)
+        shared = scaled_hop(hop, transfer_slowdown(ref.placement, target.placement))
+        terms = step_terms(ref, target, shared, algorithm, ref_hop=hop, scaling=scaling)
         hop = shared
     else:
         terms = step_terms(ref, target, hop, algorithm, roof.per_sample_ms)

@@ -5,7 +5,9 @@ The reference of a held-out size is the largest fitted size with the same thread
 (else the largest): its compute, data, other, waiting and gradient buckets; the α-β of its
 own gradient transfers (or ``--comm``). The held-out run gives only what is known before
 running it: its ranks per node, threads, cores and per-rank batch. Other processes' load
-measured at the reference (``inputs.other_threads``) is taken to be the same.
+measured at the reference (``inputs.other_threads``) is taken to be the same. A rank's
+compute against its threads and cores is fitted on all the fitted sizes (``cores.py``):
+the serial part that more threads do not shorten.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scalescope.events.study import ScalePoint, load_study
+from scalescope.predict.cores import CoreScaling, study_core_scaling
 from scalescope.predict.inputs import RunInputs, run_inputs
 from scalescope.predict.model import StepTerms, Target
 from scalescope.predict.project import choose_hop, predict_point
@@ -44,6 +47,8 @@ class Validation:
     fitted_ranks: tuple[int, ...]
     held_out: tuple[HeldOut, ...]
     hop_source: str
+    core_scaling: CoreScaling
+    """Compute per sample against threads and cores, fitted on the fitted sizes."""
 
     @property
     def max_abs_error_pct(self) -> float:
@@ -61,9 +66,15 @@ def _reference(fitted: list[RunInputs], held: RunInputs) -> RunInputs:
 
 
 def predict_held_out(
-    fitted: list[RunInputs], held: RunInputs, comm: Path | None, algorithm: str
+    fitted: list[RunInputs],
+    held: RunInputs,
+    comm: Path | None,
+    algorithm: str,
+    scaling: CoreScaling | None = None,
 ) -> HeldOut:
+    """``scaling``: default, fitted on ``fitted``."""
     ref = _reference(fitted, held)
+    scaling = scaling or study_core_scaling(fitted)
     with_comm = [f for f in fitted if f.transfer_fit is not None]
     hop_ref = ref if ref.transfer_fit is not None or not with_comm else with_comm[-1]
     hop = choose_hop(hop_ref, comm, None, held.nodes)
@@ -73,7 +84,7 @@ def predict_held_out(
         per_rank_batch=held.per_rank_batch,
         placement=replace(held.placement, other_threads=ref.placement.other_threads),
     )
-    terms, band = predict_point(ref, target, hop, algorithm, None)
+    terms, band = predict_point(ref, target, hop, algorithm, None, scaling)
     rate = target.ranks * target.per_rank_batch / (terms.step_ms / 1e3)
     return HeldOut(
         ranks=held.world_size,
@@ -104,10 +115,12 @@ def validate_study(
             f"{study_dir}: no fitted size has 2 or more ranks to measure transfers: "
             "give --comm COMM_JSON or fit on more sizes"
         )
-    held = [predict_held_out(fitted, h, comm, algorithm) for _, h in usable[-holdout:]]
+    scaling = study_core_scaling(fitted)
+    held = [predict_held_out(fitted, h, comm, algorithm, scaling) for _, h in usable[-holdout:]]
     return Validation(
         study_dir=str(study_dir),
         fitted_ranks=tuple(f.world_size for f in fitted),
         held_out=tuple(held),
         hop_source=str(comm) if comm is not None else "the fitted runs' gradient transfers",
+        core_scaling=scaling,
     )

@@ -190,3 +190,45 @@ def test_other_processes_threads_from_the_share_the_ranks_got():
     assert step_terms(ref, t, hop_from_fit(ref.transfer_fit)).compute_ms == pytest.approx(
         100 * 7 / 6
     )
+
+
+def test_transfers_slow_only_where_threads_time_slice_cores():
+    from scalescope.predict.model import transfer_slowdown
+
+    def on(ranks: int, threads: int, cores: int) -> Placement:
+        return Placement(ranks_per_node=ranks, threads_per_rank=threads, node_cores=cores)
+
+    # one-thread ranks: as their cores, 3 ranks on 2 cores 1.5 × slower than 2
+    assert transfer_slowdown(on(2, 1, 2), on(3, 1, 2)) == pytest.approx(1.5)
+    # 4 → 8 ranks of 4 → 2 threads on 16 cores: a core for every thread, as fast
+    assert transfer_slowdown(on(4, 4, 16), on(8, 2, 16)) == 1.0
+    # 8 ranks of 4 threads on 16 cores: each thread half a core
+    assert transfer_slowdown(on(4, 4, 16), on(8, 4, 16)) == pytest.approx(2.0)
+
+
+def test_ranks_of_several_threads_count_other_load_by_their_run_queue_wait():
+    """A 16-thread rank that used 3.3 cores on average on a quiet 16-core node (its serial
+    parts run one thread) waited for no core: no other load."""
+    from scalescope.predict.inputs import waited_threads
+
+    quiet = Placement(ranks_per_node=1, threads_per_rank=16, node_cores=16)
+    assert waited_threads(quiet, 33.1 / (33.1 + 0.0373)) == pytest.approx(0.0187, abs=1e-3)
+    # 8 ranks of 2 threads whose runnable threads ran 80 % of the time: 4 more threads
+    full = Placement(ranks_per_node=8, threads_per_rank=2, node_cores=16)
+    assert waited_threads(full, 0.8) == pytest.approx(4.0)
+    assert waited_threads(full, None) == 0.0 and waited_threads(full, 1.0) == 0.0
+
+
+def test_run_queue_share_is_cpu_over_cpu_and_wait(tmp_path):
+    from types import SimpleNamespace
+
+    from scalescope.events.run import RankMeta
+    from scalescope.predict.inputs import ran_share
+
+    def run(*waits):
+        ranks = {i: RankMeta(rank=i, cpu_s=3.0, runqueue_wait_s=w) for i, w in enumerate(waits)}
+        return SimpleNamespace(ranks=ranks)
+
+    assert ran_share(run(1.0, 0.0)) == pytest.approx((0.75 + 1.0) / 2)
+    assert ran_share(run(1.0, None)) is None, "a rank without its wait: unknown"
+    assert ran_share(run()) is None

@@ -67,3 +67,44 @@ def test_a_study_with_no_completed_size_cannot_be_projected(tmp_path):
     save_study(ScaleStudy(points=[ScalePoint(ranks=2, status="failed", error="x")]), tmp_path)
     with pytest.raises(ValueError, match="the scale study has no completed size to project"):
         project_run(tmp_path, ProjectOptions(nodes=(1,)))
+
+
+def test_a_held_out_size_with_fewer_threads_keeps_the_fitted_serial_part():
+    """16 cores, 16 / ranks threads; compute per sample 2 + 48 / threads ms: from 4 ranks
+    (14 ms a sample) to 8 (26), not twice as slow as the linear rule has it."""
+
+    def on16(ranks: int):
+        threads = 16 // ranks
+        placement = Placement(ranks_per_node=ranks, threads_per_rank=threads, node_cores=16)
+        return inputs(world_size=ranks, placement=placement,
+                      compute_ms=8.0 * (2.0 + 48.0 / threads))  # fmt: skip
+
+    fitted = [on16(r) for r in (1, 2, 4)]
+    held = predict_held_out(fitted, on16(8), None, "ring")
+    assert held.reference_ranks == 4
+    assert held.terms.compute_ms == pytest.approx(8.0 * 26.0)
+    one = predict_held_out(fitted[2:], on16(8), None, "ring")
+    assert one.terms.compute_ms == pytest.approx(8.0 * 28.0), "one size: the linear rule"
+
+
+def test_the_validation_names_its_compute_model():
+    import json
+
+    from scalescope.predict.cores import CoreScaling, linear
+    from scalescope.predict.validate import Validation
+    from scalescope.report.views.project import core_scaling_line, validation_json
+
+    fit = CoreScaling(serial_ms=2.0, parallel_ms=48.0, threads=(16, 8, 4), fitted=True,
+                      note="fitted on threads 16, 8, 4")  # fmt: skip
+    assert core_scaling_line(fit) == (
+        "compute per sample 2.000 + 48.000 / threads ms (4% serial at one thread; "
+        "fitted on threads 16, 8, 4)"
+    )
+    assert core_scaling_line(linear((1, 1), "one thread count")).startswith(
+        "compute linear in a rank's cores (one thread count"
+    )
+    held = predict_held_out([sized(1), sized(2)], sized(3), None, "ring")
+    v = Validation(study_dir="s", fitted_ranks=(1, 2), held_out=(held,), hop_source="x",
+                   core_scaling=fit)  # fmt: skip
+    doc = json.loads(validation_json(v))
+    assert doc["core_scaling"]["serial_ms"] == 2.0 and doc["core_scaling"]["threads"] == [16, 8, 4]

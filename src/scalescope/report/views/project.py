@@ -7,6 +7,7 @@ from dataclasses import asdict
 import msgspec
 import plotly.graph_objects as go
 
+from scalescope.predict.cores import CoreScaling
 from scalescope.predict.project import ProjectedPoint, Projection
 from scalescope.predict.stored import StoredProjection
 from scalescope.predict.validate import Validation
@@ -148,6 +149,7 @@ def projection_json(p: Projection) -> bytes:
 def validation_document(v: Validation) -> Document:
     head = f"study {v.study_dir}: fitted on {list(v.fitted_ranks)} ranks; "
     head += f"transfers from {v.hop_source}"
+    head += f"; {core_scaling_line(v.core_scaling)}"
     cols = (
         Column("ranks"),
         Column("reference"),
@@ -191,12 +193,23 @@ def validation_document(v: Validation) -> Document:
     return Document(f"scalescope projection validation {v.study_dir}", (Line(head), table))
 
 
+def core_scaling_line(c: CoreScaling) -> str:
+    """The compute model's fit in words (predict/cores.py)."""
+    if not c.fitted:
+        return f"compute linear in a rank's cores ({c.note})"
+    return (
+        f"compute per sample {c.serial_ms:.3f} + {c.parallel_ms:.3f} / threads ms "
+        f"({c.serial_fraction:.0%} serial at one thread; {c.note})"
+    )
+
+
 def validation_json(v: Validation) -> bytes:
     doc = {
         "schema": "scalescope.project-validation/1",
         "study_dir": v.study_dir,
         "fitted_ranks": list(v.fitted_ranks),
         "hop_source": v.hop_source,
+        "core_scaling": asdict(v.core_scaling),
         "held_out": [
             asdict(h) | {"terms": h.terms.as_dict(), "error_pct": h.error_pct} for h in v.held_out
         ],
