@@ -17,6 +17,7 @@ from scalescope.analyze.groups import (
 )
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
+from scalescope.analyze.p2p import P2PAnalysis
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import StepAnalysis, analyze_steps, counted_once
@@ -105,6 +106,9 @@ class RunAnalysis:
     """The process groups with their mesh dimension or role (analyze/groups.py)."""
     dims: tuple[DimTotals, ...] = ()
     """The measured collectives per dimension."""
+    p2p: P2PAnalysis | None = None
+    """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
+    without sends or recvs that name their peer."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -166,6 +170,7 @@ def analyze_run(run: Run) -> RunAnalysis:
     start = meta.start_time or None
     end = meta.end_time
     duration = end - start if start is not None and end is not None and end >= start else None
+    cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots)
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,
@@ -185,7 +190,8 @@ def analyze_run(run: Run) -> RunAnalysis:
         collectives=analyze_collectives(
             measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
         ),
-        cross_rank=analyze_cross_rank(measured, meta.warmup_steps, slots),
+        cross_rank=cross_rank,
+        p2p=cross_rank.p2p if cross_rank is not None else None,
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),

@@ -136,6 +136,16 @@ class GroupNames:
             self.members[name] = _members(group)
         return name
 
+    def global_rank(self, label: str, local: int) -> int:
+        """The global rank of group rank ``local`` of the group labelled ``label``; -1 where
+        ``local`` is -1 or the members are not known."""
+        if local < 0:
+            return -1
+        members = self.members.get(label)
+        if not members and label in self._objects:
+            members = self.members[label] = _members(self._objects[label])
+        return members[local] if members and local < len(members) else -1
+
     def name_dim(self, group: Any, dim: str) -> None:
         """``group`` is ``dim`` of a DeviceMesh (probe/mesh.py)."""
         self.dims[self.label(group)] = dim
@@ -225,9 +235,10 @@ class CollectiveWrapper:
             except Exception:
                 return original(*args, **kwargs)
             on_device = tensor is not None and tensor.is_cuda
+            peer = self._peer(op, group, args, kwargs)
             start = time.perf_counter_ns()
             row = recorder.collective(
-                op, nbytes, count, dtype_name(tensor), group, current_tag(), start
+                op, nbytes, count, dtype_name(tensor), group, current_tag(), start, peer
             )
             timer = self.cuda.start() if on_device else None
             result = original(*args, **kwargs)
@@ -240,6 +251,25 @@ class CollectiveWrapper:
             return result
 
         return wrapper
+
+
+    def _peer(self, op: str, group: str, args: Args, kwargs: Kwargs) -> int:
+        """A send's or recv's partner as a global rank: ``dst``/``src`` are global,
+        ``group_dst``/``group_src`` (newer torch) group ranks; -1 for any other op."""
+        if op not in P2P_PEERS:
+            return -1
+        try:
+            global_peer = _arg(args, kwargs, 1, P2P_PEERS[op])
+            if global_peer is not None:
+                return int(global_peer)
+            local = kwargs.get(f"group_{P2P_PEERS[op]}")
+            return -1 if local is None else self.groups.global_rank(group, int(local))
+        except Exception:
+            return -1
+
+
+P2P_PEERS = {"send": "dst", "recv": "src"}
+"""The probe's p2p op names -> the argument naming the partner (``dst``, ``src``)."""
 
 
 def _complete_on_host(recorder: Recorder, row: list, work: Any) -> None:

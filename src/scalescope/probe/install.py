@@ -18,6 +18,7 @@ from scalescope.probe.functional import FunctionalCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.live import LiveProbe, StartStages
 from scalescope.probe.mesh import MeshNames
+from scalescope.probe.p2p import P2PWaits
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
@@ -49,6 +50,11 @@ class Probe:
             else None
         )
         self.functional = FunctionalCollectives(self.recorder, self.collectives.cuda)
+        self.p2p = P2PWaits(
+            self.recorder,
+            self.collectives.groups,
+            self.group_hooks.completions if self.group_hooks else None,
+        )
         self.phases = PhaseHooks(self.recorder)
         self.ddp = DDPPatch(
             self.recorder,
@@ -75,6 +81,7 @@ class Probe:
         else:
             self.collectives.install()
             self.functional.install()
+        self.p2p.install()
         self.phases.install()
         self.ddp.install()
         self.fsdp.install()
@@ -96,6 +103,7 @@ class Probe:
         self.phases.uninstall()
         self.collectives.uninstall()
         self.functional.uninstall()
+        self.p2p.uninstall()
         if self.group_hooks is not None:
             self.group_hooks.uninstall()
         self._resolve_device_times()
