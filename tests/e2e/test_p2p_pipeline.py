@@ -55,7 +55,9 @@ def test_every_send_and_recv_names_its_peer_and_its_bytes(pipeline_run):
         for peer in peers
     }
     assert dict(seen) == expected
-    groups = {(r, p): g for r, p, g in zip(rows.rank, rows.peer, rows.strings("group"))}
+    groups = {
+        (r, p): g for r, p, g in zip(rows.rank, rows.peer, rows.strings("group"), strict=True)
+    }
     assert groups[(0, 1)] == groups[(1, 0)] == "0"  # the first link: the default group
     assert groups[(1, 2)] == groups[(2, 1)] != "0"  # a 2-rank group: peer 2 is group rank 1
 
@@ -67,13 +69,16 @@ def test_each_send_meets_one_recv_and_wait_plus_transfer_is_its_call(pipeline_ru
     assert sides is not None and sides.pairs == sends and sides.unpaired == 0
     n = sides.pairs
     send, recv = slice(0, n), slice(n, 2 * n)
-    assert (sides.peer[send] == sides.rank[recv]).all() and (sides.peer[recv] == sides.rank[send]).all()
+    assert (sides.peer[send] == sides.rank[recv]).all()
+    assert (sides.peer[recv] == sides.rank[send]).all()
     assert (sides.step[send] == sides.step[recv]).all()  # GPipe: a pair within one step
     assert (sides.nbytes[send] == sides.nbytes[recv]).all()
     colls = events.of_kind(Kind.COLLECTIVE)
     issue = aligned_start_ns(colls, align_clocks(pipeline_run))
-    by_start = {(int(r), int(s)): i for i, (r, s) in enumerate(zip(colls.rank, colls.start_ns))}
-    rows = np.array([by_start[(int(r), int(s))] for r, s in zip(sides.rank, sides.local_issue_ns)])
+    starts = zip(colls.rank.tolist(), colls.start_ns.tolist(), strict=True)
+    by_start = {key: i for i, key in enumerate(starts)}
+    issued = zip(sides.rank.tolist(), sides.local_issue_ns.tolist(), strict=True)
+    rows = np.array([by_start[key] for key in issued])
     assert len(set(rows.tolist())) == 2 * n  # one to one: no row in two pairs
     assert (sides.dur_ns == colls.dur_ns[rows]).all()
     later = np.maximum(issue[rows[send]], issue[rows[recv]])

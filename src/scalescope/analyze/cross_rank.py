@@ -43,14 +43,7 @@ from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_toleranc
 from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
 from scalescope.analyze.gaps import Between, largest_gap
 from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
-from scalescope.analyze.p2p import (
-    P2PAnalysis,
-    P2PSides,
-    analyze_p2p,
-    joined,
-    p2p_sync_waits,
-    pair_p2p,
-)
+from scalescope.analyze.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
 from scalescope.analyze.sorting import index_in
 from scalescope.analyze.step_slots import (
     OTHER,
@@ -225,9 +218,6 @@ class CrossRankAnalysis:
     """Added: the straggler's lateness step by step (every step, or at some steps only)."""
     inconsistent: tuple[WaitBeyondStep, ...] = ()
     """Added: ranks that wait longer than their steps last (the timelines do not fit)."""
-    p2p: P2PAnalysis | None = None
-    """Added: sends paired with their recvs, wait versus transfer (analyze/p2p.py); None
-    without sends or recvs that name their peer."""
 
 
 def _measured_instances(m: Matched, slots: StepSlots) -> np.ndarray:
@@ -350,10 +340,12 @@ def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
 
 
 def analyze_cross_rank(
-    run: Run, warmup_steps: int, slots: StepSlots | None = None
+    run: Run, warmup_steps: int, slots: StepSlots | None = None, sides: P2PSides | None = None
 ) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
-    ``slots``: the run's measured slots when the caller has them (``measured_slots``)."""
+    ``slots``: the run's measured slots when the caller has them (``measured_slots``);
+    ``sides``: its sends and recvs paired (``pair_p2p``), likewise. Their waiting for the
+    peer replaces their ``(group, seq)`` instances' waits."""
     if len(run.events.ranks()) < 2:
         return None
     clocks = align_clocks(run)
@@ -361,7 +353,7 @@ def analyze_cross_rank(
     slots = slots if slots is not None else measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)
     inst_ok = _measured_instances(m, slots) if m is not None else np.zeros(0, dtype=bool)
-    sides = pair_p2p(run.events, clocks)
+    sides = sides if sides is not None else pair_p2p(run.events, clocks)
     coll_ok = inst_ok & ~_p2p_instances(run.events, m, sides)
     sync = sync_waits(run.events, slots, m, coll_ok) if m is not None else None
     p2p_sync = p2p_sync_waits(run.events, slots, sides) if sides is not None else None
@@ -383,7 +375,6 @@ def analyze_cross_rank(
         extra_work=extra_work(run.events, slots),
         straggler_pattern=None if straggler is None else lateness_pattern(slots, straggler.rank),
         inconsistent=waits_beyond_step(waits, slots, m, inst_ok),
-        p2p=analyze_p2p(run.events, sides, slots) if sides is not None else None,
     )
 
 

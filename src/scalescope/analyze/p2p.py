@@ -263,8 +263,10 @@ def _peer_totals(events: EventTable, sides: P2PSides, keep: np.ndarray) -> tuple
         return np.bincount(inv, weights=values[keep].astype(np.float64), minlength=n)
 
     count = np.bincount(inv, minlength=n)
-    nbytes, wait, moved = total(sides.nbytes), total(sides.blocked_wait_ns), total(
-        sides.blocked_transfer_ns
+    nbytes, wait, moved = (
+        total(sides.nbytes),
+        total(sides.blocked_wait_ns),
+        total(sides.blocked_transfer_ns),
     )
     call_wait, call_moved = total(sides.wait_ns), total(sides.transfer_ns)
     return tuple(

@@ -252,7 +252,6 @@ class CollectiveWrapper:
 
         return wrapper
 
-
     def _peer(self, op: str, group: str, args: Args, kwargs: Kwargs) -> int:
         """A send's or recv's partner as a global rank: ``dst``/``src`` are global,
         ``group_dst``/``group_src`` (newer torch) group ranks; -1 for any other op."""

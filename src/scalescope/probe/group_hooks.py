@@ -112,9 +112,9 @@ class GroupHooks:
         self.completions = HostCompletions(recorder)
         module = native.load() if compiled else None
         self.native = (
-            None if module is None else NativeRows(
-                module, recorder, self._op_names(), self._error, groups.global_rank
-            )
+            None
+            if module is None
+            else NativeRows(module, recorder, self._op_names(), self._error, groups.global_rank)
         )
         """The C++ hooks, for the groups the host times; the others get Python hooks."""
         self._hooked: dict[int, Any] = {}

@@ -178,9 +178,7 @@ class Recorder:
         )
         peak = self.memory.read_and_reset()
         if peak is not None:
-            rows.append(
-                [self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1]
-            )
+            rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1])
         self.step += 1
         self.step_start_ns = end_ns
         if self.on_step is not None:

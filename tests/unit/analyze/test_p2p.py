@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from analyze_runs import make_run
 
@@ -46,7 +45,11 @@ def rows() -> dict[int, list[list[tuple]]]:
         out[0] += [p2p(s, "recv", t + 14, 2, 3 * s + 2, 1)]
         out[0] += [p2p(s, "send", t + 2, 5, 2 * s, 1, kind=Kind.WAIT)]  # n = 2s: 1st of step
         out[0] += [p2p(s, "send", t + 9, 3, 2 * s + 1, 1, kind=Kind.WAIT)]
-        out[1] += [step(s), p2p(s, "recv", t + 3, 4, 4 * s, 0), p2p(s, "recv", t + 5, 7, 4 * s + 1, 0)]
+        out[1] += [
+            step(s),
+            p2p(s, "recv", t + 3, 4, 4 * s, 0),
+            p2p(s, "recv", t + 5, 7, 4 * s + 1, 0),
+        ]
         out[1] += [p2p(s, "recv", t + 12, 1, s, 2, group="7")]
         out[1] += [p2p(s, "send", t + 15, 1, 4 * s + 2, 0)]
         out[2] += [step(s), p2p(s, "send", t + 2, 11, s, 1, group="7")]
@@ -129,3 +132,22 @@ def test_a_run_without_peers_has_no_pairs(tmp_path):
     assert pair_p2p(run.events, align_clocks(run)) is None
     assert analyze_run(run).p2p is None
     assert (run.events.kind == int(Kind.WAIT)).sum() == 4  # kept, unpaired
+
+
+def test_the_report_shows_the_pairs_only_where_there_are_some(run, tmp_path):
+    from scalescope.report.media.report_json import report_json
+    from scalescope.report.views.run import run_document
+
+    analysis = analyze_run(run)
+    sections = {getattr(b, "title", None): b for b in run_document(analysis).blocks}
+    tables = {t.title: t for t in sections["Point-to-point"].blocks if hasattr(t, "rows")}
+    by_rank = tables["Point-to-point per rank"]
+    assert [row[0] for row in by_rank.rows] == ["2", "1", "0"]  # the most waiting first
+    assert by_rank.rows[0][1] == "10.00"
+    assert tables["Point-to-point per peer"].rows[0][:5] == ("2", "send", "1", "7", "2")
+    doc = report_json(analysis, None)
+    assert doc["p2p"]["pairs"] == 8 and len(doc["p2p"]["peers"]) == 6
+    plain = {r: [[row[:-1] for row in b] for b in batches] for r, batches in rows().items()}
+    without = analyze_run(make_run(tmp_path, plain, world_size=3, warmup_steps=0))
+    assert "Point-to-point" not in {getattr(b, "title", None) for b in run_document(without).blocks}
+    assert report_json(without, None)["p2p"] is None
