@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import current_tag
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
@@ -209,6 +209,9 @@ class CollectiveWrapper:
         self.groups = GroupNames()
         self._originals: dict[str, Callable] = {}
         self.cuda = CudaTimings()
+        self.completions: HostCompletions | None = None
+        """Completes an async call whose work has no future (gloo's send and recv) when its
+        ``Work.wait`` returns; None: such a row stays incomplete."""
 
     def install(self) -> None:
         for op, spec in OPS.items():
@@ -217,6 +220,11 @@ class CollectiveWrapper:
                 continue
             self._originals[op] = original
             setattr(dist, op, self._wrap(_NAMES.get(op, op), original, *spec))
+
+    @property
+    def originals(self) -> dict[str, Callable]:
+        """torch's functions whose wrappers ``torch.distributed`` holds now, by name."""
+        return dict(self._originals)
 
     def uninstall(self) -> None:
         for op, original in self._originals.items():
@@ -247,10 +255,30 @@ class CollectiveWrapper:
                 self.cuda.finish(row, timer, work)
                 recorder.left(row, time.perf_counter_ns())
             else:
-                _complete_on_host(recorder, row, work)
+                self.complete(row, work)
             return result
 
         return wrapper
+
+    def complete(self, row: list, work: Any) -> None:
+        """Set the row's duration at completion: now for a sync call, else from the work's
+        future, else when its wait returns (``completions``)."""
+        recorder = self.recorder
+        if work is None:
+            recorder.completed(row, time.perf_counter_ns())
+            return
+
+        def done(_fut: Any) -> None:
+            recorder.completed(row, time.perf_counter_ns())
+
+        try:
+            work.get_future().add_done_callback(done)
+            return
+        except Exception:
+            pass
+        if self.completions is not None:  # else completion unknown: the row stays -1
+            self.completions.install()
+            self.completions.watch(row, work, async_op=True)
 
     def _peer(self, op: str, group: str, args: Args, kwargs: Kwargs) -> int:
         """A send's or recv's partner as a global rank: ``dst``/``src`` are global,
@@ -269,16 +297,3 @@ class CollectiveWrapper:
 
 P2P_PEERS = {"send": "dst", "recv": "src"}
 """The probe's p2p op names -> the argument naming the partner (``dst``, ``src``)."""
-
-
-def _complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
-    """Set the row's duration at completion: now for a sync call, else from the work's future."""
-    if work is None:
-        recorder.completed(row, time.perf_counter_ns())
-        return
-
-    def done(_fut: Any) -> None:
-        recorder.completed(row, time.perf_counter_ns())
-
-    with contextlib.suppress(Exception):  # no future: completion unknown, the row stays -1
-        work.get_future().add_done_callback(done)

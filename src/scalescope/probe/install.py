@@ -9,6 +9,7 @@ from pathlib import Path
 from scalescope.events.live_state import LiveStateWriter
 from scalescope.events.run import events_path
 from scalescope.probe import group_hooks
+from scalescope.probe.batch_p2p import BatchP2P
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
@@ -55,6 +56,8 @@ class Probe:
             self.collectives.groups,
             self.group_hooks.completions if self.group_hooks else None,
         )
+        self.collectives.completions = self.p2p.completions
+        self.batch_p2p = BatchP2P(self.recorder, self.collectives.groups, self.collectives.complete)
         self.phases = PhaseHooks(self.recorder)
         self.ddp = DDPPatch(
             self.recorder,
@@ -80,6 +83,7 @@ class Probe:
             self.group_hooks.install()
         else:
             self.collectives.install()
+            self.batch_p2p.install(self.collectives.originals)
             self.functional.install()
         self.p2p.install()
         self.phases.install()
@@ -101,6 +105,7 @@ class Probe:
         self.fsdp_knobs.uninstall()
         self.mesh.uninstall()
         self.phases.uninstall()
+        self.batch_p2p.uninstall()
         self.collectives.uninstall()
         self.functional.uninstall()
         self.p2p.uninstall()

@@ -138,7 +138,9 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
     analysis = dataclasses.replace(build(tmp_path, world_size=3), cross_rank=CROSS)
     doc = json.loads(to_json(analysis))
     cross = doc["cross_rank"]
-    assert list(doc)[-7:] == ["cross_rank", "hang", "pauses", "links", "whatif", "groups", "dims"]
+    assert list(doc)[-8:] == [
+        "cross_rank", "hang", "pauses", "links", "whatif", "groups", "dims", "p2p",
+    ]  # fmt: skip
     assert cross["straggler"] == {
         "rank": 1,
         "last_share_pct": 97.5,
