@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
-from scalescope.analyze.sorting import sort_order
+from scalescope.analyze.sorting import index_in, sort_order
 from scalescope.analyze.step_slots import StepSlots, SyncWaits, phase_at
 from scalescope.events import EventTable, Kind
 
@@ -287,18 +287,20 @@ def _peer_totals(events: EventTable, sides: P2PSides, keep: np.ndarray) -> tuple
 
 
 def _rank_figures(sides: P2PSides, keep: np.ndarray, slots: StepSlots) -> tuple[RankP2P, ...]:
-    ranks = np.unique(sides.rank[keep])
-    steps = slots.steps_per_rank()
-    out = []
-    for r in ranks:
-        mine = keep & (sides.rank == r)
-        n = max(int(steps[np.searchsorted(slots.ranks, r)]), 1)
-        out.append(
-            RankP2P(
-                rank=int(r),
-                wait_ms_per_step=float(sides.blocked_wait_ns[mine].sum()) / n / 1e6,
-                transfer_ms_per_step=float(sides.blocked_transfer_ns[mine].sum()) / n / 1e6,
-                bytes_per_step=float(sides.nbytes[mine].sum()) / n,
-            )
-        )
-    return tuple(out)
+    """Per rank with pairs in measured steps, all ranks at once (a bincount over the slots'
+    ranks, not a mask per rank: a 1,024-rank pipeline has millions of sides)."""
+    ranks = slots.ranks
+    idx = index_in(ranks, sides.rank[keep])
+    steps = np.maximum(slots.steps_per_rank(), 1).astype(np.float64)
+
+    def per_step(values: np.ndarray) -> np.ndarray:
+        weights = values[keep].astype(np.float64)
+        return np.bincount(idx, weights=weights, minlength=len(ranks)) / steps
+
+    wait, moved = per_step(sides.blocked_wait_ns) / 1e6, per_step(sides.blocked_transfer_ns) / 1e6
+    nbytes = per_step(sides.nbytes)
+    present = np.bincount(idx, minlength=len(ranks)) > 0
+    return tuple(
+        RankP2P(int(ranks[i]), float(wait[i]), float(moved[i]), float(nbytes[i]))
+        for i in np.flatnonzero(present)
+    )
