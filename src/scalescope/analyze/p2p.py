@@ -113,17 +113,14 @@ def _wait_rows(events: EventTable, rows: EventTable, role: np.ndarray, sides: np
     order, g, s, d, r, n = _numbered(rows, role)
     place = np.empty(len(rows), dtype=np.int64)
     place[order] = np.arange(len(order))
-
-    def key(g: np.ndarray, s: np.ndarray, d: np.ndarray, r: np.ndarray, n: np.ndarray):
-        return np.stack([g, s, d, r, n], axis=1).astype(np.int64)
-
-    side_keys = key(g, s, d, r, n)[place[sides]]
+    mine = place[sides]
     wsrc = np.where(wrole == 0, waits.rank, waits.peer)
     wdst = np.where(wrole == 0, waits.peer, waits.rank)
-    wait_keys = key(waits.group, wsrc, wdst, wrole, waits.seq)
-    both = np.concatenate([side_keys, wait_keys])
-    _, inverse = np.unique(both, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    cols = [
+        np.concatenate([a[mine], b.astype(np.int64)])
+        for a, b in ((g, waits.group), (s, wsrc), (d, wdst), (r, wrole), (n, waits.seq))
+    ]
+    _, inverse = _distinct(cols)
     at = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
     at[inverse[len(sides) :]] = np.arange(len(waits))
     found = at[inverse[: len(sides)]]
@@ -131,6 +128,18 @@ def _wait_rows(events: EventTable, rows: EventTable, role: np.ndarray, sides: np
     start[hit] = waits.start_ns[found[hit]]
     dur[hit] = waits.dur_ns[found[hit]]
     return start, dur
+
+
+def _distinct(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The first entry of each distinct tuple of ``cols``, and each entry's tuple number: by
+    one packed int64 key where the columns fit (ten times faster than a column-wise unique
+    on a 1,024-rank pipeline's sides)."""
+    key = packed(cols)
+    if key is None:
+        _, first, inv = np.unique(np.stack(cols), axis=1, return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)
 
 
 def pair_p2p(events: EventTable, clocks: tuple[ClockAlignment, ...]) -> P2PSides | None:
@@ -256,13 +265,8 @@ def _peer_totals(events: EventTable, sides: P2PSides, keep: np.ndarray) -> tuple
     cols = [c[keep] for c in cols]
     if len(cols[0]) == 0:
         return ()
-    key = packed(cols)  # one int64 key: a 1-D unique, not a column-wise one (10x faster)
-    if key is None:
-        uniq, inv = np.unique(np.stack(cols), axis=1, return_inverse=True)
-    else:
-        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        uniq = np.stack(cols)[:, first]
-    inv = inv.reshape(-1)
+    first, inv = _distinct(cols)
+    uniq = np.stack(cols)[:, first]
     n = uniq.shape[1]
 
     def total(values: np.ndarray) -> np.ndarray:
