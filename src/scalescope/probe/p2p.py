@@ -86,6 +86,8 @@ class P2PWaits:
         key = (group, op, peer)
         index = self._counts.get(key, 0)
         self._counts[key] = index + 1
+        if tensors and tensors[0].is_cuda:
+            return  # the host does not wait for a device's transfer: its op's row is timed
         nbytes, count = sum(t.nbytes for t in tensors), sum(t.numel() for t in tensors)
         dtype = dtype_name(tensors[0]) if tensors else ""
         note = WaitNote(op, group, tag, peer, index, nbytes, count, dtype)
