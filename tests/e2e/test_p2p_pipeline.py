@@ -1,13 +1,15 @@
 """A hand-written 3-stage pipeline (tests/e2e/scripts/p2p_pipeline.py) under ``scalescope
 run``: every send and recv carries its peer and bytes, each send meets one recv, and the
 stages blocked on the heavy last stage are waiting in communication, not in ``other``.
-About 20 s a way on this 2-core VM; the wrappers' way is heavy."""
+About 20 s on this 2-core VM; the same run through the wrappers (a torch without group
+hooks) is heavy."""
 
 from __future__ import annotations
 
 import collections
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from conftest import SCRIPTS, cli_env
 from scalescope.analyze import analyze_run
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.p2p import pair_p2p
-from scalescope.events import Kind, load_run
+from scalescope.events import Kind, Run, load_run
 from scalescope.probe.install import WAY_VARIABLE
 
 pytestmark = pytest.mark.live
@@ -24,23 +26,23 @@ pytestmark = pytest.mark.live
 STAGES, STEPS, MICRO, BATCH, HIDDEN, SLEEP_MS, WARMUP = 3, 8, 3, 8, 32, 15.0, 2
 
 
-@pytest.fixture(scope="module", params=["hooks", pytest.param("wrappers", marks=pytest.mark.heavy)])
-def pipeline_run(request, tmp_path_factory):
-    """The run through torch's group hooks, and through the ``dist.*`` wrappers (a torch
-    without hooks: ``P2POp`` and ``batch_isend_irecv`` handled apart, probe/batch_p2p.py)."""
-    tmp = tmp_path_factory.mktemp("p2p")
+def _run(tmp: Path, env: dict[str, str]) -> Run:
     cmd = [
         sys.executable, "-m", "scalescope.cli", "run", "-n", STAGES, "--oversubscribe",
         "--warmup-steps", WARMUP, "--run-dir", tmp / "run", "--no-report",
         SCRIPTS / "p2p_pipeline.py", "--steps", STEPS, "--micro", MICRO, "--batch", BATCH,
         "--hidden", HIDDEN, "--sleep-ms", SLEEP_MS,
     ]  # fmt: skip
-    env = cli_env() | ({WAY_VARIABLE: "wrappers"} if request.param == "wrappers" else {})
     proc = subprocess.run(
         list(map(str, cmd)), cwd=tmp, env=env, capture_output=True, text=True, timeout=240
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return load_run(tmp / "run")
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("p2p"), cli_env())
 
 
 def _peers(rank: int) -> dict[str, set[int]]:
@@ -133,3 +135,16 @@ def test_the_stages_before_the_heavy_one_wait_for_it_in_communication(pipeline_r
     assert peers[(0, 1, "recv")].count == measured * MICRO
     assert peers[(0, 1, "recv")].nbytes == measured * MICRO * BATCH * HIDDEN * 4
     assert peers[(0, 1, "recv")].wait_ms > peers[(0, 1, "send")].wait_ms
+
+
+@pytest.mark.heavy
+def test_without_group_hooks_batch_isend_irecv_is_recorded_with_its_peers(tmp_path):
+    """The ``dist.*`` wrappers' path (a torch without group hooks): ``P2POp(dist.isend, ...)``
+    is accepted (it was refused when it held the wrapper) and ``batch_isend_irecv``'s ops are
+    recorded with their peers and completed at their wait (probe/batch_p2p.py)."""
+    run = _run(tmp_path, cli_env() | {WAY_VARIABLE: "wrappers"})
+    test_every_send_and_recv_names_its_peer_and_its_bytes(run)
+    colls = run.events.of_kind(Kind.COLLECTIVE)
+    assert (colls.dur_ns >= 0).all(), "every async send and recv completed at its wait"
+    test_each_send_meets_one_recv_and_wait_plus_transfer_is_its_call(run)
+    test_the_stages_before_the_heavy_one_wait_for_it_in_communication(run)
