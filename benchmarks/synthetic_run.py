@@ -507,9 +507,13 @@ class Columns:
         n = len(start)
         arrays = dict(self.arrays, rank=pa.array(np.full(n, rank, np.int32)),
                       start_ns=pa.array(start), dur_ns=pa.array(dur))  # fmt: skip
+        peer = np.full(n, -1, np.int32)
         if self.group_of is not None:
             labels = pa.array(["", "0", *pair_groups(rank, ranks)], pa.string())
             arrays["group"] = labels.take(pa.array(self.group_of))
+            peer[self.group_of == 2] = (rank + RANKS_PER_NODE) % ranks
+            peer[self.group_of == 3] = (rank - RANKS_PER_NODE) % ranks
+        arrays["peer"] = pa.array(peer)
         return pa.RecordBatch.from_arrays(
             [arrays[f.name] for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
         )

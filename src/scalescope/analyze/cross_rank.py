@@ -43,6 +43,7 @@ from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_toleranc
 from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
 from scalescope.analyze.gaps import Between, largest_gap
 from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
+from scalescope.analyze.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
 from scalescope.analyze.sorting import index_in
 from scalescope.analyze.step_slots import (
     OTHER,
@@ -232,8 +233,15 @@ def _per_rank(ranks: np.ndarray, of: np.ndarray, weights: np.ndarray | None = No
     return np.bincount(index_in(ranks, of), weights=weights, minlength=len(ranks))
 
 
-def _rank_waits(slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> tuple[RankWaits, ...]:
-    """Figures of every rank of ``slots.ranks``, all ranks at once."""
+def _rank_waits(
+    slots: StepSlots,
+    m: Matched | None,
+    inst_ok: np.ndarray,
+    coll_ok: np.ndarray | None = None,
+    p2p: SyncWaits | None = None,
+) -> tuple[RankWaits, ...]:
+    """Figures of every rank of ``slots.ranks``, all ranks at once. Waits are those of the
+    instances of ``coll_ok`` (default ``inst_ok``) and the sends' and recvs' of ``p2p``."""
     ranks = slots.ranks
     steps = slots.steps_per_rank().astype(np.float64)
     busy = slots.own_ms_per_step(OWN_PHASES)
@@ -245,7 +253,10 @@ def _rank_waits(slots: StepSlots, m: Matched | None, inst_ok: np.ndarray) -> tup
     took_part = _per_rank(ranks, m.rank[rows])
     clear_rows = rows & (m.last_rank[m.inst] >= 0)
     clear = _per_rank(ranks, m.rank[clear_rows])
-    wait_ns = _per_rank(ranks, m.rank[rows], m.wait_ns[rows].astype(np.float64))
+    waited = (coll_ok if coll_ok is not None else inst_ok)[m.inst]
+    wait_ns = _per_rank(ranks, m.rank[waited], m.wait_ns[waited].astype(np.float64))
+    if p2p is not None:
+        wait_ns = wait_ns + _per_rank(ranks, p2p.rank, p2p.wait_ns)
     last = inst_ok & (m.last_rank >= 0)
     last_count = _per_rank(ranks, m.last_rank[last])
     late_ns = _per_rank(ranks, m.last_rank[last], m.lateness_ns[last].astype(np.float64))
@@ -329,10 +340,12 @@ def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
 
 
 def analyze_cross_rank(
-    run: Run, warmup_steps: int, slots: StepSlots | None = None
+    run: Run, warmup_steps: int, slots: StepSlots | None = None, sides: P2PSides | None = None
 ) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
-    ``slots``: the run's measured slots when the caller has them (``measured_slots``)."""
+    ``slots``: the run's measured slots when the caller has them (``measured_slots``);
+    ``sides``: its sends and recvs paired (``pair_p2p``), likewise. Their waiting for the
+    peer replaces their ``(group, seq)`` instances' waits."""
     if len(run.events.ranks()) < 2:
         return None
     clocks = align_clocks(run)
@@ -340,9 +353,13 @@ def analyze_cross_rank(
     slots = slots if slots is not None else measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)
     inst_ok = _measured_instances(m, slots) if m is not None else np.zeros(0, dtype=bool)
-    sync = sync_waits(run.events, slots, m, inst_ok) if m is not None else None
+    sides = sides if sides is not None else pair_p2p(run.events, clocks)
+    coll_ok = inst_ok & ~_p2p_instances(run.events, m, sides)
+    sync = sync_waits(run.events, slots, m, coll_ok) if m is not None else None
+    p2p_sync = p2p_sync_waits(run.events, slots, sides) if sides is not None else None
+    sync = joined(sync, p2p_sync)
     slots = with_sync_waits(run.events, slots, sync)
-    waits = _rank_waits(slots, m, inst_ok)
+    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync)
     straggler = _straggler(waits, slots, run.events, sync)
     return CrossRankAnalysis(
         clocks=clocks,
@@ -359,3 +376,14 @@ def analyze_cross_rank(
         straggler_pattern=None if straggler is None else lateness_pattern(slots, straggler.rank),
         inconsistent=waits_beyond_step(waits, slots, m, inst_ok),
     )
+
+
+def _p2p_instances(events: EventTable, m: Matched | None, sides: P2PSides | None) -> np.ndarray:
+    """Per instance of ``m``: a send or recv whose waits the pairs measure instead (a
+    ``(group, seq)`` instance is a pair only on a 2-rank group issuing nothing else)."""
+    if m is None:
+        return np.zeros(0, dtype=bool)
+    if sides is None or sides.pairs == 0:
+        return np.zeros(m.num_instances, dtype=bool)
+    p2p = [s for s in (events.symbols.id_of(n) for n in ("send", "recv")) if s >= 0]
+    return np.isin(m.op, p2p)

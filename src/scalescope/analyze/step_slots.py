@@ -270,7 +270,7 @@ def overlap_per_slot(events: EventTable, slots: StepSlots) -> tuple[np.ndarray, 
     )  # fmt: skip
 
 
-def _phase_at(events: EventTable, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+def phase_at(events: EventTable, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Name id of the PHASE row of the same rank containing each own-clock time; -1 if none.
 
     A rank's phases follow each other without overlapping, so the only candidate is the
@@ -320,7 +320,7 @@ def sync_waits(events: EventTable, slots: StepSlots, m: Matched, inst_ok: np.nda
     slot = slots.slot_of(m.rank[rows], m.step[rows])
     rows, slot = rows[slot >= 0], slot[slot >= 0]
     rank, start = m.rank[rows], m.local_start_ns[rows]
-    phase = _phase_at(events, rank, start)
+    phase = phase_at(events, rank, start)
     return SyncWaits(slot, rank, start, phase, m.wait_ns[rows].astype(np.float64))
 
 

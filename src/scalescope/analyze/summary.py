@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalescope.analyze.batch_copies import RankCopies, batch_copies
+from scalescope.analyze.clocks import align_clocks
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.groups import (
@@ -18,6 +19,7 @@ from scalescope.analyze.groups import (
 )
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
+from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import StepAnalysis, analyze_steps, counted_once
@@ -108,6 +110,9 @@ class RunAnalysis:
     """The measured collectives per dimension."""
     copies: tuple[RankCopies, ...] = ()
     """The batches' copies to the device per rank (analyze/batch_copies.py)."""
+    p2p: P2PAnalysis | None = None
+    """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
+    without sends or recvs that name their peer."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -169,6 +174,8 @@ def analyze_run(run: Run) -> RunAnalysis:
     start = meta.start_time or None
     end = meta.end_time
     duration = end - start if start is not None and end is not None and end >= start else None
+    sides = pair_p2p(measured.events, align_clocks(measured))
+    cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots, sides)
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,
@@ -188,7 +195,8 @@ def analyze_run(run: Run) -> RunAnalysis:
         collectives=analyze_collectives(
             measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
         ),
-        cross_rank=analyze_cross_rank(measured, meta.warmup_steps, slots),
+        cross_rank=cross_rank,
+        p2p=analyze_p2p(measured.events, sides, slots) if sides is not None else None,
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),

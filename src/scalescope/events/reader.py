@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from scalescope.events.schema import ARROW_SCHEMA
+from scalescope.events.schema import ARROW_SCHEMA, known_schema, upgraded
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,12 @@ class StreamRead:
 
 
 def read_event_stream(path: Path) -> StreamRead:
+    """The rank's rows in the current schema (an ``events/1`` file gets ``peer`` -1)."""
+    read = _read_stream(path)
+    return StreamRead(upgraded(read.table), read.batches, read.problem)
+
+
+def _read_stream(path: Path) -> StreamRead:
     opened = _open(path)
     if isinstance(opened, StreamRead):
         return opened
@@ -38,7 +44,7 @@ def _open(path: Path) -> Opened | StreamRead:
         reader = pa.ipc.open_stream(source)
     except (pa.ArrowException, OSError) as exc:
         return StreamRead(ARROW_SCHEMA.empty_table(), 0, f"not an event stream ({exc})")
-    if reader.schema.remove_metadata() != ARROW_SCHEMA.remove_metadata():
+    if not known_schema(reader.schema):
         return StreamRead(ARROW_SCHEMA.empty_table(), 0, "unknown event schema")
     return source, reader
 

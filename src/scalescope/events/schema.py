@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -18,6 +19,9 @@ class Kind(IntEnum):
     """A whole step; ``count`` holds the samples this rank processed in it."""
     MEMORY = 3
     """A memory peak over a step; ``nbytes`` holds the peak."""
+    WAIT = 4
+    """The host blocked in ``Work.wait`` of a send or receive: op, group, peer; ``seq`` is
+    the op's index among this rank's ops of that name with that peer on that group."""
 
 
 PHASES = ("data", "to_device", "forward", "backward", "comm_wait", "optimizer")
@@ -46,6 +50,7 @@ INT_COLUMNS = {
     "nbytes": "int64",
     "count": "int64",
     "seq": "int64",
+    "peer": "int32",
 }
 
 ROW_FIELDS = (
@@ -60,8 +65,10 @@ ROW_FIELDS = (
     "group",
     "seq",
     "tag",
+    "peer",
 )
-"""Order of the fields of a row tuple as the probe appends it (rank is per file)."""
+"""Order of the fields of a row tuple as the probe appends it (rank is per file). A row
+without the last field (``peer``) is written with -1 there."""
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -77,6 +84,28 @@ ARROW_SCHEMA = pa.schema(
         ("group", pa.string()),
         ("seq", pa.int64()),
         ("tag", pa.string()),
+        ("peer", pa.int32()),
     ],
-    metadata={"scalescope.schema": "events/1"},
+    metadata={"scalescope.schema": "events/2"},
 )
+
+NO_PEER = -1
+"""The ``peer`` of a row that has none (all but send, recv and their waits)."""
+
+V1_SCHEMA = pa.schema(list(ARROW_SCHEMA)[:-1], metadata={"scalescope.schema": "events/1"})
+"""``events/1``: the same columns without ``peer`` (files written before it existed)."""
+
+
+def upgraded(table: pa.Table) -> pa.Table:
+    """An ``events/1`` table with ``peer`` -1 on every row; an ``events/2`` one as it is."""
+    if "peer" in table.column_names:
+        return table
+    peer = pa.array(np.full(table.num_rows, NO_PEER, dtype=np.int32))
+    return table.append_column(ARROW_SCHEMA.field("peer"), peer).replace_schema_metadata(
+        ARROW_SCHEMA.metadata
+    )
+
+
+def known_schema(schema: pa.Schema) -> bool:
+    bare = schema.remove_metadata()
+    return bare == ARROW_SCHEMA.remove_metadata() or bare == V1_SCHEMA.remove_metadata()

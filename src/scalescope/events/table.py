@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from scalescope.events.memory import release_memory
-from scalescope.events.schema import INT_COLUMNS, STRING_COLUMNS, Kind
+from scalescope.events.schema import INT_COLUMNS, NO_PEER, STRING_COLUMNS, Kind, upgraded
 
 
 @dataclass
@@ -51,6 +51,9 @@ class EventTable:
     group: np.ndarray
     seq: np.ndarray
     tag: np.ndarray
+    peer: np.ndarray = field(default_factory=lambda: None)  # type: ignore[assignment]
+    """Global rank of a send's or recv's partner; -1 on other rows and where not given (a
+    factory, not a class default: a selection's columns are found through ``__getattr__``)."""
     symbols: SymbolTable = field(default_factory=SymbolTable)
     _kinds: dict[int, EventTable] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -59,6 +62,10 @@ class EventTable:
     1,024-rank run has tens of millions of rows (the columns are never changed in place)."""
 
     COLUMNS = (*INT_COLUMNS, *STRING_COLUMNS)
+
+    def __post_init__(self) -> None:
+        if self.peer is None:
+            self.peer = np.full(len(self.rank), NO_PEER, dtype=np.int32)
 
     @classmethod
     def empty(cls, symbols: SymbolTable | None = None) -> EventTable:
@@ -71,6 +78,7 @@ class EventTable:
         """Convert an Arrow table with string columns, interning strings into ``symbols``.
         The integer columns are copied into numpy's memory (the Arrow pool would keep what
         it freed until asked); each string column is combined, then encoded once."""
+        table = upgraded(table)
         cols = {c: table.column(c).to_numpy().astype(t, copy=False) for c, t in INT_COLUMNS.items()}
         for c in STRING_COLUMNS:
             encoded = table.column(c).combine_chunks().dictionary_encode()
@@ -98,7 +106,7 @@ class EventTable:
     def select(self, rows: np.ndarray | slice) -> EventTable:
         """The rows ``rows`` (a mask, indices or a slice) of this table. A slice is a view; else
         each column is gathered when first read: the analysis selects tables of millions of
-        rows and reads two or three of their twelve columns."""
+        rows and reads two or three of their thirteen columns."""
         if isinstance(rows, slice):
             cols = {c: getattr(self, c)[rows] for c in self.COLUMNS}
             return EventTable(**cols, symbols=self.symbols)

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from scalescope.events.run import RunMeta, events_path, load_meta, read_rank_meta
-from scalescope.events.schema import ARROW_SCHEMA, Kind
+from scalescope.events.schema import Kind, known_schema
 from scalescope.events.table import EventTable, SymbolTable
 
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -95,7 +95,7 @@ class StreamTail:
                 break  # a message still being written: read it next time
             if message.type == "schema":
                 self.schema = pa.ipc.read_schema(message)
-                if self.schema.remove_metadata() != ARROW_SCHEMA.remove_metadata():
+                if not known_schema(self.schema):
                     self.problem = "unknown event schema"
                     break
             elif self.schema is not None:

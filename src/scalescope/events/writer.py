@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from scalescope.events.schema import ARROW_SCHEMA, ROW_FIELDS
+from scalescope.events.schema import ARROW_SCHEMA, NO_PEER, ROW_FIELDS
 
 Row = tuple
-"""(step, kind, name, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag)."""
+"""(step, kind, name, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag, peer); a row
+without ``peer`` gets -1 there (all rows of one batch alike)."""
 
 
 class EventWriter:
@@ -36,6 +37,8 @@ class EventWriter:
         if not rows or self._writer is None:
             return
         columns = list(zip(*rows, strict=True))
+        if len(columns) == len(ROW_FIELDS) - 1:
+            columns.append([NO_PEER] * len(rows))
         arrays = [pa.array([self.rank] * len(rows), pa.int32())]
         for i, _name in enumerate(ROW_FIELDS):
             arrays.append(pa.array(columns[i], ARROW_SCHEMA.field(i + 1).type))

@@ -39,6 +39,8 @@ class Collective:
     seq: int | None
     sized: bool
     """False when the trace did not record the message size (record_shapes off)."""
+    peer: int = -1
+    """A send's or recv's partner: its issuing op's group rank, on gloo's rows (group "0")."""
 
 
 class SpanIndex:
@@ -179,8 +181,11 @@ def from_backend(scan: FileScan, backends: tuple[str, ...], world: int) -> list[
         first = issuer.span if issuer is not None else ann.span
         start = to_ns(scan, min(first.start_us, ann.span.start_us))
         end = to_ns(scan, max(ann.span.end_us, first.end_us))
+        peer = issuer.peer if issuer is not None else -1
         out.append(
-            Collective(op, start, end, first.tid, count * size, count, dtype, "0", None, sized)
+            Collective(
+                op, start, end, first.tid, count * size, count, dtype, "0", None, sized, peer
+            )
         )
     return out
 

@@ -174,6 +174,7 @@ def _add_collectives(
             group=c.group,
             seq=seq,
             tag=tag,
+            peer=c.peer,
         )
 
 

@@ -38,6 +38,7 @@ class KinetoArgs(msgspec.Struct):
     seq: Int64 | None = msgspec.field(default=None, name="Seq")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     nbytes: int | None = msgspec.field(default=None, name="bytes")
 
 
@@ -56,6 +57,18 @@ class KinetoEvent(msgspec.Struct):
 
 
 _ARGS = msgspec.json.Decoder(KinetoArgs)
+
+
+def _peer(op: str, concrete: msgspec.Raw) -> int:
+    """``send(tensors, pg, dst, tag)``, ``recv_(tensors, pg, src, tag)``: the partner's group
+    rank as ``Concrete Inputs`` records it ("1"); -1 for any other op or when not recorded."""
+    if op.strip("_") not in ("send", "recv"):
+        return -1
+    inputs = _raw_list(concrete)
+    try:
+        return int(inputs[2])
+    except (IndexError, TypeError, ValueError):
+        return -1
 
 
 def args_of(ev: KinetoEvent) -> KinetoArgs:
@@ -100,6 +113,9 @@ class OpRecord:
     op_raw: str
     dims: list[Any]
     types: list[Any]
+    peer: int = -1
+    """A ``c10d::send``'s or ``c10d::recv_``'s group rank of its partner (its third argument
+    in ``Concrete Inputs``, ``record_shapes=True``); -1 otherwise."""
 
 
 USER_PHASES = {
@@ -210,8 +226,10 @@ def _keep(scan: FileScan, ev: KinetoEvent) -> None:
             OpRecord(span, name, _raw_list(args.input_dims), _raw_list(args.input_type))
         )
     elif name.startswith("c10d::"):
-        dims = _raw_list(args_of(ev).input_dims)
-        scan.c10d_ops.append(OpRecord(span, name[len("c10d::") :], dims, []))
+        args = args_of(ev)
+        op = name[len("c10d::") :]
+        peer = _peer(op, args.concrete)
+        scan.c10d_ops.append(OpRecord(span, op, _raw_list(args.input_dims), [], peer))
     else:
         for prefix, phase in BUILTIN.items():
             if name.startswith(prefix):

@@ -97,7 +97,7 @@ class RowBuilder:
         self.rank = rank
         self.symbols = symbols
         self._ints = {c: array("q") for c in ("step", "kind", "start_ns", "dur_ns")}
-        self._ints |= {c: array("q") for c in ("nbytes", "count", "seq")}
+        self._ints |= {c: array("q") for c in ("nbytes", "count", "seq", "peer")}
         self._strs = {c: array("i") for c in ("name", "dtype", "group", "tag")}
 
     def add(
@@ -114,6 +114,7 @@ class RowBuilder:
         group: str = "",
         seq: int = -1,
         tag: str = "",
+        peer: int = -1,
     ) -> None:
         ints, strs, intern = self._ints, self._strs, self.symbols.intern
         for col, value in (
@@ -124,6 +125,7 @@ class RowBuilder:
             ("nbytes", nbytes),
             ("count", count),
             ("seq", seq),
+            ("peer", peer),
         ):
             ints[col].append(int(value))
         for col, text in (("name", name), ("dtype", dtype), ("group", group), ("tag", tag)):
@@ -144,6 +146,7 @@ class RowBuilder:
             nbytes=ints["nbytes"],
             count=ints["count"],
             seq=ints["seq"],
+            peer=ints["peer"].astype(np.int32),
             **strs,
             symbols=self.symbols,
         )

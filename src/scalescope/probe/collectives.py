@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import current_tag
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
@@ -136,6 +136,16 @@ class GroupNames:
             self.members[name] = _members(group)
         return name
 
+    def global_rank(self, label: str, local: int) -> int:
+        """The global rank of group rank ``local`` of the group labelled ``label``; -1 where
+        ``local`` is -1 or the members are not known."""
+        if local < 0:
+            return -1
+        members = self.members.get(label)
+        if not members and label in self._objects:
+            members = self.members[label] = _members(self._objects[label])
+        return members[local] if members and local < len(members) else -1
+
     def name_dim(self, group: Any, dim: str) -> None:
         """``group`` is ``dim`` of a DeviceMesh (probe/mesh.py)."""
         self.dims[self.label(group)] = dim
@@ -199,6 +209,9 @@ class CollectiveWrapper:
         self.groups = GroupNames()
         self._originals: dict[str, Callable] = {}
         self.cuda = CudaTimings()
+        self.completions: HostCompletions | None = None
+        """Completes an async call whose work has no future (gloo's send and recv) when its
+        ``Work.wait`` returns; None: such a row stays incomplete."""
 
     def install(self) -> None:
         for op, spec in OPS.items():
@@ -207,6 +220,11 @@ class CollectiveWrapper:
                 continue
             self._originals[op] = original
             setattr(dist, op, self._wrap(_NAMES.get(op, op), original, *spec))
+
+    @property
+    def originals(self) -> dict[str, Callable]:
+        """torch's functions whose wrappers ``torch.distributed`` holds now, by name."""
+        return dict(self._originals)
 
     def uninstall(self) -> None:
         for op, original in self._originals.items():
@@ -225,9 +243,10 @@ class CollectiveWrapper:
             except Exception:
                 return original(*args, **kwargs)
             on_device = tensor is not None and tensor.is_cuda
+            peer = self._peer(op, group, args, kwargs)
             start = time.perf_counter_ns()
             row = recorder.collective(
-                op, nbytes, count, dtype_name(tensor), group, current_tag(), start
+                op, nbytes, count, dtype_name(tensor), group, current_tag(), start, peer
             )
             timer = self.cuda.start() if on_device else None
             result = original(*args, **kwargs)
@@ -236,20 +255,45 @@ class CollectiveWrapper:
                 self.cuda.finish(row, timer, work)
                 recorder.left(row, time.perf_counter_ns())
             else:
-                _complete_on_host(recorder, row, work)
+                self.complete(row, work)
             return result
 
         return wrapper
 
+    def complete(self, row: list, work: Any) -> None:
+        """Set the row's duration at completion: now for a sync call, else from the work's
+        future, else when its wait returns (``completions``)."""
+        recorder = self.recorder
+        if work is None:
+            recorder.completed(row, time.perf_counter_ns())
+            return
 
-def _complete_on_host(recorder: Recorder, row: list, work: Any) -> None:
-    """Set the row's duration at completion: now for a sync call, else from the work's future."""
-    if work is None:
-        recorder.completed(row, time.perf_counter_ns())
-        return
+        def done(_fut: Any) -> None:
+            recorder.completed(row, time.perf_counter_ns())
 
-    def done(_fut: Any) -> None:
-        recorder.completed(row, time.perf_counter_ns())
+        try:
+            work.get_future().add_done_callback(done)
+            return
+        except Exception:
+            pass
+        if self.completions is not None:  # else completion unknown: the row stays -1
+            self.completions.install()
+            self.completions.watch(row, work, async_op=True)
 
-    with contextlib.suppress(Exception):  # no future: completion unknown, the row stays -1
-        work.get_future().add_done_callback(done)
+    def _peer(self, op: str, group: str, args: Args, kwargs: Kwargs) -> int:
+        """A send's or recv's partner as a global rank: ``dst``/``src`` are global,
+        ``group_dst``/``group_src`` (newer torch) group ranks; -1 for any other op."""
+        if op not in P2P_PEERS:
+            return -1
+        try:
+            global_peer = _arg(args, kwargs, 1, P2P_PEERS[op])
+            if global_peer is not None:
+                return int(global_peer)
+            local = kwargs.get(f"group_{P2P_PEERS[op]}")
+            return -1 if local is None else self.groups.global_rank(group, int(local))
+        except Exception:
+            return -1
+
+
+P2P_PEERS = {"send": "dst", "recv": "src"}
+"""The probe's p2p op names -> the argument naming the partner (``dst``, ``src``)."""

@@ -6,6 +6,9 @@ the probe wraps that method, which costs less than a future callback and also se
 works whose backend has no future (gloo's reduce-scatter, send and recv). A caller that
 waits in C++ (DDP's coalesced broadcasts) issues its next collective only after the wait,
 so the thread's next collective, or the caller's return (``settle``), completes it.
+
+The same wrapper records when the host waited on a send's or recv's work (``on_wait``,
+probe/p2p.py): the time a pipeline stage is blocked on its peer.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from scalescope.probe.recorder import Recorder
+from scalescope.probe.recorder import Recorder, WaitNote
 
 _DUR = 4
 """Index of dur_ns in a recorder row."""
@@ -29,6 +32,8 @@ class HostCompletions:
         """id(work) -> (work, row) of sync collectives whose wait is still to come."""
         self._local = threading.local()
         self._saved_wait: Any = None
+        self._waits: dict[int, tuple[Any, WaitNote]] = {}
+        """id(work) -> (work, what to record of its wait): sends and receives (probe/p2p.py)."""
 
     def install(self) -> None:
         work_class = getattr(dist, "Work", None)
@@ -36,12 +41,18 @@ class HostCompletions:
             return
         self._saved_wait = original = work_class.wait
         awaiting, completed = self._awaiting, self.recorder.completed
+        waits, waited, clock = self._waits, self.recorder.waited, time.perf_counter_ns
 
         def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
+            begin = clock() if waits else 0
             result = original(work, *args, **kwargs)
             entry = awaiting.pop(id(work), None)
             if entry is not None and entry[1][_DUR] is None:
-                completed(entry[1], time.perf_counter_ns())
+                completed(entry[1], clock())
+            if waits:
+                noted = waits.pop(id(work), None)
+                if noted is not None and noted[0] is work:
+                    waited(noted[1], begin, clock())
             return result
 
         work_class.wait = wait
@@ -51,6 +62,14 @@ class HostCompletions:
             dist.Work.wait = self._saved_wait
             self._saved_wait = None
         self._awaiting.clear()
+        self._waits.clear()
+
+    def on_wait(self, work: Any, note: WaitNote) -> None:
+        """Record the host's wait on ``work`` (a send or recv) when ``Work.wait`` returns."""
+        if work is None:
+            return
+        self.install()
+        self._waits[id(work)] = (work, note)
 
     def watch(self, row: list, work: Any, async_op: bool) -> None:
         """Complete ``row`` when ``work`` does (a None work: it is done)."""

@@ -112,7 +112,9 @@ class GroupHooks:
         self.completions = HostCompletions(recorder)
         module = native.load() if compiled else None
         self.native = (
-            None if module is None else NativeRows(module, recorder, self._op_names(), self._error)
+            None
+            if module is None
+            else NativeRows(module, recorder, self._op_names(), self._error, groups.global_rank)
         )
         """The C++ hooks, for the groups the host times; the others get Python hooks."""
         self._hooked: dict[int, Any] = {}
@@ -216,6 +218,7 @@ class GroupHooks:
     def _hooks(self, group: str, size: int) -> tuple[Callable, Callable]:
         recorder, cuda, clock = self.recorder, self.cuda, time.perf_counter_ns
         completions, sizes, dtypes = self.completions, sizes_by_hook_op(), DTYPE_NAMES
+        p2p, global_rank = _p2p_ops(), self.groups.global_rank
         issued: dict[int, tuple[list, Any]] = {}
         """op id -> row and CUDA start event, from the pre hook to the post hook (two threads
         may issue on one group: DDP's reducer and the main thread)."""
@@ -230,7 +233,8 @@ class GroupHooks:
                 nbytes, count, first = size_of(args, size)
                 on_device = first is not None and first.is_cuda
                 dtype = "" if first is None else dtypes.get(first.dtype) or dtype_name(first)
-                row = recorder.collective(op, nbytes, count, dtype, group, tag, clock())
+                peer = global_rank(group, args.root) if args.name in p2p else -1
+                row = recorder.collective(op, nbytes, count, dtype, group, tag, clock(), peer)
                 issued[args.op_id] = (row, cuda.start() if on_device else None)
             except Exception as exc:  # never raise inside a rank's collective
                 self._error(f"a collective on group {group} not recorded: {exc!r}")
@@ -254,6 +258,12 @@ class GroupHooks:
         if text not in self._errors:
             self._errors.add(text)
             self.recorder.errors.append(text)
+
+
+def _p2p_ops() -> frozenset:
+    """torch's hook op names of a send and a recv (their ``root`` is the group-local peer)."""
+    names = torch._C._distributed_c10d.HookOpName
+    return frozenset(getattr(names, k) for k in ("SEND", "RECV") if hasattr(names, k))
 
 
 def _unregister(pg: Any) -> None:

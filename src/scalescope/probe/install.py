@@ -9,6 +9,7 @@ from pathlib import Path
 from scalescope.events.live_state import LiveStateWriter
 from scalescope.events.run import events_path
 from scalescope.probe import group_hooks
+from scalescope.probe.batch_p2p import BatchP2P
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
@@ -18,6 +19,7 @@ from scalescope.probe.functional import FunctionalCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.live import LiveProbe, StartStages
 from scalescope.probe.mesh import MeshNames
+from scalescope.probe.p2p import P2PWaits
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
@@ -49,6 +51,13 @@ class Probe:
             else None
         )
         self.functional = FunctionalCollectives(self.recorder, self.collectives.cuda)
+        self.p2p = P2PWaits(
+            self.recorder,
+            self.collectives.groups,
+            self.group_hooks.completions if self.group_hooks else None,
+        )
+        self.collectives.completions = self.p2p.completions
+        self.batch_p2p = BatchP2P(self.recorder, self.collectives.groups, self.collectives.complete)
         self.phases = PhaseHooks(self.recorder)
         self.ddp = DDPPatch(
             self.recorder,
@@ -74,7 +83,9 @@ class Probe:
             self.group_hooks.install()
         else:
             self.collectives.install()
+            self.batch_p2p.install(self.collectives.originals)
             self.functional.install()
+        self.p2p.install()
         self.phases.install()
         self.ddp.install()
         self.fsdp.install()
@@ -94,8 +105,10 @@ class Probe:
         self.fsdp_knobs.uninstall()
         self.mesh.uninstall()
         self.phases.uninstall()
+        self.batch_p2p.uninstall()
         self.collectives.uninstall()
         self.functional.uninstall()
+        self.p2p.uninstall()
         if self.group_hooks is not None:
             self.group_hooks.uninstall()
         self._resolve_device_times()

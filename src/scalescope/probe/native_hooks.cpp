@@ -38,6 +38,7 @@ int64_t now_ns() {
 
 struct Record {
   int64_t step, start, end, nbytes, count, seq;
+  int64_t root;  // a send's or recv's peer, group-local (-1: none)
   int32_t group, tag;
   int32_t op, dtype;
   bool drained;
@@ -293,8 +294,9 @@ void pre(int32_t group, int64_t group_size, const c10d::PreHookArgs& a) {
     int64_t start = now_ns();
     std::lock_guard<std::mutex> lock(s.mu);
     Group& g = s.groups[group];
-    Record r{s.step.load(), start, -1, z.nbytes, z.count, g.seq++, group, tag,
-             static_cast<int32_t>(a.name), z.dtype, false};
+    const bool p2p = a.name == HookOpName::SEND || a.name == HookOpName::RECV;
+    Record r{s.step.load(), start, -1, z.nbytes, z.count, g.seq++, p2p ? a.root : -1, group,
+             tag, static_cast<int32_t>(a.name), z.dtype, false};
     s.records.push_back(r);
     issued = s.first_id + static_cast<int64_t>(s.records.size()) - 1;
     live_enter(s, g, r, issued);
@@ -418,10 +420,10 @@ void arm_running(bool armed) {
 }
 
 using Row = std::tuple<int64_t, int32_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t,
-                       int64_t, int32_t>;
+                       int64_t, int32_t, int64_t>;
 
 // Finished rows (all rows on ``final``, unfinished with duration -1), in issue order:
-// (step, op, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag).
+// (step, op, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag, group-local peer).
 std::vector<Row> drain(bool final) {
   auto& s = state();
   std::vector<Row> out;
@@ -431,7 +433,7 @@ std::vector<Row> drain(bool final) {
       continue;
     }
     out.emplace_back(r.step, r.op, r.start, r.end >= 0 ? r.end - r.start : -1, r.nbytes, r.count,
-                     r.dtype, r.group, r.seq, r.tag);
+                     r.dtype, r.group, r.seq, r.tag, r.root);
     r.drained = true;
   }
   while (!s.records.empty() && s.records.front().drained) {

@@ -56,10 +56,13 @@ class NativeRows:
         recorder: Recorder,
         ops: dict[int, str],
         on_error: Callable[[str], None],
+        global_rank: Callable[[str, int], int] = lambda label, local: -1,
     ) -> None:
         """``ops``: the probe's op name by torch's ``HookOpName`` value; ``on_error``: told
-        each problem the C++ side kept (GroupHooks says each once)."""
+        each problem the C++ side kept (GroupHooks says each once); ``global_rank``: a group
+        label's group rank as a global rank (a send's or recv's peer)."""
         self.module = module
+        self.global_rank = global_rank
         self.recorder = recorder
         self.ops = ops
         self.on_error = on_error
@@ -118,12 +121,15 @@ class NativeRows:
 
     def rows(self, final: bool) -> list[list]:
         ops, dtypes, out = self.ops, self.dtypes, []
-        for step, op, start, dur, nbytes, count, dtype, group, seq, tag in self.module.drain(final):
+        for step, op, start, dur, nbytes, count, dtype, group, seq, tag, root in self.module.drain(
+            final
+        ):
+            label = _labels.get(group, "unknown")
             out.append(
                 [
                     step, Kind.COLLECTIVE, ops.get(op, "unknown"), start, dur if dur >= 0 else None,
-                    nbytes, count, dtypes.get(dtype, ""), _labels.get(group, "unknown"), seq,
-                    tag_named(tag),
+                    nbytes, count, dtypes.get(dtype, ""), label, seq, tag_named(tag),
+                    self.global_rank(label, root) if root >= 0 else -1,
                 ]
             )  # fmt: skip
         for text in self.module.take_errors():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from scalescope.events.live_state import INIT_PROCESS_GROUP, OUTSIDE, RUNNING, LiveStateWriter
@@ -21,8 +22,24 @@ KEPT_STAGES = (RUNNING, INIT_PROCESS_GROUP)
 """Start stages a collective does not end (one inside ``init_process_group``)."""
 
 
+@dataclass(frozen=True)
+class WaitNote:
+    """What a WAIT row holds besides its times: the send's or recv's op, group, tag, peer,
+    its index among this rank's ops of that name with that peer on that group, its bytes."""
+
+    op: str
+    group: str
+    tag: str
+    peer: int
+    index: int
+    nbytes: int
+    count: int
+    dtype: str
+
+
 class Recorder:
-    """Rows are lists (step, kind, name, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag).
+    """Rows are lists (step, kind, name, start_ns, dur_ns, nbytes, count, dtype, group, seq, tag,
+    peer).
 
     Collectives are appended at issue with ``dur_ns`` None and completed later from the
     work's callback thread; ``flush`` writes completed rows and keeps the rest.
@@ -74,16 +91,25 @@ class Recorder:
         """Append a phase row and return it (CUDA timing replaces its dur_ns later)."""
         if self.step_start_ns is None:
             self.step_start_ns = start_ns
-        row = [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, ""]
+        row = [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, "", -1]
         self.rows.append(row)
         if self.live is not None:
             self.live.phase(OUTSIDE, end_ns)
         return row
 
     def collective(
-        self, op: str, nbytes: int, count: int, dtype: str, group: str, tag: str, start_ns: int
+        self,
+        op: str,
+        nbytes: int,
+        count: int,
+        dtype: str,
+        group: str,
+        tag: str,
+        start_ns: int,
+        peer: int = -1,
     ) -> list:
-        """Append an issued collective; the caller sets ``row[4]`` (dur_ns) on completion."""
+        """Append an issued collective; the caller sets ``row[4]`` (dur_ns) on completion.
+        ``peer``: a send's or recv's partner (global rank)."""
         with self._lock:
             seq = self._seq.get(group, 0)
             self._seq[group] = seq + 1
@@ -99,6 +125,7 @@ class Recorder:
                 group,
                 seq,
                 tag,
+                peer,
             ]
             self.rows.append(row)
         live = self.live
@@ -118,6 +145,16 @@ class Recorder:
         if self.live is not None:
             self.live.leave(row[8], row[9], end_ns)
 
+    def waited(self, note: WaitNote, start_ns: int, end_ns: int) -> None:
+        """The host waited on a send's or recv's work from ``start_ns`` to ``end_ns``."""
+        n = note
+        row = [
+            self.step, Kind.WAIT, n.op, start_ns, end_ns - start_ns, n.nbytes, n.count, n.dtype,
+            n.group, n.index, n.tag, n.peer,
+        ]  # fmt: skip
+        with self._lock:
+            self.rows.append(row)
+
     def end_step(self, end_ns: int) -> None:
         for hook in self.before_step_end:
             hook()
@@ -136,11 +173,12 @@ class Recorder:
                 "",
                 -1,
                 "",
+                -1,
             ]
         )
         peak = self.memory.read_and_reset()
         if peak is not None:
-            rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, ""])
+            rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1])
         self.step += 1
         self.step_start_ns = end_ns
         if self.on_step is not None:

@@ -158,8 +158,17 @@ def test_the_pipeline_layout_pairs_each_rank_with_the_next_node_in_groups_of_two
     sender = np.where(forward, a, b)
     labels = np.array(run.events.names(p["group"]))
     assert (labels == (1 + sender).astype(str)).all(), "each pair its own group: 1 + sender"
-    cross = analyze_run(run).cross_rank
-    assert cross is not None and cross.unmatched_instances == 0
+    analysis = analyze_run(run)
+    assert analysis.cross_rank is not None and analysis.cross_rank.unmatched_instances == 0
+    colls = run.events.of_kind(Kind.COLLECTIVE)
+    sends, recvs = colls.where("name", "send"), colls.where("name", "recv")
+    ahead = (colls.rank + RANKS_PER_NODE) % 24
+    assert (colls.peer[sends] == ahead[sends]).all(), "a send goes to the next node"
+    behind = (colls.peer[recvs] + RANKS_PER_NODE) % 24
+    assert (behind == colls.rank[recvs]).all(), "a recv from the node before"
+    assert (colls.peer[~(sends | recvs)] == -1).all()
+    assert analysis.p2p is not None and analysis.p2p.unpaired == 0
+    assert analysis.p2p.pairs == 24 * 12, "each send paired with its recv"
 
 
 def test_a_slow_link_slows_the_pairs_between_its_two_nodes_only(tmp_path):

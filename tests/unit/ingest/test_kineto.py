@@ -127,6 +127,18 @@ def test_every_op_is_named_and_sized_like_the_probe(runs) -> None:
     assert got[("all_reduce", 200)] == 1
 
 
+def test_a_send_and_a_recv_name_their_peer_from_the_issuing_op(runs) -> None:
+    """c10d::send(tensors, pg, dst, tag) and recv_(tensors, pg, src, tag) record the partner
+    in ``Concrete Inputs``: rank 0 sends to 1, rank 1 receives from 0; nothing else has one."""
+    ev = ingest(runs["ops"]).run.events
+    colls = ev.select(ev.kind == Kind.COLLECTIVE)
+    rows = zip(colls.rank.tolist(), colls.strings("name"), colls.peer.tolist(), strict=True)
+    peers = Counter(rows)
+    assert peers[(0, "send", 1)] == 1 and peers[(1, "recv", 0)] == 1
+    p2p = colls.where("name", "send") | colls.where("name", "recv")
+    assert (colls.peer[~p2p] == -1).all()
+
+
 def test_steps_phases_and_tags_of_ddp_training(runs) -> None:
     result = ingest(runs["ddp"])
     ev = result.run.events

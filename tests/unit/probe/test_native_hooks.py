@@ -133,13 +133,13 @@ from scalescope.probe.collectives import GroupNames
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.recorder import Recorder
-rank, tmp = int(sys.argv[1]), Path(sys.argv[2])
+rank, tmp, compiled = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
 recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
-hooks = GroupHooks(recorder, GroupNames(), CudaTimings())
+hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=compiled)
 hooks.install()
 store = dist.FileStore(str(tmp / "store"), 2)
 dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
-assert hooks.native is not None
+assert (hooks.native is not None) == compiled
 t = torch.ones(4)
 for _ in range(3):
     if rank == 0:
@@ -156,18 +156,22 @@ while len(recorder.rows) < 10 and time.monotonic() < deadline:
     time.sleep(0.01)
 hooks.uninstall()
 rows = [r for r in recorder.rows if r[1] == Kind.COLLECTIVE]
-print(json.dumps(sorted((r[2], r[4] is not None and r[4] >= 0) for r in rows)))
+print(json.dumps(sorted((r[2], r[4] is not None and r[4] >= 0, r[11]) for r in rows)))
 dist.destroy_process_group()
 """
 
 
 @needs_built
-def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(tmp_path) -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["cpp", "python"])
+def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(
+    tmp_path, compiled: bool
+) -> None:
     """gloo's send/recv works have no future and consume their completion in wait: the C++
-    hooks see them complete without waiting for them (a second waiter would block the rank)."""
+    hooks see them complete without waiting for them (a second waiter would block the rank).
+    Each send and recv names its peer (the other rank); no other row has one."""
     ranks = [
         subprocess.Popen(
-            [sys.executable, "-c", P2P_RANK, str(rank), str(tmp_path)],
+            [sys.executable, "-c", P2P_RANK, str(rank), str(tmp_path), str(int(compiled))],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -177,6 +181,7 @@ def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(tmp
     outs = [p.communicate(timeout=120) for p in ranks]
     assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
     sent, received = (json.loads(out.strip().splitlines()[-1]) for out, _err in outs)
-    for got, p2p in ((sent, "send"), (received, "recv")):
-        want = [["barrier", True]] + [["reduce_scatter", True]] * 3 + [[p2p, True]] * 6
+    for got, p2p, peer in ((sent, "send", 1), (received, "recv", 0)):
+        want = [["barrier", True, -1]] + [["reduce_scatter", True, -1]] * 3
+        want += [[p2p, True, peer]] * 6
         assert got == sorted(want), "every call recorded and completed"

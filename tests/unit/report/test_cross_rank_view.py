@@ -139,15 +139,8 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
     doc = json.loads(to_json(analysis))
     cross = doc["cross_rank"]
     assert list(doc)[-8:] == [
-        "cross_rank",
-        "hang",
-        "pauses",
-        "links",
-        "whatif",
-        "groups",
-        "dims",
-        "copies",
-    ]
+        "cross_rank", "hang", "pauses", "links", "whatif", "groups", "dims", "copies", "p2p",
+    ]  # fmt: skip
     assert cross["straggler"] == {
         "rank": 1,
         "last_share_pct": 97.5,

@@ -89,6 +89,8 @@ def _args(rows: EventTable, i: int, kind: Kind) -> dict[str, Any]:
             "seq": int(rows.seq[i]),
             "tag": symbols[int(rows.tag[i])],
         }
+        if rows.peer[i] >= 0:
+            args["peer"] = int(rows.peer[i])
     elif kind == Kind.STEP:
         args["samples"] = int(rows.count[i])
     return args
