@@ -79,25 +79,45 @@ def test_comm_judge_counts_the_probes_warmup_call_and_not_the_traces():
     assert counted.status == "FAIL" and "8 B: None calls, expected 1" in counted.figure
 
 
-def kineto_copy(name: str, dur_us: float, nbytes: int) -> dict:
-    return {"ph": "X", "cat": "gpu_memcpy", "name": name, "dur": dur_us, "args": {"bytes": nbytes}}
+def gpu_row(cat: str, name: str, ts: float, dur: float, corr: int, nbytes: int = 0) -> dict:
+    args = {"stream": 7, "correlation": corr, "bytes": nbytes}
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+def call_row(ts: float, corr: int) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": ts, "dur": 9.0,
+            "args": {"correlation": corr}}  # fmt: skip
+
+
+def step_events(t: float, batch: int, corr: int) -> list[dict]:
+    """A kernel of the step before, then the two pageable copies: the images' asked for
+    1 ms before the kernel ends and staged 3 ms after that, the labels' right after."""
+    h2d = "Memcpy HtoD (Pageable -> Device)"
+    return [
+        gpu_row("kernel", "sgemm", t, 2000.0, corr),
+        call_row(t + 1000.0, corr + 1),
+        gpu_row("gpu_memcpy", h2d, t + 5000.0, 5000.0, corr + 1, batch - 512),
+        call_row(t + 10010.0, corr + 2),
+        gpu_row("gpu_memcpy", h2d, t + 10020.0, 1.0, corr + 2, 512),
+        gpu_row("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", t + 10100.0, 5.0, corr + 3, 4),
+    ]
 
 
 def test_copies_judge_reads_the_report_and_the_traces_host_to_device_copies(tmp_path):
     batch = batch_bytes(FULL)
     assert batch == 64 * 3 * 224 * 224 * 4 + 64 * 8
-    events = [kineto_copy("Memcpy HtoD (Pageable -> Device)", 3000.0, batch - 512),
-              kineto_copy("Memcpy HtoD (Pageable -> Device)", 20.0, 512),
-              kineto_copy("Memcpy DtoH (Device -> Pageable)", 5.0, 4)] * 2  # fmt: skip
+    events = step_events(0.0, batch, 0) + step_events(60_000.0, batch, 10)
     (tmp_path / "rank0.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
     trace = trace_copies(tmp_path, steps=2)
-    assert trace == (pytest.approx(3.02), batch)
-    probe = {"copies": [{"nbytes_per_step": batch, "ms_per_step": 3.2}]}
+    assert trace.nbytes == batch
+    assert trace.dma_ms == pytest.approx(5.001)
+    assert trace.asked_ms == pytest.approx(8.0 + 0.011), "from the stream free to the end"
+    probe = {"copies": [{"nbytes_per_step": batch, "ms_per_step": 8.5}]}
     size, time = judge_copies(probe, trace, batch)
     assert (size.status, time.status) == ("PASS", "PASS")
-    assert "+6.0 %" in time.figure
-    slow = {"copies": [{"nbytes_per_step": batch, "ms_per_step": 3.4}]}
-    assert [r.status for r in judge_copies(slow, trace, batch)] == ["PASS", "FAIL"]
+    assert "+6.1 %" in time.figure and "DMA alone 5.001 ms" in time.figure
+    dma_only = {"copies": [{"nbytes_per_step": batch, "ms_per_step": 5.0}]}
+    assert [r.status for r in judge_copies(dma_only, trace, batch)] == ["PASS", "FAIL"]
     assert [r.status for r in judge_copies({"copies": []}, trace, batch)] == ["FAIL", "FAIL"]
 
 
