@@ -11,6 +11,7 @@ import pytest
 from conftest import SCRIPTS, scalescope
 from scalescope.analyze import analyze_run
 from scalescope.analyze.groups import process_groups
+from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
 
 
@@ -72,9 +73,17 @@ def test_a_tensor_parallel_pair_counts_its_samples_once(tmp_path):
         SCRIPTS / "mesh_train.py", "--steps", 5, "--loader", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    steps = analyze_run(load_run(tmp_path / "run")).steps
+    run = load_run(tmp_path / "run")
+    analysis = analyze_run(run)
+    steps = analysis.steps
     measured = steps.ranks[0].num_steps
     assert steps.sample_copies == 2
     assert steps.total_samples == 2 * 16 * measured
     assert [r.samples for r in steps.ranks] == [16 * measured] * 4
     assert steps.samples_per_s == pytest.approx(steps.total_samples / steps.span_s)
+    assert {g.backend for g in analysis.groups if g.dim in ("dp", "tp")} == {"gloo"}
+    tp = next(f for f in diagnose_run(run, analysis).findings if f.code.startswith("TP_"))
+    assert tp.code == "TP_COMM" and tp.level == "info", "gloo: a share, never 'exposed'"
+    tp_ms = next(d for d in analysis.dims if d.dim == "tp").ms_per_rank / measured
+    step_ms = sum(r.mean_step_ms for r in steps.ranks) / len(steps.ranks)
+    assert tp.share_pct == pytest.approx(100 * tp_ms / step_ms)

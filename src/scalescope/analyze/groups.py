@@ -26,17 +26,22 @@ class ProcessGroup:
     uneven distances)."""
     named: bool
     """True when a DeviceMesh named the dimension; False when it was inferred."""
+    backend: str = ""
+    """``gloo``, ``nccl``, ... as its ranks recorded it; "" where none did."""
 
 
 def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
     """Every group with collectives in the run or in a rank's meta, largest first."""
     members: dict[str, set[int]] = {}
     dims: dict[str, str] = {}
+    backends: dict[str, str] = {}
     for meta in run.ranks.values():
         for label, group in (getattr(meta, "groups", None) or {}).items():
             members.setdefault(label, set()).update(group.ranks)
             if group.dim:
                 dims[label] = group.dim
+            if group.backend:
+                backends[label] = group.backend
     world = set(range(run.meta.world_size)) if run.meta.world_size else set(run.ranks)
     recorded = _recorded_members(run)
     everyone = set().union(*recorded.values()) if recorded else set()
@@ -45,7 +50,7 @@ def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
             members[label] = world if ranks == everyone else ranks
     out = [
         ProcessGroup(label, tuple(sorted(ranks)), dims.get(label) or _role(ranks, world),
-                     label in dims)
+                     label in dims, backends.get(label, ""))
         for label, ranks in members.items() if ranks
     ]  # fmt: skip
     return tuple(sorted(out, key=lambda g: (-len(g.ranks), g.dim, g.ranks)))

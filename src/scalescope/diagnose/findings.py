@@ -92,11 +92,19 @@ BOTTLENECKS: dict[str, str] = {
     "FSDP_EXPOSED_GATHER": "communication (FSDP all-gather)",
     "FSDP_SMALL_UNITS": "communication latency (FSDP units too small)",
     "SLOW_LINK": "slow link",
+    "TP_COMM_EXPOSED": "communication (tensor parallel)",
+    "TP_COMM": "communication (tensor parallel)",
+    "TP_ACROSS_NODES": "placement (tensor parallel across nodes)",
 }
 """Bottleneck of each finding code; ``BUILD_*`` codes are ``build``."""
 
 SUMMARIES: dict[str, str] = {
     "INPUT_BOUND": "ranks wait {share:.0f}% of each step for the DataLoader",
+    "TP_COMM_EXPOSED": "tensor-parallel collectives take {share:.0f}% of the step ({ms:.1f} ms) "
+    "inside every layer, where the next op waits for them",
+    "TP_COMM": "tensor-parallel collectives take {share:.0f}% of the step ({ms:.1f} ms); {why}",
+    "TP_ACROSS_NODES": "{n} of {total} tensor-parallel groups span hosts (ranks {ranks} on "
+    "{hosts}): every layer's collectives cross the network",
     "PAGEABLE_COPY": "batches are copied to the device from pageable memory: {ms:.1f} ms per "
     "step ({share:.0f}% of the step) for {size}, at {rate}",
     "COMM_LATENCY": "exposed communication takes {share:.0f}% of the step, mostly in small "
@@ -167,6 +175,16 @@ REMEDIES: dict[str, str] = {
     "or RAM once per node (`scalescope data stage SHARDS /dev/shm/train`) and train with "
     "`--data /dev/shm/train`; `scalescope data bench {folder} SHARDS` compares their images/s",
     "pin_memory": "`--pin-memory` (DataLoader(pin_memory=True)) for faster copies to the GPU",
+    "tp_async": "overlap them with compute: async tensor parallelism "
+    "(`torch._inductor.config._micro_pipeline_tp = True` with `torch.compile`, or "
+    "torchtitan's `enable_async_tensor_parallel`), and sequence parallelism so the "
+    "all-reduces become reduce-scatter + all-gather",
+    "tp_smaller": "a smaller tensor-parallel degree (more data or pipeline parallelism "
+    "instead): each layer then issues its collectives among fewer ranks",
+    "tp_in_node": "keep tensor parallelism inside a node: tp at most the GPUs (ranks) per "
+    "node, as the innermost mesh dimension with a node's ranks consecutive "
+    '(`init_device_mesh(device, (dp, tp), mesh_dim_names=("dp", "tp"))`), and span '
+    "nodes with data or pipeline parallelism",
     "pin_and_overlap": "`DataLoader(pin_memory=True)` and `batch.to(device, non_blocking=True)`: "
     "copies from pinned memory run at the link's speed and no longer hold the host back "
     "(`scalescope bench --pin-memory`)",

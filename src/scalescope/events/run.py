@@ -38,6 +38,9 @@ class GroupMeta(msgspec.Struct, kw_only=True):
     """Its members (global ranks), as torch gave them."""
     dim: str = ""
     """The name of the ``DeviceMesh`` dimension that made it (dp, tp, pp, ...), else ""."""
+    backend: str = ""
+    """``gloo``, ``nccl``, ... as torch named it (``cpu:gloo,cuda:nccl`` for both); "" in
+    runs recorded before, or where torch could not say."""
 
 
 class RankMeta(msgspec.Struct, kw_only=True):

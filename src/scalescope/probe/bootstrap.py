@@ -286,7 +286,7 @@ def groups_meta(probe: Any) -> dict[str, GroupMeta]:
     """The groups the rank labelled; {} on any failure: recording the end comes first (this
     runs on the watch thread too, while the main thread is blocked in C++)."""
     try:
-        return {n: GroupMeta(ranks=r, dim=d) for n, (r, d) in probe.groups.items()}
+        return {n: GroupMeta(ranks=r, dim=d, backend=b) for n, (r, d, b) in probe.groups.items()}
     except Exception:  # a group torch tore down under us: the rows keep their labels
         return {}
 

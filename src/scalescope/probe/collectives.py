@@ -119,6 +119,7 @@ class GroupNames:
         self._cache: dict[int, str] = {}
         self.members: dict[str, list[int]] = {}
         self.dims: dict[str, str] = {}
+        self.backends: dict[str, str] = {}
         self._objects: dict[str, Any] = {}
         self._tries: dict[str, int] = {}
 
@@ -131,6 +132,7 @@ class GroupNames:
             name = _group_name(group)
             self._cache[key] = name
             self._objects[name] = group
+            self.backends[name] = _backend(group)
         if not self.members.get(name) and self._tries.get(name, 0) < MEMBER_TRIES:
             self._tries[name] = self._tries.get(name, 0) + 1  # torch may know them later
             self.members[name] = _members(group)
@@ -150,13 +152,26 @@ class GroupNames:
         """``group`` is ``dim`` of a DeviceMesh (probe/mesh.py)."""
         self.dims[self.label(group)] = dim
 
-    def described(self) -> dict[str, tuple[list[int], str]]:
-        """label -> (members, mesh dimension or ""); groups destroyed before their members
-        were known get [] (the analysis then takes the ranks that recorded rows on them)."""
+    def described(self) -> dict[str, tuple[list[int], str, str]]:
+        """label -> (members, mesh dimension or "", backend or ""); groups destroyed before
+        their members were known get [] (the analysis then takes the ranks that recorded
+        rows on them)."""
         for name, group in self._objects.items():
             if not self.members.get(name):
                 self.members[name] = _members(group)
-        return {n: (ranks, self.dims.get(n, "")) for n, ranks in self.members.items()}
+        return {
+            n: (ranks, self.dims.get(n, ""), self.backends.get(n, ""))
+            for n, ranks in self.members.items()
+        }
+
+
+def _backend(group: Any) -> str:
+    """``gloo``, ``nccl``, ... (``cpu:gloo,cuda:nccl`` for a group with both); "" where
+    torch cannot say."""
+    try:
+        return str(dist.get_backend(group))
+    except Exception:
+        return ""
 
 
 def _members(group: Any) -> list[int]:

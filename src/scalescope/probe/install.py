@@ -139,6 +139,6 @@ class Probe:
         return self.recorder.errors + self.clock.errors + self.mesh.errors
 
     @property
-    def groups(self) -> dict[str, tuple[list[int], str]]:
-        """The groups this rank labelled: label -> (members, mesh dimension or "")."""
+    def groups(self) -> dict[str, tuple[list[int], str, str]]:
+        """The groups this rank labelled: label -> (members, mesh dimension or "", backend)."""
         return self.collectives.groups.described()

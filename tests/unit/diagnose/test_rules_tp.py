@@ -1,0 +1,108 @@
+"""Tensor-parallel findings on runs written by hand: a dp x tp mesh of 4 ranks on two hosts,
+tp inside a node or across them, on gloo or NCCL. The tp share is checked against the rows'
+own sums."""
+
+from __future__ import annotations
+
+import pytest
+from run_builders import phase_row, step_row, write_run_dir
+
+from scalescope.analyze import analyze_run
+from scalescope.diagnose.engine import diagnose_run
+from scalescope.events import RankMeta, RunMeta, load_run
+from scalescope.events.run import GroupMeta
+from scalescope.events.schema import Kind
+
+MS = 1_000_000
+STEPS, WARMUP = 6, 1
+TP_MS, TP_BYTES = 2, 64 * 1024
+HOSTS = {0: "node-a", 1: "node-a", 2: "node-b", 3: "node-b"}
+
+
+def coll(step: int, start: int, dur: int, nbytes: int, group: str, seq: int) -> tuple:
+    return (step, int(Kind.COLLECTIVE), "all_reduce", start, dur, nbytes, nbytes // 4,
+            "float32", group, seq, "user")  # fmt: skip
+
+
+def rank_rows(rank: int, tp: str, dp: str) -> list[tuple]:
+    rows, t = [], 0
+    for step in range(STEPS):
+        start = t
+        rows.append(phase_row(step, "forward", t, 5 * MS))
+        rows.append(coll(step, t + 2 * MS, TP_MS * MS, TP_BYTES, tp, step))
+        t += 5 * MS
+        rows.append(phase_row(step, "backward", t, 8 * MS))
+        rows.append(coll(step, t + 7 * MS, MS, 1 << 20, dp, step))
+        t += 8 * MS
+        rows.append(phase_row(step, "optimizer", t, MS))
+        t += MS
+        rows.append(step_row(step, start, t - start, 16))
+    return rows
+
+
+def mesh_run(tmp_path, tp_pairs: list[tuple[int, int]], backend: str):
+    """tp groups as given; the dp groups pair the tp groups' i-th members."""
+    label: dict[int, dict[str, tuple[str, tuple[int, ...]]]] = {r: {} for r in range(4)}
+    for dim, groups in (("tp", tp_pairs), ("dp", list(zip(*tp_pairs, strict=True)))):
+        for i, members in enumerate(groups):
+            for r in members:
+                label[r][dim] = (f"{dim}{i}", tuple(members))
+    files = {
+        r: RankMeta(
+            rank=r,
+            world_size=4,
+            hostname=HOSTS[r],
+            status="completed",
+            groups={
+                lab: GroupMeta(ranks=list(members), dim=dim, backend=backend)
+                for dim, (lab, members) in label[r].items()
+            },
+        )  # fmt: skip
+        for r in range(4)
+    }
+    rows = {r: [rank_rows(r, label[r]["tp"][0], label[r]["dp"][0])] for r in range(4)}
+    meta = RunMeta(run_id="tp", command=["train.py"], script="train.py", world_size=4,
+                   nproc_per_node=2, warmup_steps=WARMUP, hostnames=sorted(set(HOSTS.values())),
+                   status="completed")  # fmt: skip
+    return load_run(write_run_dir(tmp_path / "run", meta, rows, files))
+
+
+def by_code(findings, code: str):
+    return next((f for f in findings if f.code == code), None)
+
+
+def test_tp_on_gloo_is_information_with_its_share(tmp_path) -> None:
+    run = mesh_run(tmp_path, [(0, 1), (2, 3)], "gloo")
+    findings = diagnose_run(run, analyze_run(run)).findings
+    tp = by_code(findings, "TP_COMM")
+    assert tp is not None and tp.level == "info"
+    assert by_code(findings, "TP_COMM_EXPOSED") is None
+    assert by_code(findings, "TP_ACROSS_NODES") is None, "tp pairs are inside a node"
+    colls = run.events.of_kind(Kind.COLLECTIVE)
+    tp_rows = colls.select(colls.where("group", "tp0") | colls.where("group", "tp1"))
+    measured = tp_rows.step >= WARMUP
+    ms_per_step = tp_rows.dur_ns[measured].sum() / 1e6 / 4 / (STEPS - WARMUP)
+    assert ms_per_step == TP_MS
+    assert tp.share_pct == pytest.approx(100 * ms_per_step / 14.0)
+    assert "blocks the host" in tp.summary and "exposed" in tp.summary
+    evidence = {e.name: e.value for e in tp.evidence}
+    assert evidence["calls per step and rank"] == 1.0
+    assert evidence["bytes per step and rank"] == pytest.approx(TP_BYTES / 1e6, abs=1e-3)
+
+
+def test_tp_on_nccl_above_the_threshold_is_a_warning(tmp_path) -> None:
+    run = mesh_run(tmp_path, [(0, 1), (2, 3)], "nccl")
+    tp = by_code(diagnose_run(run, analyze_run(run)).findings, "TP_COMM_EXPOSED")
+    assert tp is not None and tp.level == "warning"
+    assert tp.share_pct == pytest.approx(100 * TP_MS / 14.0)
+    assert any("async tensor parallelism" in r for r in tp.remedies)
+
+
+def test_a_tp_group_across_hosts_is_named(tmp_path) -> None:
+    run = mesh_run(tmp_path, [(0, 2), (1, 3)], "gloo")
+    found = by_code(diagnose_run(run, analyze_run(run)).findings, "TP_ACROSS_NODES")
+    assert found is not None
+    assert "2 of 2 tensor-parallel groups span hosts (ranks 0,2 on node-a, node-b)" in (
+        found.summary
+    )
+    assert any("inside a node" in r for r in found.remedies)
