@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from phase_probe import watched
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from scalescope.events.schema import EVAL, Kind
 from scalescope.probe.batch_copies import PAGEABLE, TO_DEVICE, batch_tensors
-from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
 STEP, KIND, NAME, START, DUR, NBYTES, COUNT, TAG = 0, 1, 2, 3, 4, 5, 6, 10
@@ -22,26 +22,10 @@ META = torch.device("meta")
 N, BATCH, FEATURES = 12, 4, 8
 
 
-class Wrapper(nn.Module):
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.module = module
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.module(x)
-
-
 @pytest.fixture
 def probe(tmp_path: Path):
-    recorder = Recorder(tmp_path / "rank-0.arrows", 0)
-    hooks = PhaseHooks(recorder)
-    hooks.install()
-    model = Wrapper(nn.Sequential(nn.Linear(FEATURES, 16), nn.ReLU(), nn.Linear(16, 2))).to(META)
-    hooks.watch_forward(model)
-    try:
-        yield recorder, model
-    finally:
-        hooks.uninstall()
+    with watched(tmp_path, META) as watched_model:
+        yield watched_model
 
 
 def phases(recorder: Recorder, name: str) -> list[list]:

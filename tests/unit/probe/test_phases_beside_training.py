@@ -10,38 +10,20 @@ from pathlib import Path
 
 import pytest
 import torch
+from phase_probe import watched
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from scalescope.events.schema import Kind
-from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.recorder import Recorder
 
 STEP, KIND, NAME, START, DUR, NBYTES, COUNT = 0, 1, 2, 3, 4, 5, 6
 
 
-class Wrapper(nn.Module):
-    """A wrapper like DDP's: the model under ``.module``."""
-
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.module = module
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.module(x)
-
-
 @pytest.fixture
 def probe(tmp_path: Path):
-    recorder = Recorder(tmp_path / "rank-0.arrows", 0)
-    hooks = PhaseHooks(recorder)
-    hooks.install()
-    model = Wrapper(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)))
-    hooks.watch_forward(model)
-    try:
-        yield recorder, model
-    finally:
-        hooks.uninstall()
+    with watched(tmp_path) as watched_model:
+        yield watched_model
 
 
 def loader(n: int, batch: int = 4) -> DataLoader:
