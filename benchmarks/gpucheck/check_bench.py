@@ -96,10 +96,10 @@ def judge(plan: Plan, on: list[BenchRun], off: list[BenchRun]) -> list[CheckResu
 
 def check_bench(
     runner: Runner, plan: Plan, machine: Machine
-) -> tuple[list[CheckResult], float | None]:
-    """The results, and the images/s the workload measured (check 6 compares with it)."""
+) -> tuple[list[CheckResult], BenchRun | None]:
+    """The results, and the first run with the probe (check 6 compares with its images/s
+    and calibrates on it)."""
     if not plan.smoke and (reason := no_cuda(machine)):
         return [skip(c, reason) for c in CHECKS], None
     on, off = interleaved(runner, plan)
-    measured = on[0].bench["images_per_sec"]
-    return judge(plan, on, off), measured
+    return judge(plan, on, off), on[0]

@@ -211,6 +211,19 @@ def projection_ratio(projected: float, measured: float, hardware: str) -> CheckR
                                                          "measured": measured})  # fmt: skip
 
 
+def model_projection(
+    projected: float, measured: float, calibrated_on: str, model: str, limit_pct: float = 25.0
+) -> CheckResult:
+    """Another model projected with the fraction of peak the first reached on this GPU."""
+    diff = rel_diff_pct(projected, measured)
+    figure = (
+        f"{model} projected {projected:,.1f} (calibrated on {calibrated_on}) vs measured "
+        f"{measured:,.1f} images/s ({diff:+.1f} %, limit ±{limit_pct:g} %)"
+    )
+    return verdict("6.model", abs(diff) <= limit_pct, figure, projected=projected,
+                   measured=measured, diff_pct=diff)  # fmt: skip
+
+
 def copy_bytes(probe: float, batch: int, trace: float) -> CheckResult:
     """The probe's ``to_device`` bytes per step are the batch's, and the trace's copies'."""
     figure = (

@@ -16,6 +16,8 @@ class Plan:
     bench_steps: int = 60
     bench_warmup: int = 10
     overhead_pairs: int = 3
+    other_model: str = "resnet18"
+    """6.model: projected from check 2's run of ``bench_model`` and measured."""
     copy_iters: int = 10
     """Profiled steps of the copies' check (2.copy)."""
     comm_sizes: tuple[int, ...] = (4096, 1 << 20, 16 << 20)

@@ -1,7 +1,7 @@
 """Runs recorded on a lent GPU machine (tests/data/gpu_runs, docs/gpu.md): what the probe's
 CUDA paths wrote, analysed here exactly. resnet50 on an H100 with its batches copied from
 pageable memory: the ``to_device`` phase against the raw rows and the batch's own size, and
-the PAGEABLE_COPY finding with its share."""
+the PAGEABLE_COPY finding with its share; resnet18 projected from resnet50's calibration."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
+from scalescope.predict.project import ProjectOptions, project_run
 
 RUN = Path(__file__).resolve().parents[1] / "data" / "gpu_runs" / "h100_resnet50_pageable"
 
@@ -64,3 +65,28 @@ def test_the_phases_add_up_to_the_step_on_the_gpu(recorded) -> None:
     phases = sum(v for k, v in means.items() if k not in ("other", "step"))
     assert abs(phases / means["step"] - 1) < 0.05
     assert means["to_device"] > 0.05 * means["step"]
+
+
+def test_another_model_projected_from_the_gpu_runs_calibration() -> None:
+    """Calibrated on resnet50's run, resnet18 on the same H100 (same batch and images), against
+    resnet18's own recorded run: within ±25 % (issue 40 item 3); −12.1 % as recorded."""
+    other = RUN.parent / "h100_resnet18_pageable"
+    projection = project_run(RUN, ProjectOptions(nodes=(1,), model="resnet18"))
+    (point,) = projection.points
+    assert point.ranks == 1 and projection.hardware == "h100"
+    measured = json.loads((other / "bench.json").read_text())["images_per_sec"]
+    error = point.samples_per_s / measured - 1
+    assert abs(error) <= 0.25
+    assert error == pytest.approx(-0.121, abs=0.005)
+    roof = projection.roofline
+    ref = projection.reference
+    flops = ref.cost.flops_per_sample * ref.per_rank_batch / (ref.compute_ms / 1e3)
+    assert roof.efficiency == pytest.approx(flops / 67e12), "η against the H100's fp32 peak"
+
+
+def test_another_model_from_a_cpu_run_needs_the_hardware() -> None:
+    cpu = RUN.parents[1] / "runs" / "compute_resnet50" / "run"
+    with pytest.raises(ValueError, match="--model on a CPU run needs --hardware"):
+        project_run(cpu, ProjectOptions(nodes=(1,), model="resnet18"))
+    with pytest.raises(ValueError, match="--model 'nosuchnet'"):
+        project_run(RUN, ProjectOptions(nodes=(1,), model="nosuchnet"))

@@ -71,7 +71,7 @@ def project(command: ProjectCommand) -> None:
             nodes=int_list(c.nodes, "--nodes") or (), ranks_per_node=c.ranks_per_node,
             hardware=c.hardware, comm=c.comm, global_batch=c.global_batch,
             per_rank_batch=c.per_rank_batch, algorithm=c.algorithm,
-            epoch_samples=c.epoch_samples, efficiency=c.efficiency,
+            epoch_samples=c.epoch_samples, efficiency=c.efficiency, model=c.model,
         )  # fmt: skip
         written = write_projection(c.run_dir, options, c.json_file, c.html)  # type: ignore[arg-type]
     except ValueError as exc:

@@ -13,9 +13,10 @@ from scalescope.events.study import load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
 from scalescope.predict.catalogue import Hardware, load_hardware
 from scalescope.predict.cores import CoreScaling
+from scalescope.predict.costs import ModelCost, model_cost
 from scalescope.predict.inputs import Placement, RunInputs, run_inputs
 from scalescope.predict.model import StepTerms, Target, step_terms, transfer_slowdown
-from scalescope.predict.roofline import RooflineCompute, check_memory, target_compute
+from scalescope.predict.roofline import RooflineCompute, check_memory, run_gpu, target_compute
 
 IMAGENET_TRAIN = 1_281_167
 
@@ -34,6 +35,8 @@ class ProjectOptions:
     epoch_samples: int = IMAGENET_TRAIN
     efficiency: float | None = None
     """η on the target (fraction of its roofline) instead of the one measured here."""
+    model: str | None = None
+    """Another bench model of the same input, projected with the η this run reached."""
 
     def __post_init__(self) -> None:
         if not self.nodes or any(n < 1 for n in self.nodes):
@@ -181,9 +184,29 @@ def _notes(ref: RunInputs, opts: ProjectOptions, hw: Hardware | None) -> list[st
         )
     if hw is not None and opts.efficiency is not None:
         notes.append(f"η = {opts.efficiency:g} given (--efficiency), not measured here")
+    if opts.model is not None:
+        notes.append(
+            f"{opts.model} projected with the η this run's {ref.cost.model if ref.cost else '?'} "
+            "reached (its FLOPs and bytes per sample), and the run's data, copies and other "
+            "time per sample; its memory was not checked"
+        )
     if hw is not None and opts.comm is not None:
         notes.append("the α-β of --comm prices every link of the target (not its catalogue's)")
     return notes
+
+
+def other_model(ref: RunInputs, name: str | None) -> ModelCost | None:
+    """The cost of bench model ``name`` at the run's input size (``--model``)."""
+    if name is None:
+        return None
+    if ref.cost is None:
+        raise ValueError("--model needs the run's own model's FLOPs: a bench run's, not a script's")
+    cost = model_cost(name, {"model": name, "image_size": ref.cost.image_size})
+    if cost is None:
+        raise ValueError(
+            f"--model {name!r}: not a torchvision classifier whose FLOPs can be counted"
+        )
+    return cost
 
 
 def _point(
@@ -192,9 +215,11 @@ def _point(
     target = target_of(ref, opts, nodes, per_node, hw)
     hop = choose_hop(ref, opts.comm, hw, nodes)
     roof = None
+    model = other_model(ref, opts.model)
     if hw is not None:
-        roof = target_compute(ref, hw, per_node, target.per_rank_batch, opts.efficiency)
-        check_memory(ref, target.per_rank_batch, roof.share, hw)
+        roof = target_compute(ref, hw, per_node, target.per_rank_batch, opts.efficiency, model)
+        if model is None:
+            check_memory(ref, target.per_rank_batch, roof.share, hw)
     terms, band = predict_point(ref, target, hop, opts.algorithm, roof)
     global_batch = target.ranks * target.per_rank_batch
     low_ms, high_ms = terms.step_ms - band, terms.step_ms + band
@@ -258,9 +283,14 @@ def project_run(path: Path, opts: ProjectOptions) -> Projection:
 def project_inputs(ref: RunInputs, opts: ProjectOptions) -> Projection:
     """Project measured inputs (pure)."""
     hw = load_hardware(opts.hardware) if opts.hardware else None
+    if hw is None and opts.model is not None:
+        hw = run_gpu(ref)
+        if hw is None:
+            raise ValueError("--model on a CPU run needs --hardware (the CPU's peak per rank)")
     if hw is None and opts.efficiency is not None:
         raise ValueError("--efficiency sets η on other hardware: give --hardware too")
-    default = hw.default_ranks_per_node if hw is not None else ref.placement.ranks_per_node
+    own = hw is None or not opts.hardware  # the run's machine (its GPU for --model)
+    default = ref.placement.ranks_per_node if own else hw.default_ranks_per_node
     per_node = opts.ranks_per_node or default
     results = [_point(ref, opts, n, per_node, hw) for n in sorted(set(opts.nodes))]
     hops = [hop for _, hop, _ in results]

@@ -3,9 +3,12 @@
 Roofline: one sample takes ``max(F / P, B / W) / η`` on a rank with peak P FLOP/s and
 memory bandwidth W, for the model's F FLOPs and B bytes per sample at the rank's batch
 (``costs.py``). η is the fraction of the roofline the run reached here: its measured
-compute time per sample against ``F / P_here`` (P_here: the cores it ran on × the
-per-core peak estimated from the CPU's ISA and clock, ``diagnose.rules_flops``). The same
-η is assumed on the target: the framework's kernels are taken to be as good there as here.
+compute time per sample against ``F / P_here`` (P_here: on a CPU, the cores it ran on × the
+per-core peak estimated from the CPU's ISA and clock, ``diagnose.rules_flops``; on a GPU,
+the catalogue's peak of the device's model). The same η is assumed on the target: the
+framework's kernels are taken to be as good there as here. Another model of the same input
+(``project --model``) is projected with the η this run reached: calibrated on one model,
+its FLOPs and bytes give the other's compute.
 
 Memory: the run's peak (RSS or CUDA max allocated) at its batch, plus the activations of
 each extra sample (the forward outputs autograd keeps); a batch whose need exceeds the
@@ -17,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalescope.analyze.peak import clock_ghz, isa_rate
-from scalescope.predict.catalogue import Hardware
+from scalescope.predict.catalogue import Hardware, match_gpu
+from scalescope.predict.costs import ModelCost
 from scalescope.predict.inputs import RunInputs
 
 COMPUTE_BOUND, MEMORY_BOUND = "compute", "memory bandwidth"
@@ -42,7 +46,7 @@ class RooflineCompute:
     efficiency: float
     """η: fraction of the roofline reached here."""
     here_peak_flops: float
-    """Peak of the cores one rank used here."""
+    """Peak of what one rank used here: its GPU, or its cores."""
     share: RankShare
 
 
@@ -77,27 +81,48 @@ def here_peak_per_core(ref: RunInputs) -> float:
     return rate[0] * ghz * 1e9
 
 
+def run_gpu(ref: RunInputs) -> Hardware | None:
+    """The catalogue entry of the GPU the run used, None for a CPU run; a GPU that is not
+    in the catalogue is a ValueError (its peak is unknown)."""
+    gpus = ref.hardware.get("gpus") or []
+    if not gpus:
+        return None
+    name = str(gpus[0].get("name", "")) if isinstance(gpus[0], dict) else str(gpus[0])
+    hw = match_gpu(name)
+    if hw is None:
+        raise ValueError(f"the run's GPU {name!r} is not in the catalogue: its peak is unknown")
+    return hw
+
+
+def here_peak(ref: RunInputs) -> float:
+    """Peak FLOP/s of what one rank computed on here: its GPU, else its cores."""
+    gpu = run_gpu(ref)
+    if gpu is not None:
+        return gpu.peak(ref.precision)[0]
+    return here_peak_per_core(ref) * ref.placement.cores_per_rank
+
+
 def target_compute(
     ref: RunInputs,
     hw: Hardware,
     ranks_per_node: int,
     per_rank_batch: float,
     efficiency: float | None = None,
+    model: ModelCost | None = None,
 ) -> RooflineCompute:
     """Compute time per sample of one rank on ``hw`` (module docstring); ``efficiency``
-    replaces the η measured here (e.g. one known from the target)."""
+    replaces the η measured here (e.g. one known from the target); ``model``: another
+    model's cost, projected with this run's η (default: the run's own model)."""
     if ref.cost is None:
         raise ValueError(
             "--hardware needs the model's FLOPs, counted for bench runs only "
             "(a script's model is unknown)"
         )
-    if ref.hardware.get("gpus"):
-        raise ValueError("--hardware from a GPU run is not supported: record the run on CPU")
-    cost = ref.cost
-    here_peak = here_peak_per_core(ref) * ref.placement.cores_per_rank
+    cost = model or ref.cost
+    peak = here_peak(ref)
     measured_s = ref.compute_ms / 1e3 / ref.per_rank_batch
     if efficiency is None:
-        efficiency = cost.flops_per_sample / here_peak / measured_s
+        efficiency = ref.cost.flops_per_sample / peak / measured_s
     share = rank_share(hw, ranks_per_node, ref.precision)
     flops_s = cost.flops_per_sample / share.peak_flops
     bytes_s = cost.bytes_per_sample(per_rank_batch) / share.memory_bw_bytes_per_s
@@ -106,7 +131,7 @@ def target_compute(
         per_sample_ms=1e3 * max(flops_s, bytes_s) / efficiency,
         bound=bound,
         efficiency=efficiency,
-        here_peak_flops=here_peak,
+        here_peak_flops=peak,
         share=share,
     )
 

@@ -182,3 +182,13 @@ def test_times_on_the_cpu_are_figures_not_a_verdict():
     result = compare.times_agree("3.gloo-cpu.time", probe, trace, judged=False)
     assert result.status == INFO and "the trace times gloo's work" in result.figure
     assert result.data["worst_pct"] == pytest.approx(100 * (11748.3 / 2478.8 - 1))
+
+
+@pytest.mark.parametrize(
+    ("projected", "status"), [(1_000.0, "PASS"), (1_249.0, "PASS"), (751.0, "PASS"),
+                              (1_251.0, "FAIL"), (749.0, "FAIL")],
+)  # fmt: skip
+def test_another_models_projection_is_held_to_25_percent(projected, status):
+    result = compare.model_projection(projected, 1_000.0, "resnet50", "resnet18")
+    assert result.check == "6.model" and result.status == status
+    assert "calibrated on resnet50" in result.figure and "limit ±25 %" in result.figure

@@ -122,6 +122,9 @@ class ProjectCommand:
     """Samples per epoch (ImageNet-1k's training set)."""
     efficiency: float | None = option("--efficiency")
     """With --hardware: fraction of its roofline (default: as here)."""
+    model: str | None = option("--model")
+    """Another bench model of the same input (resnet18, ...), projected with the fraction of
+    peak this run reached (a GPU run, or give --hardware)."""
     validate: Path | None = option("--validate")
     """A scale study: fit on the smaller sizes, predict the largest."""
     holdout: int = option("--holdout", default=1)
