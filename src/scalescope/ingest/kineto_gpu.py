@@ -7,6 +7,11 @@ prefixed with ``void ``),
 them runs on any stream; the idle share is the rest of the window, the profiled steps
 (``ProfilerStep#N``) when the trace has them, else first to last device activity — the
 definition of Holistic Trace Analysis' temporal breakdown.
+
+Communication exposed on the GPU: the union of the NCCL kernels in the window, less its
+intersection with the union of the compute kernels (on any stream). The overlapped share
+is Holistic Trace Analysis' computation-communication overlap (``comm_comp_overlap``):
+the time communication kernels run while a compute kernel runs, over their time.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ MEMCPY = "gpu_memcpy"
 MEMSET = "gpu_memset"
 GPU_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 NCCL_MARK = "nccl"
+KINDS = ("kernel", "nccl_kernel", "memcpy", "memset")
 
 
 @dataclass
@@ -32,8 +38,11 @@ class GpuScan:
     counts: dict[str, int] = field(default_factory=dict)
     time_us: dict[str, float] = field(default_factory=dict)
     memcpy_bytes: int = 0
+    kinds: array = field(default_factory=lambda: array("b"))
+    """Per activity: its index in ``KINDS``."""
 
     def add(self, kind: str, start_us: float, dur_us: float, nbytes: int | None = None) -> None:
+        self.kinds.append(KINDS.index(kind))
         self.starts_us.append(start_us)
         self.ends_us.append(start_us + dur_us)
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -74,12 +83,27 @@ class GpuActivity:
     """Union of every device activity inside the window (streams that overlap count once)."""
     idle_pct: float
     """(window - busy) / window x 100."""
+    nccl_busy_ms: float = 0.0
+    """Union of the NCCL kernels inside the window."""
+    nccl_exposed_ms: float = 0.0
+    """Of which no compute kernel ran at the same time (on any stream)."""
+    nccl_overlap_pct: float | None = None
+    """(nccl_busy - nccl_exposed) / nccl_busy x 100, HTA's comm_comp_overlap; None
+    without NCCL kernels in the window."""
 
 
 def busy_union_us(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
     """Length of the union of [start, end) intervals clipped to [lo, hi)."""
+    block_starts, block_ends = merged_blocks(starts, ends, lo, hi)
+    return float(np.sum(block_ends - block_starts))
+
+
+def merged_blocks(
+    starts: np.ndarray, ends: np.ndarray, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals clipped to [lo, hi), as sorted disjoint blocks."""
     if len(starts) == 0 or hi <= lo:
-        return 0.0
+        return np.zeros(0), np.zeros(0)
     s, e = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
@@ -92,7 +116,37 @@ def busy_union_us(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) ->
     block_starts = s[new_block]
     block_ends = np.zeros(len(block_starts))
     np.maximum.at(block_ends, block_ids, reach)
-    return float(np.sum(block_ends - block_starts))
+    return block_starts, block_ends
+
+
+def covered_us(blocks: tuple[np.ndarray, np.ndarray], at: np.ndarray) -> np.ndarray:
+    """Length of ``blocks`` before each time of ``at``."""
+    bs, be = blocks
+    if len(bs) == 0:
+        return np.zeros(len(at))
+    before = np.concatenate([[0.0], np.cumsum(be - bs)])
+    i = np.searchsorted(bs, at, side="right")
+    inside = np.clip(at - bs[np.maximum(i - 1, 0)], 0.0, (be - bs)[np.maximum(i - 1, 0)])
+    return before[np.maximum(i - 1, 0)] + np.where(i > 0, inside, 0.0)
+
+
+def overlap_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of the intersection of two sets of disjoint blocks."""
+    starts, ends = a
+    if len(starts) == 0:
+        return 0.0
+    return float(np.sum(covered_us(b, ends) - covered_us(b, starts)))
+
+
+def _nccl_exposure(
+    kinds: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: float, hi: float
+) -> tuple[float, float]:
+    """(NCCL kernels' union, of which overlapped by compute kernels), in µs."""
+    nccl = kinds == KINDS.index("nccl_kernel")
+    compute = kinds == KINDS.index("kernel")
+    comm = merged_blocks(starts[nccl], ends[nccl], lo, hi)
+    busy = float(np.sum(comm[1] - comm[0]))
+    return busy, overlap_us(comm, merged_blocks(starts[compute], ends[compute], lo, hi))
 
 
 def gpu_activity(
@@ -114,6 +168,8 @@ def gpu_activity(
     lo, hi = window_us if window_us is not None else (float(starts.min()), float(ends.max()))
     busy = busy_union_us(starts, ends, lo, hi)
     window = max(hi - lo, 0.0)
+    kinds = np.concatenate([np.frombuffer(s.kinds, dtype=np.int8) for s, _ in parts])
+    comm, overlapped = _nccl_exposure(kinds, starts, ends, lo, hi)
     return GpuActivity(
         rank=rank,
         kernels=counts.get("kernel", 0),
@@ -128,4 +184,7 @@ def gpu_activity(
         window_ms=window / 1e3,
         busy_ms=busy / 1e3,
         idle_pct=100.0 * (1.0 - busy / window) if window > 0 else 0.0,
+        nccl_busy_ms=comm / 1e3,
+        nccl_exposed_ms=(comm - overlapped) / 1e3,
+        nccl_overlap_pct=100.0 * overlapped / comm if comm > 0 else None,
     )

@@ -109,3 +109,64 @@ def test_real_a100_nccl_trace() -> None:
     assert gpu.window_ms == pytest.approx((hi - lo) / 1e3)
     assert gpu.busy_ms == pytest.approx(union_by_loop(spans, lo, hi) / 1e3)
     assert gpu.idle_pct == pytest.approx(100 * (1 - gpu.busy_ms / gpu.window_ms))
+
+
+def overlap_by_sweep(
+    comm: list[tuple[float, float]], compute: list[tuple[float, float]], lo: float, hi: float
+) -> tuple[float, float]:
+    """(time some NCCL kernel runs, of which some compute kernel runs too) in [lo, hi), by a
+    sweep over every boundary."""
+    marks = sorted({lo, hi, *(t for s, e in comm + compute for t in (s, e) if lo < t < hi)})
+    busy = both = 0.0
+    for a, b in zip(marks, marks[1:], strict=False):
+        mid = (a + b) / 2
+        talking = any(s <= mid < e for s, e in comm)
+        if talking:
+            busy += b - a
+            both += (b - a) if any(s <= mid < e for s, e in compute) else 0.0
+    return busy, both
+
+
+def test_made_up_trace_exposed_communication(tmp_path: Path) -> None:
+    """NCCL [20,50) and [70,80) beside compute [10,30) and [25,40) on other streams: 20 of
+    the 40 us of communication overlap compute, 20 are exposed."""
+
+    def kernel(name: str, ts: float, dur: float, tid: int) -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0,
+                "tid": tid}  # fmt: skip
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "ts": 0, "dur": 100,
+         "pid": 1, "tid": 1},
+        kernel("volta_sgemm", 10, 20, 7), kernel("volta_sgemm", 25, 15, 8),
+        kernel("ncclDevKernel_AllReduce_Sum_f32", 20, 30, 9),
+        kernel("ncclDevKernel_AllReduce_Sum_f32", 70, 10, 9),
+    ]  # fmt: skip
+    (gpu,) = ingest(write_trace(tmp_path / "rank0.json", events)).gpu
+    assert gpu.nccl_busy_ms == pytest.approx(0.040)
+    assert gpu.nccl_exposed_ms == pytest.approx(0.020)
+    assert gpu.nccl_overlap_pct == pytest.approx(50.0)
+
+
+@needs_traces
+@pytest.mark.parametrize("name", ["hta_nccl_data_rank0.json.gz", "hta_sampled_rank-1.json.gz"])
+def test_real_traces_exposed_communication_against_a_sweep(name: str) -> None:
+    """HTA's real traces: the NCCL kernels' time overlapped by compute kernels (HTA's
+    comm_comp_overlap) against a sweep over the JSON's own events."""
+    path = TRACES / name
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    device = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    kernels = [e for e in device if e.get("cat") == "kernel"]
+    is_nccl = [e["name"][:64].lower().find("nccl") >= 0 for e in kernels]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e, n in zip(kernels, is_nccl, strict=True) if n]
+    compute = [(e["ts"], e["ts"] + e["dur"]) for e, n in zip(kernels, is_nccl, strict=True)
+               if not n]  # fmt: skip
+    steps = [e for e in device if e["name"].startswith("ProfilerStep#")]
+    lo = min(e["ts"] for e in steps) if steps else min(s for s, _ in comm + compute)
+    hi = max(e["ts"] + e["dur"] for e in steps) if steps else max(e for _, e in comm + compute)
+    busy, both = overlap_by_sweep(comm, compute, lo, hi)
+    (gpu,) = ingest(path).gpu
+    assert busy > 0
+    assert gpu.nccl_busy_ms == pytest.approx(busy / 1e3)
+    assert gpu.nccl_exposed_ms == pytest.approx((busy - both) / 1e3)
+    assert gpu.nccl_overlap_pct == pytest.approx(100 * both / busy)

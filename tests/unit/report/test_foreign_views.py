@@ -53,7 +53,9 @@ def test_horovod_tables_and_source_on_every_renderer():
 
 def test_gpu_activity_only_with_device_events():
     assert text(render_gpu_activity, result()) == ""
-    row = GpuActivity(0, 10, 5.0, 2, 1.5, 3, 0.5, 2048, 1, 0.1, 20.0, 6.0, 70.0)
+    row = GpuActivity(0, 10, 5.0, 2, 1.5, 3, 0.5, 2048, 1, 0.1, 20.0, 6.0, 70.0, 1.5, 1.2, 20.0)
     res = result(gpu=(row,))
     assert "2.00 KiB" in text(render_gpu_activity, res) and "70.0" in text(render_gpu_activity, res)
-    assert gpu_document(res).blocks[0].values[0][-1] == 70.0
+    assert gpu_document(res).blocks[0].values[0][-3:] == (70.0, 1.2, 20.0)
+    quiet = result(gpu=(GpuActivity(0, 10, 5.0, 0, 0.0, 3, 0.5, 2048, 1, 0.1, 20.0, 6.0, 70.0),))
+    assert gpu_document(quiet).blocks[0].rows[0][-1] == "–", "no NCCL kernel: no overlap"

@@ -14,7 +14,8 @@ COLUMNS = tuple(
     Column(name)
     for name in (
         "rank", "kernels", "kernel ms", "NCCL kernels", "NCCL ms", "memcpy", "memcpy ms",
-        "memcpy bytes", "memset", "window ms", "busy ms", "idle %",
+        "memcpy bytes", "memset", "window ms", "busy ms", "idle %", "NCCL exposed ms",
+        "NCCL overlap %",
     )
 )  # fmt: skip
 
@@ -25,7 +26,8 @@ def gpu_table(result: IngestResult) -> Table:
             str(g.rank), str(g.kernels), f"{g.kernel_ms:.2f}", str(g.nccl_kernels),
             f"{g.nccl_kernel_ms:.2f}", str(g.memcpys), f"{g.memcpy_ms:.2f}",
             fmt_bytes(g.memcpy_bytes), str(g.memsets), f"{g.window_ms:.2f}",
-            f"{g.busy_ms:.2f}", f"{g.idle_pct:.1f}",
+            f"{g.busy_ms:.2f}", f"{g.idle_pct:.1f}", f"{g.nccl_exposed_ms:.2f}",
+            "–" if g.nccl_overlap_pct is None else f"{g.nccl_overlap_pct:.1f}",
         )
         for g in result.gpu
     )  # fmt: skip
@@ -33,10 +35,14 @@ def gpu_table(result: IngestResult) -> Table:
         (
             g.rank, g.kernels, g.kernel_ms, g.nccl_kernels, g.nccl_kernel_ms, g.memcpys,
             g.memcpy_ms, g.memcpy_bytes, g.memsets, g.window_ms, g.busy_ms, g.idle_pct,
+            g.nccl_exposed_ms, g.nccl_overlap_pct,
         )
         for g in result.gpu
     )  # fmt: skip
-    title = "GPU activity (kernels, copies and NCCL kernels; idle = window not busy)"
+    title = (
+        "GPU activity (kernels, copies and NCCL kernels; idle = window not busy; NCCL exposed "
+        "= no compute kernel beside it)"
+    )
     return Table(title, COLUMNS, rows, values)
 
 
