@@ -82,6 +82,7 @@ def test_a_tensor_parallel_pair_counts_its_samples_once(tmp_path):
     assert [r.samples for r in steps.ranks] == [16 * measured] * 4
     assert steps.samples_per_s == pytest.approx(steps.total_samples / steps.span_s)
     assert {g.backend for g in analysis.groups if g.dim in ("dp", "tp")} == {"gloo"}
+    assert {w.dim for w in analysis.cross_rank.waits if w.op == "all_reduce"} >= {"dp", "tp"}
     tp = next(f for f in diagnose_run(run, analysis).findings if f.code.startswith("TP_"))
     assert tp.code == "TP_COMM" and tp.level == "info", "gloo: a share, never 'exposed'"
     tp_ms = next(d for d in analysis.dims if d.dim == "tp").ms_per_rank / measured

@@ -35,6 +35,7 @@ Thresholds (module constants, documented in docs/report-schema.md):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -340,12 +341,17 @@ def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
 
 
 def analyze_cross_rank(
-    run: Run, warmup_steps: int, slots: StepSlots | None = None, sides: P2PSides | None = None
+    run: Run,
+    warmup_steps: int,
+    slots: StepSlots | None = None,
+    sides: P2PSides | None = None,
+    dims: Mapping[str, str] | None = None,
 ) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
     ``slots``: the run's measured slots when the caller has them (``measured_slots``);
     ``sides``: its sends and recvs paired (``pair_p2p``), likewise. Their waiting for the
-    peer replaces their ``(group, seq)`` instances' waits."""
+    peer replaces their ``(group, seq)`` instances' waits. ``dims``: group label -> mesh
+    dimension or role, for the waits' rows (``groups.dims_of``)."""
     if len(run.events.ranks()) < 2:
         return None
     clocks = align_clocks(run)
@@ -363,7 +369,7 @@ def analyze_cross_rank(
     straggler = _straggler(waits, slots, run.events, sync)
     return CrossRankAnalysis(
         clocks=clocks,
-        waits=wait_stats(m, inst_ok, run.events.symbols) if m is not None else (),
+        waits=wait_stats(m, inst_ok, run.events.symbols, dims) if m is not None else (),
         ranks=waits,
         matched_instances=m.num_instances if m is not None else 0,
         unmatched_instances=m.unmatched if m is not None else 0,

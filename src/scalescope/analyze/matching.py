@@ -12,6 +12,7 @@ Everything is computed for all instances at once with sorts and segment reductio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,8 @@ class WaitStats:
     """Mean over instances and ranks of (completion − last arrival): moving the bytes."""
     wait_share_pct: float
     """wait / (wait + transfer) × 100."""
+    dim: str = ""
+    """The mesh dimension or role of its groups (analyze/groups.py); "" where not given."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class Matched:
     inst_tag: np.ndarray
     nbytes: np.ndarray
     unmatched: int
+    inst_group: np.ndarray | None = None
+    """Group symbol id of each instance."""
     """Instances some rank of the group never recorded or never completed."""
 
     @property
@@ -207,14 +212,37 @@ def _instances(
         inst_tag=rows.tag[first],
         nbytes=rows.nbytes[first],
         unmatched=unmatched,
+        inst_group=rows.group[first],
     )
 
 
-def wait_stats(m: Matched, inst_mask: np.ndarray, symbols: SymbolTable) -> tuple[WaitStats, ...]:
-    """WaitStats per (op, tag, nbytes) over the instances of ``inst_mask``, sorted by those."""
+def _inst_dims(
+    m: Matched, symbols: SymbolTable, dims: Mapping[str, str] | None
+) -> tuple[np.ndarray, list[str]]:
+    """Per instance, the index of its group's dimension in the returned names ("" first)."""
+    names = [""]
+    if not dims or m.inst_group is None:
+        return np.zeros(m.num_instances, dtype=np.int64), names
+    lookup = np.zeros(len(symbols.strings) + 1, dtype=np.int64)
+    for label, dim in dims.items():
+        sid = symbols.id_of(label)
+        if sid < 0:
+            continue
+        if dim not in names:
+            names.append(dim)
+        lookup[sid] = names.index(dim)
+    return lookup[m.inst_group], names
+
+
+def wait_stats(
+    m: Matched, inst_mask: np.ndarray, symbols: SymbolTable, dims: Mapping[str, str] | None = None
+) -> tuple[WaitStats, ...]:
+    """WaitStats per (op, tag, nbytes, dimension of the group: ``dims`` maps group labels
+    to it) over the instances of ``inst_mask``, sorted by those."""
     if not inst_mask.any():
         return ()
-    keys = np.stack([m.op, m.inst_tag, m.nbytes]).astype(np.int64)[:, inst_mask]
+    dim_of, dim_names = _inst_dims(m, symbols, dims)
+    keys = np.stack([m.op, m.inst_tag, m.nbytes, dim_of]).astype(np.int64)[:, inst_mask]
     uniq, inv = np.unique(keys, axis=1, return_inverse=True)
     inv = inv.reshape(-1)
     n = len(uniq[0])
@@ -244,6 +272,7 @@ def wait_stats(m: Matched, inst_mask: np.ndarray, symbols: SymbolTable) -> tuple
                 wait_avg_us=float(wait[i]) / 1e3,
                 transfer_avg_us=float(transfer[i]) / 1e3,
                 wait_share_pct=float(100.0 * wait[i] / busy) if busy > 0 else 0.0,
+                dim=dim_names[int(uniq[3, i])],
             )
         )
-    return tuple(sorted(out, key=lambda w: (w.op, w.tag, w.nbytes)))
+    return tuple(sorted(out, key=lambda w: (w.op, w.tag, w.nbytes, w.dim)))

@@ -175,7 +175,7 @@ def analyze_run(run: Run) -> RunAnalysis:
     end = meta.end_time
     duration = end - start if start is not None and end is not None and end >= start else None
     sides = pair_p2p(measured.events, align_clocks(measured))
-    cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots, sides)
+    cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots, sides, dims_of(groups))
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,

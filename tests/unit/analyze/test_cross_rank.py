@@ -25,6 +25,7 @@ from scalescope.analyze.cross_rank import (
     analyze_cross_rank,
     straggler_min_share_pct,
 )
+from scalescope.analyze.groups import dims_of
 from scalescope.analyze.step_slots import StepSlots, step_key
 from scalescope.events import PHASES, EventTable, RankMeta
 from scalescope.events.run import ClockSync
@@ -374,8 +375,9 @@ def test_single_rank_has_no_cross_rank_analysis(tmp_path):
 
 def test_analyze_run_carries_the_cross_rank_analysis(scenario):
     a = analyze_run(scenario)
-    assert a.cross_rank == analyze_cross_rank(scenario, WARMUP)
+    assert a.cross_rank == analyze_cross_rank(scenario, WARMUP, dims=dims_of(a.groups))
     assert a.cross_rank.straggler.rank == 1
+    assert {w.dim for w in a.cross_rank.waits} == {"world"}
 
 
 def _plain_types(obj) -> set[type]:

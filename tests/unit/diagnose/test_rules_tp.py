@@ -106,3 +106,14 @@ def test_a_tp_group_across_hosts_is_named(tmp_path) -> None:
         found.summary
     )
     assert any("inside a node" in r for r in found.remedies)
+
+
+def test_the_waits_carry_the_dimension(tmp_path) -> None:
+    """Each (group, seq) instance's wait is reported under its group's mesh dimension: per
+    dimension, its 2 groups x the measured steps."""
+    run = mesh_run(tmp_path, [(0, 1), (2, 3)], "gloo")
+    waits = analyze_run(run).cross_rank.waits
+    assert {(w.dim, w.instances) for w in waits} == {
+        ("tp", 2 * (STEPS - WARMUP)), ("dp", 2 * (STEPS - WARMUP)),
+    }  # fmt: skip
+    assert {w.nbytes for w in waits if w.dim == "tp"} == {TP_BYTES}

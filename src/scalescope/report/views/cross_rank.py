@@ -123,6 +123,7 @@ def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
     return rows
 
 
+DIM_COLUMN = Column("dimension", align="left")
 WAITS_COLUMNS = (
     Column("op", align="left", no_wrap=True),
     Column("tag", align="left"),
@@ -137,10 +138,13 @@ WAITS_COLUMNS = (
 
 
 def _waits_table(c: CrossRankAnalysis) -> Table:
+    """Per op, tag and size, and per dimension where some group is not the world's."""
+    by_dim = any(w.dim not in ("", "world") for w in c.waits)
     rows = tuple(
         (
             w.op,
             w.tag or NA,
+            *((w.dim or NA,) if by_dim else ()),
             f"{w.nbytes:,}",
             f"{w.instances:,}",
             f"{w.skew_avg_us:,.1f}",
@@ -151,9 +155,10 @@ def _waits_table(c: CrossRankAnalysis) -> Table:
         )
         for w in c.waits
     )
+    columns = (*WAITS_COLUMNS[:2], DIM_COLUMN, *WAITS_COLUMNS[2:]) if by_dim else WAITS_COLUMNS
     return Table(
         "Waiting for the last rank versus transfer, per op and size (measured steps)",
-        WAITS_COLUMNS,
+        columns,
         rows,
         caption="on rank 0's clock; arrival = issue, or the completion of the rank's previous "
         "collective of the group if later; wait = last arrival - arrival; "
