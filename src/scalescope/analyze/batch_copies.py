@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.events import EventTable, Kind
+from scalescope.events.schema import TO_DEVICE
 
-TO_DEVICE = "to_device"
 PAGEABLE_TAGS = ("pageable", "mixed")
 
 
@@ -23,10 +23,6 @@ class RankCopies:
     ms_per_step: float
     pageable_nbytes_per_step: float
     """Bytes of copies whose source was not pinned (all of a ``mixed`` row's)."""
-
-    @property
-    def gb_per_s(self) -> float | None:
-        return self.nbytes_per_step / self.ms_per_step / 1e6 if self.ms_per_step > 0 else None
 
 
 def batch_copies(events: EventTable, warmup_steps: int) -> tuple[RankCopies, ...]:

@@ -26,7 +26,9 @@ class Kind(IntEnum):
 
 PHASES = ("data", "to_device", "forward", "backward", "comm_wait", "optimizer")
 """Phase names in the order a step runs them."""
-OPTIONAL_PHASES = ("to_device",)
+TO_DEVICE = "to_device"
+"""The batch's copies to the device (probe/batch_copies.py)."""
+OPTIONAL_PHASES = (TO_DEVICE,)
 """Phases only some loops have (batches copied to a GPU): never reported missing."""
 
 EVAL = "eval"

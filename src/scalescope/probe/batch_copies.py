@@ -2,13 +2,13 @@
 
 Between a batch's fetch and the forward that takes it, ``Tensor.to``, ``Tensor.cuda`` and the
 conversions of ``METHODS`` are wrapped (and only then: outside that window they are torch's
-own, at no cost). A call on one
-of the batch's tensors whose result lies on another device is a copy: its bytes, its host
-time, and whether the source was pinned. The copies of one batch become one phase row
-(``nbytes``: their bytes, ``count``: the tensors, ``tag``: ``pinned``, ``pageable`` or
-``mixed``). On CUDA its duration is the device time between events recorded before the
-first copy and after the last, as the other phases are timed: a copy from pageable memory
-also waits for the stream, and that wait is the previous phases', not the copy's.
+own, at no cost). A call on one of the batch's tensors whose result lies on another device
+is a copy: its bytes, its host time, and whether the source was pinned. The copies of one
+batch become one phase row (``nbytes``: their bytes, ``count``: the tensors, ``tag``:
+``pinned``, ``pageable`` or ``mixed``). On CUDA its duration is the device time between
+events recorded before the first copy and after the last, as the other phases are timed:
+from when the stream was free (a wait for the previous phases' kernels stays theirs) to the
+last copy's end, the driver's staging of pageable memory included (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from typing import Any
 
 import torch
 
+from scalescope.events.schema import TO_DEVICE
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
 
-TO_DEVICE = "to_device"
+__all__ = ["TO_DEVICE", "BatchCopies", "batch_tensors"]
 PINNED, PAGEABLE, MIXED = "pinned", "pageable", "mixed"
 _NBYTES, _COUNT, _TAG = 5, 6, 10
 """Indexes of a recorder row's fields."""
