@@ -28,6 +28,7 @@ from scalescope.diagnose.rules_placement import (
     UnboundRule,
 )
 from scalescope.diagnose.rules_ranks import ImbalanceRule, NodeStragglerRule, StragglerRule
+from scalescope.diagnose.rules_zero import ZERO_RULES
 
 
 class Rule(Protocol):
@@ -48,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     CommLatencyRule(),
     CommBandwidthRule(),
     *FSDP_RULES,
+    *ZERO_RULES,
     *RANK_ONLY_RULES,
     NodeStragglerRule(),
     StragglerRule(),
