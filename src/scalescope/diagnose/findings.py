@@ -91,6 +91,8 @@ BOTTLENECKS: dict[str, str] = {
     "INDEPENDENT_REPLICAS": "no data parallelism",
     "FSDP_EXPOSED_GATHER": "communication (FSDP all-gather)",
     "FSDP_SMALL_UNITS": "communication latency (FSDP units too small)",
+    "ZERO3_PARAM_GATHER": "communication (ZeRO 3 parameter all-gather)",
+    "ZERO_EXCHANGE": "communication (ZeRO gradient and parameter exchange)",
     "SLOW_LINK": "slow link",
     "TP_COMM_EXPOSED": "communication (tensor parallel)",
     "TP_COMM": "communication (tensor parallel)",
@@ -150,6 +152,11 @@ SUMMARIES: dict[str, str] = {
     "({ms:.1f} ms) and compute does not hide them",
     "FSDP_SMALL_UNITS": "{units} FSDP units of {size} on average: {calls:.0f} all-gathers and "
     "reduce-scatters per step, each too small to use the network ({share:.0f}% of the step)",
+    "ZERO3_PARAM_GATHER": "ZeRO 3's parameter all-gathers take {share:.0f}% of the step "
+    "({ms:.1f} ms per step, {size} gathered) and compute does not hide them",
+    "ZERO_EXCHANGE": "ZeRO {stage}'s gradient reductions and parameter all-gathers take "
+    "{share:.0f}% of the step ({ms:.1f} ms per step, {size} moved) and compute does not hide "
+    "them",
     "UNEXPLAINED": "{name} is {value:.0f}{unit} (the {section} section), and no rule "
     "accounts for it",
     "SLOW_LINK": "the link {where} is slow: its {n} group(s) take {ms:.2f} ms per {op} of "
@@ -300,6 +307,22 @@ REMEDIES: dict[str, str] = {
     "fsdp_no_reshard": "`fully_shard(block, reshard_after_forward=False)` for the last units "
     "({units}): their parameters stay gathered from forward to backward, which saves "
     "{regathers} all-gathers per step for their memory",
+    "zero3_prefetch": "gather further ahead in fewer, larger messages: raise "
+    "`zero_optimization.stage3_prefetch_bucket_size` (and `stage3_max_live_parameters`) so "
+    "the next layers' parameters are fetched while this one computes",
+    "zero_overlap": "`zero_optimization.overlap_comm: true` and `contiguous_gradients: true`: "
+    "collectives on their own stream under the backward, gradients copied into one buffer as "
+    "they are produced",
+    "zero3_persist": "raise `zero_optimization.stage3_param_persistence_threshold`: "
+    "parameters below it stay gathered on every rank (no all-gather for the small ones)",
+    "zero3_to_stage2": "where the parameters fit on each rank, ZeRO stage 2 "
+    "(`zero_optimization.stage: 2`) gathers no parameters in forward and backward: only the "
+    "updated partitions once per step",
+    "zero_hpz_mics": "across nodes, shard the parameters within a node and gather inside it: "
+    "hpZ (`zero_hpz_partition_size`: the ranks per node) or MiCS (`mics_shard_size`: the ranks "
+    "per node)",
+    "zero_buckets": "larger buckets, fewer calls: raise `zero_optimization.reduce_bucket_size` "
+    "and `allgather_bucket_size` (e.g. 5e8)",
     "fsdp_bigger_units": "wrap bigger blocks: call fully_shard on groups of layers (fewer, "
     "larger units) so each all-gather and reduce-scatter carries at least {size}",
     "fully_shard": "shard parameters, gradients and optimizer state across the ranks: "

@@ -29,6 +29,7 @@ from scalescope.diagnose.rules_placement import (
 )
 from scalescope.diagnose.rules_ranks import ImbalanceRule, NodeStragglerRule, StragglerRule
 from scalescope.diagnose.rules_tp import TP_RULES
+from scalescope.diagnose.rules_zero import ZERO_RULES
 
 
 class Rule(Protocol):
@@ -50,6 +51,7 @@ RULES: tuple[Rule, ...] = (
     CommBandwidthRule(),
     *FSDP_RULES,
     *TP_RULES,
+    *ZERO_RULES,
     *RANK_ONLY_RULES,
     NodeStragglerRule(),
     StragglerRule(),

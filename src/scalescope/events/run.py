@@ -90,6 +90,8 @@ class RankMeta(msgspec.Struct, kw_only=True):
     no model was timed or its layers could not be told (probe/model_layers.py)."""
     groups: dict[str, GroupMeta] = msgspec.field(default_factory=dict)
     """The process groups it issued collectives on (label -> members, mesh dimension)."""
+    zero_stage: int | None = None
+    """The ZeRO stage of its DeepSpeed engine (0-3); None without one."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

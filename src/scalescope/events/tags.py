@@ -3,7 +3,11 @@
 ``user``: the script's own calls; DDP's: ``gradients`` (its buckets), ``parameters`` and
 ``buffers`` (its broadcasts); FSDP's, one per unit (the module's name, ``root`` for the
 outermost): ``unshard:NAME`` (the parameter all-gather) and ``reduce_grads:NAME`` (the
-gradient reduce-scatter, and HSDP's all-reduce).
+gradient reduce-scatter, and HSDP's all-reduce); DeepSpeed ZeRO's (the stage is in the rank's
+meta): ``zero_gather_params`` (the parameter all-gather: ZeRO 3's fetch and prefetch, ZeRO 1/2's
+gather of the updated partitions after the step), ``zero_reduce_grads`` (the gradient reduce,
+all-reduce or reduce-scatter) and ``zero_step`` (the ZeRO optimizer's own: norms, overflow
+checks); the engine's construction (its broadcast of the parameters) is ``parameters``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ USER = "user"
 GRADIENTS = "gradients"
 UNSHARD = "unshard"
 REDUCE_GRADS = "reduce_grads"
-GRADIENT_EXCHANGE = (GRADIENTS, REDUCE_GRADS)
+ZERO_GATHER = "zero_gather_params"
+ZERO_REDUCE = "zero_reduce_grads"
+ZERO_STEP = "zero_step"
+PARAMETERS = "parameters"
+GRADIENT_EXCHANGE = (GRADIENTS, REDUCE_GRADS, ZERO_REDUCE)
 """Kinds of tag that say the ranks exchanged gradients (data parallelism of some kind)."""
 ROOT_UNIT = "root"
 

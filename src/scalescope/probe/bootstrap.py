@@ -300,6 +300,7 @@ def _record_end(
         meta.optimizer_param_bytes = probe.optimizer_param_bytes
         meta.layer_shares = model_layer_shares(probe)
         meta.groups = groups_meta(probe)
+        meta.zero_stage = getattr(probe, "zero_stage", None)
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error

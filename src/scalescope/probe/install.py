@@ -13,6 +13,7 @@ from scalescope.probe.batch_p2p import BatchP2P
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
+from scalescope.probe.deepspeed import DeepSpeedPatch
 from scalescope.probe.fsdp import FSDPPatch
 from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
@@ -66,6 +67,7 @@ class Probe:
             settle=self.group_hooks.completions.settle if self.group_hooks else None,
         )
         self.fsdp = FSDPPatch()
+        self.deepspeed = DeepSpeedPatch(self.phases)
         self.fsdp_knobs = FSDPKnobs()
         self.mesh = MeshNames(self.collectives.groups)
         self.clock = ClockHooks()
@@ -89,6 +91,7 @@ class Probe:
         self.phases.install()
         self.ddp.install()
         self.fsdp.install()
+        self.deepspeed.install()
         self.fsdp_knobs.install()
         self.mesh.install()
         self.clock.install()
@@ -102,6 +105,7 @@ class Probe:
         self.clock.uninstall()
         self.ddp.uninstall()
         self.fsdp.uninstall()
+        self.deepspeed.uninstall()
         self.fsdp_knobs.uninstall()
         self.mesh.uninstall()
         self.phases.uninstall()
@@ -133,6 +137,10 @@ class Probe:
     @property
     def optimizer_param_bytes(self) -> int | None:
         return self.phases.stepped_param_bytes
+
+    @property
+    def zero_stage(self) -> int | None:
+        return self.deepspeed.zero_stage
 
     @property
     def errors(self) -> list[str]:

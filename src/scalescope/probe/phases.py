@@ -17,7 +17,8 @@ the DDP module's forward while training (grad enabled, ``module.training``), sum
 forwards of the step (gradient accumulation). A forward outside training (grad disabled or
 the module in eval mode: evaluation) is the phase ``eval``, and so are the batches fetched
 for it; neither counts as training. ``torch.save`` is the phase ``checkpoint`` with the bytes
-it wrote.
+it wrote. A DeepSpeed engine's ``backward`` and ``step`` are its phases, and its step ends
+the step (probe/deepspeed.py).
 
 An optimizer that runs the model inside ``step(closure)`` (Lightning, LBFGS) has forward and
 backward inside its step: the optimizer phase is then its own time only, in pieces around
@@ -93,6 +94,10 @@ class PhaseHooks:
         self._searched_model = False
         self.stepped_param_bytes: int | None = None
         """Bytes of the parameters the stepping optimizer updates (set at its first step)."""
+        self.engine_backward = False
+        """Inside a DeepSpeed engine's ``backward``: that is the phase (probe/deepspeed.py)."""
+        self.engine_step = False
+        """Inside a DeepSpeed engine's ``step``: it times the optimizer and ends the step."""
 
     def install(self) -> None:
         it = dataloader._BaseDataLoaderIter
@@ -275,6 +280,8 @@ class PhaseHooks:
     def _patched_backward(self, original: Any) -> Any:
         @functools.wraps(original)
         def backward(*args: Any, **kwargs: Any) -> Any:
+            if self.engine_backward:
+                return original(*args, **kwargs)
             self._last_bucket_ns = None
             self._events.pop("bucket", None)
             start = time.perf_counter_ns()
@@ -300,6 +307,8 @@ class PhaseHooks:
             self._phase("comm_wait", compute_end, end, "bucket", "backward_end")
 
     def _optimizer_pre(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if self.engine_step:
+            return
         if self._stepping_optimizer is None:
             self._stepping_optimizer = id(optimizer)
         if id(optimizer) == self._stepping_optimizer:
@@ -309,6 +318,8 @@ class PhaseHooks:
             self.recorder.enter_phase("optimizer", self._optimizer_start)
 
     def _optimizer_post(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if self.engine_step and self.stepped_param_bytes is None:
+            self.stepped_param_bytes = _param_bytes(optimizer)
         if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
             return
         end = time.perf_counter_ns()
@@ -320,9 +331,7 @@ class PhaseHooks:
         self._optimizer_start = self._optimizer_piece = None
         self.recorder.end_step(end)
         if self.stepped_param_bytes is None:
-            self.stepped_param_bytes = sum(
-                p.numel() * p.element_size() for g in optimizer.param_groups for p in g["params"]
-            )
+            self.stepped_param_bytes = _param_bytes(optimizer)
         if not self.forward_watched and not self._searched_model:
             self._watch_stepped_model(optimizer)
 
@@ -337,6 +346,10 @@ class PhaseHooks:
             )
             return
         self.watch_forward(module)
+
+
+def _param_bytes(optimizer: Any) -> int:
+    return sum(p.numel() * p.element_size() for g in optimizer.param_groups for p in g["params"])
 
 
 UNCLAIMED_MAX = 64
