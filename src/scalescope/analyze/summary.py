@@ -21,6 +21,7 @@ from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
+from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import StepAnalysis, analyze_steps, counted_once
 from scalescope.analyze.whatif import WhatIf, what_if
@@ -113,6 +114,9 @@ class RunAnalysis:
     p2p: P2PAnalysis | None = None
     """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
     without sends or recvs that name their peer."""
+    pipeline: PipelineAnalysis | None = None
+    """Pipeline stages: compute per microbatch, bubble, the bound stage, a block move
+    (analyze/pipeline.py); None without a pipeline."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -176,6 +180,8 @@ def analyze_run(run: Run) -> RunAnalysis:
     duration = end - start if start is not None and end is not None and end >= start else None
     sides = pair_p2p(measured.events, align_clocks(measured))
     cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots, sides)
+    p2p = analyze_p2p(measured.events, sides, slots) if sides is not None else None
+    stages = {r: m.pipeline for r, m in run.ranks.items() if m.pipeline is not None}
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,
@@ -196,7 +202,8 @@ def analyze_run(run: Run) -> RunAnalysis:
             measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
         ),
         cross_rank=cross_rank,
-        p2p=analyze_p2p(measured.events, sides, slots) if sides is not None else None,
+        p2p=p2p,
+        pipeline=analyze_pipeline(measured.events, stages, meta.warmup_steps, p2p),
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),

@@ -28,6 +28,7 @@ from scalescope.diagnose.rules_placement import (
     UnboundRule,
 )
 from scalescope.diagnose.rules_ranks import ImbalanceRule, NodeStragglerRule, StragglerRule
+from scalescope.diagnose.rules_stages import STAGE_RULES
 
 
 class Rule(Protocol):
@@ -49,6 +50,7 @@ RULES: tuple[Rule, ...] = (
     CommBandwidthRule(),
     *FSDP_RULES,
     *RANK_ONLY_RULES,
+    *STAGE_RULES,
     NodeStragglerRule(),
     StragglerRule(),
     SlowLinkRule(),
