@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 import pytest
-from conftest import SCRIPTS, run_then_report
 
+from conftest import SCRIPTS, run_then_report
 from scalescope.events import Kind, load_run
 
 MICRO, BLOCKS, BATCH, HIDDEN, STEPS, WARMUP = 4, 8, 128, 512, 8, 2
@@ -113,6 +113,7 @@ def test_the_balanced_bubble_is_the_schedules_theory(tmp_path):
     """Heavier microbatches, so that compute outweighs the transfers' latency; needs
     otherwise idle cores."""
     for schedule in ("gpipe", "1f1b"):
+        (tmp_path / schedule).mkdir()
         _, report, _ = _run(tmp_path / schedule, schedule, BLOCKS // 2, hidden=1024, steps=12)
         pipe = report["pipeline"]
         for f in pipe["ranks"]:
