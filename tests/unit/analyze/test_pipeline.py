@@ -99,12 +99,16 @@ def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
     assert not {"STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"} & set(findings)
 
 
+CHAIN_BATCH = 8
+"""Samples every stage of the hand-written chain counts per step (its inputs' rows)."""
+
+
 def chain_rows(rank: int, world: int) -> list[tuple]:
     """A hand-written GPipe step of one microbatch: activations forward, gradients back."""
     out = []
     for s in range(STEPS):
         t = s * STEP_MS
-        out.append(row(s, Kind.STEP, "step", t, STEP_MS))
+        out.append(row(s, Kind.STEP, "step", t, STEP_MS, count=CHAIN_BATCH))
         if rank > 0:
             out.append(row(s, Kind.COLLECTIVE, "recv", t + 10 * rank, 1, seq=4 * s, peer=rank - 1))
         if rank < world - 1:
@@ -128,7 +132,12 @@ def test_stages_of_a_hand_written_chain_are_inferred(tmp_path):
         mine = chain_rows(stage, world)
         back = {s: r for r, s in order.items()}
         rows[rank] = [[(*r[:11], back[r[11]] if r[11] >= 0 else -1) for r in mine]]
-    pipe = analyze_run(make_run(tmp_path, rows, world_size=world)).pipeline
+    analysis = analyze_run(make_run(tmp_path, rows, world_size=world))
+    pipe = analysis.pipeline
     assert pipe.schedule == "inferred" and pipe.stages == 3 and pipe.microbatches == 1
     assert {f.rank: f.stage for f in pipe.ranks} == order
     assert pipe.move is None
+    measured = STEPS - 1  # warm-up: 1 step
+    assert analysis.steps.total_samples == CHAIN_BATCH * measured  # the first stage's only
+    span_s = measured * STEP_MS / 1e3
+    assert analysis.steps.samples_per_s == pytest.approx(CHAIN_BATCH * measured / span_s)
