@@ -17,6 +17,10 @@ from conftest import SCRIPTS, run_then_report
 from scalescope.events import Kind, load_run
 
 MICRO, BLOCKS, BATCH, HIDDEN, STEPS, WARMUP = 4, 8, 128, 512, 8, 2
+CLOCK_LINE = re.compile(
+    r"PP_CLOCK rank=(?P<rank>\d+) samples_per_s=(?P<sps>[\d.]+) step_ms=(?P<step>[\d.]+) "
+    r"compute_ms=(?P<compute>[\d.]+)"
+)
 REPLICA_WORDS = ("cores are shared or slower", "more CPU time than the others for the same")
 
 
@@ -28,12 +32,8 @@ def _run(tmp, schedule: str, split: int, hidden: int = HIDDEN, steps: int = STEP
     )  # fmt: skip
     clocks = {
         int(m["rank"]): {k: float(v) for k, v in m.groupdict().items() if k != "rank"}
-        for m in (
-            re.search(r"rank=(?P<rank>\d+) samples_per_s=(?P<sps>[\d.]+) "
-                      r"step_ms=(?P<step>[\d.]+) compute_ms=(?P<compute>[\d.]+)", line)
-            for line in proc.stdout.splitlines() if "PP_CLOCK" in line
-        ) if m
-    }  # fmt: skip
+        for m in CLOCK_LINE.finditer(proc.stdout)  # two ranks' lines may share one
+    }
     assert sorted(clocks) == [0, 1], proc.stdout[-2000:]
     return load_run(tmp / "run"), report, clocks
 

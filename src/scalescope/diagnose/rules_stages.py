@@ -11,7 +11,7 @@ from scalescope.diagnose.rules_input import DiagnosisInput
 
 BUBBLE_PCT = 15.0
 """A stage idle this share of its step (%) in the bubble is a finding."""
-IMBALANCE_GAIN_PCT = 5.0
+IMBALANCE_GAIN_PCT = 10.0
 """A block move that shortens the step by this share (%) or more is a finding."""
 CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
 """Findings that account for ranks of unequal busy time (a stage's lateness is its work)."""
