@@ -148,3 +148,13 @@ def test_without_group_hooks_batch_isend_irecv_is_recorded_with_its_peers(tmp_pa
     assert (colls.dur_ns >= 0).all(), "every async send and recv completed at its wait"
     test_each_send_meets_one_recv_and_wait_plus_transfer_is_its_call(run)
     test_the_stages_before_the_heavy_one_wait_for_it_in_communication(run)
+
+
+def test_the_stages_are_inferred_from_the_chain(pipeline_run):
+    """No ``torch.distributed.pipelining`` here: rank r is stage r of the chain, read from
+    its sends and recvs; the heavy last stage bounds it."""
+    pipe = analyze_run(pipeline_run).pipeline
+    assert pipe is not None and pipe.schedule == "inferred"
+    assert (pipe.stages, pipe.microbatches) == (STAGES, MICRO)
+    assert {f.rank: f.stage for f in pipe.ranks} == {r: r for r in range(STAGES)}
+    assert pipe.bound_stage == STAGES - 1

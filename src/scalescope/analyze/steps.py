@@ -102,6 +102,17 @@ def counted_once(steps: StepAnalysis, dims: dict[str, int]) -> StepAnalysis:
     )  # fmt: skip
 
 
+def first_stage_only(steps: StepAnalysis, first_stage: set[int]) -> StepAnalysis:
+    """``steps`` with the samples of a pipeline's first stage only (``first_stage``: its
+    ranks): a later stage processes the same samples again (a hand-written loop's later
+    stages count their inputs' leading dimension; torch.distributed.pipelining's count none)."""
+    total = sum(r.samples for r in steps.ranks if r.rank in first_stage)
+    if total == steps.total_samples:
+        return steps
+    rate = total / steps.span_s if steps.span_s and total > 0 else None
+    return replace(steps, total_samples=total, samples_per_s=rate)
+
+
 @dataclass(frozen=True)
 class _Runs:
     """Each rank's run of slots (slots are sorted by rank, then step): statistics of all

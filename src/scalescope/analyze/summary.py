@@ -21,8 +21,14 @@ from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
+from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
 from scalescope.analyze.step_slots import measured_slots
-from scalescope.analyze.steps import StepAnalysis, analyze_steps, counted_once
+from scalescope.analyze.steps import (
+    StepAnalysis,
+    analyze_steps,
+    counted_once,
+    first_stage_only,
+)
 from scalescope.analyze.whatif import WhatIf, what_if
 from scalescope.events import Run, RunMeta
 
@@ -113,6 +119,9 @@ class RunAnalysis:
     p2p: P2PAnalysis | None = None
     """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
     without sends or recvs that name their peer."""
+    pipeline: PipelineAnalysis | None = None
+    """Pipeline stages: compute per microbatch, bubble, the bound stage, a block move
+    (analyze/pipeline.py); None without a pipeline."""
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -176,6 +185,10 @@ def analyze_run(run: Run) -> RunAnalysis:
     duration = end - start if start is not None and end is not None and end >= start else None
     sides = pair_p2p(measured.events, align_clocks(measured))
     cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots, sides, dims_of(groups))
+    p2p = analyze_p2p(measured.events, sides, slots) if sides is not None else None
+    stages = {r: m.pipeline for r, m in run.ranks.items() if m.pipeline is not None}
+    pipeline = analyze_pipeline(measured.events, stages, meta.warmup_steps, p2p)
+    steps = _counted_once(analyze_steps(measured.events, meta.warmup_steps, slots), groups)
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,
@@ -191,12 +204,13 @@ def analyze_run(run: Run) -> RunAnalysis:
         warmup_steps=meta.warmup_steps,
         ranks=ranks,
         problems=tuple(run.problems),
-        steps=_counted_once(analyze_steps(measured.events, meta.warmup_steps, slots), groups),
+        steps=_pipeline_once(steps, pipeline),
         collectives=analyze_collectives(
             measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
         ),
         cross_rank=cross_rank,
-        p2p=analyze_p2p(measured.events, sides, slots) if sides is not None else None,
+        p2p=p2p,
+        pipeline=pipeline,
         hang=run_hang(run) if meta.probe else None,
         pauses=pauses,
         links=analyze_links(measured, meta.warmup_steps),
@@ -221,6 +235,14 @@ def _counted_once(
 ) -> StepAnalysis | None:
     named = {g.dim: len(g.ranks) for g in groups if g.named}
     return counted_once(steps, named) if steps is not None else None
+
+
+def _pipeline_once(
+    steps: StepAnalysis | None, pipeline: PipelineAnalysis | None
+) -> StepAnalysis | None:
+    if steps is None or pipeline is None:
+        return steps
+    return first_stage_only(steps, {f.rank for f in pipeline.ranks if f.stage == 0})
 
 
 def without_pauses(run: Run, pauses: PauseAnalysis | None) -> Run:

@@ -25,6 +25,7 @@ from scalescope.diagnose.rules_input import (
     share_pct,
 )
 from scalescope.diagnose.rules_ranks import straggler_cost
+from scalescope.diagnose.rules_stages import CODES as STAGE_CODES
 
 RANK_ONLY_CODES = tuple(RANK_ONLY.values())
 
@@ -57,12 +58,14 @@ def _cross_rank_costs(ctx: DiagnosisInput, step_ms: float | None) -> list[Analys
         cost = share_pct(straggler_cost(cr, cr.straggler.rank) or 0.0, step_ms)
         out.append(
             AnalysisCost(f"what rank {cr.straggler.rank} costs the others", "across ranks", cost,
-                         "% of step time", "straggler_cost_pct", ("STRAGGLER", *RANK_ONLY_CODES))
+                         "% of step time", "straggler_cost_pct",
+                         ("STRAGGLER", *RANK_ONLY_CODES, *STAGE_CODES))
         )  # fmt: skip
     if cr.load_imbalance_pct is not None:
         out.append(
             AnalysisCost("load imbalance", "across ranks", cr.load_imbalance_pct, "%",
-                         "imbalance_pct", ("LOAD_IMBALANCE", "STRAGGLER", *RANK_ONLY_CODES))
+                         "imbalance_pct", ("LOAD_IMBALANCE", "STRAGGLER", *RANK_ONLY_CODES,
+                          *STAGE_CODES))
         )  # fmt: skip
     return out
 

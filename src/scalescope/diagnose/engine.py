@@ -21,6 +21,7 @@ from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
 from scalescope.diagnose.rules_links import explained_by_links
 from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, time_slicing
 from scalescope.diagnose.rules_ranks import straggler_does_own_work
+from scalescope.diagnose.rules_stages import REPLICA_CODES, different_stages
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run
 from scalescope.events.files import BENCH_FILE
@@ -228,6 +229,8 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     Consistent with the analysis by construction: a figure of it above a finding's
     threshold that no rule accounted for is an ``UNEXPLAINED`` warning (consistency.py)."""
     found, not_judged = evaluate_rules(ctx, rules)
+    if different_stages(ctx):  # stages do different work: never compared as replicas
+        found = [f for f in found if f.code not in REPLICA_CODES]
     found += unexplained(ctx, found)
     attributed = attribute(found, time_slicing(ctx), straggler_does_own_work(ctx))
     findings = rank_findings(replayed_savings(explained_by_links(ctx, attributed), ctx.analysis))

@@ -97,6 +97,8 @@ BOTTLENECKS: dict[str, str] = {
     "TP_COMM_EXPOSED": "communication (tensor parallel)",
     "TP_COMM": "communication (tensor parallel)",
     "TP_ACROSS_NODES": "placement (tensor parallel across nodes)",
+    "PIPELINE_BUBBLE": "pipeline bubble",
+    "STAGE_IMBALANCE": "pipeline stage imbalance",
 }
 """Bottleneck of each finding code; ``BUILD_*`` codes are ``build``."""
 
@@ -113,6 +115,10 @@ SUMMARIES: dict[str, str] = {
     "messages ({calls:.0f} collectives per step)",
     "COMM_BANDWIDTH": "exposed communication takes {share:.0f}% of the step moving "
     "{mbytes:.1f} MB per step",
+    "PIPELINE_BUBBLE": "stage {stage} idles {share:.0f}% of each step in the pipeline's "
+    "bubble ({schedule}, {stages} stages, {m} microbatches: theory {theory:.0f}%)",
+    "STAGE_IMBALANCE": "the pipeline's stages are imbalanced: stage {stage} computes {ms:.1f} "
+    "ms per microbatch, stage {light} {light_ms:.1f} ms; stage {stage} bounds the step",
     "STRAGGLER": "rank {rank} is late{where}: it is busy {share:.0f}% of a step longer than "
     "the others, who wait for it",
     "STRAGGLER_OUTSIDE": "time outside the recorded phases of rank {rank}: {ms:.0f} ms per "
@@ -169,6 +175,15 @@ SUMMARIES: dict[str, str] = {
 }
 
 REMEDIES: dict[str, str] = {
+    "more_microbatches": "split the batch into {m} microbatches instead of {now} "
+    "(n_microbatches): the bubble's theory falls to {pct:.0f}%",
+    "interleaved": "hold {v} stages per rank with an interleaved schedule "
+    "(ScheduleInterleaved1F1B): the bubble's theory falls to {pct:.0f}%",
+    "zero_bubble": "a zero-bubble schedule (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) "
+    "fills the bubble with the weight gradients' backward",
+    "move_blocks": "move {n} block(s) ({names}) from stage {source} to stage {target}: the "
+    "slowest stage then computes {slowest:.1f} ms per microbatch, predicted step "
+    "{step:.1f} ms (now {now:.1f} ms)",
     "workers": "load batches while the step runs: `scalescope bench --workers {n}`, i.e. "
     "DataLoader(num_workers={n}, persistent_workers=True, prefetch_factor=2)",
     "more_workers": "the {n} workers per rank do not keep up: raise `--workers` "

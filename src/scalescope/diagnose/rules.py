@@ -28,6 +28,7 @@ from scalescope.diagnose.rules_placement import (
     UnboundRule,
 )
 from scalescope.diagnose.rules_ranks import ImbalanceRule, NodeStragglerRule, StragglerRule
+from scalescope.diagnose.rules_stages import STAGE_RULES
 from scalescope.diagnose.rules_tp import TP_RULES
 from scalescope.diagnose.rules_zero import ZERO_RULES
 
@@ -53,6 +54,7 @@ RULES: tuple[Rule, ...] = (
     *TP_RULES,
     *ZERO_RULES,
     *RANK_ONLY_RULES,
+    *STAGE_RULES,
     NodeStragglerRule(),
     StragglerRule(),
     SlowLinkRule(),

@@ -43,6 +43,31 @@ class GroupMeta(msgspec.Struct, kw_only=True):
     runs recorded before, or where torch could not say."""
 
 
+class BlockMeta(msgspec.Struct, kw_only=True):
+    """One block of a pipeline stage (a direct child of its submodule): its time per step."""
+
+    name: str
+    forward_ns: list[int] = msgspec.field(default_factory=list)
+    """Entry ``s``: the block's forward time in step ``s``, summed over its microbatches."""
+    backward_ns: list[int] = msgspec.field(default_factory=list)
+    """The same for its backward (from the gradient of its output to that of its input)."""
+
+
+class PipelineMeta(msgspec.Struct, kw_only=True):
+    """What ``torch.distributed.pipelining`` said of this rank's part of a pipeline."""
+
+    stage: int
+    """Its (first) stage index."""
+    stages: int
+    """Stages of the pipeline."""
+    stages_held: list[int] = msgspec.field(default_factory=list)
+    """Every stage index this rank holds (more than one in an interleaved schedule)."""
+    schedule: str = ""
+    """The schedule's class name (``ScheduleGPipe``, ``Schedule1F1B``, ...)."""
+    microbatches: int = 0
+    blocks: list[BlockMeta] = msgspec.field(default_factory=list)
+
+
 class RankMeta(msgspec.Struct, kw_only=True):
     """What one rank writes about itself (``ranks/rank-N.json``)."""
 
@@ -92,6 +117,9 @@ class RankMeta(msgspec.Struct, kw_only=True):
     """The process groups it issued collectives on (label -> members, mesh dimension)."""
     zero_stage: int | None = None
     """The ZeRO stage of its DeepSpeed engine (0-3); None without one."""
+    pipeline: PipelineMeta | None = None
+    """Its pipeline stage, read from ``torch.distributed.pipelining``; None elsewhere and in
+    older files."""
 
 
 class RunMeta(msgspec.Struct, kw_only=True):

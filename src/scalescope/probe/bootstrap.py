@@ -24,6 +24,7 @@ from typing import Any
 from scalescope.events.run import (
     ClockSync,
     GroupMeta,
+    PipelineMeta,
     RankMeta,
     rank_meta_path,
     write_json_atomic,
@@ -291,6 +292,14 @@ def groups_meta(probe: Any) -> dict[str, GroupMeta]:
         return {}
 
 
+def pipeline_meta(probe: Any) -> PipelineMeta | None:
+    """The rank's pipeline stage; None on any failure (as ``groups_meta``)."""
+    try:
+        return probe.pipeline.meta(probe.steps)
+    except Exception:  # a stage torch tore down under us
+        return None
+
+
 def _record_end(
     run_dir: Path, meta: RankMeta, probe: Any, status: str, code: int, error: str | None
 ) -> None:
@@ -301,6 +310,7 @@ def _record_end(
         meta.layer_shares = model_layer_shares(probe)
         meta.groups = groups_meta(probe)
         meta.zero_stage = getattr(probe, "zero_stage", None)
+        meta.pipeline = pipeline_meta(probe)
         meta.probe_errors = list(probe.errors)
         meta.clock = [ClockSync(**asdict(s)) for s in probe.clock.samples]
     meta.status, meta.exit_code, meta.error = status, code, error

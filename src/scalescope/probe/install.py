@@ -22,6 +22,7 @@ from scalescope.probe.live import LiveProbe, StartStages
 from scalescope.probe.mesh import MeshNames
 from scalescope.probe.p2p import P2PWaits
 from scalescope.probe.phases import PhaseHooks
+from scalescope.probe.pipeline import PipelineProbe
 from scalescope.probe.recorder import Recorder
 
 WAY_VARIABLE = "SCALESCOPE_COLLECTIVES"
@@ -60,6 +61,7 @@ class Probe:
         self.collectives.completions = self.p2p.completions
         self.batch_p2p = BatchP2P(self.recorder, self.collectives.groups, self.collectives.complete)
         self.phases = PhaseHooks(self.recorder)
+        self.pipeline = PipelineProbe(self.recorder, self.phases)
         self.ddp = DDPPatch(
             self.recorder,
             self.phases,
@@ -89,6 +91,7 @@ class Probe:
             self.functional.install()
         self.p2p.install()
         self.phases.install()
+        self.pipeline.install()
         self.ddp.install()
         self.fsdp.install()
         self.deepspeed.install()
@@ -108,6 +111,7 @@ class Probe:
         self.deepspeed.uninstall()
         self.fsdp_knobs.uninstall()
         self.mesh.uninstall()
+        self.pipeline.uninstall()
         self.phases.uninstall()
         self.batch_p2p.uninstall()
         self.collectives.uninstall()
@@ -144,7 +148,7 @@ class Probe:
 
     @property
     def errors(self) -> list[str]:
-        return self.recorder.errors + self.clock.errors + self.mesh.errors
+        return self.recorder.errors + self.clock.errors + self.mesh.errors + self.pipeline.errors
 
     @property
     def groups(self) -> dict[str, tuple[list[int], str, str]]:

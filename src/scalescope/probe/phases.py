@@ -68,6 +68,9 @@ class PhaseHooks:
         self._optimizer_piece: int | None = None
         """Start of the optimizer's current piece of own time; None while a forward or
         backward runs inside its step (a closure)."""
+        self.paused = 0
+        """Above 0 inside a pipeline stage's chunk (probe/pipeline.py): it records the
+        forward and backward itself."""
         self._nested = False
         """The current optimizer step ran forward or backward inside it."""
         self._forward_name = "forward"
@@ -237,6 +240,8 @@ class PhaseHooks:
             self.cuda.span(row, first, last)
 
     def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        if self.paused:
+            return
         training = torch.is_grad_enabled() and _in_training(module)
         self.copies.close(TO_DEVICE if training else EVAL)
         self._forward_start = time.perf_counter_ns()
@@ -280,7 +285,7 @@ class PhaseHooks:
     def _patched_backward(self, original: Any) -> Any:
         @functools.wraps(original)
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if self.engine_backward:
+            if self.engine_backward or self.paused:
                 return original(*args, **kwargs)
             self._last_bucket_ns = None
             self._events.pop("bucket", None)

@@ -31,6 +31,7 @@ from scalescope.report.formatting import (
 from scalescope.report.views.cross_rank import cross_rank_section
 from scalescope.report.views.hang import hang_lines
 from scalescope.report.views.p2p import p2p_section
+from scalescope.report.views.pipeline import pipeline_section
 from scalescope.report.views.rank_summary import (
     ALL_IN_JSON,
     RANK_ROWS_LIMIT,
@@ -511,6 +512,7 @@ def run_document(a: RunAnalysis) -> Document:
         _collectives(a),
         cross_rank_section(a),
         p2p_section(a),
+        pipeline_section(a),
         whatif_section(a.whatif),
     )
     return Document(f"scalescope report: run {a.run_id}", tuple(b for b in blocks if b is not None))

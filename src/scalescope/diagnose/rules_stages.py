@@ -1,0 +1,162 @@
+"""Pipeline stages: the bubble, and stages of unequal cost (analyze/pipeline.py).
+
+Ranks of different stages do different work: the rules that compare ranks as replicas
+(``REPLICA_CODES``) are dropped for them (``different_stages``)."""
+
+from __future__ import annotations
+
+from scalescope.analyze.pipeline import PipelineAnalysis, StageFigures, theory_bubble_pct
+from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.rules_input import DiagnosisInput
+
+BUBBLE_PCT = 15.0
+"""A stage idle this share of its step (%) in the bubble is a finding."""
+IMBALANCE_GAIN_PCT = 10.0
+"""A block move that shortens the step by this share (%) or more is a finding."""
+CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
+"""Findings that account for ranks of unequal busy time (a stage's lateness is its work)."""
+REPLICA_CODES = frozenset({"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"})
+"""Findings that compare ranks as replicas doing the same work."""
+
+
+def different_stages(ctx: DiagnosisInput) -> bool:
+    """The ranks hold different pipeline stages."""
+    pipe = ctx.analysis.pipeline
+    return pipe is not None and len({f.stage for f in pipe.ranks}) > 1
+
+
+def _idlest(pipe: PipelineAnalysis) -> StageFigures:
+    return max(pipe.ranks, key=lambda f: f.bubble_pct)
+
+
+def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
+    p, m = pipe.stages, pipe.microbatches
+    return (
+        remedy("more_microbatches", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m)),
+        remedy("interleaved", v=2 * pipe.chunks_per_rank,
+               pct=theory_bubble_pct(p, m, 2 * pipe.chunks_per_rank)),
+        remedy("zero_bubble"),
+    )  # fmt: skip
+
+
+class PipelineBubbleRule:
+    """A stage idles ``BUBBLE_PCT`` or more of its step. Saving: the bubble's theory at twice
+    the microbatches, taken off the step (the measured bubble beyond the theory is left)."""
+
+    name = "pipeline bubble"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        pipe = ctx.analysis.pipeline
+        if pipe is None or not pipe.ranks:
+            return None
+        f = _idlest(pipe)
+        if f.bubble_pct < BUBBLE_PCT:
+            return None
+        better = theory_bubble_pct(pipe.stages, 2 * pipe.microbatches, pipe.chunks_per_rank)
+        saved = max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0)
+        return Finding(
+            code="PIPELINE_BUBBLE",
+            bottleneck=bottleneck("PIPELINE_BUBBLE"),
+            summary=summary(
+                "PIPELINE_BUBBLE",
+                stage=f.stage,
+                share=f.bubble_pct,
+                schedule=pipe.schedule,
+                stages=pipe.stages,
+                m=pipe.microbatches,
+                theory=pipe.theory_bubble_pct,
+            ),  # fmt: skip
+            share_pct=round(f.bubble_pct, 1),
+            saved_ms_per_step=round(saved, 2),
+            evidence=(
+                Evidence(
+                    "bubble of the idlest stage",
+                    round(f.bubble_pct, 1),
+                    "% of step time",
+                    BUBBLE_PCT,
+                    ">=",
+                ),
+                Evidence("bubble per step", round(f.bubble_ms, 1), "ms"),
+                Evidence("of it, blocked waiting for the peer", round(f.wait_ms, 1), "ms"),
+                Evidence(
+                    "schedule's theory (p-1)/(v*m+p-1)",
+                    round(pipe.theory_bubble_pct, 1),
+                    "% of step time",
+                ),
+            ),  # fmt: skip
+            remedies=_bubble_remedies(pipe),
+            rank=f.rank,
+            basis="estimate: the step less the theory's bubble at twice the microbatches",
+        )
+
+
+class StageImbalanceRule:
+    """The bound stage computes more per microbatch than another, and moving border blocks
+    shortens the predicted step by ``IMBALANCE_GAIN_PCT`` or more."""
+
+    name = "pipeline stage imbalance"
+
+    def not_judged(self, ctx: DiagnosisInput) -> tuple[str, ...]:
+        pipe = ctx.analysis.pipeline
+        if pipe is not None and not any(f.blocks for f in pipe.ranks):
+            return (f"{self.name}: no per-block times (a pipeline not built with "
+                    "torch.distributed.pipelining)",)  # fmt: skip
+        return ()
+
+    def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
+        pipe = ctx.analysis.pipeline
+        move = pipe.move if pipe is not None else None
+        if pipe is None or move is None:
+            return None
+        saved = pipe.step_ms - move.predicted_step_ms
+        share = 100 * saved / pipe.step_ms if pipe.step_ms else 0.0
+        if share < IMBALANCE_GAIN_PCT:
+            return None
+        heavy = max(pipe.ranks, key=lambda f: f.compute_ms_per_microbatch)
+        light = min(pipe.ranks, key=lambda f: f.compute_ms_per_microbatch)
+        return Finding(
+            code="STAGE_IMBALANCE",
+            bottleneck=bottleneck("STAGE_IMBALANCE"),
+            summary=summary(
+                "STAGE_IMBALANCE",
+                stage=heavy.stage,
+                ms=heavy.compute_ms_per_microbatch,
+                light=light.stage,
+                light_ms=light.compute_ms_per_microbatch,
+            ),  # fmt: skip
+            share_pct=round(share, 1),
+            saved_ms_per_step=round(saved, 2),
+            evidence=tuple(
+                Evidence(
+                    f"stage {f.stage} compute per microbatch",
+                    round(f.compute_ms_per_microbatch, 2),
+                    "ms",
+                )
+                for f in pipe.ranks
+            )
+            + (
+                Evidence("predicted step after the move", round(move.predicted_step_ms, 1), "ms"),
+                Evidence("measured step", round(pipe.step_ms, 1), "ms"),
+            ),  # fmt: skip
+            remedies=(
+                remedy(
+                    "move_blocks",
+                    n=move.blocks,
+                    names=", ".join(move.names),
+                    source=move.source,
+                    target=move.target,
+                    slowest=move.slowest_ms_per_microbatch,
+                    step=move.predicted_step_ms,
+                    now=pipe.step_ms,
+                ),
+            ),  # fmt: skip
+            rank=heavy.rank,
+            basis="estimate: step - (m + p - 1) x the slowest stage's compute per microbatch "
+            "saved by the move",
+        )
+
+
+STAGE_RULES = (PipelineBubbleRule(), StageImbalanceRule())

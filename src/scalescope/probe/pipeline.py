@@ -1,0 +1,188 @@
+"""A rank's part of a ``torch.distributed.pipelining`` pipeline: its stage, the schedule,
+each microbatch's forward and backward, and each block's time.
+
+``_PipelineStageBase.__init__`` gives the stage (index, count, submodule) and
+``_PipelineSchedule.__init__`` the schedule (its class, ``n_microbatches``). Each
+``forward_one_chunk`` and ``backward_one_chunk`` is a ``forward`` or ``backward`` phase
+row with the microbatch index in ``seq``; the generic phase hooks stand aside inside them
+(``PhaseHooks.paused``), so a stage's forward is the sum of its microbatches', counted once.
+Samples are counted on the first stage only (the inputs of its microbatches): the later
+stages see the same samples again.
+
+Blocks are the submodule's direct children. Forward hooks time each block's forward. A
+block's backward runs from its full-backward pre-hook (the gradient of its output is ready)
+to the next block's (autograd walks the chain backwards), the last one to the chunk's end:
+a hook on the gradient of the block's input would miss the first block, whose input needs
+none. Summed per step, kept in memory and written in the rank's meta (``PipelineMeta.blocks``).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from scalescope.events.run import BlockMeta, PipelineMeta
+from scalescope.probe.phases import PhaseHooks, batch_size_of
+from scalescope.probe.post_import import when_imported
+from scalescope.probe.recorder import Recorder
+
+_SEQ = 9
+
+
+class BlockClock:
+    """Forward and backward time of one block, summed per step."""
+
+    def __init__(self, name: str, module: Any, recorder: Recorder, marks: list) -> None:
+        self.name = name
+        self.recorder = recorder
+        self.forward_ns: dict[int, int] = {}
+        self.backward_ns: dict[int, int] = {}
+        self._fwd_start: int | None = None
+        self._marks = marks
+        module.register_forward_pre_hook(self._fwd_pre)
+        module.register_forward_hook(self._fwd_post)
+        module.register_full_backward_pre_hook(self._bwd_pre)
+
+    def add(self, into: dict[int, int], ns: int) -> None:
+        step = self.recorder.step
+        into[step] = into.get(step, 0) + ns
+
+    def _fwd_pre(self, _module: Any, _args: Any) -> None:
+        self._fwd_start = time.perf_counter_ns()
+
+    def _fwd_post(self, _module: Any, _args: Any, _out: Any) -> None:
+        if self._fwd_start is not None:
+            self.add(self.forward_ns, time.perf_counter_ns() - self._fwd_start)
+            self._fwd_start = None
+
+    def _bwd_pre(self, _module: Any, _grad_out: Any) -> None:
+        self._marks.append((self, time.perf_counter_ns()))
+
+    def per_step(self, steps: int) -> tuple[list[int], list[int]]:
+        return (
+            [self.forward_ns.get(s, 0) for s in range(steps)],
+            [self.backward_ns.get(s, 0) for s in range(steps)],
+        )
+
+
+class PipelineProbe:
+    """Wraps the stage's and the schedule's methods; never fails the user's pipeline."""
+
+    def __init__(self, recorder: Recorder, phases: PhaseHooks) -> None:
+        self.recorder = recorder
+        self.phases = phases
+        self.stage_indices: list[int] = []
+        self.stages = 0
+        self.schedule = ""
+        self.microbatches = 0
+        self.blocks: list[BlockClock] = []
+        self._marks: list[tuple[BlockClock, int]] = []
+        """(block, when its backward began) in the current backward chunk."""
+        self.errors: list[str] = []
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._stops: list[Any] = []
+
+    def install(self) -> None:
+        self._stops = [
+            when_imported("torch.distributed.pipelining.stage", self._patch_stage),
+            when_imported("torch.distributed.pipelining.schedules", self._patch_schedule),
+        ]
+
+    def uninstall(self) -> None:
+        for stop in self._stops:
+            stop()
+        for cls, name, original in reversed(self._saved):
+            setattr(cls, name, original)
+        self._saved, self._stops = [], []
+
+    def _wrap(self, cls: Any, name: str, make: Any) -> None:
+        original = cls.__dict__.get(name)
+        if original is None:
+            return
+        self._saved.append((cls, name, original))
+        setattr(cls, name, functools.wraps(original)(make(original)))
+
+    def _patch_stage(self, module: Any) -> None:
+        cls = getattr(module, "_PipelineStageBase", None)
+        if cls is None:
+            return
+        self._wrap(cls, "__init__", self._stage_init)
+        self._wrap(cls, "forward_one_chunk", lambda f: self._chunk(f, "forward"))
+        self._wrap(cls, "backward_one_chunk", lambda f: self._chunk(f, "backward"))
+
+    def _patch_schedule(self, module: Any) -> None:
+        cls = getattr(module, "_PipelineSchedule", None)
+        if cls is not None:
+            self._wrap(cls, "__init__", self._schedule_init)
+
+    def _stage_init(self, original: Any) -> Any:
+        def __init__(stage: Any, *args: Any, **kwargs: Any) -> None:
+            original(stage, *args, **kwargs)
+            try:
+                self._add_stage(stage)
+            except Exception as exc:  # the stage is the user's: record, never raise
+                self.errors.append(f"pipeline stage not read: {type(exc).__name__}: {exc}")
+
+        return __init__
+
+    def _add_stage(self, stage: Any) -> None:
+        self.stage_indices.append(int(stage.stage_index))
+        self.stages = int(stage.num_stages)
+        prefix = f"stage{stage.stage_index}." if len(self.stage_indices) > 1 else ""
+        for name, child in stage.submod.named_children():
+            self.blocks.append(BlockClock(prefix + name, child, self.recorder, self._marks))
+
+    def _schedule_init(self, original: Any) -> Any:
+        def __init__(schedule: Any, *args: Any, **kwargs: Any) -> None:
+            original(schedule, *args, **kwargs)
+            self.schedule = type(schedule).__name__
+            self.microbatches = int(getattr(schedule, "_n_microbatches", 0) or 0)
+
+        return __init__
+
+    def _chunk(self, original: Any, name: str) -> Any:
+        recorder, phases = self.recorder, self.phases
+
+        def chunk(stage: Any, chunk_id: int, *args: Any, **kwargs: Any) -> Any:
+            if name == "forward" and getattr(stage, "is_first", False) and args:
+                recorder.forward_samples += batch_size_of(args[0])
+            start = time.perf_counter_ns()
+            recorder.enter_phase(name, start)
+            phases.paused += 1
+            try:
+                return original(stage, chunk_id, *args, **kwargs)
+            finally:
+                phases.paused -= 1
+                end = time.perf_counter_ns()
+                row = recorder.phase(name, start, end)
+                row[_SEQ] = int(chunk_id)
+                if name == "backward":
+                    self._close_backward(end)
+
+        return chunk
+
+    def _close_backward(self, end_ns: int) -> None:
+        """Each marked block's backward: until the next block's began, the last one's until
+        the chunk's end."""
+        marks = self._marks
+        for (block, at), then in zip(marks, [t for _, t in marks[1:]] + [end_ns], strict=True):
+            block.add(block.backward_ns, then - at)
+        marks.clear()
+
+    def meta(self, steps: int) -> PipelineMeta | None:
+        """The rank's ``PipelineMeta``; None where no stage was built."""
+        if not self.stage_indices:
+            return None
+        blocks = []
+        for b in self.blocks:
+            fwd, bwd = b.per_step(steps)
+            blocks.append(BlockMeta(name=b.name, forward_ns=fwd, backward_ns=bwd))
+        return PipelineMeta(
+            stage=min(self.stage_indices),
+            stages=self.stages,
+            stages_held=sorted(self.stage_indices),
+            schedule=self.schedule,
+            microbatches=self.microbatches,
+            blocks=blocks,
+        )

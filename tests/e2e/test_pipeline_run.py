@@ -1,0 +1,120 @@
+"""A two-stage ``torch.distributed.pipelining`` run (tests/e2e/scripts/pp_train.py) under
+``scalescope run``: the stages and schedule recorded, each microbatch's forward and backward,
+the blocks' times, the bubble against the stage's own clock and the schedule's theory, the
+imbalance named with the blocks to move, and samples/s against the script's clock.
+
+Structure, not timing, in the default suite (two runs on 2 shared cores); the bubble against
+the theory needs quiet cores: ``heavy``."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from conftest import SCRIPTS, run_then_report
+from scalescope.events import Kind, load_run
+
+MICRO, BLOCKS, BATCH, HIDDEN, STEPS, WARMUP = 4, 8, 128, 512, 8, 2
+CLOCK_LINE = re.compile(
+    r"PP_CLOCK rank=(?P<rank>\d+) samples_per_s=(?P<sps>[\d.]+) step_ms=(?P<step>[\d.]+) "
+    r"compute_ms=(?P<compute>[\d.]+)"
+)
+REPLICA_WORDS = ("cores are shared or slower", "more CPU time than the others for the same")
+
+
+def _run(tmp, schedule: str, split: int, hidden: int = HIDDEN, steps: int = STEPS):
+    proc, report = run_then_report(
+        2, "--warmup-steps", WARMUP, SCRIPTS / "pp_train.py", "--schedule", schedule,
+        "--split", split, "--blocks", BLOCKS, "--micro", MICRO, "--batch", BATCH,
+        "--hidden", hidden, "--steps", steps, "--warmup", WARMUP, cwd=tmp,
+    )  # fmt: skip
+    clocks = {
+        int(m["rank"]): {k: float(v) for k, v in m.groupdict().items() if k != "rank"}
+        for m in CLOCK_LINE.finditer(proc.stdout)  # two ranks' lines may share one
+    }
+    assert sorted(clocks) == [0, 1], proc.stdout[-2000:]
+    return load_run(tmp / "run"), report, clocks
+
+
+@pytest.fixture(scope="module")
+def balanced(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("pp_balanced"), "gpipe", BLOCKS // 2)
+
+
+@pytest.fixture(scope="module")
+def unbalanced(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("pp_unbalanced"), "1f1b", 2)
+
+
+def test_each_rank_records_its_stage_the_schedule_and_its_blocks(balanced, unbalanced):
+    for (run, _, _), schedule, split in ((balanced, "ScheduleGPipe", 4),
+                                         (unbalanced, "Schedule1F1B", 2)):  # fmt: skip
+        for rank, meta in run.ranks.items():
+            p = meta.pipeline
+            assert (p.stage, p.stages, p.schedule, p.microbatches) == (rank, 2, schedule, MICRO)
+            blocks = split if rank == 0 else BLOCKS - split
+            assert [b.name for b in p.blocks] == [str(i) for i in range(blocks)]
+            for b in p.blocks:
+                assert len(b.forward_ns) == meta.steps and min(b.forward_ns[WARMUP:]) > 0
+                assert min(b.backward_ns[WARMUP:]) > 0
+
+
+def test_each_microbatch_is_one_forward_and_one_backward_row(balanced):
+    run, _, _ = balanced
+    ev = run.events
+    for name in ("forward", "backward"):
+        rows = ev.select((ev.kind == Kind.PHASE) & (ev.name == ev.symbols.id_of(name)))
+        for rank in (0, 1):
+            for step in range(WARMUP, STEPS):
+                mine = rows.select((rows.rank == rank) & (rows.step == step))
+                assert sorted(mine.seq.tolist()) == list(range(MICRO)), (name, rank, step)
+
+
+def test_the_bubble_agrees_with_each_stages_own_clock(balanced, unbalanced):
+    """The script's idle share (1 - its chunks' time / its step) is the bubble plus what the
+    probe counts as work outside the chunks: the transfers and the optimizer."""
+    for _, report, clocks in (balanced, unbalanced):
+        pipe = report["pipeline"]
+        for f in pipe["ranks"]:
+            clock = clocks[f["rank"]]
+            clock_idle = 100 * (1 - clock["compute"] / clock["step"])
+            ours = f["bubble_pct"] + 100 * (f["transfer_ms"] + f["optimizer_ms"]) / f["step_ms"]
+            assert abs(ours - clock_idle) <= 5, (f, clock)
+        assert pipe["theory_bubble_pct"] == pytest.approx(100 * 1 / (MICRO + 1))
+
+
+def test_the_unbalanced_run_names_the_heavier_stage_and_the_blocks_to_move(unbalanced):
+    _, report, _ = unbalanced
+    pipe = report["pipeline"]
+    assert pipe["bound_stage"] == 1
+    move = pipe["move"]
+    assert (move["source"], move["target"]) == (1, 0) and move["blocks"] >= 1
+    assert move["predicted_step_ms"] < pipe["step_ms"]
+    findings = report["diagnosis"]["findings"]
+    imbalance = [f for f in findings if f["code"] == "STAGE_IMBALANCE"]
+    assert imbalance and "from stage 1 to stage 0" in imbalance[0]["remedies"][0]
+    codes = {f["code"] for f in findings}
+    assert not codes & {"STRAGGLER", "LOAD_IMBALANCE", "NODE_STRAGGLER", "INDEPENDENT_REPLICAS"}
+    text = " ".join(r for f in findings for r in (f["summary"], *f["remedies"]))
+    assert not any(w in text for w in REPLICA_WORDS)
+
+
+def test_samples_per_s_counts_the_pipeline_once(balanced, unbalanced):
+    for _, report, clocks in (balanced, unbalanced):
+        ours = report["steps"]["samples_per_s"]
+        clock = np.mean([c["sps"] for c in clocks.values()])
+        assert ours == pytest.approx(clock, rel=0.05)
+
+
+@pytest.mark.heavy
+def test_the_balanced_bubble_is_the_schedules_theory(tmp_path):
+    """Heavier microbatches, so that compute outweighs the transfers' latency; needs
+    otherwise idle cores."""
+    for schedule in ("gpipe", "1f1b"):
+        (tmp_path / schedule).mkdir()
+        _, report, _ = _run(tmp_path / schedule, schedule, BLOCKS // 2, hidden=1024, steps=12)
+        pipe = report["pipeline"]
+        for f in pipe["ranks"]:
+            assert abs(f["bubble_pct"] - pipe["theory_bubble_pct"]) <= 5, (schedule, f)

@@ -1,0 +1,143 @@
+"""Pipeline stages on hand-built runs with known times (analyze/pipeline.py): the bubble,
+the schedule's theory, the bound stage, the block move and its predicted step, and stages
+inferred from a chain of sends and recvs."""
+
+from __future__ import annotations
+
+import pytest
+from analyze_runs import make_run
+
+from scalescope.analyze import analyze_run
+from scalescope.analyze.pipeline import theory_bubble_pct
+from scalescope.diagnose.engine import diagnose_run
+from scalescope.events import Kind
+from scalescope.events.run import BlockMeta, PipelineMeta, RankMeta
+
+MS = 1_000_000
+STEP_MS, MICRO, STEPS = 200, 4, 3
+BLOCK_FWD_MS, BLOCK_BWD_MS = 6, 12
+"""Every block's forward and backward per step (all microbatches)."""
+BLOCKS = {0: 2, 1: 6}
+OPT_MS = {0: 1, 1: 2}
+
+
+def row(step: int, kind: Kind, name: str, start_ms: float, dur_ms: float, seq: int = -1,
+        peer: int = -1, count: int = 0) -> tuple:  # fmt: skip
+    return (step, int(kind), name, int(start_ms * MS), int(dur_ms * MS), 0, count, "", "0" if
+            peer >= 0 else "", seq, "user" if peer >= 0 else "", peer)  # fmt: skip
+
+
+def stage_rows(rank: int) -> list[tuple]:
+    """Each microbatch's forward and backward: the stage's blocks' share of the step."""
+    fwd = BLOCKS[rank] * BLOCK_FWD_MS / MICRO
+    bwd = BLOCKS[rank] * BLOCK_BWD_MS / MICRO
+    out = []
+    for s in range(STEPS):
+        t = s * STEP_MS
+        out.append(row(s, Kind.STEP, "step", t, STEP_MS, count=32 if rank == 0 else 0))
+        for mb in range(MICRO):
+            out.append(row(s, Kind.PHASE, "forward", t + 10 * mb, fwd, seq=mb))
+            out.append(row(s, Kind.PHASE, "backward", t + 100 + 20 * mb, bwd, seq=mb))
+        out.append(row(s, Kind.PHASE, "optimizer", t + STEP_MS - 5, OPT_MS[rank]))
+    return out
+
+
+def meta(rank: int) -> RankMeta:
+    blocks = [
+        BlockMeta(name=str(i), forward_ns=[BLOCK_FWD_MS * MS] * STEPS,
+                  backward_ns=[BLOCK_BWD_MS * MS] * STEPS)
+        for i in range(BLOCKS[rank])
+    ]  # fmt: skip
+    pipe = PipelineMeta(stage=rank, stages=2, stages_held=[rank], schedule="Schedule1F1B",
+                        microbatches=MICRO, blocks=blocks)  # fmt: skip
+    return RankMeta(rank=rank, world_size=2, status="completed", steps=STEPS, pipeline=pipe)
+
+
+@pytest.fixture
+def pipeline_run(tmp_path):
+    rows = {r: [stage_rows(r)] for r in (0, 1)}
+    return make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+
+
+def test_theory_of_the_schedules():
+    assert theory_bubble_pct(2, 4) == pytest.approx(100 / 5)
+    assert theory_bubble_pct(4, 8) == pytest.approx(100 * 3 / 11)
+    assert theory_bubble_pct(4, 8, chunks=2) == pytest.approx(100 * 3 / 19)
+    assert theory_bubble_pct(1, 8) == 0.0
+
+
+def test_each_stage_compute_per_microbatch_and_bubble(pipeline_run):
+    pipe = analyze_run(pipeline_run).pipeline
+    assert (pipe.stages, pipe.microbatches, pipe.schedule) == (2, MICRO, "Schedule1F1B")
+    assert pipe.theory_bubble_pct == pytest.approx(20.0)
+    for f in pipe.ranks:
+        n = BLOCKS[f.rank]
+        assert f.forward_ms_per_microbatch == pytest.approx(n * BLOCK_FWD_MS / MICRO)
+        assert f.backward_ms_per_microbatch == pytest.approx(n * BLOCK_BWD_MS / MICRO)
+        busy = n * (BLOCK_FWD_MS + BLOCK_BWD_MS) + OPT_MS[f.rank]
+        assert f.bubble_pct == pytest.approx(100 * (STEP_MS - busy) / STEP_MS)
+    assert pipe.bound_stage == 1
+
+
+def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
+    """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front
+    of stage 1 leave 18 and 18; step 200 - (4 + 2 - 1) x (27 - 18) = 155 ms."""
+    move = analyze_run(pipeline_run).pipeline.move
+    assert (move.source, move.target, move.blocks, move.names) == (1, 0, 2, ("0", "1"))
+    assert move.slowest_ms_per_microbatch == pytest.approx(18.0)
+    assert move.predicted_step_ms == pytest.approx(155.0)
+
+
+def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
+    analysis = analyze_run(pipeline_run)
+    findings = {f.code: f for f in diagnose_run(pipeline_run, analysis).findings}
+    imbalance = findings["STAGE_IMBALANCE"]
+    assert imbalance.saved_ms_per_step == pytest.approx(45.0)
+    assert "move 2 block(s) (0, 1) from stage 1 to stage 0" in imbalance.remedies[0]
+    bubble = findings["PIPELINE_BUBBLE"]
+    assert bubble.rank == 0 and bubble.share_pct == pytest.approx(81.5)
+    assert not {"STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"} & set(findings)
+
+
+CHAIN_BATCH = 8
+"""Samples every stage of the hand-written chain counts per step (its inputs' rows)."""
+
+
+def chain_rows(rank: int, world: int) -> list[tuple]:
+    """A hand-written GPipe step of one microbatch: activations forward, gradients back."""
+    out = []
+    for s in range(STEPS):
+        t = s * STEP_MS
+        out.append(row(s, Kind.STEP, "step", t, STEP_MS, count=CHAIN_BATCH))
+        if rank > 0:
+            out.append(row(s, Kind.COLLECTIVE, "recv", t + 10 * rank, 1, seq=4 * s, peer=rank - 1))
+        if rank < world - 1:
+            out.append(row(s, Kind.COLLECTIVE, "send", t + 10 * rank + 5, 1, seq=4 * s + 1,
+                           peer=rank + 1))  # fmt: skip
+            out.append(row(s, Kind.COLLECTIVE, "recv", t + 150 - 10 * rank, 1, seq=4 * s + 2,
+                           peer=rank + 1))  # fmt: skip
+        if rank > 0:
+            out.append(row(s, Kind.COLLECTIVE, "send", t + 155 - 10 * rank, 1, seq=4 * s + 3,
+                           peer=rank - 1))  # fmt: skip
+        out.append(row(s, Kind.PHASE, "forward", t + 10 * rank + 2, 2))
+    return out
+
+
+def test_stages_of_a_hand_written_chain_are_inferred(tmp_path):
+    """Ranks 2 - 0 - 1 in the chain (rank 2 starts it): stage 0 is the end that sends first."""
+    order = {2: 0, 0: 1, 1: 2}
+    world = 3
+    rows = {}
+    for rank, stage in order.items():
+        mine = chain_rows(stage, world)
+        back = {s: r for r, s in order.items()}
+        rows[rank] = [[(*r[:11], back[r[11]] if r[11] >= 0 else -1) for r in mine]]
+    analysis = analyze_run(make_run(tmp_path, rows, world_size=world))
+    pipe = analysis.pipeline
+    assert pipe.schedule == "inferred" and pipe.stages == 3 and pipe.microbatches == 1
+    assert {f.rank: f.stage for f in pipe.ranks} == order
+    assert pipe.move is None
+    measured = STEPS - 1  # warm-up: 1 step
+    assert analysis.steps.total_samples == CHAIN_BATCH * measured  # the first stage's only
+    span_s = measured * STEP_MS / 1e3
+    assert analysis.steps.samples_per_s == pytest.approx(CHAIN_BATCH * measured / span_s)
