@@ -223,3 +223,27 @@ def test_tune_page_renders(tmp_path):
     check_rendered(status, console, ("chart-trials", "chart-knobs"))
     assert "<img" not in dom
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_pipeline_chart_renders(tmp_path):
+    """A two-stage pipeline's dashboard (the hand-built run of tests/unit/analyze/
+    test_pipeline.py, its schedule named with markup): the pipeline chart is drawn."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "analyze"))
+    from analyze_runs import make_run
+    from test_pipeline import meta, stage_rows
+
+    from scalescope.report.subjects import RunReport
+    from scalescope.report.views.dashboard import render_html
+
+    metas = {r: meta(r) for r in (0, 1)}
+    for m in metas.values():
+        m.pipeline.schedule = EVIL
+    run = make_run(tmp_path, {r: [stage_rows(r)] for r in (0, 1)}, world_size=2,
+                   rank_files=metas)  # fmt: skip
+    page = tmp_path / "pipeline.html"
+    page.write_text(render_html(RunReport(analysis=analyze_run(run), run=run)), encoding="utf-8")
+    status, dom, console = open_in_chromium(page, tmp_path)
+    drawn = ("chart-phases", "chart-pipeline", "chart-straggler", "chart-timeline")
+    check_rendered(status, console, drawn)
+    assert "<img" not in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom

@@ -141,3 +141,35 @@ def test_stages_of_a_hand_written_chain_are_inferred(tmp_path):
     assert analysis.steps.total_samples == CHAIN_BATCH * measured  # the first stage's only
     span_s = measured * STEP_MS / 1e3
     assert analysis.steps.samples_per_s == pytest.approx(CHAIN_BATCH * measured / span_s)
+
+
+def test_the_dashboard_draws_one_measured_step_of_each_stage(pipeline_run):
+    """One step of each stage on the common clock: the step as its bubble, each microbatch's
+    forward and backward over it, where and as long as the rows say."""
+    from scalescope.report.subjects import RunReport
+    from scalescope.report.views.dashboard import render_html
+    from scalescope.report.views.pipeline_chart import pipeline_chart
+
+    analysis = analyze_run(pipeline_run)
+    chart = pipeline_chart(analysis, pipeline_run, {})
+    bubble, forward, backward = chart.figure.data
+    step = int(chart.title.split("step ")[1].split(" ")[0])
+    assert step >= analysis.warmup_steps
+    assert list(bubble.y) == ["stage 0 (rank 0)", "stage 1 (rank 1)"]
+    assert list(bubble.x) == [STEP_MS, STEP_MS] and list(bubble.base) == [0, 0]
+    for trace, at, each in ((forward, 0, 10), (backward, 100, 20)):
+        assert len(trace.x) == 2 * MICRO
+        assert list(trace.base[:MICRO]) == pytest.approx([at + each * mb for mb in range(MICRO)])
+    assert list(forward.text[:MICRO]) == [f"F{mb}" for mb in range(MICRO)]
+    assert list(forward.x[:MICRO]) == pytest.approx([BLOCKS[0] * BLOCK_FWD_MS / MICRO] * MICRO)
+    assert "theory 20 %" in chart.title
+    html = render_html(RunReport(analysis=analysis, run=pipeline_run))
+    assert 'id="chart-pipeline"' in html
+
+
+def test_no_pipeline_chart_without_stages(tmp_path):
+    from scalescope.report.views.pipeline_chart import pipeline_chart
+
+    rows = {r: [[row(0, Kind.STEP, "step", 0, 10, count=4)]] for r in (0, 1)}
+    run = make_run(tmp_path, rows, world_size=2)
+    assert pipeline_chart(analyze_run(run), run, {}) is None

@@ -30,6 +30,7 @@ from scalescope.report.views.dashboard_ranks import (
     heatmap_charts,
     nodes_table,
 )
+from scalescope.report.views.pipeline_chart import pipeline_chart
 from scalescope.report.views.project_section import projection_section
 from scalescope.report.views.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
 from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, rank_order
@@ -205,6 +206,7 @@ def render_html(report: RunReport) -> str:
         latency_chart([("", analysis)]),
         count_chart(analysis),
         phases_chart([("", analysis)]),
+        *[c for c in (pipeline_chart(analysis, run, report.offsets_ns),) if c is not None],
         waits_chart(analysis),
         straggler_chart(analysis),
         *heatmap_charts(report.grid),
