@@ -387,6 +387,17 @@ def _written(f: Any, at: int | None) -> int:
         return 0
 
 
+def _is_module(obj: Any) -> bool:
+    """``isinstance`` that survives a dead weak proxy among the collector's objects (it
+    raises ReferenceError on any attribute; torchtitan leaves some)."""
+    if type(obj) in weakref.ProxyTypes:
+        return False
+    try:
+        return isinstance(obj, torch.nn.Module)
+    except ReferenceError:
+        return False
+
+
 def stepped_module(optimizer: Any) -> torch.nn.Module | None:
     """The outermost module holding every parameter ``optimizer`` steps, and no others."""
     wanted = {id(p) for group in optimizer.param_groups for p in group["params"]}
@@ -397,7 +408,7 @@ def stepped_module(optimizer: Any) -> torch.nn.Module | None:
         found = [
             obj
             for obj in gc.get_objects()
-            if isinstance(obj, torch.nn.Module) and {id(p) for p in obj.parameters()} == wanted
+            if _is_module(obj) and {id(p) for p in obj.parameters()} == wanted
         ]
     inner = {id(child) for m in found for child in m.modules() if child is not m}
     outer = [m for m in found if id(m) not in inner]

@@ -134,3 +134,26 @@ def test_torch_save_is_a_checkpoint_with_its_bytes(probe, tmp_path: Path) -> Non
         len(buffer.getvalue()) - len(b"header"),
     ]
     assert all(r[DUR] > 0 for r in saved)
+
+
+def test_the_stepped_model_is_found_beside_a_dead_weak_proxy() -> None:
+    """torchtitan leaves weak proxies whose referent is gone among the collector's objects:
+    ``isinstance`` on one raises ReferenceError; the search skips them."""
+    import gc
+    import weakref
+
+    from scalescope.probe.phases import stepped_module
+
+    class Gone(nn.Module):
+        pass
+
+    gone = Gone()
+    proxy = weakref.proxy(gone)
+    del gone
+    gc.collect()
+    holder = [proxy]  # keeps the dead proxy reachable by gc.get_objects()
+    with pytest.raises(ReferenceError):
+        isinstance(holder[0], nn.Module)
+    model = nn.Sequential(nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert stepped_module(opt) is model
