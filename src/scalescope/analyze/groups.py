@@ -8,12 +8,13 @@ recorded collectives on it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from scalescope.analyze.grouping import group_by
-from scalescope.events import Kind, Run
+from scalescope.events import Kind, Run, SymbolTable
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,20 @@ def dims_of(groups: tuple[ProcessGroup, ...]) -> dict[str, str]:
     return {g.label: g.dim for g in groups}
 
 
+def dim_lookup(symbols: SymbolTable, dims: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
+    """Per symbol id (and one past the last), the index in the names returned of the
+    dimension of the group the symbol labels (``dims``: label -> dimension); -1 for any
+    other symbol."""
+    names = list(dict.fromkeys(dims.values()))
+    index = {name: i for i, name in enumerate(names)}
+    lookup = np.full(len(symbols.strings) + 1, -1, dtype=np.int64)
+    for label, dim in dims.items():
+        sid = symbols.id_of(label)
+        if sid >= 0:
+            lookup[sid] = index[dim]
+    return lookup, names
+
+
 @dataclass(frozen=True)
 class DimTotals:
     """The collectives of one mesh dimension (or role) over the measured steps."""
@@ -104,12 +119,7 @@ def dim_totals(
     completed; every completed one where no step passed the warm-up) collectives on its
     groups. One pass of bincounts over the rows (a 1,024-rank run has millions)."""
     colls = run.events.of_kind(Kind.COLLECTIVE)
-    names = list(dict.fromkeys(g.dim for g in groups))
-    lookup = np.full(len(colls.symbols.strings) + 1, -1, dtype=np.int64)
-    for g in groups:
-        sid = colls.symbols.id_of(g.label)
-        if sid >= 0:
-            lookup[sid] = names.index(g.dim)
+    lookup, names = dim_lookup(colls.symbols, dims_of(groups))
     keep = colls.dur_ns >= 0
     measured = keep & (colls.step >= warmup_steps)
     keep = measured if measured.any() else keep  # a script without steps: every row counts

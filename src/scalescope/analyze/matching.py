@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
+from scalescope.analyze.groups import dim_lookup
 from scalescope.analyze.sorting import distinct, sort_order
 from scalescope.events import EventTable, Kind, SymbolTable
 
@@ -219,19 +220,13 @@ def _instances(
 def _inst_dims(
     m: Matched, symbols: SymbolTable, dims: Mapping[str, str] | None
 ) -> tuple[np.ndarray, list[str]]:
-    """Per instance, the index of its group's dimension in the returned names ("" first)."""
-    names = [""]
+    """Per instance, the index of its group's dimension in the returned names ("" for a
+    group ``dims`` does not name)."""
     if not dims or m.inst_group is None:
-        return np.zeros(m.num_instances, dtype=np.int64), names
-    lookup = np.zeros(len(symbols.strings) + 1, dtype=np.int64)
-    for label, dim in dims.items():
-        sid = symbols.id_of(label)
-        if sid < 0:
-            continue
-        if dim not in names:
-            names.append(dim)
-        lookup[sid] = names.index(dim)
-    return lookup[m.inst_group], names
+        return np.zeros(m.num_instances, dtype=np.int64), [""]
+    lookup, names = dim_lookup(symbols, dims)
+    index = lookup[m.inst_group]
+    return np.where(index < 0, len(names), index), [*names, ""]
 
 
 def wait_stats(
