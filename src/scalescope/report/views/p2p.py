@@ -7,7 +7,7 @@ from scalescope.analyze import RunAnalysis
 from scalescope.analyze.p2p import P2PAnalysis
 from scalescope.report.document import Column, Line, Section, Table
 from scalescope.report.formatting import plural
-from scalescope.report.views.rank_summary import ALL_IN_JSON, RANK_ROWS_LIMIT
+from scalescope.report.views.rank_summary import limited_table
 
 RANK_COLUMNS = (
     Column("rank", align="left"),
@@ -41,14 +41,6 @@ def p2p_section(a: RunAnalysis) -> Section | None:
     return Section("Point-to-point", (*lines, _rank_table(p), _peer_table(p)))
 
 
-def _limited(title: str, columns: tuple[Column, ...], rows: tuple, values: tuple) -> Table:
-    if len(rows) <= RANK_ROWS_LIMIT:
-        return Table(title, columns, rows, values=values, caption=MEANING)
-    more = f"{len(rows) - RANK_ROWS_LIMIT:,} more rows not shown; {ALL_IN_JSON}"
-    return Table(title, columns, rows[:RANK_ROWS_LIMIT], values=values[:RANK_ROWS_LIMIT],
-                 caption=f"{MEANING}. {more}")  # fmt: skip
-
-
 def _rank_table(p: P2PAnalysis) -> Table:
     """The ranks that wait most first."""
     ranks = sorted(p.ranks, key=lambda r: (-r.wait_ms_per_step, r.rank))
@@ -56,7 +48,7 @@ def _rank_table(p: P2PAnalysis) -> Table:
         (r.rank, r.wait_ms_per_step, r.transfer_ms_per_step, r.bytes_per_step / 1e3) for r in ranks
     )
     rows = tuple((str(v[0]), f"{v[1]:,.2f}", f"{v[2]:,.2f}", f"{v[3]:,.1f}") for v in values)
-    return _limited("Point-to-point per rank", RANK_COLUMNS, rows, values)
+    return limited_table("Point-to-point per rank", RANK_COLUMNS, rows, values, MEANING)
 
 
 def _peer_table(p: P2PAnalysis) -> Table:
@@ -69,4 +61,4 @@ def _peer_table(p: P2PAnalysis) -> Table:
          f"{v[7]:,.1f}")
         for v in values
     )  # fmt: skip
-    return _limited("Point-to-point per peer", PEER_COLUMNS, rows, values)
+    return limited_table("Point-to-point per peer", PEER_COLUMNS, rows, values, MEANING)

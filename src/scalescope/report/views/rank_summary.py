@@ -27,6 +27,24 @@ PERCENTILES = (("min", 0.0), ("p10", 10.0), ("p50", 50.0), ("p90", 90.0), ("max"
 ALL_IN_JSON = "every rank is in the JSON report (--json)"
 
 
+def limited_table(
+    title: str,
+    columns: tuple[Column, ...],
+    rows: tuple,
+    values: tuple | None = None,
+    caption: str = "",
+) -> Table:
+    """The first ``RANK_ROWS_LIMIT`` rows, the caption saying how many more the JSON holds."""
+    if len(rows) <= RANK_ROWS_LIMIT:
+        return Table(title, columns, rows, values=values, caption=caption)
+    more = f"{len(rows) - RANK_ROWS_LIMIT:,} more rows not shown; {ALL_IN_JSON}"
+    return Table(
+        title, columns, rows[:RANK_ROWS_LIMIT],
+        values=values[:RANK_ROWS_LIMIT] if values is not None else None,
+        caption=f"{caption}. {more}" if caption else more,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RankOrder:
     """Ranks from the slowest to the fastest by one metric (ties: the lower rank first)."""

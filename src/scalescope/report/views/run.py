@@ -39,6 +39,7 @@ from scalescope.report.views.rank_summary import (
     condensed_blocks,
     host_list,
     hosts_of,
+    limited_table,
     percentiles,
 )
 from scalescope.report.views.whatif import whatif_section
@@ -446,10 +447,7 @@ def _incomplete_table(c: CollectiveAnalysis) -> Table:
     )
     calls = plural(c.incomplete_calls, "call")
     title = f"Collectives that never completed ({calls}, not in the times)"
-    if len(rows) <= RANK_ROWS_LIMIT:
-        return Table(title, INCOMPLETE_COLUMNS, rows)
-    more = f"{len(rows) - RANK_ROWS_LIMIT:,} more rows not shown; {ALL_IN_JSON}"
-    return Table(title, INCOMPLETE_COLUMNS, rows[:RANK_ROWS_LIMIT], caption=more)
+    return limited_table(title, INCOMPLETE_COLUMNS, rows)
 
 
 DIM_COLUMNS = (
