@@ -210,12 +210,17 @@ def other_model(ref: RunInputs, name: str | None) -> ModelCost | None:
 
 
 def _point(
-    ref: RunInputs, opts: ProjectOptions, nodes: int, per_node: int, hw: Hardware | None
+    ref: RunInputs,
+    opts: ProjectOptions,
+    nodes: int,
+    per_node: int,
+    hw: Hardware | None,
+    model: ModelCost | None = None,
 ) -> tuple[ProjectedPoint, HopCost, RooflineCompute | None]:
+    """``model``: the other model of ``--model`` (``other_model``), else the run's."""
     target = target_of(ref, opts, nodes, per_node, hw)
     hop = choose_hop(ref, opts.comm, hw, nodes)
     roof = None
-    model = other_model(ref, opts.model)
     if hw is not None:
         roof = target_compute(ref, hw, per_node, target.per_rank_batch, opts.efficiency, model)
         if model is None:
@@ -292,7 +297,8 @@ def project_inputs(ref: RunInputs, opts: ProjectOptions) -> Projection:
     own = hw is None or not opts.hardware  # the run's machine (its GPU for --model)
     default = ref.placement.ranks_per_node if own else hw.default_ranks_per_node
     per_node = opts.ranks_per_node or default
-    results = [_point(ref, opts, n, per_node, hw) for n in sorted(set(opts.nodes))]
+    model = other_model(ref, opts.model)  # counts its FLOPs: once, not per node count
+    results = [_point(ref, opts, n, per_node, hw, model) for n in sorted(set(opts.nodes))]
     hops = [hop for _, hop, _ in results]
     return Projection(
         run_dir=ref.run_dir,
