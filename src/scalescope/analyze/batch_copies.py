@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.grouping import group_by
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import TO_DEVICE
 
@@ -35,17 +36,17 @@ def batch_copies(events: EventTable, warmup_steps: int) -> tuple[RankCopies, ...
     if len(rows) == 0:
         return ()
     pageable = np.isin(rows.tag, [rows.symbols.id_of(t) for t in PAGEABLE_TAGS])
-    out = []
-    for rank in np.unique(rows.rank):
-        mine = rows.rank == rank
-        steps = len(np.unique(rows.step[mine]))
-        out.append(
-            RankCopies(
-                rank=int(rank), steps=steps,
-                tensors_per_step=float(rows.count[mine].sum()) / steps,
-                nbytes_per_step=float(rows.nbytes[mine].sum()) / steps,
-                ms_per_step=float(np.maximum(rows.dur_ns[mine], 0).sum()) / steps / 1e6,
-                pageable_nbytes_per_step=float(rows.nbytes[mine & pageable].sum()) / steps,
-            )
-        )  # fmt: skip
+    by_rank = group_by(rows.rank)
+    steps = group_by(group_by(rows.rank, rows.step).key(0)).count()
+    tensors, nbytes = by_rank.sum(rows.count) / steps, by_rank.sum(rows.nbytes) / steps
+    ms = by_rank.sum(np.maximum(rows.dur_ns, 0)) / steps / 1e6
+    paged = by_rank.sum(np.where(pageable, rows.nbytes, 0)) / steps
+    out = [
+        RankCopies(
+            rank=int(r), steps=int(steps[i]), tensors_per_step=float(tensors[i]),
+            nbytes_per_step=float(nbytes[i]), ms_per_step=float(ms[i]),
+            pageable_nbytes_per_step=float(paged[i]),
+        )
+        for i, r in enumerate(by_rank.key(0))
+    ]  # fmt: skip
     return tuple(out)
