@@ -31,6 +31,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(TESTS / "helpers"), str(TESTS / "e2e")]
 
+import heavy_stage as P2P  # noqa: E402
 import psutil  # noqa: E402
 from real_runs import (  # noqa: E402
     ATTEMPTS,
@@ -355,6 +356,24 @@ def fsdp(folder: Path) -> Scenario:
     return Scenario(folder.name, about, args, truth)
 
 
+def p2p_pipeline(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["run", "-n", P2P.STAGES, "--oversubscribe", "--warmup-steps", P2P.WARMUP,
+            SCRIPTS / "p2p_pipeline.py", "--steps", P2P.STEPS, "--micro", P2P.MICRO,
+            "--batch", P2P.BATCH, "--hidden", P2P.HIDDEN, "--sleep-ms", P2P.SLEEP_MS]  # fmt: skip
+    args = list(map(str, args))
+
+    def record() -> dict:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder))
+        about = f"stage {P2P.STAGES - 1} sleeps {P2P.SLEEP_MS} ms in each microbatch's forward"
+        return {"heavy_stage": P2P.STAGES - 1, "about": about}
+
+    truth = quiet(record, "p2p_pipeline")
+    about = "a hand-written 3-stage GPipe pipeline over send/recv whose last stage is heavy"
+    return Scenario(folder.name, about, args, truth)
+
+
 PROFILER_EXIT_ABORT = "terminate called without an active exception"
 """torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
 as it exits, after profiler_stop: such a run is made again."""
@@ -400,6 +419,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "killed_rank": killed_rank,
     "profiled": profiled,
     "fsdp": fsdp,
+    "p2p_pipeline": p2p_pipeline,
 }
 """In recording order: ``oversubscribed`` reads the balanced run's step time."""
 

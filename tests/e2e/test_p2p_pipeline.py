@@ -13,6 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from heavy_stage import (
+    BATCH,
+    HIDDEN,
+    MICRO,
+    SLEEP_MS,
+    STAGES,
+    STEPS,
+    WARMUP,
+    assert_the_light_stages_wait_for_the_heavy_one,
+)
 
 from conftest import SCRIPTS, cli_env
 from scalescope.analyze import analyze_run
@@ -22,8 +32,6 @@ from scalescope.events import Kind, Run, load_run
 from scalescope.probe.install import WAY_VARIABLE
 
 pytestmark = pytest.mark.live
-
-STAGES, STEPS, MICRO, BATCH, HIDDEN, SLEEP_MS, WARMUP = 3, 8, 3, 8, 32, 15.0, 2
 
 
 def _run(tmp: Path, env: dict[str, str]) -> Run:
@@ -116,25 +124,18 @@ def test_the_host_waits_on_every_send_and_recv_inside_its_call(pipeline_run):
     assert (sides.blocked_start_ns + sides.blocked_ns <= end + slack).all()
 
 
-def test_the_stages_before_the_heavy_one_wait_for_it_in_communication(pipeline_run):
-    """Stage 0 computes almost nothing; each step it waits for the last stage's MICRO
-    forwards of SLEEP_MS (the gradients come back only after them). That wait is counted
-    as waiting in communication, so its own time per step is far below it."""
-    analysis = analyze_run(pipeline_run)
-    p2p = {r.rank: r for r in analysis.p2p.ranks}
-    heavy_ms = MICRO * SLEEP_MS
-    assert p2p[0].wait_ms_per_step > 0.7 * heavy_ms
-    assert p2p[2].wait_ms_per_step < 0.5 * heavy_ms  # the heavy stage hardly waits
-    ranks = {r.rank: r for r in analysis.cross_rank.ranks}
-    assert ranks[0].wait_ms_per_step >= p2p[0].wait_ms_per_step - 1e-6
-    step_ms = {s.rank: s.mean_step_ms for s in analysis.steps.ranks}
-    assert ranks[0].busy_ms_per_step < step_ms[0] - 0.7 * heavy_ms
-    assert ranks[2].busy_ms_per_step > heavy_ms  # the sleeps are its own time
-    peers = {(p.rank, p.peer, p.op): p for p in analysis.p2p.peers}
+def test_each_link_counts_its_measured_calls_and_bytes(pipeline_run):
+    """Structure only: how long the stages wait is judged on the recorded run
+    (tests/recorded/test_p2p_recorded.py), where a busy moment of the machine cannot move it."""
+    peers = {(p.rank, p.peer, p.op): p for p in analyze_run(pipeline_run).p2p.peers}
     measured = STEPS - WARMUP
-    assert peers[(0, 1, "recv")].count == measured * MICRO
-    assert peers[(0, 1, "recv")].nbytes == measured * MICRO * BATCH * HIDDEN * 4
-    assert peers[(0, 1, "recv")].wait_ms > peers[(0, 1, "send")].wait_ms
+    for rank in range(STAGES):
+        for op, neighbours in _peers(rank).items():
+            for peer in neighbours:
+                link = peers[(rank, peer, op)]
+                assert link.count == measured * MICRO
+                assert link.nbytes == measured * MICRO * BATCH * HIDDEN * 4
+                assert link.wait_ms >= 0 and link.transfer_ms >= 0
 
 
 @pytest.mark.heavy
@@ -147,7 +148,8 @@ def test_without_group_hooks_batch_isend_irecv_is_recorded_with_its_peers(tmp_pa
     colls = run.events.of_kind(Kind.COLLECTIVE)
     assert (colls.dur_ns >= 0).all(), "every async send and recv completed at its wait"
     test_each_send_meets_one_recv_and_wait_plus_transfer_is_its_call(run)
-    test_the_stages_before_the_heavy_one_wait_for_it_in_communication(run)
+    test_each_link_counts_its_measured_calls_and_bytes(run)
+    assert_the_light_stages_wait_for_the_heavy_one(run)
 
 
 def test_the_stages_are_inferred_from_the_chain(pipeline_run):
