@@ -11,6 +11,12 @@ clock, so ``LiveState`` gives wall-clock seconds comparable across processes.
 
 The launcher may ask a rank to flush its events by raising ``flush_requests``; the probe's
 watch thread answers it (see probe/live.py).
+
+From byte ``TOTALS_AT`` on, running totals since the rank's first step (``LiveTotals``): its
+steps' time, samples, time in collectives and each phase's time. A watcher that reads them
+twice has the mean step and its phases over the steps between (the slowdown detection of
+analyze/slowdown.py), whatever the step's length and however rarely it reads. Files written
+before they existed are ``OLD_SIZE`` bytes and read with no totals.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from pathlib import Path
 from scalescope.events.files import live_dir, live_state_name, live_state_path
 
 MAGIC = b"SSLIVE01"
-SIZE = 256
+SIZE = 512
+OLD_SIZE = 256
+"""The size of a file written before the totals (it reads with ``totals`` None)."""
 HEADER = struct.Struct("<8sqq")
 """magic, pid, wall_minus_perf_ns."""
 STEP = struct.Struct("<qq")
@@ -46,6 +54,22 @@ STAGE = struct.Struct("<24sq")
 """start stage (``import``, ``init_process_group``, ``model``, ``running``), since (perf ns).
 Added after REQUEST in bytes earlier files left zero: a file without it reads stage ""."""
 
+TOTAL_PHASES = (
+    "data",
+    "to_device",
+    "forward",
+    "backward",
+    "comm_wait",
+    "optimizer",
+    "eval",
+    "checkpoint",
+)
+"""The phases whose running time the file holds, in this order: events.schema's PHASES and
+EXTRA_PHASES, named here since the bootstrap imports this module before pyarrow."""
+TOTALS = struct.Struct(f"<qqq{len(TOTAL_PHASES)}q")
+"""steps' time (ns), samples, time in collectives (ns, issue to completion), then each of
+TOTAL_PHASES' time (ns): running sums from the first step."""
+
 HEADER_AT = 0
 STEP_AT = HEADER_AT + HEADER.size
 PHASE_AT = STEP_AT + STEP.size
@@ -54,7 +78,11 @@ DONE_AT = COLLECTIVE_AT + COLLECTIVE.size
 REQUEST_AT = DONE_AT + DONE.size
 STAGE_AT = REQUEST_AT + REQUEST.size
 LEFT_AT = COLLECTIVE_AT + COLLECTIVE.size - LEFT.size
-assert STAGE_AT + STAGE.size <= SIZE
+TOTALS_AT = OLD_SIZE
+STEP_NS_AT, SAMPLES_AT, COLLECTIVE_NS_AT = (TOTALS_AT + 8 * i for i in range(3))
+PHASE_NS_AT = {name: TOTALS_AT + 8 * (3 + i) for i, name in enumerate(TOTAL_PHASES)}
+assert STAGE_AT + STAGE.size <= OLD_SIZE and TOTALS_AT + TOTALS.size <= SIZE
+_Q = struct.Struct("<q")
 
 STACK_SIGNAL = signal.SIGUSR2
 """Sent to a rank to have it write its Python stacks (faulthandler) to ``stack_path``."""
@@ -153,6 +181,20 @@ class LiveStateWriter:
         if self._last == (group, seq):
             LEFT.pack_into(self._map, LEFT_AT, end_ns)
 
+    def add_phase(self, name: str, dur_ns: int) -> None:
+        """A phase of ``dur_ns`` ended: add it to its total (phases outside TOTAL_PHASES,
+        such as a user's own, are not kept)."""
+        at = PHASE_NS_AT.get(name)
+        if at is not None:
+            _add(self._map, at, dur_ns)
+
+    def add_step(self, dur_ns: int, samples: int) -> None:
+        _add(self._map, STEP_NS_AT, dur_ns)
+        _add(self._map, SAMPLES_AT, samples)
+
+    def add_collective(self, dur_ns: int) -> None:
+        _add(self._map, COLLECTIVE_NS_AT, dur_ns)
+
     def requests(self) -> tuple[int, int]:
         made, answered = REQUEST.unpack_from(self._map, REQUEST_AT)
         return made, answered
@@ -167,6 +209,14 @@ class LiveStateWriter:
             current.close()
 
 
+def _add(buffer: mmap.mmap | bytearray, at: int, value: int) -> None:
+    """Raise the total at ``at``: read and write by one writer thread per field, but
+    ``add_collective`` runs on the threads that complete collectives, and the C++ hooks add
+    to the same field under their own lock (a lost addition there is one collective)."""
+    (now,) = _Q.unpack_from(buffer, at)
+    _Q.pack_into(buffer, at, now + value)
+
+
 def open_live_state(
     run_dir: Path, rank: int, pid: int | None = None, wall_minus_perf_ns: int | None = None
 ) -> LiveStateWriter:
@@ -178,6 +228,17 @@ def open_live_state(
     writer = LiveStateWriter(path, os.getpid() if pid is None else pid, wall_minus_perf_ns)
     writer.stage(IMPORT, process_started_perf_ns())
     return writer
+
+
+@dataclass(frozen=True)
+class LiveTotals:
+    """A rank's running totals from its first step (durations in ns)."""
+
+    step_ns: int
+    samples: int
+    collective_ns: int
+    phase_ns: dict[str, int]
+    """By phase of TOTAL_PHASES."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +266,8 @@ class LiveState:
     stage: str = ""
     """Start stage (STAGES); "" in a file written before the field existed."""
     stage_since_s: float | None = None
+    totals: LiveTotals | None = None
+    """None in a file written before they existed."""
 
     @property
     def in_collective(self) -> bool:
@@ -219,7 +282,7 @@ class LiveState:
 
 def parse_live_state(rank: int, raw: bytes) -> LiveState | None:
     """A state from the bytes of its file; None when they are not one (short, wrong magic)."""
-    if len(raw) < SIZE:
+    if len(raw) < OLD_SIZE:
         return None
     magic, pid, offset = HEADER.unpack_from(raw, HEADER_AT)
     if magic != MAGIC:
@@ -234,12 +297,17 @@ def parse_live_state(rank: int, raw: bytes) -> LiveState | None:
     (done,) = DONE.unpack_from(raw, DONE_AT)
     made, answered = REQUEST.unpack_from(raw, REQUEST_AT)
     stage, stage_since = STAGE.unpack_from(raw, STAGE_AT)
+    totals = None
+    if len(raw) >= TOTALS_AT + TOTALS.size:
+        step_ns, samples, collective_ns, *phases = TOTALS.unpack_from(raw, TOTALS_AT)
+        phase_ns = dict(zip(TOTAL_PHASES, phases, strict=True))
+        totals = LiveTotals(step_ns, samples, collective_ns, phase_ns)
     return LiveState(
         rank=rank, pid=pid, steps_done=steps, last_step_end_s=wall(step_end),
         phase=_text(phase), phase_since_s=wall(since), op=_text(op), group=_text(group),
         seq=seq, nbytes=nbytes, entered_s=wall(entered), left_s=wall(left),
         last_done_s=wall(done), flush_requests=made, flushes_answered=answered,
-        stage=_text(stage), stage_since_s=wall(stage_since),
+        stage=_text(stage), stage_since_s=wall(stage_since), totals=totals,
     )  # fmt: skip
 
 

@@ -51,7 +51,8 @@ struct Group {
 
 struct LiveMap {
   char* base = nullptr;
-  int64_t collective_at = 0, done_at = 0, left_at = 0, stage_at = 0;
+  int64_t collective_at = 0, done_at = 0, left_at = 0, stage_at = 0, collective_ns_at = 0;
+  size_t size = 0;
   bool armed = false;  // the next collective outside set-up writes the stage "running"
   int64_t last_entered = -1;
 };
@@ -192,6 +193,10 @@ void complete(int64_t id, int64_t end) {
   r.end = end;
   if (s.live.base != nullptr) {
     put_int(s.live.base + s.live.done_at, end);
+    char* total = s.live.base + s.live.collective_ns_at;
+    int64_t sum;
+    std::memcpy(&sum, total, sizeof sum);
+    put_int(total, sum + (end - r.start));
     if (s.live.last_entered == id) {
       put_int(s.live.base + s.live.left_at, end);
     }
@@ -381,14 +386,15 @@ void set_step(int64_t step) { state().step.store(step); }
 
 void unmap_live(LiveMap& m) {
   if (m.base != nullptr) {
-    munmap(m.base, static_cast<size_t>(m.stage_at + 32));
+    munmap(m.base, m.size);
   }
   m = LiveMap{};
 }
 
-// Map the rank's live state file (an empty path: stop writing it).
+// Map the rank's live state file (an empty path: stop writing it). ``collective_ns_at``: the
+// running total of the time in collectives, which each completion raises.
 bool set_live(const std::string& path, int64_t collective_at, int64_t done_at, int64_t left_at,
-              int64_t stage_at) {
+              int64_t stage_at, int64_t collective_ns_at) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   unmap_live(s.live);
@@ -399,8 +405,8 @@ bool set_live(const std::string& path, int64_t collective_at, int64_t done_at, i
   if (fd < 0) {
     return false;
   }
-  void* base = mmap(nullptr, static_cast<size_t>(stage_at + 32), PROT_READ | PROT_WRITE,
-                    MAP_SHARED, fd, 0);
+  const size_t size = static_cast<size_t>(std::max(stage_at + 32, collective_ns_at + 8));
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
     return false;
@@ -410,6 +416,8 @@ bool set_live(const std::string& path, int64_t collective_at, int64_t done_at, i
   s.live.done_at = done_at;
   s.live.left_at = left_at;
   s.live.stage_at = stage_at;
+  s.live.collective_ns_at = collective_ns_at;
+  s.live.size = size;
   return true;
 }
 

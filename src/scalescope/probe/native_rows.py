@@ -100,7 +100,7 @@ class NativeRows:
         live = self.recorder.live
         if live is not None and self.module.set_live(
             str(live.path), live_state.COLLECTIVE_AT, live_state.DONE_AT, live_state.LEFT_AT,
-            live_state.STAGE_AT,
+            live_state.STAGE_AT, live_state.COLLECTIVE_NS_AT,
         ):  # fmt: skip
             live.stage_listener = self._arm
             self._arm(live.stage_now)
@@ -114,7 +114,7 @@ class NativeRows:
             return
         self.active = False
         mirror_tags(None)
-        self.module.set_live("", 0, 0, 0, 0)
+        self.module.set_live("", 0, 0, 0, 0, 0)
         self.recorder.on_step = None
         if self.recorder.live is not None:
             self.recorder.live.stage_listener = None

@@ -95,6 +95,7 @@ class Recorder:
         self.rows.append(row)
         if self.live is not None:
             self.live.phase(OUTSIDE, end_ns)
+            self.live.add_phase(name, end_ns - start_ns)
         return row
 
     def collective(
@@ -144,6 +145,7 @@ class Recorder:
         """The host left a collective (its duration may be resolved later, on a device)."""
         if self.live is not None:
             self.live.leave(row[8], row[9], end_ns)
+            self.live.add_collective(end_ns - row[3])
 
     def waited(self, note: WaitNote, start_ns: int, end_ns: int) -> None:
         """The host waited on a send's or recv's work from ``start_ns`` to ``end_ns``."""
@@ -159,6 +161,7 @@ class Recorder:
         for hook in self.before_step_end:
             hook()
         start = self.step_start_ns if self.step_start_ns is not None else end_ns
+        samples = self.loader_samples or self.forward_samples
         rows = self.rows
         rows.append(
             [
@@ -168,7 +171,7 @@ class Recorder:
                 start,
                 end_ns - start,
                 0,
-                self.loader_samples or self.forward_samples,
+                samples,
                 "",
                 "",
                 -1,
@@ -187,6 +190,7 @@ class Recorder:
             if self.live.stage_now != RUNNING:
                 self.live.stage(RUNNING, start)
             self.live.step(self.step, end_ns)
+            self.live.add_step(end_ns - start, samples)
         self.loader_samples = self.forward_samples = 0
         if (
             self.step % self.flush_every_steps == 0

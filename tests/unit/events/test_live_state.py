@@ -12,11 +12,13 @@ from scalescope.events.live_state import (
     IMPORT,
     INIT_PROCESS_GROUP,
     MODEL,
+    OLD_SIZE,
     REQUEST_AT,
     SIZE,
     STAGE,
     STAGE_AT,
     STAGES,
+    TOTAL_PHASES,
     LiveStateWriter,
     open_live_state,
     parse_live_state,
@@ -57,6 +59,35 @@ def test_flush_requests_are_counted(tmp_path):
     assert not request_flush(tmp_path, 9)
 
 
+def test_the_running_totals_add_up_what_the_rank_did(tmp_path):
+    w = LiveStateWriter(live_state_path(tmp_path, 1), pid=1, wall_minus_perf_ns=0)
+    assert read_live_state(tmp_path, 1).totals.step_ns == 0
+    for step in range(3):
+        w.add_phase("forward", 10)
+        w.add_phase("backward", 20 + step)
+        w.add_phase("my_own_phase", 1_000)  # not a probe phase: not kept
+        w.add_collective(5)
+        w.add_step(100, 32)
+    t = read_live_state(tmp_path, 1).totals
+    assert (t.step_ns, t.samples, t.collective_ns) == (300, 96, 15)
+    assert t.phase_ns == dict.fromkeys(TOTAL_PHASES, 0) | {"forward": 30, "backward": 63}
+
+
+def test_the_totals_name_every_phase_the_probe_records():
+    from scalescope.events.schema import EXTRA_PHASES, PHASES
+
+    assert (*PHASES, *EXTRA_PHASES) == TOTAL_PHASES
+
+
+def test_a_file_from_before_the_totals_reads_without_them(tmp_path):
+    w = LiveStateWriter(live_state_path(tmp_path, 0), pid=7, wall_minus_perf_ns=0)
+    w.step(4, 9)
+    w.close()
+    old = live_state_path(tmp_path, 0).read_bytes()[:OLD_SIZE]
+    s = parse_live_state(0, old)
+    assert (s.pid, s.steps_done, s.totals) == (7, 4, None)
+
+
 def test_garbage_is_not_a_state():
     assert parse_live_state(0, b"\0" * SIZE) is None
     assert parse_live_state(0, b"SSLIVE01") is None
@@ -88,3 +119,23 @@ def test_a_new_state_file_is_importing_since_the_process_started(tmp_path):
     started = psutil.Process().create_time()  # to the clock tick, against the boot time
     assert started - 1.5 < s.stage_since_s <= before
     w.close()
+
+
+def test_the_recorder_keeps_the_totals_of_its_phases_and_steps(tmp_path):
+    from scalescope.probe.recorder import Recorder
+
+    recorder = Recorder(tmp_path / "events.arrow", 0)
+    recorder.live = LiveStateWriter(live_state_path(tmp_path, 0), pid=1, wall_minus_perf_ns=0)
+    try:
+        recorder.phase("data", 1_000, 1_400)
+        recorder.phase("forward", 1_400, 2_400)
+        recorder.loader_samples = 16
+        recorder.end_step(3_000)
+        recorder.phase("forward", 3_000, 3_900)
+        recorder.end_step(4_000)
+        t = read_live_state(tmp_path, 0).totals
+        assert (t.step_ns, t.samples) == (3_000, 16)  # the first step from its first phase
+        assert (t.phase_ns["data"], t.phase_ns["forward"]) == (400, 1_900)
+    finally:
+        recorder.live.close()
+        recorder.close()

@@ -90,6 +90,18 @@ def test_the_live_state_follows_each_collective(probe, tmp_path: Path) -> None:
 
 
 @needs_built
+def test_the_live_totals_sum_each_collectives_time(probe, tmp_path: Path) -> None:
+    """The C++ hooks raise the running total of time in collectives by each one's issue to
+    completion, the durations of the rows they record."""
+    recorder, _hooks = probe
+    for n in (4, 64, 1024):
+        dist.all_reduce(torch.ones(n))
+    rows = collectives(recorder)
+    totals = read_live_state(tmp_path, 0).totals
+    assert totals.collective_ns == sum(r[DUR] for r in rows) > 0
+
+
+@needs_built
 def test_the_parameters_broadcast_leaves_the_start_stage(probe) -> None:
     recorder, _hooks = probe
     with tagged("parameters"):
