@@ -123,6 +123,7 @@ BENCHES = (
     bench("many_ranks_real", "many_ranks_real.py", "--ranks 128 --steps 3 --fit", 4.0),
     bench("rank_only_work", "accuracy/rank_only_work.py", "--repeats 3", 2.0),
     bench("whatif", "accuracy/whatif.py", "--repeats 3", 10.0),
+    bench("slowdown_streams", "slowdown_streams.py", "--hours 10 --seeds 10", 2.0),
     bench("pipeline_move", "accuracy/pipeline_move.py", "--repeats 3", 1.5),
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
