@@ -1,8 +1,9 @@
 """A hand-written 3-stage pipeline (tests/e2e/scripts/p2p_pipeline.py) under ``scalescope
 run``: every send and recv carries its peer and bytes, each send meets one recv, and the
 stages blocked on the heavy last stage are waiting in communication, not in ``other``.
-About 20 s on this 2-core VM; the same run through the wrappers (a torch without group
-hooks) is heavy."""
+Read from its recorded run (tests/data/runs/p2p_pipeline, made by tests/data/record.py) to
+keep CI in its budget; the same run live through the wrappers (a torch without group hooks)
+is heavy."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from heavy_stage import (
     WARMUP,
     assert_the_light_stages_wait_for_the_heavy_one,
 )
+from recorded_runs import load_scenario
 
 from conftest import SCRIPTS, cli_env
 from scalescope.analyze import analyze_run
@@ -30,8 +32,6 @@ from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.p2p import pair_p2p
 from scalescope.events import Kind, Run, load_run
 from scalescope.probe.install import WAY_VARIABLE
-
-pytestmark = pytest.mark.live
 
 
 def _run(tmp: Path, env: dict[str, str]) -> Run:
@@ -49,8 +49,11 @@ def _run(tmp: Path, env: dict[str, str]) -> Run:
 
 
 @pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("p2p"), cli_env())
+def pipeline_run():
+    """The run recorded by tests/data/record.py (p2p_pipeline): the same script and
+    arguments as ``_run``; the live run through the ``dist.*`` wrappers is heavy, and the
+    C++ hooks' p2p rows are live in test_pipeline_run.py and test_native_hooks.py."""
+    return load_run(load_scenario("p2p_pipeline").run_dir)
 
 
 def _peers(rank: int) -> dict[str, set[int]]:
@@ -138,6 +141,7 @@ def test_each_link_counts_its_measured_calls_and_bytes(pipeline_run):
                 assert link.wait_ms >= 0 and link.transfer_ms >= 0
 
 
+@pytest.mark.live
 @pytest.mark.heavy
 def test_without_group_hooks_batch_isend_irecv_is_recorded_with_its_peers(tmp_path):
     """The ``dist.*`` wrappers' path (a torch without group hooks): ``P2POp(dist.isend, ...)``

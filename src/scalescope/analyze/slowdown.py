@@ -13,7 +13,7 @@ Detection is a one-sided CUSUM on the log of the job's step against its baseline
   reads' noise (1.4826 x the median absolute deviation of their logs);
 - each read adds ``min(log(step / baseline), clip) - k`` to the sum, floored at 0, with k half
   the smallest change worth an alert (``min_change``, 10 %) or half the noise if larger; one
-  long read (a pause the probe does not name, a GC) adds at most ``clip``;
+  long read (a pause the probe does not name, a GC) adds at most ``clip``, a third of ``h``;
 - the sum passing ``h`` (``h_min``, or ``h_noise`` times the noise) with at least
   ``confirm_reads`` reads and ``confirm_steps`` steps since it last stood at 0 (the onset)
   raises an alert if the median of those reads is ``min_change`` or more above the baseline
@@ -40,12 +40,15 @@ grew the most.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
+from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import TOTAL_PHASES, LiveState
 
 PAUSE_PHASES = ("eval", "checkpoint")
@@ -65,10 +68,10 @@ MAX_WINDOW = 64
 class DetectorConfig:
     min_change: float = 0.10
     warmup_steps: int = 5
-    warmup_s: float = 5.0
-    baseline_reads: int = 20
+    warmup_s: float = 3.0
+    baseline_reads: int = 12
     baseline_steps: int = 20
-    clip: float = 0.2
+    clip_share: float = 1 / 3
     h_min: float = 0.45
     h_noise: float = 8.0
     confirm_reads: int = 5
@@ -290,7 +293,8 @@ class SlowdownDetector:
     def _ready(self, now: TotalsRead, at_s: float) -> bool:
         c = self.config
         steps = int(np.min(now.values[:, _COL["steps"]])) if now.values.size else 0
-        return steps >= c.warmup_steps and at_s - (self._start_s or at_s) >= c.warmup_s
+        start = at_s if self._start_s is None else self._start_s
+        return steps >= c.warmup_steps and at_s - start >= c.warmup_s
 
     def _learn(self, read, now: TotalsRead, value: float, steps: int) -> None:
         st, c = self._state, self.config
@@ -315,7 +319,8 @@ class SlowdownDetector:
             if enough and level <= st.base_ms * (1 + c.min_change / 2):
                 return [self._recover(now, level)]
             return []
-        x = max(min(math.log(max(value, 1e-9) / st.base_ms), c.clip), -c.clip)
+        clip = st.h * c.clip_share
+        x = max(min(math.log(max(value, 1e-9) / st.base_ms), clip), -clip)
         st.faster = max(0.0, st.faster - x - st.k)
         if st.faster >= st.h:  # warm-up outlasted the baseline, or the job sped up
             self._state = _State(alerts=st.alerts)
@@ -402,3 +407,21 @@ def _with_message(a: Alert) -> Alert:
     step = f"{a.baseline_ms:.1f} -> {a.now_ms:.1f} ms ({a.change_pct:+.0f} %, {a.category})"
     text = f"slowdown: {_who(a)}: {phase} since step {a.since_step:,}; the step {step}"
     return replace(a, message=text)
+
+
+def read_alerts(run_dir: Path) -> list[Alert]:
+    """The alerts a run's watch wrote (none when it wrote no file); a torn last line (the
+    launcher killed mid-write) is left out."""
+    path = Path(run_dir) / ALERTS_FILE
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+            out.append(Alert(**{**doc, "ranks": tuple(doc["ranks"]), "nodes": tuple(doc["nodes"])}))
+        except (ValueError, TypeError, KeyError):
+            continue
+    return out

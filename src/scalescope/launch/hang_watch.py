@@ -1,5 +1,6 @@
 """Beside the launcher: notice when no rank progresses, say which is stuck where, and
-(only with ``--hang-action kill``) stop the ranks.
+(only with ``--hang-action kill``) stop the ranks. Each read of the states also goes to the
+slowdown watch (launch/slowdown_watch.py).
 
 Reads the ranks' live states twice a second: the state files of this node's ranks
 (events/live_state.py), or, for a world srun or mpirun started, the job's store
@@ -51,6 +52,7 @@ from scalescope.launch.live_channel import (
     fresher_states,
 )
 from scalescope.launch.options import HangOptions
+from scalescope.launch.slowdown_watch import SlowdownWatch
 from scalescope.launch.stopping import stop_processes
 
 POLL_S = 0.5
@@ -201,6 +203,11 @@ class HangWatch(threading.Thread):
         self._steps = StepTimes(self.run_dir)
         self._median_at = 0.0
         self._reported_progress: float | None = None
+        self.slowdown = None
+        if options.slowdown_pct > 0:
+            self.slowdown = SlowdownWatch(
+                self.run_dir, self.source.host, options.slowdown_pct, options.on_slowdown
+            )
         self.on_stuck: Callable[[], None] | None = None
         """Called when the launcher has not returned ``LAUNCHER_GRACE_S`` after the ranks
         were killed: it must record the run's end and exit the process."""
@@ -220,6 +227,7 @@ class HangWatch(threading.Thread):
                 states = self.source.states()
             except Exception:  # the store went away with rank 0: nothing left to watch
                 continue
+            self.watch_speed(states)
             progress = progress_times(states)
             if not progress or max(progress) == self._reported_progress:
                 continue
@@ -231,6 +239,15 @@ class HangWatch(threading.Thread):
                     self.on_hang(states, idle, threshold)
                 except Exception as exc:  # the watch must outlive one bad read; say it once
                     print(f"scalescope: the hang watch failed: {exc!r}", file=sys.stderr)
+
+    def watch_speed(self, states: dict[int, LiveState]) -> None:
+        if self.slowdown is None:
+            return
+        try:
+            self.slowdown.observe(time.time(), states)
+        except Exception as exc:  # never the hang watch's end; said once, then off
+            self.slowdown = None
+            print(f"scalescope: the slowdown watch stopped: {exc!r}", file=sys.stderr)
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         self.source.flush(states)

@@ -175,13 +175,20 @@ class Recording:
 
 @dataclass(frozen=True, kw_only=True)
 class HangOptions:
-    """What the launcher's hang watch does (launch/hang_watch.py)."""
+    """What the launcher's watch does on a hang (launch/hang_watch.py) or a slowdown
+    (launch/slowdown_watch.py)."""
 
     after_s: float | None = option("--hang-after", panel=RECORDING)
     """Seconds without a finished step or collective on any rank before a hang is reported
     (default: 10 typical steps, at least 30)."""
     action: str = option("--hang-action", default="report", panel=RECORDING)
     """On a hang: report (stacks, hang.json; stop nothing) or kill (then stop the ranks)."""
+    slowdown_pct: float = option("--slowdown-threshold", default=10.0, panel=RECORDING)
+    """Alert when the step gets this much slower (%) and stays so: in the launcher's log,
+    RUN_DIR/alerts.jsonl, `top` and the report (0: no slowdown watch)."""
+    on_slowdown: str | None = option("--on-slowdown", panel=RECORDING, metavar="CMD")
+    """Run CMD (by the shell, not waited for) on each slowdown alert and recovery, with the
+    alert as JSON in $SCALESCOPE_ALERT and the run directory in $SCALESCOPE_RUN_DIR."""
     render: Callable[[HangReport], str] | None = None
     """Words for the report (api/launching.py gives report/views/hang's); None writes
     hang.json only."""
@@ -189,6 +196,12 @@ class HangOptions:
     def __post_init__(self) -> None:
         if self.after_s is not None and self.after_s <= 0:
             raise ValueError(f"--hang-after must be > 0 seconds, got {self.after_s}")
+        if not 0 <= self.slowdown_pct <= 1000:
+            raise ValueError(
+                f"--slowdown-threshold must be 0 (off) to 1000 %, got {self.slowdown_pct}"
+            )
+        if self.on_slowdown is not None and not self.on_slowdown.strip():
+            raise ValueError("--on-slowdown needs a command")
         if self.action not in HANG_ACTIONS:
             raise ValueError(f"--hang-action must be report or kill, got {self.action!r}")
 
@@ -244,7 +257,7 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "placement": ("mapping", tuple(f.name for f in fields(MappingOptions))),
     "recording": ("recording", tuple(f.name for f in fields(Recording))),
-    "hang": ("hang", ("after_s", "action")),
+    "hang": ("hang", ("after_s", "action", "slowdown_pct", "on_slowdown")),
     "report": ("at_end", tuple(f.name for f in fields(AtEnd))),
     "output": ("terminal", tuple(f.name for f in fields(Terminal))),
 }
@@ -271,6 +284,11 @@ class LaunchConfig:
             raise ValueError(
                 "--hang-after and --hang-action need the probe (the hang watch reads the ranks' "
                 "live states): drop --no-probe, or them"
+            )
+        if self.recording.no_probe and hang.on_slowdown is not None:
+            raise ValueError(
+                "--on-slowdown needs the probe (the slowdown watch reads the ranks' live "
+                "states): drop --no-probe, or it"
             )
 
 

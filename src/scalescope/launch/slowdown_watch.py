@@ -1,0 +1,66 @@
+"""Beside the hang watch: each read of the ranks' live states goes to the slowdown detector
+(analyze/slowdown.py), and each alert it raises goes out at once:
+
+- a line in the launcher's log (its stderr): ``scalescope: slowdown: rank 3 on node c3: ...``;
+- a line of ``RUN_DIR/alerts.jsonl`` (``report`` and ``top`` read it);
+- ``--on-slowdown CMD``: run by the shell, not waited for, with the alert as JSON in
+  ``SCALESCOPE_ALERT`` and the run directory in ``SCALESCOPE_RUN_DIR`` (a scheduler's drain
+  script).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+from scalescope.analyze.slowdown import Alert, DetectorConfig, SlowdownDetector
+from scalescope.events.files import ALERTS_FILE
+from scalescope.events.live_state import LiveState
+
+
+class SlowdownWatch:
+    def __init__(
+        self,
+        run_dir: Path,
+        host: Callable[[int], str],
+        threshold_pct: float = 10.0,
+        on_slowdown: str | None = None,
+    ) -> None:
+        self.run_dir, self.host, self.command = Path(run_dir), host, on_slowdown
+        self.detector = SlowdownDetector(DetectorConfig(min_change=threshold_pct / 100))
+        self.alerts: list[Alert] = []
+        self._children: list[subprocess.Popen] = []
+
+    def observe(self, at_s: float, states: Mapping[int, LiveState]) -> list[Alert]:
+        hosts = self.detector.hosts
+        for rank in states.keys() - hosts.keys():
+            hosts[rank] = self.host(rank)
+        alerts = self.detector.observe(at_s, states)
+        for alert in alerts:
+            self.raise_alert(alert)
+        return alerts
+
+    def raise_alert(self, alert: Alert) -> None:
+        self.alerts.append(alert)
+        line = json.dumps(asdict(alert))
+        with open(self.run_dir / ALERTS_FILE, "a") as f:
+            f.write(line + "\n")
+        print(f"scalescope: {alert.message}", file=sys.stderr, flush=True)
+        if self.command:
+            self._run_hook(line)
+
+    def _run_hook(self, line: str) -> None:
+        env = {**os.environ, "SCALESCOPE_ALERT": line, "SCALESCOPE_RUN_DIR": str(self.run_dir)}
+        try:
+            child = subprocess.Popen(self.command, shell=True, env=env, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            print(f"scalescope: --on-slowdown could not start: {exc}", file=sys.stderr)
+            return
+        self._children.append(child)
+        threading.Thread(target=child.wait, daemon=True, name="scalescope-on-slowdown").start()
