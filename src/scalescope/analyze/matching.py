@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
-from scalescope.analyze.grouping import group_by
 from scalescope.analyze.groups import dim_lookup
 from scalescope.analyze.sorting import distinct, sort_order
 from scalescope.events import EventTable, Kind, SymbolTable
@@ -306,7 +305,9 @@ def dim_waits(
     count = np.bincount(dim_of[known], minlength=n)
     wait = np.bincount(row_dim, weights=m.wait_ns[rows], minlength=n)
     transfer = np.bincount(row_dim, weights=m.transfer_ns[rows], minlength=n)
-    ranks = np.bincount(group_by(row_dim, m.rank[rows]).keys[:, 0], minlength=n)
+    width = int(m.rank.max()) + 1 if len(m.rank) else 1
+    seen = np.bincount(row_dim * width + m.rank[rows], minlength=n * width) > 0
+    ranks = seen.reshape(n, width).sum(axis=1)
     out = [
         DimWaits(
             dim=names[i],
