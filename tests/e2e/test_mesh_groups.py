@@ -88,3 +88,17 @@ def test_a_tensor_parallel_pair_counts_its_samples_once(tmp_path):
     tp_ms = next(d for d in analysis.dims if d.dim == "tp").ms_per_rank / measured
     step_ms = sum(r.mean_step_ms for r in steps.ranks) / len(steps.ranks)
     assert tp.share_pct == pytest.approx(100 * tp_ms / step_ms)
+
+
+def test_top_shows_each_ranks_index_along_dp_and_tp(mesh_run):
+    """`top RUN --once` on the finished run: a place column, each rank's index in the groups
+    torch gave the script."""
+    proc = scalescope("top", mesh_run / "run", "--once", cwd=mesh_run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.split()[:3] == ["rank", "place", "status"] for line in lines), proc.stdout
+    rows = {line.split()[0]: line for line in lines if line.split() and line.split()[0].isdigit()}
+    for rank in range(4):
+        truth = json.loads((mesh_run / f"mesh-{rank}.json").read_text())
+        dp, tp = truth["dp"].index(rank), truth["tp"].index(rank)
+        assert f" dp {dp} · tp {tp} " in rows[str(rank)], proc.stdout

@@ -43,7 +43,14 @@ import numpy as np
 from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
 from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
 from scalescope.analyze.gaps import Between, largest_gap
-from scalescope.analyze.matching import Matched, WaitStats, match_collectives, wait_stats
+from scalescope.analyze.matching import (
+    DimWaits,
+    Matched,
+    WaitStats,
+    dim_waits,
+    match_collectives,
+    wait_stats,
+)
 from scalescope.analyze.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
 from scalescope.analyze.sorting import index_in
 from scalescope.analyze.step_slots import (
@@ -219,6 +226,8 @@ class CrossRankAnalysis:
     """Added: the straggler's lateness step by step (every step, or at some steps only)."""
     inconsistent: tuple[WaitBeyondStep, ...] = ()
     """Added: ranks that wait longer than their steps last (the timelines do not fit)."""
+    dims: tuple[DimWaits, ...] = ()
+    """Added: waiting versus transfer per mesh dimension or role (groups.dims_of)."""
 
 
 def _measured_instances(m: Matched, slots: StepSlots) -> np.ndarray:
@@ -381,6 +390,7 @@ def analyze_cross_rank(
         extra_work=extra_work(run.events, slots),
         straggler_pattern=None if straggler is None else lateness_pattern(slots, straggler.rank),
         inconsistent=waits_beyond_step(waits, slots, m, inst_ok),
+        dims=dim_waits(m, inst_ok, run.events.symbols, dims) if m is not None else (),
     )
 
 

@@ -13,8 +13,9 @@ A rank that has not begun its first step is ``starting``, with its start stage (
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from scalescope.analyze.coordinates import RankPlace
 from scalescope.analyze.cross_rank import RankWaits
 from scalescope.analyze.steps import OTHER, RankSteps
 from scalescope.analyze.summary import RunAnalysis
@@ -82,6 +83,9 @@ class LiveSnapshot:
     ranks: tuple[RankLive, ...]
     straggler: int | None
     straggler_phase: str | None
+    places: Mapping[int, RankPlace] = field(default_factory=dict)
+    """Each rank's pipeline stage and mesh coordinates (analyze/coordinates.py); empty for a
+    job with neither, whose view has no column for them."""
 
 
 def last_line(text: str | None) -> str | None:
@@ -217,9 +221,11 @@ def live_snapshot(
     silent: Mapping[int, float | None],
     now: float,
     live: Mapping[int, LiveState] | None = None,
+    places: Mapping[int, RankPlace] | None = None,
 ) -> LiveSnapshot:
     """The live figures of ``meta``'s run; ``analysis`` is that of the window's rows;
-    ``live`` the ranks' live states (events.live_state.read_live_states)."""
+    ``live`` the ranks' live states (events.live_state.read_live_states); ``places`` their
+    stages and coordinates, worked out once by the caller (coordinates.rank_places)."""
     live = live or {}
     figures = RankFigures.of(analysis)
     ranks = tuple(
@@ -241,4 +247,5 @@ def live_snapshot(
         ranks=ranks,
         straggler=straggler.rank if straggler else None,
         straggler_phase=straggler.phase if straggler else None,
+        places=places or {},
     )

@@ -51,6 +51,23 @@ class WaitStats:
 
 
 @dataclass(frozen=True)
+class DimWaits:
+    """Waiting versus transfer on one mesh dimension (or role) over its matched instances:
+    WaitStats' split, summed per rank as DimTotals sums the calls' time."""
+
+    dim: str
+    instances: int
+    ranks: int
+    """Ranks that took part in its instances."""
+    wait_ms_per_rank: float
+    """(last arrival − arrival) summed over its instances, per rank of ``ranks``."""
+    transfer_ms_per_rank: float
+    """(completion − last arrival) summed likewise."""
+    wait_share_pct: float
+    """wait / (wait + transfer) × 100 (0 when both are 0)."""
+
+
+@dataclass(frozen=True)
 class Matched:
     """Rows of matched instances, sorted by instance, then arrival (the last arrival last).
 
@@ -271,3 +288,38 @@ def wait_stats(
             )
         )
     return tuple(sorted(out, key=lambda w: (w.op, w.tag, w.nbytes, w.dim)))
+
+
+def dim_waits(
+    m: Matched, inst_mask: np.ndarray, symbols: SymbolTable, dims: Mapping[str, str] | None
+) -> tuple[DimWaits, ...]:
+    """DimWaits per dimension ``dims`` names (group label -> dimension) over the instances
+    of ``inst_mask``, the most waiting first; () without ``dims``."""
+    if not dims or not inst_mask.any():
+        return ()
+    dim_of, names = _inst_dims(m, symbols, dims)
+    known = inst_mask & (dim_of < len(names) - 1)  # the last name is "" (not in ``dims``)
+    rows = known[m.inst]
+    row_dim = dim_of[m.inst][rows]
+    n = len(names)
+    count = np.bincount(dim_of[known], minlength=n)
+    wait = np.bincount(row_dim, weights=m.wait_ns[rows], minlength=n)
+    transfer = np.bincount(row_dim, weights=m.transfer_ns[rows], minlength=n)
+    width = int(m.rank.max()) + 1 if len(m.rank) else 1
+    seen = np.bincount(row_dim * width + m.rank[rows], minlength=n * width) > 0
+    ranks = seen.reshape(n, width).sum(axis=1)
+    out = [
+        DimWaits(
+            dim=names[i],
+            instances=int(count[i]),
+            ranks=int(ranks[i]),
+            wait_ms_per_rank=float(wait[i]) / 1e6 / int(ranks[i]),
+            transfer_ms_per_rank=float(transfer[i]) / 1e6 / int(ranks[i]),
+            wait_share_pct=float(100.0 * wait[i] / (wait[i] + transfer[i]))
+            if wait[i] + transfer[i] > 0
+            else 0.0,
+        )
+        for i in range(n)
+        if count[i]
+    ]
+    return tuple(sorted(out, key=lambda d: (-d.wait_ms_per_rank, d.dim)))

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from scalescope.analyze.batch_copies import RankCopies
-from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.findings import (
+    Evidence,
+    Finding,
+    bottleneck,
+    fmt_size,
+    remedy,
+    summary,
+)
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 
 
 def _mean(copies: tuple[RankCopies, ...], field: str) -> float:
     return sum(getattr(c, field) for c in copies) / len(copies)
-
-
-def _size(nbytes: float) -> str:
-    return f"{nbytes / 1e6:,.1f} MB" if nbytes >= 1e5 else f"{nbytes / 1e3:,.1f} kB"
 
 
 class PageableCopyRule:
@@ -43,7 +46,7 @@ class PageableCopyRule:
         return Finding(
             code="PAGEABLE_COPY",
             bottleneck=bottleneck("PAGEABLE_COPY"),
-            summary=summary("PAGEABLE_COPY", ms=ms, share=share, size=_size(nbytes), rate=rate),
+            summary=summary("PAGEABLE_COPY", ms=ms, share=share, size=fmt_size(nbytes), rate=rate),
             share_pct=share,
             saved_ms_per_step=ms,
             evidence=(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 import shlex
 
-from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.findings import (
+    Evidence,
+    Finding,
+    bottleneck,
+    fmt_size,
+    remedy,
+    summary,
+)
 from scalescope.diagnose.rules_input import (
     DiagnosisInput,
     bench_option,
@@ -42,10 +49,6 @@ def _many_small_files(ctx: DiagnosisInput) -> bool:
     return bool(files and files.files >= t.many_files and files.mean_bytes < t.small_file_bytes)
 
 
-def _size(nbytes: float) -> str:
-    return f"{nbytes / 1e6:.2f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:.0f} kB"
-
-
 def _remedies(ctx: DiagnosisInput, data_ms: float, step_ms: float) -> tuple[str, ...]:
     workers = loader_workers(ctx)
     needed = max(1, math.ceil(data_ms / max(step_ms - data_ms, 1e-3)))
@@ -60,7 +63,7 @@ def _remedies(ctx: DiagnosisInput, data_ms: float, step_ms: float) -> tuple[str,
     out.append(remedy("cheaper_samples"))
     files = ctx.data_files
     if files and _many_small_files(ctx):
-        size, folder = _size(files.mean_bytes), shlex.quote(files.path)
+        size, folder = fmt_size(files.mean_bytes), shlex.quote(files.path)
         out.append(remedy("pack_files", files=files.files, size=size, folder=folder))
     if ctx.meta.hardware.get("gpus") and not bench_option(ctx, "pin_memory"):
         out.append(remedy("pin_memory"))

@@ -16,6 +16,7 @@ import msgspec
 import psutil
 from rich.console import RenderableType
 
+from scalescope.analyze.coordinates import RankPlace, pipeline_stages, rank_places
 from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.summary import RunAnalysis, analyze_run
 from scalescope.events.live_state import LiveState, read_live_states
@@ -155,6 +156,10 @@ class LiveTop:
         """Rows were read since the window was last analysed."""
         self.analyses = 0
         self.metas = RankMetas(self.run_dir)
+        self.places: dict[int, RankPlace] = {}
+        """Each rank's stage and mesh coordinates, worked out again only when an analysis
+        finds other groups or stages than the last (in a run, once or twice)."""
+        self._places_of: tuple = ((), {})
         self._channel: Channel | None = None
         self._store_retry_at = 0.0
 
@@ -177,7 +182,8 @@ class LiveTop:
         metas = {r: with_last_words(self.run_dir, m, alive.get(r)) for r, m in metas.items()}
         silent = {r: self.tail.silent_for(r, now) for r in metas} if running else {}
         live = self.live_states(meta, now) if running else {}
-        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now, live)
+        snap = live_snapshot(meta, self.analysis, self.tail.totals, metas, alive, silent, now,
+                             live, self.places)  # fmt: skip
         due = now - self.finding_at >= self.finding_every_s or not running
         if self.finding_stale and due:
             self.update_finding(now)
@@ -192,9 +198,21 @@ class LiveTop:
         window = self.tail.window()
         self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
         self.analysis = analyze_run(self.run) if len(window) else None
+        self.update_places(metas)
         self.analysis_s, self.analysed_at = time.perf_counter() - started, now
         self.window_stale, self.finding_stale = False, True
         self.analyses += 1
+
+    def update_places(self, metas: dict[int, RankMeta | None]) -> None:
+        """The ranks' stages and coordinates from the analysis' groups and pipeline: the
+        groups come from the window's collectives while the ranks run (their meta files name
+        them only at their end), so they are compared with the last ones, not read once."""
+        a = self.analysis
+        if a is None:
+            return
+        found = (a.groups, pipeline_stages(a.pipeline, metas))
+        if found != self._places_of:
+            self._places_of, self.places = found, rank_places(*found)
 
     def live_states(self, meta: RunMeta, now: float) -> dict[int, LiveState]:
         """The state files here, and, for a run over several nodes or another launcher's

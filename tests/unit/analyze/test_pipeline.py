@@ -12,6 +12,10 @@ from scalescope.analyze.pipeline import theory_bubble_pct
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import Kind
 from scalescope.events.run import BlockMeta, PipelineMeta, RankMeta
+from scalescope.report.document import Table
+from scalescope.report.media.report_json import report_json
+from scalescope.report.views.pipeline import pipeline_section
+from scalescope.report.views.rank_summary import ALL_IN_JSON, RANK_ROWS_LIMIT
 
 MS = 1_000_000
 STEP_MS, MICRO, STEPS = 200, 4, 3
@@ -28,7 +32,8 @@ def row(step: int, kind: Kind, name: str, start_ms: float, dur_ms: float, seq: i
 
 
 def stage_rows(rank: int) -> list[tuple]:
-    """Each microbatch's forward and backward: the stage's blocks' share of the step."""
+    """Each microbatch's forward and backward: the stage's blocks' share of the step (stage
+    ``rank``)."""
     fwd = BLOCKS[rank] * BLOCK_FWD_MS / MICRO
     bwd = BLOCKS[rank] * BLOCK_BWD_MS / MICRO
     out = []
@@ -42,21 +47,48 @@ def stage_rows(rank: int) -> list[tuple]:
     return out
 
 
-def meta(rank: int) -> RankMeta:
+def meta(rank: int, stage: int | None = None, world: int = 2) -> RankMeta:
+    """Rank ``rank`` of ``world``, holding ``stage`` (its rank by default) of 2."""
+    stage = rank if stage is None else stage
     blocks = [
         BlockMeta(name=str(i), forward_ns=[BLOCK_FWD_MS * MS] * STEPS,
                   backward_ns=[BLOCK_BWD_MS * MS] * STEPS)
-        for i in range(BLOCKS[rank])
+        for i in range(BLOCKS[stage])
     ]  # fmt: skip
-    pipe = PipelineMeta(stage=rank, stages=2, stages_held=[rank], schedule="Schedule1F1B",
+    pipe = PipelineMeta(stage=stage, stages=2, stages_held=[stage], schedule="Schedule1F1B",
                         microbatches=MICRO, blocks=blocks)  # fmt: skip
-    return RankMeta(rank=rank, world_size=2, status="completed", steps=STEPS, pipeline=pipe)
+    return RankMeta(rank=rank, world_size=world, status="completed", steps=STEPS, pipeline=pipe)
 
 
 @pytest.fixture
 def pipeline_run(tmp_path):
     rows = {r: [stage_rows(r)] for r in (0, 1)}
     return make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+
+
+def test_the_stages_table_is_cut_beyond_16_ranks(tmp_path):
+    """24 ranks, 12 per stage: the report's table lists the first RANK_ROWS_LIMIT and says how
+    many more the JSON holds, which keeps them all."""
+    world = 24
+    stage = {r: r * 2 // world for r in range(world)}
+    rows = {r: [stage_rows(stage[r])] for r in range(world)}
+    metas = {r: meta(r, stage[r], world) for r in range(world)}
+    run = make_run(tmp_path, rows, world_size=world, rank_files=metas)
+    analysis = analyze_run(run)
+    assert len(analysis.pipeline.ranks) == world
+    section = pipeline_section(analysis)
+    (table,) = [b for b in section.blocks if isinstance(b, Table)]
+    assert [row[0] for row in table.rows] == [str(r) for r in range(RANK_ROWS_LIMIT)]
+    assert len(table.values) == RANK_ROWS_LIMIT
+    assert table.caption.endswith(f"{world - RANK_ROWS_LIMIT:,} more rows not shown; {ALL_IN_JSON}")
+    assert len(report_json(analysis, None)["pipeline"]["ranks"]) == world
+
+
+def test_the_stages_table_keeps_every_rank_up_to_16(pipeline_run):
+    (table,) = [b for b in pipeline_section(analyze_run(pipeline_run)).blocks
+                if isinstance(b, Table)]  # fmt: skip
+    assert [row[0] for row in table.rows] == ["0", "1"]
+    assert "not shown" not in table.caption
 
 
 def test_theory_of_the_schedules():

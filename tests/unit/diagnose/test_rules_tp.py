@@ -4,6 +4,8 @@ own sums."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from run_builders import phase_row, step_row, write_run_dir
 
@@ -12,6 +14,9 @@ from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import RankMeta, RunMeta, load_run
 from scalescope.events.run import GroupMeta
 from scalescope.events.schema import Kind
+from scalescope.report.document import Table
+from scalescope.report.media.report_json import to_json
+from scalescope.report.views.run import run_document
 
 MS = 1_000_000
 STEPS, WARMUP = 6, 1
@@ -24,12 +29,14 @@ def coll(step: int, start: int, dur: int, nbytes: int, group: str, seq: int) -> 
             "float32", group, seq, "user")  # fmt: skip
 
 
-def rank_rows(rank: int, tp: str, dp: str) -> list[tuple]:
+def rank_rows(rank: int, tp: str, dp: str, late_ms: int = 0) -> list[tuple]:
+    """``late_ms``: its tp all-reduce issued that much later, completing with its pair's."""
     rows, t = [], 0
+    late = late_ms * MS
     for step in range(STEPS):
         start = t
         rows.append(phase_row(step, "forward", t, 5 * MS))
-        rows.append(coll(step, t + 2 * MS, TP_MS * MS, TP_BYTES, tp, step))
+        rows.append(coll(step, t + 2 * MS + late, TP_MS * MS - late, TP_BYTES, tp, step))
         t += 5 * MS
         rows.append(phase_row(step, "backward", t, 8 * MS))
         rows.append(coll(step, t + 7 * MS, MS, 1 << 20, dp, step))
@@ -40,8 +47,11 @@ def rank_rows(rank: int, tp: str, dp: str) -> list[tuple]:
     return rows
 
 
-def mesh_run(tmp_path, tp_pairs: list[tuple[int, int]], backend: str):
-    """tp groups as given; the dp groups pair the tp groups' i-th members."""
+def mesh_run(
+    tmp_path, tp_pairs: list[tuple[int, int]], backend: str, late_ms: dict[int, int] | None = None
+):
+    """tp groups as given; the dp groups pair the tp groups' i-th members; ``late_ms``: per
+    rank, how late it issues its tp all-reduce (rank_rows)."""
     label: dict[int, dict[str, tuple[str, tuple[int, ...]]]] = {r: {} for r in range(4)}
     for dim, groups in (("tp", tp_pairs), ("dp", list(zip(*tp_pairs, strict=True)))):
         for i, members in enumerate(groups):
@@ -60,7 +70,9 @@ def mesh_run(tmp_path, tp_pairs: list[tuple[int, int]], backend: str):
         )  # fmt: skip
         for r in range(4)
     }
-    rows = {r: [rank_rows(r, label[r]["tp"][0], label[r]["dp"][0])] for r in range(4)}
+    late = late_ms or {}
+    rows = {r: [rank_rows(r, label[r]["tp"][0], label[r]["dp"][0], late.get(r, 0))]
+            for r in range(4)}  # fmt: skip
     meta = RunMeta(run_id="tp", command=["train.py"], script="train.py", world_size=4,
                    nproc_per_node=2, warmup_steps=WARMUP, hostnames=sorted(set(HOSTS.values())),
                    status="completed")  # fmt: skip
@@ -117,3 +129,38 @@ def test_the_waits_carry_the_dimension(tmp_path) -> None:
         ("tp", 2 * (STEPS - WARMUP)), ("dp", 2 * (STEPS - WARMUP)),
     }  # fmt: skip
     assert {w.nbytes for w in waits if w.dim == "tp"} == {TP_BYTES}
+
+
+def tables(block) -> list[Table]:
+    """Every table of a document or section, however deep."""
+    if isinstance(block, Table):
+        return [block]
+    return [t for b in getattr(block, "blocks", ()) for t in tables(b)]
+
+
+def test_the_waits_per_dimension_sum_each_ranks_wait_and_transfer(tmp_path) -> None:
+    """Rank 3 issues its tp all-reduce 1 ms late: rank 2 waits 1 ms for it, and their pair
+    moves the bytes in 1 ms, the other pair in TP_MS; dp waits for nobody (1 ms each).
+    Per rank over the measured steps, as DimTotals counts: the report's dimension table
+    shows both."""
+    run = mesh_run(tmp_path, [(0, 1), (2, 3)], "gloo", late_ms={3: 1})
+    analysis = analyze_run(run)
+    measured = STEPS - WARMUP
+    dims = {d.dim: d for d in analysis.cross_rank.dims}
+    assert list(dims) == ["tp", "dp"], "the most waiting first"
+    tp, dp = dims["tp"], dims["dp"]
+    assert (tp.instances, tp.ranks, dp.instances, dp.ranks) == (2 * measured, 4, 2 * measured, 4)
+    assert tp.wait_ms_per_rank == pytest.approx(1 * measured / 4)
+    assert tp.transfer_ms_per_rank == pytest.approx((2 * TP_MS + 2 * 1) * measured / 4)
+    assert tp.wait_share_pct == pytest.approx(100 * 1 / (1 + 2 * TP_MS + 2))
+    assert (dp.wait_ms_per_rank, dp.wait_share_pct) == (0.0, 0.0)
+    assert dp.transfer_ms_per_rank == pytest.approx(1 * measured)
+    (table,) = [b for b in tables(run_document(analysis)) if b.title == "Collectives by dimension"]
+    names = [c.name for c in table.columns]
+    row = dict(zip(names, next(v for v in table.values if v[0] == "tp"), strict=True))
+    assert row["waiting"] == tp.wait_ms_per_rank and row["transfer"] == tp.transfer_ms_per_rank
+    doc = json.loads(to_json(analysis))
+    assert {d["dim"]: d["wait_ms_per_rank"] for d in doc["cross_rank"]["dims"]} == {
+        "tp": pytest.approx(1 * measured / 4), "dp": 0.0,
+    }  # fmt: skip
+    assert {d["dim"] for d in doc["dims"]} == {"tp", "dp"}

@@ -11,11 +11,18 @@ import msgspec
 from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
+from scalescope.analyze.coordinates import RankPlace
 from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
 from scalescope.events import EventWriter, RankMeta, RunMeta
-from scalescope.events.run import events_path, rank_meta_path, write_json_atomic
+from scalescope.events.run import (
+    GroupMeta,
+    PipelineMeta,
+    events_path,
+    rank_meta_path,
+    write_json_atomic,
+)
 from scalescope.live.run_view import LiveTop, RankMetas
-from scalescope.report.views.live import LiveExtras, phase_bar, render_live
+from scalescope.report.views.live import LiveExtras, phase_bar, rank_table, render_live
 
 MS = 1_000_000
 PHASES_MS = {0: {"data": 1, "forward": 3, "backward": 4, "optimizer": 1},
@@ -215,3 +222,71 @@ def test_a_costly_analysis_waits_while_the_totals_go_on(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "run.json", msgspec.structs.replace(meta, status="completed"))
     top.frame()
     assert top.analyses == 3 and top.analysis.steps.ranks[0].num_steps > 0
+
+
+MESH = {"tp0": (0, 1), "tp1": (2, 3), "dp0": (0, 2), "dp1": (1, 3)}
+"""A dp x tp mesh of 4 ranks, by label: its groups' members."""
+
+
+def write_mesh_run(tmp_path: Path, pipeline: bool = False) -> Path:
+    """A finished run of 4 ranks whose meta files name their mesh groups (and, with
+    ``pipeline``, a stage: the dp index)."""
+    meta = RunMeta(run_id="mesh", command=[], script="x.py", world_size=4, warmup_steps=1,
+                   start_time=time.time() - 30, status="completed")  # fmt: skip
+    ranks = {}
+    for r in range(4):
+        groups = {label: GroupMeta(ranks=list(members), dim=label[:2])
+                  for label, members in MESH.items() if r in members}  # fmt: skip
+        stage = PipelineMeta(stage=r // 2, stages=2, stages_held=[r // 2]) if pipeline else None
+        ranks[r] = RankMeta(rank=r, world_size=4, status="completed", groups=groups,
+                            pipeline=stage)  # fmt: skip
+    return write_run_dir(tmp_path, meta, {r: [rank_rows(r % 2)] for r in range(4)}, ranks)
+
+
+def rank_lines(text: str) -> dict[str, str]:
+    """The rank table's rows by their rank, the rank cut off."""
+    out = {}
+    for line in text.splitlines():
+        first, _, rest = line.strip().partition(" ")
+        if first.rstrip("*").isdigit():
+            out[first.rstrip("*")] = rest.strip()
+    return out
+
+
+def test_a_mesh_runs_ranks_show_their_place_and_a_data_parallel_runs_do_not(
+    tmp_path: Path,
+) -> None:
+    mesh = render(LiveTop(write_mesh_run(tmp_path / "mesh"), finding_every_s=0).frame())
+    header = next(line for line in mesh.splitlines() if line.split()[:2] == ["rank", "place"])
+    assert header.split()[2] == "status", mesh
+    rows = rank_lines(mesh)
+    for r, (dp, tp) in {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1)}.items():
+        assert rows[str(r)].startswith(f"dp {dp} · tp {tp}  completed"), mesh
+    staged = render(LiveTop(write_mesh_run(tmp_path / "pipe", True), finding_every_s=0).frame())
+    assert rank_lines(staged)["3"].startswith("stage 1 · dp 1 · tp 1  completed"), staged
+    ddp = render(LiveTop(write_run(tmp_path / "ddp"), finding_every_s=0).frame())
+    assert "place" not in ddp and "·" not in ddp
+    assert any(line.split()[:2] == ["rank", "status"] for line in ddp.splitlines()), ddp
+
+
+def test_the_places_are_worked_out_again_only_when_the_groups_change(tmp_path: Path) -> None:
+    top = LiveTop(write_mesh_run(tmp_path))
+    top.frame()
+    places = top.places
+    assert places[3] == RankPlace(coords=(("dp", 1), ("tp", 1)))
+    meta = top.tail.meta
+    metas = {r: top.metas.get(r) for r in range(meta.world_size)}
+    top.analyse(meta, metas, time.time())
+    assert top.analyses == 2 and top.places is places
+
+
+def test_the_rank_table_has_a_place_column_only_with_places() -> None:
+    ranks = [RankLive(r, "running", 5, 20.0, (("forward", 20.0),), None, None, None, None)
+             for r in range(2)]  # fmt: skip
+    plain = rank_table(ranks, None)
+    assert [c.name for c in plain.columns][:2] == ["rank", "status"]
+    places = {0: RankPlace(stages=(0, 2), coords=(("stride 2", 1),))}
+    table = rank_table(ranks, None, places)
+    assert [c.name for c in table.columns][:3] == ["rank", "place", "status"]
+    assert [row[1] for row in table.rows] == ["stages 0, 2 · stride 2: 1", "-"]
+    assert all(len(styles) == len(table.columns) for styles in table.cell_styles)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from rich.console import RenderableType
 from rich.text import Text
 
+from scalescope.analyze.coordinates import RankPlace
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
 from scalescope.report.document import (
     Block,
@@ -149,10 +150,30 @@ RANK_COLUMNS = (
 )
 
 
-def rank_table(ranks: list[RankLive], straggler: int | None) -> Table:
+def place_words(place: RankPlace | None) -> str:
+    """``stage 1 · dp 3 · tp 0``; ``stages 0, 2`` for an interleaved schedule's rank; an
+    inferred dimension's name is followed by a colon (``stride 2: 1``)."""
+    if place is None:
+        return "-"
+    parts = []
+    if place.stages:
+        many = len(place.stages) > 1
+        parts.append(f"stage{'s' if many else ''} {', '.join(map(str, place.stages))}")
+    parts += [f"{dim}{':' if ' ' in dim else ''} {i}" for dim, i in place.coords]
+    return " · ".join(parts) or "-"
+
+
+PLACE_COLUMN = Column("place", align="left", no_wrap=True)
+
+
+def rank_table(
+    ranks: list[RankLive], straggler: int | None, places: Mapping[int, RankPlace] | None = None
+) -> Table:
+    """One row per rank; a ``place`` column beside the rank where ``places`` has any."""
     rows = tuple(
         (
             f"{r.rank}*" if r.rank == straggler else str(r.rank),
+            *((place_words(places.get(r.rank)),) if places else ()),
             status_words(r),
             str(r.steps),
             fmt_ms(r.step_ms),
@@ -162,8 +183,12 @@ def rank_table(ranks: list[RankLive], straggler: int | None) -> Table:
         )
         for r in ranks
     )
-    cell_styles = tuple(("", "bold red" if _dead(r) else "", "", "", "", "", "") for r in ranks)
-    return Table("", RANK_COLUMNS, rows, cell_styles=cell_styles, frame="none")
+    place = ("",) if places else ()
+    cell_styles = tuple(
+        ("", *place, "bold red" if _dead(r) else "", "", "", "", "", "") for r in ranks
+    )
+    columns = (RANK_COLUMNS[0], PLACE_COLUMN, *RANK_COLUMNS[1:]) if places else RANK_COLUMNS
+    return Table("", columns, rows, cell_styles=cell_styles, frame="none")
 
 
 def histogram(ranks: Sequence[RankLive], bins: int = 12) -> Line | None:
@@ -199,7 +224,7 @@ def _many_ranks(snap: LiveSnapshot, shown: int) -> list[Block]:
 def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Document:
     """Header, one row per rank shown, the ranks left out, the legend, last words, output."""
     shown = shown_ranks(snap)
-    blocks: list[Block] = [*header(snap, extras), rank_table(shown, snap.straggler)]
+    blocks: list[Block] = [*header(snap, extras), rank_table(shown, snap.straggler, snap.places)]
     blocks += [*_many_ranks(snap, len(shown)), legend()]
     blocks += [
         Line(f"rank {r.rank} {r.status}: {r.last_words}", style="red")

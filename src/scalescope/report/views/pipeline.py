@@ -7,6 +7,7 @@ from __future__ import annotations
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.pipeline import PipelineAnalysis
 from scalescope.report.document import Column, Line, Section, Table
+from scalescope.report.views.rank_summary import limited_table
 
 COLUMNS = (
     Column("rank", align="left"),
@@ -54,4 +55,4 @@ def _table(p: PipelineAnalysis) -> Table:
          "-" if v[6] is None else f"{v[6]:,.1f}")
         for v in values
     )  # fmt: skip
-    return Table("Pipeline stages", COLUMNS, rows, values=values, caption=MEANING)
+    return limited_table("Pipeline stages", COLUMNS, rows, values, MEANING)

@@ -456,8 +456,16 @@ DIM_COLUMNS = (
     Column("ranks each"),
     Column("calls"),
     Column("time", "ms/rank"),
+    Column("waiting", "ms/rank"),
+    Column("transfer", "ms/rank"),
     Column("bytes", "MB/rank"),
     Column("known by", align="left"),
+)
+DIM_MEANING = (
+    "measured steps; a dimension is the DeviceMesh's name for its groups, else the world "
+    "(every rank) or the distance between members (stride N); time: issue to completion; "
+    "waiting: for the group's last rank to arrive; transfer: from then to completion (n/a: "
+    "no instance matched across ranks)"
 )
 
 
@@ -465,16 +473,20 @@ def _dims_table(a: RunAnalysis) -> Table | None:
     """Only where some group is not the world's: a data-parallel run's report is unchanged."""
     if all(d.dim == "world" for d in a.dims):
         return None
-    rows = tuple(
-        (d.dim, str(d.groups), str(d.ranks_per_group), f"{d.calls:,}", f"{d.ms_per_rank:,.1f}",
-         f"{d.bytes_per_rank / 1e6:,.1f}", "its DeviceMesh" if d.named else "its members")
+    waits = {w.dim: w for w in a.cross_rank.dims} if a.cross_rank else {}
+    values = tuple(
+        (d.dim, d.groups, d.ranks_per_group, d.calls, d.ms_per_rank,
+         waits[d.dim].wait_ms_per_rank if d.dim in waits else None,
+         waits[d.dim].transfer_ms_per_rank if d.dim in waits else None,
+         d.bytes_per_rank / 1e6, "its DeviceMesh" if d.named else "its members")
         for d in a.dims
     )  # fmt: skip
-    return Table(
-        "Collectives by dimension", DIM_COLUMNS, rows,
-        caption="measured steps; a dimension is the DeviceMesh's name for its groups, else "
-        "the world (every rank) or the distance between members (stride N)",
+    rows = tuple(
+        (v[0], str(v[1]), str(v[2]), f"{v[3]:,}", f"{v[4]:,.1f}",
+         *(NA if x is None else f"{x:,.1f}" for x in v[5:7]), f"{v[7]:,.1f}", v[8])
+        for v in values
     )  # fmt: skip
+    return Table("Collectives by dimension", DIM_COLUMNS, rows, values=values, caption=DIM_MEANING)
 
 
 def _collectives(a: RunAnalysis) -> Section:
