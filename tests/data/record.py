@@ -374,6 +374,23 @@ def p2p_pipeline(folder: Path) -> Scenario:
     return Scenario(folder.name, about, args, truth)
 
 
+def slowdown_rank(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["run", "-n", "4", "--oversubscribe", str(SCRIPTS / "ddp_train.py"), "--steps", "330",
+            "--sleep-rank", "2", "--sleep-s", "0.03", "--sleep-where", "forward",
+            "--sleep-from", "220"]  # fmt: skip
+
+    def record() -> dict:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder))
+        return {"slow_rank": 2, "phase": "forward", "from_step": 220,
+                "about": "rank 2 sleeps 30 ms in each forward from step 220 on"}  # fmt: skip
+
+    truth = quiet(record, "slowdown_rank")
+    about = "4 DDP ranks; rank 2 slows down in forward mid-run (the slowdown watch's alerts)"
+    return Scenario(folder.name, about, args, truth)
+
+
 PROFILER_EXIT_ABORT = "terminate called without an active exception"
 """torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
 as it exits, after profiler_stop: such a run is made again."""
@@ -420,6 +437,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "profiled": profiled,
     "fsdp": fsdp,
     "p2p_pipeline": p2p_pipeline,
+    "slowdown_rank": slowdown_rank,
 }
 """In recording order: ``oversubscribed`` reads the balanced run's step time."""
 

@@ -425,3 +425,10 @@ def read_alerts(run_dir: Path) -> list[Alert]:
         except (ValueError, TypeError, KeyError):
             continue
     return out
+
+
+def latest_alert(alerts: list[Alert]) -> Alert | None:
+    """The last onset still open, else the last recovery (None without alerts)."""
+    recovered = {a.id for a in alerts if a.event == "recovery"}
+    open_ = [a for a in alerts if a.event == "onset" and a.id not in recovered]
+    return open_[-1] if open_ else (alerts[-1] if alerts else None)

@@ -1,4 +1,5 @@
-"""The slowdown detector replayed over a recorded run, offline: the reads a watcher polling
+"""The slowdowns of a recorded run: what the watch's alerts cost (``slowdown_costs``), and
+the slowdown detector replayed over the run, offline: the reads a watcher polling
 every ``poll_s`` would have made of the ranks' running totals, rebuilt from the event table
 (each rank's steps, phases and collectives summed up to each step's end, on rank 0's clock).
 
@@ -10,6 +11,7 @@ a read.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from scalescope.analyze.slowdown import (
     SlowdownDetector,
     TotalsRead,
 )
+from scalescope.analyze.whatif import WhatIf
 from scalescope.events import Kind, Run
 from scalescope.events.live_state import TOTAL_PHASES
 
@@ -96,3 +99,58 @@ def replay_run(
     hosts = {r: m.hostname for r, m in run.ranks.items() if m.hostname}
     detector = SlowdownDetector(config, hosts)
     return [a for read in recorded_reads(run, poll_s) for a in detector.observe_read(read)]
+
+
+@dataclass(frozen=True)
+class SlowdownCost:
+    """A slowdown the watch named while the run trained, and what it cost."""
+
+    onset: Alert
+    recovery_step: int | None
+    """None: it lasted to the end of the run."""
+    steps: int
+    """Steps from its onset to its recovery (or the last step)."""
+    lost_s: float
+    """The steps' time beyond the baseline step: the mean over ranks of each step, less the
+    onset's baseline, summed (s)."""
+    lost_pct: float
+    """Of the run's time in steps (%)."""
+    fix_cause: str
+    """The what-if's cause for its subject (``rank:N``, ``node:HOST``; "" for the
+    collectives)."""
+    fix_gain_ms: float | None
+    """What the report's what-if says fixing it buys per step (None: not replayed)."""
+
+
+def slowdown_costs(
+    run: Run, alerts: list[Alert], whatif: WhatIf | None
+) -> tuple[SlowdownCost, ...]:
+    """Each onset in ``alerts`` (read_alerts) with its cost from the run's steps."""
+    steps = run.events.of_kind(Kind.STEP)
+    if not len(steps):
+        return ()
+    numbers, at = np.unique(steps.step, return_inverse=True)
+    mean_ms = np.bincount(at, steps.dur_ns) / np.bincount(at) / 1e6
+    total_s = float(mean_ms.sum()) / 1e3
+    recovered = {a.id: a.detected_step for a in alerts if a.event == "recovery"}
+    fixes = {f.cause: f.gain_ms for f in whatif.fixes} if whatif is not None else {}
+    out = []
+    for a in (a for a in alerts if a.event == "onset"):
+        end = recovered.get(a.id)
+        inside = (numbers >= a.since_step) & (numbers < (end if end is not None else np.inf))
+        lost = max(float(np.sum(mean_ms[inside] - a.baseline_ms)), 0.0) / 1e3
+        cause = _cause(a)
+        out.append(SlowdownCost(
+            onset=a, recovery_step=end, steps=int(inside.sum()), lost_s=round(lost, 3),
+            lost_pct=round(100 * lost / total_s, 1) if total_s > 0 else 0.0,
+            fix_cause=cause, fix_gain_ms=fixes.get(cause) if cause else None,
+        ))  # fmt: skip
+    return tuple(out)
+
+
+def _cause(a: Alert) -> str:
+    if a.subject == "rank" and len(a.ranks) == 1:
+        return f"rank:{a.ranks[0]}"
+    if a.subject == "node" and len(a.nodes) == 1:
+        return f"node:{a.nodes[0]}"
+    return ""

@@ -22,6 +22,8 @@ from scalescope.analyze.links import LinkAnalysis, analyze_links
 from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
+from scalescope.analyze.slowdown import read_alerts
+from scalescope.analyze.slowdown_replay import SlowdownCost, slowdown_costs
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import (
     StepAnalysis,
@@ -116,6 +118,9 @@ class RunAnalysis:
     """The measured collectives per dimension."""
     copies: tuple[RankCopies, ...] = ()
     """The batches' copies to the device per rank (analyze/batch_copies.py)."""
+    slowdowns: tuple[SlowdownCost, ...] = ()
+    """The slowdowns the launcher's watch named while the run trained (``alerts.jsonl``),
+    each with its cost (analyze/slowdown_replay.py)."""
     p2p: P2PAnalysis | None = None
     """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
     without sends or recvs that name their peer."""
@@ -189,6 +194,7 @@ def analyze_run(run: Run) -> RunAnalysis:
     stages = {r: m.pipeline for r, m in run.ranks.items() if m.pipeline is not None}
     pipeline = analyze_pipeline(measured.events, stages, meta.warmup_steps, p2p)
     steps = _counted_once(analyze_steps(measured.events, meta.warmup_steps, slots), groups)
+    whatif = _what_if(measured, meta) if meta.probe else None
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,
@@ -216,8 +222,9 @@ def analyze_run(run: Run) -> RunAnalysis:
         links=analyze_links(measured, meta.warmup_steps),
         groups=groups,
         dims=dim_totals(measured, groups, meta.warmup_steps),
-        whatif=_what_if(measured, meta) if meta.probe else None,
+        whatif=whatif,
         copies=batch_copies(measured.events, meta.warmup_steps),
+        slowdowns=slowdown_costs(run, read_alerts(run.path), whatif),
     )
 
 

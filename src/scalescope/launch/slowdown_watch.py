@@ -23,6 +23,10 @@ from scalescope.analyze.slowdown import Alert, DetectorConfig, SlowdownDetector
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState
 
+HOSTS_EVERY_S = 10.0
+"""How often the ranks whose node is not known yet are asked again (a rank names its host
+in its meta file once it has started)."""
+
 
 class SlowdownWatch:
     def __init__(
@@ -36,11 +40,14 @@ class SlowdownWatch:
         self.detector = SlowdownDetector(DetectorConfig(min_change=threshold_pct / 100))
         self.alerts: list[Alert] = []
         self._children: list[subprocess.Popen] = []
+        self._hosts_at = -HOSTS_EVERY_S
 
     def observe(self, at_s: float, states: Mapping[int, LiveState]) -> list[Alert]:
         hosts = self.detector.hosts
-        for rank in states.keys() - hosts.keys():
-            hosts[rank] = self.host(rank)
+        unknown = [r for r in states if not hosts.get(r)]
+        if unknown and at_s - self._hosts_at >= HOSTS_EVERY_S:
+            self._hosts_at = at_s
+            hosts.update((rank, self.host(rank)) for rank in unknown)
         alerts = self.detector.observe(at_s, states)
         for alert in alerts:
             self.raise_alert(alert)

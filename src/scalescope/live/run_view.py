@@ -18,7 +18,9 @@ from rich.console import RenderableType
 
 from scalescope.analyze.coordinates import RankPlace, pipeline_stages, rank_places
 from scalescope.analyze.live import live_snapshot
+from scalescope.analyze.slowdown import latest_alert, read_alerts
 from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
 from scalescope.events.tail import RunTail
@@ -130,6 +132,26 @@ t seconds, not before t / ANALYSIS_SHARE (a small run's few ms: every frame; 1,0
 half second: every second or third frame, the totals still counted every frame)."""
 
 
+class AlertsFile:
+    """The slowdown watch's ``alerts.jsonl``, read again only when it grew."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ALERTS_FILE
+        self._size = -1
+        self._latest: str | None = None
+
+    def latest(self) -> str | None:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return None
+        if size != self._size:
+            self._size = size
+            alert = latest_alert(read_alerts(self.path.parent))
+            self._latest = alert.message if alert is not None else None
+        return self._latest
+
+
 class LiveTop:
     """One run directory watched: each ``frame`` is the view of what was read so far."""
 
@@ -156,6 +178,7 @@ class LiveTop:
         """Rows were read since the window was last analysed."""
         self.analyses = 0
         self.metas = RankMetas(self.run_dir)
+        self.alerts = AlertsFile(self.run_dir)
         self.places: dict[int, RankPlace] = {}
         """Each rank's stage and mesh coordinates, worked out again only when an analysis
         finds other groups or stages than the last (in a run, once or twice)."""
@@ -189,7 +212,8 @@ class LiveTop:
             self.update_finding(now)
         self.ended = not running
         output = last_output(self.run_dir) if self.show_output else ()
-        extras = LiveExtras(finding=self.finding, output=output, note=self.note)
+        extras = LiveExtras(finding=self.finding, output=output, note=self.note,
+                            alert=self.alerts.latest())  # fmt: skip
         return render_live(snap, extras)
 
     def analyse(self, meta: RunMeta, metas: dict[int, RankMeta | None], now: float) -> None:

@@ -48,6 +48,8 @@ class LiveExtras:
     output: Sequence[str] = ()
     """The last lines of the script's output (``run --live``)."""
     note: str = ""
+    alert: str | None = None
+    """The slowdown watch's open alert (or its last recovery), as its message."""
 
 
 def phase_letters(rank: RankLive, width: int = BAR_WIDTH) -> str:
@@ -224,7 +226,11 @@ def _many_ranks(snap: LiveSnapshot, shown: int) -> list[Block]:
 def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Document:
     """Header, one row per rank shown, the ranks left out, the legend, last words, output."""
     shown = shown_ranks(snap)
-    blocks: list[Block] = [*header(snap, extras), rank_table(shown, snap.straggler, snap.places)]
+    blocks: list[Block] = [*header(snap, extras)]
+    if extras.alert:
+        style = "green" if " recovered " in extras.alert else "bold red"
+        blocks.append(Line(extras.alert, style=style))
+    blocks.append(rank_table(shown, snap.straggler, snap.places))
     blocks += [*_many_ranks(snap, len(shown)), legend()]
     blocks += [
         Line(f"rank {r.rank} {r.status}: {r.last_words}", style="red")

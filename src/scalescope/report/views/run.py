@@ -42,6 +42,7 @@ from scalescope.report.views.rank_summary import (
     limited_table,
     percentiles,
 )
+from scalescope.report.views.slowdowns import slowdowns_section
 from scalescope.report.views.whatif import whatif_section
 
 
@@ -523,6 +524,7 @@ def run_document(a: RunAnalysis) -> Document:
         cross_rank_section(a),
         p2p_section(a),
         pipeline_section(a),
+        slowdowns_section(a),
         whatif_section(a.whatif),
     )
     return Document(f"scalescope report: run {a.run_id}", tuple(b for b in blocks if b is not None))
