@@ -1,7 +1,7 @@
 """`scalescope run` of a real 2-rank DeepSpeed script (ZeRO 3 and 2, CPU, gloo): the engine's
 forward, backward and step are phases, samples are the batch configuration's, ZeRO's
 collectives carry their role tags, and the parameter all-gathers move what the model's
-parameters imply.
+parameters imply; and of a 2-stage ``PipelineModule`` (its stages, microbatches and sends).
 
 DeepSpeed is an optional test dependency installed beside the venv (``make test``:
 ``.venv/deepspeed``, as the notebook extra); only these runs put it on the ranks' path.
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPTS, cli_env
+from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
 
 DEEPSPEED = Path(sys.prefix) / "deepspeed"
@@ -135,3 +136,57 @@ def test_zero2_phases_samples_tags_and_gathered_bytes(deepspeed_path, tmp_path) 
             reduces = {k: n for k, n in got.items() if k[1] == "zero_reduce_grads"}
             assert sum(k[2] * n for k, n in reduces.items()) == ACCUMULATION * params, got
             assert all(k[1].startswith("zero_") for k in got), got
+
+
+PIPE_TRAIN = SCRIPTS / "deepspeed_pipe_train.py"
+PIPE_STEPS, MICROBATCHES, PIPE_MICRO_BATCH = 4, 4, 8
+
+
+@pytest.mark.heavy
+def test_a_pipeline_modules_stages_microbatches_and_transfers(deepspeed_path, tmp_path) -> None:
+    """A 2-stage ``PipelineModule`` under ``train_batch``: each rank's stage, schedule,
+    microbatches and layers in its meta; per measured step one forward and one backward row
+    per microbatch (``seq`` 0..m-1) and one optimizer row; each microbatch's activations sent
+    to the next stage and its gradients back, as p2p rows with their peer; samples on the
+    first stage; and the analysis sees the pipeline."""
+    cmd = [
+        sys.executable, "-m", "scalescope.cli", "run", "-n", "2",
+        "--run-dir", str(tmp_path / "run"),
+        "--no-report", str(PIPE_TRAIN), "--steps", str(PIPE_STEPS), "--microbatches",
+        str(MICROBATCHES), "--micro-batch", str(PIPE_MICRO_BATCH),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, env=ds_env(), capture_output=True, text=True,
+                          timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    own = next(json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))
+    run = load_run(tmp_path / "run")
+    ev = run.events
+    for rank in (0, 1):
+        meta = run.ranks[rank]
+        assert meta.steps == PIPE_STEPS and not meta.probe_errors, meta.probe_errors
+        pipe = meta.pipeline
+        assert (pipe.stage, pipe.stages, pipe.microbatches) == (rank, 2, MICROBATCHES)
+        assert pipe.schedule == "DeepSpeed TrainSchedule (1F1B)"
+        layers = [name for name in own["stage_layers"][rank] if name.isdigit()]
+        assert [b.name for b in pipe.blocks] == layers, "the stage's layers, not its loss"
+        peer, (out, back) = 1 - rank, ("send", "recv") if rank == 0 else ("recv", "send")
+        steps = ev.select((ev.kind == int(Kind.STEP)) & (ev.rank == rank))
+        samples = PIPE_MICRO_BATCH * MICROBATCHES if rank == 0 else 0
+        assert steps.count.tolist() == [samples] * PIPE_STEPS
+        for step in range(1, PIPE_STEPS):
+            mine = (ev.rank == rank) & (ev.step == step)
+            phases = ev.select(mine & (ev.kind == int(Kind.PHASE)))
+            for name in ("forward", "backward"):
+                seqs = sorted(phases.seq[phases.where("name", name)].tolist())
+                assert seqs == list(range(MICROBATCHES)), (rank, step, name)
+            assert Counter(phases.strings("name"))["optimizer"] == 1
+            p2p = ev.select(mine & (ev.kind == int(Kind.COLLECTIVE)) & (ev.peer >= 0))
+            got = Counter(zip(p2p.strings("name"), p2p.strings("tag"), p2p.peer.tolist(),
+                              strict=True))  # fmt: skip
+            want = {(out, "pipe_activations", peer): MICROBATCHES,
+                    (back, "pipe_grads", peer): MICROBATCHES}  # fmt: skip
+            assert got == want, (rank, step)
+    pipeline = analyze_run(run).pipeline
+    assert pipeline is not None and pipeline.schedule == "DeepSpeed TrainSchedule (1F1B)"
+    assert (pipeline.stages, pipeline.microbatches) == (2, MICROBATCHES)
+    assert [(f.rank, f.stage) for f in pipeline.ranks] == [(0, 0), (1, 1)]

@@ -55,6 +55,11 @@ def test_fix_and_speeds_choose_the_causes(cli_in_process, tmp_path):
         (["--fix", "rank:9"], "error: rank 9 is not in the model (ranks 0-1)"),
         (["--fix", "disk:2"], "error: unknown cause 'disk:2'"),
         (["--comm-speed", "0"], "the speed-up must be positive"),
+        (
+            ["--fix", "comm:hidden@dim:tp"],
+            "error: bad cause 'comm:hidden@dim:tp': no replayed "
+            "collective has the dim 'tp' (dims: world)",
+        ),
     ],
 )
 def test_a_bad_cause_is_one_line(cli_in_process, args, message):

@@ -21,11 +21,12 @@ and ranks without events are left out and named.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
+from scalescope.analyze.groups import dim_lookup, dims_of, process_groups
 from scalescope.events import EventTable, Kind, Run
 
 
@@ -57,6 +58,11 @@ class StepGrid:
     """(ranks, collectives): each rank's op at each place of its step (``send``, ...)."""
     nbytes: np.ndarray | None = None
     """(ranks, collectives): its message size."""
+    dims: np.ndarray | None = None
+    """(ranks, collectives): the mesh dimension (or role) of its group, as analyze/groups.py
+    names it (``tp``, ``dp``, ``world``, ``stride 2``, ...); "" where none is known."""
+    tags: np.ndarray | None = None
+    """(ranks, collectives): its tag (events/tags.py: who issued it)."""
     phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
     """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
     time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
@@ -139,7 +145,14 @@ def build_grid(
     left += more
     if len(kept) == 0:
         return None, left or ["no step with collectives"]
-    return _grid(events, clocks, step_rows, colls, ranks, kept, phases), left
+    grid = _grid(events, clocks, step_rows, colls, ranks, kept, phases)
+    return replace(grid, dims=_dims(run, colls, grid.group)), left
+
+
+def _dims(run: Run, colls: EventTable, group: np.ndarray) -> np.ndarray:
+    """(ranks, collectives) of group symbols -> the dimension of each group ("" for none)."""
+    lookup, names = dim_lookup(colls.symbols, dims_of(process_groups(run)))
+    return np.array([*names, ""])[lookup[group]]
 
 
 def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
@@ -190,6 +203,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
         ops=tuple(colls.symbols[int(i)] for i in colls.name.reshape(shape)[0, 0]),
         op_names=_names(colls.symbols, colls.name.reshape(shape)[0]),
         nbytes=colls.nbytes.reshape(shape)[0],
+        tags=_names(colls.symbols, colls.tag.reshape(shape)[0]),
         phase_ns=parts,
     )  # fmt: skip
 

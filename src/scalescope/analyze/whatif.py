@@ -14,6 +14,7 @@ from scalescope.analyze.pacing import at_peers_pace, ideal, link_classes
 from scalescope.analyze.replay import Prediction, ReplayTimes, predict, replay
 from scalescope.analyze.step_grid import StepGrid, build_grid
 from scalescope.events import Run
+from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE, tag_kind
 
 TOP_RANKS = 3
 """Ranks tried one at a time by ``what_if``: those with the most own time per step."""
@@ -22,7 +23,8 @@ TOP_RANKS = 3
 @dataclass(frozen=True)
 class Fix:
     cause: str
-    """``rank:N``, ``compute:x1.5``, ``comm:x2``, ``comm:hidden``, or several joined by ``+``."""
+    """``rank:N``, ``compute:x1.5``, ``comm:x2``, ``comm:hidden``, ``comm:hidden@dim:tp``, or
+    several joined by ``+``."""
     prediction: Prediction
     gain_ms: float
     """The mean replayed step as measured minus the mean step with the cause fixed."""
@@ -115,13 +117,19 @@ def fix_ranks(grid: StepGrid, idx: np.ndarray) -> tuple[StepGrid, str, slice | N
     return grid, f"began at step {int(grid.steps[x])}: as in steps {first}-{last}", rows
 
 
-def scaled(grid: StepGrid, compute: float = 1.0, comm: float = 1.0) -> StepGrid:
-    """Own time divided by ``compute``, transfers by ``comm`` (``inf``: no transfer time)."""
+def scaled(
+    grid: StepGrid, compute: float = 1.0, comm: float = 1.0, only: np.ndarray | None = None
+) -> StepGrid:
+    """Own time divided by ``compute``, transfers by ``comm`` (``inf``: no transfer time);
+    with ``only`` ((ranks, collectives) of bool), only those collectives' transfers."""
     if compute <= 0 or comm <= 0:
         raise ValueError("speed-ups must be positive")
+    transfer = grid.transfer_ns / comm
+    if only is not None:
+        transfer = np.where(only, transfer, grid.transfer_ns)
     return replace(
         grid, work_ns=grid.work_ns / compute, prejoin_ns=grid.prejoin_ns / compute,
-        post_ns=grid.post_ns / compute, transfer_ns=grid.transfer_ns / comm,
+        post_ns=grid.post_ns / compute, transfer_ns=transfer,
     )  # fmt: skip
 
 
@@ -147,8 +155,19 @@ def describe_ranks(ranks: np.ndarray) -> str:
 CAUSES_HELP = (
     "rank:N, node:HOST, link:HOST,HOST (or link:HOST, inside it), phase:NAME (data, forward, "
     "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
-    "or ideal (all of the slow ranks, nodes and links at once)"
+    "(either one only on a mesh dimension's groups, comm:X@dim:NAME, or on the collectives of "
+    "a tag, comm:X@tag:NAME; NAME[,NAME...]) or ideal (all of the slow ranks, nodes and links "
+    "at once)"
 )
+TP_HIDDEN = "comm:hidden@dim:tp"
+TP_FASTER = "comm:x2@dim:tp"
+ZERO_GATHERS_HIDDEN = f"comm:hidden@tag:{ZERO_GATHER}"
+ZERO_EXCHANGE_HIDDEN = f"comm:hidden@tag:{ZERO_REDUCE},{ZERO_GATHER}"
+SCOPED_CANDIDATES = (TP_HIDDEN, TP_FASTER, ZERO_GATHERS_HIDDEN, ZERO_EXCHANGE_HIDDEN)
+"""Communication fixes tried without ``--fix`` where their collectives have transfer time:
+tensor parallelism's collectives hidden (overlapped on streams) or over a 2x faster link
+(host-blocking backends), ZeRO's parameter gathers hidden (prefetch, ``overlap_comm``) and
+its whole exchange hidden (the findings take their savings from these)."""
 IDEAL_NOTE = "no rank slower than the median of the others, no group's transfers than its kind's"
 ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
 """Rank-only work by its own name: the phase of that name, on every rank that does it."""
@@ -166,7 +185,7 @@ def apply_fix(
     named are paced by the ranks not named), how, and the rows to judge it by when the
     fixed ranks' cause began mid-run (``fix_ranks``)."""
     ranks: list[int] = []
-    speeds: list[tuple[str, float]] = []
+    speeds: list[tuple[str, float, Scope | None]] = []
     phases: list[str] = []
     links: list[str] = []
     whole = False
@@ -180,9 +199,7 @@ def apply_fix(
         elif kind == "phase":
             phases.append(_phase_of(grid, part, value))
         elif kind in ("compute", "comm"):
-            speeds.append(
-                (kind, np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value))
-            )
+            speeds.append(_speed_of(grid, part, kind, value))
         elif kind == "ideal" and not value:
             whole = True
         else:
@@ -198,10 +215,58 @@ def apply_fix(
         grid = without_phase(grid, name)
         notes.append(f"no {name} time")
     notes += [f"the link {v.replace(',', '-')} as fast as the others" for v in links]
-    for kind, speed in speeds:
-        grid = scaled(grid, **{kind: speed})
-        notes.append("no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster")
+    for kind, speed, scope in speeds:
+        grid = scaled(grid, **{kind: speed}, only=scope.mask if scope else None)
+        note = "no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster"
+        notes.append(f"{note} ({scope.label})" if scope else note)
     return grid, "; ".join(notes), rows
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The collectives a communication fix is restricted to (``@dim:`` or ``@tag:``)."""
+
+    label: str
+    """``dim tp``, ``tag zero_gather_params``: for the fix's note."""
+    mask: np.ndarray
+    """(ranks, collectives) of bool."""
+
+
+SCOPE_FORM = "comm:X@dim:NAME or comm:X@tag:NAME (NAME[,NAME...])"
+
+
+def _speed_of(grid: StepGrid, part: str, kind: str, value: str) -> tuple[str, float, Scope | None]:
+    """``compute:X``, ``comm:X``, ``comm:hidden``, each of the latter two with a scope."""
+    value, at, where = value.partition("@")
+    if at and kind != "comm":
+        raise ValueError(f"bad cause {part!r}: only comm takes a scope ({SCOPE_FORM})")
+    speed = np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value)
+    return kind, speed, scope_of(grid, part, where) if at else None
+
+
+def scope_of(grid: StepGrid, part: str, where: str) -> Scope:
+    """The collectives on the mesh dimensions (``dim:A,B``) or of the tags (``tag:A,B``; a
+    tag's kind, ``unshard``, takes in every ``unshard:UNIT``) ``where`` names."""
+    what, _, listed = where.partition(":")
+    names = [n for n in listed.split(",") if n]
+    if what not in ("dim", "tag") or not names:
+        raise ValueError(f"bad cause {part!r}: {SCOPE_FORM}")
+    have = grid.dims if what == "dim" else grid.tags
+    if have is None:
+        raise ValueError(f"bad cause {part!r}: the model has no {what}s of its collectives")
+    unique, inverse = np.unique(have, return_inverse=True)
+    kinds = np.array([tag_kind(str(t)) for t in unique])[inverse].reshape(have.shape)
+    mask = np.zeros(have.shape, dtype=bool)
+    for name in names:
+        mine = (have == name) | (kinds == name if what == "tag" else False)
+        if not mine.any():
+            known = ", ".join(sorted(set(have.ravel().tolist()) - {""})) or "none"
+            raise ValueError(
+                f"bad cause {part!r}: no replayed collective has the {what} {name!r} "
+                f"({what}s: {known})"
+            )
+        mask |= mine
+    return Scope(f"{what} {','.join(names)}", mask)
 
 
 def phases_named(causes: list[str] | None) -> tuple[str, ...]:
@@ -307,7 +372,16 @@ def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RAN
         causes.append("comm:hidden")
     if len(causes) >= 2:
         causes.append(f"{causes[0]}+{causes[-1]}")
-    return causes
+    return causes + [c for c in SCOPED_CANDIDATES if _has_transfers(grid, c)]
+
+
+def _has_transfers(grid: StepGrid, cause: str) -> bool:
+    """Whether ``cause``'s scope holds collectives with transfer time."""
+    try:
+        scope = scope_of(grid, cause, cause.partition("@")[2])
+    except ValueError:
+        return False
+    return bool(grid.transfer_ns[:, scope.mask].any())
 
 
 def hosts_of(run: Run) -> dict[int, str]:

@@ -12,6 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.analyze.whatif import (
+    TP_FASTER,
+    TP_HIDDEN,
+    ZERO_EXCHANGE_HIDDEN,
+    ZERO_GATHERS_HIDDEN,
+    Fix,
+)
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding, verdict
@@ -158,6 +165,21 @@ RANK_CAUSES = ("STRAGGLER", "NODE_STRAGGLER")
 """Findings of a slow rank or node: a load imbalance beside one of them is that rank's."""
 
 
+SCOPED_CAUSES = {
+    "TP_COMM_EXPOSED": TP_HIDDEN,
+    "TP_COMM": TP_FASTER,
+    "TP_ACROSS_NODES": TP_FASTER,
+    "ZERO3_PARAM_GATHER": ZERO_GATHERS_HIDDEN,
+    "ZERO_EXCHANGE": ZERO_EXCHANGE_HIDDEN,
+}
+"""Findings whose rules put no figure on their fix: tensor parallelism's collectives hidden
+on streams, or over a faster link where the backend blocks the host (gloo: nothing overlaps
+them; a tp group inside a node rather than across them), ZeRO's gathers and exchange hidden
+(prefetch, ``overlap_comm``). The replay of that fix is their saving, info findings' too."""
+ASSUMED = {"TP_ACROSS_NODES": "the links inside a node 2x faster than across them: assumed"}
+"""What a finding's replayed fix assumes that the run did not measure."""
+
+
 def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
     """The what-if cause whose fix is this finding's remedy (analyze/whatif.py)."""
     if f.code == "STRAGGLER" and f.rank is not None:
@@ -171,6 +193,8 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
         return "phase:data"
     if f.code == "PAGEABLE_COPY":
         return "phase:to_device"
+    if f.code in SCOPED_CAUSES:
+        return SCOPED_CAUSES[f.code]
     kind = next((k for k, code in RANK_ONLY_CODES.items() if code == f.code), None)
     if kind is not None:
         return f"phase:{kind}"
@@ -186,16 +210,23 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
     """One number per cause: the saving of a straggler, a slow node, input waits, rank-only
     work or exposed communication is what the replay of the steps gains with that cause
     fixed, and a load imbalance beside a slow rank or node is folded into it (the imbalance
-    is that rank). Shared cores keep their run-queue estimate, and say so."""
+    is that rank); so is the tensor-parallel share beside tp groups across nodes (the faster
+    link its saving assumes is a node's). Shared cores keep their run-queue estimate, and say
+    so."""
     fixes = {f.cause: f for f in analysis.whatif.fixes} if analysis.whatif is not None else {}
     slow = [f.code for f in findings if f.code in RANK_CAUSES and f.level == "warning"]
+    codes = {f.code for f in findings}
     out = []
     for f in findings:
         cause = _replayed_cause(f, analysis)
         if cause == "phase:data" and slow:  # one rank's slow data: the straggler's to fix
             cause = None
         fix = fixes.get(cause or "")
-        if fix is not None and f.level == "warning" and f.saved_ms_per_step is not None:
+        if f.code == "TP_COMM" and "TP_ACROSS_NODES" in codes:  # its faster link: in a node
+            f = _explained(f, ["TP_ACROSS_NODES"])
+        elif fix is not None and f.code in SCOPED_CAUSES:
+            f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=_replayed(f, fix))
+        elif fix is not None and f.level == "warning" and f.saved_ms_per_step is not None:
             basis = f"replayed without it: {fix.note}"
             f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=basis)
         elif f.code == "LOAD_IMBALANCE" and slow and f.level == "warning":
@@ -204,6 +235,14 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
             f = replace(f, basis=f"{f.basis}; {NOT_REPLAYED}")
         out.append(f)
     return out
+
+
+def _replayed(f: Finding, fix: Fix) -> str:
+    """``replayed without it: ...`` for a fix that hides, ``replayed with ...`` for a speed-up,
+    with what it assumes."""
+    how = "without it: " if fix.note.startswith("no ") else "with "
+    assumed = f"; {ASSUMED[f.code]}" if f.code in ASSUMED else ""
+    return f"replayed {how}{fix.note}{assumed}"
 
 
 def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:

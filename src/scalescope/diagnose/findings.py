@@ -177,6 +177,9 @@ SUMMARIES: dict[str, str] = {
 REMEDIES: dict[str, str] = {
     "more_microbatches": "split the batch into {m} microbatches instead of {now} "
     "(n_microbatches): the bubble's theory falls to {pct:.0f}%",
+    "more_microbatches_ds": "split the batch into {m} microbatches instead of {now} "
+    "(gradient_accumulation_steps, with train_micro_batch_size_per_gpu halved to keep the "
+    "batch): the bubble's theory falls to {pct:.0f}%",
     "interleaved": "hold {v} stages per rank with an interleaved schedule "
     "(ScheduleInterleaved1F1B): the bubble's theory falls to {pct:.0f}%",
     "zero_bubble": "a zero-bubble schedule (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) "

@@ -30,7 +30,11 @@ def _idlest(pipe: PipelineAnalysis) -> StageFigures:
 
 
 def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
+    """More microbatches, more stages per rank, a zero-bubble schedule; DeepSpeed's pipeline
+    engine (probe/deepspeed_pipe.py) runs one schedule: its microbatches only."""
     p, m = pipe.stages, pipe.microbatches
+    if pipe.schedule.startswith("DeepSpeed"):
+        return (remedy("more_microbatches_ds", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m)),)
     return (
         remedy("more_microbatches", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m)),
         remedy("interleaved", v=2 * pipe.chunks_per_rank,

@@ -4,7 +4,8 @@ A tensor-parallel group is one a ``DeviceMesh`` named ``tp`` (analyze/groups.py)
 collectives sit inside every layer: the next op needs their result, so unless they are
 overlapped (async tensor parallelism on CUDA streams) the step waits for each. On a backend
 whose collectives block the host (gloo) nothing could overlap them, so their share is
-reported as information, never called exposed.
+reported as information, never called exposed. What each finding's fix buys is the replay's
+(diagnose/engine.py ``SCOPED_CAUSES``): the tp collectives hidden, or over a faster link.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ The probe tags ZeRO's collectives by the DeepSpeed method that issued them and w
 stage in each rank's meta (probe/deepspeed.py). On CPU (gloo) they are synchronous: the rank
 waits for each one, so issue-to-completion is exposed time. On a GPU they run on their own
 streams (``overlap_comm``) and what compute hides is not measured, so they are not judged.
+What hiding them buys on CPU is the replay's (diagnose/engine.py ``SCOPED_CAUSES``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ gradient reduce-scatter, and HSDP's all-reduce); DeepSpeed ZeRO's (the stage is 
 meta): ``zero_gather_params`` (the parameter all-gather: ZeRO 3's fetch and prefetch, ZeRO 1/2's
 gather of the updated partitions after the step), ``zero_reduce_grads`` (the gradient reduce,
 all-reduce or reduce-scatter) and ``zero_step`` (the ZeRO optimizer's own: norms, overflow
-checks); the engine's construction (its broadcast of the parameters) is ``parameters``.
+checks); the engine's construction (its broadcast of the parameters) is ``parameters``;
+DeepSpeed's pipeline engine's sends and receives: ``pipe_activations`` (a stage's outputs to
+the next, forward) and ``pipe_grads`` (the gradients of its inputs to the one before,
+backward).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ ZERO_GATHER = "zero_gather_params"
 ZERO_REDUCE = "zero_reduce_grads"
 ZERO_STEP = "zero_step"
 PARAMETERS = "parameters"
+PIPE_ACTIVATIONS = "pipe_activations"
+PIPE_GRADS = "pipe_grads"
 GRADIENT_EXCHANGE = (GRADIENTS, REDUCE_GRADS, ZERO_REDUCE)
 """Kinds of tag that say the ranks exchanged gradients (data parallelism of some kind)."""
 ROOT_UNIT = "root"

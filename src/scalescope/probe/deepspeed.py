@@ -126,7 +126,7 @@ class DeepSpeedPatch:
 
         @functools.wraps(original)
         def backward(engine: Any, *args: Any, **kwargs: Any) -> Any:
-            if phases.engine_backward:
+            if phases.engine_backward or phases.paused:  # a pipeline's microbatch times it
                 return original(engine, *args, **kwargs)
             start = time.perf_counter_ns()
             recorder.enter_phase("backward", start)

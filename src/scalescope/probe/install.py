@@ -14,6 +14,7 @@ from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.deepspeed import DeepSpeedPatch
+from scalescope.probe.deepspeed_pipe import DeepSpeedPipePatch
 from scalescope.probe.fsdp import FSDPPatch
 from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
@@ -70,6 +71,7 @@ class Probe:
         )
         self.fsdp = FSDPPatch()
         self.deepspeed = DeepSpeedPatch(self.phases)
+        self.deepspeed_pipe = DeepSpeedPipePatch(self.phases, self.pipeline)
         self.fsdp_knobs = FSDPKnobs()
         self.mesh = MeshNames(self.collectives.groups)
         self.clock = ClockHooks()
@@ -95,6 +97,7 @@ class Probe:
         self.ddp.install()
         self.fsdp.install()
         self.deepspeed.install()
+        self.deepspeed_pipe.install()
         self.fsdp_knobs.install()
         self.mesh.install()
         self.clock.install()
@@ -109,6 +112,7 @@ class Probe:
         self.ddp.uninstall()
         self.fsdp.uninstall()
         self.deepspeed.uninstall()
+        self.deepspeed_pipe.uninstall()
         self.fsdp_knobs.uninstall()
         self.mesh.uninstall()
         self.pipeline.uninstall()

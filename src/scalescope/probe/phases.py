@@ -150,7 +150,7 @@ class PhaseHooks:
 
         return __next__
 
-    def _claim_batches(self, training: bool) -> None:
+    def claim_batches(self, training: bool) -> None:
         """The batches fetched since the last forward fed this one. A training forward
         counts them, but for those of an iterator that fed an evaluation (a batch left over
         when its loop broke off). An evaluation takes those of the iterator that gave the
@@ -250,7 +250,7 @@ class PhaseHooks:
         if training:
             first = batch_size_of(args) if args else batch_size_of(kwargs)
             self.recorder.forward_samples += first
-        self._claim_batches(training)
+        self.claim_batches(training)
         self._forward_name = "forward" if training else EVAL
         self.recorder.enter_phase(self._forward_name, self._forward_start)
 

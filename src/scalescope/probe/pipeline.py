@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from scalescope.events.run import BlockMeta, PipelineMeta
@@ -127,10 +128,15 @@ class PipelineProbe:
         return __init__
 
     def _add_stage(self, stage: Any) -> None:
-        self.stage_indices.append(int(stage.stage_index))
-        self.stages = int(stage.num_stages)
-        prefix = f"stage{stage.stage_index}." if len(self.stage_indices) > 1 else ""
-        for name, child in stage.submod.named_children():
+        self.add_stage(int(stage.stage_index), int(stage.num_stages), stage.submod.named_children())
+
+    def add_stage(self, index: int, stages: int, blocks: Iterable[tuple[str, Any]]) -> None:
+        """Stage ``index`` of ``stages`` held by this rank, with its blocks (name, module)
+        (probe/deepspeed_pipe.py adds DeepSpeed's stages here too)."""
+        self.stage_indices.append(index)
+        self.stages = stages
+        prefix = f"stage{index}." if len(self.stage_indices) > 1 else ""
+        for name, child in blocks:
             self.blocks.append(BlockClock(prefix + name, child, self.recorder, self._marks))
 
     def _schedule_init(self, original: Any) -> Any:
@@ -142,25 +148,31 @@ class PipelineProbe:
         return __init__
 
     def _chunk(self, original: Any, name: str) -> Any:
-        recorder, phases = self.recorder, self.phases
+        recorder = self.recorder
 
         def chunk(stage: Any, chunk_id: int, *args: Any, **kwargs: Any) -> Any:
             if name == "forward" and getattr(stage, "is_first", False) and args:
                 recorder.forward_samples += batch_size_of(args[0])
-            start = time.perf_counter_ns()
-            recorder.enter_phase(name, start)
-            phases.paused += 1
-            try:
-                return original(stage, chunk_id, *args, **kwargs)
-            finally:
-                phases.paused -= 1
-                end = time.perf_counter_ns()
-                row = recorder.phase(name, start, end)
-                row[_SEQ] = int(chunk_id)
-                if name == "backward":
-                    self._close_backward(end)
+            return self.timed(name, int(chunk_id), original, stage, chunk_id, *args, **kwargs)
 
         return chunk
+
+    def timed(self, name: str, microbatch: int, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)`` as a ``name`` phase row (``forward``, ``backward``) of
+        ``microbatch``; the generic phase hooks stand aside inside it."""
+        recorder, phases = self.recorder, self.phases
+        start = time.perf_counter_ns()
+        recorder.enter_phase(name, start)
+        phases.paused += 1
+        try:
+            return call(*args, **kwargs)
+        finally:
+            phases.paused -= 1
+            end = time.perf_counter_ns()
+            row = recorder.phase(name, start, end)
+            row[_SEQ] = microbatch
+            if name == "backward":
+                self._close_backward(end)
 
     def _close_backward(self, end_ns: int) -> None:
         """Each marked block's backward: until the next block's began, the last one's until

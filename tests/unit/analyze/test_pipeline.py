@@ -131,6 +131,22 @@ def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
     assert not {"STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"} & set(findings)
 
 
+def test_deepspeeds_bubble_is_told_its_own_knob(tmp_path):
+    """DeepSpeed's pipeline engine runs one schedule: more microbatches is its only lever,
+    set by its gradient accumulation steps."""
+    rows = {r: [stage_rows(r)] for r in (0, 1)}
+    files = {}
+    for r in (0, 1):
+        m = meta(r)
+        m.pipeline.schedule = "DeepSpeed TrainSchedule (1F1B)"
+        files[r] = m
+    run = make_run(tmp_path, rows, world_size=2, rank_files=files)
+    findings = {f.code: f for f in diagnose_run(run, analyze_run(run)).findings}
+    (only,) = findings["PIPELINE_BUBBLE"].remedies
+    assert only.startswith(f"split the batch into {2 * MICRO} microbatches instead of {MICRO}")
+    assert "gradient_accumulation_steps" in only and "n_microbatches" not in only
+
+
 CHAIN_BATCH = 8
 """Samples every stage of the hand-written chain counts per step (its inputs' rows)."""
 

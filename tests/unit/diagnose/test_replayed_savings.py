@@ -11,14 +11,19 @@ from pathlib import Path
 
 import pytest
 from recorded_runs import RUNS
+from run_builders import coll_row, step_row, write_run_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.diagnose.engine import NOT_REPLAYED, diagnose_run, replayed_savings  # noqa: E402
 from scalescope.diagnose.findings import Finding  # noqa: E402
-from scalescope.events import load_run  # noqa: E402
+from scalescope.events import RankMeta, RunMeta, load_run  # noqa: E402
+from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE  # noqa: E402
 from synthetic_run import write_run  # noqa: E402
+
+MS = 1_000_000
+PARAMS = 65_536
 
 
 def by_code(findings, code: str) -> Finding:
@@ -102,3 +107,62 @@ def test_shared_cores_keep_their_run_queue_estimate_and_say_they_are_not_replaye
         NOT_REPLAYED
         not in by_code(diagnose_run(run, without_model).findings, "OVERSUBSCRIBED").basis
     )
+
+
+# --- ZeRO's collectives, on a 2-rank run written by hand ---------------------------------------
+
+ZERO_STEPS, ZERO_STEP_MS = 6, 20
+GATHERS_MS = ((2.0, 3.0, 6.0), (9.0, 9.0, 12.0))
+"""Per parameter gather: rank 0's issue, rank 1's issue (1 ms of extra compute before the
+first), the completion on both: 3 ms of transfer after the last arrival each."""
+REDUCE_MS = (16.0, 18.0)
+"""The gradient reduction: issued by both, completed; the step ends 2 ms later."""
+
+
+def zero_rows(rank: int) -> list[tuple]:
+    rows = []
+    for step in range(ZERO_STEPS):
+        t = step * ZERO_STEP_MS
+        for n, (*issues, done) in enumerate(GATHERS_MS):
+            start = t + issues[rank]
+            rows.append(coll_row(step, "all_gather", int(start * MS), int((t + done - start) * MS),
+                                 PARAMS, 3 * step + n, tag=ZERO_GATHER))  # fmt: skip
+        start, done = REDUCE_MS
+        rows.append(coll_row(step, "all_reduce", int((t + start) * MS), int((done - start) * MS),
+                             PARAMS, 3 * step + 2, tag=ZERO_REDUCE))  # fmt: skip
+        rows.append(step_row(step, int(t * MS), ZERO_STEP_MS * MS, 4))
+    return rows
+
+
+def zero_run(path: Path, stage: int):
+    files = {r: RankMeta(rank=r, world_size=2, hostname="vm", status="completed",
+                         zero_stage=stage) for r in (0, 1)}  # fmt: skip
+    meta = RunMeta(run_id="zero", command=["t.py"], script="t.py", world_size=2, warmup_steps=1,
+                   hostnames=["vm"], status="completed", probe=True)  # fmt: skip
+    return load_run(write_run_dir(path, meta, {r: [zero_rows(r)] for r in (0, 1)}, files))
+
+
+def transfers_ms() -> tuple[float, float]:
+    """The gathers' and the reduction's transfer time per step, from the table above."""
+    gathers = sum(done - max(issues) for *issues, done in GATHERS_MS)
+    return gathers, REDUCE_MS[1] - REDUCE_MS[0]
+
+
+@pytest.mark.parametrize(
+    ("stage", "code", "hidden"),
+    [
+        (3, "ZERO3_PARAM_GATHER", f"tag {ZERO_GATHER}"),
+        (2, "ZERO_EXCHANGE", f"tag {ZERO_REDUCE},{ZERO_GATHER}"),
+    ],
+)
+def test_zero_saves_what_hiding_its_collectives_gains(tmp_path, stage, code, hidden):
+    """Hiding ZeRO's collectives (prefetch, overlap_comm) saves their transfers: stage 3's
+    gathers 6 ms, not the 6.5 ms they take (rank 0 waits 0.5 ms a step on average for rank 1,
+    which no hiding removes); stage 2's whole exchange 8 ms."""
+    run = zero_run(tmp_path / "run", stage)
+    finding = by_code(diagnose_run(run, analyze_run(run)).findings, code)
+    gathers, reduce = transfers_ms()
+    assert finding.saved_ms_per_step == pytest.approx(gathers if stage == 3 else gathers + reduce)
+    assert finding.basis == f"replayed without it: no transfer time ({hidden})"
+    issued_to_done = sum(done - (issues[0] + issues[1]) / 2 for *issues, done in GATHERS_MS)
+    assert finding.saved_ms_per_step < issued_to_done + (reduce if stage == 2 else 0.0)
