@@ -138,9 +138,9 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
     analysis = dataclasses.replace(build(tmp_path, world_size=3), cross_rank=CROSS)
     doc = json.loads(to_json(analysis))
     cross = doc["cross_rank"]
-    assert list(doc)[-10:] == [
-        "cross_rank", "hang", "pauses", "links", "whatif", "groups", "dims", "copies", "p2p",
-        "pipeline",
+    assert list(doc)[-11:] == [
+        "cross_rank", "hang", "pauses", "links", "whatif", "groups", "dims", "copies",
+        "slowdowns", "p2p", "pipeline",
     ]  # fmt: skip
     assert cross["straggler"] == {
         "rank": 1,
