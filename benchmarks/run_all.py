@@ -124,6 +124,8 @@ BENCHES = (
     bench("rank_only_work", "accuracy/rank_only_work.py", "--repeats 3", 2.0),
     bench("whatif", "accuracy/whatif.py", "--repeats 3", 10.0),
     bench("slowdown_streams", "slowdown_streams.py", "--hours 10 --seeds 10", 2.0),
+    bench("slowdown_live_30", "slowdown_live.py", "--runs 5 --change 0.3", 6.0),
+    bench("slowdown_live_12", "slowdown_live.py", "--runs 10 --change 0.12", 11.0),
     bench("pipeline_move", "accuracy/pipeline_move.py", "--repeats 3", 1.5),
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
