@@ -244,10 +244,15 @@ class HangWatch(threading.Thread):
         if self.slowdown is None:
             return
         try:
-            self.slowdown.observe(time.time(), states)
+            alerts = self.slowdown.observe(time.time(), states)
         except Exception as exc:  # never the hang watch's end; said once, then off
             self.slowdown = None
             print(f"scalescope: the slowdown watch stopped: {exc!r}", file=sys.stderr)
+            return
+        channel = getattr(self.source, "channel", None)
+        for alert in alerts if channel is not None else ():
+            with suppress(Exception):  # the store gone with rank 0: the files still have it
+                channel.put_alert(alert.message)
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         self.source.flush(states)

@@ -161,6 +161,14 @@ class Channel:
         key = f"{PREFIX}host/{rank}"
         return bytes(self.store.get(key)).decode() if self.store.check([key]) else ""
 
+    def put_alert(self, message: str) -> None:
+        """The slowdown watch's latest alert, for ``top --connect``."""
+        self.store.set(f"{PREFIX}alert", message.encode())
+
+    def alert(self) -> str | None:
+        key = f"{PREFIX}alert"
+        return bytes(self.store.get(key)).decode() if self.store.check([key]) else None
+
     def put_ended(self, rank: int, status: str) -> None:
         self.store.set(f"{PREFIX}ended/{rank}", status.encode())
         self.store.add(f"{PREFIX}ended_count", 1)

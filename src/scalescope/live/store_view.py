@@ -66,7 +66,8 @@ class StoreTop:
         world = self.channel.world_size()
         ranks = self.ranks(now, world)
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
-        return render_store_top(ranks, world, now, stall_words(ranks, now))
+        alert = self.channel.alert()
+        return render_store_top(ranks, world, now, stall_words(ranks, now), alert)
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -63,3 +63,21 @@ def test_the_address_is_host_and_port():
             assert "--connect takes HOST:PORT" in str(exc)
         else:
             raise AssertionError(bad)
+
+
+def test_the_watchs_alert_reaches_top_connect_through_the_store():
+    from torch.distributed import TCPStore
+
+    from scalescope.launch.live_channel import Channel
+    from scalescope.live.store_view import StoreTop
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    channel = Channel(server)
+    channel.put_world(1)
+    top = StoreTop(Channel(TCPStore("127.0.0.1", server.port, is_master=False)))
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(top.frame())
+    assert "slowdown" not in console.export_text()
+    channel.put_alert("slowdown: rank 3 on node c3: forward +38 % since step 5,012; ...")
+    console.print(top.frame())
+    assert "slowdown: rank 3 on node c3: forward +38 % since step 5,012" in console.export_text()

@@ -86,8 +86,9 @@ def rank_rows(ranks: list[StoreRank], now: float) -> Table:
 
 
 def store_top_document(
-    ranks: list[StoreRank], world: int, now: float, stall: str | None = None
-) -> Document:
+    ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
+    alert: str | None = None,
+) -> Document:  # fmt: skip
     """How many ranks report and their steps, the rows worth showing, the ranks starting and
     the hang verdict (``stall``, live/store_view.py) once nothing progressed."""
     steps = [r.state.steps_done for r in ranks]
@@ -98,7 +99,10 @@ def store_top_document(
         f"{len(ranks)} of {world} ranks reporting on {len(hosts) or '?'} node(s); "
         f"steps done {min(steps, default=0):,} (slowest) to {max(steps, default=0):,}{rate}"
     )
-    blocks: list[Block] = [Line(head, style="bold"), rank_rows(ranks, now)]
+    blocks: list[Block] = [Line(head, style="bold")]
+    if alert:
+        blocks.append(Line(alert, style="green" if " recovered " in alert else "bold red"))
+    blocks.append(rank_rows(ranks, now))
     if len(ranks) > MAX_ROWS:
         told = f"{MAX_ROWS} of {len(ranks)} ranks shown: ended, stuck longest, fewest steps"
         blocks.append(Line(told))
@@ -111,6 +115,7 @@ def store_top_document(
 
 
 def render_store_top(
-    ranks: list[StoreRank], world: int, now: float, stall: str | None = None
-) -> RenderableType:
-    return document_renderable(store_top_document(ranks, world, now, stall))
+    ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
+    alert: str | None = None,
+) -> RenderableType:  # fmt: skip
+    return document_renderable(store_top_document(ranks, world, now, stall, alert))
