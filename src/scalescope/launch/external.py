@@ -28,7 +28,7 @@ from pathlib import Path
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
-from scalescope.launch.hang_watch import FileSource, HangWatch, StoreSource
+from scalescope.launch.hang_watch import FileSource, HangWatch, StoreSource, metrics_endpoint
 from scalescope.launch.live_channel import STORE_OPTION, Channel, Relay
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
@@ -110,6 +110,9 @@ def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, sp
     code = child.wait()
     if watch is not None:
         watch.done.set()
+        if watch.metrics is not None:
+            watch.metrics_final()
+            watch.metrics.close()
     if task.relay is not None:
         task.relay.finish()
     return 128 - code if code < 0 else code
@@ -129,7 +132,12 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
     channel = Channel(addr=world.master_addr, port=world.master_port)
     files = FileSource(task.run_dir, world.world_size)
     source = StoreSource(channel, world.world_size, files)
-    watch = HangWatch(task.run_dir, world.world_size, spec.hang, source)
+    try:
+        endpoint = metrics_endpoint(spec.hang, task.run_dir.name, source.host)
+    except ValueError as exc:  # the rank runs already: the run goes on without metrics
+        print(f"scalescope: {exc}", file=sys.stderr)
+        endpoint = None
+    watch = HangWatch(task.run_dir, world.world_size, spec.hang, source, metrics=endpoint)
     watch.start()
     return watch
 

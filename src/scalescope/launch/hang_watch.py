@@ -1,6 +1,6 @@
 """Beside the launcher: notice when no rank progresses, say which is stuck where, and
 (only with ``--hang-action kill``) stop the ranks. Each read of the states also goes to the
-slowdown watch (launch/slowdown_watch.py).
+slowdown watch (launch/slowdown_watch.py) and the metrics endpoint (launch/metrics.py).
 
 Reads the ranks' live states twice a second: the state files of this node's ranks
 (events/live_state.py), or, for a world srun or mpirun started, the job's store
@@ -51,6 +51,7 @@ from scalescope.launch.live_channel import (
     Channel,
     fresher_states,
 )
+from scalescope.launch.metrics import MetricsEndpoint
 from scalescope.launch.options import HangOptions
 from scalescope.launch.slowdown_watch import SlowdownWatch
 from scalescope.launch.stopping import stop_processes
@@ -187,6 +188,7 @@ class HangWatch(threading.Thread):
         options: HangOptions,
         source: Any = None,
         defer_s: float = 0.0,
+        metrics: MetricsEndpoint | None = None,
     ) -> None:
         super().__init__(daemon=True, name="scalescope-hang-watch")
         self.run_dir, self.world_size, self.options = Path(run_dir), world_size, options
@@ -203,6 +205,8 @@ class HangWatch(threading.Thread):
         self._steps = StepTimes(self.run_dir)
         self._median_at = 0.0
         self._reported_progress: float | None = None
+        self.metrics = metrics
+        """The run's metrics endpoint (launch/metrics.py), fed each read; None without."""
         self.slowdown = None
         if options.slowdown_pct > 0:
             self.slowdown = SlowdownWatch(
@@ -228,6 +232,8 @@ class HangWatch(threading.Thread):
             except Exception:  # the store went away with rank 0: nothing left to watch
                 continue
             self.watch_speed(states)
+            if self.metrics is not None:
+                self.metrics.latest.states = states
             progress = progress_times(states)
             if not progress or max(progress) == self._reported_progress:
                 continue
@@ -249,10 +255,19 @@ class HangWatch(threading.Thread):
             self.slowdown = None
             print(f"scalescope: the slowdown watch stopped: {exc!r}", file=sys.stderr)
             return
+        if alerts and self.metrics is not None:
+            self.metrics.latest.alerts = tuple(self.slowdown.alerts)
         channel = getattr(self.source, "channel", None)
         for alert in alerts if channel is not None else ():
             with suppress(Exception):  # the store gone with rank 0: the files still have it
                 channel.put_alert(alert.message)
+
+    def metrics_final(self) -> None:
+        """The states as the ranks left them, for the endpoint's last push."""
+        if self.metrics is None:
+            return
+        with suppress(Exception):  # the store gone with rank 0: the last read stands
+            self.metrics.latest.states = self.source.states()
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         self.source.flush(states)
@@ -268,6 +283,8 @@ class HangWatch(threading.Thread):
             ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=self.options.action,
         )  # fmt: skip
         self.report = report
+        if self.metrics is not None:
+            self.metrics.latest.hang = True
         write_json_atomic(self.run_dir / HANG_FILE, report)
         if self.options.render is not None:
             text = self.options.render(report)
@@ -327,3 +344,17 @@ def collect_stacks(run_dir: Path, procs: dict[int, psutil.Process | None]) -> di
                     stacks[rank] = f.read().decode("utf-8", "replace")
                 del sizes[rank]
     return stacks
+
+
+def metrics_endpoint(options: HangOptions, job: str, host: Callable[[int], str]):
+    """The run's metrics endpoint, listening already (a port in use: a one-line error), or
+    None without ``--metrics-port`` and ``--metrics-push``."""
+    if not options.metrics:
+        return None
+    endpoint = MetricsEndpoint(
+        job, host, options.metrics_port, options.metrics_addr, options.metrics_push,
+        options.metrics_push_every_s, options.metrics_per,
+    )  # fmt: skip
+    endpoint.bind()
+    endpoint.start()
+    return endpoint

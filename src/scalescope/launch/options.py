@@ -189,9 +189,26 @@ class HangOptions:
     on_slowdown: str | None = option("--on-slowdown", panel=RECORDING, metavar="CMD")
     """Run CMD (by the shell, not waited for) on each slowdown alert and recovery, with the
     alert as JSON in $SCALESCOPE_ALERT and the run directory in $SCALESCOPE_RUN_DIR."""
+    metrics_port: int | None = option("--metrics-port", panel=RECORDING, min=1, max=65535)
+    """Serve the run's live metrics (OpenMetrics, for Prometheus) on this port while it
+    trains: per rank steps, step and phase seconds, samples, time in collectives; slowdown
+    alerts; the hang state."""
+    metrics_addr: str = option("--metrics-addr", default="127.0.0.1", panel=RECORDING)
+    """The address the metrics endpoint binds to (0.0.0.0: every interface)."""
+    metrics_push: str | None = option("--metrics-push", panel=RECORDING, metavar="URL")
+    """Also push the metrics to this Prometheus Pushgateway, every --metrics-push-every
+    seconds and once at the end."""
+    metrics_push_every_s: float = option("--metrics-push-every", default=15.0, panel=RECORDING)
+    """Seconds between two pushes to --metrics-push."""
+    metrics_per: str = option("--metrics-per", default="rank", panel=RECORDING)
+    """rank (one series per rank) or node (summed per node: for very large jobs)."""
     render: Callable[[HangReport], str] | None = None
     """Words for the report (api/launching.py gives report/views/hang's); None writes
     hang.json only."""
+
+    @property
+    def metrics(self) -> bool:
+        return self.metrics_port is not None or self.metrics_push is not None
 
     def __post_init__(self) -> None:
         if self.after_s is not None and self.after_s <= 0:
@@ -202,6 +219,15 @@ class HangOptions:
             )
         if self.on_slowdown is not None and not self.on_slowdown.strip():
             raise ValueError("--on-slowdown needs a command")
+        if self.metrics_per not in ("rank", "node"):
+            raise ValueError(f"--metrics-per must be rank or node, got {self.metrics_per!r}")
+        if self.metrics_push_every_s <= 0:
+            raise ValueError(
+                f"--metrics-push-every must be > 0 seconds, got {self.metrics_push_every_s}"
+            )
+        push = self.metrics_push
+        if push is not None and not push.startswith(("http://", "https://")):
+            raise ValueError(f"--metrics-push takes an http(s) URL, got {push!r}")
         if self.action not in HANG_ACTIONS:
             raise ValueError(f"--hang-action must be report or kill, got {self.action!r}")
 
@@ -257,7 +283,20 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "placement": ("mapping", tuple(f.name for f in fields(MappingOptions))),
     "recording": ("recording", tuple(f.name for f in fields(Recording))),
-    "hang": ("hang", ("after_s", "action", "slowdown_pct", "on_slowdown")),
+    "hang": (
+        "hang",
+        (
+            "after_s",
+            "action",
+            "slowdown_pct",
+            "on_slowdown",
+            "metrics_port",
+            "metrics_addr",
+            "metrics_push",
+            "metrics_push_every_s",
+            "metrics_per",
+        ),
+    ),
     "report": ("at_end", tuple(f.name for f in fields(AtEnd))),
     "output": ("terminal", tuple(f.name for f in fields(Terminal))),
 }
@@ -289,6 +328,11 @@ class LaunchConfig:
             raise ValueError(
                 "--on-slowdown needs the probe (the slowdown watch reads the ranks' live "
                 "states): drop --no-probe, or it"
+            )
+        if self.recording.no_probe and hang.metrics:
+            raise ValueError(
+                "--metrics-port and --metrics-push need the probe (the metrics are the ranks' "
+                "live states): drop --no-probe, or them"
             )
 
 

@@ -27,6 +27,7 @@ from scalescope.launch.hang_watch import (
     HangOptions,
     HangWatch,
     StoreSource,
+    metrics_endpoint,
 )
 from scalescope.launch.live_channel import (
     STORE_OPTION,
@@ -176,6 +177,9 @@ def execute(spec: RunSpec) -> RunOutcome:
     check_new_run_dir(run_dir, meta_file)
     options = with_log_dir(spec.launch, run_dir)
     meta = start_meta(spec, run_dir, plan)
+    endpoint = None
+    if spec.probe and spec.launch.node_rank == 0:
+        endpoint = metrics_endpoint(spec.hang, meta.run_id, FileSource(run_dir, 0).host)
     if spec.launch.nnodes > 1 and spec.launch.rdzv_endpoint:
         host, port = split_address(spec.launch.rdzv_endpoint)
         meta.options = {**meta.options, STORE_OPTION: f"{host}:{port}"}
@@ -190,7 +194,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     relay = node_relay(spec.launch, run_dir) if spec.probe else None
     defer = NODE_DEFER_S if relay is not None and spec.launch.node_rank != 0 else 0.0
     source = store_source(spec.launch, relay)
-    watch = HangWatch(run_dir, spec.launch.world_size, spec.hang, source, defer)
+    watch = HangWatch(run_dir, spec.launch.world_size, spec.hang, source, defer, endpoint)
     watch.on_stuck = lambda: end_stuck_launch(meta, run_dir, meta_file)
     if spec.probe:
         watch.start()
@@ -200,6 +204,9 @@ def execute(spec: RunSpec) -> RunOutcome:
         watch.done.set()
         if relay is not None:
             relay.finish()
+        if endpoint is not None:
+            watch.metrics_final()
+            endpoint.close()
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
         result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
