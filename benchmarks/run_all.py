@@ -88,6 +88,7 @@ BENCHES = (
         7.0,
         default=False,
     ),  # fmt: skip
+    bench("analyze_speed_3d", "analyze_speed_3d.py", "--repeats 3", 4.0),
     bench("api_load", "api_load.py", "--ranks 1024 --steps 1000", 2.0),
     bench("html_size", "html_size.py", "", 0.3),
     bench("live_state_cost", "live_state_cost.py", "--steps 10000 --repeats 5", 0.3),

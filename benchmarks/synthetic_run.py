@@ -20,7 +20,9 @@ them). What makes it physical:
 - **Hosts.** Ranks are grouped in nodes of 8 (``node000``, ...), named in RankMeta and
   RunMeta, so node-aware analysis can see them.
 - **Layouts.** ``ddp`` (the default): every collective is on the world group "0" (11 rows a
-  rank-step). ``pipeline``: besides, halfway through forward each rank sends
+  rank-step). ``3d``: pipeline x data x tensor parallelism on a DeviceMesh with a 1F1B
+  schedule (``--pp``, ``--tp``, ``--micro``; dp = ranks / (pp x tp)), described in
+  synthetic_3d.py. ``pipeline``: besides, halfway through forward each rank sends
   ``ACTIVATION_BYTES`` to the same local rank on the next node and receives as much from the
   previous node (nodes in a ring), both asynchronous as ``batch_isend_irecv`` issues them,
   forward going on when both are done. Each (sender, receiver) pair is its own 2-rank group
@@ -29,7 +31,8 @@ them). What makes it physical:
 
 It can plant one problem (``Plant``): a slow node (all ranks of one host ~30 % slower
 compute), a slow rank, a slow link or a hang (one rank stops before a step; the others wait
-in that step's broadcast, left unfinished with dur -1, and the launcher stops the job).
+in that step's broadcast, left unfinished with dur -1, and the launcher stops the job); in
+the 3d layout only a heavy stage (1.5x the blocks of the others).
 ``write_run`` returns the ``Truth``.
 
 A **slow link** is the network path between node ``target`` and the next node (4x less
@@ -48,13 +51,15 @@ rank's file is written with the probe's ``EventWriter`` in record batches of 20 
     .venv/bin/python benchmarks/synthetic_run.py /tmp/run --ranks 64 --steps 200 --plant slow_node
     .venv/bin/python benchmarks/synthetic_run.py /tmp/run --ranks 64 --layout pipeline \
         --plant slow_link
+    .venv/bin/python benchmarks/synthetic_run.py /tmp/run --ranks 1024 --steps 100 \
+        --layout 3d --pp 4 --tp 8 --micro 8 --plant heavy_stage
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +68,8 @@ import pyarrow as pa
 from scalescope.events import EventWriter, Kind, RankMeta, RunMeta
 from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
 from scalescope.events.schema import ARROW_SCHEMA
+from synthetic_3d import HEAVY_FACTOR, Mesh, StageColumns, pipeline_meta, stage_blocks
+from synthetic_3d import simulate as simulate_3d
 
 MS = 1_000_000
 US = 1_000
@@ -95,11 +102,12 @@ BROADCAST_AFTER_NS = 50 * US
 """The buffer broadcast is issued this long into forward (DDP's pre-forward hook)."""
 ACTIVATION_BYTES = 16 * 1024 * 1024
 """pipeline layout: the activations each rank sends to the next node, per step."""
-LAYOUTS = ("ddp", "pipeline")
+LAYOUTS = ("ddp", "pipeline", "3d")
 
 SLOW_COMPUTE = 1.3
 SLOW_LINK = 4.0
-PLANTS = ("slow_node", "slow_rank", "slow_link", "hang")
+PLANTS = ("slow_node", "slow_rank", "slow_link", "hang", "heavy_stage")
+PLANTS_3D = ("heavy_stage",)
 HANG_ERROR = "stopped by scalescope after a hang (--hang-action kill); stopped by SIGTERM"
 
 # The rows of one step (the ddp layout appends them in this order).
@@ -142,13 +150,13 @@ class Plant:
     """One problem to plant; ``target`` None: chosen by the seed (never node 0 or rank 0)."""
 
     kind: str
-    """slow_node, slow_rank, slow_link or hang."""
+    """slow_node, slow_rank, slow_link, hang or heavy_stage (3d layout)."""
     target: int | None = None
-    """The node (slow_node; slow_link: the link from it to the next node) or the rank (the
-    others)."""
+    """The node (slow_node; slow_link: the link from it to the next node), the stage
+    (heavy_stage) or the rank (the others)."""
     factor: float | None = None
-    """Compute time factor (slow node, slow rank: 1.3) or the link's bandwidth divisor
-    (slow link: 4)."""
+    """Compute time factor (slow node, slow rank: 1.3), the link's bandwidth divisor
+    (slow link: 4) or the heavy stage's blocks against the others' (1.5)."""
     at_step: int | None = None
     """hang: the step the rank never starts (default: the middle of the run)."""
 
@@ -180,6 +188,11 @@ class Truth:
     rows: int = 0
     generate_s: float = 0.0
     layout: str = "ddp"
+    mesh: Mesh | None = None
+    """The 3d layout's (pp, dp, tp) and microbatches."""
+    heavy_stage: int | None = None
+    blocks: tuple[int, ...] = ()
+    """The 3d layout: blocks per stage."""
 
     def host_of(self, rank: int) -> str:
         return self.hostnames[rank // RANKS_PER_NODE]
@@ -356,6 +369,8 @@ def plan(
     p = Plant(plant) if isinstance(plant, str) else plant
     if p.kind not in PLANTS:
         raise ValueError(f"unknown plant {p.kind!r}; one of {', '.join(PLANTS)}")
+    if p.kind in PLANTS_3D:
+        raise ValueError(f"a {p.kind} plant needs the 3d layout")
     pick = np.random.default_rng(seed + 1_000_003)
     if p.kind == "slow_link":
         if len(names) < 2:
@@ -388,6 +403,25 @@ def plan(
     if not 0 < at < steps:
         raise ValueError(f"hang step {at} is not within the run's {steps} steps")
     return f, Truth(ranks, at, names, p.kind, hang_rank=rank, hang_step=at, layout=layout)
+
+
+def plan_3d(plant: Plant | str | None, ranks: int, steps: int, seed: int, mesh: Mesh) -> Truth:
+    """The 3d layout's truth (without the timeline's figures): its blocks per stage."""
+    names = hostnames(ranks)
+    p = Plant(plant) if isinstance(plant, str) else plant
+    if p is None:
+        return Truth(ranks, steps, names, layout="3d", mesh=mesh, blocks=tuple(stage_blocks(
+            mesh, None, 1.0)))  # fmt: skip
+    if p.kind not in PLANTS_3D:
+        raise ValueError(f"the 3d layout plants only {', '.join(PLANTS_3D)} (got {p.kind!r})")
+    pick = np.random.default_rng(seed + 1_000_003)
+    stage = p.target if p.target is not None else int(pick.integers(0, mesh.pp))
+    if not 0 <= stage < mesh.pp:
+        raise ValueError(f"stage {stage} is not one of the pipeline's {mesh.pp}")
+    factor = p.factor or HEAVY_FACTOR
+    blocks = tuple(stage_blocks(mesh, stage, factor))
+    return Truth(ranks, steps, names, p.kind, factor=factor, layout="3d", mesh=mesh,
+                 heavy_stage=stage, blocks=blocks)  # fmt: skip
 
 
 # --- clocks ----------------------------------------------------------------------------------
@@ -560,18 +594,19 @@ def write_events(
 
 
 def rank_meta(
-    rank: int, truth: Truth, clocks: Clocks, tl: Timeline, rng: np.random.Generator
+    rank: int, truth: Truth, clocks: Clocks, end_ns: float, rng: np.random.Generator, **more
 ) -> RankMeta:
+    """``more``: further fields (the 3d layout's groups and pipeline)."""
     hang = truth.hang_rank is not None
     wall = WALL_START_S * 1e9 + rng.uniform(-1 * MS, 1 * MS)  # NTP: within a millisecond
     return RankMeta(
         rank=rank, local_rank=rank % RANKS_PER_NODE, world_size=truth.ranks,
         hostname=truth.host_of(rank), pid=10_000 + rank, num_threads=4,
         wall_minus_perf_ns=round(wall - clocks.local(rank, np.zeros(1))[0]),
-        start_time=WALL_START_S, end_time=WALL_START_S + tl.end_ns / 1e9,
+        start_time=WALL_START_S, end_time=WALL_START_S + end_ns / 1e9,
         status="interrupted" if hang else "completed", exit_code=None if hang else 0,
         error=HANG_ERROR if hang else None, steps=truth.steps,
-        clock=clock_samples(rng, clocks, rank, tl.end_ns),
+        clock=clock_samples(rng, clocks, rank, end_ns), **more,
     )  # fmt: skip
 
 
@@ -594,11 +629,18 @@ def write_run(
     seed: int = 0,
     drift_ppm: float = 1.0,
     layout: str = "ddp",
+    pp: int = 4,
+    tp: int = 8,
+    micro: int = 8,
 ) -> Truth:
-    """Write a run directory at ``path`` of ``ranks`` x ``steps``; returns what it holds."""
+    """Write a run directory at ``path`` of ``ranks`` x ``steps``; returns what it holds.
+    ``pp``, ``tp``, ``micro``: the 3d layout's mesh and microbatches."""
     t0 = time.perf_counter()
     run_dir = Path(path)
     rng = np.random.default_rng(seed)
+    if layout == "3d":
+        truth = plan_3d(plant, ranks, steps, seed, Mesh.of(ranks, pp, tp, micro))
+        return write_3d(run_dir, truth, rng, drift_ppm, t0)
     factors, truth = plan(plant, ranks, steps, seed, layout)
     hang = (truth.hang_rank, truth.hang_step) if truth.hang_rank is not None else None
     tl = simulate(rng, ranks, steps, factors, hang)
@@ -610,25 +652,53 @@ def write_run(
     for rank in range(ranks):
         waiting = tail if hang and rank != truth.hang_rank else None
         rows += write_events(run_dir, rank, tl, clocks, full, waiting, order)
-        meta = rank_meta(rank, truth, clocks, tl, rng)
+        meta = rank_meta(rank, truth, clocks, tl.end_ns, rng)
         write_json_atomic(rank_meta_path(run_dir, rank), meta)
         metas[str(rank)] = meta
     write_json_atomic(run_dir / "run.json", run_meta(truth, metas, WALL_START_S + tl.end_ns / 1e9))
-    return _with_figures(truth, tl, clocks, drift_ppm, rows, time.perf_counter() - t0)
+    measured = tl.start[WARMUP_STEPS:]
+    step_ms = float(tl.dur[WARMUP_STEPS:, STEP].mean()) / MS if len(measured) else 0.0
+    waits = tl.wait_ns / max(len(measured), 1) / MS
+    return _with_figures(truth, clocks, step_ms, waits, rows, time.perf_counter() - t0)
+
+
+def write_3d(
+    run_dir: Path, truth: Truth, rng: np.random.Generator, drift_ppm: float, t0: float
+) -> Truth:
+    """The 3d layout's run: each stage's rows simulated for all its ranks, then each rank's
+    file and meta (its mesh groups, its stage)."""
+    mesh, blocks = truth.mesh, list(truth.blocks)
+    times, end_ns = simulate_3d(rng, mesh, truth.steps, blocks)
+    clocks = make_clocks(rng, truth.ranks, drift_ppm)
+    columns = [StageColumns.of(t.rows, truth.steps) for t in times]
+    rows, metas = 0, {}
+    for rank in range(truth.ranks):
+        stage, lane = divmod(rank, mesh.lanes)
+        st = times[stage]
+        start, dur = st.start[:, :, lane].ravel(), st.dur[:, :, lane].ravel()
+        batch = columns[stage].batch(rank, mesh, *_local_rows(clocks, rank, start, dur))
+        writer = BatchWriter(events_path(run_dir, rank), rank)
+        per = STEPS_PER_BATCH * len(st.rows)
+        for at in range(0, batch.num_rows, per):
+            writer.write_batch(batch.slice(at, per))
+        writer.close()
+        rows += writer.rows_written
+        meta = rank_meta(rank, truth, clocks, end_ns, rng, groups=mesh.groups(rank),
+                         pipeline=pipeline_meta(mesh, stage, blocks, st, lane))  # fmt: skip
+        write_json_atomic(rank_meta_path(run_dir, rank), meta)
+        metas[str(rank)] = meta
+    write_json_atomic(run_dir / "run.json", run_meta(truth, metas, WALL_START_S + end_ns / 1e9))
+    step = [t.dur[WARMUP_STEPS:, t.at[("step",)]] for t in times]
+    step_ms = float(np.mean([s.mean() for s in step])) / MS if truth.steps > WARMUP_STEPS else 0.0
+    return _with_figures(truth, clocks, step_ms, np.zeros(0), rows, time.perf_counter() - t0)
 
 
 def _with_figures(
-    truth: Truth, tl: Timeline, clocks: Clocks, drift_ppm: float, rows: int, seconds: float
+    truth: Truth, clocks: Clocks, step_ms: float, waits: np.ndarray, rows: int, seconds: float
 ) -> Truth:
-    measured = tl.start[WARMUP_STEPS:]
-    step_ms = float(tl.dur[WARMUP_STEPS:, STEP].mean()) / MS if len(measured) else 0.0
-    n = max(len(measured), 1)
     offsets = np.array([clocks.offset(r, 0.0) for r in range(truth.ranks)]).round()
-    return Truth(
-        **{k: getattr(truth, k) for k in ("ranks", "steps", "hostnames", "plant", "slow_node",
-                                          "slow_ranks", "slow_link", "hang_rank",
-                                          "hang_step", "factor", "layout")},
-        step_ms=step_ms, wait_ms_per_step=tl.wait_ns / n / MS,
+    return replace(
+        truth, step_ms=step_ms, wait_ms_per_step=waits,
         clock_offset_ns=offsets.astype(np.int64), drift_ppm=clocks.drift * 1e6, rows=rows,
         generate_s=seconds,
     )  # fmt: skip
@@ -642,10 +712,17 @@ def main() -> None:
     p.add_argument("--plant", choices=PLANTS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--layout", choices=LAYOUTS, default="ddp")
+    p.add_argument("--pp", type=int, default=4, help="3d layout: pipeline stages")
+    p.add_argument("--tp", type=int, default=8, help="3d layout: tensor-parallel ranks")
+    p.add_argument("--micro", type=int, default=8, help="3d layout: microbatches a step")
     args = p.parse_args()
-    truth = write_run(args.path, args.ranks, args.steps, args.plant, args.seed,
-                      layout=args.layout)  # fmt: skip
+    try:
+        truth = write_run(args.path, args.ranks, args.steps, args.plant, args.seed,
+                          layout=args.layout, pp=args.pp, tp=args.tp, micro=args.micro)  # fmt: skip
+    except ValueError as exc:
+        p.error(str(exc))
     where = truth.slow_node or truth.slow_ranks or truth.slow_link or truth.hang_rank
+    where = truth.heavy_stage if where is None else where
     print(f"{args.path}: {truth.ranks} ranks x {truth.steps} steps, {truth.rows:,} rows in "
           f"{truth.generate_s:.1f} s; step {truth.step_ms:.1f} ms")  # fmt: skip
     print(f"plant: {truth.plant or 'none'} {where if where is not None else ''}")

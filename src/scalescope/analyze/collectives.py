@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.grouping import group_by, rank_calls
+from scalescope.analyze.groups import dim_lookup
 from scalescope.analyze.slot_index import STEP_BITS, measured_steps, slot_lookup, step_key
 from scalescope.analyze.sorting import distinct, index_in
 from scalescope.events import EventTable, Kind
@@ -147,12 +148,13 @@ class CollectiveAnalysis:
 
 def _op_totals(done: EventTable, pending: EventTable, dims: dict[str, str]) -> list[OpTotals]:
     """Per op, tag and dimension (``dims``: group label -> dimension)."""
-    names = ["", *dict.fromkeys(dims.values())]
-    g = group_by(done.name, done.tag, _dim_ids(done, dims, names))
+    lookup, found = dim_lookup(done.symbols, dims)  # one table, not a pass per group
+    names = ["", *found]  # 0: a group ``dims`` does not name
+    g = group_by(done.name, done.tag, lookup[done.group] + 1)
     calls, dur, nbytes = g.count(), g.sum(done.dur_ns), g.sum(done.nbytes)
     per_rank = rank_calls(g, done.rank)
     found = {(int(a), int(b), int(d)): i for i, (a, b, d) in enumerate(g.keys)}
-    p = group_by(pending.name, pending.tag, _dim_ids(pending, dims, names))
+    p = group_by(pending.name, pending.tag, lookup[pending.group] + 1)
     waiting = {
         (int(a), int(b), int(d)): int(c) for (a, b, d), c in zip(p.keys, p.count(), strict=True)
     }
@@ -177,16 +179,6 @@ def _op_totals(done: EventTable, pending: EventTable, dims: dict[str, str]) -> l
             )
         )
     return sorted(out, key=lambda o: (-o.total_ms_per_rank, o.op, o.tag, o.dim))
-
-
-def _dim_ids(rows: EventTable, dims: dict[str, str], names: list[str]) -> np.ndarray:
-    """Per row, the index in ``names`` of its group's dimension (0: "", not known)."""
-    out = np.zeros(len(rows), dtype=np.int64)
-    for label, dim in dims.items():
-        sid = rows.symbols.id_of(label)
-        if sid >= 0:
-            out[rows.group == sid] = names.index(dim)
-    return out
 
 
 def _group_ranks(rows: EventTable) -> np.ndarray:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns, tie_tolerance_ns
+from scalescope.analyze.matching import p2p_channels
 from scalescope.analyze.sorting import sort_order
 from scalescope.events import EventTable, Kind, Run, SymbolTable
 
@@ -174,13 +175,15 @@ class _Instances:
 
 
 def _instances(rows: EventTable, issue: np.ndarray, ranks_in: np.ndarray) -> _Instances:
-    """Instances by (group, seq), as ``matching.match_collectives`` finds them."""
+    """Instances by (group, seq) (a send's and recv's by their channel,
+    ``matching.p2p_channels``), as ``matching.match_collectives`` finds them."""
     order = sort_order(rows.group, rows.rank, rows.seq)
     g, r, q = rows.group[order], rows.rank[order], rows.seq[order]
     repeat = np.zeros(len(g), dtype=bool)
     repeat[1:] = (g[1:] == g[:-1]) & (r[1:] == r[:-1]) & (q[1:] == q[:-1])
     order = order[~repeat]
     g, r, q = g[~repeat], r[~repeat], q[~repeat]
+    kg, kq = p2p_channels(rows.select(order))
     start, dur = issue[order], rows.dur_ns[order]
     arrival = start.copy()
     after = np.zeros(len(g), dtype=bool)  # the previous row is the same rank's, completed
@@ -189,12 +192,12 @@ def _instances(rows: EventTable, issue: np.ndarray, ranks_in: np.ndarray) -> _In
     prev_end[1:] = start[:-1] + dur[:-1]
     arrival[after] = np.maximum(start[after], prev_end[after])
     done = dur >= 0
-    order, g, r, q = order[done], g[done], r[done], q[done]
+    order, g, r, kg, kq = order[done], g[done], r[done], kg[done], kq[done]
     arrival, end = arrival[done], start[done] + dur[done]
-    by_inst = sort_order(g, q)  # stable: each instance's rows stay in rank order
-    order, g, r, q = order[by_inst], g[by_inst], r[by_inst], q[by_inst]
+    by_inst = sort_order(kg, kq)  # stable: each instance's rows stay in rank order
+    order, g, r = order[by_inst], g[by_inst], r[by_inst]
     arrival, end = arrival[by_inst], end[by_inst]
-    first = _starts(g, q)
+    first = _starts(kg[by_inst], kq[by_inst])
     if len(first) == 0:  # nothing completed (a hang in the subgroups)
         none = np.zeros(0, dtype=np.int64)
         return _Instances(none, none, none, none, none, none, none)

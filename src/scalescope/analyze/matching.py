@@ -2,10 +2,12 @@
 into waiting for the last rank to arrive and moving the bytes once all have arrived.
 
 An *instance* is one ``(group, seq)`` completed (``dur_ns >= 0``) on every rank that
-recorded that group. Times are on the common clock (``clocks.py``). A rank *arrives* at an
-instance at ``max(issue, completion of its previous collective on the same group)``: the
-backend runs a group's collectives one after another, so DDP's asynchronous buckets queue
-behind each other and a bucket issued early is not ready before the one ahead of it is done.
+recorded that group; for a send or recv that names its peer, one pair: the n-th send from A
+to B on a group with the n-th recv on B from A (``p2p_channels``). Times are on the common
+clock (``clocks.py``). A rank *arrives* at an instance at ``max(issue, completion of its
+previous collective on the same group)``: the backend runs a group's collectives one after
+another, so DDP's asynchronous buckets queue behind each other and a bucket issued early is
+not ready before the one ahead of it is done.
 
 Everything is computed for all instances at once with sorts and segment reductions.
 """
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
+from scalescope.analyze.grouping import group_by
 from scalescope.analyze.groups import dim_lookup
-from scalescope.analyze.sorting import distinct, sort_order
+from scalescope.analyze.sorting import distinct, packed, sort_order
 from scalescope.events import EventTable, Kind, SymbolTable
 
 DENSE_CELLS = 1 << 24
@@ -131,49 +134,81 @@ def _arrivals(rows: EventTable, issue: np.ndarray) -> np.ndarray:
     return arrival
 
 
-def _ranks_in_group(rows: EventTable) -> np.ndarray:
+def p2p_channels(rows: EventTable) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the group and sequence number its instance is keyed by: a collective's own;
+    for a send or recv that names its peer, its channel (group, source, destination: an id
+    past the group symbols) and its place among its rank's rows on the channel in sequence
+    order. A group's sequence numbers count each rank's ops in an order of its own (a 1F1B
+    stage sends and receives on its pp group as its schedule goes), so the n-th on one rank
+    meets the n-th on another only by chance; torch delivers a pair's messages in order."""
+    group, seq = rows.group.astype(np.int64), rows.seq.astype(np.int64)
+    send, recv = rows.symbols.id_of("send"), rows.symbols.id_of("recv")
+    names = [i for i in (send, recv) if i >= 0]
+    idx = np.flatnonzero((rows.peer >= 0) & np.isin(rows.name, names)) if names else []
+    if len(idx) == 0:
+        return group, seq
+    rank, peer = rows.rank[idx].astype(np.int64), rows.peer[idx].astype(np.int64)
+    is_recv = rows.name[idx] == recv
+    src, dst = np.where(is_recv, peer, rank), np.where(is_recv, rank, peer)
+    g = group[idx]
+    order = sort_order(g, src, dst, rank, seq[idx])
+    g, src, dst, rank = g[order], src[order], dst[order], rank[order]
+    channel_new = np.r_[True, (g[1:] != g[:-1]) | (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]
+    side_new = channel_new | np.r_[True, rank[1:] != rank[:-1]]
+    starts = np.flatnonzero(side_new)
+    n = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    group[idx[order]] = int(group.max()) + np.cumsum(channel_new)
+    seq[idx[order]] = n
+    return group, seq
+
+
+def _ranks_in_group(rank: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Per group id: how many ranks recorded it (a scatter into a groups x ranks grid)."""
-    n_groups, n_ranks = int(rows.group.max()) + 1, int(rows.rank.max()) + 1
+    n_groups, n_ranks = int(group.max()) + 1, int(rank.max()) + 1
     if n_groups * n_ranks > DENSE_CELLS:
-        pairs = distinct((rows.group.astype(np.int64) << SEQ_BITS) | rows.rank.astype(np.int64))
+        pairs = distinct((group << SEQ_BITS) | rank.astype(np.int64))
         return np.bincount(pairs >> SEQ_BITS, minlength=n_groups)
     seen = np.zeros(n_groups * n_ranks, dtype=bool)
-    seen[rows.group.astype(np.int64) * n_ranks + rows.rank] = True
+    seen[group * n_ranks + rank] = True
     return seen.reshape(n_groups, n_ranks).sum(axis=1)
 
 
-def _instance_ids(rows: EventTable) -> tuple[np.ndarray, np.ndarray] | None:
+def _instance_ids(group: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Each row's instance as a dense id (its group's offset plus its sequence number), and
     each id's group; None when the ids would be too sparse to count in an array."""
-    top = np.full(int(rows.group.max()) + 1, -1, dtype=np.int64)
-    np.maximum.at(top, rows.group, rows.seq)
+    top = np.full(int(group.max()) + 1, -1, dtype=np.int64)
+    np.maximum.at(top, group, seq)
     sizes = top + 1
-    if int(sizes.sum()) > DENSE_CELLS + 4 * len(rows):
+    if int(sizes.sum()) > DENSE_CELLS + 4 * len(group):
         return None
     offset = np.r_[0, np.cumsum(sizes)[:-1]]
-    return offset[rows.group] + rows.seq, np.repeat(np.arange(len(sizes)), sizes)
+    return offset[group] + seq, np.repeat(np.arange(len(sizes)), sizes)
 
 
-def _matched_mask(rows: EventTable, keys: np.ndarray) -> tuple[np.ndarray, int]:
-    """Rows of instances completed on every rank of their group; and the unmatched count.
+def _matched_mask(
+    rows: EventTable, group: np.ndarray, seq: np.ndarray, keys: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """Rows of instances completed on every rank of their group; the unmatched count; each
+    row's dense instance id (None where the ids were too sparse to count in an array).
+    ``group``, ``seq``: the rows' instance keys (``p2p_channels``).
 
     Groups recorded by a single rank are not cross-rank and are left out of both. Instances
     are counted in a dense array when their ids allow (no sort of millions of keys)."""
-    ranks_in_group = _ranks_in_group(rows)
-    shared = ranks_in_group[rows.group] >= 2
+    ranks_in_group = _ranks_in_group(rows.rank, group)
+    shared = ranks_in_group[group] >= 2
     done = shared & (rows.dur_ns >= 0)
-    dense = _instance_ids(rows)
+    dense = _instance_ids(group, seq)
     if dense is None:
         uniq, inverse, counts = np.unique(keys[done], return_inverse=True, return_counts=True)
         complete_key = counts == ranks_in_group[(uniq >> SEQ_BITS)]
         matched = np.zeros(len(rows), dtype=bool)
         matched[np.flatnonzero(done)] = complete_key[inverse.reshape(-1)]
-        return matched, len(distinct(keys[shared])) - int(complete_key.sum())
+        return matched, len(distinct(keys[shared])) - int(complete_key.sum()), None
     ids, group_of = dense
     rows_done = np.bincount(ids[done], minlength=len(group_of))
     complete = (rows_done > 0) & (rows_done == ranks_in_group[group_of])
     instances = int(np.count_nonzero(np.bincount(ids[shared], minlength=len(group_of))))
-    return done & complete[ids], instances - int(complete.sum())
+    return done & complete[ids], instances - int(complete.sum()), ids
 
 
 def match_collectives(
@@ -187,13 +222,26 @@ def match_collectives(
     rows = _dedupe_sorted(rows)
     issue = aligned_start_ns(rows, clocks)
     arrival = _arrivals(rows, issue)
-    keys = (rows.group.astype(np.int64) << SEQ_BITS) | rows.seq.astype(np.int64)
-    matched, unmatched = _matched_mask(rows, keys)
+    group, seq = p2p_channels(rows)
+    keys = (group << SEQ_BITS) | seq
+    matched, unmatched, ids = _matched_mask(rows, group, seq, keys)
     rows, keys = rows.select(matched), keys[matched]
     issue, arrival = issue[matched], arrival[matched]
-    order = np.lexsort((rows.rank, arrival, keys))
+    order = _by_instance_arrival(keys, ids[matched] if ids is not None else None, arrival, rows)
     rows, keys, issue, arrival = rows.select(order), keys[order], issue[order], arrival[order]
     return _instances(rows, keys, issue, arrival, tie_ns, unmatched)
+
+
+def _by_instance_arrival(
+    keys: np.ndarray, ids: np.ndarray | None, arrival: np.ndarray, rows: EventTable
+) -> np.ndarray:
+    """The order by (instance, arrival, rank). The rows come in rank order
+    (``_dedupe_sorted``), which a stable sort keeps among ties: one argsort of (dense
+    instance id, arrival) packed where they fit, a third of a three-key lexsort's time."""
+    key = packed([ids, arrival]) if ids is not None and len(ids) else None
+    if key is not None:
+        return np.argsort(key, kind="stable")
+    return np.lexsort((rows.rank, arrival, keys))
 
 
 def _instances(
@@ -254,10 +302,10 @@ def wait_stats(
     if not inst_mask.any():
         return ()
     dim_of, dim_names = _inst_dims(m, symbols, dims)
-    keys = np.stack([m.op, m.inst_tag, m.nbytes, dim_of]).astype(np.int64)[:, inst_mask]
-    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
-    inv = inv.reshape(-1)
-    n = len(uniq[0])
+    cols = (m.op, m.inst_tag, m.nbytes, dim_of)
+    groups = group_by(*(c[inst_mask] for c in cols))  # not np.unique(axis=1): a sort of tuples
+    uniq, inv = groups.keys.T, groups.index
+    n = len(groups)
     slot = np.full(m.num_instances, -1)
     slot[inst_mask] = inv
     row_slot = slot[m.inst]

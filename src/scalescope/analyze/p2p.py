@@ -74,60 +74,96 @@ def _p2p_rows(events: EventTable, kind: Kind) -> tuple[EventTable, np.ndarray]:
     return rows, (rows.name == recv).astype(np.int64)
 
 
-def _numbered(rows: EventTable, role: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per row: (group, source rank, destination rank, n), n its place among the rows of the
-    same rank, group, op and peer in sequence order; rows in that order."""
-    src = np.where(role == 0, rows.rank, rows.peer).astype(np.int64)
-    dst = np.where(role == 0, rows.peer, rows.rank).astype(np.int64)
-    order = sort_order(rows.group.astype(np.int64), src, dst, role, rows.seq.astype(np.int64))
-    g, s, d, r = rows.group[order].astype(np.int64), src[order], dst[order], role[order]
-    new = np.r_[True, (g[1:] != g[:-1]) | (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (r[1:] != r[:-1])]
-    starts = np.flatnonzero(new)
-    n = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    return order, g, s, d, r, n
+@dataclass(frozen=True)
+class _Numbered:
+    """The rows in (group, source, destination, op, sequence) order: ``order`` (indices into
+    the rows), their columns in that order, ``n`` each one's place among the rows of the same
+    group, source, destination and op, and where each run of those (a segment) starts."""
+
+    order: np.ndarray
+    g: np.ndarray
+    s: np.ndarray
+    d: np.ndarray
+    r: np.ndarray
+    n: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, rows: EventTable, role: np.ndarray) -> _Numbered:
+        src = np.where(role == 0, rows.rank, rows.peer).astype(np.int64)
+        dst = np.where(role == 0, rows.peer, rows.rank).astype(np.int64)
+        order = sort_order(rows.group.astype(np.int64), src, dst, role, rows.seq.astype(np.int64))
+        g, s, d, r = rows.group[order].astype(np.int64), src[order], dst[order], role[order]
+        channel = np.r_[True, (g[1:] != g[:-1]) | (s[1:] != s[:-1]) | (d[1:] != d[:-1])]
+        starts = np.flatnonzero(channel | np.r_[True, r[1:] != r[:-1]])
+        n = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+        return cls(order, g, s, d, r, n, starts)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices of each pair's send and recv: a channel's sends' segment is followed
+        by its recvs' (role 0 before 1), the n-th of one paired with the n-th of the other;
+        by channel, then n."""
+        starts = self.starts
+        size = np.diff(np.r_[starts, len(self.order)])
+        head = starts[:-1]
+        follows = (self.r[head] == 0) & (self.r[starts[1:]] == 1)
+        same = (self.g[head] == self.g[starts[1:]]) & (self.s[head] == self.s[starts[1:]])
+        same &= self.d[head] == self.d[starts[1:]]
+        seg = np.flatnonzero(follows & same)
+        k = np.minimum(size[seg], size[seg + 1])
+        offset = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+        sends = np.repeat(starts[seg], k) + offset
+        recvs = np.repeat(starts[seg + 1], k) + offset
+        return self.order[sends], self.order[recvs]
 
 
-def _pair_rows(rows: EventTable, role: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices (into ``rows``) of each pair's send and recv."""
-    order, g, s, d, r, n = _numbered(rows, role)
-    by_pair = sort_order(g, s, d, n, r)
-    same = np.r_[
-        (g[by_pair][1:] == g[by_pair][:-1])
-        & (s[by_pair][1:] == s[by_pair][:-1])
-        & (d[by_pair][1:] == d[by_pair][:-1])
-        & (n[by_pair][1:] == n[by_pair][:-1]),
-        False,
-    ]
-    first = np.flatnonzero(same & (r[by_pair] == 0))
-    return order[by_pair[first]], order[by_pair[first + 1]]
-
-
-def _wait_rows(events: EventTable, rows: EventTable, role: np.ndarray, sides: np.ndarray):
-    """Per side (row indices into ``rows``): the start and duration of its WAIT row, or
-    -1 where none was recorded. A wait row's ``seq`` is the op's n (probe/p2p.py)."""
+def _wait_rows(events: EventTable, rows: _Numbered, sides: np.ndarray):
+    """Per side (row indices into the numbered rows): the start and duration of its WAIT
+    row, or -1 where none was recorded. A wait row's ``seq`` is the op's n (probe/p2p.py):
+    its op is the n-th row of its (group, source, destination, op) segment."""
     waits, wrole = _p2p_rows(events, Kind.WAIT)
     start = np.full(len(sides), -1, dtype=np.int64)
     dur = np.full(len(sides), -1, dtype=np.int64)
     if len(waits) == 0 or len(sides) == 0:
         return start, dur
-    order, g, s, d, r, n = _numbered(rows, role)
-    place = np.empty(len(rows), dtype=np.int64)
-    place[order] = np.arange(len(order))
-    mine = place[sides]
-    wsrc = np.where(wrole == 0, waits.rank, waits.peer)
-    wdst = np.where(wrole == 0, waits.peer, waits.rank)
-    cols = [
-        np.concatenate([a[mine], b.astype(np.int64)])
-        for a, b in ((g, waits.group), (s, wsrc), (d, wdst), (r, wrole), (n, waits.seq))
-    ]
-    _, inverse = _distinct(cols)
-    at = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
-    at[inverse[len(sides) :]] = np.arange(len(waits))
-    found = at[inverse[: len(sides)]]
-    hit = found >= 0
-    start[hit] = waits.start_ns[found[hit]]
-    dur[hit] = waits.dur_ns[found[hit]]
+    at = _segment_of(rows, waits, wrole)
+    size = np.diff(np.r_[rows.starts, len(rows.order)])
+    seq = waits.seq.astype(np.int64)
+    valid = at >= 0
+    valid[valid] &= (seq[valid] >= 0) & (seq[valid] < size[at[valid]])
+    position = rows.starts[at[valid]] + seq[valid]  # in the numbered order
+    place = np.empty(len(rows.order), dtype=np.int64)
+    place[rows.order] = np.arange(len(rows.order))
+    side_at = np.full(len(rows.order), -1, dtype=np.int64)
+    side_at[place[sides]] = np.arange(len(sides))
+    side = side_at[position]
+    mine = side >= 0
+    found = np.flatnonzero(valid)[mine]
+    start[side[mine]] = waits.start_ns[found]
+    dur[side[mine]] = waits.dur_ns[found]
     return start, dur
+
+
+def _segment_of(rows: _Numbered, waits: EventTable, wrole: np.ndarray) -> np.ndarray:
+    """Per wait row, the segment of the numbered rows with its (group, source, destination,
+    op); -1 where there is none. A search among the segments (thousands), not a join of the
+    millions of rows."""
+    head = rows.starts
+    wsrc = np.where(wrole == 0, waits.rank, waits.peer).astype(np.int64)
+    wdst = np.where(wrole == 0, waits.peer, waits.rank).astype(np.int64)
+    cols = [
+        np.concatenate([a[head], b.astype(np.int64)])
+        for a, b in ((rows.g, waits.group), (rows.s, wsrc), (rows.d, wdst), (rows.r, wrole))
+    ]
+    key = packed(cols)
+    if key is None:
+        first, inverse = _distinct(cols)
+        seg = np.full(len(first), -1, dtype=np.int64)
+        seg[inverse[: len(head)]] = np.arange(len(head))
+        return seg[inverse[len(head) :]]
+    segments, theirs = key[: len(head)], key[len(head) :]  # segments ascending
+    at = np.minimum(np.searchsorted(segments, theirs), len(head) - 1)
+    return np.where(segments[at] == theirs, at, -1)
 
 
 def _distinct(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +185,8 @@ def pair_p2p(events: EventTable, clocks: tuple[ClockAlignment, ...]) -> P2PSides
     if len(rows) == 0:
         return None
     done = rows.dur_ns >= 0
-    send_i, recv_i = _pair_rows(rows, role)
+    numbered = _Numbered.of(rows, role)
+    send_i, recv_i = numbered.pairs()
     ok = done[send_i] & done[recv_i]
     send_i, recv_i = send_i[ok], recv_i[ok]
     sides = np.concatenate([send_i, recv_i])
@@ -159,7 +196,7 @@ def pair_p2p(events: EventTable, clocks: tuple[ClockAlignment, ...]) -> P2PSides
     wait = np.clip(later - issue[sides], 0, dur)
     local = rows.start_ns[sides].astype(np.int64)
     later_local = local + (later - issue[sides])
-    w_start, w_dur = _wait_rows(events, rows, role, sides)
+    w_start, w_dur = _wait_rows(events, numbered, sides)
     has_wait = w_start >= 0
     b_start = np.where(has_wait, w_start, local)
     b_dur = np.where(has_wait, w_dur, dur)

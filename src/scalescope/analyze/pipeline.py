@@ -106,31 +106,72 @@ def theory_bubble_pct(stages: int, microbatches: int, chunks: int = 1) -> float:
     return 100 * (stages - 1) / (chunks * microbatches + stages - 1)
 
 
-def _phase_ms(events: EventTable, rank: int, steps: np.ndarray, name: str) -> float:
-    rows = events.select(
-        (events.kind == Kind.PHASE)
-        & (events.rank == rank)
-        & (events.name == events.symbols.id_of(name))
-        & np.isin(events.step, steps)
-    )
-    return float(rows.dur_ns.sum()) / 1e6 / max(len(steps), 1)
+@dataclass(frozen=True)
+class _Measured:
+    """Each rank's measured steps (its STEP rows of steps >= the warm-up; all of them where
+    none is), for all ranks at once: a 1,024-rank run has millions of rows, and a pass over
+    them per rank was the pipeline analysis' whole cost."""
 
+    ranks: np.ndarray
+    """Ascending."""
+    position: np.ndarray
+    """Per rank number: its index in ``ranks``, -1 for any other."""
+    count: np.ndarray
+    """Per rank: measured STEP rows."""
+    step_ms: np.ndarray
+    keys: np.ndarray
+    """The measured (rank index, step) pairs packed in one key, ascending."""
+    steps_of: list[np.ndarray]
+    """Per rank: its measured step numbers, as recorded."""
+    span: int
 
-def _measured_steps(events: EventTable, rank: int, warmup: int) -> tuple[np.ndarray, float]:
-    """The rank's measured step numbers and their mean duration (ms)."""
-    rows = events.select((events.kind == Kind.STEP) & (events.rank == rank))
-    keep = rows.step >= warmup
-    if not keep.any():
-        keep = np.ones(len(rows), dtype=bool)
-    dur = rows.dur_ns[keep]
-    return rows.step[keep], float(dur.mean()) / 1e6 if len(dur) else 0.0
+    @classmethod
+    def of(cls, events: EventTable, ranks: list[int], warmup: int) -> _Measured:
+        ranks_arr = np.array(sorted(ranks), dtype=np.int64)
+        position = np.full(max(int(events.rank.max(initial=0)), int(ranks_arr[-1])) + 1, -1)
+        position[ranks_arr] = np.arange(len(ranks_arr))
+        rows = events.of_kind(Kind.STEP)
+        pos = position[rows.rank]
+        mine = pos >= 0
+        late = mine & (rows.step >= warmup)
+        any_late = np.bincount(pos[late], minlength=len(ranks_arr)) > 0
+        keep = np.flatnonzero(mine & (late | ~any_late[np.maximum(pos, 0)]))
+        at, step = pos[keep], rows.step[keep].astype(np.int64)
+        n = len(ranks_arr)
+        count = np.bincount(at, minlength=n)
+        total = np.bincount(at, weights=rows.dur_ns[keep].astype(np.float64), minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step_ms = np.where(count > 0, total / np.maximum(count, 1) / 1e6, 0.0)
+        span = int(step.max(initial=0)) + 1
+        order = np.argsort(at, kind="stable")
+        steps_of = np.split(step[order], np.cumsum(count)[:-1])
+        return cls(ranks_arr, position, count, step_ms, np.unique(at * span + step), steps_of,
+                   span)  # fmt: skip
 
+    def rows_in(self, rows: EventTable) -> tuple[np.ndarray, np.ndarray]:
+        """Of ``rows``: those of a rank's measured step, and their rank index."""
+        pos = self.position[rows.rank]  # sized for every rank of the table
+        inside = (pos >= 0) & (rows.step >= 0) & (rows.step < self.span)
+        key = np.where(inside, pos * self.span + rows.step, -1)
+        hit = inside & np.isin(key, self.keys)
+        return hit, pos
 
-def _peak(events: EventTable, rank: int, steps: np.ndarray) -> int | None:
-    rows = events.select(
-        (events.kind == Kind.MEMORY) & (events.rank == rank) & np.isin(events.step, steps)
-    )
-    return int(rows.nbytes.max()) if len(rows) else None
+    def phase_ms(self, events: EventTable, name: str) -> np.ndarray:
+        """Per rank: the ``name`` phases' time per measured step (ms)."""
+        rows = events.of_kind(Kind.PHASE)
+        rows = rows.select(rows.name == events.symbols.id_of(name))
+        hit, pos = self.rows_in(rows)
+        total = np.bincount(pos[hit], weights=rows.dur_ns[hit].astype(np.float64),
+                            minlength=len(self.ranks))  # fmt: skip
+        return total / 1e6 / np.maximum(self.count, 1)
+
+    def peaks(self, events: EventTable) -> list[int | None]:
+        rows = events.of_kind(Kind.MEMORY)
+        hit, pos = self.rows_in(rows)
+        peak = np.full(len(self.ranks), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(peak, pos[hit], rows.nbytes[hit].astype(np.int64))
+        has = np.bincount(pos[hit], minlength=len(self.ranks)) > 0
+        return [int(v) if h else None for v, h in zip(peak, has, strict=True)]
 
 
 def _blocks(meta: PipelineMeta | None, steps: np.ndarray) -> tuple[BlockCost, ...]:
@@ -138,8 +179,8 @@ def _blocks(meta: PipelineMeta | None, steps: np.ndarray) -> tuple[BlockCost, ..
         return ()
 
     def mean_ms(values: list[int]) -> float:
-        picked = [values[s] for s in steps if s < len(values)]
-        return sum(picked) / len(picked) / 1e6 if picked else 0.0
+        picked = np.asarray(values, dtype=np.int64)[steps[steps < len(values)]]
+        return int(picked.sum()) / len(picked) / 1e6 if len(picked) else 0.0
 
     return tuple(
         BlockCost(b.name, mean_ms(b.forward_ns), mean_ms(b.backward_ns)) for b in meta.blocks
@@ -148,37 +189,33 @@ def _blocks(meta: PipelineMeta | None, steps: np.ndarray) -> tuple[BlockCost, ..
 
 def stage_figures(
     events: EventTable,
-    rank: int,
-    stage: int,
+    of_rank: dict[int, int],
     microbatches: int,
     warmup: int,
     p2p: P2PAnalysis | None,
-    meta: PipelineMeta | None = None,
-) -> StageFigures:
-    steps, step_ms = _measured_steps(events, rank, warmup)
-    fwd, bwd = (_phase_ms(events, rank, steps, n) for n in ("forward", "backward"))
-    opt = _phase_ms(events, rank, steps, "optimizer")
-    mine = [r for r in (p2p.ranks if p2p else ()) if r.rank == rank]
-    transfer = mine[0].transfer_ms_per_step if mine else 0.0
-    wait = mine[0].wait_ms_per_step if mine else 0.0
-    bubble = max(step_ms - fwd - bwd - opt - transfer, 0.0)
+    metas: dict[int, PipelineMeta],
+) -> tuple[StageFigures, ...]:
+    """Every rank's stage figures (``of_rank``: rank -> stage), in rank order."""
+    measured = _Measured.of(events, list(of_rank), warmup)
+    fwd, bwd, opt = (measured.phase_ms(events, n) for n in ("forward", "backward", "optimizer"))
+    peaks = measured.peaks(events)
+    mine = {r.rank: r for r in (p2p.ranks if p2p else ())}
     m = max(microbatches, 1)
-    return StageFigures(
-        rank=rank,
-        stage=stage,
-        step_ms=step_ms,
-        forward_ms=fwd,
-        backward_ms=bwd,
-        optimizer_ms=opt,
-        transfer_ms=transfer,
-        wait_ms=wait,
-        bubble_ms=bubble,
-        bubble_pct=100 * bubble / step_ms if step_ms else 0.0,
-        forward_ms_per_microbatch=fwd / m,
-        backward_ms_per_microbatch=bwd / m,
-        peak_memory_bytes=_peak(events, rank, steps),
-        blocks=_blocks(meta, steps),
-    )
+    out = []
+    for i, rank in enumerate(measured.ranks.tolist()):
+        step_ms = float(measured.step_ms[i])
+        f, b, o = float(fwd[i]), float(bwd[i]), float(opt[i])
+        own = mine.get(rank)
+        transfer = own.transfer_ms_per_step if own else 0.0
+        bubble = max(step_ms - f - b - o - transfer, 0.0)
+        out.append(StageFigures(
+            rank=rank, stage=of_rank[rank], step_ms=step_ms, forward_ms=f, backward_ms=b,
+            optimizer_ms=o, transfer_ms=transfer, wait_ms=own.wait_ms_per_step if own else 0.0,
+            bubble_ms=bubble, bubble_pct=100 * bubble / step_ms if step_ms else 0.0,
+            forward_ms_per_microbatch=f / m, backward_ms_per_microbatch=b / m,
+            peak_memory_bytes=peaks[i], blocks=_blocks(metas.get(rank), measured.steps_of[i]),
+        ))  # fmt: skip
+    return tuple(out)
 
 
 def _stage_costs(figures: tuple[StageFigures, ...]) -> dict[int, float]:
@@ -250,10 +287,7 @@ def analyze_pipeline(
         m = _forwards_per_step(events, min(chain, key=chain.__getitem__), warmup)
     if stages < 2:
         return None
-    figures = tuple(
-        stage_figures(events, r, s, m, warmup, p2p, metas.get(r))
-        for r, s in sorted(of_rank.items())
-    )
+    figures = stage_figures(events, of_rank, m, warmup, p2p, metas)
     costs = _stage_costs(figures)
     step_ms = sum(f.step_ms for f in figures) / len(figures)
     return PipelineAnalysis(
@@ -271,14 +305,11 @@ def analyze_pipeline(
 
 def _forwards_per_step(events: EventTable, rank: int, warmup: int) -> int:
     """Microbatches of a hand-written loop: the forward phases per measured step."""
-    steps, _ = _measured_steps(events, rank, warmup)
-    rows = events.select(
-        (events.kind == Kind.PHASE)
-        & (events.rank == rank)
-        & (events.name == events.symbols.id_of("forward"))
-        & np.isin(events.step, steps)
-    )
-    return max(round(len(rows) / max(len(steps), 1)), 1)
+    measured = _Measured.of(events, [rank], warmup)
+    rows = events.of_kind(Kind.PHASE)
+    rows = rows.select(rows.name == events.symbols.id_of("forward"))
+    hit, _ = measured.rows_in(rows)
+    return max(round(int(hit.sum()) / max(int(measured.count[0]), 1)), 1)
 
 
 def infer_chain(events: EventTable, p2p: P2PAnalysis | None, warmup: int) -> dict[int, int] | None:

@@ -9,7 +9,13 @@ from functools import partial
 
 import numpy as np
 
-from scalescope.analyze.step_grid import StepGrid, aligned, instances, last_arrivals
+from scalescope.analyze.step_grid import (
+    StepGrid,
+    aligned,
+    instance_runs,
+    instances,
+    previous_on_group,
+)
 
 PERCENTILES = (10.0, 90.0)
 """The spread of a prediction: these percentiles of its steps."""
@@ -64,13 +70,12 @@ def replay(grid: StepGrid, keep_times: bool = False) -> Replayed:
         if keep_times else None
     )  # fmt: skip
     inst = instances(grid.group)
-    # per collective: the earlier ones on the same group, which a rank queues behind
-    queued = [[(j, grid.group[:, j] == grid.group[:, k]) for j in range(k)] for k in range(n_k)]
+    prev = previous_on_group(grid.group)  # the collective a rank queues behind
     if aligned(inst):
         members = [[inst[:, k] == i for i in np.unique(inst[:, k])] for k in range(n_k)]
-        play = partial(_collectives_in_place, grid, members=members, queued=queued)
+        play = partial(_collectives_in_place, grid, members=members, prev=prev)
     else:
-        play = partial(_collectives_in_any_place, grid, inst=inst, queued=queued)
+        play = partial(_collectives_in_any_place, grid, inst=inst, prev=prev)
     for s in range(n_s):
         cursor, waited, issue, done = play(s, start)
         ready = cursor + grid.prejoin_ns[s]
@@ -92,7 +97,16 @@ Played = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 blocking collectives; per (rank, collective): issue and completion."""
 
 
-def _collectives_in_place(grid: StepGrid, s: int, start, members, queued) -> Played:
+def _queued(issue: np.ndarray, done: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Each rank's arrival at a collective issued at ``issue``: when the one it queues
+    behind (``prev``, -1: none) completed, if later (NaN while that one has not)."""
+    rows = np.flatnonzero(prev >= 0)
+    arrival = issue.copy()
+    arrival[rows] = np.maximum(issue[rows], done[rows, prev[rows]])
+    return arrival
+
+
+def _collectives_in_place(grid: StepGrid, s: int, start, members, prev) -> Played:
     """Step ``s``'s collectives in order, each at the same place of its members' steps
     (``members``: per place, the ranks of each instance there)."""
     n_r, n_k = grid.group.shape
@@ -100,9 +114,7 @@ def _collectives_in_place(grid: StepGrid, s: int, start, members, queued) -> Pla
     issue, done = np.empty((n_r, n_k)), np.empty((n_r, n_k))
     for k in range(n_k):
         issue[:, k] = cursor + grid.work_ns[s, :, k]
-        arrival = issue[:, k].copy()
-        for j, same in queued[k]:
-            arrival = np.where(same, np.maximum(arrival, done[:, j]), arrival)
+        arrival = _queued(issue[:, k], done, prev[:, k])
         for m in members[k]:
             done[m, k] = arrival[m].max()
         done[:, k] += grid.transfer_ns[s, :, k]
@@ -112,7 +124,30 @@ def _collectives_in_place(grid: StepGrid, s: int, start, members, queued) -> Pla
     return cursor, waited, issue, done
 
 
-def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, queued) -> Played:
+class _Completions:
+    """Instances completing as their members arrive: per instance, the members yet to arrive
+    and the latest arrival so far (a look at the newcomers only, not at every instance)."""
+
+    def __init__(self, inst: np.ndarray) -> None:
+        self.inst = inst.ravel()
+        self.order, self.starts = instance_runs(inst)
+        self.size = np.diff(np.r_[self.starts, len(self.inst)])
+        self.missing = self.size.copy()
+        self.last = np.full(len(self.size), -np.inf)
+
+    def arrive(self, flat: np.ndarray, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Elements ``flat`` (indices into the raveled grid) arrived at ``arrival``: the
+        elements of the instances this completed, and their instance's last arrival."""
+        ids = self.inst[flat]
+        np.maximum.at(self.last, ids, arrival)
+        np.subtract.at(self.missing, ids, 1)
+        full = np.unique(ids[self.missing[ids] == 0])
+        lens = self.size[full]
+        begin = np.repeat(self.starts[full] - np.r_[0, np.cumsum(lens)[:-1]], lens)
+        return self.order[begin + np.arange(lens.sum())], np.repeat(self.last[full], lens)
+
+
+def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, prev) -> Played:
     """Step ``s``'s collectives where an instance may sit at different places of its members'
     steps (a send and its receive): sweeps over the places until every rank is past its
     last collective; a rank goes past a blocking one once all its instance has arrived."""
@@ -120,17 +155,21 @@ def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, queued) -> Pl
     work, transfer, blocking = grid.work_ns[s], grid.transfer_ns[s], grid.blocking[s]
     cursor, waited, at = start.copy(), np.zeros(n_r), np.zeros(n_r, dtype=np.int64)
     issue, arrival, done = (np.full((n_r, n_k), np.nan) for _ in range(3))
+    completions = _Completions(inst)
     while True:
         moved, pending = at.copy(), int(np.isnan(done).sum())
         for k in range(n_k):
             here = at == k
+            if not here.any():
+                continue
             issue[here, k] = cursor[here] + work[here, k]
-            arrived = issue[:, k].copy()
-            for j, same in queued[k]:
-                arrived = np.where(same, np.maximum(arrived, done[:, j]), arrived)
+            arrived = _queued(issue[:, k], done, prev[:, k])
+            fresh = np.flatnonzero(here & np.isnan(arrival[:, k]) & ~np.isnan(arrived))
             arrival[here, k] = arrived[here]
-            complete = np.isnan(done) & ~np.isnan(last := last_arrivals(arrival, inst))
-            done[complete] = last[complete] + transfer[complete]
+            if len(fresh):  # else no instance can have completed since the last look
+                flat, last = completions.arrive(fresh * n_k + k, arrival[fresh, k])
+                rows, cols = np.divmod(flat, n_k)
+                done[rows, cols] = last + transfer[rows, cols]
             go = here & ~np.isnan(arrival[:, k]) & (~blocking[:, k] | ~np.isnan(done[:, k]))
             cursor[go] = np.where(blocking[go, k], done[go, k], issue[go, k])
             waited[go] += np.where(blocking[go, k], done[go, k] - issue[go, k], 0.0)

@@ -9,7 +9,9 @@ what the rank did on its own and what it waited for.
   instance (a rank *arrives* at its issue, or when its previous collective on the same group
   completes, as in matching.py). An *instance* is a rank's n-th collective on a group with
   every other member's n-th on it (``instances``): a collective sits at the same place of
-  every member's step, a send and its receive may not (a pipeline's stages);
+  every member's step, a send and its receive may not (a pipeline's stages). A send's or
+  recv's group is its channel (group, source, destination: ``matching.p2p_channels``), so
+  the n-th send from A to B meets the n-th recv on B from A;
 - the step's tail: own time up to the join (the ``comm_wait`` phase, where a DDP rank waits
   for its outstanding buckets), then own time after it, and the gap to the next step;
 - each phase's time inside each of those parts (``phase_ns``).
@@ -27,6 +29,8 @@ import numpy as np
 
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.groups import dim_lookup, dims_of, process_groups
+from scalescope.analyze.matching import p2p_channels
+from scalescope.analyze.sorting import sort_order
 from scalescope.events import EventTable, Kind, Run
 
 
@@ -37,7 +41,8 @@ class StepGrid:
     steps: np.ndarray
     ranks: np.ndarray
     group: np.ndarray
-    """(ranks, collectives): the group symbol of each rank's k-th collective."""
+    """(ranks, collectives): the group symbol of each rank's k-th collective (a send's or
+    recv's that names its peer: its channel's id, past the symbols)."""
     work_ns: np.ndarray
     blocking: np.ndarray
     transfer_ns: np.ndarray
@@ -165,7 +170,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     shape = (n_s, n_r, k)
     issue = issue.reshape(shape).astype(np.float64)
     done = issue + colls.dur_ns.reshape(shape)
-    group = colls.group.reshape(shape)
+    group = p2p_channels(colls)[0].reshape(shape)
     arrival = _arrivals(issue, done, group)
     last = last_arrivals(arrival, instances(group[0]))
     transfer = np.maximum(done - last, 0.0)
@@ -302,16 +307,43 @@ def aligned(inst: np.ndarray) -> bool:
     return bool((first == last).all())
 
 
-def last_arrivals(arrival: np.ndarray, inst: np.ndarray) -> np.ndarray:
+def last_arrivals(
+    arrival: np.ndarray, inst: np.ndarray, runs: InstanceRuns | None = None
+) -> np.ndarray:
     """(..., ranks, collectives): per element, the latest arrival over its instance's members
-    (NaN where one of them has not arrived)."""
-    flat = inst.ravel()
-    order = np.argsort(flat, kind="stable")
-    ids = flat[order]
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    (NaN where one of them has not arrived). ``runs``: ``instance_runs(inst)``, when the
+    caller asks for the same instances many times."""
+    order, starts = runs if runs is not None else instance_runs(inst)
     lead = arrival.shape[:-2]
     values = arrival.reshape(*lead, -1)[..., order]
     return np.maximum.reduceat(values, starts, axis=-1)[..., inst]
+
+
+InstanceRuns = tuple[np.ndarray, np.ndarray]
+"""The elements in instance order, and where each instance's run of them starts."""
+
+
+def instance_runs(inst: np.ndarray) -> InstanceRuns:
+    flat = inst.ravel()
+    order = np.argsort(flat, kind="stable")
+    ids = flat[order]
+    return order, np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+
+
+def previous_on_group(group: np.ndarray) -> np.ndarray:
+    """(ranks, collectives): the place of each rank's previous collective on the same group,
+    -1 for its first. A rank arrives at a collective once the one before it on the group has
+    completed: the latest completion of all those before, as each completes after the one
+    ahead of it."""
+    n_r, n_k = group.shape
+    rank = np.repeat(np.arange(n_r), n_k)
+    place = np.tile(np.arange(n_k), n_r)
+    order = sort_order(rank, group.ravel().astype(np.int64), place)
+    r, g = rank[order], group.ravel()[order]
+    same = (r[1:] == r[:-1]) & (g[1:] == g[:-1])
+    prev = np.full(n_r * n_k, -1, dtype=np.int64)
+    prev[order[1:][same]] = place[order[:-1][same]]
+    return prev.reshape(n_r, n_k)
 
 
 def _join_starts(events, clocks, steps, ranks, t0) -> np.ndarray:

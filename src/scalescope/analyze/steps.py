@@ -105,8 +105,9 @@ def counted_once(steps: StepAnalysis, dims: dict[str, int]) -> StepAnalysis:
 def first_stage_only(steps: StepAnalysis, first_stage: set[int]) -> StepAnalysis:
     """``steps`` with the samples of a pipeline's first stage only (``first_stage``: its
     ranks): a later stage processes the same samples again (a hand-written loop's later
-    stages count their inputs' leading dimension; torch.distributed.pipelining's count none)."""
-    total = sum(r.samples for r in steps.ranks if r.rank in first_stage)
+    stages count their inputs' leading dimension; torch.distributed.pipelining's count none),
+    each counted once across the copies ``counted_once`` found (a tp group's ranks)."""
+    total = sum(r.samples for r in steps.ranks if r.rank in first_stage) // steps.sample_copies
     if total == steps.total_samples:
         return steps
     rate = total / steps.span_s if steps.span_s and total > 0 else None

@@ -110,6 +110,8 @@ class EventTable:
         if isinstance(rows, slice):
             cols = {c: getattr(self, c)[rows] for c in self.COLUMNS}
             return EventTable(**cols, symbols=self.symbols)
+        if rows.dtype == bool and len(rows) == len(self) and rows.all():
+            return self  # every row (``seq >= 0`` of collectives, ...): no gather of a copy
         index = np.flatnonzero(rows) if rows.dtype == bool else rows
         source = self.__dict__.get("_source")
         if source is not None:  # a selection of a selection: one gather from the first table

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from analyze_runs import make_run
 
 from scalescope.analyze import analyze_run
 from scalescope.analyze.clocks import align_clocks
+from scalescope.analyze.matching import match_collectives
 from scalescope.analyze.p2p import pair_p2p
 from scalescope.events import Kind
 
@@ -74,6 +76,26 @@ def test_the_nth_send_from_a_to_b_meets_the_nth_recv_on_b_from_a(run):
     assert pairs == sorted(
         [(0, 1, t + 1, t + 3) for t in (0, 20)] + [(0, 1, t + 8, t + 5) for t in (0, 20)]
         + [(2, 1, t + 2, t + 12) for t in (0, 20)] + [(1, 0, t + 15, t + 14) for t in (0, 20)]
+    )  # fmt: skip
+
+
+def test_matching_makes_each_pair_one_instance_whatever_the_sequence_numbers(run):
+    """On group "0" rank 0 numbers its send, send, recv 3s..3s+2 and rank 1 its recv, recv,
+    send 4s..4s+2: by (group, seq) step 1's rows would meet the wrong partner or none. Each
+    instance is one send with its recv (the pairs above, by their issue in ms); the send
+    nobody received is on a channel of one rank, not counted as unmatched."""
+    m = match_collectives(run.events, align_clocks(run), 0)
+    assert m.num_instances == 8 and m.unmatched == 0
+    assert (np.diff(np.r_[m.first, len(m.inst)]) == 2).all()
+    issue_ms = (m.local_start_ns // MS).tolist()
+    got = sorted(
+        tuple(sorted(zip(m.rank[f : f + 2].tolist(), issue_ms[f : f + 2], strict=True)))
+        for f in m.first
+    )  # fmt: skip
+    assert got == sorted(
+        [((0, t + 1), (1, t + 3)) for t in (0, 20)] + [((0, t + 8), (1, t + 5)) for t in (0, 20)]
+        + [((1, t + 12), (2, t + 2)) for t in (0, 20)]
+        + [((0, t + 14), (1, t + 15)) for t in (0, 20)]
     )  # fmt: skip
 
 

@@ -1,6 +1,8 @@
 """benchmarks/synthetic_run.py: its runs behave as a real job's do (collectives end together,
 early ranks wait, clocks offset and drifting but alignable), its plants are where it says, and
-the analysis reads them without a wait over the step."""
+the analysis reads them without a wait over the step; the 3d layout (pp x dp x tp, 1F1B) as
+the analysis of a real model-parallel run reads it: stages, schedule, dimensions, pairs, the
+bubble against the theory, samples per replica and a heavy stage."""
 
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns  # noqa: E402
+from scalescope.diagnose.engine import diagnose_run  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
+from synthetic_3d import ACT_BYTES, MICRO_SAMPLES, NET_BYTES_PER_NS  # noqa: E402
 from synthetic_run import (  # noqa: E402
     BUCKETS,
     EXIT_JITTER_NS,
     MS,
     RANKS_PER_NODE,
+    WARMUP_STEPS,
     Plant,
     transfer_ns,
     write_run,
@@ -196,3 +201,143 @@ def test_a_hang_leaves_the_others_in_an_unfinished_collective(tmp_path):
     assert len(np.unique(events.seq[pending])) == 1, "all wait in the same instance"
     assert run.meta.status == "interrupted"
     assert {m.status for m in run.ranks.values()} == {"interrupted"}
+
+
+# --- the 3d layout: pp x dp x tp with a 1F1B schedule ----------------------------------------
+
+PP, TP, MICRO_3D, STEPS_3D = 2, 2, 8, 10
+RANKS_3D = 32
+DP = RANKS_3D // (PP * TP)
+LANES = DP * TP
+
+
+@pytest.fixture(scope="module")
+def balanced_3d(tmp_path_factory):
+    path = tmp_path_factory.mktemp("synthetic") / "run"
+    truth = write_run(path, RANKS_3D, STEPS_3D, seed=3, layout="3d", pp=PP, tp=TP,
+                      micro=MICRO_3D)  # fmt: skip
+    run = load_run(path)
+    return truth, run, analyze_run(run)
+
+
+@pytest.fixture(scope="module")
+def heavy_3d(tmp_path_factory):
+    path = tmp_path_factory.mktemp("synthetic") / "run"
+    truth = write_run(path, RANKS_3D, STEPS_3D, Plant("heavy_stage", target=1), seed=4,
+                      layout="3d", pp=PP, tp=TP, micro=MICRO_3D)  # fmt: skip
+    run = load_run(path)
+    return truth, run, analyze_run(run)
+
+
+def test_the_3d_ranks_name_their_mesh_groups_tp_innermost_inside_a_node(balanced_3d):
+    _, run, analysis = balanced_3d
+    for rank, meta in run.ranks.items():
+        by_dim = {g.dim: g.ranks for g in meta.groups.values()}
+        stage, lane = divmod(rank, LANES)
+        first = rank - rank % TP
+        assert by_dim["tp"] == list(range(first, first + TP))
+        assert by_dim["dp"] == list(range(stage * LANES + lane % TP, (stage + 1) * LANES, TP))
+        assert by_dim["pp"] == [lane + s * LANES for s in range(PP)]
+        assert len({run.ranks[r].hostname for r in by_dim["tp"]}) == 1, "tp inside a node"
+        assert (meta.pipeline.stage, meta.pipeline.stages) == (stage, PP)
+        assert (meta.pipeline.schedule, meta.pipeline.microbatches) == ("Schedule1F1B", MICRO_3D)
+    dims = {d.dim: d for d in analysis.dims}
+    assert set(dims) == {"tp", "dp", "pp"} and all(d.named for d in dims.values())
+    shape = {d: (dims[d].groups, dims[d].ranks_per_group) for d in dims}
+    assert shape == {"tp": (RANKS_3D // TP, TP), "dp": (PP * TP, DP), "pp": (LANES, PP)}
+    measured = STEPS_3D - WARMUP_STEPS
+    per_rank = {d: dims[d].calls / RANKS_3D / measured for d in dims}
+    assert per_rank == {"tp": 2 * 2 * MICRO_3D, "dp": 2, "pp": 2 * MICRO_3D}
+
+
+def test_the_3d_analysis_finds_the_stages_the_schedule_and_its_microbatches(balanced_3d):
+    _, run, analysis = balanced_3d
+    pipe = analysis.pipeline
+    assert (pipe.stages, pipe.schedule, pipe.microbatches) == (PP, "Schedule1F1B", MICRO_3D)
+    assert {f.rank: f.stage for f in pipe.ranks} == {r: r // LANES for r in range(RANKS_3D)}
+    ev = run.events
+    forward = ev.select((ev.kind == Kind.PHASE) & (ev.name == ev.symbols.id_of("forward")))
+    per_step = forward.select((forward.rank == 5) & (forward.step == STEPS_3D - 1))
+    assert sorted(per_step.seq.tolist()) == list(range(MICRO_3D)), "one forward a microbatch"
+
+
+def test_each_3d_send_is_paired_with_its_recv_on_the_pp_group(balanced_3d):
+    _, run, analysis = balanced_3d
+    pairs_per_step = LANES * (PP - 1) * 2 * MICRO_3D  # activations forward, gradients back
+    assert analysis.p2p.pairs == pairs_per_step * STEPS_3D and analysis.p2p.unpaired == 0
+    for t in analysis.p2p.peers:
+        assert abs(t.peer - t.rank) == LANES, "the same lane of the next or previous stage"
+        assert run.ranks[t.rank].groups[t.group].dim == "pp"
+    assert analysis.cross_rank.unmatched_instances == 0
+
+
+def test_a_3d_stage_starts_a_forward_only_once_its_activations_arrived(balanced_3d):
+    """On rank 0's clock: each stage-1 forward of microbatch j starts after the stage-0
+    forward of j on the same lane ended, by the activations' transfer (at least half its
+    mean: each varies)."""
+    _, run, _ = balanced_3d
+    ev = run.events
+    start = aligned_start_ns(ev, align_clocks(run))
+    fwd = (ev.kind == Kind.PHASE) & (ev.name == ev.symbols.id_of("forward"))
+    rank, step, seq = ev.rank[fwd], ev.step[fwd], ev.seq[fwd]
+    begin, end = start[fwd], start[fwd] + ev.dur_ns[fwd]
+    order = np.lexsort((rank % LANES, seq, step, rank // LANES))
+    half = len(order) // 2
+    sender, receiver = order[:half], order[half:]
+    assert (rank[receiver] - rank[sender] == LANES).all()
+    assert (seq[receiver] == seq[sender]).all() and (step[receiver] == step[sender]).all()
+    gap = begin[receiver] - end[sender]
+    assert (gap > 0.5 * ACT_BYTES / NET_BYTES_PER_NS - CLOCK_SLACK_NS).all()
+
+
+def test_the_balanced_3d_bubble_is_the_1f1b_theory(balanced_3d):
+    """(p-1)/(m+p-1) of the step, plus what the step holds besides the pipeline: the data,
+    the dp all-reduce and the optimizer's neighbours (under 3 points of the step)."""
+    _, _, analysis = balanced_3d
+    pipe = analysis.pipeline
+    assert pipe.theory_bubble_pct == pytest.approx(100 * (PP - 1) / (MICRO_3D + PP - 1))
+    bubbles = np.array([f.bubble_pct for f in pipe.ranks])
+    assert (bubbles >= pipe.theory_bubble_pct).all()
+    assert (bubbles <= pipe.theory_bubble_pct + 3).all()
+
+
+def test_the_3d_samples_count_each_dp_replica_once(balanced_3d):
+    truth, _, analysis = balanced_3d
+    steps = analysis.steps
+    measured = STEPS_3D - WARMUP_STEPS
+    assert steps.sample_copies == TP
+    assert steps.total_samples == DP * MICRO_3D * MICRO_SAMPLES * measured
+    expected = DP * MICRO_3D * MICRO_SAMPLES / (truth.step_ms / 1e3)
+    assert steps.samples_per_s == pytest.approx(expected, rel=0.02)
+
+
+def test_a_heavy_stage_bounds_the_pipeline_without_a_straggler(heavy_3d):
+    truth, run, analysis = heavy_3d
+    assert (truth.heavy_stage, truth.blocks) == (1, (4, 6))
+    pipe = analysis.pipeline
+    assert pipe.bound_stage == 1
+    assert (pipe.move.source, pipe.move.target, pipe.move.names) == (1, 0, ("4",))
+    findings = {f.code: f for f in diagnose_run(run, analysis).findings}
+    assert "STAGE_IMBALANCE" in findings and findings["STAGE_IMBALANCE"].rank // LANES == 1
+    assert not {"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE"} & set(findings)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"pp": 1}, "needs --pp 2 or more"),
+        ({"tp": 3}, "--tp 3 must divide the 8 ranks of a node"),
+        ({"micro": 0}, "--micro must be 1 or more"),
+        ({"pp": 3}, "32 ranks are not a whole number of pp x tp = 6"),
+        ({"plant": "slow_node"}, "the 3d layout plants only heavy_stage"),
+        ({"plant": Plant("heavy_stage", target=2)}, "stage 2 is not one of the pipeline's 2"),
+    ],
+)
+def test_a_3d_layout_that_cannot_be_laid_out_is_a_one_line_error(tmp_path, kwargs, message):
+    args = {"pp": PP, "tp": TP, "micro": MICRO_3D, **kwargs}
+    plant = args.pop("plant", None)
+    with pytest.raises(ValueError, match=message) as err:
+        write_run(tmp_path / "run", RANKS_3D, 2, plant, layout="3d", **args)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="a heavy_stage plant needs the 3d layout"):
+        write_run(tmp_path / "run", 16, 2, "heavy_stage")
