@@ -68,6 +68,9 @@ class StepGrid:
     names it (``tp``, ``dp``, ``world``, ``stride 2``, ...); "" where none is known."""
     tags: np.ndarray | None = None
     """(ranks, collectives): its tag (events/tags.py: who issued it)."""
+    group_symbol: np.ndarray | None = None
+    """(ranks, collectives): its group's symbol (``group`` holds a send's or recv's channel
+    instead)."""
     phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
     """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
     time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
@@ -151,7 +154,7 @@ def build_grid(
     if len(kept) == 0:
         return None, left or ["no step with collectives"]
     grid = _grid(events, clocks, step_rows, colls, ranks, kept, phases)
-    return replace(grid, dims=_dims(run, colls, grid.group)), left
+    return replace(grid, dims=_dims(run, colls, grid.group_symbol)), left
 
 
 def _dims(run: Run, colls: EventTable, group: np.ndarray) -> np.ndarray:
@@ -210,6 +213,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
         nbytes=colls.nbytes.reshape(shape)[0],
         tags=_names(colls.symbols, colls.tag.reshape(shape)[0]),
         phase_ns=parts,
+        group_symbol=colls.group.reshape(shape)[0],
     )  # fmt: skip
 
 
