@@ -1,0 +1,126 @@
+"""launch/metrics.py: the ranks' live totals as Prometheus counters (parsed back with
+prometheus_client's own parser), per rank or per node, the alerts and the hang; the endpoint
+bound to 127.0.0.1 only, and a port in use refused in one line."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scalescope.analyze.slowdown import Alert
+from scalescope.events.files import live_state_path
+from scalescope.events.live_state import LiveStateWriter, read_live_states
+from scalescope.launch.metrics import MetricsEndpoint
+
+HOSTS = {0: "n0", 1: "n0", 2: "n1"}
+
+
+def write_states(run_dir: Path) -> None:
+    for rank in HOSTS:
+        w = LiveStateWriter(live_state_path(run_dir, rank), pid=10 + rank, wall_minus_perf_ns=0)
+        for step in range(rank + 2):
+            w.add_phase("forward", 30_000_000)
+            w.add_phase("comm_wait", 5_000_000 * rank)
+            w.add_collective(7_000_000)
+            w.add_step(50_000_000, 16)
+            w.step(step + 1, 1_000 * (step + 1))
+        w.close()
+
+
+def samples(endpoint: MetricsEndpoint) -> dict[tuple, float]:
+    text = generate_latest(endpoint.registry).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def key(name: str, **labels: str) -> tuple:
+    return (name, tuple(sorted(labels.items())))
+
+
+def test_each_ranks_totals_are_counters_with_job_rank_and_hostname(tmp_path: Path) -> None:
+    write_states(tmp_path)
+    endpoint = MetricsEndpoint("job1", HOSTS.get)
+    endpoint.latest.states = read_live_states(tmp_path, 3)
+    got = samples(endpoint)
+    for rank, host in HOSTS.items():
+        labels = {"job": "job1", "rank": str(rank), "Hostname": host}
+        steps = rank + 2
+        assert got[key("scalescope_steps_total", **labels)] == steps
+        assert got[key("scalescope_step_seconds_total", **labels)] == pytest.approx(0.05 * steps)
+        assert got[key("scalescope_samples_total", **labels)] == 16 * steps
+        assert got[key("scalescope_collective_seconds_total", **labels)] == pytest.approx(
+            0.007 * steps
+        )
+        forward = key("scalescope_phase_seconds_total", phase="forward", **labels)
+        assert got[forward] == pytest.approx(0.03 * steps)
+        wait = key("scalescope_phase_seconds_total", phase="comm_wait", **labels)
+        assert got[wait] == pytest.approx(0.005 * rank * steps)
+    assert got[key("scalescope_hang", job="job1")] == 0
+    assert got[key("scalescope_slowdown_alerts_total", job="job1")] == 0
+
+
+def test_per_node_sums_the_ranks_of_each_node(tmp_path: Path) -> None:
+    write_states(tmp_path)
+    endpoint = MetricsEndpoint("job1", HOSTS.get, per="node")
+    endpoint.latest.states = read_live_states(tmp_path, 3)
+    got = samples(endpoint)
+    assert got[key("scalescope_steps_total", job="job1", Hostname="n0")] == 2 + 3
+    assert got[key("scalescope_samples_total", job="job1", Hostname="n1")] == 16 * 4
+    assert not any(dict(labels).get("rank") for _, labels in got)
+
+
+def test_an_open_slowdown_and_a_hang_are_gauges(tmp_path: Path) -> None:
+    endpoint = MetricsEndpoint("job1", HOSTS.get)
+    onset = Alert("onset", 1, "rank", (2,), ("n1",), "forward", "compute", 38.0, 90.0, 100.0,
+                  138.0, 50, 60, 1.0, "slowdown: ...")  # fmt: skip
+    endpoint.latest.alerts = (onset,)
+    endpoint.latest.hang = True
+    got = samples(endpoint)
+    active = key("scalescope_slowdown_active", job="job1", subject="rank", phase="forward",
+                 category="compute")  # fmt: skip
+    assert got[active] == 1 and got[key("scalescope_hang", job="job1")] == 1
+    assert got[key("scalescope_slowdown_alerts_total", job="job1")] == 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_endpoint_serves_on_loopback_only(tmp_path: Path) -> None:
+    write_states(tmp_path)
+    port = free_port()
+    endpoint = MetricsEndpoint("job1", HOSTS.get, port=port)
+    endpoint.bind()
+    endpoint.latest.states = read_live_states(tmp_path, 3)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert b'scalescope_steps_total{Hostname="n1",job="job1",rank="2"} 4.0' in r.read()
+        other = [a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+                 if a.family == socket.AF_INET and not a.address.startswith("127.")]  # fmt: skip
+        if not other:
+            pytest.skip("this machine has no address but loopback")
+        with pytest.raises(OSError), socket.create_connection((other[0], port), timeout=3):
+            pass
+    finally:
+        endpoint.close()
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        endpoint = MetricsEndpoint("job1", HOSTS.get, port=port)
+        with pytest.raises(ValueError, match=rf"^--metrics-port {port}: cannot listen on "):
+            endpoint.bind()
