@@ -124,6 +124,8 @@ BENCHES = (
     bench("many_ranks_real", "many_ranks_real.py", "--ranks 128 --steps 3 --fit", 4.0),
     bench("rank_only_work", "accuracy/rank_only_work.py", "--repeats 3", 2.0),
     bench("whatif", "accuracy/whatif.py", "--repeats 3", 10.0),
+    bench("metrics_scrape", "metrics_scrape.py", "--ranks 1024 --scrapes 20", 0.3),
+    bench("metrics_scrape_per_rank", "metrics_scrape.py", "--ranks 1024 --per rank", 0.3),
     bench("slowdown_streams", "slowdown_streams.py", "--hours 10 --seeds 10", 2.0),
     bench("slowdown_live_30", "slowdown_live.py", "--runs 5 --change 0.3", 6.0),
     bench("slowdown_live_12", "slowdown_live.py", "--runs 10 --change 0.12", 11.0),

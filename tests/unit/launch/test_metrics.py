@@ -124,3 +124,24 @@ def test_a_port_in_use_is_one_line() -> None:
         endpoint = MetricsEndpoint("job1", HOSTS.get, port=port)
         with pytest.raises(ValueError, match=rf"^--metrics-port {port}: cannot listen on "):
             endpoint.bind()
+
+
+def test_run_refuses_a_port_in_use_before_any_rank_starts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("open('started', 'w').close()\n")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "scalescope.cli", "run", "-n", "2", "--run-dir", "run",
+             "--metrics-port", str(port), str(script)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in last
+    assert not (tmp_path / "started").exists() and not (tmp_path / "run").exists()
