@@ -145,3 +145,21 @@ def test_run_refuses_a_port_in_use_before_any_rank_starts(tmp_path: Path) -> Non
     last = proc.stderr.strip().splitlines()[-1]
     assert f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in last
     assert not (tmp_path / "started").exists() and not (tmp_path / "run").exists()
+
+
+def test_the_grafana_dashboard_reads_only_metrics_we_export(tmp_path: Path) -> None:
+    import json
+    import re
+
+    from scalescope.launch import metrics
+
+    doc = json.loads((Path(__file__).parents[3] / "docs/grafana/scalescope-job.json").read_text())
+    exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\b(scalescope_[a-z_]+)\b", e)}
+    endpoint = MetricsEndpoint("j", HOSTS.get)
+    write_states(tmp_path)
+    endpoint.latest.states = read_live_states(tmp_path, 3)
+    exported = {s.name for f in endpoint.registry.collect() for s in f.samples}
+    exported |= {f.name for f in endpoint.registry.collect()}
+    assert used and used <= exported, used - exported
+    assert metrics.PREFIX == "scalescope_"
