@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -32,7 +33,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--fsdp-steps", type=int, default=10)
     p.add_argument("--fsdp-blocks", type=int, default=9)
-    p.add_argument("--backend", default="gloo", help="gloo, or nccl (one CUDA tensor)")
+    p.add_argument(
+        "--backend", default="gloo", choices=("gloo", "nccl", "fake"),
+        help="nccl: a CUDA tensor; fake: torch's FakeProcessGroup (2 ranks, no work done), "
+        "which leaves the probe's own cost without the backend's thread handoff",
+    )  # fmt: skip
     return p.parse_args()
 
 
@@ -78,13 +83,16 @@ class Way:
         self.name, self.run_dir, self.probe = name, run_dir, None
 
     def __enter__(self) -> None:
-        if self.name == "off":
-            return
-        with asking(WAY_ASKED.get(self.name)):
-            self.probe = Probe(self.run_dir / self.name, dist.get_rank())
-        if self.name == "python" and self.probe.group_hooks is not None:
-            self.probe.group_hooks.native = None  # torch's hooks calling Python
-        self.probe.install()
+        if self.name != "off":
+            with asking(WAY_ASKED.get(self.name)):
+                self.probe = Probe(self.run_dir / self.name, dist.get_rank())
+            if self.name == "python" and self.probe.group_hooks is not None:
+                self.probe.group_hooks.native = None  # torch's hooks calling Python
+            self.probe.install()
+        # A block starts with no garbage: else the objects a probe's install makes bring
+        # Python's full collection (tens of ms with torch loaded) into the blocks that follow
+        # it, by chance, and a 500-call block reads several µs a call dearer.
+        gc.collect()
 
     def __exit__(self, *exc: object) -> None:
         if self.probe is not None:
@@ -135,6 +143,15 @@ def write(out: str, times: dict, steps: dict, per_step: int, way: str) -> None:
     Path(out).write_text(json.dumps(medians))
 
 
+def init_fake() -> None:
+    """torch's FakeProcessGroup: every collective returns a completed work at once. The
+    probe's C++ hooks take only gloo and NCCL groups; here they take this one too."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    group_hooks.native_takes = lambda pg, device_timing: True
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+
+
 def probe_way(run_dir: Path) -> str:
     probe = Probe(run_dir / "which", dist.get_rank())
     try:
@@ -153,7 +170,10 @@ def main() -> None:
     device = "cuda" if args.backend == "nccl" else "cpu"
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(args.backend)
+    if args.backend == "fake":
+        init_fake()
+    else:
+        dist.init_process_group(args.backend)
     run_dir = Path(tempfile.mkdtemp())
     way = probe_way(run_dir)
     times: dict[str, list[float]] = {w: [] for w in ways()}
@@ -162,7 +182,7 @@ def main() -> None:
         for name in times:
             with Way(name, run_dir):
                 times[name].append(all_reduce_block(args.calls, device))
-    if dist.get_world_size() == 1 or device == "cuda":  # FSDP with one rank: no collective
+    if dist.get_world_size() == 1 or args.backend != "gloo":  # FSDP with one rank: nothing
         write(args.out, times, {}, 0, way)
         dist.destroy_process_group()
         return

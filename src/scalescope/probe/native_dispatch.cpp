@@ -21,11 +21,12 @@
 #include <torch/library.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -42,9 +43,19 @@ struct Slot {
   size_t nargs = 0;
 };
 
+// The watched process groups, read on every collective without a lock: a slot's group is
+// published after its number, and a group let go leaves a null slot for the next one.
+constexpr size_t kGroups = 256;
+
+struct Watched {
+  std::array<std::atomic<const void*>, kGroups> pg{};
+  std::array<int32_t, kGroups> group{};
+  std::atomic<size_t> used{0};
+};
+
 struct Interception {
-  std::mutex mu;
-  std::unordered_map<const void*, int32_t> groups;  // watched process group -> its number
+  std::mutex mu;  // writers of ``watched``
+  Watched watched;
   std::unique_ptr<torch::Library> library;
   std::vector<std::string> kernels;                        // "op (unboxed|boxed)"
   std::vector<c10::intrusive_ptr<c10::OperatorKernel>> kept;  // never freed: a call in flight
@@ -56,10 +67,14 @@ Interception& interception() {
 }
 
 int32_t group_of(const void* pg) {
-  auto& in = interception();
-  std::lock_guard<std::mutex> lock(in.mu);
-  auto it = in.groups.find(pg);
-  return it == in.groups.end() ? -1 : it->second;
+  const Watched& w = interception().watched;
+  const size_t used = w.used.load(std::memory_order_acquire);
+  for (size_t i = 0; i < used; ++i) {
+    if (w.pg[i].load(std::memory_order_acquire) == pg) {
+      return w.group[i];
+    }
+  }
+  return -1;
 }
 
 using PG = c10::intrusive_ptr<c10d::ProcessGroup>;
@@ -372,19 +387,40 @@ void release() {
   in.library.reset();  // torch's dispatch as it was
   in.kernels.clear();
   std::lock_guard<std::mutex> lock(in.mu);
-  in.groups.clear();
+  for (auto& slot : in.watched.pg) {
+    slot.store(nullptr, std::memory_order_release);
+  }
 }
 
 void watch_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, int32_t group) {
   auto& in = interception();
   std::lock_guard<std::mutex> lock(in.mu);
-  in.groups[pg.get()] = group;
+  Watched& w = in.watched;
+  const size_t used = w.used.load(std::memory_order_relaxed);
+  size_t i = 0;
+  while (i < used && w.pg[i].load(std::memory_order_relaxed) != nullptr &&
+         w.pg[i].load(std::memory_order_relaxed) != pg.get()) {
+    ++i;
+  }
+  if (i == kGroups) {
+    throw std::runtime_error("more than 256 process groups watched at once");
+  }
+  w.pg[i].store(nullptr, std::memory_order_release);
+  w.group[i] = group;
+  w.pg[i].store(pg.get(), std::memory_order_release);
+  if (i == used) {
+    w.used.store(used + 1, std::memory_order_release);
+  }
 }
 
 void unwatch_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
   auto& in = interception();
   std::lock_guard<std::mutex> lock(in.mu);
-  in.groups.erase(pg.get());
+  for (auto& slot : in.watched.pg) {
+    if (slot.load(std::memory_order_relaxed) == pg.get()) {
+      slot.store(nullptr, std::memory_order_release);
+    }
+  }
 }
 
 }  // namespace scalescope
