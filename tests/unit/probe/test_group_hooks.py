@@ -149,6 +149,14 @@ def test_an_async_and_a_functional_collective_complete(hooks) -> None:
     assert all(r[4] is not None for r in got)
 
 
+def test_a_collective_under_inference_mode_is_recorded(hooks) -> None:
+    """Inference mode leaves out autograd's dispatch keys, not the one the dispatcher's way
+    intercepts under (BackendSelect)."""
+    with torch.inference_mode():
+        dist.all_reduce(torch.ones(5))
+    assert [(r[OP], r[BYTES]) for r in completed_rows(hooks, 1)] == [("all_reduce", 20)]
+
+
 def test_a_new_group_is_hooked_with_its_own_sequence(hooks) -> None:
     dist.all_reduce(torch.ones(2))
     sub = dist.new_group([0])
