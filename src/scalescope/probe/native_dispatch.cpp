@@ -243,9 +243,17 @@ class Boxed final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const int64_t id = unrecorded_now() ? -1 : issue_boxed(torch::jit::last(*stack, s_.nargs));
     op.redispatchBoxed(ks & kBelow, stack);
-    if (id >= 0) {
-      end_row(id, s_.returns_work ? stack->back().toCustomClass<c10d::Work>() : WorkPtr(), s_.p2p);
+    if (id < 0) {
+      return;
     }
+    WorkPtr work;
+    try {
+      work = s_.returns_work ? stack->back().toCustomClass<c10d::Work>() : WorkPtr();
+    } catch (const std::exception& e) {  // the row stays incomplete
+      note_error(std::string("a collective has no completion: ") + e.what());
+      return;
+    }
+    end_row(id, work, s_.p2p);
   }
 
  private:
