@@ -1,7 +1,8 @@
 """Check 3: collectives on CUDA tensors, two ranks sharing the GPU over gloo and one rank
 over NCCL, recorded by the probe and by torch.profiler in the same run: every call counted
 with its exact bytes by both, and the probe's CUDA-event time per size within 10 % of the
-trace's (``scalescope analyze`` of it)."""
+trace's (``scalescope analyze`` of it); then what the probe adds to each collective on one
+NCCL rank, in the way it takes on this torch (check_cost.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucheck import compare
+from gpucheck.check_cost import check_cost
 from gpucheck.machine import Machine, no_cuda, no_nccl
 from gpucheck.plan import Plan
 from gpucheck.results import CheckResult, skip
@@ -89,4 +91,4 @@ def check_comm(runner: Runner, plan: Plan, machine: Machine) -> list[CheckResult
             results += [skip(f"{case.name}.{part}", reason) for part in ("probe", "trace", "time")]
             continue
         results += attempt(case.name, lambda case=case: check_case(runner, plan, case))
-    return results
+    return results + attempt("3.cost", lambda: check_cost(runner, plan, machine))

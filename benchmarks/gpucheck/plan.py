@@ -23,6 +23,9 @@ class Plan:
     comm_sizes: tuple[int, ...] = (4096, 1 << 20, 16 << 20)
     """Bytes per all_reduce (float32 elements x 4)."""
     comm_iters: int = 20
+    cost_blocks: int = 11
+    """Interleaved blocks per way of 3.nccl.cost (the probe's µs a collective)."""
+    cost_calls: int = 500
     trace_model: str = "resnet50"
     trace_steps: int = 8
     scale_ranks: tuple[int, ...] = (1, 2, 4, 8)
@@ -46,6 +49,7 @@ FULL = Plan(smoke=False, device="cuda")
 SMOKE = Plan(
     smoke=True, device="cpu", bench_model="resnet18", bench_batch=4, bench_image=32,
     bench_steps=12, bench_warmup=3, overhead_pairs=1, comm_sizes=(4096, 65536), comm_iters=5,
+    cost_blocks=3, cost_calls=100,
     trace_model="resnet18", trace_steps=4, scale_ranks=(1, 2, 3), scale_batch=4, scale_image=32,
     scale_steps=8, scale_options=("--oversubscribe",), project_steps=4,
     env={"OMP_NUM_THREADS": "1"},

@@ -171,20 +171,26 @@ def collective_rows(run_dir) -> Counter:
 
 
 @pytest.mark.heavy
-@pytest.mark.skipif(native.load() is None, reason="the probe's C++ hooks are not built")
-def test_the_cpp_hooks_record_what_the_python_hooks_record(tmp_path) -> None:
-    """FSDP2 units, DTensor and a functional all_reduce, once through the C++ hooks and once
-    with them turned off: the same rows, every one completed."""
+@pytest.mark.skipif(native.load() is None, reason="the probe's C++ side is not built")
+def test_the_cpp_hooks_and_the_dispatcher_record_what_the_python_hooks_record(tmp_path) -> None:
+    """FSDP2 units, DTensor and a functional all_reduce, through the C++ hooks, through the
+    c10d ops intercepted at the dispatcher (a torch without hooks), and with the C++ side
+    turned off: the same rows, every one completed."""
     import subprocess
 
     runs = {}
-    for way, switch in (("cpp", "1"), ("python", "0")):
+    ways = {
+        "cpp": {native.SWITCH: "1"},
+        "dispatcher": {native.SWITCH: "1", WAY_VARIABLE: "dispatcher"},
+        "python": {native.SWITCH: "0"},
+    }
+    for way, env in ways.items():
         cmd = [
             sys.executable, "-m", "scalescope.cli", "run", "-n", "2", "--run-dir",
             tmp_path / way, "--no-report", FSDP_TRAIN, "--steps", "2", "--dtensor",
         ]  # fmt: skip
         proc = subprocess.run(
-            list(map(str, cmd)), cwd=tmp_path, env=cli_env() | {native.SWITCH: switch},
+            list(map(str, cmd)), cwd=tmp_path, env=cli_env() | env,
             capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
@@ -192,3 +198,4 @@ def test_the_cpp_hooks_record_what_the_python_hooks_record(tmp_path) -> None:
         ev = load_run(tmp_path / way).events
         assert (ev.dur_ns[ev.kind == int(Kind.COLLECTIVE)] > 0).all(), way
     assert runs["cpp"] == runs["python"] and sum(runs["cpp"].values()) > 40
+    assert runs["dispatcher"] == runs["python"]

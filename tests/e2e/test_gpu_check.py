@@ -47,7 +47,7 @@ def test_without_a_gpu_every_check_skips_with_its_reason(tmp_path: Path) -> None
     lines = check_lines(proc.stdout)
     assert {line.split()[1] for line in lines.values()} == {"SKIP"}
     for check in ("1.env", "2.clock", "2.overhead", "2.phases", "2.memory", "3.nccl.time",
-                  "3.gloo-cuda.probe", "4.trace"):  # fmt: skip
+                  "3.gloo-cuda.probe", "3.nccl.cost", "4.trace"):  # fmt: skip
         assert "SKIP (no CUDA device: torch" in lines[check], lines[check]
     assert "SKIP (check 2 measured no images/s on the GPU)" in lines["6.project"]
     if few_cores:
@@ -121,4 +121,4 @@ def test_a_check_without_time_left_skips_with_the_seconds_left(tmp_path: Path) -
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = check_lines(proc.stdout)
     assert "SKIP (time budget: " in lines["1.env"] and "needs about 10 s" in lines["1.env"]
-    assert "SKIP (time budget: " in lines["3.comm"] and "needs about 60 s" in lines["3.comm"]
+    assert "SKIP (time budget: " in lines["3.comm"] and "needs about 90 s" in lines["3.comm"]

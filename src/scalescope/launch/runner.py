@@ -221,8 +221,9 @@ def execute(spec: RunSpec) -> RunOutcome:
 
 
 def build_native_hooks() -> None:
-    """The probe's C++ hooks, built on the first profiled run with this torch; a machine
-    that cannot build them says so once and records through the Python hooks."""
+    """The probe's C++ side, built on the first profiled run with this torch; a machine
+    that cannot build it says so once and records through the Python hooks (on a torch
+    without hooks, the ``dist.*`` wrappers)."""
     native.ensure_built(say=lambda text: print(f"scalescope: {text}", file=sys.stderr))
 
 

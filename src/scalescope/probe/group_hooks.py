@@ -17,21 +17,19 @@ wrapping and gives the cost per call (benchmarks/collective_cost.py).
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
-import torch.distributed.distributed_c10d as c10d
 
 from scalescope.probe import native
-from scalescope.probe.collectives import DTYPE_NAMES, UNKNOWN_GROUP, GroupNames, dtype_name
+from scalescope.probe.collectives import DTYPE_NAMES, GroupNames, dtype_name
 from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import UNRECORDED, current_tag
 from scalescope.probe.cuda_timing import CudaTimings
-from scalescope.probe.native_rows import NativeRows, on_host
+from scalescope.probe.group_discovery import GroupDiscovery
+from scalescope.probe.native_rows import NativeRows, native_takes
 from scalescope.probe.recorder import Recorder
 
 HOOK_ID = 0x5CA1E5C0
@@ -99,107 +97,45 @@ def sizes_by_hook_op() -> dict[Any, tuple[str, Callable[[Any, int], Sized]]]:
     return {getattr(names, k): v for k, v in SIZES.items() if hasattr(names, k)}
 
 
-class GroupHooks:
-    """Registers the probe's hooks on every process group; ``attach_new`` finds new groups."""
+class GroupHooks(GroupDiscovery):
+    """Registers the probe's hooks on every process group as torch creates it."""
 
     def __init__(
         self, recorder: Recorder, groups: GroupNames, cuda: CudaTimings, compiled: bool = True
     ) -> None:
         """``compiled``: use the C++ hooks where they are built (False: Python hooks only)."""
-        self.recorder = recorder
-        self.groups = groups
+        super().__init__(recorder, groups)
         self.cuda = cuda
         self.completions = HostCompletions(recorder)
         module = native.load() if compiled else None
         self.native = (
             None
-            if module is None
+            if module is None or not module.has_group_hooks()
             else NativeRows(module, recorder, self._op_names(), self._error, groups.global_rank)
         )
-        """The C++ hooks, for the groups the host times; the others get Python hooks."""
-        self._hooked: dict[int, Any] = {}
+        """The C++ hooks, for the groups they can time; the others get Python hooks."""
         self._native_groups: set[int] = set()
-        self._saved: dict[str, Any] = {}
-        self._errors: set[str] = set()
 
     @staticmethod
     def _op_names() -> dict[int, str]:
         return {int(code.value): op for code, (op, _) in sizes_by_hook_op().items()}
 
-    def install(self) -> None:
-        register = getattr(c10d, "_register_pg_in_world", None)
-        if register is not None:
-            self._saved["_register_pg_in_world"] = register
-            c10d._register_pg_in_world = self._after(register)
-        self._saved["init_process_group"] = dist.init_process_group
-        dist.init_process_group = self._after(dist.init_process_group)
-        self._saved["destroy_process_group"] = dist.destroy_process_group
-        dist.destroy_process_group = self._detaching(dist.destroy_process_group)
-        self.recorder.before_flush.append(self.attach_new)
-        self.attach_new()
-
     def uninstall(self) -> None:
         """Remove every hook and patch; the recorder's last flush then hooks nothing again."""
-        if self.attach_new in self.recorder.before_flush:
-            self.recorder.before_flush.remove(self.attach_new)
-        for name, original in self._saved.items():
-            setattr(c10d if name.startswith("_") else dist, name, original)
-        self._saved.clear()
-        for pg in list(self._hooked.values()):
-            self._detach(pg)
-        self._hooked.clear()
+        super().uninstall()
         self.completions.uninstall()
         if self.native is not None:
             self.native.stop()
 
-    def _after(self, original: Callable) -> Callable:
-        @functools.wraps(original)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            self.attach_new()
-            return result
-
-        return wrapper
-
-    def _detaching(self, original: Callable) -> Callable:
-        """destroy_process_group: the probe lets go of the groups torch destroys."""
-
-        @functools.wraps(original)
-        def destroy(group: Any = None, *args: Any, **kwargs: Any) -> Any:
-            doomed = list(self._hooked) if group is None else [id(group)]
-            for key in doomed:
-                pg = self._hooked.pop(key, None)
-                if pg is not None:
-                    self._detach(pg)
-            return original(group, *args, **kwargs)
-
-        return destroy
-
-    def attach_new(self) -> None:
-        """Register the hooks on each group torch knows and the probe has not hooked yet."""
-        try:
-            groups = list(c10d._world.pg_map)
-        except Exception:  # no world yet, or a torch that keeps it elsewhere
+    def _attach(self, pg: Any, label: str) -> None:
+        if self.native is not None and native_takes(pg, self.native.device_timing):
+            self.native.attach(pg, HOOK_ID, label)
+            self._native_groups.add(id(pg))
             return
-        for pg in groups:
-            if id(pg) not in self._hooked:
-                self._attach(pg)
-
-    def _attach(self, pg: Any) -> None:
-        label = self._label(pg)
-        try:
-            if self.native is not None and on_host(pg):
-                self.native.attach(pg, HOOK_ID, label)
-                self._native_groups.add(id(pg))
-            else:
-                self.completions.install()  # Work.wait wrapped only where Python hooks need it
-                pre, post = self._hooks(label, pg.size())
-                pg.register_pre_hook(HOOK_ID, pre)
-                pg.register_post_hook(HOOK_ID, post)
-        except Exception as exc:
-            self._error(f"collectives of group {label} not observed: {exc}")
-            return
-        self._hooked[id(pg)] = pg
+        self.completions.install()  # Work.wait wrapped only where Python hooks need it
+        pre, post = self._hooks(label, pg.size())
+        pg.register_pre_hook(HOOK_ID, pre)
+        pg.register_post_hook(HOOK_ID, post)
 
     def _detach(self, pg: Any) -> None:
         if id(pg) in self._native_groups and self.native is not None:
@@ -208,12 +144,6 @@ class GroupHooks:
                 self.native.detach(pg, HOOK_ID)
         else:
             _unregister(pg)
-
-    def _label(self, pg: Any) -> str:
-        try:
-            return self.groups.label(pg)
-        except Exception:
-            return UNKNOWN_GROUP
 
     def _hooks(self, group: str, size: int) -> tuple[Callable, Callable]:
         recorder, cuda, clock = self.recorder, self.cuda, time.perf_counter_ns
@@ -253,11 +183,6 @@ class GroupHooks:
                 self._error(f"a collective on group {group} has no completion: {exc!r}")
 
         return pre, post
-
-    def _error(self, text: str) -> None:
-        if text not in self._errors:
-            self._errors.add(text)
-            self.recorder.errors.append(text)
 
 
 def _p2p_ops() -> frozenset:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scalescope.events.live_state import LiveStateWriter
 from scalescope.events.run import events_path
-from scalescope.probe import group_hooks
+from scalescope.probe import dispatched, group_hooks, native
 from scalescope.probe.batch_p2p import BatchP2P
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
 from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.deepspeed import DeepSpeedPatch
 from scalescope.probe.deepspeed_pipe import DeepSpeedPipePatch
+from scalescope.probe.dispatched import DispatchedCollectives
 from scalescope.probe.fsdp import FSDPPatch
 from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
@@ -27,12 +29,43 @@ from scalescope.probe.pipeline import PipelineProbe
 from scalescope.probe.recorder import Recorder
 
 WAY_VARIABLE = "SCALESCOPE_COLLECTIVES"
-"""``wrappers``: the ``dist.*`` and functional-op wrappers even where torch has group hooks
-(what a torch without them records; the tests of that path run on a torch with them)."""
+"""Which way the probe sees collectives, instead of its own choice: ``hooks`` (torch's
+process-group hooks), ``dispatcher`` (the c10d ops intercepted in C++: a torch without hooks
+takes it; the tests of it run on a torch with them) or ``wrappers`` (the ``dist.*`` and
+functional-op wrappers)."""
+WAYS = ("hooks", "dispatcher", "wrappers")
 
 
-def hooks_wanted() -> bool:
-    return group_hooks.available() and os.environ.get(WAY_VARIABLE) != "wrappers"
+def collectives_way(errors: list[str]) -> str:
+    """The way this rank sees collectives: the one ``WAY_VARIABLE`` asks for where it can,
+    else hooks where torch has them, else the dispatcher where the C++ side is built, else
+    the wrappers. A way asked for that cannot be taken, or an unknown one, is said in
+    ``errors``."""
+    asked = os.environ.get(WAY_VARIABLE, "")
+    if asked and asked not in WAYS:
+        errors.append(f"{WAY_VARIABLE}={asked!r} is not one of {', '.join(WAYS)}: ignored")
+        asked = ""
+    if asked == "wrappers":
+        return "wrappers"
+    if asked == "hooks" and not group_hooks.available():
+        errors.append(f"{WAY_VARIABLE}=hooks: this torch has no process-group hooks")
+    elif asked == "hooks" or (not asked and group_hooks.available()):
+        return "hooks"
+    if dispatched.ready() is not None:
+        return "dispatcher"
+    if asked == "dispatcher":
+        errors.append(f"{WAY_VARIABLE}=dispatcher: {_no_dispatcher()}")
+    return "hooks" if group_hooks.available() else "wrappers"
+
+
+def _no_dispatcher() -> str:
+    if native.load() is None:
+        return "the probe's C++ module is not built (python -m scalescope.probe.native)"
+    return "the probe's C++ module was built without CUDA, and this machine has it"
+
+
+def _settled() -> None:
+    """DDP's broadcasts complete in C++ on the dispatcher's way: nothing to settle."""
 
 
 class Probe:
@@ -48,10 +81,17 @@ class Probe:
         """``live``: the rank's live state file when the bootstrap opened it already."""
         self.recorder = Recorder(events_path(run_dir, rank), rank, flush_every_steps)
         self.collectives = CollectiveWrapper(self.recorder)
+        self.way = collectives_way(self.recorder.errors)
         self.group_hooks = (
             GroupHooks(self.recorder, self.collectives.groups, self.collectives.cuda)
-            if hooks_wanted()
+            if self.way == "hooks"
             else None
+        )
+        module = dispatched.ready() if self.way == "dispatcher" else None
+        self.dispatched = (
+            None
+            if module is None
+            else DispatchedCollectives(self.recorder, self.collectives.groups, module)
         )
         self.functional = FunctionalCollectives(self.recorder, self.collectives.cuda)
         self.p2p = P2PWaits(
@@ -67,7 +107,7 @@ class Probe:
             self.recorder,
             self.phases,
             self.collectives.groups,
-            settle=self.group_hooks.completions.settle if self.group_hooks else None,
+            settle=self._settle(),
         )
         self.fsdp = FSDPPatch()
         self.deepspeed = DeepSpeedPatch(self.phases)
@@ -82,12 +122,23 @@ class Probe:
         self.recorder.live = self.live.writer
         self.stages = StartStages(self.live.writer)
 
+    def _settle(self) -> Callable[[], None] | None:
+        """What completes DDP's last broadcast when its C++ call returns, on the ways that
+        record DDP's broadcasts themselves; None: the DDP patch records them."""
+        if self.group_hooks is not None:
+            return self.group_hooks.completions.settle
+        return _settled if self.dispatched is not None else None
+
     def install(self) -> Probe:
-        """Collectives through torch's group hooks where this torch has them, else by
-        wrapping the ``dist.*`` functions and the functional collectives' ops."""
+        """Collectives through the way ``collectives_way`` chose: torch's group hooks, the
+        c10d ops intercepted in C++, or the wrappers of the ``dist.*`` functions and the
+        functional collectives' ops (also where the c10d ops could not be intercepted)."""
         if self.group_hooks is not None:
             self.group_hooks.install()
-        else:
+        elif self.dispatched is None or not self.dispatched.install():
+            self.dispatched = None
+            self.way = "wrappers"
+            self.ddp.settle = None
             self.collectives.install()
             self.batch_p2p.install(self.collectives.originals)
             self.functional.install()
@@ -123,6 +174,8 @@ class Probe:
         self.p2p.uninstall()
         if self.group_hooks is not None:
             self.group_hooks.uninstall()
+        if self.dispatched is not None:
+            self.dispatched.uninstall()
         self._resolve_device_times()
         self.live.close()
         self.recorder.close()

@@ -1,20 +1,26 @@
-"""The probe's process-group hooks compiled in C++ (native_hooks.cpp), built once per torch.
+"""The probe's C++ side (native_*.cpp), built once per torch: process-group hooks where torch
+has them, the c10d ops intercepted at the dispatcher where it has not.
 
 A Python hook costs every collective several microseconds on this kind of machine: torch
 builds Python objects for its arguments, and the probe's own work is Python too. The C++
-hooks record the same row (op, bytes, dtype, group, sequence number, tag, issue and
-completion time) and keep the live state current without entering Python; the recorder
-drains their rows at each flush (docs/probe.md, "Cost").
+side records the same row (op, bytes, dtype, group, sequence number, tag, issue and
+completion time) and keeps the live state current without entering Python; the recorder
+drains its rows at each flush (docs/probe.md, "Cost"). Its hooks serve a torch with
+process-group hooks (2.14); its kernels at the dispatcher (native_dispatch.cpp) serve any
+torch, the GPU machine's 2.11 included. Built beside a GPU (``torch.cuda.is_available()``) it
+times collectives on a device with CUDA events (``SCALESCOPE_DEVICE_TIMING``); elsewhere that
+part is compiled out and device collectives keep the Python path.
 
 Ranks never compile: ``load`` imports the module only when it is built for this torch.
 ``ensure_built`` (the launcher, ``make``) compiles it once with torch's C++ extension
-builder, about a minute; without a compiler the probe keeps its Python hooks.
-``SCALESCOPE_NATIVE_HOOKS=0`` turns it off.
+builder, a minute or two; without a compiler the probe keeps its Python path and says so
+once. ``SCALESCOPE_NATIVE_HOOKS=0`` turns it off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -26,7 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-SOURCE = Path(__file__).with_name("native_hooks.cpp")
+HERE = Path(__file__).parent
+SOURCES = tuple(
+    HERE / name
+    for name in ("native_module.cpp", "native_state.cpp", "native_hooks.cpp", "native_dispatch.cpp")
+)
+HEADERS = (HERE / "native_state.h",)
 SWITCH = "SCALESCOPE_NATIVE_HOOKS"
 CACHE_VARIABLE = "SCALESCOPE_CACHE"
 
@@ -36,10 +47,23 @@ def wanted() -> bool:
 
 
 def module_name() -> str:
-    """Unique per torch version and source: a module built for another torch never loads."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:10]
+    """Unique per torch version, source and flavour: a module built for another torch, or
+    without the device timing this machine wants, never loads."""
+    sha = hashlib.sha256()
+    for path in (*SOURCES, *HEADERS):
+        sha.update(path.read_bytes())
     version = re.sub(r"[^0-9a-zA-Z]", "_", _torch_version())
-    return f"scalescope_hooks_{version}_{digest}"
+    flavour = "_cuda" if device_timing_wanted() else ""
+    return f"scalescope_hooks_{version}_{sha.hexdigest()[:10]}{flavour}"
+
+
+@functools.cache
+def device_timing_wanted() -> bool:
+    """Built here, the module times device collectives itself (CUDA events from C++): only
+    where a GPU is there to run it (not verified on one yet: docs/probe.md)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def hooks_available() -> bool:
@@ -92,10 +116,17 @@ def _failure_file() -> Path:
     return build_dir() / "failed.txt"
 
 
+def defines() -> list[str]:
+    flags = []
+    if hooks_available():
+        flags.append("-DSCALESCOPE_PG_HOOKS")
+    if device_timing_wanted():
+        flags.append("-DSCALESCOPE_DEVICE_TIMING")
+    return flags
+
+
 def build(verbose: bool = False) -> str | None:
     """Compile the module in this process; None, or why it could not be built."""
-    if not hooks_available():
-        return f"torch {_torch_version()} has no process-group hooks"
     from torch.utils import cpp_extension
 
     build_dir().mkdir(parents=True, exist_ok=True)
@@ -104,8 +135,8 @@ def build(verbose: bool = False) -> str | None:
     try:
         cpp_extension.load(
             module_name(),
-            [str(SOURCE)],
-            extra_cflags=["-O2"],
+            [str(p) for p in SOURCES],
+            extra_cflags=["-O2", *defines()],
             build_directory=str(build_dir()),
             verbose=verbose,
         )
@@ -115,15 +146,20 @@ def build(verbose: bool = False) -> str | None:
     return None
 
 
+def fallback() -> str:
+    """What records collectives when the module is missing."""
+    return "its Python hooks" if hooks_available() else "its dist.* wrappers"
+
+
 def ensure_built(say: Callable[[str], None] = lambda _text: None) -> str | None:
     """Build the module for this torch (in a child process) unless it is built, or failed
-    before; None, or why the probe keeps its Python hooks (``say`` is told once)."""
+    before; None, or why the probe keeps its Python path (``say`` is told once)."""
     if not wanted() or built_file().exists():
         return None
     failure = _failure_file()
     if failure.exists():
         return failure.read_text().strip()
-    say(f"building the probe's C++ hooks for torch {_torch_version()} (once, about a minute)")
+    say(f"building the probe's C++ hooks for torch {_torch_version()} (once, a minute or two)")
     done = subprocess.run(
         [sys.executable, "-m", "scalescope.probe.native"], capture_output=True, text=True
     )
@@ -134,7 +170,7 @@ def ensure_built(say: Callable[[str], None] = lambda _text: None) -> str | None:
     with contextlib.suppress(OSError):
         failure.parent.mkdir(parents=True, exist_ok=True)
         failure.write_text(problem + "\n")
-    say(f"{problem}; the probe records through its Python hooks")
+    say(f"{problem}; the probe records through {fallback()}")
     return problem
 
 

@@ -1,5 +1,6 @@
-"""The C++ hooks' side in Python: their groups, the thread's tag, the step, the live state,
-and their rows taken into the recorder at each flush (probe/native.py builds them)."""
+"""The C++ side in Python: its groups (hooked, or watched by the intercepted c10d ops), the
+thread's tag, the step, the live state, and its rows taken into the recorder at each flush
+(probe/native.py builds it)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,18 @@ _labels: dict[int, str] = {}
 """The C++ hooks' group number -> its label, per process as their state is."""
 
 
-def on_host(pg: Any) -> bool:
-    """A gloo group on a machine without CUDA: the C++ hooks take it. NCCL, gloo beside a GPU
-    (CUDA events) and MPI (whose works the C++ hooks do not know) keep the Python hooks."""
+def native_takes(pg: Any, device_timing: bool) -> bool:
+    """The C++ hooks take gloo groups on a machine without CUDA, and gloo and NCCL groups
+    wherever they were built to time devices (CUDA events from C++). Otherwise NCCL, and gloo
+    beside a GPU, keep the Python hooks and their CUDA events; MPI (whose works the C++ side
+    does not know) always does."""
     try:
         backend = pg._get_backend_name()
     except Exception:
         return False
-    return backend == "gloo" and not torch.cuda.is_available()
+    if backend == "gloo" and not torch.cuda.is_available():
+        return True
+    return device_timing and backend in ("gloo", "nccl")
 
 
 DTYPES = (
@@ -58,15 +63,17 @@ class NativeRows:
         on_error: Callable[[str], None],
         global_rank: Callable[[str, int], int] = lambda label, local: -1,
     ) -> None:
-        """``ops``: the probe's op name by torch's ``HookOpName`` value; ``on_error``: told
-        each problem the C++ side kept (GroupHooks says each once); ``global_rank``: a group
-        label's group rank as a global rank (a send's or recv's peer)."""
+        """``ops``: the probe's op name by its code (torch's ``HookOpName`` value for the
+        hooks, probe/dispatched.py's for the c10d ops); ``on_error``: told each problem the
+        C++ side kept (said once each); ``global_rank``: a group label's group rank as a
+        global rank (a send's or recv's peer)."""
         self.module = module
         self.global_rank = global_rank
         self.recorder = recorder
         self.ops = ops
         self.on_error = on_error
         self.dtypes = _dtype_names(module)
+        self.device_timing = bool(module.device_timing())
         self.active = False
         self._groups: dict[str, int] = {}
         """Group label -> its number: a group made again under the same label keeps its
@@ -78,17 +85,28 @@ class NativeRows:
             [tag_code(t) for t in sorted(SETUP_TAGS)],
         )
 
-    def attach(self, pg: Any, hook_id: int, label: str) -> None:
+    def _code(self, label: str) -> int:
         code = self._groups.get(label)
         if code is None:
             code = self._groups[label] = self.module.add_group(label)
             _labels[code] = label
-        self.module.attach(pg, hook_id, code, pg.size())
         if not self.active:
             self._start()
+        return code
+
+    def attach(self, pg: Any, hook_id: int, label: str) -> None:
+        """Register the C++ hooks on ``pg`` (a torch with process-group hooks)."""
+        self.module.attach(pg, hook_id, self._code(label), pg.size())
 
     def detach(self, pg: Any, hook_id: int) -> None:
         self.module.detach(pg, hook_id)
+
+    def watch(self, pg: Any, label: str) -> None:
+        """Record ``pg``'s collectives as the intercepted c10d ops see them."""
+        self.module.watch_group(pg, self._code(label))
+
+    def unwatch(self, pg: Any) -> None:
+        self.module.unwatch_group(pg)
 
     def _start(self) -> None:
         self.active = True

@@ -16,6 +16,7 @@ from gpucheck.check_comm import CommCase, Records  # noqa: E402
 from gpucheck.check_comm import judge as judge_comm  # noqa: E402
 from gpucheck.check_copies import batch_bytes, trace_copies  # noqa: E402
 from gpucheck.check_copies import judge as judge_copies  # noqa: E402
+from gpucheck.check_cost import judge_cost  # noqa: E402
 from gpucheck.plan import FULL, SMOKE  # noqa: E402
 
 MIB = 2**20
@@ -125,3 +126,24 @@ def test_the_phase_sum_counts_the_copies():
     phases = {"data": 1.0, "to_device": 8.0, "forward": 30.0, "backward": 55.0, "optimizer": 5.0}
     result = compare.phase_sum(phases, 100.0)
     assert result.status == "PASS" and "to_device 8.00" in result.figure
+
+
+COST = {
+    "all_reduce_us": {"off": 20.0, "probe": 21.5, "dispatcher": 21.5, "wrappers": 28.25},
+    "probe_way": "c10d ops at the dispatcher (C++)",
+    "torch": "2.11.0+cu128",
+    "backend": "nccl",
+}
+
+
+def test_cost_judges_the_probes_own_way_against_2_us():
+    result = judge_cost("3.nccl.cost", COST, judged=True)
+    assert result.status == "PASS"
+    assert result.data["added_us"] == {"probe": 1.5, "dispatcher": 1.5, "wrappers": 8.25}
+    assert result.figure == (
+        "c10d ops at the dispatcher (C++): +1.50 µs a call (20.00 µs without; <= 2 µs); "
+        "c10d ops at the dispatcher +1.50 µs, dist.* wrappers +8.25 µs; torch 2.11.0+cu128, nccl"
+    )
+    dear = COST | {"all_reduce_us": COST["all_reduce_us"] | {"probe": 22.5}}
+    assert judge_cost("3.nccl.cost", dear, judged=True).status == "FAIL"
+    assert judge_cost("3.gloo-cpu.cost", dear, judged=False).status == "INFO"

@@ -1,6 +1,7 @@
-"""The probe's C++ hooks on a real one-rank gloo group: what the Python hooks would record (the
-shared cases run in test_group_hooks.py under both), plus what only they do themselves: the
-live state, the step, the tag of the thread, the clock, and building once or saying why not."""
+"""The probe's C++ side on a real one-rank gloo group, through its hooks and through the c10d
+ops it intercepts at the dispatcher: what the Python hooks would record (the shared cases run
+in test_group_hooks.py under every way), plus what only the C++ side does itself: the live
+state, the step, the tag of the thread, the clock, and building once or saying why not."""
 
 from __future__ import annotations
 
@@ -18,28 +19,38 @@ import torch.distributed as dist
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state import MODEL, RUNNING, LiveStateWriter, read_live_state
 from scalescope.events.schema import Kind
-from scalescope.probe import group_hooks, native
+from scalescope.probe import dispatched, group_hooks, native
 from scalescope.probe.collectives import GroupNames
 from scalescope.probe.context import tagged
 from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.dispatched import DispatchedCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.recorder import Recorder
 
 needs_built = pytest.mark.skipif(
-    not group_hooks.available() or native.load() is None,
-    reason="the probe's C++ hooks are not built (python -m scalescope.probe.native)",
+    native.load() is None,
+    reason="the probe's C++ side is not built (python -m scalescope.probe.native)",
 )
 STEP, START, DUR, TAG = 0, 3, 4, 10
 ORIGINAL_WAIT = dist.Work.wait
+CPP_WAYS = ["hooks", "dispatcher"]
 
 
-@pytest.fixture
-def probe(tmp_path: Path):
-    """Recorder, live state and C++ hooks on a one-rank group, as a rank has them."""
+def cpp_way(way: str, recorder: Recorder) -> GroupHooks | DispatchedCollectives:
+    if way == "dispatcher":
+        return DispatchedCollectives(recorder, GroupNames(), native.load())
+    if not group_hooks.available():
+        pytest.skip("torch has no group hooks")
+    return GroupHooks(recorder, GroupNames(), CudaTimings())
+
+
+@pytest.fixture(params=CPP_WAYS)
+def probe(request, tmp_path: Path):
+    """Recorder, live state and the C++ side on a one-rank group, as a rank has them."""
     recorder = Recorder(tmp_path / "events.arrow", 0)
     recorder.live = LiveStateWriter(live_state_path(tmp_path, 0), os.getpid(), 0)
     recorder.live.stage(MODEL, 1)
-    hooks = GroupHooks(recorder, GroupNames(), CudaTimings())
+    hooks = cpp_way(request.param, recorder)
     hooks.install()
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
@@ -58,10 +69,16 @@ def collectives(recorder: Recorder) -> list[list]:
 
 
 @needs_built
-def test_the_world_group_is_hooked_in_cpp(probe) -> None:
+def test_the_world_group_is_seen_in_cpp(probe) -> None:
     _recorder, hooks = probe
     assert hooks.native is not None and hooks.native.active
     assert dist.Work.wait is ORIGINAL_WAIT, "no Python wrapper on the host's waits"
+    kernels = dispatched.kernels()
+    if isinstance(hooks, DispatchedCollectives):
+        assert "allreduce_ (unboxed)" in kernels and "send (unboxed)" in kernels
+        assert len(kernels) == len(dispatched.OPS), "every c10d op this torch has"
+    else:
+        assert kernels == [], "the hooks' way intercepts nothing"
 
 
 @needs_built
@@ -141,17 +158,22 @@ P2P_RANK = """
 import json, sys, time, torch, torch.distributed as dist
 from pathlib import Path
 from scalescope.events.schema import Kind
+from scalescope.probe import native
 from scalescope.probe.collectives import GroupNames
 from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.dispatched import DispatchedCollectives
 from scalescope.probe.group_hooks import GroupHooks
 from scalescope.probe.recorder import Recorder
-rank, tmp, compiled = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
+rank, tmp, way = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
-hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=compiled)
+if way == "dispatcher":
+    hooks = DispatchedCollectives(recorder, GroupNames(), native.load())
+else:
+    hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=way == "cpp")
+    assert (hooks.native is not None) == (way == "cpp")
 hooks.install()
 store = dist.FileStore(str(tmp / "store"), 2)
 dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
-assert (hooks.native is not None) == compiled
 t = torch.ones(4)
 for _ in range(3):
     if rank == 0:
@@ -161,29 +183,34 @@ for _ in range(3):
         dist.recv(t, 0)
         dist.irecv(t, 0).wait()
     dist.reduce_scatter_tensor(torch.empty(2), torch.ones(4))
+dist.gather(t, [torch.empty(4), torch.empty(4)] if rank == 0 else None, dst=0)
+dist.scatter(torch.empty(4), [t, t] if rank == 0 else None, src=0)
 dist.barrier()
 deadline = time.monotonic() + 5
-while len(recorder.rows) < 10 and time.monotonic() < deadline:
+while len(recorder.rows) < 12 and time.monotonic() < deadline:
     recorder.collect()
     time.sleep(0.01)
 hooks.uninstall()
 rows = [r for r in recorder.rows if r[1] == Kind.COLLECTIVE]
-print(json.dumps(sorted((r[2], r[4] is not None and r[4] >= 0, r[11]) for r in rows)))
+print(json.dumps(sorted((r[2], r[4] is not None and r[4] >= 0, r[11], r[5]) for r in rows)))
 dist.destroy_process_group()
 """
 
 
 @needs_built
-@pytest.mark.parametrize("compiled", [True, False], ids=["cpp", "python"])
+@pytest.mark.parametrize("way", ["cpp", "python", "dispatcher"])
 def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(
-    tmp_path, compiled: bool
+    tmp_path, way: str
 ) -> None:
     """gloo's send/recv works have no future and consume their completion in wait: the C++
-    hooks see them complete without waiting for them (a second waiter would block the rank).
-    Each send and recv names its peer (the other rank); no other row has one."""
+    side sees them complete without waiting for them (a second waiter would block the rank).
+    Each send and recv names its peer (the other rank); no other row has one. Gather and
+    scatter count one rank's part times the group, on the root and off it."""
+    if way != "dispatcher" and not group_hooks.available():
+        pytest.skip("torch has no group hooks")
     ranks = [
         subprocess.Popen(
-            [sys.executable, "-c", P2P_RANK, str(rank), str(tmp_path), str(int(compiled))],
+            [sys.executable, "-c", P2P_RANK, str(rank), str(tmp_path), way],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -194,6 +221,6 @@ def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(
     assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
     sent, received = (json.loads(out.strip().splitlines()[-1]) for out, _err in outs)
     for got, p2p, peer in ((sent, "send", 1), (received, "recv", 0)):
-        want = [["barrier", True, -1]] + [["reduce_scatter", True, -1]] * 3
-        want += [[p2p, True, peer]] * 6
+        want = [["barrier", True, -1, 0], ["gather", True, -1, 32], ["scatter", True, -1, 32]]
+        want += [["reduce_scatter", True, -1, 16]] * 3 + [[p2p, True, peer, 16]] * 6
         assert got == sorted(want), "every call recorded and completed"
