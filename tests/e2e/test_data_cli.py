@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 from image_folders import make_image_folder
+from ports import free_port
 from typer.testing import CliRunner
 
 from conftest import cli_env, scalescope
@@ -39,12 +39,6 @@ def test_pack_writes_shards_and_manifest(data):
     told = f"packed {len(files)} images of {CLASSES} classes into {len(manifest.shards)} shards"
     assert told in proc.stderr
     assert "img[s]" in json.loads((shards / "manifest.json").read_text())["source"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_stage_copies_once_per_node_under_torchrun(data):

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from conftest import DDP_TRAIN, cli_env, netns_unavailable, veth_hosts
 from scalescope.events import Kind, load_run
 
 CLI = [sys.executable, "-m", "scalescope.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def unique_job() -> str:

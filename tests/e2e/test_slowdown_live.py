@@ -12,7 +12,6 @@ the end, whose last push holds the report's steps and samples."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import DDP_TRAIN, cli_env, scalescope
@@ -45,12 +45,6 @@ class Gateway(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape_while_it_runs(proc: subprocess.Popen, port: int) -> dict[str, dict]:

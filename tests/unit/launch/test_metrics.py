@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ports import free_port
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -89,12 +90,6 @@ def test_an_open_slowdown_and_a_hang_are_gauges(tmp_path: Path) -> None:
                  category="compute")  # fmt: skip
     assert got[active] == 1 and got[key("scalescope_hang", job="job1")] == 1
     assert got[key("scalescope_slowdown_alerts_total", job="job1")] == 1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_endpoint_serves_on_loopback_only(tmp_path: Path) -> None:

@@ -1,0 +1,11 @@
+"""Test helper (not a test module): a TCP port free on 127.0.0.1 at the time of asking."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
