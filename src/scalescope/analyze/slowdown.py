@@ -165,14 +165,15 @@ def read_totals(at_s: float, states: Mapping[int, LiveState]) -> TotalsRead:
 
 
 def per_step_ms(start: TotalsRead, end: TotalsRead) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The ranks present in both and each field's ms per step between them (ranks that did
-    no step left out)."""
+    """The ranks present in both and each field per step between them: times in ms (under
+    their FIELDS names), samples as a count; ranks that did no step left out."""
     common, a, b = np.intersect1d(start.ranks, end.ranks, return_indices=True)
     delta = end.values[b] - start.values[a]
     steps = delta[:, _COL["steps"]]
     keep = steps > 0
     delta, steps = delta[keep], steps[keep]
     out = {name: delta[:, i] / steps / 1e6 for i, name in enumerate(FIELDS) if name != "steps"}
+    out["samples"] = delta[:, _COL["samples"]] / steps  # a count, not a time
     phases = sum(out[p] for p in TOTAL_PHASES)
     out[OTHER] = np.maximum(out["step_ns"] - phases, 0.0)
     out["steps"] = steps
