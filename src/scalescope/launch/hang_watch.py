@@ -208,7 +208,7 @@ class HangWatch(threading.Thread):
         self.metrics = metrics
         """The run's metrics endpoint (launch/metrics.py), fed each read; None without."""
         self.slowdown = None
-        if options.slowdown_pct > 0:
+        if options.slowdown_pct > 0 and defer_s == 0:  # node 0's watch, which sees every rank
             self.slowdown = SlowdownWatch(
                 self.run_dir, self.source.host, options.slowdown_pct, options.on_slowdown
             )
