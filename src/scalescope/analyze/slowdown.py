@@ -32,8 +32,10 @@ its waiting: the larger of ``comm_wait`` and its time in collectives, since DDP'
 inside its gradients' collectives), before the onset and since. The ranks
 whose own time grew by at least half of the job's growth caused it; all ranks of a node among
 them, and none elsewhere, make it the node's. None of them: the collectives got slower
-(communication) for every rank, which names the nodes whose ranks waited the most, and never
-a link (the live state carries no per-group times: the report's slow-link analysis does).
+(communication). Then a group smaller than the world whose transfer grew apart from the
+groups of its shape names a link (analyze/slowdown_link.py, from the live state's time per
+group); where none does, the alert is every rank's collectives and names the nodes whose
+ranks waited the most.
 The phase is the one of the cause's phases (or of ``other``: host work outside them) that
 grew the most.
 """
@@ -48,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scalescope.analyze.slowdown_link import group_field, slow_link
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import TOTAL_PHASES, LiveState
 
@@ -87,8 +90,9 @@ class Alert:
     id: int
     """The onset's number (from 1); a recovery carries its onset's."""
     subject: str
-    """``rank``, ``node`` or ``world`` (every rank: its own work, or, for communication, its
-    collectives)."""
+    """``rank``, ``node``, ``link`` (``nodes``: its two ends, or the one host it is inside;
+    ``ranks``: the group whose collectives slowed) or ``world`` (every rank: its own work,
+    or, for communication, its collectives)."""
     ranks: tuple[int, ...]
     nodes: tuple[str, ...]
     phase: str
@@ -125,6 +129,9 @@ class TotalsRead:
     ranks: np.ndarray
     values: np.ndarray
     """Ranks x FIELDS."""
+    groups: dict[tuple[int, int, int], np.ndarray] = field(default_factory=dict)
+    """Each group's (first, stride, size of its members) time in its collectives per rank,
+    aligned with ``ranks`` (ns; NaN: not a member, or no slot for it)."""
 
 
 @dataclass
@@ -151,6 +158,7 @@ class _State:
 def read_totals(at_s: float, states: Mapping[int, LiveState]) -> TotalsRead:
     rows = []
     ranks = []
+    groups: dict[tuple[int, int, int], dict[int, int]] = {}
     for rank, s in sorted(states.items()):
         t = s.totals
         if t is None:
@@ -160,8 +168,14 @@ def read_totals(at_s: float, states: Mapping[int, LiveState]) -> TotalsRead:
             [s.steps_done, t.step_ns, t.samples, t.collective_ns]
             + [t.phase_ns[p] for p in TOTAL_PHASES]
         )
+        for key, ns in t.group_ns.items():
+            groups.setdefault(key, {})[len(ranks) - 1] = ns
     values = np.array(rows, dtype=np.float64).reshape(len(rows), len(FIELDS))
-    return TotalsRead(at_s, np.array(ranks, dtype=np.int64), values)
+    per_group = {}
+    for key, at in groups.items():
+        column = per_group[key] = np.full(len(ranks), np.nan)
+        column[list(at)] = list(at.values())
+    return TotalsRead(at_s, np.array(ranks, dtype=np.int64), values, per_group)
 
 
 def per_step_ms(start: TotalsRead, end: TotalsRead) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -177,6 +191,9 @@ def per_step_ms(start: TotalsRead, end: TotalsRead) -> tuple[np.ndarray, dict[st
     phases = sum(out[p] for p in TOTAL_PHASES)
     out[OTHER] = np.maximum(out["step_ns"] - phases, 0.0)
     out["steps"] = steps
+    for key in start.groups.keys() & end.groups.keys():
+        grown = end.groups[key][b] - start.groups[key][a]
+        out[group_field(key)] = grown[keep] / steps / 1e6
     return common[keep], out
 
 
@@ -207,6 +224,12 @@ def attribute(
     if not causes.any():
         waited = (a[WAIT_PHASE] + a["collective_ns"]) - (b[WAIT_PHASE] + b["collective_ns"])
         top = ranks[waited >= 0.5 * waited.max()] if waited.size else ranks
+        link = slow_link(ranks, b, a, hosts, grew)
+        if link is not None:
+            change = round(100 * link.grew_ms / link.before_ms, 1) if link.before_ms > 0 else None
+            return Attribution(
+                "link", link.ranks, link.hosts, "collectives", "communication", change
+            )
         nodes = tuple(sorted({hosts.get(int(r), "") for r in top} - {""}))
         change = _pct(a["collective_ns"], b["collective_ns"], b["step_ns"])
         everyone = tuple(int(r) for r in ranks)
@@ -387,9 +410,13 @@ def _min_steps(snap: TotalsRead) -> int:
 
 
 def _who(a: Alert) -> str:
+    if a.subject == "link":
+        ranks = ", ".join(map(str, a.ranks[:8])) + (", ..." if len(a.ranks) > 8 else "")
+        where = " <-> ".join(a.nodes) if len(a.nodes) == 2 else f"inside {a.nodes[0]}"
+        return f"link {where} (the collectives of ranks {ranks})"
     if a.subject == "world" and a.category == "communication":
-        where = f" (waiting most: {', '.join(a.nodes)})" if a.nodes else ""
-        return f"collectives on every rank{where}"
+        where = f"waiting most: {', '.join(a.nodes)}; " if a.nodes else ""
+        return f"collectives on every rank ({where}no link told apart)"
     if a.subject == "world":
         return f"every rank ({len(a.ranks)})"
     if a.subject == "node":

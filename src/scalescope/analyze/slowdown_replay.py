@@ -25,16 +25,20 @@ from scalescope.analyze.slowdown import (
 )
 from scalescope.analyze.whatif import WhatIf
 from scalescope.events import Kind, Run
-from scalescope.events.live_state import TOTAL_PHASES
+from scalescope.events.live_state import GROUP_SLOTS, TOTAL_PHASES, evenly_spaced
 
 POLL_S = 0.5
 """The hang watch's poll (launch/hang_watch.py POLL_S)."""
 _COL = {name: i for i, name in enumerate(FIELDS)}
 
 
-def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
-    """Per rank (ranks in order): each step's end (ns, aligned) and the running totals after
-    it (steps x FIELDS)."""
+GroupTotals = dict[tuple[int, int, int], np.ndarray]
+
+
+def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], list]:
+    """Per rank (ranks in order): each step's end (ns, aligned), the running totals after
+    it (steps x FIELDS) and those of its time in each group the live state has a slot for
+    (``GroupTotals``)."""
     events = run.events
     clocks = align_clocks(run)
     ranks = np.array(events.ranks(), dtype=np.int64)
@@ -43,7 +47,7 @@ def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray
     phases = events.of_kind(Kind.PHASE)
     colls = events.of_kind(Kind.COLLECTIVE)
     names = {p: phases.symbols.id_of(p) if p in phases.symbols else -1 for p in TOTAL_PHASES}
-    ends, totals = [], []
+    ends, totals, groups = [], [], []
     for rank in ranks.tolist():
         mine = steps.rank == rank
         order = np.argsort(steps.step[mine], kind="stable")
@@ -58,7 +62,22 @@ def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray
             values[:, _COL[phase]] = _per_step(rows, rank, numbers)
         ends.append(ends_all[mine][order])
         totals.append(np.cumsum(values, axis=0))
-    return ranks, ends, totals
+        groups.append(_group_totals(run, colls, rank, numbers))
+    return ranks, ends, totals, groups
+
+
+def _group_totals(run: Run, colls, rank: int, numbers: np.ndarray) -> GroupTotals:
+    """The running time per step in each group a live state would have a slot for."""
+    meta = run.ranks.get(rank)
+    out: GroupTotals = {}
+    for label, group in (meta.groups if meta is not None else {}).items():
+        key = evenly_spaced(group.ranks)
+        if key is None or key[2] >= run.meta.world_size or label not in colls.symbols:
+            continue
+        if len(out) < GROUP_SLOTS:
+            rows = colls.select(colls.group == colls.symbols.id_of(label))
+            out[key] = np.cumsum(_per_step(rows, rank, numbers))
+    return out
 
 
 def _per_step(rows, rank: int, numbers: np.ndarray) -> np.ndarray:
@@ -77,18 +96,22 @@ def _per_step(rows, rank: int, numbers: np.ndarray) -> np.ndarray:
 def recorded_reads(run: Run, poll_s: float = POLL_S) -> Iterator[TotalsRead]:
     """The reads a watcher polling every ``poll_s`` would have made (``at_s`` from the first
     step's end, on rank 0's clock)."""
-    ranks, ends, totals = step_totals(run)
+    ranks, ends, totals, groups = step_totals(run)
     if not ranks.size or not any(len(e) for e in ends):
         return
     first = min(int(e[0]) for e in ends if len(e))
     last = max(int(e[-1]) for e in ends if len(e))
+    keys = {key for mine in groups for key in mine}
     for at in np.arange(first, last + poll_s * 1e9, poll_s * 1e9):
         values = np.zeros((len(ranks), len(FIELDS)))
+        per_group = {key: np.full(len(ranks), np.nan) for key in keys}
         for i, (end, cum) in enumerate(zip(ends, totals, strict=True)):
             n = int(np.searchsorted(end, at, side="right"))
             if n:
                 values[i] = cum[n - 1]
-        yield TotalsRead((at - first) / 1e9, ranks, values)
+            for key, running in groups[i].items():
+                per_group[key][i] = running[n - 1] if n else 0.0
+        yield TotalsRead((at - first) / 1e9, ranks, values, per_group)
 
 
 def replay_run(
@@ -116,8 +139,8 @@ class SlowdownCost:
     lost_pct: float
     """Of the run's time in steps (%)."""
     fix_cause: str
-    """The what-if's cause for its subject (``rank:N``, ``node:HOST``; "" for the
-    collectives)."""
+    """The what-if's cause for its subject (``rank:N``, ``node:HOST``, ``link:HOST,HOST``;
+    "" for the collectives)."""
     fix_gain_ms: float | None
     """What the report's what-if says fixing it buys per step (None: not replayed)."""
 
@@ -148,9 +171,16 @@ def slowdown_costs(
     return tuple(out)
 
 
+def alert_causes(alerts: list[Alert]) -> tuple[str, ...]:
+    """The what-if causes of the onsets' subjects, for the report's what-if to try."""
+    return tuple(c for a in alerts if a.event == "onset" and (c := _cause(a)))
+
+
 def _cause(a: Alert) -> str:
     if a.subject == "rank" and len(a.ranks) == 1:
         return f"rank:{a.ranks[0]}"
     if a.subject == "node" and len(a.nodes) == 1:
         return f"node:{a.nodes[0]}"
+    if a.subject == "link" and a.nodes:
+        return f"link:{','.join(a.nodes)}"
     return ""

@@ -23,7 +23,7 @@ from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
 from scalescope.analyze.slowdown import read_alerts
-from scalescope.analyze.slowdown_replay import SlowdownCost, slowdown_costs
+from scalescope.analyze.slowdown_replay import SlowdownCost, alert_causes, slowdown_costs
 from scalescope.analyze.step_slots import measured_slots
 from scalescope.analyze.steps import (
     StepAnalysis,
@@ -194,7 +194,8 @@ def analyze_run(run: Run) -> RunAnalysis:
     stages = {r: m.pipeline for r, m in run.ranks.items() if m.pipeline is not None}
     pipeline = analyze_pipeline(measured.events, stages, meta.warmup_steps, p2p)
     steps = _counted_once(analyze_steps(measured.events, meta.warmup_steps, slots), groups)
-    whatif = _what_if(measured, meta) if meta.probe else None
+    alerts = read_alerts(run.path)
+    whatif = _what_if(measured, meta, alert_causes(alerts)) if meta.probe else None
     return RunAnalysis(
         run_id=meta.run_id,
         workload=meta.workload,
@@ -224,15 +225,17 @@ def analyze_run(run: Run) -> RunAnalysis:
         dims=dim_totals(measured, groups, meta.warmup_steps),
         whatif=whatif,
         copies=batch_copies(measured.events, meta.warmup_steps),
-        slowdowns=slowdown_costs(run, read_alerts(run.path), whatif),
+        slowdowns=slowdown_costs(run, alerts, whatif),
     )
 
 
-def _what_if(run: Run, meta: RunMeta) -> WhatIf | None:
-    """The report's what-if; None where its collectives cannot be replayed in any order
-    (``replay``'s refusal): the report goes on without it."""
+def _what_if(run: Run, meta: RunMeta, extra: tuple[str, ...]) -> WhatIf | None:
+    """The report's what-if, with ``extra`` causes tried (the slowdowns' subjects); None
+    where its collectives cannot be replayed in any order (``replay``'s refusal): the report
+    goes on without it."""
     try:
-        return what_if(run, meta.warmup_steps, last=replayed_steps(meta.world_size))
+        last = replayed_steps(meta.world_size)
+        return what_if(run, meta.warmup_steps, last=last, extra=extra)
     except ValueError:
         return None
 

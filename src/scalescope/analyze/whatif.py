@@ -397,29 +397,33 @@ def measured_rows(grid: StepGrid, warmup_steps: int) -> tuple[np.ndarray, list[s
 
 
 def what_if(
-    run: Run, warmup_steps: int = 1, causes: list[str] | None = None, last: int | None = None
-) -> WhatIf | None:
+    run: Run, warmup_steps: int = 1, causes: list[str] | None = None, last: int | None = None,
+    extra: tuple[str, ...] = (),
+) -> WhatIf | None:  # fmt: skip
     """The measured steps (``step >= warmup_steps``; every step when none is) replayed as
-    measured and with each cause fixed (default: ``candidate_causes``, largest gain first).
-    The replay runs over every recorded step, so a cause that began in the warm-up is seen
-    beginning. None when the run gives no model (``build_grid``). ``last``: replay only the
-    last that many steps (the report's bound on a long run's cost)."""
+    measured and with each cause fixed (default: ``candidate_causes`` and ``extra``, largest
+    gain first). The replay runs over every recorded step, so a cause that began in the
+    warm-up is seen beginning. None when the run gives no model (``build_grid``). ``last``:
+    replay only the last that many steps (the report's bound on a long run's cost)."""
     grid, left = build_grid(run, last=last, phases=phases_named(causes))
     if grid is None:
         return None
-    return what_if_of(grid, left, hosts_of(run), warmup_steps, causes)
+    return what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra)
 
 
 def what_if_of(
     grid: StepGrid, left: list[str], hosts: dict[int, str], warmup_steps: int,
-    causes: list[str] | None = None,
+    causes: list[str] | None = None, extra: tuple[str, ...] = (),
 ) -> WhatIf:  # fmt: skip
     """``what_if`` on a grid already built (``left``: what building it left out)."""
     rows, none_measured = measured_rows(grid, warmup_steps)
     base = predict(grid, "as measured", rows)
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
+    if causes is None:
+        found = candidate_causes(grid, hosts)
+        causes_tried = found + [c for c in dict.fromkeys(extra) if c not in found]
     fixes = []
-    for cause in causes if causes is not None else candidate_causes(grid, hosts):
+    for cause in causes if causes is not None else causes_tried:
         fixed, note, before = apply_fix(grid, cause, hosts)
         after = predict(fixed, cause, rows if before is None else before)
         gain = base.mean_ms - after.mean_ms

@@ -17,6 +17,12 @@ steps' time, samples, time in collectives and each phase's time. A watcher that 
 twice has the mean step and its phases over the steps between (the slowdown detection of
 analyze/slowdown.py), whatever the step's length and however rarely it reads. Files written
 before they existed are ``OLD_SIZE`` bytes and read with no totals.
+
+After the totals, ``GROUP_SLOTS`` slots of time in the collectives of one process group
+smaller than the world whose members are evenly spaced (``first + i * stride``: pipeline and
+tensor-parallel pairs, a DeviceMesh dimension, per-node groups): what names a slow link live
+(analyze/slowdown.py ``slow_link``). The probe fills a slot at the group's first collective
+once its members are known; a rank in more such groups keeps the first ones.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import signal
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalescope.events.files import live_dir, live_state_name, live_state_path
@@ -69,6 +75,10 @@ EXTRA_PHASES, named here since the bootstrap imports this module before pyarrow.
 TOTALS = struct.Struct(f"<qqq{len(TOTAL_PHASES)}q")
 """steps' time (ns), samples, time in collectives (ns, issue to completion), then each of
 TOTAL_PHASES' time (ns): running sums from the first step."""
+GROUP_SLOT = struct.Struct("<iiiiq")
+"""A group's first member, stride and size (global ranks; size 0: a free slot), unused, and
+the rank's running time in its collectives (ns)."""
+GROUP_SLOTS = 7
 
 HEADER_AT = 0
 STEP_AT = HEADER_AT + HEADER.size
@@ -81,7 +91,8 @@ LEFT_AT = COLLECTIVE_AT + COLLECTIVE.size - LEFT.size
 TOTALS_AT = OLD_SIZE
 STEP_NS_AT, SAMPLES_AT, COLLECTIVE_NS_AT = (TOTALS_AT + 8 * i for i in range(3))
 PHASE_NS_AT = {name: TOTALS_AT + 8 * (3 + i) for i, name in enumerate(TOTAL_PHASES)}
-assert STAGE_AT + STAGE.size <= OLD_SIZE and TOTALS_AT + TOTALS.size <= SIZE
+GROUPS_AT = TOTALS_AT + TOTALS.size
+assert STAGE_AT + STAGE.size <= OLD_SIZE and GROUPS_AT + GROUP_SLOTS * GROUP_SLOT.size <= SIZE
 _Q = struct.Struct("<q")
 
 STACK_SIGNAL = signal.SIGUSR2
@@ -142,6 +153,8 @@ class LiveStateWriter:
         self._names: dict[str, bytes] = {}
         self._last: tuple[str, int] | None = None
         """Group and sequence of the collective last entered (as the map holds them)."""
+        self._slots: dict[tuple[int, int, int], int] = {}
+        """(first, stride, size) -> the offset of its slot."""
 
     def _b(self, name: str) -> bytes:
         raw = self._names.get(name)
@@ -195,6 +208,25 @@ class LiveStateWriter:
     def add_collective(self, dur_ns: int) -> None:
         _add(self._map, COLLECTIVE_NS_AT, dur_ns)
 
+    def group_slot(self, members: list[int], world_size: int) -> int:
+        """The offset of the slot of the group of ``members`` (global ranks), taken at its
+        first call; 0 (none) for a group of the world, of unevenly spaced members, or once
+        every slot is taken."""
+        key = evenly_spaced(members)
+        if key is None or key[2] >= world_size:
+            return 0
+        at = self._slots.get(key)
+        if at is None:
+            if len(self._slots) >= GROUP_SLOTS:
+                return 0
+            at = self._slots[key] = GROUPS_AT + GROUP_SLOT.size * len(self._slots)
+            GROUP_SLOT.pack_into(self._map, at, *key, 0, 0)
+        return at
+
+    def add_group_time(self, slot_at: int, dur_ns: int) -> None:
+        if slot_at > 0:
+            _add(self._map, slot_at + GROUP_SLOT.size - 8, dur_ns)
+
     def requests(self) -> tuple[int, int]:
         made, answered = REQUEST.unpack_from(self._map, REQUEST_AT)
         return made, answered
@@ -215,6 +247,18 @@ def _add(buffer: mmap.mmap | bytearray, at: int, value: int) -> None:
     to the same field under their own lock (a lost addition there is one collective)."""
     (now,) = _Q.unpack_from(buffer, at)
     _Q.pack_into(buffer, at, now + value)
+
+
+def evenly_spaced(members: list[int]) -> tuple[int, int, int] | None:
+    """(first, stride, size) of a group of two or more ranks ``first + i * stride``, in any
+    order; None for any other."""
+    ranks = sorted(set(members))
+    if len(ranks) < 2 or len(ranks) != len(members):
+        return None
+    stride = ranks[1] - ranks[0]
+    if any(b - a != stride for a, b in zip(ranks, ranks[1:], strict=False)):
+        return None
+    return ranks[0], stride, len(ranks)
 
 
 def open_live_state(
@@ -239,6 +283,9 @@ class LiveTotals:
     collective_ns: int
     phase_ns: dict[str, int]
     """By phase of TOTAL_PHASES."""
+    group_ns: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """Time in the collectives of each group the rank has a slot for, by (first, stride,
+    size) of its members."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +348,7 @@ def parse_live_state(rank: int, raw: bytes) -> LiveState | None:
     if len(raw) >= TOTALS_AT + TOTALS.size:
         step_ns, samples, collective_ns, *phases = TOTALS.unpack_from(raw, TOTALS_AT)
         phase_ns = dict(zip(TOTAL_PHASES, phases, strict=True))
-        totals = LiveTotals(step_ns, samples, collective_ns, phase_ns)
+        totals = LiveTotals(step_ns, samples, collective_ns, phase_ns, _group_ns(raw))
     return LiveState(
         rank=rank, pid=pid, steps_done=steps, last_step_end_s=wall(step_end),
         phase=_text(phase), phase_since_s=wall(since), op=_text(op), group=_text(group),
@@ -309,6 +356,15 @@ def parse_live_state(rank: int, raw: bytes) -> LiveState | None:
         last_done_s=wall(done), flush_requests=made, flushes_answered=answered,
         stage=_text(stage), stage_since_s=wall(stage_since), totals=totals,
     )  # fmt: skip
+
+
+def _group_ns(raw: bytes) -> dict[tuple[int, int, int], int]:
+    out = {}
+    for i in range(GROUP_SLOTS if len(raw) >= SIZE else 0):
+        first, stride, size, _, ns = GROUP_SLOT.unpack_from(raw, GROUPS_AT + GROUP_SLOT.size * i)
+        if size > 1:
+            out[(first, stride, size)] = ns
+    return out
 
 
 def read_live_state(run_dir: Path, rank: int) -> LiveState | None:

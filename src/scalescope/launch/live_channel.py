@@ -293,10 +293,10 @@ class Relay(threading.Thread):
 
 
 def node_ranks(run_dir: Path) -> dict[int, int]:
-    """The ranks of this node's launcher, by pid: live state files whose process runs here
-    (its rank file names this host, or there is none yet: the ranks of a run directory
-    another node shares are theirs)."""
-    host = socket.gethostname()
+    """The ranks of this node's launcher, by pid: live state files whose process descends
+    from this one (a run directory other nodes share holds their ranks too, and a pid of
+    theirs may exist here as another process, or as theirs where the "nodes" share a pid
+    namespace)."""
     out = {}
     for path in live_dir(run_dir).glob("rank-*.state"):
         try:
@@ -304,8 +304,21 @@ def node_ranks(run_dir: Path) -> dict[int, int]:
             state = parse_live_state(rank, path.read_bytes())
         except (OSError, ValueError):
             continue
-        meta = read_rank_meta(run_dir, rank)
-        here = meta is None or meta.hostname == host
-        if state is not None and here and psutil.pid_exists(state.pid):
+        if state is not None and _descends(state.pid):
             out[rank] = state.pid
     return out
+
+
+_DESCENDS: dict[int, bool] = {}
+"""Whether a pid descends from this process, as first found (a pid is asked at every poll)."""
+
+
+def _descends(pid: int) -> bool:
+    found = _DESCENDS.get(pid)
+    if found is None:
+        try:
+            found = any(p.pid == os.getpid() for p in psutil.Process(pid).parents())
+        except psutil.Error:
+            return False
+        _DESCENDS[pid] = found
+    return found and psutil.pid_exists(pid)

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from scalescope.events.live_state import LiveStateWriter
 from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import current_tag
 from scalescope.probe.cuda_timing import CudaTimings
@@ -122,6 +123,9 @@ class GroupNames:
         self.backends: dict[str, str] = {}
         self._objects: dict[str, Any] = {}
         self._tries: dict[str, int] = {}
+        self.live: LiveStateWriter | None = None
+        """The rank's live state, where groups of evenly spaced members get a time slot."""
+        self._slots: dict[str, int] = {}
 
     def label(self, group: Any) -> str:
         if group is None:
@@ -147,6 +151,20 @@ class GroupNames:
         if not members and label in self._objects:
             members = self.members[label] = _members(self._objects[label])
         return members[local] if members and local < len(members) else -1
+
+    def live_slot(self, label: str) -> int:
+        """The offset of the group's time slot in the live state: 0 for none (the world,
+        unevenly spaced members, every slot taken, no live state), -1 while its members are
+        not known."""
+        at = self._slots.get(label)
+        if at is not None:
+            return at
+        members = self.members.get(label)
+        if not members:
+            return -1 if self.live is not None else 0
+        world = dist.get_world_size() if dist.is_initialized() else 0
+        at = self._slots[label] = self.live.group_slot(members, world) if self.live else 0
+        return at
 
     def name_dim(self, group: Any, dim: str) -> None:
         """``group`` is ``dim`` of a DeviceMesh (probe/mesh.py)."""

@@ -79,7 +79,9 @@ class DispatchedCollectives(GroupDiscovery):
         super().__init__(recorder, groups)
         self.module = module
         ops = dict(enumerate(OP_NAMES))
-        self.native = NativeRows(module, recorder, ops, self._error, groups.global_rank)
+        self.native = NativeRows(
+            module, recorder, ops, self._error, groups.global_rank, groups.live_slot
+        )
 
     def install(self) -> bool:
         """Intercept the c10d ops and watch every group; False (said once) when none could

@@ -111,7 +111,14 @@ class GroupHooks(GroupDiscovery):
         self.native = (
             None
             if module is None or not module.has_group_hooks()
-            else NativeRows(module, recorder, self._op_names(), self._error, groups.global_rank)
+            else NativeRows(
+                module,
+                recorder,
+                self._op_names(),
+                self._error,
+                groups.global_rank,
+                groups.live_slot,
+            )
         )
         """The C++ hooks, for the groups they can time; the others get Python hooks."""
         self._native_groups: set[int] = set()

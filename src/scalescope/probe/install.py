@@ -120,6 +120,8 @@ class Probe:
         offset = time.time_ns() - time.perf_counter_ns()
         self.live = LiveProbe(run_dir, rank, os.getpid(), offset, live)
         self.recorder.live = self.live.writer
+        self.collectives.groups.live = self.live.writer
+        self.recorder.group_slot = self.collectives.groups.live_slot
         self.stages = StartStages(self.live.writer)
 
     def _settle(self) -> Callable[[], None] | None:

@@ -25,6 +25,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   namespace s = scalescope;
   m.def("configure", &s::configure);
   m.def("add_group", &s::add_group);
+  m.def("set_group_slot", &s::set_group_slot);
   m.def("has_group_hooks", &s::has_group_hooks);
   m.def("attach", &s::attach);
   m.def("detach", &s::detach);

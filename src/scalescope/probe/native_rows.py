@@ -62,13 +62,18 @@ class NativeRows:
         ops: dict[int, str],
         on_error: Callable[[str], None],
         global_rank: Callable[[str, int], int] = lambda label, local: -1,
+        group_slot: Callable[[str], int] = lambda label: 0,
     ) -> None:
         """``ops``: the probe's op name by its code (torch's ``HookOpName`` value for the
         hooks, probe/dispatched.py's for the c10d ops); ``on_error``: told each problem the
         C++ side kept (said once each); ``global_rank``: a group label's group rank as a
-        global rank (a send's or recv's peer)."""
+        global rank (a send's or recv's peer); ``group_slot``: a group label's time slot in
+        the live state (GroupNames.live_slot: 0 none, -1 its members not known yet)."""
         self.module = module
         self.global_rank = global_rank
+        self.group_slot = group_slot
+        self._unslotted: dict[str, int] = {}
+        """Groups without a live slot yet, by label: their members may be known later."""
         self.recorder = recorder
         self.ops = ops
         self.on_error = on_error
@@ -90,6 +95,8 @@ class NativeRows:
         if code is None:
             code = self._groups[label] = self.module.add_group(label)
             _labels[code] = label
+            self._unslotted[label] = code
+            self._slot_groups()
         if not self.active:
             self._start()
         return code
@@ -118,7 +125,7 @@ class NativeRows:
         live = self.recorder.live
         if live is not None and self.module.set_live(
             str(live.path), live_state.COLLECTIVE_AT, live_state.DONE_AT, live_state.LEFT_AT,
-            live_state.STAGE_AT, live_state.COLLECTIVE_NS_AT,
+            live_state.STAGE_AT, live_state.COLLECTIVE_NS_AT, live_state.SIZE,
         ):  # fmt: skip
             live.stage_listener = self._arm
             self._arm(live.stage_now)
@@ -132,12 +139,22 @@ class NativeRows:
             return
         self.active = False
         mirror_tags(None)
-        self.module.set_live("", 0, 0, 0, 0, 0)
+        self.module.set_live("", 0, 0, 0, 0, 0, 0)
         self.recorder.on_step = None
         if self.recorder.live is not None:
             self.recorder.live.stage_listener = None
 
+    def _slot_groups(self) -> None:
+        for label, code in list(self._unslotted.items()):
+            at = self.group_slot(label)
+            if at > 0:
+                self.module.set_group_slot(code, at)
+            if at >= 0:
+                del self._unslotted[label]
+
     def rows(self, final: bool) -> list[list]:
+        if self._unslotted:
+            self._slot_groups()
         ops, dtypes, out = self.ops, self.dtypes, []
         for step, op, start, dur, nbytes, count, dtype, group, seq, tag, root in self.module.drain(
             final

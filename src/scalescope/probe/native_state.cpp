@@ -84,6 +84,7 @@ struct Record {
 struct Group {
   std::string label;  // as the live state holds it: 48 bytes at most
   int64_t seq;
+  int64_t slot_at = 0;  // its time slot in the live state (GROUP_SLOT "<iiiiq"); 0: none
 };
 
 struct LiveMap {
@@ -164,17 +165,26 @@ void live_enter(State& s, const Group& g, const Record& r, int64_t id) {
   }
 }
 
-// The host left collective ``id`` at ``end``: the live state's last completion, its running
-// total of time in collectives, and the collective it is in (s.mu held).
-void live_leave(State& s, int64_t id, int64_t start, int64_t end) {
+void add_int(char* at, int64_t value) {
+  int64_t sum;
+  std::memcpy(&sum, at, sizeof sum);
+  put_int(at, sum + value);
+}
+
+// The host left collective ``id`` (``r``) at ``end``: the live state's last completion, its
+// running totals of time in collectives and in its group's, and the collective it is in
+// (s.mu held).
+void live_leave(State& s, int64_t id, const Record& r, int64_t end) {
   if (s.live.base == nullptr) {
     return;
   }
   put_int(s.live.base + s.live.done_at, end);
-  char* total = s.live.base + s.live.collective_ns_at;
-  int64_t sum;
-  std::memcpy(&sum, total, sizeof sum);
-  put_int(total, sum + (end - start));
+  add_int(s.live.base + s.live.collective_ns_at, end - r.start);
+  const bool known = r.group >= 0 && r.group < static_cast<int32_t>(s.groups.size());
+  const int64_t slot = known ? s.groups[r.group].slot_at : 0;
+  if (slot > 0 && static_cast<size_t>(slot + 24) <= s.live.size) {
+    add_int(s.live.base + slot + 16, end - r.start);
+  }
   if (s.live.last_entered == id) {
     put_int(s.live.base + s.live.left_at, end);
   }
@@ -188,7 +198,7 @@ void complete(int64_t id, int64_t end) {
     return;
   }
   r->end = end;
-  live_leave(s, id, r->start, end);
+  live_leave(s, id, *r, end);
 }
 
 // A work without a future completes when its caller's wait does. gloo's send and recv works
@@ -334,7 +344,7 @@ void end_on_device(int64_t id, const std::shared_ptr<DeviceSpan>& span,
     std::lock_guard<std::mutex> lock(s.mu);
     Record* r = record_of(s, id);
     if (r != nullptr) {
-      live_leave(s, id, r->start, now_ns());
+      live_leave(s, id, *r, now_ns());
     }
   }
   auto future = work ? future_of(work) : c10::intrusive_ptr<c10::ivalue::Future>();
@@ -471,6 +481,12 @@ int32_t add_group(const std::string& label) {
   return static_cast<int32_t>(s.groups.size()) - 1;
 }
 
+void set_group_slot(int32_t code, int64_t slot_at) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.groups.at(code).slot_at = slot_at;
+}
+
 void set_tag(int32_t code) { tag_now = code; }
 
 void set_step(int64_t step) { state().step.store(step); }
@@ -484,10 +500,11 @@ void unmap_live(LiveMap& m) {
 }
 }  // namespace
 
-// Map the rank's live state file (an empty path: stop writing it). ``collective_ns_at``: the
-// running total of the time in collectives, which each completion raises.
+// Map the rank's live state file of ``size`` bytes (an empty path: stop writing it).
+// ``collective_ns_at``: the running total of the time in collectives, which each completion
+// raises.
 bool set_live(const std::string& path, int64_t collective_at, int64_t done_at, int64_t left_at,
-              int64_t stage_at, int64_t collective_ns_at) {
+              int64_t stage_at, int64_t collective_ns_at, int64_t size_bytes) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   unmap_live(s.live);
@@ -498,7 +515,8 @@ bool set_live(const std::string& path, int64_t collective_at, int64_t done_at, i
   if (fd < 0) {
     return false;
   }
-  const size_t size = static_cast<size_t>(std::max(stage_at + 32, collective_ns_at + 8));
+  const size_t size =
+      static_cast<size_t>(std::max({stage_at + 32, collective_ns_at + 8, size_bytes}));
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {

@@ -57,10 +57,11 @@ void note_error(const std::string& text);
 void configure(const std::vector<std::string>& op_names, const std::vector<int32_t>& unrecorded,
                const std::vector<int32_t>& setup);
 int32_t add_group(const std::string& label);
+void set_group_slot(int32_t code, int64_t slot_at);
 void set_tag(int32_t code);
 void set_step(int64_t step);
 bool set_live(const std::string& path, int64_t collective_at, int64_t done_at, int64_t left_at,
-              int64_t stage_at, int64_t collective_ns_at);
+              int64_t stage_at, int64_t collective_ns_at, int64_t size_bytes);
 void arm_running(bool armed);
 
 using Row = std::tuple<int64_t, int32_t, int64_t, int64_t, int64_t, int64_t, int32_t, int32_t,

@@ -74,6 +74,9 @@ class Recorder:
         self.on_step: Callable[[int], None] | None = None
         """Told the step number each time a step ends."""
         self.live: LiveStateWriter | None = None
+        self.group_slot: Callable[[str], int] = lambda label: 0
+        """A group label's time slot in the live state (probe/collectives.py
+        ``GroupNames.live_slot``)."""
         """Kept current on phase changes and collectives (events/live_state.py)."""
         self._flush_lock = threading.Lock()
         self._steps_flushed = 0
@@ -143,9 +146,11 @@ class Recorder:
 
     def left(self, row: list, end_ns: int) -> None:
         """The host left a collective (its duration may be resolved later, on a device)."""
-        if self.live is not None:
-            self.live.leave(row[8], row[9], end_ns)
-            self.live.add_collective(end_ns - row[3])
+        live = self.live
+        if live is not None:
+            live.leave(row[8], row[9], end_ns)
+            live.add_collective(end_ns - row[3])
+            live.add_group_time(self.group_slot(row[8]), end_ns - row[3])
 
     def waited(self, note: WaitNote, start_ns: int, end_ns: int) -> None:
         """The host waited on a send's or recv's work from ``start_ns`` to ``end_ns``."""

@@ -30,6 +30,8 @@ def _who(c: SlowdownCost) -> str:
     a = c.onset
     if a.subject == "node":
         return f"node {', '.join(a.nodes)}"
+    if a.subject == "link":
+        return "link " + (" <-> ".join(a.nodes) if len(a.nodes) == 2 else f"inside {a.nodes[0]}")
     if a.subject == "world":
         return "every rank" if a.category != "communication" else "collectives"
     node = f" ({', '.join(a.nodes)})" if len(a.nodes) == 1 else ""
