@@ -33,6 +33,7 @@ sys.path[:0] = [str(TESTS / "helpers"), str(TESTS / "e2e")]
 
 import heavy_stage as P2P  # noqa: E402
 import psutil  # noqa: E402
+import slow_link_job  # noqa: E402
 from real_runs import (  # noqa: E402
     ATTEMPTS,
     BUSY_LOOP,
@@ -391,6 +392,28 @@ def slowdown_rank(folder: Path) -> Scenario:
     return Scenario(folder.name, about, args, truth)
 
 
+def slowdown_link(folder: Path) -> Scenario:
+    """Recorded where network namespaces can be made (root, iproute2, tc): see
+    tests/helpers/slow_link_job.py."""
+    fresh(folder)
+    args = ["run", "--nnodes", str(slow_link_job.HOSTS), "-n", "1", "(one per host)",
+            str(slow_link_job.SCRIPT), *slow_link_job.ARGS]  # fmt: skip
+
+    def record() -> dict:
+        shutil.rmtree(folder / "run", ignore_errors=True)
+        outcome = slow_link_job.run_slowed_link(folder)
+        if isinstance(outcome, str):
+            raise SystemExit(f"slowdown_link cannot be recorded here: {outcome}")
+        (folder / "hosts").unlink(missing_ok=True)
+        return {"link": ["host0", "host1"], "rate": slow_link_job.RATE,
+                "throttled_after_s": slow_link_job.THROTTLE_AFTER_S,
+                "about": "the path between host0 and host1 throttled mid-run"}  # fmt: skip
+
+    truth = quiet(record, "slowdown_link")
+    about = "3 hosts (network namespaces) in a ring of pipeline pairs; one link slows mid-run"
+    return Scenario(folder.name, about, args, truth)
+
+
 PROFILER_EXIT_ABORT = "terminate called without an active exception"
 """torch.profiler (Kineto) of a CUDA build on a machine with no GPU sometimes aborts a rank
 as it exits, after profiler_stop: such a run is made again."""
@@ -438,6 +461,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "fsdp": fsdp,
     "p2p_pipeline": p2p_pipeline,
     "slowdown_rank": slowdown_rank,
+    "slowdown_link": slowdown_link,
 }
 """In recording order: ``oversubscribed`` reads the balanced run's step time."""
 

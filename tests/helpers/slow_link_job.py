@@ -13,11 +13,19 @@ import sys
 import time
 from pathlib import Path
 
-from netns_hosts import bridged_hosts, etc_hosts_file, netns_unavailable, on_host, throttle_pair
+from netns_hosts import (
+    RATE,
+    bridged_hosts,
+    etc_hosts_file,
+    netns_unavailable,
+    on_host,
+    throttle_pair,
+)
 
 from scalescope.events.live_state import read_live_state
 
 HOSTS = 3
+__all__ = ["RATE", "run_slowed_link"]
 STEPS = 700
 THROTTLE_AFTER_S = 14.0
 SCRIPT = Path(__file__).parents[1] / "e2e" / "scripts" / "pairs_train.py"
