@@ -1,6 +1,6 @@
 """What a frame of `scalescope top --connect` costs at 1,024 ranks: CPU seconds per frame.
 
-A TCPStore in this process holds 1,024 ranks' live states (256 bytes each, as the relays
+A TCPStore in this process holds 1,024 ranks' live states (256 bytes each, sealed, as the relays
 publish them), their hosts (16 nodes) and the world size; the view then draws ``--frames``
 frames into a string, and the median CPU time (user + system of this process, the store's
 server thread included) per frame is printed against the target of 0.5 s.
@@ -11,6 +11,7 @@ server thread included) per frame is printed against the target of 0.5 s.
 from __future__ import annotations
 
 import argparse
+import secrets
 import statistics
 import tempfile
 import time
@@ -57,14 +58,15 @@ def main() -> None:
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=30))  # fmt: skip
-    channel = Channel(server)
+    key = secrets.token_bytes(32)
+    channel = Channel(server, key=key)
     with tempfile.TemporaryDirectory() as tmp:
         for rank, raw in enumerate(published(args.ranks, Path(tmp))):
             channel.publish(rank, raw)
             channel.put_host(rank, f"node{rank // 64:02d}")
     channel.put_world(args.ranks)
     client = Channel(TCPStore("127.0.0.1", server.port, is_master=False,
-                              timeout=timedelta(seconds=30)))  # fmt: skip
+                              timeout=timedelta(seconds=30)), key=key)  # fmt: skip
     view = StoreTop(client)
     console = Console(file=open("/dev/null", "w"), width=160)  # noqa: SIM115
     cpu = []

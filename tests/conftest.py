@@ -1,8 +1,13 @@
-"""Puts ``tests/helpers`` on sys.path, so unit and e2e tests import its modules by name."""
+"""Puts ``tests/helpers`` on sys.path, so unit and e2e tests import its modules by name, and
+points the live channel's key at a temporary file."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,12 @@ if HELPERS not in sys.path:
     sys.path.insert(0, HELPERS)
 
 import file_costs  # noqa: E402
+
+KEY_DIR = tempfile.mkdtemp(prefix="scalescope-key-")
+os.environ["SCALESCOPE_KEY_FILE"] = str(Path(KEY_DIR) / "key")
+"""The live channel's key (launch/command_key.py) for every process the tests start, created
+on first use: never the user's own ~/.scalescope/key."""
+atexit.register(shutil.rmtree, KEY_DIR, ignore_errors=True)
 
 LIVE_UNIT_MODULES = frozenset(
     {
@@ -23,6 +34,7 @@ LIVE_UNIT_MODULES = frozenset(
         "test_rendezvous_ranks.py",
         "test_topology.py",
         "test_live_view.py",
+        "test_live_channel.py",
     }
 )
 """Unit modules that start processes (ranks, a launcher, the CLI) besides tests/e2e."""

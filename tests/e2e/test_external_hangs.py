@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from test_hangs import HANG_TRAIN, still_running, wait_until
 from test_launch_cluster import slurm_env, unique_job
+from torch.distributed import TCPStore
 
 from conftest import cli_env
 from scalescope.events import Kind, load_run
@@ -192,7 +193,8 @@ def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
 @pytest.mark.heavy
 def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
     """`top --connect MASTER_ADDR:MASTER_PORT` with no run directory: both ranks, their
-    steps and collectives, and once nothing progressed for 10 s the verdict."""
+    steps and collectives, and once nothing progressed for 10 s the verdict. Then a kill and
+    a stacks request without the key: no rank stops, no stacks, and the relays say so."""
     from test_launch_cluster import free_port
 
     port = free_port()
@@ -211,7 +213,26 @@ def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
         assert "2 of 2 ranks reporting" in view.stdout
         assert "all_reduce #7" in view.stdout and "in it" in view.stdout
         assert "rank 1 has not entered all_reduce #7" in view.stdout
+        asked = ask_without_the_key(port)
+        time.sleep(2.0)  # 8 polls of the relays
+        assert not gone(rank_pids(tmp_path / "run")), "a kill without the key stops nothing"
+        store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+        assert not any(store.check([f"scalescope/stack/{r}/{asked}"]) for r in (0, 1))
     finally:
+        errors = ""
         for p in procs:
             p.kill()
-            p.communicate(timeout=30)
+            errors += p.communicate(timeout=30)[1]
+    for what in ("kill", "stacks"):
+        assert f"scalescope: ignored a {what} request in the job's store: not sealed" in errors
+
+
+def ask_without_the_key(port: int) -> int:
+    """A kill and a stacks request through scalescope's own client, sealed with another key;
+    the stacks request's count."""
+    from scalescope.launch.live_channel import KILL, STACKS, Channel
+
+    store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+    intruder = Channel(store, key=b"o" * 32, warn=None)
+    intruder.ask(KILL)
+    return intruder.ask(STACKS)

@@ -133,6 +133,9 @@ def test_top_needs_one_source_and_a_store_that_answers(tmp_path: Path) -> None:
     assert line == "error: --connect takes HOST:PORT of the job's store, got 'nohost'"
     import socket
 
+    from scalescope.launch.command_key import load_key
+
+    load_key()  # the store is asked only with a key
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -140,3 +143,27 @@ def test_top_needs_one_source_and_a_store_that_answers(tmp_path: Path) -> None:
     assert (
         line == f"error: no store answers at 127.0.0.1:{port}: nothing listens at 127.0.0.1:{port}"
     )
+
+
+def test_the_live_channels_key_file_is_checked_before_anything_starts(tmp_path, monkeypatch):
+    """`top --connect` without the key, and a run over several nodes or a task srun started
+    whose key others can read (the states and requests in the job's store are sealed with
+    it)."""
+    key = tmp_path / "key"
+    monkeypatch.setenv("SCALESCOPE_KEY_FILE", str(key))
+    line = refused(scalescope_in_process("top", "--connect", "127.0.0.1:1", cwd=tmp_path))
+    assert line.startswith(f"error: no key file at {key}: ")
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o644)
+    run = ["run", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:1", "--run-dir", "r", DDP_TRAIN]
+    line = refused(scalescope_in_process(*run, cwd=tmp_path))
+    assert line == f"error: the key file {key} can be read by others (mode 0644): chmod 600 {key}"
+    assert not (tmp_path / "r").exists(), "refused before the run directory"
+    from test_launch_cluster import slurm_env
+
+    for name, value in slurm_env(0, 2, "localhost", "4242").items():
+        if name.startswith("SLURM_"):
+            monkeypatch.setenv(name, value)
+    task = refused(scalescope_in_process("run", "--run-dir", "r", DDP_TRAIN, cwd=tmp_path))
+    assert task == line, "a task srun started, before its rank"
+    assert not (tmp_path / "r").exists()

@@ -28,6 +28,7 @@ from pathlib import Path
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
+from scalescope.launch.command_key import load_key
 from scalescope.launch.hang_watch import FileSource, HangWatch, StoreSource, metrics_endpoint
 from scalescope.launch.live_channel import STORE_OPTION, Channel, Relay
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
@@ -90,6 +91,8 @@ class Task:
     child: subprocess.Popen | None = None
     relay: Relay | None = None
     stopped_by: int | None = None
+    key: bytes = b""
+    """The user's key, sealing what travels through the job's store (launch/command_key.py)."""
 
 
 def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, spec: RunSpec) -> int:
@@ -124,12 +127,13 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
         return None
     mine = {task.rank: task.child.pid}
     task.relay = Relay(
-        world.master_addr, world.master_port, task.run_dir, lambda: mine, world.world_size
-    )
+        world.master_addr, world.master_port, task.run_dir, lambda: mine, world.world_size,
+        key=task.key,
+    )  # fmt: skip
     task.relay.start()
     if world.rank != 0:
         return None
-    channel = Channel(addr=world.master_addr, port=world.master_port)
+    channel = Channel(addr=world.master_addr, port=world.master_port, key=task.key)
     files = FileSource(task.run_dir, world.world_size)
     source = StoreSource(channel, world.world_size, files)
     try:
@@ -178,11 +182,12 @@ def _ended_within(child: subprocess.Popen, seconds: float) -> bool:
 
 
 def execute_rank(spec: RunSpec, world: World) -> tuple[Path, int]:
+    key = load_key() if spec.probe else b""  # a bad key file: said before any rank starts
     with meet(world) as met:
-        return _execute_met(spec, met)
+        return _execute_met(spec, met, key)
 
 
-def _execute_met(spec: RunSpec, world: World) -> tuple[Path, int]:
+def _execute_met(spec: RunSpec, world: World, key: bytes) -> tuple[Path, int]:
     run_dir = run_dir_for(spec, world)
     plan = rank_plan(spec.mapping, world)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -191,7 +196,7 @@ def _execute_met(spec: RunSpec, world: World) -> tuple[Path, int]:
         check_new_run_dir(run_dir)
         meta = world_meta(spec, run_dir, plan, world)
         write_json_atomic(run_dir / RUN_FILE, meta)
-    task = Task(run_dir, world.rank)
+    task = Task(run_dir, world.rank, key=key)
     code = run_child(rank_argv(spec, run_dir), child_env(world, plan), task, world, spec)
     if meta is not None:
         finish_world_meta(meta, run_dir, code)

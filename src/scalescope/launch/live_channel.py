@@ -8,14 +8,31 @@ rank's 256-byte live state (read from the local file, where the page cache makes
 into the job's own torch.distributed store, the TCPStore at MASTER_ADDR:MASTER_PORT that
 every rank already reaches, under ``scalescope/`` keys. Task 0's scalescope process watches
 the world there (launch/hang_watch.py's ``StoreSource``) and asks for flushes, stacks and
-stops through counters the relays poll; a relay answers for its own rank, on its own node.
+stops through requests the relays poll; a relay answers for its own rank, on its own node.
+
+Whoever reaches the store's port can read and write these keys, so what acts on the job or
+what the watcher believes is sealed with the user's key (launch/command_key.py):
+
+- a request (flush, stacks, stop) is written to each relay on its own key, with an HMAC over
+  that relay's session id (random, published when it connects: no two jobs nor relays share
+  one, and nothing has to agree across nodes), the request and a count; a relay honours a
+  count above the last it honoured, and ignores (and logs) anything else;
+- a relay writes a rank's stacks only in answer to such a request, sealed, and the reader
+  deletes them once read;
+- a rank's live state is sealed with its rank; a reader ignores an unsealed one, and one older
+  than the state of that rank it already has (a replay).
+
+The world's size, the hosts, the ranks' ends and the slowdown alert are not sealed: they name
+things, and no request follows from them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +45,7 @@ import psutil
 from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import STACK_SIGNAL, LiveState, parse_live_state, request_flush
 from scalescope.events.run import read_rank_meta
+from scalescope.launch.command_key import seal, unseal
 from scalescope.launch.stopping import stop_processes
 
 PREFIX = "scalescope/"
@@ -38,6 +56,9 @@ CONNECT_S = 600.0
 OP_TIMEOUT = timedelta(seconds=10)
 FINISH_WAIT_S = 3.0
 FLUSH, STACKS, KILL = "flush", "stacks", "kill"
+REQUESTS = (FLUSH, STACKS, KILL)
+MAX_LOGGED = 20
+"""Ignored requests or states said at most this often (someone may write many)."""
 DEFAULT_RDZV_PORT = 29400
 """torchrun's port of a ``--rdzv-endpoint`` given without one."""
 STORE_OPTION = "live_store"
@@ -89,6 +110,16 @@ def fresher_states(one: dict[int, LiveState], other: dict[int, LiveState]) -> di
     return merged
 
 
+NOT_SEALED = (
+    "not sealed with this user's key (written by someone without it, or the nodes read "
+    "different key files: ~/.scalescope/key or SCALESCOPE_KEY_FILE)"
+)
+
+
+def request_context(session: bytes, what: str) -> bytes:
+    return b"ask:" + session + b":" + what.encode() + b":"
+
+
 def split_address(text: str, default_port: int = DEFAULT_RDZV_PORT) -> tuple[str, int]:
     """``HOST:PORT`` (or ``HOST``, with ``default_port``)."""
     host, _, port = text.rpartition(":")
@@ -97,12 +128,31 @@ def split_address(text: str, default_port: int = DEFAULT_RDZV_PORT) -> tuple[str
     return host, int(port)
 
 
+def say(text: str) -> None:
+    print(f"scalescope: {text}", file=sys.stderr, flush=True)
+
+
 class Channel:
     """The ``scalescope/`` keys of one job's store; connected at first use (which waits for
-    the server) when given an address instead of a store."""
+    the server) when given an address instead of a store. ``key`` seals and checks what acts
+    (module docstring); ``warn`` says, once each, what was ignored for want of it."""
 
-    def __init__(self, store: Any = None, addr: str = "", port: int = 0) -> None:
-        self._store, self.addr, self.port = store, addr, port
+    def __init__(
+        self,
+        store: Any = None,
+        addr: str = "",
+        port: int = 0,
+        *,
+        key: bytes,
+        warn: Callable[[str], None] | None = say,
+    ) -> None:
+        self._store, self.addr, self.port, self.key = store, addr, port, key
+        self.warn = warn
+        self.refused: set[str] = set()
+        """What was ignored (each said once)."""
+        self.unsealed: set[int] = set()
+        """The ranks whose state at the last ``states`` was not sealed with ``key``."""
+        self._accepted: dict[int, LiveState] = {}
 
     @property
     def store(self) -> Any:
@@ -110,41 +160,115 @@ class Channel:
             self._store = connect(self.addr, self.port)
         return self._store
 
+    def refuse(self, what: str, why: str, value: bytes = b"") -> None:
+        """Say, once for each ``what`` and ``value``, that it was ignored and why."""
+        seen = f"{what}:{hash(value)}"
+        if seen in self.refused:
+            return
+        self.refused.add(seen)
+        if self.warn is None or len(self.refused) > MAX_LOGGED + 1:
+            return
+        if len(self.refused) > MAX_LOGGED:
+            self.warn(f"ignored {MAX_LOGGED} writes in the job's store; the next are not said")
+        else:
+            self.warn(f"ignored {what} in the job's store: {why}")
+
     def publish(self, rank: int, raw: bytes) -> None:
-        self.store.set(f"{PREFIX}live/{rank}", raw)
+        self.store.set(f"{PREFIX}live/{rank}", seal(self.key, b"live:%d:" % rank, raw))
 
     def states(self, ranks: list[int]) -> dict[int, LiveState]:
-        """The states of ``ranks`` that have published one."""
+        """The states of ``ranks`` that have published one, sealed (``_state``)."""
         keys = [f"{PREFIX}live/{r}" for r in ranks]
-        if keys and self.store.check(keys):  # every rank published: one round trip
-            present = list(zip(ranks, keys, strict=True))
-        else:
-            present = [(r, k) for r, k in zip(ranks, keys, strict=True) if self.store.check([k])]
+        present = self._present(list(zip(ranks, keys, strict=True)))
+        self.unsealed = set()
         if not present:
             return {}
         values = self.store.multi_get([k for _, k in present])
         out = {}
-        for (rank, _), raw in zip(present, values, strict=True):
-            state = parse_live_state(rank, bytes(raw))
+        for (rank, _), value in zip(present, values, strict=True):
+            state = self._state(rank, bytes(value))
             if state is not None:
                 out[rank] = state
         return out
 
-    def ask(self, what: str) -> int:
-        """Raise the counter of a request (flush, stacks, kill); the new count."""
-        return int(self.store.add(f"{PREFIX}ask/{what}", 1))
+    def _present(self, pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """The (index, key) pairs whose key exists: one round trip when all do."""
+        if pairs and self.store.check([k for _, k in pairs]):
+            return pairs
+        return [(i, k) for i, k in pairs if self.store.check([k])]
 
-    def asked(self, what: str) -> int:
-        return int(self.store.add(f"{PREFIX}ask/{what}", 0))
+    def _state(self, rank: int, value: bytes) -> LiveState | None:
+        """The rank's state in ``value``; when that is not sealed, or older than the last
+        one read (a replay), the last one read: what someone without the key writes can
+        neither show a rank nor hide it."""
+        last = self._accepted.get(rank)
+        raw = unseal(self.key, b"live:%d:" % rank, value)
+        if raw is None:
+            self.unsealed.add(rank)
+            self.refuse(f"rank {rank}'s live state", NOT_SEALED)
+            return last
+        state = parse_live_state(rank, raw)
+        if state is None:
+            return last
+        if last is not None and freshness(state) < freshness(last):
+            self.refuse(f"an older live state of rank {rank}", "a replay")
+            return last
+        self._accepted[rank] = state
+        return state
+
+    def register(self, session: str) -> int:
+        """A relay's index, its session id published for the watcher to seal requests to."""
+        index = int(self.store.add(f"{PREFIX}relays", 1)) - 1
+        self.store.set(f"{PREFIX}relay/{index}", session.encode())
+        return index
+
+    def sessions(self) -> list[tuple[int, bytes]]:
+        """Each registered relay's index and session id."""
+        count = int(self.store.add(f"{PREFIX}relays", 0))
+        present = self._present([(i, f"{PREFIX}relay/{i}") for i in range(count)])
+        if not present:
+            return []
+        values = self.store.multi_get([k for _, k in present])
+        return [(i, bytes(v)) for (i, _), v in zip(present, values, strict=True)]
+
+    def ask(self, what: str) -> int:
+        """Ask every relay for ``what`` (flush, stacks, kill), sealed to each one's session;
+        the request's count, which also names the stacks that answer it."""
+        count = int(self.store.add(f"{PREFIX}ask_count", 1))
+        sessions = self.sessions()
+        if sessions:
+            keys = [f"{PREFIX}ask/{i}/{what}" for i, _ in sessions]
+            values = [seal(self.key, request_context(s, what), b"%d" % count) for _, s in sessions]
+            self.store.multi_set(keys, values)
+        self.store.add(f"{PREFIX}asked", 1)
+        return count
+
+    def asked(self) -> int:
+        """Raised after each request: a relay reads its requests only when it changed."""
+        return int(self.store.add(f"{PREFIX}asked", 0))
+
+    def request(self, index: int, what: str) -> bytes | None:
+        """The sealed request for ``what`` on relay ``index``'s key, if any."""
+        key = f"{PREFIX}ask/{index}/{what}"
+        return bytes(self.store.get(key)) if self.store.check([key]) else None
 
     def put_stack(self, rank: int, count: int, text: str) -> None:
-        self.store.set(f"{PREFIX}stack/{rank}/{count}", text.encode())
+        context = b"stack:%d:%d:" % (rank, count)
+        self.store.set(f"{PREFIX}stack/{rank}/{count}", seal(self.key, context, text.encode()))
 
     def stack(self, rank: int, count: int) -> str | None:
+        """Rank ``rank``'s stacks in answer to request ``count``, deleted once read; None
+        before the relay answered (or when what is there is not sealed)."""
         key = f"{PREFIX}stack/{rank}/{count}"
         if not self.store.check([key]):
             return None
-        return bytes(self.store.get(key)).decode("utf-8", "replace")
+        value = bytes(self.store.get(key))
+        self.store.delete_key(key)
+        text = unseal(self.key, b"stack:%d:%d:" % (rank, count), value)
+        if text is None:
+            self.refuse(f"rank {rank}'s stacks", NOT_SEALED)
+            return None
+        return text.decode("utf-8", "replace")
 
     def put_world(self, world_size: int) -> None:
         self.store.set(f"{PREFIX}world", str(world_size).encode())
@@ -183,8 +307,9 @@ class Channel:
 
 class Relay(threading.Thread):
     """Beside the ranks of this node: their states to the store, and the watcher's requests
-    to them (a flush through the state file, SIGUSR2 for the stacks, a stop). ``ranks`` says
-    which ranks run here, by pid; it is asked again at every poll (ranks start late)."""
+    to them (a flush through the state file, SIGUSR2 for the stacks, a stop), each honoured
+    only when sealed with ``key`` for this relay's session and not seen before. ``ranks``
+    says which ranks run here, by pid; it is asked again at every poll (ranks start late)."""
 
     def __init__(
         self,
@@ -193,20 +318,25 @@ class Relay(threading.Thread):
         run_dir: Path,
         ranks: Callable[[], dict[int, int]],
         world_size: int = 0,
+        *,
+        key: bytes,
     ) -> None:
         super().__init__(daemon=True, name="scalescope-live-relay")
-        self.addr, self.port, self.world = addr, port, world_size
+        self.addr, self.port, self.world, self.key = addr, port, world_size, key
         self.run_dir, self.ranks = Path(run_dir), ranks
         self.done = threading.Event()
         self.channel: Channel | None = None
-        self._seen = {FLUSH: 0, STACKS: 0, KILL: 0}
+        self.session = secrets.token_hex(16).encode()
+        self.index = -1
+        self._honoured = dict.fromkeys(REQUESTS, 0)
+        self._asked = 0
         self._last: dict[int, bytes] = {}
         self._pids: dict[int, int] = {}
 
     def run(self) -> None:
         with contextlib.suppress(Exception):  # no store (it ended with rank 0): nothing to relay
-            self.channel = Channel(addr=self.addr, port=self.port)
-            self._seen = {what: self.channel.asked(what) for what in self._seen}
+            self.channel = Channel(addr=self.addr, port=self.port, key=self.key)
+            self.index = self.channel.register(self.session.decode())
             if self.world:
                 self.channel.put_world(self.world)
             while not self.done.wait(RELAY_POLL_S):
@@ -231,11 +361,15 @@ class Relay(threading.Thread):
             return b""
 
     def _answer(self, channel: Channel) -> None:
-        for what in (FLUSH, STACKS, KILL):
-            count = channel.asked(what)
-            if count <= self._seen[what]:
+        asked = channel.asked()
+        if asked == self._asked:
+            return
+        self._asked = asked
+        for what in REQUESTS:
+            count = self.verified(channel, what)
+            if count is None:
                 continue
-            self._seen[what] = count
+            self._honoured[what] = count
             for rank, pid in self._pids.items():
                 if what == FLUSH:
                     request_flush(self.run_dir, rank)
@@ -247,6 +381,23 @@ class Relay(threading.Thread):
                     with contextlib.suppress(psutil.Error):
                         alive.append(psutil.Process(pid))
                 stop_processes(alive)
+
+    def verified(self, channel: Channel, what: str) -> int | None:
+        """The count of a new request for ``what`` sealed for this relay's session; None
+        when there is none, and (said once each) when it is not sealed or is a replay."""
+        value = channel.request(self.index, what)
+        if value is None:
+            return None
+        payload = unseal(self.key, request_context(self.session, what), value)
+        count = int(payload) if payload is not None and payload.isdigit() else None
+        honoured = self._honoured[what]
+        if count is not None and count > honoured:
+            return count
+        if count is None:
+            channel.refuse(f"a {what} request", NOT_SEALED, value)
+        elif count < honoured:
+            channel.refuse(f"a {what} request of count {count}", f"a replay ({honoured} done)")
+        return None
 
     def _stacks(self, rank: int, pid: int, wait_s: float = 3.0) -> str:
         """A rank's Python stacks, written by its faulthandler on STACK_SIGNAL."""

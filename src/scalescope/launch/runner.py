@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import sys
@@ -19,6 +20,7 @@ from scalescope.events.run import (
     status_of_ranks,
     write_json_atomic,
 )
+from scalescope.launch.command_key import load_key
 from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.hang_watch import (
     LAUNCHER_GRACE_S,
@@ -171,6 +173,7 @@ def finish_meta(
 
 
 def execute(spec: RunSpec) -> RunOutcome:
+    key = load_key() if spec.probe and uses_store(spec.launch) else b""
     plan = make_plan(spec.mapping, spec.launch.nproc_per_node)
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     meta_file = meta_file_name(spec.launch.node_rank)
@@ -191,7 +194,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     os.environ.update(plan.env)
     if spec.probe:
         build_native_hooks()
-    relay = node_relay(spec.launch, run_dir) if spec.probe else None
+    relay = node_relay(spec.launch, run_dir, key) if key else None
     defer = NODE_DEFER_S if relay is not None and spec.launch.node_rank != 0 else 0.0
     source = store_source(spec.launch, relay)
     watch = HangWatch(run_dir, spec.launch.world_size, spec.hang, source, defer, endpoint)
@@ -227,13 +230,18 @@ def build_native_hooks() -> None:
     native.ensure_built(say=lambda text: print(f"scalescope: {text}", file=sys.stderr))
 
 
-def node_relay(options: LaunchOptions, run_dir: Path) -> Relay | None:
-    """Several nodes: this node's ranks' live states to the rendezvous store, where node 0's
-    watch reads every rank's (launch/live_channel.py); None on one node (the files do)."""
-    if options.nnodes < 2 or not options.rdzv_endpoint:
-        return None
-    host, port = split_address(options.rdzv_endpoint)
-    relay = Relay(host, port, run_dir, lambda: node_ranks(run_dir), options.world_size)
+def uses_store(options: LaunchOptions) -> bool:
+    """Several nodes: the live states travel through the rendezvous store, sealed with the
+    user's key (launch/command_key.py); on one node the files do, and no key is needed."""
+    return options.nnodes > 1 and bool(options.rdzv_endpoint)
+
+
+def node_relay(options: LaunchOptions, run_dir: Path, key: bytes) -> Relay:
+    """This node's ranks' live states to the rendezvous store, where node 0's watch reads
+    every rank's (launch/live_channel.py)."""
+    host, port = split_address(options.rdzv_endpoint or "")
+    ranks = functools.partial(node_ranks, run_dir)
+    relay = Relay(host, port, run_dir, ranks, options.world_size, key=key)
     relay.start()
     return relay
 
@@ -244,7 +252,8 @@ def store_source(options: LaunchOptions, relay: Relay | None) -> StoreSource | N
     if relay is None or options.node_rank != 0:
         return None
     files = FileSource(relay.run_dir, options.world_size)
-    return StoreSource(Channel(addr=relay.addr, port=relay.port), options.world_size, files)
+    channel = Channel(addr=relay.addr, port=relay.port, key=relay.key)
+    return StoreSource(channel, options.world_size, files)
 
 
 def end_stuck_launch(meta: RunMeta, run_dir: Path, meta_file: str) -> None:

@@ -24,6 +24,7 @@ from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
 from scalescope.events.tail import RunTail
+from scalescope.launch.command_key import load_key
 from scalescope.launch.live_channel import (
     STORE_OPTION,
     Channel,
@@ -248,7 +249,9 @@ class LiveTop:
             return files
         try:
             if self._channel is None:
-                self._channel = Channel(connect(*split_address(address), timeout_s=2.0))
+                key = load_key(create=False)  # without it, nothing there can be checked
+                store = connect(*split_address(address), timeout_s=2.0)
+                self._channel = Channel(store, key=key, warn=None)
             stored = self._channel.states(list(range(meta.world_size)))
         except Exception:  # the store is gone (the run ended) or not reachable from here
             self._channel, self._store_retry_at = None, now + STORE_RETRY_S

@@ -11,6 +11,7 @@ from rich.console import RenderableType
 
 from scalescope.analyze.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_s, verdict_line
+from scalescope.launch.command_key import load_key
 from scalescope.launch.live_channel import Channel, connect
 from scalescope.report.views.live_store import StoreRank, render_store_top
 
@@ -67,7 +68,8 @@ class StoreTop:
         ranks = self.ranks(now, world)
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         alert = self.channel.alert()
-        return render_store_top(ranks, world, now, stall_words(ranks, now), alert)
+        stall, refused = stall_words(ranks, now), len(self.channel.unsealed)
+        return render_store_top(ranks, world, now, stall, alert, refused)
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -80,10 +82,13 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 def store_top(address: str) -> StoreTop:
-    """The view through the store at ``address``; a one-line error when none answers."""
+    """The view through the store at ``address``; a one-line error when none answers, or
+    without the user's key, which the states there are sealed with (it is not created here:
+    a new key would check nothing)."""
     host, port = parse_address(address)
+    key = load_key(create=False)
     try:
-        return StoreTop(Channel(connect(host, port, timeout_s=CONNECT_WAIT_S)))
+        return StoreTop(Channel(connect(host, port, timeout_s=CONNECT_WAIT_S), key=key, warn=None))
     except RuntimeError as exc:  # torch's DistStoreError and DistNetworkError among them
         raise ValueError(f"no store answers at {address}: {str(exc).splitlines()[0]}") from None
 

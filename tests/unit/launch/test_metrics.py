@@ -1,10 +1,11 @@
 """launch/metrics.py: the ranks' live totals as Prometheus counters (parsed back with
 prometheus_client's own parser), per rank or per node, the alerts and the hang; the endpoint
-bound to 127.0.0.1 only, and a port in use refused in one line."""
+bound to 127.0.0.1 only, serving only reads, and a port in use refused in one line."""
 
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -107,6 +108,21 @@ def test_the_endpoint_serves_on_loopback_only(tmp_path: Path) -> None:
             pytest.skip("this machine has no address but loopback")
         with pytest.raises(OSError), socket.create_connection((other[0], port), timeout=3):
             pass
+    finally:
+        endpoint.close()
+
+
+def test_the_endpoint_serves_only_reads(tmp_path: Path) -> None:
+    port = free_port()
+    endpoint = MetricsEndpoint("job1", HOSTS.get, port=port)
+    endpoint.bind()
+    try:
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            asked = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", b"x", method=method)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(asked, timeout=10)
+            assert refused.value.code == 405, method
+            assert refused.value.headers["Allow"] == "OPTIONS,GET"
     finally:
         endpoint.close()
 

@@ -14,6 +14,7 @@ from scalescope.report.views.live_store import (
 )
 
 NOW = 1_000.0
+KEY = b"k" * 32
 
 
 def state(rank: int, steps: int = 7, seq: int = 41, inside: bool = True, **kw) -> LiveState:
@@ -72,12 +73,41 @@ def test_the_watchs_alert_reaches_top_connect_through_the_store():
     from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    channel = Channel(server)
+    channel = Channel(server, key=KEY)
     channel.put_world(1)
-    top = StoreTop(Channel(TCPStore("127.0.0.1", server.port, is_master=False)))
+    top = StoreTop(Channel(TCPStore("127.0.0.1", server.port, is_master=False), key=KEY))
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(top.frame())
     assert "slowdown" not in console.export_text()
     channel.put_alert("slowdown: rank 3 on node c3: forward +38 % since step 5,012; ...")
     console.print(top.frame())
     assert "slowdown: rank 3 on node c3: forward +38 % since step 5,012" in console.export_text()
+
+
+def test_top_connect_needs_the_key_and_shows_no_state_it_cannot_check(tmp_path, monkeypatch):
+    from torch.distributed import TCPStore
+
+    from scalescope.launch.command_key import load_key
+    from scalescope.launch.live_channel import Channel
+    from scalescope.live.store_view import StoreTop, store_top
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    monkeypatch.setenv("SCALESCOPE_KEY_FILE", str(tmp_path / "key"))
+    try:
+        store_top(f"127.0.0.1:{server.port}")
+    except ValueError as exc:
+        assert str(exc).startswith(f"no key file at {tmp_path / 'key'}: ")
+        assert "\n" not in str(exc)
+    else:
+        raise AssertionError("top --connect ran without a key")
+    assert not (tmp_path / "key").exists(), "a new key would check nothing"
+    key = load_key()
+    Channel(server, key=key).put_world(2)
+    client = TCPStore("127.0.0.1", server.port, is_master=False)
+    top = StoreTop(Channel(client, key=key, warn=None))
+    Channel(server, key=b"o" * 32).publish(1, b"\0" * 256)
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(top.frame())
+    out = console.export_text()
+    assert "0 of 2 ranks reporting" in out
+    assert "1 rank(s) not shown: their state is not sealed with this user's key" in out

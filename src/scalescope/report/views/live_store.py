@@ -4,7 +4,7 @@ The relays beside the ranks publish each rank's live state there (launch/live_ch
 and live/store_view.py's ``StoreTop`` polls them, so this view needs no run directory: steps
 done and their rate, the phase and the last collective of every rank, the stage of the ranks
 still starting, the node each runs on, and the hang verdict StoreTop gives once no rank has
-progressed for 10 s. At 1,024 ranks a frame is one multi_get of 256 KiB and the 16
+progressed for 10 s. At 1,024 ranks a frame is one multi_get of 288 KiB (sealed) and the 16
 ranks worth showing.
 """
 
@@ -87,10 +87,11 @@ def rank_rows(ranks: list[StoreRank], now: float) -> Table:
 
 def store_top_document(
     ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
-    alert: str | None = None,
+    alert: str | None = None, refused: int = 0,
 ) -> Document:  # fmt: skip
     """How many ranks report and their steps, the rows worth showing, the ranks starting and
-    the hang verdict (``stall``, live/store_view.py) once nothing progressed."""
+    the hang verdict (``stall``, live/store_view.py) once nothing progressed; ``refused``:
+    ranks whose state in the store is not sealed with this user's key."""
     steps = [r.state.steps_done for r in ranks]
     hosts = {r.host for r in ranks if r.host}
     rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
@@ -111,11 +112,16 @@ def store_top_document(
         blocks.append(Line(f"{len(starting)} rank(s) still starting"))
     if stall is not None:
         blocks.append(Line(stall, style="red"))
+    if refused:
+        blocks.append(Line(
+            f"{refused} rank(s) not shown: their state is not sealed with this user's key "
+            "(another user's job, or another key file: SCALESCOPE_KEY_FILE)", style="red",
+        ))  # fmt: skip
     return Document("scalescope top --connect", tuple(blocks))
 
 
 def render_store_top(
     ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
-    alert: str | None = None,
+    alert: str | None = None, refused: int = 0,
 ) -> RenderableType:  # fmt: skip
-    return document_renderable(store_top_document(ranks, world, now, stall, alert))
+    return document_renderable(store_top_document(ranks, world, now, stall, alert, refused))

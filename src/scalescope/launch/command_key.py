@@ -1,0 +1,100 @@
+"""The user's secret for the live channel (launch/live_channel.py): whoever reaches a job's
+store can read and write its keys, so what acts on the job (flush, stacks and stop requests)
+and what it believes (the ranks' live states, their stacks) carry an HMAC-SHA256 under this
+key, and only holders of the key can make one.
+
+The key is a file no launcher has to hand out: ``~/.scalescope/key`` (a cluster's nodes
+share the home directory) or ``SCALESCOPE_KEY_FILE``, 32 random bytes created on first use.
+Like ssh with a private key, a file another user owns, or one the group or others can read,
+is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from pathlib import Path
+
+KEY_ENV = "SCALESCOPE_KEY_FILE"
+KEY_BYTES = 32
+TAG_BYTES = 32
+
+
+class KeyFileError(ValueError):
+    """The key file cannot be used; the message is one line that says how to fix it."""
+
+
+def key_path() -> Path:
+    named = os.environ.get(KEY_ENV, "").strip()
+    return Path(named).expanduser() if named else Path.home() / ".scalescope" / "key"
+
+
+def load_key(create: bool = True) -> bytes:
+    """The user's key, created (0600, in a 0700 directory) when there is none and ``create``."""
+    path = key_path()
+    if create and not path.exists():
+        _create(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise KeyFileError(
+            f"no key file at {path}: it is created by a multi-node or srun/mpirun run of this "
+            f"user; on another machine, copy it there (mode 0600) or set {KEY_ENV}"
+        ) from None
+    except OSError as exc:
+        raise KeyFileError(f"cannot read the key file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        _check(path, os.fstat(f.fileno()))
+        key = f.read()
+    if len(key) < KEY_BYTES:
+        raise KeyFileError(f"the key file {path} holds {len(key)} bytes, fewer than {KEY_BYTES}")
+    return key
+
+
+def _check(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise KeyFileError(f"the key file {path} is not a regular file")
+    if info.st_uid != os.getuid():
+        raise KeyFileError(f"the key file {path} belongs to another user (uid {info.st_uid})")
+    if info.st_mode & 0o077:
+        raise KeyFileError(
+            f"the key file {path} can be read by others (mode {stat.S_IMODE(info.st_mode):04o}): "
+            f"chmod 600 {path}"
+        )
+
+
+def _create(path: Path) -> None:
+    """Written whole under a temporary name, then linked into place: of the tasks of a job
+    that start together on nodes sharing the home directory, one creates the key and every
+    other reads that one (``link`` fails on an existing name, on NFS too)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(KEY_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise KeyFileError(f"cannot create the key file {path}: {exc.strerror}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def seal(key: bytes, context: bytes, payload: bytes) -> bytes:
+    """``payload`` followed by its tag, which also covers ``context``: what the value is
+    for (its rank, request and count), so it cannot be replayed as another."""
+    return payload + hmac.digest(key, context + payload, hashlib.sha256)
+
+
+def unseal(key: bytes, context: bytes, value: bytes) -> bytes | None:
+    """The payload of a value ``seal`` made with this key and context; None otherwise."""
+    payload, got = value[:-TAG_BYTES], value[-TAG_BYTES:]
+    want = hmac.digest(key, context + payload, hashlib.sha256)
+    return payload if len(value) >= TAG_BYTES and hmac.compare_digest(want, got) else None

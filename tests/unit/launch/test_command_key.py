@@ -1,0 +1,80 @@
+"""The user's key for the live channel: created 0600 on first use (one key however many tasks
+start at once), refused like ssh refuses a private key when others can read it or another
+user owns it, and a seal that does not open with another key, context or payload."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from scalescope.launch.command_key import KEY_BYTES, KeyFileError, load_key, seal, unseal
+
+
+@pytest.fixture
+def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "home" / ".scalescope" / "key"
+    monkeypatch.setenv("SCALESCOPE_KEY_FILE", str(path))
+    return path
+
+
+def test_the_key_is_created_0600_on_first_use_and_read_after(key_file: Path) -> None:
+    key = load_key()
+    assert len(key) == KEY_BYTES
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+    assert load_key() == key
+    assert [p.name for p in key_file.parent.iterdir()] == ["key"], "no temporary file left"
+
+
+def test_tasks_starting_together_share_one_key(key_file: Path) -> None:
+    keys: list[bytes] = []
+    threads = [threading.Thread(target=lambda: keys.append(load_key())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(keys) == 8 and len(set(keys)) == 1
+
+
+def test_a_key_others_can_read_is_refused(key_file: Path) -> None:
+    load_key()
+    key_file.chmod(0o640)
+    with pytest.raises(KeyFileError) as refused:
+        load_key()
+    assert str(refused.value) == (
+        f"the key file {key_file} can be read by others (mode 0640): chmod 600 {key_file}"
+    )
+
+
+def test_a_key_of_another_user_is_refused(key_file: Path, monkeypatch) -> None:
+    load_key()
+    monkeypatch.setattr(os, "getuid", lambda: key_file.stat().st_uid + 1)
+    with pytest.raises(KeyFileError, match="belongs to another user"):
+        load_key()
+
+
+def test_a_short_key_and_no_key_are_refused(key_file: Path) -> None:
+    key_file.parent.mkdir(parents=True)
+    key_file.write_bytes(b"short")
+    key_file.chmod(0o600)
+    with pytest.raises(KeyFileError, match="holds 5 bytes, fewer than 32"):
+        load_key()
+    key_file.unlink()
+    with pytest.raises(KeyFileError, match="no key file at .*SCALESCOPE_KEY_FILE"):
+        load_key(create=False)
+    assert not key_file.exists()
+
+
+def test_a_seal_opens_only_with_its_key_context_and_payload() -> None:
+    key, other = b"k" * 32, b"o" * 32
+    value = seal(key, b"ask:s1:kill:", b"7")
+    assert unseal(key, b"ask:s1:kill:", value) == b"7"
+    assert unseal(other, b"ask:s1:kill:", value) is None
+    assert unseal(key, b"ask:s2:kill:", value) is None, "another relay's session"
+    assert unseal(key, b"ask:s1:stacks:", value) is None, "another request"
+    assert unseal(key, b"ask:s1:kill:", b"8" + value[1:]) is None, "another count"
+    assert unseal(key, b"ask:s1:kill:", b"7") is None

@@ -1,0 +1,154 @@
+"""Who may act on a job through its store (launch/live_channel.py), on a real TCPStore on
+127.0.0.1 with a real relay beside a real process for a rank: a sealed stacks request is
+answered and the stacks are gone once read; a kill or stacks request without the key, or a
+replayed one, changes nothing and is logged; a forged or replayed live state is not believed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torch.distributed import TCPStore
+
+from scalescope.events.files import stack_path
+from scalescope.events.live_state import LiveStateWriter
+from scalescope.launch.command_key import seal
+from scalescope.launch.live_channel import KILL, STACKS, Channel, Relay, request_context
+
+KEY, OTHER = b"k" * 32, b"o" * 32
+RANK = """
+import faulthandler, signal, sys, time
+faulthandler.register(signal.SIGUSR2, file=open(sys.argv[1], "a"), all_threads=True)
+print("ready", flush=True)
+def waiting_for_a_request():
+    time.sleep(120)
+waiting_for_a_request()
+"""
+"""A rank as the probe sets it up: its stacks to its stack file on SIGUSR2."""
+
+
+@dataclass
+class Job:
+    server: Any
+    relay: Relay
+    rank: subprocess.Popen
+    run_dir: Path
+
+    def request_key(self, what: str) -> str:
+        return f"scalescope/ask/{self.relay.index}/{what}"
+
+
+def wait_for(found: Callable[[], Any], what: str, seconds: float = 10.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if (value := found()) is not None and value is not False:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"no {what} within {seconds} s")
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Iterator[Job]:
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                      timeout=timedelta(seconds=10))  # fmt: skip
+    path = stack_path(tmp_path, 0)
+    path.parent.mkdir(parents=True)
+    rank = subprocess.Popen([sys.executable, "-c", RANK, str(path)], stdout=subprocess.PIPE)
+    assert rank.stdout is not None and rank.stdout.readline() == b"ready\n"
+    relay = Relay("127.0.0.1", server.port, tmp_path, lambda: {0: rank.pid}, 1, key=KEY)
+    relay.start()
+    try:
+        wait_for(lambda: relay.index >= 0, "relay registered")
+        yield Job(server, relay, rank, tmp_path)
+    finally:
+        relay.done.set()
+        relay.join(timeout=5)
+        rank.kill()
+        rank.wait()
+
+
+def log(capsys: pytest.CaptureFixture[str], seen: list[str]) -> str:
+    """What the relay said on stderr so far."""
+    seen.append(capsys.readouterr().err)
+    return "".join(seen)
+
+
+def test_a_sealed_stacks_request_is_answered_and_the_stacks_removed_once_read(job: Job) -> None:
+    watcher = Channel(job.server, key=KEY)
+    count = watcher.ask(STACKS)
+    text = wait_for(lambda: watcher.stack(0, count), "stacks")
+    assert "waiting_for_a_request" in text
+    assert not job.server.check([f"scalescope/stack/0/{count}"]), "removed once read"
+
+
+def test_a_request_without_the_key_changes_nothing_and_is_logged(job: Job, capsys) -> None:
+    seen: list[str] = []
+    intruder = Channel(job.server, key=OTHER, warn=None)
+    for what in (KILL, STACKS):
+        intruder.ask(what)
+        line = f"scalescope: ignored a {what} request in the job's store: not sealed"
+        wait_for(lambda line=line: line in log(capsys, seen), f"{what} logged")
+    job.server.set(job.request_key(KILL), b"99")  # a bare count, as the counters once were
+    job.server.add("scalescope/asked", 1)
+    wait_for(lambda: log(capsys, seen).count("ignored a kill") == 2, "the bare count logged")
+    assert job.rank.poll() is None, "the rank still runs"
+    assert stack_path(job.run_dir, 0).stat().st_size == 0, "no stacks were written"
+    assert not [k for k in range(1, 4) if job.server.check([f"scalescope/stack/0/{k}"])]
+
+
+def test_a_replayed_request_and_one_for_another_session_are_ignored(job: Job, capsys) -> None:
+    watcher = Channel(job.server, key=KEY)
+    first = watcher.ask(STACKS)
+    wait_for(lambda: watcher.stack(0, first), "first stacks")
+    replay = bytes(job.server.get(job.request_key(STACKS)))
+    second = watcher.ask(STACKS)
+    wait_for(lambda: watcher.stack(0, second), "second stacks")
+    seen: list[str] = []
+    job.server.set(job.request_key(STACKS), replay)
+    job.server.add("scalescope/asked", 1)
+    line = f"ignored a stacks request of count {first} in the job's store: a replay ({second} done)"
+    wait_for(lambda: line in log(capsys, seen), "replay logged")
+    job.server.set(job.request_key(KILL), seal(KEY, request_context(b"another-job", KILL), b"9"))
+    job.server.add("scalescope/asked", 1)
+    line = "ignored a kill request in the job's store: not sealed"
+    wait_for(lambda: line in log(capsys, seen), "kill for another session logged")
+    assert not job.server.check([f"scalescope/stack/0/{first}"]), "no second answer"
+    assert job.rank.poll() is None
+
+
+def state_bytes(folder: Path, steps: int, ago_s: float) -> bytes:
+    path = folder / f"state-{steps}"
+    now = time.perf_counter_ns()
+    writer = LiveStateWriter(path, 100, time.time_ns() - now)
+    writer.step(steps, now - int(ago_s * 1e9))
+    writer.close()
+    return path.read_bytes()
+
+
+def test_a_forged_or_replayed_live_state_is_not_believed(tmp_path: Path) -> None:
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                      timeout=timedelta(seconds=10))  # fmt: skip
+    relay, said = Channel(server, key=KEY), []
+    reader = Channel(server, key=KEY, warn=said.append)
+    old = state_bytes(tmp_path, 3, ago_s=5.0)
+    relay.publish(0, old)
+    relay.publish(0, state_bytes(tmp_path, 7, ago_s=1.0))
+    assert reader.states([0])[0].steps_done == 7
+    Channel(server, key=OTHER).publish(0, state_bytes(tmp_path, 99, ago_s=0.0))
+    assert reader.states([0])[0].steps_done == 7 and reader.unsealed == {0}
+    relay.publish(0, old)  # an older sealed value copied back
+    assert reader.states([0])[0].steps_done == 7 and reader.unsealed == set()
+    assert [s.split(":")[0] for s in said] == [
+        "ignored rank 0's live state in the job's store",
+        "ignored an older live state of rank 0 in the job's store",
+    ]
+    newcomer = Channel(server, key=KEY, warn=None)
+    Channel(server, key=OTHER).publish(1, state_bytes(tmp_path, 99, ago_s=0.0))
+    assert list(newcomer.states([0, 1])) == [0] and newcomer.unsealed == {1}
