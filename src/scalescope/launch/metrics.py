@@ -128,7 +128,8 @@ class RunCollector:
     def rows(self, states: Mapping[int, LiveState], ops: OpsSeen) -> Rows:
         shown, labels, hosts = [], [], []
         for rank, state in sorted(states.items()):
-            known = self.labels.rank(rank) if state.totals is not None else None
+            stepping = state.steps_done > 0
+            known = self.labels.rank(rank, stepping) if state.totals is not None else None
             if known is not None:
                 shown.append(state)
                 labels.append(known[0])

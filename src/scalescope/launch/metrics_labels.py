@@ -26,8 +26,9 @@ from scalescope.events.run import GroupMeta
 from scalescope.launch.metrics_text import label_text
 
 HOST_WAIT_S = 10.0
-"""How long a rank's series wait for its host (its meta file, or the store); shown without
-``Hostname`` after."""
+"""How long past its first step a rank's series wait for its host (its meta file, written
+before the script starts, or the store); shown without ``Hostname`` after. Counted from the
+first step, not from the state file, which the rank opens before it imports torch."""
 GROUP_WAIT_S = 60.0
 """How long an op's series wait for its group's members and dimension, which the probe writes
 to the rank's meta file at a flush (every 20 steps or 5 s); shown without ``dim`` and bus
@@ -75,7 +76,7 @@ def visible_gpus(hardware: Mapping[str, Any], environ: Mapping[str, str]) -> tup
 
 @dataclass
 class _Rank:
-    first_seen: float
+    stepping_since: float | None = None
     labels: str = ""
     host: str = ""
 
@@ -123,16 +124,20 @@ class RankLabels:
                 dim = group.dim or group_role(set(group.ranks), self.world or set(group.ranks))
                 self._groups[label] = GroupInfo(len(group.ranks), dim)
 
-    def rank(self, rank: int) -> tuple[str, str] | None:
-        """The rank's label text and host; None while its series wait for its host."""
-        known = self._ranks.get(rank)
-        if known is None:
-            known = self._ranks[rank] = _Rank(time.monotonic())
+    def rank(self, rank: int, stepping: bool = True) -> tuple[str, str] | None:
+        """The rank's label text and host; None while its series wait for its host
+        (``stepping``: the rank finished a step)."""
+        known = self._ranks.setdefault(rank, _Rank())
         if known.labels:
             return known.labels, known.host
         host, local = self._read(rank)
-        if not host and time.monotonic() - known.first_seen < HOST_WAIT_S:
-            return None
+        if not host:
+            if not stepping:
+                return None
+            if known.stepping_since is None:
+                known.stepping_since = time.monotonic()
+            if time.monotonic() - known.stepping_since < HOST_WAIT_S:
+                return None
         gpu = self.gpus[local] if 0 <= local < len(self.gpus) else ""
         pairs = (("job", self.job), ("rank", str(rank)), ("Hostname", host), ("gpu", gpu))
         known.host, known.labels = host, label_text(pairs)

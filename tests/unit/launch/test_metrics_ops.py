@@ -155,13 +155,27 @@ def test_dcgms_gpu_is_the_local_ranks_visible_device(visible, gpus, expected) ->
 
 
 def test_a_rank_waits_for_its_host_then_shows_without_it(tmp_path, monkeypatch) -> None:
-    collective(writer(tmp_path, 0), "all_reduce", "0", 1000, 10 * MS, 1)
+    """The wait is counted from the rank's first step: it opens its state file before it
+    imports torch and writes its meta file, which may take long on a loaded node."""
+    w = LiveStateWriter(live_state_path(tmp_path, 0), 1000, WALL_NS)
     e = endpoint(tmp_path)
+    monkeypatch.setattr(metrics_labels, "HOST_WAIT_S", 0.0)
+    assert not [k for k in scrape(e, tmp_path) if k[0] == "scalescope_steps_total"]
+    monkeypatch.setattr(metrics_labels, "HOST_WAIT_S", 10.0)
+    w.add_step(100 * MS, 8)
+    w.step(1, 100 * MS)
     assert not [k for k in scrape(e, tmp_path) if k[0] == "scalescope_steps_total"]
     monkeypatch.setattr(metrics_labels, "HOST_WAIT_S", 0.0)
     assert value(scrape(e, tmp_path), "scalescope_steps_total", job="job-7", rank="0") == 1
     meta(tmp_path, 0, host="late")  # labels once shown never change
     assert value(scrape(e, tmp_path), "scalescope_steps_total", job="job-7", rank="0") == 1
+
+
+def test_a_rank_with_its_meta_file_shows_before_its_first_step(tmp_path) -> None:
+    LiveStateWriter(live_state_path(tmp_path, 1), 1001, WALL_NS)
+    meta(tmp_path, 1)
+    assert value(scrape(endpoint(tmp_path), tmp_path), "scalescope_steps_total",
+                 **rank_labels(1)) == 0  # fmt: skip
 
 
 def test_the_host_comes_from_the_watchs_source_without_a_meta_file(tmp_path) -> None:
