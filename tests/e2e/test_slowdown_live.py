@@ -7,7 +7,8 @@ in tests/unit/analyze/test_slowdown_replay.py).
 
 The same run serves its metrics (``--metrics-port``), scraped while it trains and parsed with
 prometheus_client's parser, and pushes them to a Pushgateway (a small HTTP server here) at
-the end, whose last push holds the report's steps and samples."""
+the end, whose last push holds the report's steps and samples, and each rank's last
+all_reduce of the gradients with one of the report's sizes and its bus bandwidth."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def parse(text: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if "rank" in s.labels and "phase" not in s.labels:
+            if "rank" in s.labels and not s.labels.keys() & {"phase", "op"}:
                 out.setdefault(family.name, {})[int(s.labels["rank"])] = s.value
     return out
 
@@ -152,3 +153,21 @@ def test_the_last_push_holds_the_reports_steps_and_samples(slowed):
     for r in report["steps"]["ranks"]:
         pushed = final["scalescope_samples"][r["rank"]] / STEPS
         assert pushed == r["samples"] / r["num_steps"]
+
+
+def test_the_last_push_holds_each_ranks_last_all_reduce_with_its_bus_bandwidth(slowed):
+    """DDP's gradient buckets on the world group: a size the report measured, and the bus
+    bandwidth nccl-tests' factor for 4 ranks (2 (n - 1) / n) above the bytes/s."""
+    _, _, report, _, bodies = slowed
+    sizes = {s["nbytes"] for s in report["collectives"]["sizes"] if s["op"] == "all_reduce"}
+    found: dict[tuple[str, int], float] = {}
+    for family in text_string_to_metric_families(bodies[-1]):
+        for s in family.samples:
+            if s.labels.get("op") == "all_reduce":
+                assert s.labels["dim"] == "world" and s.labels["Hostname"], s.labels
+                found[(s.name, int(s.labels["rank"]))] = s.value
+    for rank in range(4):
+        assert found.get(("scalescope_collective_bytes", rank)) in sizes, (rank, found, sizes)
+        bw = found[("scalescope_collective_bytes_per_second", rank)]
+        bus = found[("scalescope_collective_bus_bytes_per_second", rank)]
+        assert bw > 0 and bus == pytest.approx(bw * 2 * 3 / 4)

@@ -50,7 +50,7 @@ def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
         if not members.get(label):  # a rank whose file is missing was in it all the same
             members[label] = world if ranks == everyone else ranks
     out = [
-        ProcessGroup(label, tuple(sorted(ranks)), dims.get(label) or _role(ranks, world),
+        ProcessGroup(label, tuple(sorted(ranks)), dims.get(label) or group_role(ranks, world),
                      label in dims, backends.get(label, ""))
         for label, ranks in members.items() if ranks
     ]  # fmt: skip
@@ -66,7 +66,7 @@ def _recorded_members(run: Run) -> dict[str, set[int]]:
     return out
 
 
-def _role(ranks: set[int], world: set[int]) -> str:
+def group_role(ranks: set[int], world: set[int]) -> str:
     """``world``, ``stride N``, or ``other``. A pair is N apart around the ring of ranks
     (the last stage's pair with the first is the same dimension as the others')."""
     if ranks >= world:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scalescope.events.files import RUN_FILE, rank_meta_path
@@ -93,6 +93,8 @@ class Task:
     stopped_by: int | None = None
     key: bytes = b""
     """The user's key, sealing what travels through the job's store (launch/command_key.py)."""
+    hardware: dict = field(default_factory=dict)
+    """Task 0's node's facts (its GPUs label the metrics' ranks)."""
 
 
 def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, spec: RunSpec) -> int:
@@ -137,7 +139,10 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
     files = FileSource(task.run_dir, world.world_size)
     source = StoreSource(channel, world.world_size, files)
     try:
-        endpoint = metrics_endpoint(spec.hang, task.run_dir.name, source.host)
+        endpoint = metrics_endpoint(
+            spec.hang, task.run_dir.name, source.host, task.run_dir, world.world_size,
+            task.hardware,
+        )  # fmt: skip
     except ValueError as exc:  # the rank runs already: the run goes on without metrics
         print(f"scalescope: {exc}", file=sys.stderr)
         endpoint = None
@@ -196,7 +201,7 @@ def _execute_met(spec: RunSpec, world: World, key: bytes) -> tuple[Path, int]:
         check_new_run_dir(run_dir)
         meta = world_meta(spec, run_dir, plan, world)
         write_json_atomic(run_dir / RUN_FILE, meta)
-    task = Task(run_dir, world.rank, key=key)
+    task = Task(run_dir, world.rank, key=key, hardware=meta.hardware if meta is not None else {})
     code = run_child(rank_argv(spec, run_dir), child_env(world, plan), task, world, spec)
     if meta is not None:
         finish_world_meta(meta, run_dir, code)

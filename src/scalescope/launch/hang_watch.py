@@ -14,6 +14,7 @@ latest hang.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -52,6 +53,7 @@ from scalescope.launch.live_channel import (
     fresher_states,
 )
 from scalescope.launch.metrics import MetricsEndpoint
+from scalescope.launch.metrics_labels import visible_gpus
 from scalescope.launch.options import HangOptions
 from scalescope.launch.slowdown_watch import SlowdownWatch
 from scalescope.launch.stopping import stop_processes
@@ -233,7 +235,7 @@ class HangWatch(threading.Thread):
                 continue
             self.watch_speed(states)
             if self.metrics is not None:
-                self.metrics.latest.states = states
+                self.metrics.latest.observe(states)
             progress = progress_times(states)
             if not progress or max(progress) == self._reported_progress:
                 continue
@@ -256,7 +258,7 @@ class HangWatch(threading.Thread):
             print(f"scalescope: the slowdown watch stopped: {exc!r}", file=sys.stderr)
             return
         if alerts and self.metrics is not None:
-            self.metrics.latest.alerts = tuple(self.slowdown.alerts)
+            self.metrics.latest.alerted(tuple(self.slowdown.alerts))
         channel = getattr(self.source, "channel", None)
         for alert in alerts if channel is not None else ():
             with suppress(Exception):  # the store gone with rank 0: the files still have it
@@ -267,7 +269,7 @@ class HangWatch(threading.Thread):
         if self.metrics is None:
             return
         with suppress(Exception):  # the store gone with rank 0: the last read stands
-            self.metrics.latest.states = self.source.states()
+            self.metrics.latest.observe(self.source.states())
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         self.source.flush(states)
@@ -284,7 +286,7 @@ class HangWatch(threading.Thread):
         )  # fmt: skip
         self.report = report
         if self.metrics is not None:
-            self.metrics.latest.hang = True
+            self.metrics.latest.hung()
         write_json_atomic(self.run_dir / HANG_FILE, report)
         if self.options.render is not None:
             text = self.options.render(report)
@@ -346,14 +348,24 @@ def collect_stacks(run_dir: Path, procs: dict[int, psutil.Process | None]) -> di
     return stacks
 
 
-def metrics_endpoint(options: HangOptions, job: str, host: Callable[[int], str]):
+def metrics_endpoint(
+    options: HangOptions,
+    job: str,
+    host: Callable[[int], str] | None,
+    run_dir: Path,
+    world_size: int,
+    hardware: dict[str, Any],
+) -> MetricsEndpoint | None:
     """The run's metrics endpoint, listening already (a port in use: a one-line error), or
-    None without ``--metrics-port`` and ``--metrics-push``."""
+    None without ``--metrics-port`` and ``--metrics-push``. ``host``: a rank's host where its
+    meta file may not be readable here (the job's store); ``hardware``: this node's facts,
+    whose GPUs label the ranks by local rank."""
     if not options.metrics:
         return None
     endpoint = MetricsEndpoint(
         job, host, options.metrics_port, options.metrics_addr, options.metrics_push,
-        options.metrics_push_every_s, options.metrics_per,
+        options.metrics_push_every_s, options.metrics_per, run_dir, world_size,
+        visible_gpus(hardware, os.environ),
     )  # fmt: skip
     endpoint.bind()
     endpoint.start()

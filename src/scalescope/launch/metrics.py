@@ -7,50 +7,100 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
 - ``scalescope_steps_total``, ``scalescope_step_seconds_total``, ``scalescope_samples_total``,
   ``scalescope_collective_seconds_total`` (time in collectives, issue to completion: waiting
   and transfer) and ``scalescope_phase_seconds_total{phase=...}``;
+- per op, gauges of the last completed collective of each op and group a read of the watch
+  caught (a state holds the last collective a rank entered): ``scalescope_collective_bytes``,
+  ``…_bytes_per_second`` (algbw) and ``…_bus_bytes_per_second`` (nccl-tests' factor for the
+  group's size), labelled ``op``, ``group`` and ``dim`` (its mesh dimension or role,
+  launch/metrics_labels.py);
 - ``scalescope_slowdown_alerts_total``, ``scalescope_slowdown_active{subject,phase,category}``
   (1 while a slowdown is open, launch/slowdown_watch.py) and ``scalescope_hang`` (1 once the
   hang watch named a hang);
-- labels ``job`` (the run's id), ``rank`` and ``Hostname`` (DCGM exporter's name for the
-  node, so that the two join); ``--metrics-per node`` sums the ranks of each node instead
-  (``rank`` then absent), for very large jobs; ``auto`` (the default) does so beyond
+- labels ``job`` (the run's id), ``rank``, ``Hostname`` and ``gpu`` (DCGM exporter's names,
+  so that the two join); ``--metrics-per node`` sums the ranks of each node instead (``rank``
+  and ``gpu`` then absent), for very large jobs; ``auto`` (the default) does so beyond
   PER_RANK_UP_TO ranks.
 
-A scrape costs the watch's process a walk over the states it already holds (no rank is asked
-anything): ``benchmarks/metrics_scrape.py`` measures it at 1,024 ranks: 31.5 ms of CPU per
-node, 149 ms per rank (prometheus_client formats each of the 12,290 samples in Python).
+A scrape costs the watch's process the formatting of the states it already holds (no rank is
+asked anything), written by launch/metrics_text.py rather than by ``prometheus_client``,
+whose ~12 µs per sample made a scrape of 1,024 ranks' series 149 ms
+(benchmarks/metrics_scrape.py; docs/metrics.md has today's figures).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from scalescope.analyze.slowdown import Alert
-from scalescope.events.live_state import TOTAL_PHASES, LiveState
+from scalescope.events.live_state import LiveState
+from scalescope.launch.metrics_http import bind, push
+from scalescope.launch.metrics_labels import RankLabels
+from scalescope.launch.metrics_rows import (
+    PREFIX,
+    Rows,
+    emit,
+    node_rows,
+    op_rows,
+    rank_rows,
+)
+from scalescope.launch.metrics_text import (
+    COUNTER,
+    GAUGE,
+    Family,
+    joined,
+    label_text,
+    openmetrics_text,
+    prometheus_text,
+)
 
-PREFIX = "scalescope_"
 PER_RANK_UP_TO = 256
 """``--metrics-per auto``: series per rank up to this many ranks, per node beyond."""
 
+OpsSeen = dict[int, dict[tuple[str, str], tuple[int, float]]]
+"""rank -> (op, group) -> (bytes, seconds) of the last completed collective seen."""
 
-@dataclass
+
 class Latest:
     """What the watch saw last: filled by its thread, read by a scrape."""
 
-    states: Mapping[int, LiveState] = field(default_factory=dict)
-    alerts: tuple[Alert, ...] = ()
-    hang: bool = False
+    def __init__(self) -> None:
+        self.states: Mapping[int, LiveState] = {}
+        self.ops: OpsSeen = {}
+        self.alerts: tuple[Alert, ...] = ()
+        self.hang = False
+        self.version = 0
+        """Raised at each change: a scrape between two reads reuses the last text."""
+        self.lock = threading.Lock()
+
+    def observe(self, states: Mapping[int, LiveState]) -> None:
+        """One read of the watch: the states, and each rank's collective if it completed."""
+        with self.lock:
+            self.states = states
+            for rank, s in states.items():
+                if s.left_s is not None and s.entered_s is not None and s.nbytes > 0 and s.op:
+                    seconds = s.left_s - s.entered_s
+                    if seconds > 0:
+                        self.ops.setdefault(rank, {})[(s.op, s.group)] = (s.nbytes, seconds)
+            self.version += 1
+
+    def alerted(self, alerts: tuple[Alert, ...]) -> None:
+        with self.lock:
+            self.alerts, self.version = alerts, self.version + 1
+
+    def hung(self) -> None:
+        with self.lock:
+            self.hang, self.version = True, self.version + 1
 
 
 class RunCollector:
-    """A prometheus_client collector over ``Latest`` (``collect`` builds each scrape)."""
+    """The families of a scrape or a push, from ``Latest``."""
 
-    def __init__(self, job: str, latest: Latest, host: Callable[[int], str], per: str = "rank"):
-        self.job, self.latest, self.host, self.wanted = job, latest, host, per
-        self._hosts: dict[int, str] = {}
+    def __init__(self, job: str, latest: Latest, labels: RankLabels, per: str = "rank") -> None:
+        self.job, self.latest, self.labels, self.wanted = job, latest, labels, per
+        self._text: dict[bool, tuple[int, bytes]] = {}
 
     @property
     def per(self) -> str:
@@ -58,74 +108,66 @@ class RunCollector:
             return self.wanted
         return "rank" if len(self.latest.states) <= PER_RANK_UP_TO else "node"
 
-    def _host(self, rank: int) -> str:
-        known = self._hosts.get(rank)
-        if not known:
-            known = self._hosts[rank] = self.host(rank)
-        return known
+    def text(self, openmetrics: bool = False) -> bytes:
+        """The scrape's text, written once per read of the watch."""
+        version, text = self._text.get(openmetrics, (-1, b""))
+        if version != self.latest.version:
+            version = self.latest.version
+            families = self.families()
+            text = openmetrics_text(families) if openmetrics else prometheus_text(families)
+            self._text[openmetrics] = (version, text)
+        return text
 
-    def _keys(self, states: Mapping[int, LiveState]) -> dict[tuple[str, ...], list[LiveState]]:
-        groups: dict[tuple[str, ...], list[LiveState]] = {}
+    def families(self) -> list[Family]:
+        with self.latest.lock:
+            states, alerts, hang = self.latest.states, self.latest.alerts, self.latest.hang
+            ops = {rank: dict(seen) for rank, seen in self.latest.ops.items()}
+        rows = self.rows(states, ops)
+        return [*emit(rows), *self.alert_families(alerts, hang)]
+
+    def rows(self, states: Mapping[int, LiveState], ops: OpsSeen) -> Rows:
+        shown, labels, hosts = [], [], []
         for rank, state in sorted(states.items()):
-            key = (self._host(rank),) if self.per == "node" else (str(rank), self._host(rank))
-            groups.setdefault(key, []).append(state)
-        return groups
+            stepping = state.steps_done > 0
+            known = self.labels.rank(rank, stepping) if state.totals is not None else None
+            if known is not None:
+                shown.append(state)
+                labels.append(known[0])
+                hosts.append(known[1])
+        rows = rank_rows(shown, labels)
+        for row, state in enumerate(shown):
+            seen = ops.get(state.rank, {})
+            groups = {g: self.labels.group(state.rank, g) for _, g in seen}
+            rows.ops.extend(op_rows(row, seen, groups))
+        return node_rows(rows, hosts, self.labels.job_text) if self.per == "node" else rows
 
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-        latest = self.latest
-        labels = ["job", "Hostname"] if self.per == "node" else ["job", "rank", "Hostname"]
-        groups = self._keys({r: s for r, s in latest.states.items() if s.totals is not None})
-
-        def family(name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
-            return CounterMetricFamily(PREFIX + name, doc, labels=[*labels, *extra])
-
-        steps = family("steps", "Steps done")
-        step_s = family("step_seconds", "Time in steps (s)")
-        samples = family("samples", "Training samples")
-        colls = family("collective_seconds", "Time in collectives, issue to completion (s)")
-        phases = family("phase_seconds", "Time in each phase (s)", ("phase",))
-        for key, members in groups.items():
-            values = [self.job, *key]
-            steps.add_metric(values, sum(s.steps_done for s in members))
-            step_s.add_metric(values, sum(s.totals.step_ns for s in members) / 1e9)
-            samples.add_metric(values, sum(s.totals.samples for s in members))
-            colls.add_metric(values, sum(s.totals.collective_ns for s in members) / 1e9)
-            for phase in TOTAL_PHASES:
-                total = sum(s.totals.phase_ns[phase] for s in members) / 1e9
-                phases.add_metric([*values, phase], total)
-        yield from (steps, step_s, samples, colls, phases)
-        yield from self._alerts(GaugeMetricFamily, CounterMetricFamily)
-
-    def _alerts(self, gauge, counter) -> Iterator[Any]:
-        alerts = self.latest.alerts
-        onsets = counter(PREFIX + "slowdown_alerts", "Slowdowns named", labels=["job"])
-        onsets.add_metric([self.job], sum(1 for a in alerts if a.event == "onset"))
-        active = gauge(PREFIX + "slowdown_active", "1 while a slowdown is open",
-                       labels=["job", "subject", "phase", "category"])  # fmt: skip
+    def alert_families(self, alerts: tuple[Alert, ...], hang: bool) -> list[Family]:
+        job = self.labels.job_text
+        onsets = Family(PREFIX + "slowdown_alerts", COUNTER, "Slowdowns named")
+        onsets.add(job, sum(1 for a in alerts if a.event == "onset"))
+        active = Family(PREFIX + "slowdown_active", GAUGE, "1 while a slowdown is open")
         recovered = {a.id for a in alerts if a.event == "recovery"}
         for a in alerts:
             if a.event == "onset" and a.id not in recovered:
-                active.add_metric([self.job, a.subject, a.phase, a.category], 1)
-        hang = gauge(PREFIX + "hang", "1 once the watch named a hang", labels=["job"])
-        hang.add_metric([self.job], int(self.latest.hang))
-        yield from (onsets, active, hang)
+                what = (("subject", a.subject), ("phase", a.phase), ("category", a.category))
+                active.add(joined(job, label_text(what)), 1)
+        hung = Family(PREFIX + "hang", GAUGE, "1 once the watch named a hang")
+        hung.add(job, int(hang))
+        return [onsets, active, hung]
 
 
 class MetricsEndpoint:
     """The HTTP endpoint and the pushes of one run's metrics."""
 
     def __init__(
-        self, job: str, host: Callable[[int], str], port: int | None = None,
+        self, job: str, host: Callable[[int], str] | None = None, port: int | None = None,
         addr: str = "127.0.0.1", push: str | None = None, push_every_s: float = 15.0,
-        per: str = "auto",
+        per: str = "auto", run_dir: Path | None = None, world_size: int = 0,
+        gpus: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
-        from prometheus_client import CollectorRegistry
-
         self.latest = Latest()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(RunCollector(job, self.latest, host, per))
+        labels = RankLabels(job, host, run_dir, world_size, gpus)
+        self.collector = RunCollector(job, self.latest, labels, per)
         self.job, self.port, self.addr = job, port, addr
         self.push_url, self.push_every_s = push, push_every_s
         self._server: Any = None
@@ -136,15 +178,9 @@ class MetricsEndpoint:
         """Listen now (before any rank starts): a port in use is a one-line error."""
         if self.port is None:
             return
-        from prometheus_client import start_http_server
-
-        try:
-            self._server, _ = start_http_server(self.port, self.addr, registry=self.registry)
-        except OSError as exc:
-            raise ValueError(
-                f"--metrics-port {self.port}: cannot listen on {self.addr}:{self.port}: "
-                f"{exc.strerror or exc}"
-            ) from None
+        self._server = bind(self.addr, self.port, self.collector.text)
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                         daemon=True, name="scalescope-metrics-http").start()  # fmt: skip
 
     def start(self) -> None:
         if self.push_url is not None:
@@ -157,10 +193,8 @@ class MetricsEndpoint:
             self.push()
 
     def push(self) -> bool:
-        from prometheus_client import push_to_gateway
-
         try:
-            push_to_gateway(self.push_url, job=self.job, registry=self.registry, timeout=5)
+            push(self.push_url or "", self.job, self.collector.text())
         except Exception as exc:  # a gateway down must not stop the run; said each time
             print(f"scalescope: --metrics-push {self.push_url}: {exc}", file=sys.stderr)
             return False

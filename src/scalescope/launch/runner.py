@@ -182,7 +182,9 @@ def execute(spec: RunSpec) -> RunOutcome:
     meta = start_meta(spec, run_dir, plan)
     endpoint = None
     if spec.probe and spec.launch.node_rank == 0:
-        endpoint = metrics_endpoint(spec.hang, meta.run_id, FileSource(run_dir, 0).host)
+        endpoint = metrics_endpoint(
+            spec.hang, meta.run_id, None, run_dir, spec.launch.world_size, meta.hardware
+        )
     if spec.launch.nnodes > 1 and spec.launch.rdzv_endpoint:
         host, port = split_address(spec.launch.rdzv_endpoint)
         meta.options = {**meta.options, STORE_OPTION: f"{host}:{port}"}

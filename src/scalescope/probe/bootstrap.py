@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -187,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         from scalescope.probe.install import Probe
 
         probe = Probe(args.run_dir, meta.rank, args.flush_every, live).install()
+        probe.recorder.before_flush.append(groups_publisher(args.run_dir, meta, probe))
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
         probe.live.on_stopped = lambda signum: _end_stopped(args.run_dir, meta, probe, signum)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -233,6 +236,28 @@ def how_it_ended(exc: BaseException) -> tuple[str, int, str | None]:
 
 
 _finishing = threading.Lock()
+_meta_writing = threading.Lock()
+"""Held while the rank's meta file is written: a publication of its groups (at a flush, on
+the watch thread too) never lands after the rank's end was recorded."""
+
+
+def groups_publisher(run_dir: Path, meta: RankMeta, probe: Any) -> Callable[[], None]:
+    """Called before each flush: the rank's meta file rewritten when the groups it labelled
+    changed (once or twice a run), so that the launcher's metrics name a collective's mesh
+    dimension while the run trains (launch/metrics_labels.py), not only after its end."""
+
+    def publish() -> None:
+        groups = groups_meta(probe)
+        if not groups or groups == meta.groups:
+            return
+        with _meta_writing:
+            if _finishing.locked():  # the end is being recorded, with the groups
+                return
+            meta.groups = groups
+            with suppress(Exception):  # never the rank's end; the end's write says why
+                write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
+
+    return publish
 
 
 def _end_from_watch(run_dir: Path, meta: RankMeta, probe: Any, signum: int, error: str) -> None:
@@ -319,7 +344,8 @@ def _record_end(
     meta.cpu_s, meta.involuntary_switches = usage.ru_utime + usage.ru_stime, usage.ru_nivcsw
     meta.runqueue_wait_s = runqueue_wait_s(since=_waits_at_start)
     try:
-        write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
+        with _meta_writing:
+            write_json_atomic(rank_meta_path(run_dir, meta.rank), meta)
     except OSError as exc:  # a full or read-only disk: the launcher still records the exit
         print(f"scalescope: rank {meta.rank} could not write its status: {exc}", file=sys.stderr)
 

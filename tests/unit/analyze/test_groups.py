@@ -14,7 +14,7 @@ from recorded_runs import RUNS
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from scalescope.analyze import analyze_run  # noqa: E402
-from scalescope.analyze.groups import _role, dim_totals, process_groups  # noqa: E402
+from scalescope.analyze.groups import dim_totals, group_role, process_groups  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
 from synthetic_run import RANKS_PER_NODE, next_node, write_run  # noqa: E402
 
@@ -57,7 +57,7 @@ def test_the_totals_per_dimension_count_the_measured_rows(pipeline):
      ({0, 1, 3}, "other"), ({0, 1}, "stride 1")],
 )  # fmt: skip
 def test_a_role_from_the_members_distance_around_the_ring(ranks, role):
-    assert _role(ranks, {0, 1, 2, 3}) == role
+    assert group_role(ranks, {0, 1, 2, 3}) == role
 
 
 def test_a_data_parallel_run_has_the_world_alone_and_no_dimensions_table():

@@ -1,6 +1,8 @@
 """launch/metrics.py: the ranks' live totals as Prometheus counters (parsed back with
 prometheus_client's own parser), per rank or per node, the alerts and the hang; the endpoint
-bound to 127.0.0.1 only, serving only reads, and a port in use refused in one line."""
+bound to 127.0.0.1 only, serving only reads, and a port in use refused in one line. The per-op
+gauges and the labels: test_metrics_ops.py; the text against prometheus_client's:
+test_metrics_text.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from pathlib import Path
 import psutil
 import pytest
 from ports import free_port
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scalescope.analyze.slowdown import Alert
@@ -36,7 +37,7 @@ def write_states(run_dir: Path) -> None:
 
 
 def samples(endpoint: MetricsEndpoint) -> dict[tuple, float]:
-    text = generate_latest(endpoint.registry).decode()
+    text = endpoint.collector.text().decode()
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -51,7 +52,7 @@ def key(name: str, **labels: str) -> tuple:
 def test_each_ranks_totals_are_counters_with_job_rank_and_hostname(tmp_path: Path) -> None:
     write_states(tmp_path)
     endpoint = MetricsEndpoint("job1", HOSTS.get)
-    endpoint.latest.states = read_live_states(tmp_path, 3)
+    endpoint.latest.observe(read_live_states(tmp_path, 3))
     got = samples(endpoint)
     for rank, host in HOSTS.items():
         labels = {"job": "job1", "rank": str(rank), "Hostname": host}
@@ -73,7 +74,7 @@ def test_each_ranks_totals_are_counters_with_job_rank_and_hostname(tmp_path: Pat
 def test_per_node_sums_the_ranks_of_each_node(tmp_path: Path) -> None:
     write_states(tmp_path)
     endpoint = MetricsEndpoint("job1", HOSTS.get, per="node")
-    endpoint.latest.states = read_live_states(tmp_path, 3)
+    endpoint.latest.observe(read_live_states(tmp_path, 3))
     got = samples(endpoint)
     assert got[key("scalescope_steps_total", job="job1", Hostname="n0")] == 2 + 3
     assert got[key("scalescope_samples_total", job="job1", Hostname="n1")] == 16 * 4
@@ -84,8 +85,8 @@ def test_an_open_slowdown_and_a_hang_are_gauges(tmp_path: Path) -> None:
     endpoint = MetricsEndpoint("job1", HOSTS.get)
     onset = Alert("onset", 1, "rank", (2,), ("n1",), "forward", "compute", 38.0, 90.0, 100.0,
                   138.0, 50, 60, 1.0, "slowdown: ...")  # fmt: skip
-    endpoint.latest.alerts = (onset,)
-    endpoint.latest.hang = True
+    endpoint.latest.alerted((onset,))
+    endpoint.latest.hung()
     got = samples(endpoint)
     active = key("scalescope_slowdown_active", job="job1", subject="rank", phase="forward",
                  category="compute")  # fmt: skip
@@ -98,7 +99,7 @@ def test_the_endpoint_serves_on_loopback_only(tmp_path: Path) -> None:
     port = free_port()
     endpoint = MetricsEndpoint("job1", HOSTS.get, port=port)
     endpoint.bind()
-    endpoint.latest.states = read_live_states(tmp_path, 3)
+    endpoint.latest.observe(read_live_states(tmp_path, 3))
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             assert b'scalescope_steps_total{Hostname="n1",job="job1",rank="2"} 4.0' in r.read()
@@ -108,21 +109,6 @@ def test_the_endpoint_serves_on_loopback_only(tmp_path: Path) -> None:
             pytest.skip("this machine has no address but loopback")
         with pytest.raises(OSError), socket.create_connection((other[0], port), timeout=3):
             pass
-    finally:
-        endpoint.close()
-
-
-def test_the_endpoint_serves_only_reads(tmp_path: Path) -> None:
-    port = free_port()
-    endpoint = MetricsEndpoint("job1", HOSTS.get, port=port)
-    endpoint.bind()
-    try:
-        for method in ("POST", "PUT", "DELETE", "PATCH"):
-            asked = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", b"x", method=method)
-            with pytest.raises(urllib.error.HTTPError) as refused:
-                urllib.request.urlopen(asked, timeout=10)
-            assert refused.value.code == 405, method
-            assert refused.value.headers["Allow"] == "OPTIONS,GET"
     finally:
         endpoint.close()
 
@@ -156,21 +142,3 @@ def test_run_refuses_a_port_in_use_before_any_rank_starts(tmp_path: Path) -> Non
     last = proc.stderr.strip().splitlines()[-1]
     assert f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}" in last
     assert not (tmp_path / "started").exists() and not (tmp_path / "run").exists()
-
-
-def test_the_grafana_dashboard_reads_only_metrics_we_export(tmp_path: Path) -> None:
-    import json
-    import re
-
-    from scalescope.launch import metrics
-
-    doc = json.loads((Path(__file__).parents[3] / "docs/grafana/scalescope-job.json").read_text())
-    exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
-    used = {m for e in exprs for m in re.findall(r"\b(scalescope_[a-z_]+)\b", e)}
-    endpoint = MetricsEndpoint("j", HOSTS.get)
-    write_states(tmp_path)
-    endpoint.latest.states = read_live_states(tmp_path, 3)
-    exported = {s.name for f in endpoint.registry.collect() for s in f.samples}
-    exported |= {f.name for f in endpoint.registry.collect()}
-    assert used and used <= exported, used - exported
-    assert metrics.PREFIX == "scalescope_"
