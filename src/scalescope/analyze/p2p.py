@@ -144,6 +144,23 @@ def _wait_rows(events: EventTable, rows: _Numbered, sides: np.ndarray):
     return start, dur
 
 
+def waited_ends(events: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sends and recvs a rank waited for (a WAIT row: its ``Work.wait``): their rank,
+    start and the end of that wait (the rank's own ns). The work had completed by then,
+    whenever its completion was recorded (a poller may notice it a little later)."""
+    rows, role = _p2p_rows(events, Kind.COLLECTIVE)
+    if len(rows) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    start, dur = _wait_rows(events, _Numbered.of(rows, role), np.arange(len(rows)))
+    has = (start >= 0) & (dur >= 0)
+    return (
+        rows.rank[has].astype(np.int64),
+        rows.start_ns[has].astype(np.int64),
+        start[has] + dur[has],
+    )
+
+
 def _segment_of(rows: _Numbered, waits: EventTable, wrole: np.ndarray) -> np.ndarray:
     """Per wait row, the segment of the numbered rows with its (group, source, destination,
     op); -1 where there is none. A search among the segments (thousands), not a join of the

@@ -30,6 +30,7 @@ import numpy as np
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.groups import dim_lookup, dims_of, process_groups
 from scalescope.analyze.matching import p2p_channels
+from scalescope.analyze.p2p import waited_ends
 from scalescope.analyze.sorting import sort_order
 from scalescope.events import EventTable, Kind, Run
 
@@ -172,7 +173,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     k = len(colls) // (n_s * n_r)
     shape = (n_s, n_r, k)
     issue = issue.reshape(shape).astype(np.float64)
-    done = issue + colls.dur_ns.reshape(shape)
+    done = _waited_for(events, colls, issue.ravel(), issue.ravel() + colls.dur_ns).reshape(shape)
     group = p2p_channels(colls)[0].reshape(shape)
     arrival = _arrivals(issue, done, group)
     last = last_arrivals(arrival, instances(group[0]))
@@ -215,6 +216,28 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
         phase_ns=parts,
         group_symbol=colls.group.reshape(shape)[0],
     )  # fmt: skip
+
+
+def _waited_for(events, colls, issue: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """``done`` (per row of ``colls``, on the common clock) no later than the end of the
+    rank's wait for it, for the sends and recvs a rank waited for (p2p.waited_ends): their
+    recorded completion may come a little after the wait returned and the rank went on,
+    which would make them asynchronous (``blocking_of``) where the rank did wait."""
+    rank, start, end = waited_ends(events)
+    if not len(rank):
+        return done
+    base = int(min(start.min(), colls.start_ns.min()))
+    span = int(max(start.max(), colls.start_ns.max())) - base + 1
+    if span * (int(max(rank.max(), colls.rank.max())) + 1) >= 2**62:
+        return done
+    waited = rank * span + (start - base)
+    order = np.argsort(waited)
+    waited, end = waited[order], end[order]
+    key = colls.rank.astype(np.int64) * span + (colls.start_ns.astype(np.int64) - base)
+    at = np.minimum(np.searchsorted(waited, key), len(waited) - 1)
+    hit = waited[at] == key
+    by_wait = issue + (end[at] - colls.start_ns)
+    return np.where(hit & (by_wait >= issue), np.minimum(done, by_wait), done)
 
 
 def _phase_parts(events, clocks, steps, ranks, starts, ends, names) -> dict[str, np.ndarray]:
