@@ -9,6 +9,12 @@ into the job's own torch.distributed store, the TCPStore at MASTER_ADDR:MASTER_P
 every rank already reaches, under ``scalescope/`` keys. Task 0's scalescope process watches
 the world there (launch/hang_watch.py's ``StoreSource``) and asks for flushes, stacks and
 stops through counters the relays poll; a relay answers for its own rank, on its own node.
+
+The store dies with its owner (rank 0's scalescope process, launch/rendezvous.py), and a
+client's request to a closed store prints a C++ trace (``Broken pipe``) in the job's output.
+So the owner closes it politely (:func:`close_store`): it waits until every relay said how its
+rank ended (its last request), then raises the ``close`` counter, which every relay and ``top
+--connect`` polls: a relay that sees it risen says it left, and asks nothing more.
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ CONNECT_S = 600.0
 ``init_process_group``, after its imports."""
 OP_TIMEOUT = timedelta(seconds=10)
 FINISH_WAIT_S = 3.0
-FLUSH, STACKS, KILL = "flush", "stacks", "kill"
+ENDS_WAIT_S = 10.0
+"""How long the store's owner waits for the relays' last words before it closes the store: a
+rank may end some seconds after rank 0 (its rank file, its interpreter's exit)."""
+LEAVE_WAIT_S = 5.0
+"""After the ``close`` counter rose: how long the owner waits for the relays still polling
+to say they left (a busy machine may not run one for a while)."""
+FLUSH, STACKS, KILL, CLOSE = "flush", "stacks", "kill", "close"
 DEFAULT_RDZV_PORT = 29400
 """torchrun's port of a ``--rdzv-endpoint`` given without one."""
 STORE_OPTION = "live_store"
@@ -110,6 +122,10 @@ class Channel:
             self._store = connect(self.addr, self.port)
         return self._store
 
+    @property
+    def connected(self) -> bool:
+        return self._store is not None
+
     def publish(self, rank: int, raw: bytes) -> None:
         self.store.set(f"{PREFIX}live/{rank}", raw)
 
@@ -180,6 +196,40 @@ class Channel:
         key = f"{PREFIX}ended/{rank}"
         return bytes(self.store.get(key)).decode() if self.store.check([key]) else ""
 
+    def closing(self) -> bool:
+        """The store's owner is about to close it: no request may follow this answer, but
+        :meth:`leave`."""
+        return self.asked(CLOSE) > 0
+
+    def leave(self, ranks: int) -> None:
+        """A relay of ``ranks`` ranks that saw :meth:`closing` says it asks nothing more."""
+        self.store.add(f"{PREFIX}left", ranks)
+
+    def left_count(self) -> int:
+        return int(self.store.add(f"{PREFIX}left", 0))
+
+
+def close_store(
+    channel: Channel, ranks: int, wait_s: float = ENDS_WAIT_S, leave_s: float = LEAVE_WAIT_S
+) -> int:
+    """What the store's owner does before it closes the store: wait (at most ``wait_s``) until
+    the relays said how each of ``ranks`` ranks ended, then raise the ``close`` counter; wait
+    (at most ``leave_s``) until the relays whose ranks run on said they left, and one poll more
+    for a ``top --connect`` frame under way. The number of ranks whose end was heard."""
+    heard = 0
+    with contextlib.suppress(Exception):  # a store that already failed: nothing to protect
+        deadline = time.monotonic() + wait_s
+        while (heard := channel.ended_count()) < ranks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        channel.ask(CLOSE)
+        deadline = time.monotonic() + leave_s
+        while heard < ranks and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if channel.left_count() + (heard := channel.ended_count()) >= ranks:
+                break
+        time.sleep(RELAY_POLL_S)
+    return heard
+
 
 class Relay(threading.Thread):
     """Beside the ranks of this node: their states to the store, and the watcher's requests
@@ -199,6 +249,8 @@ class Relay(threading.Thread):
         self.run_dir, self.ranks = Path(run_dir), ranks
         self.done = threading.Event()
         self.channel: Channel | None = None
+        self.closed = False
+        """The store's owner said it closes the store: no request may follow."""
         self._seen = {FLUSH: 0, STACKS: 0, KILL: 0}
         self._last: dict[int, bytes] = {}
         self._pids: dict[int, int] = {}
@@ -210,6 +262,9 @@ class Relay(threading.Thread):
             if self.world:
                 self.channel.put_world(self.world)
             while not self.done.wait(RELAY_POLL_S):
+                if self.channel.closing():
+                    self._leave(self.channel)
+                    return
                 self._publish(self.channel)
                 self._answer(self.channel)
 
@@ -240,7 +295,9 @@ class Relay(threading.Thread):
                 if what == FLUSH:
                     request_flush(self.run_dir, rank)
                 elif what == STACKS:
-                    channel.put_stack(rank, count, self._stacks(rank, pid))
+                    text = self._stacks(rank, pid)
+                    if not channel.closing():  # seconds may have passed
+                        channel.put_stack(rank, count, text)
             if what == KILL:
                 alive = []
                 for pid in self._pids.values():
@@ -264,6 +321,10 @@ class Relay(threading.Thread):
                     return f.read().decode("utf-8", "replace")
         return ""
 
+    def _leave(self, channel: Channel) -> None:
+        self.closed = True
+        channel.leave(max(len(self._pids), len(self.ranks()), 1))
+
     def statuses(self) -> dict[int, str]:
         """How each rank of this node ended, as its rank file says."""
         out = {}
@@ -277,12 +338,15 @@ class Relay(threading.Thread):
         a store that can no longer be reached must not hold the launcher."""
         self.done.set()
         self.join(timeout=wait_s)
-        if self.channel is None or self.is_alive():
+        if self.channel is None or not self.channel.connected or self.closed or self.is_alive():
             return
         channel = self.channel
 
         def last_words() -> None:
             with contextlib.suppress(Exception):
+                if channel.closing():
+                    self._leave(channel)
+                    return
                 self._publish(channel)
                 for rank, status in self.statuses().items():
                     channel.put_ended(rank, status)
