@@ -8,6 +8,9 @@ the start. Rank 0 writes run.json; every rank writes its own rank file.
 
 Beside its rank, each task's scalescope relays the rank's live state to the job's store, and
 task 0's watches the whole world there for hangs (launch/live_channel.py, hang_watch.py).
+Task 0's hosts that store (rendezvous.meet) and, once its rank ended, keeps it until every
+relay said how its rank ended (live_channel.close_store): no relay's request meets a closed
+store, which would print torch's C++ trace in the job's output.
 A SIGTERM or SIGINT (mpirun, srun, a scheduler) is passed to the rank; a rank still alive
 ``STOP_GRACE_S`` later (blocked in C++, where its Python handler never runs) is asked to
 flush its events, then killed and recorded as interrupted.

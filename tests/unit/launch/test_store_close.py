@@ -51,7 +51,7 @@ def test_the_owner_waits_for_the_last_words_before_closing(tmp_path, capfd):
     assert Channel(store).ended(1) == "unknown", "no rank file: its end is said as unknown"
     del store
     gc.collect()
-    time.sleep(0.5)
+    time.sleep(0.2)
     no_trace(capfd)
 
 
@@ -66,7 +66,7 @@ def test_a_relay_whose_rank_runs_on_leaves_a_closing_store_alone(tmp_path, capfd
     del store
     gc.collect()
     relay.finish()  # its rank ends after the store closed: not a word to it
-    time.sleep(0.5)
+    time.sleep(0.2)
     no_trace(capfd)
 
 
