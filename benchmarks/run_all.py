@@ -131,6 +131,7 @@ BENCHES = (
     bench("slowdown_live_30", "slowdown_live.py", "--runs 5 --change 0.3", 6.0),
     bench("slowdown_live_12", "slowdown_live.py", "--runs 10 --change 0.12", 11.0),
     bench("pipeline_move", "accuracy/pipeline_move.py", "--repeats 3", 1.5),
+    bench("mpirun_clean_ends", "mpirun_clean_ends.py", "--runs 20", 6.0),
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
 HEAVY_MINUTES = 25.0

@@ -109,18 +109,25 @@ def test_one_task_per_node_with_n_starts_local_ranks(tmp_path):
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
 def test_mpirun_starts_ranks_that_join_one_world(tmp_path):
-    """The command as users type it: the installed `scalescope` script, no address flags."""
+    """The command as users type it: the installed `scalescope` script, no address flags. It
+    ends cleanly: every rank's line, and no C++ trace of a relay's request to a store whose
+    owner had left (issue 41; benchmarks/mpirun_clean_ends.py runs it 20 times)."""
     script = Path(sys.executable).with_name("scalescope")
     assert script.is_file(), f"{script}: the package's console script is not installed"
     cmd = [
         "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", str(script), "run",
-        "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "3",
+        "--run-dir", "run", "--no-report", str(DDP_TRAIN), "--steps", "3", "--world-line",
     ]  # fmt: skip
     proc = subprocess.run(
         cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_world_of_two(tmp_path / "run", "openmpi")
+    for rank in (0, 1):
+        assert f"rank {rank} of 2: sum 3" in proc.stdout, proc.stdout
+    said = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("frame #"))
+    for trace in ("Broken pipe", "terminate called", "Exception raised from"):
+        assert trace not in proc.stderr, said
 
 
 def test_mpi_world_over_nodes_with_nothing_to_go_by_is_refused(tmp_path):

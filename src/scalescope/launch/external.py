@@ -8,6 +8,9 @@ the start. Rank 0 writes run.json; every rank writes its own rank file.
 
 Beside its rank, each task's scalescope relays the rank's live state to the job's store, and
 task 0's watches the whole world there for hangs (launch/live_channel.py, hang_watch.py).
+Task 0's hosts that store (rendezvous.meet) and, once its rank ended, keeps it until every
+relay said how its rank ended (live_channel.close_store): no relay's request meets a closed
+store, which would print torch's C++ trace in the job's output.
 A SIGTERM or SIGINT (mpirun, srun, a scheduler) is passed to the rank; a rank still alive
 ``STOP_GRACE_S`` later (blocked in C++, where its Python handler never runs) is asked to
 flush its events, then killed and recorded as interrupted.
@@ -30,7 +33,7 @@ from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.command_key import load_key
 from scalescope.launch.hang_watch import FileSource, HangWatch, StoreSource, metrics_endpoint
-from scalescope.launch.live_channel import STORE_OPTION, Channel, Relay
+from scalescope.launch.live_channel import STORE_OPTION, Channel, Relay, close_store
 from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.rendezvous import meet
 from scalescope.launch.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
@@ -80,6 +83,8 @@ def child_env(world: World, plan: RankPlan) -> dict[str, str]:
 STOP_GRACE_S = 5.0
 """After a stop signal, how long the rank gets to end by its own handler."""
 FLUSH_WAIT_S = 2.0
+WATCH_END_S = 5.0
+"""How long task 0 waits for its hang watch's last read of the store before closing it."""
 
 
 @dataclass
@@ -113,14 +118,27 @@ def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, sp
         signal.signal(sig, forward)
     watch = start_watch(task, world, spec) if spec.probe else None
     code = child.wait()
+    end_watching(task, world, watch)
+    return 128 - code if code < 0 else code
+
+
+def end_watching(task: Task, world: World, watch: HangWatch | None) -> None:
+    """The rank ended: the watch's last figures, the relay's last words and, on the task that
+    hosts the store (task 0 under rendezvous.meet), the other relays' last words before the
+    store closes with this process (live_channel.close_store)."""
     if watch is not None:
         watch.done.set()
         if watch.metrics is not None:
             watch.metrics_final()
             watch.metrics.close()
-    if task.relay is not None:
-        task.relay.finish()
-    return 128 - code if code < 0 else code
+    if task.relay is None:
+        return
+    task.relay.finish()
+    channel = task.relay.channel
+    if world.rank == 0 and world.agent_store and channel is not None and channel.connected:
+        if watch is not None:
+            watch.join(timeout=WATCH_END_S)
+        close_store(channel, world.world_size)
 
 
 def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:

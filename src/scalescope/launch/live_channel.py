@@ -24,6 +24,13 @@ what the watcher believes is sealed with the user's key (launch/command_key.py):
 
 The world's size, the hosts, the ranks' ends and the slowdown alert are not sealed: they name
 things, and no request follows from them.
+
+The store dies with its owner (rank 0's scalescope process, launch/rendezvous.py), and a
+client's request to a closed store prints a C++ trace (``Broken pipe``) in the job's output.
+So the owner closes it politely (:func:`close_store`): it waits until every relay said how its
+rank ended (its last request), then asks every relay to ``close`` (sealed, as the other
+requests) and marks the store closing for ``top --connect``: a relay that is asked says it
+left, and asks nothing more.
 """
 
 from __future__ import annotations
@@ -55,8 +62,14 @@ CONNECT_S = 600.0
 ``init_process_group``, after its imports."""
 OP_TIMEOUT = timedelta(seconds=10)
 FINISH_WAIT_S = 3.0
-FLUSH, STACKS, KILL = "flush", "stacks", "kill"
-REQUESTS = (FLUSH, STACKS, KILL)
+ENDS_WAIT_S = 10.0
+"""How long the store's owner waits for the relays' last words before it closes the store: a
+rank may end some seconds after rank 0 (its rank file, its interpreter's exit)."""
+LEAVE_WAIT_S = 5.0
+"""After the ``close`` request: how long the owner waits for the relays still polling to say
+they left (a busy machine may not run one for a while)."""
+FLUSH, STACKS, KILL, CLOSE = "flush", "stacks", "kill", "close"
+REQUESTS = (FLUSH, STACKS, KILL, CLOSE)
 MAX_LOGGED = 20
 """Ignored requests or states said at most this often (someone may write many)."""
 DEFAULT_RDZV_PORT = 29400
@@ -172,6 +185,10 @@ class Channel:
             self.warn(f"ignored {MAX_LOGGED} writes in the job's store; the next are not said")
         else:
             self.warn(f"ignored {what} in the job's store: {why}")
+
+    @property
+    def connected(self) -> bool:
+        return self._store is not None
 
     def publish(self, rank: int, raw: bytes) -> None:
         self.store.set(f"{PREFIX}live/{rank}", seal(self.key, b"live:%d:" % rank, raw))
@@ -300,9 +317,47 @@ class Channel:
     def ended_count(self) -> int:
         return int(self.store.add(f"{PREFIX}ended_count", 0))
 
+    def mark_closing(self) -> None:
+        self.store.set(f"{PREFIX}closing", b"1")
+
+    def closing(self) -> bool:
+        """The store's owner is about to close it (for readers: ``top --connect``; a relay
+        leaves on the sealed ``close`` request instead)."""
+        return bool(self.store.check([f"{PREFIX}closing"]))
+
+    def leave(self, ranks: int) -> None:
+        """A relay of ``ranks`` ranks, asked to ``close``, says it asks nothing more."""
+        self.store.add(f"{PREFIX}left", ranks)
+
+    def left_count(self) -> int:
+        return int(self.store.add(f"{PREFIX}left", 0))
+
     def ended(self, rank: int) -> str:
         key = f"{PREFIX}ended/{rank}"
         return bytes(self.store.get(key)).decode() if self.store.check([key]) else ""
+
+
+def close_store(
+    channel: Channel, ranks: int, wait_s: float = ENDS_WAIT_S, leave_s: float = LEAVE_WAIT_S
+) -> int:
+    """What the store's owner does before it closes the store: wait (at most ``wait_s``) until
+    the relays said how each of ``ranks`` ranks ended, then ask them to ``close``; wait (at
+    most ``leave_s``) until the relays whose ranks run on said they left, and one poll more
+    for a ``top --connect`` frame under way. The number of ranks whose end was heard."""
+    heard = 0
+    with contextlib.suppress(Exception):  # a store that already failed: nothing to protect
+        deadline = time.monotonic() + wait_s
+        while (heard := channel.ended_count()) < ranks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        channel.mark_closing()
+        channel.ask(CLOSE)
+        deadline = time.monotonic() + leave_s
+        while heard < ranks and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if channel.left_count() + (heard := channel.ended_count()) >= ranks:
+                break
+        time.sleep(RELAY_POLL_S)
+    return heard
 
 
 class Relay(threading.Thread):
@@ -328,6 +383,8 @@ class Relay(threading.Thread):
         self.channel: Channel | None = None
         self.session = secrets.token_hex(16).encode()
         self.index = -1
+        self.closed = False
+        """The store's owner asked to close: no request may follow but the leave."""
         self._honoured = dict.fromkeys(REQUESTS, 0)
         self._asked = 0
         self._last: dict[int, bytes] = {}
@@ -342,6 +399,8 @@ class Relay(threading.Thread):
             while not self.done.wait(RELAY_POLL_S):
                 self._publish(self.channel)
                 self._answer(self.channel)
+                if self.closed:
+                    return
 
     def _publish(self, channel: Channel) -> None:
         for rank, pid in self.ranks().items():
@@ -365,22 +424,36 @@ class Relay(threading.Thread):
         if asked == self._asked:
             return
         self._asked = asked
-        for what in REQUESTS:
-            count = self.verified(channel, what)
+        if self._honour(channel, CLOSE) is not None:
+            self._leave(channel)
+            return
+        for what in (FLUSH, STACKS, KILL):
+            count = self._honour(channel, what)
             if count is None:
                 continue
-            self._honoured[what] = count
             for rank, pid in self._pids.items():
                 if what == FLUSH:
                     request_flush(self.run_dir, rank)
                 elif what == STACKS:
-                    channel.put_stack(rank, count, self._stacks(rank, pid))
+                    text = self._stacks(rank, pid)
+                    if not channel.closing():  # seconds may have passed
+                        channel.put_stack(rank, count, text)
             if what == KILL:
                 alive = []
                 for pid in self._pids.values():
                     with contextlib.suppress(psutil.Error):
                         alive.append(psutil.Process(pid))
                 stop_processes(alive)
+
+    def _honour(self, channel: Channel, what: str) -> int | None:
+        count = self.verified(channel, what)
+        if count is not None:
+            self._honoured[what] = count
+        return count
+
+    def _leave(self, channel: Channel) -> None:
+        self.closed = True
+        channel.leave(max(len(self._pids), len(self.ranks()), 1))
 
     def verified(self, channel: Channel, what: str) -> int | None:
         """The count of a new request for ``what`` sealed for this relay's session; None
@@ -428,12 +501,15 @@ class Relay(threading.Thread):
         a store that can no longer be reached must not hold the launcher."""
         self.done.set()
         self.join(timeout=wait_s)
-        if self.channel is None or self.is_alive():
+        if self.channel is None or not self.channel.connected or self.closed or self.is_alive():
             return
         channel = self.channel
 
         def last_words() -> None:
             with contextlib.suppress(Exception):
+                if self._honour(channel, CLOSE) is not None:
+                    self._leave(channel)
+                    return
                 self._publish(channel)
                 for rank, status in self.statuses().items():
                     channel.put_ended(rank, status)

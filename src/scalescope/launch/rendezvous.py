@@ -20,6 +20,11 @@ torchrun's agent), retrying until rank 0 is up. If the port is taken: on one nod
 the next of :data:`PORT_TRIES` ports, then one the kernel picks, and tells the other ranks
 through a file in this user's runtime directory (one node shares it); over several nodes the
 others cannot learn of a change, so rank 0 stops with an error asking for ``--master-port``.
+
+A port given or agreed (rules 1 and 3) is hosted the same way (:func:`at_port`), but under
+torchrun, whose agent hosts it already. The store then lives in rank 0's scalescope process,
+not in its rank: it outlives every rank, and closes only after the relays of the ranks' live
+states said how their ranks ended (launch/live_channel.py's ``close_store``).
 """
 
 from __future__ import annotations
@@ -99,31 +104,47 @@ def meet(
     """
     if world.job_id is None and one_node(world):
         world = replace(world, job_id=f"ppid-{os.getppid()}")
-    if world.master_addr is not None and world.master_port is not None:
-        yield world
-        return
     if world.master_addr is None and not one_node(world) and world.source != "slurm":
-        agreed = agree_by_mpi(world)
-        if agreed is not None:
-            yield agreed
-            return
-    addr, origin = master_host(world, env)
-    if world.rank == 0 and origin:
-        check_this_host(addr, origin)
+        world = agree_by_mpi(world) or world
+    if world.master_addr is None:
+        addr, origin = master_host(world, env)
+        if world.rank == 0 and origin:
+            check_this_host(addr, origin)
+        world = replace(world, master_addr=addr)
     if world.master_port is not None:
-        yield replace(world, master_addr=addr)
+        with at_port(world, env) as met:
+            yield met
         return
-    meeting = replace(world, master_addr=addr, agent_store=True)
+    meeting = replace(world, agent_store=True)
     key = world.job_id
     if world.rank != 0:
         port = wait_for_port(key, timeout_s) if one_node(world) else job_port(key)
         yield replace(meeting, master_port=port)
         return
-    store = host_store(addr, key, one_node(world))
+    store = host_store(str(world.master_addr), key, one_node(world))
     try:
         yield replace(meeting, master_port=store.port)
     finally:
         _port_file(key).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def at_port(world: World, env: Mapping[str, str]) -> Iterator[World]:
+    """A port given or agreed: rank 0's scalescope hosts the store there too, so the store
+    outlives the ranks and closes only once every relay said how its rank ended
+    (live_channel.close_store); not where torch's agent hosts it already (torchrun)."""
+    if world.source == "torchrun" or env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
+        yield world
+        return
+    meeting = replace(world, agent_store=True)
+    if world.rank != 0:
+        yield meeting
+        return
+    store = host_store_at(str(world.master_addr), int(world.master_port or 0))
+    try:
+        yield meeting
+    finally:
+        del store
 
 
 def master_host(world: World, env: Mapping[str, str]) -> tuple[str, str]:
@@ -217,6 +238,21 @@ def host_store(addr: str, key: str | None, fallback: bool) -> Any:
         f"port {ports[0]} (derived from the job id {key}) is in use on {socket.gethostname()}: "
         "pass --master-port PORT (a free port on rank 0's host)"
     )
+
+
+def host_store_at(addr: str, port: int) -> Any:
+    """Rank 0's TCPStore on a port given (or agreed over MPI); a one-line error if taken."""
+    from torch.distributed import DistNetworkError, TCPStore
+
+    try:
+        return TCPStore(
+            addr, port, is_master=True, wait_for_workers=False, timeout=timedelta(minutes=30)
+        )
+    except DistNetworkError:
+        raise WorldError(
+            f"port {port} is in use on {socket.gethostname()}: pass --master-port PORT "
+            "(a free port on rank 0's host)"
+        ) from None
 
 
 def _port_file(key: str | None) -> Path:

@@ -41,9 +41,11 @@ class StoreTop:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.ended = False
-        """Every rank has ended (``watch`` without a terminal then stops)."""
+        """Every rank has ended, or the store is closing (``watch`` without a terminal then
+        stops; with one, the last frame stays, and the store is no longer asked)."""
         self._before: dict[int, tuple[float, int]] = {}
         self._hosts: dict[int, str] = {}
+        self._last: RenderableType | None = None
 
     def ranks(self, now: float, world: int) -> list[StoreRank]:
         states = self.channel.states(list(range(world)))
@@ -63,13 +65,21 @@ class StoreTop:
         return out
 
     def frame(self) -> RenderableType:
+        """The view; once the run ended, the last one, without asking a store about to close
+        (its owner closes it soon after: live_channel.close_store)."""
+        if self._last is not None and self.ended:
+            return self._last
+        if self.channel.closing():
+            self.ended = True
+            return self._last if self._last is not None else "the job's store is closing"
         now = time.time()
         world = self.channel.world_size()
         ranks = self.ranks(now, world)
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         alert = self.channel.alert()
         stall, refused = stall_words(ranks, now), len(self.channel.unsealed)
-        return render_store_top(ranks, world, now, stall, alert, refused)
+        self._last = render_store_top(ranks, world, now, stall, alert, refused)
+        return self._last
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -54,6 +54,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
     p.add_argument("--sleep-log", default="", help="JSON list of the sleeps' real durations")
+    p.add_argument(
+        "--world-line",
+        action="store_true",
+        help="each rank prints 'rank R of N: sum S' at its end (S: all-reduced sum of rank + 1)",
+    )
     return p.parse_args()
 
 
@@ -180,6 +185,10 @@ def main() -> None:
     if rank == 0 and args.step_log:
         with open(args.step_log, "w") as f:
             json.dump(steps, f)
+    if args.world_line:
+        total = torch.tensor([rank + 1.0])
+        dist.all_reduce(total)
+        print(f"rank {rank} of {world}: sum {total.item():.0f}")
     dist.destroy_process_group()
 
 

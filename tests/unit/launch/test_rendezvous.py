@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from launcher_envs import HYDRA, OPENMPI4, SRUN, listening_socket, unique_job
+from ports import free_port
 from torch.distributed import TCPStore
 
 from scalescope.launch.rendezvous import (
@@ -108,10 +109,38 @@ def test_one_node_falls_back_to_the_next_port_when_the_derived_one_is_taken():
     assert [w.master_port for w in met] == [job_ports(job)[1]] * 3
 
 
-def test_given_address_and_port_are_kept():
-    world = replace(one_node_world(1, "7"), master_addr="node09", master_port=31000)
-    with meet(world, {}) as got:
+def test_given_address_and_port_are_kept_and_hosted_by_rank_0s_scalescope():
+    """So the store outlives the ranks (live_channel.close_store); _meet_both connects to it."""
+    port = free_port()
+    job = unique_job()
+    worlds = [
+        replace(one_node_world(r, job), master_addr=LOOPBACK, master_port=port) for r in (0, 1)
+    ]
+    met = _meet_both(worlds)
+    assert [(w.master_addr, w.master_port, w.agent_store) for w in met] == [
+        (LOOPBACK, port, True)
+    ] * 2
+
+
+@pytest.mark.parametrize(
+    ("source", "env"),
+    [("torchrun", {}), ("env", {"TORCHELASTIC_USE_AGENT_STORE": "True"})],
+)
+def test_a_store_torchs_agent_hosts_is_left_to_it(source, env):
+    world = replace(one_node_world(0, "7"), source=source, master_addr="node09", master_port=31000)
+    with meet(world, env) as got:
         assert got is world
+
+
+def test_a_given_port_in_use_is_a_one_line_error():
+    port = free_port()
+    blocker = listening_socket(port)
+    if blocker is None:
+        pytest.skip("the port was taken in between")
+    world = replace(one_node_world(0, unique_job()), master_port=port)
+    expected = rf"^port {port} is in use on .*--master-port"
+    with blocker, pytest.raises(WorldError, match=expected), meet(world, {}):
+        pass
 
 
 def test_other_ranks_give_up_with_one_line_when_rank_0_never_announces():
@@ -253,7 +282,7 @@ def test_mpi4py_other_ranks_take_rank_0s_offer(monkeypatch):
         assert (world.master_addr, world.master_port, world.agent_store) == (
             "10.0.0.1",
             23456,
-            False,
+            True,
         )
 
 
