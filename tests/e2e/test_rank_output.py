@@ -44,6 +44,7 @@ def test_label_output_keeps_lines_whole(tmp_path: Path) -> None:
     assert len(ours) == 2 * LINES  # nothing cut or glued: every line is one whole line
 
 
+@pytest.mark.heavy
 def test_ranks_output_shows_rank_0_and_keeps_all(tmp_path: Path) -> None:
     proc = scalescope("run", "-n", "2", "--no-probe", "--no-report", "--ranks-output", "0",
                       "--run-dir", tmp_path / "r", chatty(tmp_path), cwd=tmp_path)  # fmt: skip

@@ -42,6 +42,8 @@ def recorded(tmp_path_factory):
         "--run-dir",
         tmp / "run",
         "--no-report",
+        "--ranks-output",
+        "0",
         DDP_TRAIN,
         "--steps",
         STEPS,
@@ -49,9 +51,11 @@ def recorded(tmp_path_factory):
         100,
         "--facts",
         facts,
+        "--world-line",
         cwd=tmp,
     )
     assert proc.returncode == 0, proc.stderr
+    (tmp / "stdout.txt").write_text(proc.stdout)
     return load_run(tmp / "run"), json.loads(facts.read_text())
 
 
@@ -74,6 +78,15 @@ def test_run_completes_with_every_rank(recorded):
         assert list(steps.step) == list(range(STEPS))
         assert set(steps.count.tolist()) == {8}
         assert (steps.dur_ns > 0).all()
+
+
+def test_ranks_output_shows_rank_0_and_keeps_every_ranks_lines(recorded):
+    """``--ranks-output 0``: rank 0's lines on the terminal, every rank's in RUN_DIR/logs."""
+    run, _ = recorded
+    shown = (run.path.parent / "stdout.txt").read_text()
+    assert "rank 0 of 2: sum 3" in shown and "rank 1 of 2" not in shown
+    kept = {p.parent.name: p.read_text() for p in (run.path / "logs").rglob("stdout.log")}
+    assert sorted(kept) == ["0", "1"] and "rank 1 of 2: sum 3" in kept["1"]
 
 
 def test_gradient_bytes_per_step_equal_trainable_parameters(recorded):
@@ -115,6 +128,9 @@ def test_user_allreduce_exact_size_and_tag(recorded):
     run, _ = recorded
     ev = run.events
     user = ev.select((ev.kind == Kind.COLLECTIVE) & ev.where("tag", "user"))
+    world_line = user.select(user.count == 1)  # --world-line's sum, once per rank at its end
+    assert len(world_line) == 2 and set(world_line.nbytes.tolist()) == {4}
+    user = user.select(user.count != 1)
     assert len(user) == 2 * STEPS
     assert set(user.nbytes.tolist()) == {100 * 8}
     assert set(user.count.tolist()) == {100}
