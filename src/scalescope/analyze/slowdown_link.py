@@ -30,7 +30,7 @@ import numpy as np
 GROUP_PREFIX = "group:"
 """The per-step fields of a group's time (``per_step_ms``): ``group:FIRST:STRIDE:SIZE``."""
 SLOW_RATIO = 2.0
-"""The slow group's transfer grew at least this many times as much as its class' others'."""
+"""The slow group grew at least this many times as much as any other of its class."""
 JOB_SHARE = 0.25
 """... and by at least this share of the job's step growth."""
 
@@ -73,7 +73,7 @@ def slow_link(
     hosts: Mapping[int, str],
     grew_ms: float,
 ) -> LinkCause | None:
-    """The link of the group whose transfer grew apart from its class' (``before`` and
+    """The link of the group whose time grew apart from its class' (``before`` and
     ``after``: per-rank ms per step of each field, aligned with ``ranks``); None when no
     group stands out or none can be compared."""
     groups = [g for name in after if (g := _group(name, ranks, before, after, hosts))]
