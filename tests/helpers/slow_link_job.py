@@ -7,7 +7,6 @@ watch has its baseline by then)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from netns_hosts import (
     on_host,
     throttle_pair,
 )
+from ports import free_port
 
 from scalescope.events.live_state import read_live_state
 
@@ -30,12 +30,6 @@ STEPS = 700
 THROTTLE_AFTER_S = 14.0
 SCRIPT = Path(__file__).parents[1] / "e2e" / "scripts" / "pairs_train.py"
 ARGS = ["--steps", str(STEPS), "--mbytes", "1"]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -52,7 +46,7 @@ def run_slowed_link(folder: Path) -> subprocess.CompletedProcess | str:
     names = [f"host{i}" for i in range(HOSTS)]
     with bridged_hosts(HOSTS) as hosts:
         etc_hosts = etc_hosts_file(folder, hosts, names)
-        endpoint = f"{hosts[0][2]}:{_port()}"
+        endpoint = f"{hosts[0][2]}:{free_port()}"
         procs = []
         for node, (host, name) in enumerate(zip(hosts, names, strict=True)):
             run = [

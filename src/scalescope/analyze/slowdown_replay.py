@@ -70,7 +70,10 @@ def _group_totals(run: Run, colls, rank: int, numbers: np.ndarray) -> GroupTotal
     """The running time per step in each group a live state would have a slot for."""
     meta = run.ranks.get(rank)
     out: GroupTotals = {}
-    for label, group in (meta.groups if meta is not None else {}).items():
+    if meta is None or not meta.groups:
+        return out
+    colls = colls.select(colls.rank == rank)
+    for label, group in meta.groups.items():
         key = evenly_spaced(group.ranks)
         if key is None or key[2] >= run.meta.world_size or label not in colls.symbols:
             continue
