@@ -21,6 +21,7 @@ from scalescope.analyze.whatif import (
 )
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
+from scalescope.diagnose.dimensions import with_dims
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding, verdict
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
 from scalescope.diagnose.rules_extra_work import CODES as RANK_ONLY_CODES
@@ -273,6 +274,7 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     found += unexplained(ctx, found)
     attributed = attribute(found, time_slicing(ctx), straggler_does_own_work(ctx))
     findings = rank_findings(replayed_savings(explained_by_links(ctx, attributed), ctx.analysis))
+    findings = with_dims(findings, ctx.analysis)
     return Diagnosis(
         findings=findings,
         not_judged=tuple(not_judged),

@@ -51,6 +51,9 @@ class Finding:
     is in (compute-bound) with the next levers; never a false alarm."""
     basis: str = ""
     """How share and saving were estimated (``estimate: ...``), when not measured directly."""
+    dim: str = ""
+    """The mesh dimension whose collectives it is about (``dp``, ``tp``, ``pp``, ``stride 2``,
+    ...; diagnose/dimensions.py); "" in a data-parallel job or when it is not about them."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

@@ -320,6 +320,9 @@ def test_a_heavy_stage_bounds_the_pipeline_without_a_straggler(heavy_3d):
     findings = {f.code: f for f in diagnose_run(run, analysis).findings}
     assert "STAGE_IMBALANCE" in findings and findings["STAGE_IMBALANCE"].rank // LANES == 1
     assert not {"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE"} & set(findings)
+    dims = {code: f.dim for code, f in findings.items() if f.dim}
+    assert dims["STAGE_IMBALANCE"] == "pp", "the stages send over the pp groups"
+    assert all(dims[c] == "tp" for c in dims if c.startswith("TP_")) and "TP_COMM" in dims
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,12 @@ them saves 2 ms a step, a 2x faster tp link 1 ms."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import msgspec
 import pytest
+from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
 from scalescope.analyze import analyze_run
@@ -18,6 +21,7 @@ from scalescope.events.run import GroupMeta
 from scalescope.events.schema import Kind
 from scalescope.report.document import Table
 from scalescope.report.media.report_json import to_json
+from scalescope.report.views.diagnosis import render_diagnosis
 from scalescope.report.views.run import run_document
 
 MS = 1_000_000
@@ -130,6 +134,16 @@ def test_a_tp_group_across_hosts_is_named(tmp_path) -> None:
     assert "assumed" in found.basis
     share = by_code(findings, "TP_COMM")
     assert share.saved_ms_per_step is None and share.basis == "explained by TP_ACROSS_NODES"
+
+
+def test_each_finding_carries_its_dimension_in_json_and_words(tmp_path) -> None:
+    run = mesh_run(tmp_path, [(0, 1), (2, 3)], "nccl")
+    diagnosis = diagnose_run(run, analyze_run(run))
+    dims = {f["code"]: f["dim"] for f in msgspec.to_builtins(diagnosis)["findings"]}
+    assert dims["TP_COMM_EXPOSED"] == "tp"
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    render_diagnosis(diagnosis, console)
+    assert "1. communication (tensor parallel), dim tp: " in console.file.getvalue()
 
 
 def test_the_waits_carry_the_dimension(tmp_path) -> None:

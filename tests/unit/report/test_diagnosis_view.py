@@ -92,7 +92,7 @@ def test_json_builtins_keep_every_field():
     finding = doc["findings"][0]
     assert list(finding) == [
         "code", "bottleneck", "summary", "share_pct", "saved_ms_per_step", "evidence",
-        "remedies", "rank", "level", "basis",
+        "remedies", "rank", "level", "basis", "dim",
     ]  # fmt: skip
     assert finding["evidence"][0] == {
         "name": "data wait", "value": 34.2, "unit": "% of step time", "threshold": 10.0,

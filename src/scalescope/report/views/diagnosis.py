@@ -64,7 +64,7 @@ def _item(f: Finding) -> Item:
     warning = f.level == "warning"
     return Item(
         text=f.summary,
-        label=f.bottleneck,
+        label=f"{f.bottleneck}, dim {f.dim}" if f.dim else f.bottleneck,
         style="red" if warning else "",
         aside="" if warning else f"({f.level})",
         lines=(f"cost: {cost_line(f)}",),
