@@ -65,7 +65,7 @@ def check_microbatch_rows(run) -> None:
                 assert sorted(mine.seq.tolist()) == list(range(MICRO)), (name, rank, step)
 
 
-def check_bubble(report, clocks) -> None:
+def check_bubble(report, clocks, theory: float = 100 / (MICRO + 1)) -> None:
     """The script's idle share (1 - its chunks' time / its step) is the bubble plus what the
     probe counts as work outside the chunks: the transfers and the optimizer."""
     pipe = report["pipeline"]
@@ -74,7 +74,7 @@ def check_bubble(report, clocks) -> None:
         clock_idle = 100 * (1 - clock["compute"] / clock["step"])
         ours = f["bubble_pct"] + 100 * (f["transfer_ms"] + f["optimizer_ms"]) / f["step_ms"]
         assert abs(ours - clock_idle) <= 5, (f, clock)
-    assert pipe["theory_bubble_pct"] == pytest.approx(100 * 1 / (MICRO + 1))
+    assert pipe["theory_bubble_pct"] == pytest.approx(theory)
 
 
 def check_samples(report, clocks) -> None:
@@ -134,3 +134,19 @@ def test_the_balanced_bubble_is_the_schedules_theory(tmp_path):
         pipe = report["pipeline"]
         for f in pipe["ranks"]:
             assert abs(f["bubble_pct"] - pipe["theory_bubble_pct"]) <= 5, (schedule, f)
+
+
+@pytest.mark.heavy
+def test_an_interleaved_run_is_its_ranks_stages_with_their_theory(tmp_path):
+    """Interleaved1F1B, each rank holding two stages: p = 2 ranks, v = 2 in the theory."""
+    run, report, clocks = _run(tmp_path, "interleaved", BLOCKS // 2)
+    per_stage = BLOCKS // 4
+    for rank, meta in run.ranks.items():
+        p = meta.pipeline
+        assert (p.stages, p.stages_held) == (4, [rank, rank + 2])
+        assert p.schedule == "ScheduleInterleaved1F1B"
+        names = [f"stage{s}.{i}" for s in (rank, rank + 2) for i in range(per_stage)]
+        assert [b.name for b in p.blocks] == names
+    assert [f["held"] for f in report["pipeline"]["ranks"]] == [[0, 2], [1, 3]]
+    check_bubble(report, clocks, theory=100 / (2 * MICRO + 1))
+    check_samples(report, clocks)

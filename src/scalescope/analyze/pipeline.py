@@ -13,7 +13,9 @@ in which the stage neither computes (forward, backward, optimizer) nor moves dat
 step − compute − optimizer − transfer; a wait for the peer is bubble.
 
 Theory: (p − 1)/(m + p − 1) of the step for GPipe and 1F1B, (p − 1)/(v·m + p − 1) for an
-interleaved schedule with v stages per rank (p stages, m microbatches).
+interleaved schedule whose p ranks hold v stages each (p·v stages, m microbatches). A rank
+of an interleaved schedule is reported as its first stage, its figures those of all the
+stages it holds; no block move is proposed there (its stages' borders are not one).
 
 Proposal: the bound stage (the largest compute per microbatch) gives blocks at its border to
 a neighbour, k at a time, costed by the blocks' measured forward + backward; the move that
@@ -54,6 +56,15 @@ class StageFigures:
     backward_ms_per_microbatch: float
     peak_memory_bytes: int | None
     blocks: tuple[BlockCost, ...] = ()
+    held: tuple[int, ...] = ()
+    """Every stage the rank holds, where it holds more than one (interleaved schedules)."""
+
+    @property
+    def label(self) -> str:
+        """``stage 1``, or ``stages 1, 3`` for a rank holding both."""
+        if self.held:
+            return "stages " + ", ".join(map(str, self.held))
+        return f"stage {self.stage}"
 
     @property
     def compute_ms_per_microbatch(self) -> float:
@@ -98,12 +109,24 @@ class PipelineAnalysis:
     """The mean of the ranks' measured steps."""
     move: BlockMove | None
 
+    @property
+    def pipeline_ranks(self) -> int:
+        """p: the ranks one microbatch passes through (the stages over v)."""
+        return self.stages // max(self.chunks_per_rank, 1)
 
-def theory_bubble_pct(stages: int, microbatches: int, chunks: int = 1) -> float:
-    """(p − 1)/(v·m + p − 1), in %."""
-    if stages < 2 or microbatches < 1:
+    @property
+    def shape(self) -> str:
+        """``4 stages``, or ``4 stages on 2 ranks`` where each rank holds several."""
+        if self.chunks_per_rank > 1:
+            return f"{self.stages} stages on {self.pipeline_ranks} ranks"
+        return f"{self.stages} stages"
+
+
+def theory_bubble_pct(ranks: int, microbatches: int, chunks: int = 1) -> float:
+    """(p − 1)/(v·m + p − 1), in %: p ranks in the pipeline, v stages each."""
+    if ranks < 2 or microbatches < 1:
         return 0.0
-    return 100 * (stages - 1) / (chunks * microbatches + stages - 1)
+    return 100 * (ranks - 1) / (chunks * microbatches + ranks - 1)
 
 
 @dataclass(frozen=True)
@@ -214,8 +237,14 @@ def stage_figures(
             bubble_ms=bubble, bubble_pct=100 * bubble / step_ms if step_ms else 0.0,
             forward_ms_per_microbatch=f / m, backward_ms_per_microbatch=b / m,
             peak_memory_bytes=peaks[i], blocks=_blocks(metas.get(rank), measured.steps_of[i]),
+            held=_held(metas.get(rank)),
         ))  # fmt: skip
     return tuple(out)
+
+
+def _held(meta: PipelineMeta | None) -> tuple[int, ...]:
+    held = tuple(meta.stages_held) if meta is not None else ()
+    return held if len(held) > 1 else ()
 
 
 def _stage_costs(figures: tuple[StageFigures, ...]) -> dict[int, float]:
@@ -295,11 +324,11 @@ def analyze_pipeline(
         microbatches=m,
         schedule=schedule,
         chunks_per_rank=chunks,
-        theory_bubble_pct=theory_bubble_pct(stages, m, chunks),
+        theory_bubble_pct=theory_bubble_pct(stages // chunks, m, chunks),
         ranks=figures,
         bound_stage=max(costs, key=lambda s: costs[s]),
         step_ms=step_ms,
-        move=propose_move(figures, m, step_ms),
+        move=propose_move(figures, m, step_ms) if chunks == 1 else None,
     )
 
 

@@ -32,13 +32,12 @@ def _idlest(pipe: PipelineAnalysis) -> StageFigures:
 def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
     """More microbatches, more stages per rank, a zero-bubble schedule; DeepSpeed's pipeline
     engine (probe/deepspeed_pipe.py) runs one schedule: its microbatches only."""
-    p, m = pipe.stages, pipe.microbatches
+    p, m, v = pipe.pipeline_ranks, pipe.microbatches, pipe.chunks_per_rank
     if pipe.schedule.startswith("DeepSpeed"):
-        return (remedy("more_microbatches_ds", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m)),)
+        return (remedy("more_microbatches_ds", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m, v)),)
     return (
-        remedy("more_microbatches", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m)),
-        remedy("interleaved", v=2 * pipe.chunks_per_rank,
-               pct=theory_bubble_pct(p, m, 2 * pipe.chunks_per_rank)),
+        remedy("more_microbatches", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m, v)),
+        remedy("interleaved", v=2 * v, pct=theory_bubble_pct(p, m, 2 * v)),
         remedy("zero_bubble"),
     )  # fmt: skip
 
@@ -59,17 +58,17 @@ class PipelineBubbleRule:
         f = _idlest(pipe)
         if f.bubble_pct < BUBBLE_PCT:
             return None
-        better = theory_bubble_pct(pipe.stages, 2 * pipe.microbatches, pipe.chunks_per_rank)
+        better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
         saved = max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0)
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
             summary=summary(
                 "PIPELINE_BUBBLE",
-                stage=f.stage,
+                stage=f.label,
                 share=f.bubble_pct,
                 schedule=pipe.schedule,
-                stages=pipe.stages,
+                stages=pipe.shape,
                 m=pipe.microbatches,
                 theory=pipe.theory_bubble_pct,
             ),  # fmt: skip

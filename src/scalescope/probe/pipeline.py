@@ -135,6 +135,9 @@ class PipelineProbe:
         (probe/deepspeed_pipe.py adds DeepSpeed's stages here too)."""
         self.stage_indices.append(index)
         self.stages = stages
+        if len(self.stage_indices) == 2:  # the rank holds several: each block named by its stage
+            for block in self.blocks:
+                block.name = f"stage{self.stage_indices[0]}.{block.name}"
         prefix = f"stage{index}." if len(self.stage_indices) > 1 else ""
         for name, child in blocks:
             self.blocks.append(BlockClock(prefix + name, child, self.recorder, self._marks))

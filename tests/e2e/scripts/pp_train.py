@@ -1,6 +1,8 @@
 """A two-stage pipeline written with ``torch.distributed.pipelining``: an MLP of ``--blocks``
 blocks split between the ranks (``--split 4`` puts blocks 0-3 on stage 0, the rest on
-stage 1), trained with GPipe or 1F1B over ``--micro`` microbatches. It knows nothing of
+stage 1), trained with GPipe or 1F1B over ``--micro`` microbatches; ``--schedule interleaved``: each
+rank holds two stages (rank and rank + world), the blocks split evenly between the
+2 x world stages, trained with Interleaved1F1B. It knows nothing of
 scalescope. It prints its own clock's figures as one line:
 
     PP_CLOCK samples_per_s=... step_ms=... compute_ms=...
@@ -17,9 +19,16 @@ import time
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import (
+    PipelineStage,
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+)
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved": ScheduleInterleaved1F1B}
+CHUNKS = 2
+"""Stages per rank under the interleaved schedule."""
 
 
 def block(hidden: int) -> nn.Module:
@@ -60,11 +69,24 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    module = stage_module(rank, args.blocks, args.split, args.hidden)
-    stage = PipelineStage(module, rank, world, torch.device("cpu"))
     spent = [0.0]
-    timed(stage, spent)
-    schedule = SCHEDULES[args.schedule](stage, args.micro, loss_fn=nn.functional.mse_loss)
+    if args.schedule == "interleaved":
+        per_stage = args.blocks // (CHUNKS * world)
+        modules = [
+            nn.Sequential(*(block(args.hidden) for _ in range(per_stage))) for _ in range(CHUNKS)
+        ]
+        stages = [
+            PipelineStage(m, rank + i * world, CHUNKS * world, torch.device("cpu"))
+            for i, m in enumerate(modules)
+        ]
+        module = nn.ModuleList(modules)
+    else:
+        module = stage_module(rank, args.blocks, args.split, args.hidden)
+        stages = [PipelineStage(module, rank, world, torch.device("cpu"))]
+    for stage in stages:
+        timed(stage, spent)
+    held = stages if args.schedule == "interleaved" else stages[0]
+    schedule = SCHEDULES[args.schedule](held, args.micro, loss_fn=nn.functional.mse_loss)
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
     x = torch.randn(args.batch, args.hidden)
     target = torch.randn(args.batch, args.hidden)

@@ -221,3 +221,29 @@ def test_no_pipeline_chart_without_stages(tmp_path):
     rows = {r: [[row(0, Kind.STEP, "step", 0, 10, count=4)]] for r in (0, 1)}
     run = make_run(tmp_path, rows, world_size=2)
     assert pipeline_chart(analyze_run(run), run, {}) is None
+
+
+def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_path):
+    """2 ranks holding stages (0, 2) and (1, 3) with 4 microbatches: (p - 1)/(v m + p - 1)
+    with p = 2 ranks and v = 2, 1/9; a rank is its stages; no block move across them."""
+
+    def interleaved(rank: int) -> RankMeta:
+        pipe = PipelineMeta(stage=rank, stages=4, stages_held=[rank, rank + 2],
+                            schedule="ScheduleInterleaved1F1B", microbatches=MICRO)  # fmt: skip
+        return RankMeta(rank=rank, world_size=2, status="completed", steps=STEPS, pipeline=pipe)
+
+    rows = {r: [stage_rows(r)] for r in (0, 1)}
+    run = make_run(tmp_path, rows, world_size=2, rank_files={r: interleaved(r) for r in (0, 1)})
+    analysis = analyze_run(run)
+    pipe = analysis.pipeline
+    assert (pipe.stages, pipe.chunks_per_rank, pipe.pipeline_ranks) == (4, 2, 2)
+    assert pipe.theory_bubble_pct == pytest.approx(100 / 9)
+    assert [f.held for f in pipe.ranks] == [(0, 2), (1, 3)] and pipe.move is None
+    (table,) = [b for b in pipeline_section(analysis).blocks if isinstance(b, Table)]
+    assert [row[1] for row in table.rows] == ["0, 2", "1, 3"]
+    bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
+    assert bubble.summary.startswith("stages 0, 2 idles")
+    assert "(ScheduleInterleaved1F1B, 4 stages on 2 ranks, 4 microbatches: theory 11%)" in (
+        bubble.summary
+    )
+    assert any("falls to 6%" in r for r in bubble.remedies), "8 microbatches: 1/17"

@@ -29,7 +29,7 @@ def pipeline_section(a: RunAnalysis) -> Section | None:
     if p is None:
         return None
     head = (
-        f"{p.stages} stages, {p.schedule}, {p.microbatches} microbatches; the schedule's "
+        f"{p.shape}, {p.schedule}, {p.microbatches} microbatches; the schedule's "
         f"bubble in theory {p.theory_bubble_pct:.1f}% of the step; stage {p.bound_stage} "
         f"bounds the pipeline (step {p.step_ms:,.1f} ms)"
     )
@@ -45,8 +45,8 @@ def pipeline_section(a: RunAnalysis) -> Section | None:
 
 def _table(p: PipelineAnalysis) -> Table:
     values = tuple(
-        (f.rank, f.stage, f.forward_ms_per_microbatch, f.backward_ms_per_microbatch,
-         f.transfer_ms, f.bubble_pct,
+        (f.rank, ", ".join(map(str, f.held or (f.stage,))), f.forward_ms_per_microbatch,
+         f.backward_ms_per_microbatch, f.transfer_ms, f.bubble_pct,
          f.peak_memory_bytes / 1e6 if f.peak_memory_bytes is not None else None)
         for f in p.ranks
     )  # fmt: skip
