@@ -137,16 +137,24 @@ def test_the_balanced_bubble_is_the_schedules_theory(tmp_path):
 
 
 @pytest.mark.heavy
-def test_an_interleaved_run_is_its_ranks_stages_with_their_theory(tmp_path):
-    """Interleaved1F1B, each rank holding two stages: p = 2 ranks, v = 2 in the theory."""
-    run, report, clocks = _run(tmp_path, "interleaved", BLOCKS // 2)
+@pytest.mark.parametrize(
+    ("schedule", "name", "theory"),
+    [
+        ("interleaved", "ScheduleInterleaved1F1B", 100 / (2 * MICRO + 1)),
+        ("zero-bubble", "ScheduleInterleavedZeroBubble", 0.0),
+    ],
+)
+def test_an_interleaved_run_is_its_ranks_stages_with_their_theory(tmp_path, schedule, name, theory):
+    """Each rank holding two stages: p = 2 ranks, v = 2 in the theory; a zero-bubble
+    schedule's split backward runs under the probe and has none in theory."""
+    run, report, clocks = _run(tmp_path, schedule, BLOCKS // 2)
     per_stage = BLOCKS // 4
     for rank, meta in run.ranks.items():
         p = meta.pipeline
         assert (p.stages, p.stages_held) == (4, [rank, rank + 2])
-        assert p.schedule == "ScheduleInterleaved1F1B"
+        assert p.schedule == name
         names = [f"stage{s}.{i}" for s in (rank, rank + 2) for i in range(per_stage)]
         assert [b.name for b in p.blocks] == names
     assert [f["held"] for f in report["pipeline"]["ranks"]] == [[0, 2], [1, 3]]
-    check_bubble(report, clocks, theory=100 / (2 * MICRO + 1))
+    check_bubble(report, clocks, theory=theory)
     check_samples(report, clocks)

@@ -13,7 +13,8 @@ in which the stage neither computes (forward, backward, optimizer) nor moves dat
 step − compute − optimizer − transfer; a wait for the peer is bubble.
 
 Theory: (p − 1)/(m + p − 1) of the step for GPipe and 1F1B, (p − 1)/(v·m + p − 1) for an
-interleaved schedule whose p ranks hold v stages each (p·v stages, m microbatches). A rank
+interleaved schedule whose p ranks hold v stages each (p·v stages, m microbatches), 0 for
+a zero-bubble schedule. A rank
 of an interleaved schedule is reported as its first stage, its figures those of all the
 stages it holds; no block move is proposed there (its stages' borders are not one).
 
@@ -120,6 +121,15 @@ class PipelineAnalysis:
         if self.chunks_per_rank > 1:
             return f"{self.stages} stages on {self.pipeline_ranks} ranks"
         return f"{self.stages} stages"
+
+
+ZERO_BUBBLE_NAMES = ("ZeroBubble", "ZBV", "DualPipe")
+"""Schedules that fill the bubble with the weight gradients' backward (ZB-H1/H2, ZB-V,
+DualPipeV): none left in theory, with equal forward, input- and weight-backward times."""
+
+
+def zero_bubble(schedule: str) -> bool:
+    return any(name in schedule for name in ZERO_BUBBLE_NAMES)
 
 
 def theory_bubble_pct(ranks: int, microbatches: int, chunks: int = 1) -> float:
@@ -306,7 +316,7 @@ def analyze_pipeline(
     if metas:
         any_meta = next(iter(metas.values()))
         stages, m, schedule = any_meta.stages, any_meta.microbatches, any_meta.schedule
-        chunks = max(len(any_meta.stages_held), 1) if "Interleaved" in schedule else 1
+        chunks = max(len(any_meta.stages_held), 1)
         of_rank = {r: meta.stage for r, meta in metas.items()}
     else:
         chain = infer_chain(events, p2p, warmup)
@@ -324,7 +334,9 @@ def analyze_pipeline(
         microbatches=m,
         schedule=schedule,
         chunks_per_rank=chunks,
-        theory_bubble_pct=theory_bubble_pct(stages // chunks, m, chunks),
+        theory_bubble_pct=0.0
+        if zero_bubble(schedule)
+        else theory_bubble_pct(stages // chunks, m, chunks),
         ranks=figures,
         bound_stage=max(costs, key=lambda s: costs[s]),
         step_ms=step_ms,

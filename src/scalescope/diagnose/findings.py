@@ -185,6 +185,9 @@ REMEDIES: dict[str, str] = {
     "batch): the bubble's theory falls to {pct:.0f}%",
     "interleaved": "hold {v} stages per rank with an interleaved schedule "
     "(ScheduleInterleaved1F1B): the bubble's theory falls to {pct:.0f}%",
+    "zero_bubble_left": "the zero-bubble schedule leaves no bubble in theory: what is left is "
+    "waiting for a slower stage or for the transfers; even the stages' compute per microbatch "
+    "(the Pipeline stages table) and keep the transfers small",
     "zero_bubble": "a zero-bubble schedule (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) "
     "fills the bubble with the weight gradients' backward",
     "move_blocks": "move {n} block(s) ({names}) from stage {source} to stage {target}: the "

@@ -5,7 +5,12 @@ Ranks of different stages do different work: the rules that compare ranks as rep
 
 from __future__ import annotations
 
-from scalescope.analyze.pipeline import PipelineAnalysis, StageFigures, theory_bubble_pct
+from scalescope.analyze.pipeline import (
+    PipelineAnalysis,
+    StageFigures,
+    theory_bubble_pct,
+    zero_bubble,
+)
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput
 
@@ -14,6 +19,7 @@ BUBBLE_PCT = 15.0
 IMBALANCE_GAIN_PCT = 10.0
 """A block move that shortens the step by this share (%) or more is a finding."""
 CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
+BUBBLE_BASIS = "estimate: the step less the theory's bubble at twice the microbatches"
 """Findings that account for ranks of unequal busy time (a stage's lateness is its work)."""
 REPLICA_CODES = frozenset({"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"})
 """Findings that compare ranks as replicas doing the same work."""
@@ -31,8 +37,11 @@ def _idlest(pipe: PipelineAnalysis) -> StageFigures:
 
 def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
     """More microbatches, more stages per rank, a zero-bubble schedule; DeepSpeed's pipeline
-    engine (probe/deepspeed_pipe.py) runs one schedule: its microbatches only."""
+    engine (probe/deepspeed_pipe.py) runs one schedule: its microbatches only; a zero-bubble
+    schedule's bubble is the stages' waits for each other."""
     p, m, v = pipe.pipeline_ranks, pipe.microbatches, pipe.chunks_per_rank
+    if zero_bubble(pipe.schedule):
+        return (remedy("zero_bubble_left"),)
     if pipe.schedule.startswith("DeepSpeed"):
         return (remedy("more_microbatches_ds", m=2 * m, now=m, pct=theory_bubble_pct(p, 2 * m, v)),)
     return (
@@ -60,6 +69,7 @@ class PipelineBubbleRule:
             return None
         better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
         saved = max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0)
+        no_theory = zero_bubble(pipe.schedule)
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
@@ -73,7 +83,7 @@ class PipelineBubbleRule:
                 theory=pipe.theory_bubble_pct,
             ),  # fmt: skip
             share_pct=round(f.bubble_pct, 1),
-            saved_ms_per_step=round(saved, 2),
+            saved_ms_per_step=None if no_theory else round(saved, 2),
             evidence=(
                 Evidence(
                     "bubble of the idlest stage",
@@ -92,7 +102,7 @@ class PipelineBubbleRule:
             ),  # fmt: skip
             remedies=_bubble_remedies(pipe),
             rank=f.rank,
-            basis="estimate: the step less the theory's bubble at twice the microbatches",
+            basis="" if no_theory else BUBBLE_BASIS,
         )
 
 

@@ -3,25 +3,32 @@ each microbatch's forward and backward, and each block's time.
 
 ``_PipelineStageBase.__init__`` gives the stage (index, count, submodule) and
 ``_PipelineSchedule.__init__`` the schedule (its class, ``n_microbatches``). Each
-``forward_one_chunk`` and ``backward_one_chunk`` is a ``forward`` or ``backward`` phase
-row with the microbatch index in ``seq``; the generic phase hooks stand aside inside them
+``forward_one_chunk``, ``backward_one_chunk`` and ``backward_weight_one_chunk`` (a
+zero-bubble schedule's weight gradients) is a ``forward`` or ``backward`` phase row with
+the microbatch index in ``seq``; the generic phase hooks stand aside inside them
 (``PhaseHooks.paused``), so a stage's forward is the sum of its microbatches', counted once.
 Samples are counted on the first stage only (the inputs of its microbatches): the later
 stages see the same samples again.
 
 Blocks are the submodule's direct children. Forward hooks time each block's forward. A
-block's backward runs from its full-backward pre-hook (the gradient of its output is ready)
-to the next block's (autograd walks the chain backwards), the last one to the chunk's end:
-a hook on the gradient of the block's input would miss the first block, whose input needs
-none. Summed per step, kept in memory and written in the rank's meta (``PipelineMeta.blocks``).
+block's backward runs from the moment the gradient of its output is ready (a hook on that
+tensor, registered by the forward hook) to the next block's (autograd walks the chain
+backwards), the last one to the chunk's end: a hook on the gradient of the block's input
+would miss the first block, whose input needs none. Not a module full-backward hook: that
+wraps the block's outputs in a custom autograd function, which a zero-bubble schedule's
+split backward and in-place ops on those outputs (views then) refuse. Summed per step, kept
+in memory and written in the rank's meta (``PipelineMeta.blocks``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Iterable
 from typing import Any
+
+import torch
 
 from scalescope.events.run import BlockMeta, PipelineMeta
 from scalescope.probe.phases import PhaseHooks, batch_size_of
@@ -43,7 +50,6 @@ class BlockClock:
         self._marks = marks
         module.register_forward_pre_hook(self._fwd_pre)
         module.register_forward_hook(self._fwd_post)
-        module.register_full_backward_pre_hook(self._bwd_pre)
 
     def add(self, into: dict[int, int], ns: int) -> None:
         step = self.recorder.step
@@ -52,12 +58,16 @@ class BlockClock:
     def _fwd_pre(self, _module: Any, _args: Any) -> None:
         self._fwd_start = time.perf_counter_ns()
 
-    def _fwd_post(self, _module: Any, _args: Any, _out: Any) -> None:
+    def _fwd_post(self, _module: Any, _args: Any, out: Any) -> None:
         if self._fwd_start is not None:
             self.add(self.forward_ns, time.perf_counter_ns() - self._fwd_start)
             self._fwd_start = None
+        tensor = first_grad_tensor(out)
+        if tensor is not None:
+            with contextlib.suppress(RuntimeError):  # no hook taken: the block's backward untimed
+                tensor.register_hook(self._gradient_ready)
 
-    def _bwd_pre(self, _module: Any, _grad_out: Any) -> None:
+    def _gradient_ready(self, _grad: Any) -> None:
         self._marks.append((self, time.perf_counter_ns()))
 
     def per_step(self, steps: int) -> tuple[list[int], list[int]]:
@@ -65,6 +75,20 @@ class BlockClock:
             [self.forward_ns.get(s, 0) for s in range(steps)],
             [self.backward_ns.get(s, 0) for s in range(steps)],
         )
+
+
+def first_grad_tensor(out: Any, depth: int = 2) -> Any:
+    """The first tensor of a block's output (a tensor, or a tuple, list or dict of them)
+    whose gradient autograd will compute; None where there is none."""
+    if isinstance(out, torch.Tensor):
+        return out if out.requires_grad else None
+    if depth == 0:
+        return None
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, list | tuple) else ()
+    for item in items:
+        if (found := first_grad_tensor(item, depth - 1)) is not None:
+            return found
+    return None
 
 
 class PipelineProbe:
@@ -111,6 +135,7 @@ class PipelineProbe:
         self._wrap(cls, "__init__", self._stage_init)
         self._wrap(cls, "forward_one_chunk", lambda f: self._chunk(f, "forward"))
         self._wrap(cls, "backward_one_chunk", lambda f: self._chunk(f, "backward"))
+        self._wrap(cls, "backward_weight_one_chunk", lambda f: self._chunk(f, "backward"))
 
     def _patch_schedule(self, module: Any) -> None:
         cls = getattr(module, "_PipelineSchedule", None)
@@ -181,7 +206,8 @@ class PipelineProbe:
         """Each marked block's backward: until the next block's began, the last one's until
         the chunk's end."""
         marks = self._marks
-        for (block, at), then in zip(marks, [t for _, t in marks[1:]] + [end_ns], strict=True):
+        ends = [t for _, t in marks[1:]] + [end_ns] if marks else []
+        for (block, at), then in zip(marks, ends, strict=True):
             block.add(block.backward_ns, then - at)
         marks.clear()
 

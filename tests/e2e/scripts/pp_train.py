@@ -2,8 +2,9 @@
 blocks split between the ranks (``--split 4`` puts blocks 0-3 on stage 0, the rest on
 stage 1), trained with GPipe or 1F1B over ``--micro`` microbatches; ``--schedule interleaved``: each
 rank holds two stages (rank and rank + world), the blocks split evenly between the
-2 x world stages, trained with Interleaved1F1B. It knows nothing of
-scalescope. It prints its own clock's figures as one line:
+2 x world stages, trained with Interleaved1F1B; ``--schedule zero-bubble`` likewise with
+InterleavedZeroBubble (its backward split into the inputs' and the weights' gradients).
+It knows nothing of scalescope. It prints its own clock's figures as one line:
 
     PP_CLOCK samples_per_s=... step_ms=... compute_ms=...
 
@@ -24,9 +25,16 @@ from torch.distributed.pipelining import (
     Schedule1F1B,
     ScheduleGPipe,
     ScheduleInterleaved1F1B,
+    ScheduleInterleavedZeroBubble,
 )
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved": ScheduleInterleaved1F1B}
+SCHEDULES = {
+    "gpipe": ScheduleGPipe,
+    "1f1b": Schedule1F1B,
+    "interleaved": ScheduleInterleaved1F1B,
+    "zero-bubble": ScheduleInterleavedZeroBubble,
+}
+INTERLEAVED = ("interleaved", "zero-bubble")
 CHUNKS = 2
 """Stages per rank under the interleaved schedule."""
 
@@ -42,7 +50,7 @@ def stage_module(rank: int, blocks: int, split: int, hidden: int) -> nn.Sequenti
 
 def timed(stage: PipelineStage, spent: list[float]) -> None:
     """The stage's own clock: perf_counter around each forward and backward chunk."""
-    for name in ("forward_one_chunk", "backward_one_chunk"):
+    for name in ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk"):
         original = getattr(stage, name)
 
         def chunk(*args, _original=original, **kwargs):
@@ -70,7 +78,7 @@ def main() -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     spent = [0.0]
-    if args.schedule == "interleaved":
+    if args.schedule in INTERLEAVED:
         per_stage = args.blocks // (CHUNKS * world)
         modules = [
             nn.Sequential(*(block(args.hidden) for _ in range(per_stage))) for _ in range(CHUNKS)
@@ -85,7 +93,7 @@ def main() -> None:
         stages = [PipelineStage(module, rank, world, torch.device("cpu"))]
     for stage in stages:
         timed(stage, spent)
-    held = stages if args.schedule == "interleaved" else stages[0]
+    held = stages if args.schedule in INTERLEAVED else stages[0]
     schedule = SCHEDULES[args.schedule](held, args.micro, loss_fn=nn.functional.mse_loss)
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
     x = torch.randn(args.batch, args.hidden)

@@ -223,17 +223,22 @@ def test_no_pipeline_chart_without_stages(tmp_path):
     assert pipeline_chart(analyze_run(run), run, {}) is None
 
 
-def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_path):
-    """2 ranks holding stages (0, 2) and (1, 3) with 4 microbatches: (p - 1)/(v m + p - 1)
-    with p = 2 ranks and v = 2, 1/9; a rank is its stages; no block move across them."""
+def interleaved_run(tmp_path, schedule: str):
+    """2 ranks holding stages (0, 2) and (1, 3), with ``schedule``."""
 
     def interleaved(rank: int) -> RankMeta:
         pipe = PipelineMeta(stage=rank, stages=4, stages_held=[rank, rank + 2],
-                            schedule="ScheduleInterleaved1F1B", microbatches=MICRO)  # fmt: skip
+                            schedule=schedule, microbatches=MICRO)  # fmt: skip
         return RankMeta(rank=rank, world_size=2, status="completed", steps=STEPS, pipeline=pipe)
 
     rows = {r: [stage_rows(r)] for r in (0, 1)}
-    run = make_run(tmp_path, rows, world_size=2, rank_files={r: interleaved(r) for r in (0, 1)})
+    return make_run(tmp_path, rows, world_size=2, rank_files={r: interleaved(r) for r in (0, 1)})
+
+
+def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_path):
+    """4 microbatches: (p - 1)/(v m + p - 1) with p = 2 ranks and v = 2, 1/9; a rank is its
+    stages; no block move across them."""
+    run = interleaved_run(tmp_path, "ScheduleInterleaved1F1B")
     analysis = analyze_run(run)
     pipe = analysis.pipeline
     assert (pipe.stages, pipe.chunks_per_rank, pipe.pipeline_ranks) == (4, 2, 2)
@@ -247,3 +252,12 @@ def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_pat
         bubble.summary
     )
     assert any("falls to 6%" in r for r in bubble.remedies), "8 microbatches: 1/17"
+
+
+def test_a_zero_bubble_schedule_has_none_in_theory_and_is_not_told_to_use_one(tmp_path):
+    run = interleaved_run(tmp_path, "ScheduleInterleavedZeroBubble")
+    analysis = analyze_run(run)
+    assert analysis.pipeline.theory_bubble_pct == 0.0
+    bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
+    assert "theory 0%" in bubble.summary and bubble.saved_ms_per_step is None
+    assert len(bubble.remedies) == 1 and "waiting for a slower stage" in bubble.remedies[0]

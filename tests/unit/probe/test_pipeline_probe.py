@@ -3,6 +3,9 @@ block by its stage, the first stage's blocks too, and reports every stage it hol
 
 from __future__ import annotations
 
+import time
+
+import torch
 from torch import nn
 
 from scalescope.probe.phases import PhaseHooks
@@ -23,4 +26,40 @@ def test_a_rank_holding_two_stages_names_each_block_by_its_stage(tmp_path):
     meta = probe.meta(steps=1)
     assert [b.name for b in meta.blocks] == ["stage1.0", "stage1.1", "stage3.0"]
     assert (meta.stage, meta.stages, meta.stages_held) == (1, 4, [1, 3])
+    recorder.close()
+
+
+def block() -> nn.Module:
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+
+def test_a_zero_bubble_split_backward_runs_and_times_each_block(tmp_path):
+    """A zero-bubble schedule's backward of a stage before the last, in two parts (torch's
+    stage_backward_input, then stage_backward_weight, as the stage runs them), on blocks the
+    probe times: the input's and the weights' gradients are those of a plain backward, and
+    each block's backward is timed. With a module full-backward hook the first part failed
+    ("Can't detach views in-place", torch 2.14): the hook made the blocks' outputs views."""
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    torch.manual_seed(0)
+    model = nn.Sequential(block(), block(), block())
+    x = torch.randn(3, 4, requires_grad=True)
+    grad_out = torch.randn(3, 4)
+    model(x).backward(grad_out)
+    expected = (x.grad.clone(), [p.grad.clone() for p in model.parameters()])
+    x.grad = None
+    model.zero_grad(set_to_none=True)
+
+    recorder = Recorder(tmp_path / "events.arrows", rank=0, flush_every_steps=100)
+    probe = PipelineProbe(recorder, PhaseHooks(recorder))
+    probe.add_stage(0, 2, model.named_children())
+    out = model(x)
+    input_grads, groups = stage_backward_input([out], [grad_out], [x], model.parameters())
+    stage_backward_weight(model.parameters(), groups)
+    probe._close_backward(time.perf_counter_ns())
+    assert torch.allclose(input_grads[0], expected[0])
+    for p, want in zip(model.parameters(), expected[1], strict=True):
+        assert torch.allclose(p.grad, want)
+    timed = [b.name for b in probe.blocks if b.backward_ns.get(recorder.step, 0) > 0]
+    assert timed == ["0", "1", "2"]
     recorder.close()
