@@ -200,7 +200,11 @@ class PipelineProbe:
             row = recorder.phase(name, start, end)
             row[_SEQ] = microbatch
             if name == "backward":
-                self._close_backward(end)
+                try:
+                    self._close_backward(end)
+                except Exception as exc:  # the blocks' times are ours: never the rank's end
+                    self.errors.append(f"blocks' backward not timed: {type(exc).__name__}: {exc}")
+                    self._marks.clear()
 
     def _close_backward(self, end_ns: int) -> None:
         """Each marked block's backward: until the next block's began, the last one's until
