@@ -12,17 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cli_env import cli_env
 from netns_hosts import netns_unavailable  # noqa: F401 (tests import it from here)
 
 SCRIPTS = Path(__file__).parent / "scripts"
 DDP_TRAIN = SCRIPTS / "ddp_train.py"
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def scalescope(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:

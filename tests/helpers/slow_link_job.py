@@ -6,12 +6,12 @@ watch has its baseline by then)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from cli_env import cli_env
 from netns_hosts import (
     RATE,
     bridged_hosts,
@@ -30,11 +30,6 @@ STEPS = 700
 THROTTLE_AFTER_S = 14.0
 SCRIPT = Path(__file__).parents[1] / "e2e" / "scripts" / "pairs_train.py"
 ARGS = ["--steps", str(STEPS), "--mbytes", "1"]
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    return env | {"PYTHONUNBUFFERED": "1"}
 
 
 def run_slowed_link(folder: Path) -> subprocess.CompletedProcess | str:
@@ -56,7 +51,7 @@ def run_slowed_link(folder: Path) -> subprocess.CompletedProcess | str:
             ]  # fmt: skip
             out = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
             cmd = on_host(host, name, etc_hosts, run)
-            procs.append(subprocess.Popen(cmd, cwd=folder, env=_env(), text=True, **out))
+            procs.append(subprocess.Popen(cmd, cwd=folder, env=cli_env(), text=True, **out))
         reason = _throttle_once_running(folder / "run", hosts, procs)
         outs = [p.communicate(timeout=300) for p in procs]
         if reason:
