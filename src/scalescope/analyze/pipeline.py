@@ -14,9 +14,9 @@ step − compute − optimizer − transfer; a wait for the peer is bubble.
 
 Theory: (p − 1)/(m + p − 1) of the step for GPipe and 1F1B, (p − 1)/(v·m + p − 1) for an
 interleaved schedule whose p ranks hold v stages each (p·v stages, m microbatches), 0 for
-a zero-bubble schedule. A rank
-of an interleaved schedule is reported as its first stage, its figures those of all the
-stages it holds; no block move is proposed there (its stages' borders are not one).
+a zero-bubble schedule. A rank holding several stages is reported as its first stage, its
+figures those of all the stages it holds; no block move is proposed there (its stages'
+borders are not one).
 
 Proposal: the bound stage (the largest compute per microbatch) gives blocks at its border to
 a neighbour, k at a time, costed by the blocks' measured forward + backward; the move that
@@ -329,14 +329,13 @@ def analyze_pipeline(
     figures = stage_figures(events, of_rank, m, warmup, p2p, metas)
     costs = _stage_costs(figures)
     step_ms = sum(f.step_ms for f in figures) / len(figures)
+    theory = 0.0 if zero_bubble(schedule) else theory_bubble_pct(stages // chunks, m, chunks)
     return PipelineAnalysis(
         stages=stages,
         microbatches=m,
         schedule=schedule,
         chunks_per_rank=chunks,
-        theory_bubble_pct=0.0
-        if zero_bubble(schedule)
-        else theory_bubble_pct(stages // chunks, m, chunks),
+        theory_bubble_pct=theory,
         ranks=figures,
         bound_stage=max(costs, key=lambda s: costs[s]),
         step_ms=step_ms,

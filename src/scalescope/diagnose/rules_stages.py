@@ -19,8 +19,8 @@ BUBBLE_PCT = 15.0
 IMBALANCE_GAIN_PCT = 10.0
 """A block move that shortens the step by this share (%) or more is a finding."""
 CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
-BUBBLE_BASIS = "estimate: the step less the theory's bubble at twice the microbatches"
 """Findings that account for ranks of unequal busy time (a stage's lateness is its work)."""
+BUBBLE_BASIS = "estimate: the step less the theory's bubble at twice the microbatches"
 REPLICA_CODES = frozenset({"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"})
 """Findings that compare ranks as replicas doing the same work."""
 
