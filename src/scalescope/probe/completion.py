@@ -8,13 +8,19 @@ waits in C++ (DDP's coalesced broadcasts) issues its next collective only after 
 so the thread's next collective, or the caller's return (``settle``), completes it.
 
 The same wrapper records when the host waited on a send's or recv's work (``on_wait``,
-probe/p2p.py): the time a pipeline stage is blocked on its peer.
+probe/p2p.py): the time a pipeline stage is blocked on its peer, and tells the C++ side
+(``native_waited``) that a work of its own rows was waited for.
+
+The probe never calls ``wait`` itself: the work is the caller's, and gloo's reduce-scatter
+copies its result into the caller's output in each ``wait`` (a second one writes over what
+the caller did since, and bumps the output's version: autograd then refuses a view of it).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch.distributed as dist
@@ -34,6 +40,8 @@ class HostCompletions:
         self._saved_wait: Any = None
         self._waits: dict[int, tuple[Any, WaitNote]] = {}
         """id(work) -> (work, what to record of its wait): sends and receives (probe/p2p.py)."""
+        self.native_waited: Callable[[Any], None] | None = None
+        """The C++ side's ``waited``: its works without a future complete at their wait."""
 
     def install(self) -> None:
         work_class = getattr(dist, "Work", None)
@@ -46,6 +54,8 @@ class HostCompletions:
         def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
             begin = clock() if waits else 0
             result = original(work, *args, **kwargs)
+            if self.native_waited is not None:
+                self.native_waited(work)
             entry = awaiting.pop(id(work), None)
             if entry is not None and entry[1][_DUR] is None:
                 completed(entry[1], clock())

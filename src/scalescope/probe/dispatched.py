@@ -19,6 +19,7 @@ import torch
 
 from scalescope.probe import native
 from scalescope.probe.collectives import GroupNames
+from scalescope.probe.completion import HostCompletions
 from scalescope.probe.group_discovery import GroupDiscovery
 from scalescope.probe.native_rows import NativeRows
 from scalescope.probe.recorder import Recorder
@@ -79,8 +80,15 @@ class DispatchedCollectives(GroupDiscovery):
         super().__init__(recorder, groups)
         self.module = module
         ops = dict(enumerate(OP_NAMES))
+        self.completions = HostCompletions(recorder)
         self.native = NativeRows(
-            module, recorder, ops, self._error, groups.global_rank, groups.live_slot
+            module,
+            recorder,
+            ops,
+            self._error,
+            groups.global_rank,
+            groups.live_slot,
+            self.completions,
         )
 
     def install(self) -> bool:
@@ -102,6 +110,7 @@ class DispatchedCollectives(GroupDiscovery):
         super().uninstall()
         self.module.release()
         self.native.stop()
+        self.completions.uninstall()
 
     def _attach(self, pg: Any, label: str) -> None:
         self.native.watch(pg, label)

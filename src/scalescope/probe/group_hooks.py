@@ -118,6 +118,7 @@ class GroupHooks(GroupDiscovery):
                 self._error,
                 groups.global_rank,
                 groups.live_slot,
+                self.completions,
             )
         )
         """The C++ hooks, for the groups they can time; the others get Python hooks."""

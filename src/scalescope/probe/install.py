@@ -13,6 +13,7 @@ from scalescope.probe import dispatched, group_hooks, native
 from scalescope.probe.batch_p2p import BatchP2P
 from scalescope.probe.clock import ClockHooks
 from scalescope.probe.collectives import CollectiveWrapper
+from scalescope.probe.completion import HostCompletions
 from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.deepspeed import DeepSpeedPatch
 from scalescope.probe.deepspeed_pipe import DeepSpeedPipePatch
@@ -94,11 +95,7 @@ class Probe:
             else DispatchedCollectives(self.recorder, self.collectives.groups, module)
         )
         self.functional = FunctionalCollectives(self.recorder, self.collectives.cuda)
-        self.p2p = P2PWaits(
-            self.recorder,
-            self.collectives.groups,
-            self.group_hooks.completions if self.group_hooks else None,
-        )
+        self.p2p = P2PWaits(self.recorder, self.collectives.groups, self._completions())
         self.collectives.completions = self.p2p.completions
         self.batch_p2p = BatchP2P(self.recorder, self.collectives.groups, self.collectives.complete)
         self.phases = PhaseHooks(self.recorder)
@@ -123,6 +120,12 @@ class Probe:
         self.collectives.groups.live = self.live.writer
         self.recorder.group_slot = self.collectives.groups.live_slot
         self.stages = StartStages(self.live.writer)
+
+    def _completions(self) -> HostCompletions | None:
+        """The way's ``Work.wait`` wrapper, for the p2p waits too (one per process)."""
+        if self.group_hooks is not None:
+            return self.group_hooks.completions
+        return self.dispatched.completions if self.dispatched is not None else None
 
     def _settle(self) -> Callable[[], None] | None:
         """What completes DDP's last broadcast when its C++ call returns, on the ways that
@@ -174,6 +177,7 @@ class Probe:
         self.collectives.uninstall()
         self.functional.uninstall()
         self.p2p.uninstall()
+        self.p2p.completions.uninstall()  # a fallen-back dispatcher's, which p2p shares
         if self.group_hooks is not None:
             self.group_hooks.uninstall()
         if self.dispatched is not None:

@@ -38,7 +38,7 @@ const c10::DispatchKeySet kBelow(c10::DispatchKeySet::FULL_AFTER, c10::DispatchK
 struct Slot {
   std::optional<c10::OperatorHandle> handle;
   int32_t code = -1;
-  int sized = -1, peer = -1, group = -1;  // argument indices (-1: none)
+  int sized = -1, peer = -1, group = -1, async_op = -1;  // argument indices (-1: none)
   bool times_group = false, p2p = false, returns_work = false;
   size_t nargs = 0;
 };
@@ -86,6 +86,7 @@ struct Seen {
   const c10d::ProcessGroup* pg = nullptr;
   Sized size;
   int64_t root = -1;
+  bool async_op = true;  // an op without the flag: never completed by the next one's issue
 };
 
 void see(const Slot& s, size_t i, const PG& v, Seen& out) {
@@ -119,6 +120,8 @@ void see(const Slot& s, size_t i, int64_t v, Seen& out) {
     out.root = v;
   }
 }
+// The hot ops' only bool argument is ``asyncOp``.
+void see(const Slot&, size_t, bool v, Seen& out) { out.async_op = v; }
 template <class T>
 void see(const Slot&, size_t, const T&, Seen&) {}
 
@@ -137,12 +140,11 @@ int64_t issue(const Slot& s, Seen& seen) {
 }
 
 template <class... Args>
-int64_t issue_unboxed(const Slot& s, const Args&... args) {
+int64_t issue_unboxed(const Slot& s, Seen& seen, const Args&... args) {
   if (unrecorded_now()) {
     return -1;
   }
   try {
-    Seen seen;
     size_t i = 0;
     (see(s, i++, args, seen), ...);
     return issue(s, seen);
@@ -169,9 +171,10 @@ struct Fast<K, Ret(Args...)> {
   static Ret kernel(c10::DispatchKeySet ks, Args... args) {
     static const auto op = fast_slots[K].handle->template typed<Ret(Args...)>();
     const Slot& s = fast_slots[K];
-    const int64_t id = issue_unboxed(s, args...);
+    Seen seen;
+    const int64_t id = issue_unboxed(s, seen, args...);
     Ret out = op.redispatch(ks & kBelow, std::forward<Args>(args)...);
-    end_row(id, work_of(out), s.p2p);
+    end_row(id, work_of(out), s.p2p, seen.async_op);
     return out;
   }
 
@@ -241,7 +244,9 @@ class Boxed final : public c10::OperatorKernel {
   explicit Boxed(Slot slot) : s_(std::move(slot)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-    const int64_t id = unrecorded_now() ? -1 : issue_boxed(torch::jit::last(*stack, s_.nargs));
+    Seen seen;
+    const int64_t id =
+        unrecorded_now() ? -1 : issue_boxed(torch::jit::last(*stack, s_.nargs), seen);
     op.redispatchBoxed(ks & kBelow, stack);
     if (id < 0) {
       return;
@@ -253,13 +258,12 @@ class Boxed final : public c10::OperatorKernel {
       note_error(std::string("a collective has no completion: ") + e.what());
       return;
     }
-    end_row(id, work, s_.p2p);
+    end_row(id, work, s_.p2p, seen.async_op);
   }
 
  private:
-  int64_t issue_boxed(c10::ArrayRef<c10::IValue> args) {
+  int64_t issue_boxed(c10::ArrayRef<c10::IValue> args, Seen& seen) {
     try {
-      Seen seen;
       const auto pg = args[s_.group].toCustomClass<c10d::ProcessGroup>();
       seen.pg = pg.get();
       if (s_.sized >= 0) {
@@ -267,6 +271,9 @@ class Boxed final : public c10::OperatorKernel {
       }
       if (s_.peer >= 0) {
         seen.root = args[s_.peer].toInt();
+      }
+      if (s_.async_op >= 0 && args[s_.async_op].isBool()) {
+        seen.async_op = args[s_.async_op].toBool();
       }
       return issue(s_, seen);
     } catch (const std::exception& e) {
@@ -310,6 +317,7 @@ std::optional<std::string> slot_for(const OpSpec& spec, const c10::OperatorHandl
   slot.group = group_index(schema);
   slot.sized = spec.sized.empty() ? -1 : index_of(schema, spec.sized);
   slot.peer = spec.peer.empty() ? -1 : index_of(schema, spec.peer);
+  slot.async_op = index_of(schema, "async_op");
   const auto& returns = schema.returns();
   slot.returns_work =
       !returns.empty() && returns.back().type()->str().find("c10d.Work") != std::string::npos;

@@ -80,7 +80,7 @@ void pre(int32_t group, int64_t group_size, const c10d::PreHookArgs& a) {
 void post(const c10d::PostHookArgs& a) {
   const int64_t id = issued;
   issued = -1;
-  end_row(id, a.work, point_to_point(a.name));
+  end_row(id, a.work, point_to_point(a.name), a.async_op);
 }
 
 }  // namespace

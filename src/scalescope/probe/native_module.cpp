@@ -40,6 +40,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_live", &s::set_live);
   m.def("arm_running", &s::arm_running);
   m.def("drain", &s::drain);
+  m.def("waited", &s::waited);
   m.def("take_errors", &s::take_errors);
   m.def("dtype_code", &dtype_code);
 }

@@ -14,6 +14,7 @@ import torch
 from scalescope.events import live_state
 from scalescope.events.schema import Kind
 from scalescope.probe.collectives import DTYPE_NAMES, dtype_name
+from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import UNRECORDED, current_tag, mirror_tags, tag_code, tag_named
 from scalescope.probe.recorder import KEPT_STAGES, SETUP_TAGS, Recorder
 
@@ -63,12 +64,17 @@ class NativeRows:
         on_error: Callable[[str], None],
         global_rank: Callable[[str, int], int] = lambda label, local: -1,
         group_slot: Callable[[str], int] = lambda label: 0,
+        completions: HostCompletions | None = None,
     ) -> None:
         """``ops``: the probe's op name by its code (torch's ``HookOpName`` value for the
         hooks, probe/dispatched.py's for the c10d ops); ``on_error``: told each problem the
         C++ side kept (said once each); ``global_rank``: a group label's group rank as a
         global rank (a send's or recv's peer); ``group_slot``: a group label's time slot in
-        the live state (GroupNames.live_slot: 0 none, -1 its members not known yet)."""
+        the live state (GroupNames.live_slot: 0 none, -1 its members not known yet);
+        ``completions``: the process's ``Work.wait`` wrapper, which tells the C++ side when
+        the caller waited for a work without a future (its own if None)."""
+        self.completions = completions or HostCompletions(recorder)
+        self._owns_completions = completions is None
         self.module = module
         self.global_rank = global_rank
         self.group_slot = group_slot
@@ -117,6 +123,8 @@ class NativeRows:
 
     def _start(self) -> None:
         self.active = True
+        self.completions.native_waited = self.module.waited
+        self.completions.install()
         mirror_tags(self.module.set_tag)
         self.module.set_tag(tag_code(current_tag()))  # this thread may be inside a tag
         self.recorder.on_step = self.module.set_step
@@ -138,6 +146,9 @@ class NativeRows:
         if not self.active:
             return
         self.active = False
+        self.completions.native_waited = None
+        if self._owns_completions:
+            self.completions.uninstall()
         mirror_tags(None)
         self.module.set_live("", 0, 0, 0, 0, 0, 0)
         self.recorder.on_step = None

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #ifdef SCALESCOPE_DEVICE_TIMING
@@ -102,6 +103,13 @@ struct Waits {
   bool started = false;
 };
 
+// A work without a future whose caller's wait completes it: never waited for by the probe
+// (gloo's reduce-scatter fills its output in ``wait``, each time it is called).
+struct Awaited {
+  c10::weak_intrusive_ptr<c10d::Work> work;
+  int64_t id;
+};
+
 struct State {
   std::mutex mu;
   std::deque<Record> records;
@@ -112,7 +120,8 @@ struct State {
   std::atomic<int64_t> step{0};
   LiveMap live;
   std::vector<std::string> errors;
-  Waits polled, waited;
+  Waits polled;
+  std::unordered_map<const c10d::Work*, Awaited> awaited;
   std::vector<std::shared_ptr<DeviceSpan>> spare;  // resolved spans: their events re-recorded
 };
 
@@ -122,6 +131,7 @@ State& state() {
 }
 
 thread_local int32_t tag_now = 0;
+thread_local const c10d::Work* last_sync = nullptr;  // this thread's last sync work awaited
 
 bool flagged(const std::vector<char>& flags, int32_t code) {
   return code >= 0 && code < static_cast<int32_t>(flags.size()) && flags[code];
@@ -190,9 +200,8 @@ void live_leave(State& s, int64_t id, const Record& r, int64_t end) {
   }
 }
 
-void complete(int64_t id, int64_t end) {
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+// s.mu held.
+void complete_locked(State& s, int64_t id, int64_t end) {
   Record* r = record_of(s, id);
   if (r == nullptr || r->end >= 0) {
     return;
@@ -201,11 +210,18 @@ void complete(int64_t id, int64_t end) {
   live_leave(s, id, *r, end);
 }
 
+void complete(int64_t id, int64_t end) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  complete_locked(s, id, end);
+}
+
 // A work without a future completes when its caller's wait does. gloo's send and recv works
 // consume their buffer's completion in ``wait``, so a second waiter would block the caller:
 // one thread polls their ``isCompleted`` (every 10 us at first, at most every 250 us). Other
-// such works (gloo's reduce-scatter) never say ``isCompleted``, and their ``wait`` may be
-// repeated: another thread waits for them, in their order.
+// such works (gloo's reduce-scatter) never say ``isCompleted``, and their ``wait`` is not
+// the probe's to call: it copies the result into the caller's output each time, over what
+// the caller wrote there since. They wait for their caller (``await_caller``).
 using Pending = std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, int64_t>>;
 
 void take(Waits& w, Pending& into, bool block) {
@@ -256,21 +272,6 @@ void poll_loop(Waits& w) {
   }
 }
 
-void wait_loop(Waits& w) {
-  Pending pending;
-  for (;;) {
-    take(w, pending, true);
-    for (auto& item : pending) {
-      try {
-        item.first->wait();
-        finished(item.first, item.second);
-      } catch (...) {
-      }
-    }
-    pending.clear();
-  }
-}
-
 void watch(Waits& w, void (*loop)(Waits&), const c10::intrusive_ptr<c10d::Work>& work,
            int64_t id) {
   std::lock_guard<std::mutex> lock(w.mu);
@@ -290,7 +291,52 @@ c10::intrusive_ptr<c10::ivalue::Future> future_of(const c10::intrusive_ptr<c10d:
   }
 }
 
-void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p) {
+// Completed by the caller's ``Work.wait`` from Python (``waited``), or, for a sync call,
+// by this thread's next collective (a caller that waits in C++ issues it after its wait).
+void await_caller(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool async_op) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.awaited.insert_or_assign(work.get(), Awaited{c10::weak_intrusive_ptr<c10d::Work>(work), id});
+  last_sync = async_op ? nullptr : work.get();
+}
+
+// The entry of ``key`` whose work is still alive (one of a freed work is dropped). s.mu held.
+Awaited* live_awaited(State& s, const c10d::Work* key) {
+  auto it = s.awaited.find(key);
+  if (it == s.awaited.end()) {
+    return nullptr;
+  }
+  if (it->second.work.expired()) {
+    s.awaited.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+// Complete the row of ``key``'s work at ``end``, if it awaits its caller. s.mu held.
+void complete_awaited(State& s, const c10d::Work* key, int64_t end) {
+  Awaited* a = live_awaited(s, key);
+  if (a == nullptr) {
+    return;
+  }
+  const int64_t id = a->id;
+  s.awaited.erase(key);
+  complete_locked(s, id, end);
+}
+
+// This thread issues another collective: its last sync call was waited for.
+void settle() {
+  if (last_sync == nullptr) {
+    return;
+  }
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  complete_awaited(s, last_sync, now_ns());
+  last_sync = nullptr;
+}
+
+void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p,
+                 bool async_op) {
   if (!work) {
     complete(id, now_ns());
     return;
@@ -300,7 +346,7 @@ void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2
   } else if (p2p) {
     watch(state().polled, poll_loop, work, id);
   } else {
-    watch(state().waited, wait_loop, work, id);
+    await_caller(id, work, async_op);
   }
 }
 
@@ -405,6 +451,7 @@ bool device_timing() {
 }
 
 int64_t begin_row(const Issue& in) {
+  settle();
   auto& s = state();
   const int32_t tag = tag_now;
   if (flagged(s.unrecorded, tag)) {
@@ -431,7 +478,7 @@ int64_t begin_row(const Issue& in) {
   return id;
 }
 
-void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p) {
+void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, bool async_op) {
   if (id < 0) {
     return;
   }
@@ -449,9 +496,21 @@ void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p) {
       return;
     }
 #endif
-    end_on_host(id, work, p2p);
+    end_on_host(id, work, p2p, async_op);
   } catch (const std::exception& e) {
     note_error(std::string("a collective has no completion: ") + e.what());
+  }
+}
+
+void waited(const c10::intrusive_ptr<c10d::Work>& work) {
+  auto& s = state();
+  if (!work) {
+    return;
+  }
+  const int64_t end = now_ns();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.awaited.empty()) {
+    complete_awaited(s, work.get(), end);
   }
 }
 
@@ -555,6 +614,9 @@ std::vector<Row> drain(bool final) {
                      r.dtype, r.group, r.seq, r.tag, r.root);
     r.drained = true;
     r.span.reset();
+  }
+  for (auto it = s.awaited.begin(); it != s.awaited.end();) {
+    it = it->second.work.expired() ? s.awaited.erase(it) : std::next(it);  // never waited
   }
   while (!s.records.empty() && s.records.front().drained) {
     s.records.pop_front();

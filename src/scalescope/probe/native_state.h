@@ -48,7 +48,14 @@ int64_t begin_row(const Issue& issue);
 
 // The caller got the work: complete the row when the work does (a device row: when a CUDA
 // event after it passes). ``p2p``: a send's or recv's work, polled rather than waited for.
-void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p);
+// A work without a future completes when its caller's wait returns (``waited``) or, issued
+// sync (``async_op`` false), when the thread issues its next collective. The probe never
+// waits for a work itself: that is the caller's, and gloo's reduce-scatter writes its output
+// in each ``wait``.
+void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, bool async_op);
+
+// The caller's ``Work.wait`` of ``work`` returned (Python's, probe/completion.py).
+void waited(const c10::intrusive_ptr<c10d::Work>& work);
 
 void note_error(const std::string& text);
 

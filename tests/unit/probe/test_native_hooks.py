@@ -72,7 +72,7 @@ def collectives(recorder: Recorder) -> list[list]:
 def test_the_world_group_is_seen_in_cpp(probe) -> None:
     _recorder, hooks = probe
     assert hooks.native is not None and hooks.native.active
-    assert dist.Work.wait is ORIGINAL_WAIT, "no Python wrapper on the host's waits"
+    assert dist.Work.wait is not ORIGINAL_WAIT, "the caller's waits complete works without a future"
     kernels = dispatched.kernels()
     if isinstance(hooks, DispatchedCollectives):
         assert "allreduce_ (unboxed)" in kernels and "send (unboxed)" in kernels
@@ -224,3 +224,74 @@ def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(
         want = [["barrier", True, -1, 0], ["gather", True, -1, 32], ["scatter", True, -1, 32]]
         want += [["reduce_scatter", True, -1, 16]] * 3 + [[p2p, True, peer, 16]] * 6
         assert got == sorted(want), "every call recorded and completed"
+
+
+UNTOUCHED_RANK = """
+import json, sys, time, torch, torch.distributed as dist
+from pathlib import Path
+from scalescope.events.schema import Kind
+from scalescope.probe import native
+from scalescope.probe.collectives import GroupNames
+from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.dispatched import DispatchedCollectives
+from scalescope.probe.group_hooks import GroupHooks
+from scalescope.probe.recorder import Recorder
+rank, tmp, way = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
+if way == "dispatcher":
+    hooks = DispatchedCollectives(recorder, GroupNames(), native.load())
+else:
+    hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=way == "cpp")
+hooks.install()
+store = dist.FileStore(str(tmp / "store"), 2)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+seen = {}
+out = torch.full((2,), -7.0)
+work = dist.reduce_scatter_tensor(out, torch.ones(4) * (rank + 1), async_op=True)
+dist.barrier()  # gloo's barrier waits for the reduce itself, not for the work's copy
+time.sleep(0.3)
+seen["before_wait"] = (out.tolist(), out._version)
+work.wait()
+seen["after_wait"] = (out.tolist(), out._version)
+mine = torch.empty(2)
+dist.reduce_scatter_tensor(mine, torch.ones(4))
+mine.fill_(-1.0)
+dist.barrier()
+time.sleep(0.3)
+seen["written_after"] = (mine.tolist(), mine._version)
+recorder.collect()
+hooks.uninstall()
+recorder.collect()
+rows = [r for r in recorder.rows if r[1] == Kind.COLLECTIVE and r[2] == "reduce_scatter"]
+seen["completed"] = [r[4] is not None and r[4] >= 0 for r in rows]
+print(json.dumps(seen))
+dist.destroy_process_group()
+"""
+
+
+@needs_built
+@pytest.mark.parametrize("way", ["cpp", "python", "dispatcher"])
+def test_a_reduce_scatters_output_is_the_callers_alone(tmp_path, way: str) -> None:
+    """gloo's reduce-scatter copies its result into the output in each ``Work.wait``: the
+    probe never waits for it, so the output holds what the caller left there (not written
+    before the caller's wait, nor again after it: no new version, which autograd would take
+    for an in-place change), and the rows still complete at the caller's waits."""
+    if way != "dispatcher" and not group_hooks.available():
+        pytest.skip("torch has no group hooks")
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", UNTOUCHED_RANK, str(rank), str(tmp_path), way],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120) for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
+    for out, _err in outs:
+        seen = json.loads(out.strip().splitlines()[-1])
+        assert seen["before_wait"] == [[-7.0, -7.0], 0], "not written before the caller waits"
+        assert seen["after_wait"] == [[3.0, 3.0], 1]
+        assert seen["written_after"] == [[-1.0, -1.0], 2], "not written again after its wait"
+        assert seen["completed"] == [True, True]
