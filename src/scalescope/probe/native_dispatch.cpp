@@ -95,11 +95,15 @@ void see(const Slot& s, size_t i, const PG& v, Seen& out) {
   }
 }
 void see(const Slot& s, size_t i, const at::Tensor& v, Seen& out) {
+  remember_storage(v);
   if (static_cast<int>(i) == s.sized) {
     out.size.add(v);
   }
 }
 void see(const Slot& s, size_t i, const at::TensorList& v, Seen& out) {
+  if (!v.empty()) {
+    remember_storage(v[0]);
+  }
   if (static_cast<int>(i) == s.sized) {
     for (const auto& t : v) {
       out.size.add(t);
@@ -225,6 +229,16 @@ static_assert(sizeof(kFastOps) / sizeof(kFastOps[0]) <= kFast, "a slot for each 
 
 // --- the boxed kernel: arguments read from the stack ---
 
+void remember_boxed(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensor()) {
+      remember_storage(v.toTensor());
+    } else if (v.isTensorList() && !v.toTensorList().empty()) {
+      remember_storage(v.toTensorList().get(0));
+    }
+  }
+}
+
 void see_boxed(const c10::IValue& v, Sized& out) {
   if (v.isTensor()) {
     out.add(v.toTensor());
@@ -275,6 +289,7 @@ class Boxed final : public c10::OperatorKernel {
       if (s_.async_op >= 0 && args[s_.async_op].isBool()) {
         seen.async_op = args[s_.async_op].toBool();
       }
+      remember_boxed(args);
       return issue(s_, seen);
     } catch (const std::exception& e) {
       note_error(std::string("a collective not recorded: ") + e.what());
@@ -369,7 +384,48 @@ std::string register_op(Interception& in, const OpSpec& spec, const c10::Operato
   return "";
 }
 
+// --- ``_c10d_functional::wait_tensor``: the wait of a functional collective's output ---
+
+struct WaitInterception {
+  std::unique_ptr<torch::Library> library;
+  std::optional<c10::OperatorHandle> handle;
+};
+
+WaitInterception& wait_interception() {
+  static WaitInterception* w = new WaitInterception();
+  return *w;
+}
+
+at::Tensor wait_kernel(c10::DispatchKeySet ks, const at::Tensor& t) {
+  static const auto op = wait_interception().handle->typed<at::Tensor(const at::Tensor&)>();
+  at::Tensor out = op.redispatch(ks & kBelow, t);
+  waited_tensor(t);
+  return out;
+}
+
 }  // namespace
+
+std::string intercept_waits() {
+  release_waits();
+  auto op = c10::Dispatcher::singleton().findSchema({"_c10d_functional::wait_tensor", ""});
+  if (!op) {
+    return "";  // a torch without functional collectives
+  }
+  auto& w = wait_interception();
+  w.handle = *op;
+  try {
+    w.library = std::make_unique<torch::Library>(torch::Library::IMPL, "_c10d_functional",
+                                                 c10::DispatchKey::BackendSelect, __FILE__,
+                                                 __LINE__);
+    w.library->impl("wait_tensor", torch::CppFunction::makeFromUnboxedFunction(TORCH_FN(wait_kernel)));
+  } catch (const std::exception& e) {
+    w.library.reset();
+    return "wait_tensor not intercepted: " + first_line(e.what());
+  }
+  return "";
+}
+
+void release_waits() { wait_interception().library.reset(); }
 
 // Register the probe's kernel for each op of ``specs`` this torch has; the problems (an op
 // not intercepted, and why). Intercepting again first releases the previous kernels.

@@ -71,6 +71,11 @@ void pre(int32_t group, int64_t group_size, const c10d::PreHookArgs& a) {
     Issue in{group, static_cast<int32_t>(a.name), Sized{}, point_to_point(a.name) ? a.root : -1};
     if (sized(a, group_size, in.size)) {
       issued = begin_row(in);
+      for (const auto* tensors : {&a.output_tensors, &a.input_tensors}) {
+        if (issued >= 0 && !tensors->empty()) {
+          remember_storage(tensors->front());
+        }
+      }
     }
   } catch (const std::exception& e) {
     note_error(std::string("a collective not recorded: ") + e.what());

@@ -41,6 +41,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("arm_running", &s::arm_running);
   m.def("drain", &s::drain);
   m.def("waited", &s::waited);
+  m.def("intercept_waits", &s::intercept_waits);
+  m.def("release_waits", &s::release_waits);
   m.def("take_errors", &s::take_errors);
   m.def("dtype_code", &dtype_code);
 }

@@ -125,6 +125,8 @@ class NativeRows:
         self.active = True
         self.completions.native_waited = self.module.waited
         self.completions.install()
+        if problem := self.module.intercept_waits():
+            self.on_error(f"{problem}: functional collectives on gloo are left incomplete")
         mirror_tags(self.module.set_tag)
         self.module.set_tag(tag_code(current_tag()))  # this thread may be inside a tag
         self.recorder.on_step = self.module.set_step
@@ -147,6 +149,7 @@ class NativeRows:
             return
         self.active = False
         self.completions.native_waited = None
+        self.module.release_waits()
         if self._owns_completions:
             self.completions.uninstall()
         mirror_tags(None)

@@ -105,10 +105,17 @@ struct Waits {
 
 // A work without a future whose caller's wait completes it: never waited for by the probe
 // (gloo's reduce-scatter fills its output in ``wait``, each time it is called).
+// ``storages``: those of the tensors it was issued with; a functional collective's
+// ``wait_tensor`` of one completes its row (waited_tensor), even when that wait freed the
+// work (the functional ops' registry holds it until then).
 struct Awaited {
   c10::weak_intrusive_ptr<c10d::Work> work;
   int64_t id;
+  std::vector<const void*> storages;
 };
+
+// Awaited works beyond this many: the freed ones are swept out.
+constexpr size_t kAwaitedSweep = 4096;
 
 struct State {
   std::mutex mu;
@@ -122,6 +129,7 @@ struct State {
   std::vector<std::string> errors;
   Waits polled;
   std::unordered_map<const c10d::Work*, Awaited> awaited;
+  std::unordered_map<const void*, std::pair<const c10d::Work*, int64_t>> awaited_storage;
   std::vector<std::shared_ptr<DeviceSpan>> spare;  // resolved spans: their events re-recorded
 };
 
@@ -132,6 +140,7 @@ State& state() {
 
 thread_local int32_t tag_now = 0;
 thread_local const c10d::Work* last_sync = nullptr;  // this thread's last sync work awaited
+thread_local std::vector<const void*> issue_storages;  // of the collective being issued
 
 bool flagged(const std::vector<char>& flags, int32_t code) {
   return code >= 0 && code < static_cast<int32_t>(flags.size()) && flags[code];
@@ -293,10 +302,44 @@ c10::intrusive_ptr<c10::ivalue::Future> future_of(const c10::intrusive_ptr<c10d:
 
 // Completed by the caller's ``Work.wait`` from Python (``waited``), or, for a sync call,
 // by this thread's next collective (a caller that waits in C++ issues it after its wait).
-void await_caller(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool async_op) {
+// Drop an awaited work and its storages. s.mu held.
+void forget(State& s, std::unordered_map<const c10d::Work*, Awaited>::iterator it) {
+  for (const void* storage : it->second.storages) {
+    auto found = s.awaited_storage.find(storage);
+    if (found != s.awaited_storage.end() && found->second.first == it->first) {
+      s.awaited_storage.erase(found);
+    }
+  }
+  s.awaited.erase(it);
+}
+
+// Works freed without a wait the probe saw (their caller waited in C++). s.mu held.
+void sweep_awaited(State& s) {
+  for (auto it = s.awaited.begin(); it != s.awaited.end();) {
+    auto next = std::next(it);
+    if (it->second.work.expired()) {
+      forget(s, it);
+    }
+    it = next;
+  }
+}
+
+void await_caller(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool async_op,
+                  std::vector<const void*> storages) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.awaited.insert_or_assign(work.get(), Awaited{c10::weak_intrusive_ptr<c10d::Work>(work), id});
+  if (s.awaited.size() >= kAwaitedSweep) {
+    sweep_awaited(s);
+  }
+  for (const void* storage : storages) {
+    s.awaited_storage.insert_or_assign(storage, std::make_pair(work.get(), id));
+  }
+  auto old = s.awaited.find(work.get());
+  if (old != s.awaited.end()) {
+    forget(s, old);
+  }
+  s.awaited.emplace(work.get(), Awaited{c10::weak_intrusive_ptr<c10d::Work>(work), id,
+                                        std::move(storages)});
   last_sync = async_op ? nullptr : work.get();
 }
 
@@ -307,7 +350,7 @@ Awaited* live_awaited(State& s, const c10d::Work* key) {
     return nullptr;
   }
   if (it->second.work.expired()) {
-    s.awaited.erase(it);
+    forget(s, it);
     return nullptr;
   }
   return &it->second;
@@ -320,7 +363,7 @@ void complete_awaited(State& s, const c10d::Work* key, int64_t end) {
     return;
   }
   const int64_t id = a->id;
-  s.awaited.erase(key);
+  forget(s, s.awaited.find(key));
   complete_locked(s, id, end);
 }
 
@@ -336,7 +379,7 @@ void settle() {
 }
 
 void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p,
-                 bool async_op) {
+                 bool async_op, std::vector<const void*> storages) {
   if (!work) {
     complete(id, now_ns());
     return;
@@ -346,7 +389,7 @@ void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2
   } else if (p2p) {
     watch(state().polled, poll_loop, work, id);
   } else {
-    await_caller(id, work, async_op);
+    await_caller(id, work, async_op, std::move(storages));
   }
 }
 
@@ -478,7 +521,15 @@ int64_t begin_row(const Issue& in) {
   return id;
 }
 
+void remember_storage(const at::Tensor& t) {
+  if (t.defined() && t.has_storage()) {
+    issue_storages.push_back(t.storage().unsafeGetStorageImpl());
+  }
+}
+
 void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, bool async_op) {
+  std::vector<const void*> storages;
+  storages.swap(issue_storages);
   if (id < 0) {
     return;
   }
@@ -496,7 +547,7 @@ void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, b
       return;
     }
 #endif
-    end_on_host(id, work, p2p, async_op);
+    end_on_host(id, work, p2p, async_op, std::move(storages));
   } catch (const std::exception& e) {
     note_error(std::string("a collective has no completion: ") + e.what());
   }
@@ -512,6 +563,27 @@ void waited(const c10::intrusive_ptr<c10d::Work>& work) {
   if (!s.awaited.empty()) {
     complete_awaited(s, work.get(), end);
   }
+}
+
+void waited_tensor(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) {
+    return;
+  }
+  const void* key = t.storage().unsafeGetStorageImpl();
+  const int64_t end = now_ns();
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.awaited_storage.find(key);
+  if (it == s.awaited_storage.end()) {
+    return;
+  }
+  const auto [work, id] = it->second;
+  s.awaited_storage.erase(it);
+  auto found = s.awaited.find(work);
+  if (found != s.awaited.end() && found->second.id == id) {
+    forget(s, found);
+  }
+  complete_locked(s, id, end);  // also when its work was freed in that wait (the op's registry)
 }
 
 void configure(const std::vector<std::string>& op_names, const std::vector<int32_t>& unrecorded,

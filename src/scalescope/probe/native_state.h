@@ -57,6 +57,13 @@ void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, b
 // The caller's ``Work.wait`` of ``work`` returned (Python's, probe/completion.py).
 void waited(const c10::intrusive_ptr<c10d::Work>& work);
 
+// A tensor the collective being issued reads or writes (the first of a list): a functional
+// collective's ``wait_tensor`` of it completes the collective's work (``waited_tensor``).
+void remember_storage(const at::Tensor& t);
+
+// ``wait_tensor(t)`` returned: the work without a future issued with ``t`` is complete.
+void waited_tensor(const at::Tensor& t);
+
 void note_error(const std::string& text);
 
 // --- what native_module.cpp binds for Python ---
@@ -95,6 +102,12 @@ struct OpSpec {
 std::vector<std::string> intercept(const std::vector<OpSpec>& specs);
 std::vector<std::string> intercepted();
 void release();
+
+// ``_c10d_functional::wait_tensor`` intercepted at the dispatcher (native_dispatch.cpp) on
+// every way, so that DTensor's and the functional collectives' waits, which C++ and Python
+// make through that op, complete works without a future; why not, or "".
+std::string intercept_waits();
+void release_waits();
 void watch_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, int32_t group);
 void unwatch_group(const c10::intrusive_ptr<c10d::ProcessGroup>& pg);
 

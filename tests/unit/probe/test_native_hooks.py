@@ -295,3 +295,63 @@ def test_a_reduce_scatters_output_is_the_callers_alone(tmp_path, way: str) -> No
         assert seen["after_wait"] == [[3.0, 3.0], 1]
         assert seen["written_after"] == [[-1.0, -1.0], 2], "not written again after its wait"
         assert seen["completed"] == [True, True]
+
+
+FUNCTIONAL_RANK = """
+import json, sys, torch, torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from pathlib import Path
+from scalescope.events.schema import Kind
+from scalescope.probe import native
+from scalescope.probe.collectives import GroupNames
+from scalescope.probe.cuda_timing import CudaTimings
+from scalescope.probe.dispatched import DispatchedCollectives
+from scalescope.probe.group_hooks import GroupHooks
+from scalescope.probe.recorder import Recorder
+rank, tmp, way = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
+if way == "dispatcher":
+    hooks = DispatchedCollectives(recorder, GroupNames(), native.load())
+else:
+    hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=way == "cpp")
+hooks.install()
+store = dist.FileStore(str(tmp / "store"), 2)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+group = dist.group.WORLD
+sums = []
+for _ in range(3):
+    part = funcol.reduce_scatter_tensor(torch.ones(4) * (rank + 1), "sum", 0, group)
+    sums.append(torch.ops._c10d_functional.wait_tensor(part).tolist())
+recorder.collect()
+hooks.uninstall()
+recorder.collect()
+rows = [r for r in recorder.rows if r[1] == Kind.COLLECTIVE and r[2] == "reduce_scatter"]
+print(json.dumps({"sums": sums, "completed": [r[4] is not None and r[4] >= 0 for r in rows]}))
+dist.destroy_process_group()
+"""
+
+
+@needs_built
+@pytest.mark.parametrize("way", ["cpp", "dispatcher"])
+def test_a_functional_reduce_scatter_completes_at_its_wait_tensor(tmp_path, way: str) -> None:
+    """DTensor's and the functional collectives' reduce-scatters on gloo have no future and
+    are waited through the ``wait_tensor`` op, from Python or C++, which frees the work: the
+    C++ side's kernel of that op completes their rows (the Python hooks' way, for a machine
+    that cannot build it, leaves them incomplete)."""
+    if way != "dispatcher" and not group_hooks.available():
+        pytest.skip("torch has no group hooks")
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", FUNCTIONAL_RANK, str(rank), str(tmp_path), way],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120) for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
+    for out, _err in outs:
+        seen = json.loads(out.strip().splitlines()[-1])
+        assert seen["sums"] == [[3.0, 3.0]] * 3
+        assert seen["completed"] == [True] * 3
