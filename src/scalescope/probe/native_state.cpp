@@ -324,8 +324,8 @@ void sweep_awaited(State& s) {
   }
 }
 
-void await_caller(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool async_op,
-                  std::vector<const void*> storages) {
+void await_caller(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool async_op) {
+  std::vector<const void*> storages = issue_storages;
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.awaited.size() >= kAwaitedSweep) {
@@ -379,7 +379,7 @@ void settle() {
 }
 
 void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p,
-                 bool async_op, std::vector<const void*> storages) {
+                 bool async_op) {
   if (!work) {
     complete(id, now_ns());
     return;
@@ -389,7 +389,7 @@ void end_on_host(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2
   } else if (p2p) {
     watch(state().polled, poll_loop, work, id);
   } else {
-    await_caller(id, work, async_op, std::move(storages));
+    await_caller(id, work, async_op);
   }
 }
 
@@ -527,9 +527,13 @@ void remember_storage(const at::Tensor& t) {
   }
 }
 
+// The storages of the collective being issued are its own: cleared as its row ends.
+struct StoragesCleared {
+  ~StoragesCleared() { issue_storages.clear(); }
+};
+
 void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, bool async_op) {
-  std::vector<const void*> storages;
-  storages.swap(issue_storages);
+  StoragesCleared cleared;
   if (id < 0) {
     return;
   }
@@ -547,7 +551,7 @@ void end_row(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool p2p, b
       return;
     }
 #endif
-    end_on_host(id, work, p2p, async_op, std::move(storages));
+    end_on_host(id, work, p2p, async_op);
   } catch (const std::exception& e) {
     note_error(std::string("a collective has no completion: ") + e.what());
   }
