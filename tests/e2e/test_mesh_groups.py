@@ -67,10 +67,11 @@ def test_the_collectives_tables_carry_the_dimension_and_the_groups_size(mesh_run
 
 def test_a_tensor_parallel_pair_counts_its_samples_once(tmp_path):
     """Each tp pair loads the same 16-sample batches, each dp replica its own: the run's
-    samples are the dp replicas' (2 x 16 per measured step), each rank's its own 16."""
+    samples are the dp replicas' (2 x 16 per measured step), each rank's its own 16. The
+    mesh is unflattened from a 1-D one, as torchtitan makes its own: dp and tp named still."""
     proc = scalescope(
         "run", "-n", 4, "--oversubscribe", "--run-dir", tmp_path / "run", "--no-report",
-        SCRIPTS / "mesh_train.py", "--steps", 5, "--loader", cwd=tmp_path,
+        SCRIPTS / "mesh_train.py", "--steps", 5, "--loader", "--unflatten", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = load_run(tmp_path / "run")

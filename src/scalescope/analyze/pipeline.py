@@ -62,9 +62,9 @@ class StageFigures:
 
     @property
     def label(self) -> str:
-        """``stage 1``, or ``stages 1, 3`` for a rank holding both."""
+        """``stage 1``, or ``the rank of stages 1, 3`` for a rank holding both."""
         if self.held:
-            return "stages " + ", ".join(map(str, self.held))
+            return "the rank of stages " + ", ".join(map(str, self.held))
         return f"stage {self.stage}"
 
     @property

@@ -1,12 +1,19 @@
 """Names the process groups a ``DeviceMesh`` makes by its dimensions (dp, tp, pp, or the
 names the user gave), so that each collective's group has a role: the mesh is wrapped at
-construction, and each named dimension's group of this rank is labelled with its name."""
+construction, and each named dimension's group of this rank is labelled with its name.
+
+A mesh made by ``_unflatten`` or ``_flatten`` of another (torchtitan unflattens a 1-D
+``world`` mesh into pp, dp, cp, tp) gets its groups after its construction: those methods'
+results are named when they return."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from scalescope.probe.collectives import GroupNames
+
+DERIVING = ("_unflatten", "_flatten")
+"""``DeviceMesh`` methods that return a new mesh whose groups exist only once they return."""
 
 
 def _mesh_class() -> Any:
@@ -24,6 +31,7 @@ class MeshNames:
         self.groups = groups
         self._cls = None
         self._init = None
+        self._saved: dict[str, Any] = {}
         self.errors: list[str] = []
 
     def install(self) -> None:
@@ -38,11 +46,28 @@ class MeshNames:
             names.name(mesh)
 
         cls.__init__ = __init__
+        for method in DERIVING:
+            if (made := cls.__dict__.get(method)) is not None:
+                self._saved[method] = made
+                setattr(cls, method, self._named_result(made))
+
+    def _named_result(self, method: Any) -> Any:
+        names = self
+
+        def derive(mesh: Any, *args: Any, **kwargs: Any) -> Any:
+            derived = method(mesh, *args, **kwargs)
+            names.name(derived)
+            return derived
+
+        return derive
 
     def uninstall(self) -> None:
         if self._cls is not None and self._init is not None:
             self._cls.__init__ = self._init
+            for method, original in self._saved.items():
+                setattr(self._cls, method, original)
         self._cls = self._init = None
+        self._saved = {}
 
     def name(self, mesh: Any) -> None:
         """Each named dimension's group of this rank (meshes built before the process group

@@ -24,6 +24,10 @@ def main() -> None:
     p.add_argument("--facts", default="")
     p.add_argument("--unnamed", action="store_true", help="a mesh without dimension names")
     p.add_argument(
+        "--unflatten", action="store_true",
+        help="torchtitan's way: a 1-D 'world' mesh unflattened into dp x tp",
+    )  # fmt: skip
+    p.add_argument(
         "--loader", action="store_true",
         help="train from a DataLoader with an optimizer (the tp pair loads the same batches, "
         "the dp pair its own shards); when rank 0's steps ended (s) to FACTS/steps.json",
@@ -32,7 +36,11 @@ def main() -> None:
     dist.init_process_group("gloo")
     world = dist.get_world_size()
     names = None if args.unnamed else ("dp", "tp")
-    mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=names)
+    if args.unflatten:
+        flat = init_device_mesh("cpu", (world,), mesh_dim_names=("world",))
+        mesh = flat._unflatten(0, (world // 2, 2), ("dp", "tp"))
+    else:
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=names)
     dp, tp = mesh.get_group(0), mesh.get_group(1)
     torch.manual_seed(0)
     model = nn.Linear(64, 64)

@@ -247,7 +247,7 @@ def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_pat
     (table,) = [b for b in pipeline_section(analysis).blocks if isinstance(b, Table)]
     assert [row[1] for row in table.rows] == ["0, 2", "1, 3"]
     bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
-    assert bubble.summary.startswith("stages 0, 2 idles")
+    assert bubble.summary.startswith("the rank of stages 0, 2 idles")
     assert "(ScheduleInterleaved1F1B, 4 stages on 2 ranks, 4 microbatches: theory 11%)" in (
         bubble.summary
     )
