@@ -375,6 +375,28 @@ def p2p_pipeline(folder: Path) -> Scenario:
     return Scenario(folder.name, about, args, truth)
 
 
+def fsdp_tp(folder: Path) -> Scenario:
+    run_dir = fresh(folder)
+    args = ["run", "-n", "4", "--oversubscribe", str(SCRIPTS / "sp_train.py"), "--steps", "3"]
+
+    def record() -> dict:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        checked(cli([*args[:1], "--run-dir", run_dir, "--no-report", *args[1:]], folder))
+        return {"mesh": {"dp": 2, "tp": 2}, "activation_bytes": SP_ACTIVATION_BYTES,
+                "about": "tp pairs (0, 1), (2, 3); dp pairs (0, 2), (1, 3)"}  # fmt: skip
+
+    truth = quiet(record, "fsdp_tp")
+    about = (
+        "DTensor tensor and sequence parallelism under FSDP2 on a dp 2 x tp 2 mesh of 4 ranks "
+        "(sp_train.py, torchtitan's layout small)"
+    )
+    return Scenario(folder.name, about, args, truth)
+
+
+SP_ACTIVATION_BYTES = 4 * 16 * 32 * 4
+"""sp_train.py's activations, (BATCH, SEQ, WIDTH) float32: a tp reduce-scatter's input."""
+
+
 def slowdown_rank(folder: Path) -> Scenario:
     run_dir = fresh(folder)
     args = ["run", "-n", "4", "--oversubscribe", str(SCRIPTS / "ddp_train.py"), "--steps", "330",
@@ -460,6 +482,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "profiled": profiled,
     "fsdp": fsdp,
     "p2p_pipeline": p2p_pipeline,
+    "fsdp_tp": fsdp_tp,
     "slowdown_rank": slowdown_rank,
     "slowdown_link": slowdown_link,
 }
