@@ -63,3 +63,14 @@ def test_the_findings_name_their_dimension_and_samples_count_each_tp_pair_once(
         c.startswith("FSDP_") for c in dims
     )
     assert analysis.steps.sample_copies == 2
+
+
+def test_a_slow_link_inside_the_oversubscribed_host_is_its_time_slicing(recorded) -> None:
+    """4 ranks on 2 cores: a rank descheduled inside a collective stretches the transfer of
+    the pair it belongs to; the link is not what to fix."""
+    _, run, analysis = recorded
+    findings = {f.code: f for f in diagnose_run(run, analysis).findings}
+    assert findings["OVERSUBSCRIBED"].level == "warning"
+    link = findings["SLOW_LINK"]
+    assert link.level == "info" and link.saved_ms_per_step is None
+    assert link.basis.startswith("explained by OVERSUBSCRIBED: time-slicing, not the link")

@@ -158,8 +158,35 @@ def attribute(
             f = _explained(f, shared)
         elif f.code in COMM_CODES and time_sliced and sliced is not None:
             f = _time_sliced(f, sliced)
+        elif f.code == "SLOW_LINK" and "OVERSUBSCRIBED" in codes and _sliced_link(f, sliced):
+            f = _link_time_sliced(f, sliced)
         out.append(f)
     return out
+
+
+def _evidence(f: Finding, name: str) -> float | str | None:
+    return next((e.value for e in f.evidence if e.name == name), None)
+
+
+def _sliced_link(f: Finding, sliced: TimeSlicing | None) -> bool:
+    """A slow link inside one oversubscribed host whose ranks wait longer for a cpu than the
+    link's excess: a rank descheduled inside a collective stretches its transfer."""
+    cost = _evidence(f, "cost")
+    return (
+        sliced is not None
+        and _evidence(f, "hosts") == sliced.load.host
+        and isinstance(cost, int | float)
+        and cost <= sliced.wait_ms
+    )
+
+
+def _link_time_sliced(f: Finding, sliced: TimeSlicing) -> Finding:
+    basis = (
+        f"explained by OVERSUBSCRIBED: time-slicing, not the link: the ranks of "
+        f"{sliced.load.host} wait {sliced.wait_ms:.1f} ms/step for a cpu, more than the "
+        f"{_evidence(f, 'cost')} ms/step this link takes above its peers"
+    )
+    return replace(f, level="info", saved_ms_per_step=None, basis=basis)
 
 
 RANK_CAUSES = ("STRAGGLER", "NODE_STRAGGLER")

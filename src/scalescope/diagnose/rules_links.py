@@ -181,7 +181,8 @@ def explained_by_links(ctx: DiagnosisInput, findings: list[Finding]) -> list[Fin
     slow link, costing at most LINK_EXPLAINS times what the link does, is the link's
     consequence: ``info``, without a saving, "explained by SLOW_LINK"."""
     la = ctx.analysis.links
-    if la is None or not la.slow or not any(f.code == "SLOW_LINK" for f in findings):
+    slow = any(f.code == "SLOW_LINK" and f.level == "warning" for f in findings)
+    if la is None or not la.slow or not slow:
         return findings
     out = []
     for f in findings:
