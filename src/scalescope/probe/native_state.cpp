@@ -331,12 +331,12 @@ void await_caller(int64_t id, const c10::intrusive_ptr<c10d::Work>& work, bool a
   if (s.awaited.size() >= kAwaitedSweep) {
     sweep_awaited(s);
   }
-  for (const void* storage : storages) {
-    s.awaited_storage.insert_or_assign(storage, std::make_pair(work.get(), id));
-  }
-  auto old = s.awaited.find(work.get());
+  auto old = s.awaited.find(work.get());  // a freed work's address, reused
   if (old != s.awaited.end()) {
     forget(s, old);
+  }
+  for (const void* storage : storages) {
+    s.awaited_storage.insert_or_assign(storage, std::make_pair(work.get(), id));
   }
   s.awaited.emplace(work.get(), Awaited{c10::weak_intrusive_ptr<c10d::Work>(work), id,
                                         std::move(storages)});
@@ -691,9 +691,7 @@ std::vector<Row> drain(bool final) {
     r.drained = true;
     r.span.reset();
   }
-  for (auto it = s.awaited.begin(); it != s.awaited.end();) {
-    it = it->second.work.expired() ? s.awaited.erase(it) : std::next(it);  // never waited
-  }
+  sweep_awaited(s);
   while (!s.records.empty() && s.records.front().drained) {
     s.records.pop_front();
     s.first_id++;
