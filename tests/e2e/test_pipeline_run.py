@@ -48,6 +48,7 @@ def check_stages(run, schedule: str, split: int) -> None:
     for rank, meta in run.ranks.items():
         p = meta.pipeline
         assert (p.stage, p.stages, p.schedule, p.microbatches) == (rank, 2, schedule, MICRO)
+        assert meta.layer_shares == {"linear": 100.0}, "the stage's layers: no model is stepped"
         blocks = split if rank == 0 else BLOCKS - split
         assert [b.name for b in p.blocks] == [str(i) for i in range(blocks)]
         for b in p.blocks:

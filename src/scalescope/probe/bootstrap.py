@@ -299,11 +299,18 @@ def _finish(
 
 
 def model_layer_shares(probe: Any) -> dict[str, float] | None:
-    """The timed model's layer kinds; None on any failure: it must never break a rank."""
+    """The timed model's layer kinds, else those of the pipeline stages the rank holds (no
+    model is stepped as a whole there); None on any failure: it must never break a rank."""
     try:
+        from torch import nn
+
         from scalescope.probe.model_layers import layer_shares
 
-        return layer_shares(getattr(probe.phases, "watched", None))
+        model = getattr(probe.phases, "watched", None)
+        blocks = getattr(getattr(probe, "pipeline", None), "modules", None)
+        if model is None and blocks:
+            model = nn.ModuleList(blocks)
+        return layer_shares(model)
     except Exception:  # a model that fails to walk (odd parameters, a broken module)
         return None
 

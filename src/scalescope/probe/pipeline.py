@@ -102,6 +102,8 @@ class PipelineProbe:
         self.schedule = ""
         self.microbatches = 0
         self.blocks: list[BlockClock] = []
+        self.modules: list[Any] = []
+        """The blocks' modules, of every stage the rank holds."""
         self._marks: list[tuple[BlockClock, int]] = []
         """(block, when its backward began) in the current backward chunk."""
         self.errors: list[str] = []
@@ -166,6 +168,7 @@ class PipelineProbe:
         prefix = f"stage{index}." if len(self.stage_indices) > 1 else ""
         for name, child in blocks:
             self.blocks.append(BlockClock(prefix + name, child, self.recorder, self._marks))
+            self.modules.append(child)
 
     def _schedule_init(self, original: Any) -> Any:
         def __init__(schedule: Any, *args: Any, **kwargs: Any) -> None:

@@ -63,3 +63,18 @@ def test_a_zero_bubble_split_backward_runs_and_times_each_block(tmp_path):
     timed = [b.name for b in probe.blocks if b.backward_ns.get(recorder.step, 0) > 0]
     assert timed == ["0", "1", "2"]
     recorder.close()
+
+
+def test_a_pipeline_ranks_layers_are_its_stages_when_no_model_is_stepped(tmp_path):
+    from types import SimpleNamespace
+
+    from scalescope.probe.bootstrap import model_layer_shares
+
+    recorder = Recorder(tmp_path / "events.arrows", rank=0, flush_every_steps=100)
+    pipeline = PipelineProbe(recorder, PhaseHooks(recorder))
+    pipeline.add_stage(0, 2, [("tok", nn.Embedding(10, 4)), ("0", nn.Linear(4, 4, bias=False))])
+    probe = SimpleNamespace(phases=SimpleNamespace(watched=None), pipeline=pipeline)
+    assert model_layer_shares(probe) == {"embedding": 71.43, "linear": 28.57}
+    probe.phases.watched = nn.Linear(2, 2)
+    assert model_layer_shares(probe) == {"linear": 100.0}, "a stepped model comes first"
+    recorder.close()
