@@ -8,6 +8,7 @@ results are named when they return."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from scalescope.probe.collectives import GroupNames
@@ -54,6 +55,7 @@ class MeshNames:
     def _named_result(self, method: Any) -> Any:
         names = self
 
+        @functools.wraps(method)
         def derive(mesh: Any, *args: Any, **kwargs: Any) -> Any:
             derived = method(mesh, *args, **kwargs)
             names.name(derived)
