@@ -18,11 +18,13 @@ the caller did since, and bumps the output's version: autograd then refuses a vi
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from scalescope.probe.recorder import Recorder, WaitNote
@@ -42,6 +44,9 @@ class HostCompletions:
         """id(work) -> (work, what to record of its wait): sends and receives (probe/p2p.py)."""
         self.native_waited: Callable[[Any], None] | None = None
         """The C++ side's ``waited``: its works without a future complete at their wait."""
+        self._by_storage: dict[int, int] = {}
+        """A tensor's storage -> id(work) of the awaited collective issued with it."""
+        self._library: Any = None
 
     def install(self) -> None:
         work_class = getattr(dist, "Work", None)
@@ -71,8 +76,46 @@ class HostCompletions:
         if self._saved_wait is not None:
             dist.Work.wait = self._saved_wait
             self._saved_wait = None
+        if self._library is not None:
+            with contextlib.suppress(Exception):
+                self._library._destroy()
+            self._library = None
         self._awaiting.clear()
         self._waits.clear()
+        self._by_storage.clear()
+
+    def watch_tensor_waits(self) -> str:
+        """A kernel of ``_c10d_functional::wait_tensor`` at the dispatcher (BackendSelect,
+        which no torch kernel of it uses), for the Python hooks' way: a functional collective
+        (DTensor's) is waited through that op, from Python or C++, and its gloo work has no
+        future. Why it could not be registered, or ""."""
+        if self._library is not None:
+            return ""
+        try:
+            op = torch.ops._c10d_functional.wait_tensor.default
+            below = torch._C.DispatchKey.BackendSelect
+            library = torch.library.Library("_c10d_functional", "IMPL")
+
+            def wait_tensor(keyset: Any, tensor: Any) -> Any:
+                out = op.redispatch(keyset.remove(below), tensor)
+                self.tensor_waited(tensor)
+                return out
+
+            library.impl("wait_tensor", wait_tensor, "BackendSelect", with_keyset=True)
+        except Exception as exc:  # a torch without functional collectives, or this API
+            return f"wait_tensor not seen: {type(exc).__name__}: {exc}"
+        self._library = library
+        return ""
+
+    def tensor_waited(self, tensor: Any) -> None:
+        """``wait_tensor(tensor)`` returned: the awaited collective issued with it is done."""
+        try:
+            work_id = self._by_storage.pop(tensor.untyped_storage().data_ptr(), None)
+        except Exception:  # a tensor without storage
+            return
+        entry = self._awaiting.pop(work_id, None) if work_id is not None else None
+        if entry is not None and entry[1][_DUR] is None:
+            self.recorder.completed(entry[1], time.perf_counter_ns())
 
     def on_wait(self, work: Any, note: WaitNote) -> None:
         """Record the host's wait on ``work`` (a send or recv) when ``Work.wait`` returns."""
@@ -81,14 +124,17 @@ class HostCompletions:
         self.install()
         self._waits[id(work)] = (work, note)
 
-    def watch(self, row: list, work: Any, async_op: bool) -> None:
-        """Complete ``row`` when ``work`` does (a None work: it is done)."""
+    def watch(self, row: list, work: Any, async_op: bool, storages: tuple[int, ...] = ()) -> None:
+        """Complete ``row`` when ``work`` does (a None work: it is done); ``storages``: of
+        the tensors it was issued with, whose ``wait_tensor`` completes it too."""
         if work is None:
             self.recorder.completed(row, time.perf_counter_ns())
             return
         if async_op and self._on_future(row, work):
             return
         self._awaiting[id(work)] = (work, row)
+        for storage in storages:
+            self._by_storage[storage] = id(work)
         if not async_op:
             self._local.last = work
 

@@ -141,6 +141,8 @@ class GroupHooks(GroupDiscovery):
             self._native_groups.add(id(pg))
             return
         self.completions.install()  # Work.wait wrapped only where Python hooks need it
+        if self.native is None and (problem := self.completions.watch_tensor_waits()):
+            self._error(f"{problem}: functional collectives on gloo are left incomplete")
         pre, post = self._hooks(label, pg.size())
         pg.register_pre_hook(HOOK_ID, pre)
         pg.register_post_hook(HOOK_ID, post)
@@ -157,7 +159,7 @@ class GroupHooks(GroupDiscovery):
         recorder, cuda, clock = self.recorder, self.cuda, time.perf_counter_ns
         completions, sizes, dtypes = self.completions, sizes_by_hook_op(), DTYPE_NAMES
         p2p, global_rank = _p2p_ops(), self.groups.global_rank
-        issued: dict[int, tuple[list, Any]] = {}
+        issued: dict[int, tuple[list, Any, tuple[int, ...]]] = {}
         """op id -> row and CUDA start event, from the pre hook to the post hook (two threads
         may issue on one group: DDP's reducer and the main thread)."""
 
@@ -173,24 +175,32 @@ class GroupHooks(GroupDiscovery):
                 dtype = "" if first is None else dtypes.get(first.dtype) or dtype_name(first)
                 peer = global_rank(group, args.root) if args.name in p2p else -1
                 row = recorder.collective(op, nbytes, count, dtype, group, tag, clock(), peer)
-                issued[args.op_id] = (row, cuda.start() if on_device else None)
+                timer = cuda.start() if on_device else None
+                issued[args.op_id] = (row, timer, () if on_device else _storages(args))
             except Exception as exc:  # never raise inside a rank's collective
                 self._error(f"a collective on group {group} not recorded: {exc!r}")
 
         def post(args: Any) -> None:
             try:
-                row, timer = issued.pop(args.op_id, (None, None))
+                row, timer, storages = issued.pop(args.op_id, (None, None, ()))
                 if row is None:
                     return
                 if timer is not None:
                     cuda.finish(row, timer, args.work)
                     recorder.left(row, clock())
                 else:
-                    completions.watch(row, args.work, args.async_op)
+                    completions.watch(row, args.work, args.async_op, storages)
             except Exception as exc:
                 self._error(f"a collective on group {group} has no completion: {exc!r}")
 
         return pre, post
+
+
+def _storages(args: Any) -> tuple[int, ...]:
+    """The storages of a collective's first output and input: a functional collective's
+    ``wait_tensor`` of one completes it (probe/completion.py)."""
+    first = [*args.output_tensors[:1], *args.input_tensors[:1]]
+    return tuple(t.untyped_storage().data_ptr() for t in first)
 
 
 def _p2p_ops() -> frozenset:

@@ -13,6 +13,8 @@ from typing import Any
 
 from scalescope.probe.collectives import GroupNames
 
+NOT_YET = "process groups not initialized"
+"""torch's words for a mesh whose groups are still to be made (DeviceMesh.get_group)."""
 DERIVING = ("_unflatten", "_flatten")
 """``DeviceMesh`` methods that return a new mesh whose groups exist only once they return."""
 
@@ -73,10 +75,14 @@ class MeshNames:
 
     def name(self, mesh: Any) -> None:
         """Each named dimension's group of this rank (meshes built before the process group
-        was, or without names, are left alone)."""
+        was, or without names, are left alone; so are meshes whose groups come later: those
+        ``_flatten`` and ``_unflatten`` make, named when they return)."""
         try:
             dims = getattr(mesh, "mesh_dim_names", None) or ()
             for i, dim in enumerate(dims):
                 self.groups.name_dim(mesh.get_group(i), str(dim))
+        except RuntimeError as exc:
+            if NOT_YET not in str(exc):
+                self.errors.append(f"mesh dimensions not named: RuntimeError: {exc}")
         except Exception as exc:  # the mesh is the user's: record, never raise
             self.errors.append(f"mesh dimensions not named: {type(exc).__name__}: {exc}")

@@ -332,12 +332,12 @@ dist.destroy_process_group()
 
 
 @needs_built
-@pytest.mark.parametrize("way", ["cpp", "dispatcher"])
+@pytest.mark.parametrize("way", ["cpp", "python", "dispatcher"])
 def test_a_functional_reduce_scatter_completes_at_its_wait_tensor(tmp_path, way: str) -> None:
     """DTensor's and the functional collectives' reduce-scatters on gloo have no future and
-    are waited through the ``wait_tensor`` op, from Python or C++, which frees the work: the
-    C++ side's kernel of that op completes their rows (the Python hooks' way, for a machine
-    that cannot build it, leaves them incomplete)."""
+    are waited through the ``wait_tensor`` op, from Python or C++, which frees the work: a
+    kernel of that op at the dispatcher completes their rows (the C++ side's, or, on the
+    Python hooks' way, for a machine that cannot build it, one in Python)."""
     if way != "dispatcher" and not group_hooks.available():
         pytest.skip("torch has no group hooks")
     ranks = [
