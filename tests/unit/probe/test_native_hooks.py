@@ -154,7 +154,7 @@ def test_a_machine_that_cannot_build_says_why_once(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.so"))
 
 
-P2P_RANK = """
+RANK_HEADER = """
 import json, sys, time, torch, torch.distributed as dist
 from pathlib import Path
 from scalescope.events.schema import Kind
@@ -174,6 +174,28 @@ else:
 hooks.install()
 store = dist.FileStore(str(tmp / "store"), 2)
 dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+"""
+"""Two gloo ranks recording through ``way`` (argv: rank, folder, way): the scripts below go on
+from here and print their findings as JSON on their last line."""
+
+
+def two_ranks(script: str, tmp_path, way: str) -> list:
+    """Each rank's last line, parsed, once both exited 0 (``script`` after RANK_HEADER)."""
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK_HEADER + script, str(rank), str(tmp_path), way],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120) for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _err in outs]
+
+
+P2P_RANK = """
 t = torch.ones(4)
 for _ in range(3):
     if rank == 0:
@@ -208,18 +230,7 @@ def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(
     scatter count one rank's part times the group, on the root and off it."""
     if way != "dispatcher" and not group_hooks.available():
         pytest.skip("torch has no group hooks")
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", P2P_RANK, str(rank), str(tmp_path), way],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=120) for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
-    sent, received = (json.loads(out.strip().splitlines()[-1]) for out, _err in outs)
+    sent, received = two_ranks(P2P_RANK, tmp_path, way)
     for got, p2p, peer in ((sent, "send", 1), (received, "recv", 0)):
         want = [["barrier", True, -1, 0], ["gather", True, -1, 32], ["scatter", True, -1, 32]]
         want += [["reduce_scatter", True, -1, 16]] * 3 + [[p2p, True, peer, 16]] * 6
@@ -227,24 +238,6 @@ def test_send_recv_and_reduce_scatter_complete_without_blocking_their_caller(
 
 
 UNTOUCHED_RANK = """
-import json, sys, time, torch, torch.distributed as dist
-from pathlib import Path
-from scalescope.events.schema import Kind
-from scalescope.probe import native
-from scalescope.probe.collectives import GroupNames
-from scalescope.probe.cuda_timing import CudaTimings
-from scalescope.probe.dispatched import DispatchedCollectives
-from scalescope.probe.group_hooks import GroupHooks
-from scalescope.probe.recorder import Recorder
-rank, tmp, way = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
-if way == "dispatcher":
-    hooks = DispatchedCollectives(recorder, GroupNames(), native.load())
-else:
-    hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=way == "cpp")
-hooks.install()
-store = dist.FileStore(str(tmp / "store"), 2)
-dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
 seen = {}
 out = torch.full((2,), -7.0)
 work = dist.reduce_scatter_tensor(out, torch.ones(4) * (rank + 1), async_op=True)
@@ -278,19 +271,7 @@ def test_a_reduce_scatters_output_is_the_callers_alone(tmp_path, way: str) -> No
     for an in-place change), and the rows still complete at the caller's waits."""
     if way != "dispatcher" and not group_hooks.available():
         pytest.skip("torch has no group hooks")
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", UNTOUCHED_RANK, str(rank), str(tmp_path), way],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=120) for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
-    for out, _err in outs:
-        seen = json.loads(out.strip().splitlines()[-1])
+    for seen in two_ranks(UNTOUCHED_RANK, tmp_path, way):
         assert seen["before_wait"] == [[-7.0, -7.0], 0], "not written before the caller waits"
         assert seen["after_wait"] == [[3.0, 3.0], 1]
         assert seen["written_after"] == [[-1.0, -1.0], 2], "not written again after its wait"
@@ -298,25 +279,7 @@ def test_a_reduce_scatters_output_is_the_callers_alone(tmp_path, way: str) -> No
 
 
 FUNCTIONAL_RANK = """
-import json, sys, torch, torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
-from pathlib import Path
-from scalescope.events.schema import Kind
-from scalescope.probe import native
-from scalescope.probe.collectives import GroupNames
-from scalescope.probe.cuda_timing import CudaTimings
-from scalescope.probe.dispatched import DispatchedCollectives
-from scalescope.probe.group_hooks import GroupHooks
-from scalescope.probe.recorder import Recorder
-rank, tmp, way = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-recorder = Recorder(tmp / f"events-{rank}.arrow", rank)
-if way == "dispatcher":
-    hooks = DispatchedCollectives(recorder, GroupNames(), native.load())
-else:
-    hooks = GroupHooks(recorder, GroupNames(), CudaTimings(), compiled=way == "cpp")
-hooks.install()
-store = dist.FileStore(str(tmp / "store"), 2)
-dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
 group = dist.group.WORLD
 sums = []
 for _ in range(3):
@@ -340,18 +303,6 @@ def test_a_functional_reduce_scatter_completes_at_its_wait_tensor(tmp_path, way:
     Python hooks' way, for a machine that cannot build it, one in Python)."""
     if way != "dispatcher" and not group_hooks.available():
         pytest.skip("torch has no group hooks")
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", FUNCTIONAL_RANK, str(rank), str(tmp_path), way],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=120) for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), [err for _out, err in outs]
-    for out, _err in outs:
-        seen = json.loads(out.strip().splitlines()[-1])
+    for seen in two_ranks(FUNCTIONAL_RANK, tmp_path, way):
         assert seen["sums"] == [[3.0, 3.0]] * 3
         assert seen["completed"] == [True] * 3
