@@ -419,18 +419,19 @@ def what_if_of(
     rows, none_measured = measured_rows(grid, warmup_steps)
     base = predict(grid, "as measured", rows)
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
+    chosen = causes is None
     if causes is None:
         found = candidate_causes(grid, hosts)
-        causes_tried = found + [c for c in dict.fromkeys(extra) if c not in found]
+        causes = found + [c for c in dict.fromkeys(extra) if c not in found]
     fixes = []
-    for cause in causes if causes is not None else causes_tried:
+    for cause in causes:
         fixed, note, before = apply_fix(grid, cause, hosts)
         after = predict(fixed, cause, rows if before is None else before)
         gain = base.mean_ms - after.mean_ms
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
         pct = 100.0 * gain / base.mean_ms if base.mean_ms > 0 else 0.0
         fixes.append(Fix(cause, after, gain, pct, rate, note))
-    if causes is None:
+    if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
     ideal_step = predict(ideal(grid, hosts), "ideal", rows)
     return WhatIf(

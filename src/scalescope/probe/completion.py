@@ -36,8 +36,9 @@ _DUR = 4
 class HostCompletions:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
-        self._awaiting: dict[int, tuple[Any, list]] = {}
-        """id(work) -> (work, row) of sync collectives whose wait is still to come."""
+        self._awaiting: dict[int, tuple[Any, list, tuple[int, ...]]] = {}
+        """id(work) -> (work, row, its tensors' storages) of collectives without a future
+        whose wait is still to come."""
         self._local = threading.local()
         self._saved_wait: Any = None
         self._waits: dict[int, tuple[Any, WaitNote]] = {}
@@ -53,7 +54,7 @@ class HostCompletions:
         if work_class is None or self._saved_wait is not None:
             return
         self._saved_wait = original = work_class.wait
-        awaiting, completed = self._awaiting, self.recorder.completed
+        complete = self._complete
         waits, waited, clock = self._waits, self.recorder.waited, time.perf_counter_ns
 
         def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
@@ -61,9 +62,7 @@ class HostCompletions:
             result = original(work, *args, **kwargs)
             if self.native_waited is not None:
                 self.native_waited(work)
-            entry = awaiting.pop(id(work), None)
-            if entry is not None and entry[1][_DUR] is None:
-                completed(entry[1], clock())
+            complete(id(work), clock())
             if waits:
                 noted = waits.pop(id(work), None)
                 if noted is not None and noted[0] is work:
@@ -110,12 +109,24 @@ class HostCompletions:
     def tensor_waited(self, tensor: Any) -> None:
         """``wait_tensor(tensor)`` returned: the awaited collective issued with it is done."""
         try:
-            work_id = self._by_storage.pop(tensor.untyped_storage().data_ptr(), None)
+            work_id = self._by_storage.get(tensor.untyped_storage().data_ptr())
         except Exception:  # a tensor without storage
             return
-        entry = self._awaiting.pop(work_id, None) if work_id is not None else None
-        if entry is not None and entry[1][_DUR] is None:
-            self.recorder.completed(entry[1], time.perf_counter_ns())
+        if work_id is not None:
+            self._complete(work_id, time.perf_counter_ns())
+
+    def _complete(self, work_id: int, end_ns: int) -> None:
+        """The awaited collective of ``work_id`` is done at ``end_ns`` (if it is still
+        awaited); its storages are forgotten with it."""
+        entry = self._awaiting.pop(work_id, None)
+        if entry is None:
+            return
+        _work, row, storages = entry
+        for storage in storages:
+            if self._by_storage.get(storage) == work_id:
+                del self._by_storage[storage]
+        if row[_DUR] is None:
+            self.recorder.completed(row, end_ns)
 
     def on_wait(self, work: Any, note: WaitNote) -> None:
         """Record the host's wait on ``work`` (a send or recv) when ``Work.wait`` returns."""
@@ -132,7 +143,7 @@ class HostCompletions:
             return
         if async_op and self._on_future(row, work):
             return
-        self._awaiting[id(work)] = (work, row)
+        self._awaiting[id(work)] = (work, row, storages)
         for storage in storages:
             self._by_storage[storage] = id(work)
         if not async_op:
@@ -154,6 +165,4 @@ class HostCompletions:
         if work is None:
             return
         self._local.last = None
-        entry = self._awaiting.pop(id(work), None)
-        if entry is not None and entry[1][_DUR] is None:
-            self.recorder.completed(entry[1], time.perf_counter_ns())
+        self._complete(id(work), time.perf_counter_ns())
