@@ -18,8 +18,8 @@ import msgspec
 import numpy as np
 
 from results import record
-from scalescope.analyze import analyze_run
 from scalescope.api.reporting import ReportFiles, run_report
+from scalescope.diagnose.recording import Recording
 from scalescope.events import EventWriter, Kind, RankMeta, RunMeta, load_run
 from scalescope.events.run import ClockSync, events_path, rank_meta_path, write_json_atomic
 from scalescope.report.media.page import plotly_payload
@@ -136,9 +136,10 @@ def main() -> None:
         write_synthetic_run(run_dir, args.ranks, args.steps)
         run = load_run(run_dir)
         start = time.perf_counter()
-        analysis = analyze_run(run)
+        rec = Recording.of(run)
+        rec.analysis.reported()
         analysed = time.perf_counter()
-        report = run_report(analysis, run, files=ReportFiles(html=Path("page.html")))
+        report = run_report(rec, files=ReportFiles(html=Path("page.html")))
         page = render_html(report)
         rendered = time.perf_counter()
         trace = msgspec.json.encode(chrome_trace(run, dict(report.offsets_ns)))

@@ -59,10 +59,11 @@ dist.destroy_process_group()
 SCALESCOPE_WORKER = """
 import sys, time
 t0 = time.perf_counter()
-from scalescope.analyze import analyze_run
+from scalescope.diagnose.recording import Recording
 from scalescope.ingest import ingest
 result = ingest(sys.argv[1])
-analysis = analyze_run(result.run)
+analysis = Recording.of(result.run).analysis
+analysis.reported()
 print("RESULT", time.perf_counter() - t0, len(result.run.events), len(result.problems))
 """
 

@@ -43,7 +43,7 @@ if str(BENCHMARKS) not in sys.path:  # run standalone: results.py beside run_all
     sys.path.insert(0, str(BENCHMARKS))
 
 from results import record  # noqa: E402
-from scalescope.analyze import analyze_run  # noqa: E402
+from scalescope.diagnose.recording import Recording  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 
 GPT = BENCHMARKS.parent / "tests" / "e2e" / "scripts" / "gpt_train.py"
@@ -96,7 +96,7 @@ def run_once(args: argparse.Namespace, kind: str, tmp: Path) -> Measured:
            "--warmup-steps", str(WARMUP), "--no-report", str(GPT),
            *script_args(args, kind)]  # fmt: skip
     subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL)
-    cross = analyze_run(load_run(tmp / "run")).cross_rank
+    cross = Recording.of(load_run(tmp / "run")).analysis.cross_rank
     work = next(w for w in cross.extra_work if w.kind == kind)
     logs = {r: json.loads((tmp / f"work-{r}.json").read_text()) for r in (0, 1)}
     done = [e for e in logs[0][kind] if e["step"] >= WARMUP]

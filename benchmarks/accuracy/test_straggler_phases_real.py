@@ -27,8 +27,8 @@ from real_runs import MAX_EXTERNAL_PCT, ExternalLoad, diagnose_dir, skip_or_fail
 from stragglers import DELAY_S, FROM, OUTSIDE, STEPS, WHERE, truth_ms
 
 from conftest import DDP_TRAIN, figure, scalescope
-from scalescope.analyze import analyze_run
 from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds
+from scalescope.diagnose.recording import Recording
 from scalescope.events import load_run
 
 TOLERANCE = 10.0
@@ -146,7 +146,7 @@ def test_outside_the_phases_says_where_and_what_to_look_for(scenario):
     assert said, first.summary
     assert float(said[1]) == pytest.approx(s.slept_ms, rel=0.15), "its extra time per step"
     assert first.remedies[0].startswith(f"look for per-step host work on rank 1 ({OUTSIDE})")
-    steps = analyze_run(load_run(s.run_dir)).steps
+    steps = Recording.of(load_run(s.run_dir)).analysis.steps
     other = {p.phase: p.mean_ms for p in steps.ranks[1].phases}["other"]
     assert other == pytest.approx(s.slept_ms, rel=0.15), "the `other` row of rank 1 holds it"
 

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from conftest import DDP_TRAIN, scalescope
-from scalescope.analyze import analyze_run
+from scalescope.diagnose.recording import Recording
 from scalescope.events import load_run
 
 SLEEP_S = 0.05
@@ -21,7 +21,7 @@ def _analysed(tmp, *script_args: str):
         DDP_TRAIN, "--steps", STEPS, *script_args, cwd=tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    return analyze_run(load_run(tmp / "run"))
+    return Recording.of(load_run(tmp / "run")).analysis
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,9 @@ from typing import NoReturn, TypeVar
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 
 from conftest import cli_env
-from scalescope.analyze.summary import analyze_run
 from scalescope.diagnose import (
     DEFAULT_THRESHOLDS,
     Diagnosis,
@@ -150,13 +150,13 @@ def bench_wait_ms(run_dir: Path) -> float:
 
 def diagnose_dir(run_dir: Path, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Diagnosis:
     run = load_run(run_dir)
-    return diagnose_run(run, analyze_run(run), thresholds)
+    return diagnose_run(run, analysed(run), thresholds)
 
 
 def compute_efficiency(run_dir: Path) -> float:
     """Fraction of the estimated peak FLOP/s a run reached while computing."""
     run = load_run(run_dir)
-    eff = efficiency(diagnosis_input(run, analyze_run(run)))
+    eff = efficiency(diagnosis_input(run, analysed(run)))
     assert not isinstance(eff, str), eff
     return eff.fraction
 

@@ -20,9 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from analysed import analysed  # noqa: E402
 
 from conftest import SCRIPTS, cli_env
-from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
 
 DEEPSPEED = Path(sys.prefix) / "deepspeed"
@@ -186,7 +186,7 @@ def test_a_pipeline_modules_stages_microbatches_and_transfers(deepspeed_path, tm
             want = {(out, "pipe_activations", peer): MICROBATCHES,
                     (back, "pipe_grads", peer): MICROBATCHES}  # fmt: skip
             assert got == want, (rank, step)
-    pipeline = analyze_run(run).pipeline
+    pipeline = analysed(run).pipeline
     assert pipeline is not None and pipeline.schedule == "DeepSpeed TrainSchedule (1F1B)"
     assert (pipeline.stages, pipeline.microbatches) == (2, MICROBATCHES)
     assert [(f.rank, f.stage) for f in pipeline.ranks] == [(0, 0), (1, 1)]

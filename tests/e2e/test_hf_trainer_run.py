@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from test_rank_only_work import own_clock, phase_overlap_ns
 
 from conftest import SCRIPTS, run_then_report
-from scalescope.analyze.summary import analyze_run
 from scalescope.diagnose import DEFAULT_THRESHOLDS
 from scalescope.diagnose.engine import diagnosis_input
 from scalescope.diagnose.rules_compute import ComputeRule
@@ -72,7 +72,7 @@ def test_hf_trainer_phases_eval_samples_and_advice_hold(tmp_path: Path) -> None:
     run = load_run(run_dir)
     assert "convolution" not in run.ranks[0].layer_shares, "GPT-2's Conv1D is a linear layer"
     any_share = dataclasses.replace(DEFAULT_THRESHOLDS, compute_share_pct=0.01)
-    compute = ComputeRule().evaluate(diagnosis_input(run, analyze_run(run), any_share))
+    compute = ComputeRule().evaluate(diagnosis_input(run, analysed(run), any_share))
     assert compute is not None and compute.share_pct <= 100
     text = " ".join(compute.remedies)
     assert "channels" not in text and "convolution" not in text, text

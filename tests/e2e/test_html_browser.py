@@ -23,11 +23,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "report"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "predict"))
 
+from analysed import analysed  # noqa: E402
 from predict_inputs import inputs  # noqa: E402
 from test_html import EVIL, compare_page, dashboard_page, full_page  # noqa: E402
 from test_timeline import build_run  # noqa: E402
 
-from scalescope.analyze import analyze_run  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 from scalescope.predict.project import ProjectOptions, project_inputs  # noqa: E402
 from scalescope.predict.stored import DashboardProjection, decode_projection  # noqa: E402
@@ -124,7 +124,7 @@ def test_many_ranks_dashboard_draws_the_heatmaps(tmp_path):
 
     run = load_run(write_many_ranks_run(tmp_path / "run", 64, 40, slow={13: 1.3}))
     page = tmp_path / "many.html"
-    page.write_text(dashboard_page(analyze_run(run), run), encoding="utf-8")
+    page.write_text(dashboard_page(analysed(run), run), encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, CHART_IDS)
     assert heatmap_drawn(dom, STEP_HEATMAP_ID) and heatmap_drawn(dom, WAIT_HEATMAP_ID)
@@ -241,7 +241,7 @@ def test_pipeline_chart_renders(tmp_path):
     run = make_run(tmp_path, {r: [stage_rows(r)] for r in (0, 1)}, world_size=2,
                    rank_files=metas)  # fmt: skip
     page = tmp_path / "pipeline.html"
-    page.write_text(render_html(RunReport(analysis=analyze_run(run), run=run)), encoding="utf-8")
+    page.write_text(render_html(RunReport(analysis=analysed(run), run=run)), encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
     drawn = ("chart-phases", "chart-pipeline", "chart-straggler", "chart-timeline")
     check_rendered(status, console, drawn)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysed import analysed  # noqa: E402
 
 from conftest import SCRIPTS, scalescope
-from scalescope.analyze import analyze_run
 from scalescope.analyze.groups import process_groups
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
@@ -44,7 +44,7 @@ def test_the_collectives_per_dimension_are_what_the_script_issued(mesh_run):
     """Per rank and step: one all-reduce of the 16 x 64 activations over tp, two of the
     gradients (64 x 64 weight, 64 bias) over dp; 3 steps, none of them a training step of
     the probe's (no DataLoader, no optimizer), so every row counts."""
-    analysis = analyze_run(load_run(mesh_run / "run"))
+    analysis = analysed(load_run(mesh_run / "run"))
     dims = {d.dim: d for d in analysis.dims}
     assert set(dims) == {"dp", "tp"} and dims["dp"].named and dims["tp"].named
     assert (dims["tp"].calls, dims["dp"].calls) == (4 * 3, 4 * 3 * 2)
@@ -56,7 +56,7 @@ def test_the_collectives_per_dimension_are_what_the_script_issued(mesh_run):
 def test_the_collectives_tables_carry_the_dimension_and_the_groups_size(mesh_run):
     """Per op and dimension; the bus factor's n is the pair's 2 (all-reduce: 2(n-1)/n = 1),
     not the world's 4 (1.5)."""
-    c = analyze_run(load_run(mesh_run / "run")).collectives
+    c = analysed(load_run(mesh_run / "run")).collectives
     assert {(o.op, o.dim): o.calls for o in c.ops} == {
         ("all_reduce", "dp"): 4 * 3 * 2,
         ("all_reduce", "tp"): 4 * 3,
@@ -75,7 +75,7 @@ def test_a_tensor_parallel_pair_counts_its_samples_once(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = load_run(tmp_path / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     steps = analysis.steps
     measured = steps.ranks[0].num_steps
     assert steps.sample_copies == 2

@@ -7,9 +7,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from analysed import analysed  # noqa: E402
 
 from conftest import SCRIPTS, scalescope
-from scalescope.analyze.summary import analyze_run
 from scalescope.diagnose import DEFAULT_THRESHOLDS
 from scalescope.diagnose.engine import diagnosis_input
 from scalescope.diagnose.rules_compute import ComputeRule
@@ -33,6 +33,6 @@ def test_a_transformer_run_records_attention_and_no_convolution(tmp_path: Path) 
     run = load_run(tmp_path / "run")
     assert run.ranks[0].layer_shares == read_rank_meta(tmp_path / "run", 0).layer_shares
     any_share = dataclasses.replace(DEFAULT_THRESHOLDS, compute_share_pct=0.01)
-    finding = ComputeRule().evaluate(diagnosis_input(run, analyze_run(run), any_share))
+    finding = ComputeRule().evaluate(diagnosis_input(run, analysed(run), any_share))
     text = " ".join(finding.remedies)
     assert "channels" not in text and "scaled_dot_product_attention" in text

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from heavy_stage import (
     BATCH,
     HIDDEN,
@@ -27,7 +28,6 @@ from heavy_stage import (
 from recorded_runs import load_scenario
 
 from conftest import SCRIPTS, cli_env
-from scalescope.analyze import analyze_run
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.p2p import pair_p2p
 from scalescope.events import Kind, Run, load_run
@@ -130,7 +130,7 @@ def test_the_host_waits_on_every_send_and_recv_inside_its_call(pipeline_run):
 def test_each_link_counts_its_measured_calls_and_bytes(pipeline_run):
     """Structure only: how long the stages wait is judged on the recorded run
     (tests/recorded/test_p2p_recorded.py), where a busy moment of the machine cannot move it."""
-    peers = {(p.rank, p.peer, p.op): p for p in analyze_run(pipeline_run).p2p.peers}
+    peers = {(p.rank, p.peer, p.op): p for p in analysed(pipeline_run).p2p.peers}
     measured = STEPS - WARMUP
     for rank in range(STAGES):
         for op, neighbours in _peers(rank).items():
@@ -159,7 +159,7 @@ def test_without_group_hooks_batch_isend_irecv_is_recorded_with_its_peers(tmp_pa
 def test_the_stages_are_inferred_from_the_chain(pipeline_run):
     """No ``torch.distributed.pipelining`` here: rank r is stage r of the chain, read from
     its sends and recvs; the heavy last stage bounds it."""
-    pipe = analyze_run(pipeline_run).pipeline
+    pipe = analysed(pipeline_run).pipeline
     assert pipe is not None and pipe.schedule == "inferred"
     assert (pipe.stages, pipe.microbatches) == (STAGES, MICRO)
     assert {f.rank: f.stage for f in pipe.ranks} == {r: r for r in range(STAGES)}

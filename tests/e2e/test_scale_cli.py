@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from analysed import analysed  # noqa: E402
 from machine import counted, usable_cores
 from table_text import header_columns
 
 from conftest import DDP_TRAIN, scalescope, scalescope_in_process
-from scalescope.analyze import analyze_run
 from scalescope.events import Kind, load_run
 from scalescope.events.study import ScalePoint, ScaleStudy, load_study, save_study
 from scalescope.report.media.report_json import report_json
@@ -50,7 +50,7 @@ def test_samples_per_s_are_the_runs_own(study):
     for p in s.points[:2]:
         run = load_run(tmp / "study" / p.run_dir)
         assert run.meta.world_size == p.ranks
-        doc = report_json(analyze_run(run), None)
+        doc = report_json(analysed(run), None)
         assert p.samples_per_s == doc["steps"]["samples_per_s"]
         assert p.step_ms == doc["steps"]["mean_step_ms"]
         ev = run.events

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysed import analysed  # noqa: E402
 
 from conftest import SCRIPTS, scalescope
-from scalescope.analyze import analyze_run
 from scalescope.events import load_run
 
 SP_TRAIN = SCRIPTS / "sp_train.py"
@@ -35,7 +35,7 @@ def test_sequence_parallel_trains_as_without_the_probe_and_records_tp_and_dp(tmp
     assert probed == _run(tmp_path, "plain", "--no-probe"), "the probe changed the training"
     run = load_run(tmp_path / "probed")
     assert all(m.status == "completed" for m in run.ranks.values())
-    ops = analyze_run(run).collectives.ops
+    ops = analysed(run).collectives.ops
     calls = {(o.op, o.dim): o.calls for o in ops}
     units = BLOCKS + 2  # FSDP2's: the embedding, each block, the root
     assert calls[("reduce_scatter", "dp")] >= STEPS * units

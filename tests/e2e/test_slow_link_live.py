@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 import pytest
+from analysed import analysed  # noqa: E402
 from netns_hosts import bridged_hosts, etc_hosts_file, netns_unavailable, on_host, throttle_pair
 
 from conftest import SCRIPTS, cli_env
-from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
 
@@ -56,7 +56,7 @@ def test_a_throttled_path_between_two_hosts_is_named_a_slow_link(tmp_path):
         assert [p.returncode for p in procs] == [0] * HOSTS, [o[1][-2000:] for o in outs]
     run = load_run(tmp_path / "run")
     assert sorted({m.hostname for m in run.ranks.values()}) == names
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert analysis.links is not None and analysis.links.compared_groups == HOSTS
     (link,) = analysis.links.slow
     assert link.hosts == ("host0", "host1") and link.groups == ((0, 1),)

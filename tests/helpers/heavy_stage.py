@@ -4,7 +4,8 @@ on live runs only where timing may be judged (heavy tests)."""
 
 from __future__ import annotations
 
-from scalescope.analyze import analyze_run
+from analysed import analysed  # noqa: E402
+
 from scalescope.events import Run
 
 STAGES, STEPS, MICRO, BATCH, HIDDEN, SLEEP_MS, WARMUP = 3, 8, 3, 8, 32, 15.0, 2
@@ -15,7 +16,7 @@ def assert_the_light_stages_wait_for_the_heavy_one(run: Run) -> None:
     """Stage 0 computes almost nothing; each step it waits for the last stage's MICRO
     forwards of SLEEP_MS (the gradients come back only after them). That wait is counted
     as waiting in communication, so its own time per step is far below it."""
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     p2p = {r.rank: r for r in analysis.p2p.ranks}
     heavy_ms = MICRO * SLEEP_MS
     assert p2p[0].wait_ms_per_step > 0.7 * heavy_ms

@@ -13,10 +13,10 @@ import json
 import re
 
 import pytest
+from analysed import analysed  # noqa: E402
 from recorded_runs import Report, Scenario, first_finding, load_scenario, report_of
 from stragglers import OUTSIDE, WHERE
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
 from scalescope.events import Kind, load_run
 
@@ -63,7 +63,7 @@ def test_oversubscribed_threads_named_first_at_their_cost() -> None:
     assert "--threads-per-rank 1" in first["remedies"][0]
     assert_near_truth(first, s.truth)
     run = load_run(s.run_dir)
-    assert diagnose_run(run, analyze_run(run)).findings[0].code == "OVERSUBSCRIBED"
+    assert diagnose_run(run, analysed(run)).findings[0].code == "OVERSUBSCRIBED"
 
 
 def test_straggler_on_a_shared_core_is_rank_1() -> None:
@@ -122,7 +122,7 @@ def test_outside_the_phases_says_where_and_what_to_look_for() -> None:
     assert said, first["summary"]
     assert float(said[1]) == pytest.approx(s.truth["slept_ms"], rel=0.15)
     assert first["remedies"][0].startswith(f"look for per-step host work on rank 1 ({OUTSIDE})")
-    steps = analyze_run(load_run(s.run_dir)).steps
+    steps = analysed(load_run(s.run_dir)).steps
     other = {p.phase: p.mean_ms for p in steps.ranks[1].phases}["other"]
     assert other == pytest.approx(s.truth["slept_ms"], rel=0.15), "the other row holds it"
     text = " ".join(r.text.split())
@@ -134,7 +134,7 @@ def test_waiting_and_transfer_of_a_straggler_in_forward() -> None:
     """Rank 0 waits rank 1's sleep in each step; the transfer itself is what a balanced
     run's is (the forward straggler against the same run's steps before the sleeps)."""
     s = load_scenario("straggler_forward_2")
-    cross = analyze_run(load_run(s.run_dir)).cross_rank
+    cross = analysed(load_run(s.run_dir)).cross_rank
     assert cross is not None and cross.straggler is not None
     assert (cross.straggler.rank, cross.straggler.phase) == (1, "forward")
     assert cross.straggler.phase_excess_ms == pytest.approx(s.truth["slept_ms"], rel=0.15)

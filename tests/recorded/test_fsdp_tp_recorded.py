@@ -7,9 +7,9 @@ activations' shape implies, and the findings name their dimension."""
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from recorded_runs import load_scenario
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
 
@@ -23,7 +23,7 @@ block's down projection and norm gradients, and each block's own by hand."""
 def recorded():
     scenario = load_scenario("fsdp_tp")
     run = load_run(scenario.run_dir)
-    return scenario, run, analyze_run(run)
+    return scenario, run, analysed(run)
 
 
 def test_each_group_is_its_mesh_dimension(recorded) -> None:

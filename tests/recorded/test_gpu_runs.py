@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
+from analysed import analysed  # noqa: E402
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
 from scalescope.predict.project import ProjectOptions, project_run
@@ -24,7 +24,7 @@ RUN = Path(__file__).resolve().parents[1] / "data" / "gpu_runs" / "h100_resnet50
 @pytest.fixture(scope="module")
 def recorded():
     run = load_run(RUN)
-    return run, analyze_run(run)
+    return run, analysed(run)
 
 
 def raw_rows() -> dict[str, np.ndarray]:

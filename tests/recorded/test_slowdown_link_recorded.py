@@ -6,9 +6,9 @@ detector replayed over the recording, and the report's slowdowns all name that l
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from recorded_runs import load_scenario
 
-from scalescope.analyze import analyze_run
 from scalescope.analyze.slowdown import read_alerts
 from scalescope.analyze.slowdown_replay import replay_run
 from scalescope.events import load_run
@@ -44,7 +44,7 @@ def test_the_report_prices_the_link_with_the_what_if(run):
     counts that as waiting for the transfer (step_grid: a send or recv done no later than
     the wait for it), not as the rank's own time, so fixing the link buys the slowdown back
     and fixing the rank or its node does not."""
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     (cost, *_) = analysis.slowdowns
     assert cost.fix_cause == "link:host0,host1" and cost.lost_s > 0 and cost.steps > 0
     lost_per_step = cost.onset.now_ms - cost.onset.baseline_ms

@@ -16,7 +16,7 @@ from scalescope.analyze.steps import (
     StepAnalysis,
     analyze_steps,
 )
-from scalescope.analyze.summary import RankStatus, RunAnalysis, analyze_run
+from scalescope.analyze.summary import RankStatus, RunAnalysis
 
 __all__ = [
     "CollectiveAnalysis",
@@ -31,7 +31,6 @@ __all__ = [
     "StepAnalysis",
     "TagPerStep",
     "analyze_collectives",
-    "analyze_run",
     "analyze_steps",
     "bus_factor",
 ]

@@ -355,15 +355,17 @@ def analyze_cross_rank(
     slots: StepSlots | None = None,
     sides: P2PSides | None = None,
     dims: Mapping[str, str] | None = None,
+    clocks: tuple[ClockAlignment, ...] | None = None,
 ) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
     ``slots``: the run's measured slots when the caller has them (``measured_slots``);
     ``sides``: its sends and recvs paired (``pair_p2p``), likewise. Their waiting for the
     peer replaces their ``(group, seq)`` instances' waits. ``dims``: group label -> mesh
-    dimension or role, for the waits' rows (``groups.dims_of``)."""
+    dimension or role, for the waits' rows (``groups.dims_of``); ``clocks``: the run's
+    alignment when the caller has it (``align_clocks``)."""
     if len(run.events.ranks()) < 2:
         return None
-    clocks = align_clocks(run)
+    clocks = clocks if clocks is not None else align_clocks(run)
     tie_ns = tie_tolerance_ns(clocks, TIE_FLOOR_NS)
     slots = slots if slots is not None else measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)

@@ -37,7 +37,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns, tie_tolerance_ns
+from scalescope.analyze.clocks import (
+    ClockAlignment,
+    align_clocks,
+    aligned_start_ns,
+    tie_tolerance_ns,
+)
 from scalescope.analyze.matching import p2p_channels
 from scalescope.analyze.sorting import sort_order
 from scalescope.events import EventTable, Kind, Run, SymbolTable
@@ -256,14 +261,25 @@ def _cells(group: np.ndarray, op: np.ndarray, nbytes: np.ndarray, transfer: np.n
     return _Cells(g[start], o[start], b[start], count, median, sums[keep] / count)
 
 
-def analyze_links(run: Run, warmup_steps: int) -> LinkAnalysis | None:
+def _of_ranks(clocks: tuple[ClockAlignment, ...], rows: EventTable) -> tuple[ClockAlignment, ...]:
+    """The alignments of the ranks in ``rows``: what ``align_clocks`` gives for them alone."""
+    ranks = set(rows.ranks())
+    return tuple(c for c in clocks if c.rank in ranks)
+
+
+def analyze_links(
+    run: Run, warmup_steps: int, clocks: tuple[ClockAlignment, ...] | None = None
+) -> LinkAnalysis | None:
     """Slow links among the run's subgroups; None when no collective is on a group smaller
-    than the world (nothing to compare a link with) or none of them completed."""
+    than the world (nothing to compare a link with) or none of them completed. ``clocks``:
+    the run's alignment when the caller has it (``align_clocks``)."""
     found = _subgroups(run)
     if found is None:
         return None
     rows, ranks_in = found
-    clocks = align_clocks(replace(run, events=rows))
+    clocks = (
+        _of_ranks(clocks, rows) if clocks is not None else align_clocks(replace(run, events=rows))
+    )
     tie_ns = tie_tolerance_ns(clocks, TIE_FLOOR_NS)
     inst = _instances(rows, aligned_start_ns(rows, clocks), ranks_in)
     measured = np.flatnonzero(inst.step >= warmup_steps)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns
+from scalescope.analyze.clocks import ClockAlignment, align_clocks, aligned_start_ns
 from scalescope.analyze.groups import dim_lookup, dims_of, process_groups
 from scalescope.analyze.matching import p2p_channels
 from scalescope.analyze.p2p import waited_ends
@@ -124,13 +124,13 @@ training, the phases the what-if tries as causes by itself."""
 
 def build_grid(
     run: Run, steps: np.ndarray | None = None, last: int | None = None,
-    phases: tuple[str, ...] = PHASES_KEPT,
+    phases: tuple[str, ...] = PHASES_KEPT, clocks: tuple[ClockAlignment, ...] | None = None,
 ) -> tuple[StepGrid | None, list[str]]:  # fmt: skip
     """The model of ``steps`` (default: every recorded step of every rank; with ``last``,
     the last that many) with the parts of ``phases``, and what it left out; None when
     nothing could be modelled."""
     events = run.events
-    clocks = align_clocks(run)
+    clocks = clocks if clocks is not None else align_clocks(run)
     step_rows = _step_rows(events, steps)
     left_first: list[str] = []
     recorded = np.unique(step_rows.step)

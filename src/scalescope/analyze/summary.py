@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from scalescope.analyze.batch_copies import RankCopies, batch_copies
-from scalescope.analyze.clocks import align_clocks
+from scalescope.analyze.clocks import ClockAlignment, align_clocks
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
 from scalescope.analyze.groups import (
@@ -19,12 +22,12 @@ from scalescope.analyze.groups import (
 )
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
-from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
+from scalescope.analyze.p2p import P2PAnalysis, P2PSides, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
-from scalescope.analyze.slowdown import read_alerts
+from scalescope.analyze.slowdown import Alert
 from scalescope.analyze.slowdown_replay import SlowdownCost, alert_causes, slowdown_costs
-from scalescope.analyze.step_slots import measured_slots
+from scalescope.analyze.step_slots import StepSlots, measured_slots
 from scalescope.analyze.steps import (
     StepAnalysis,
     analyze_steps,
@@ -76,57 +79,240 @@ class RankStatus:
         return any(marker in (self.error or "") for marker in PEER_FAILURE_MARKERS)
 
 
-@dataclass(frozen=True)
-class RunAnalysis:
-    """Everything the report renders. None means "never recorded", not zero."""
+REPORTED = (
+    "run_id", "workload", "command", "world_size", "nproc_per_node", "hostnames", "status",
+    "start_time", "end_time", "duration_s", "probe", "warmup_steps", "ranks", "problems",
+    "steps", "collectives", "cross_rank", "hang", "pauses", "links", "whatif", "groups",
+    "dims", "copies", "slowdowns", "p2p", "pipeline",
+)  # fmt: skip
+"""The parts the report JSON holds, in its order (docs/report-schema.md)."""
+UNRECORDED: dict[str, Any] = {
+    "cross_rank": None, "hang": None, "pauses": None, "links": None, "whatif": None,
+    "groups": (), "dims": (), "copies": (), "slowdowns": (), "p2p": None, "pipeline": None,
+}  # fmt: skip
+"""The parts of an analysis ``given`` without a run: never recorded."""
 
-    run_id: str
-    workload: str
-    command: tuple[str, ...]
-    world_size: int
-    nproc_per_node: int
-    hostnames: tuple[str, ...]
-    status: str
-    start_time: float | None
-    """Unix seconds."""
-    end_time: float | None
-    duration_s: float | None
-    probe: bool
-    """False when the run was launched without the probe: no events exist by design."""
-    warmup_steps: int
-    ranks: tuple[RankStatus, ...]
-    problems: tuple[str, ...]
-    """Missing or truncated rank files, as the loader found them."""
-    steps: StepAnalysis | None
-    collectives: CollectiveAnalysis | None
-    cross_rank: CrossRankAnalysis | None = None
-    """Clocks, waiting versus transfer, stragglers, overlap; None with fewer than 2 ranks."""
-    hang: HangReport | None = None
-    """The launcher's record of a hang (hang.json), or one seen in the events: a rank ended
-    while it had waited in a collective for 10 typical steps; None when the run did not hang."""
-    pauses: PauseAnalysis | None = None
-    """Steps of 10 typical steps or more on every rank that completed (checkpoints)."""
-    links: LinkAnalysis | None = None
-    """Groups smaller than the world compared by transfer time (analyze/links.py); None
-    when every collective spans the world (nothing to compare a link with)."""
-    whatif: WhatIf | None = None
-    """The measured steps replayed, and what fixing each candidate cause buys
-    (analyze/whatif.py); None when no step can be replayed."""
-    groups: tuple[ProcessGroup, ...] = ()
-    """The process groups with their mesh dimension or role (analyze/groups.py)."""
-    dims: tuple[DimTotals, ...] = ()
-    """The measured collectives per dimension."""
-    copies: tuple[RankCopies, ...] = ()
-    """The batches' copies to the device per rank (analyze/batch_copies.py)."""
-    slowdowns: tuple[SlowdownCost, ...] = ()
-    """The slowdowns the launcher's watch named while the run trained (``alerts.jsonl``),
-    each with its cost (analyze/slowdown_replay.py)."""
-    p2p: P2PAnalysis | None = None
-    """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
-    without sends or recvs that name their peer."""
-    pipeline: PipelineAnalysis | None = None
-    """Pipeline stages: compute per microbatch, bubble, the bound stage, a block move
-    (analyze/pipeline.py); None without a pipeline."""
+
+class part:  # noqa: N801 (a decorator, as functools.cached_property is)
+    """One analysis of ``RunAnalysis``: computed on first use from the parts it reads, then
+    kept in the instance's ``__dict__`` (which a non-data descriptor leaves first); each
+    build counted in ``builds``."""
+
+    def __init__(self, build: Callable[[RunAnalysis], Any]) -> None:
+        self.build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: RunAnalysis | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        obj.builds[self.name] += 1
+        value = obj.__dict__[self.name] = self.build(obj)
+        return value
+
+
+class RunAnalysis:
+    """Everything the report renders, each part computed on first use and kept: reading
+    ``steps`` runs neither the what-if nor the findings. None means "never recorded", not
+    zero. ``Recording`` (diagnose/recording.py) alone builds it, with the slowdown alerts
+    its loader read."""
+
+    def __init__(self, run: Run, alerts: Sequence[Alert] = ()) -> None:
+        self.run = run
+        self.alerts = tuple(alerts)
+        self.builds: Counter[str] = Counter()
+        """How many times each part was computed: at most once (tests/unit/analyze)."""
+
+    @classmethod
+    def given(cls, run: Run | None = None, **parts: Any) -> RunAnalysis:
+        """An analysis whose parts are given, not computed (the rules' unit tests)."""
+        analysis = cls.__new__(cls)
+        analysis.run, analysis.alerts, analysis.builds = run, (), Counter()
+        if run is None:
+            analysis.__dict__.update(UNRECORDED)
+        analysis.__dict__.update(parts)
+        return analysis
+
+    @property
+    def meta(self) -> RunMeta:
+        return self.run.meta
+
+    @part
+    def run_id(self) -> str:
+        return self.meta.run_id
+
+    @part
+    def workload(self) -> str:
+        return self.meta.workload
+
+    @part
+    def command(self) -> tuple[str, ...]:
+        return tuple(self.meta.command)
+
+    @part
+    def world_size(self) -> int:
+        return self.meta.world_size
+
+    @part
+    def nproc_per_node(self) -> int:
+        return self.meta.nproc_per_node
+
+    @part
+    def status(self) -> str:
+        return self.meta.status
+
+    @part
+    def start_time(self) -> float | None:
+        """Unix seconds."""
+        return self.meta.start_time or None
+
+    @part
+    def end_time(self) -> float | None:
+        return self.meta.end_time
+
+    @part
+    def duration_s(self) -> float | None:
+        start, end = self.start_time, self.end_time
+        return end - start if start is not None and end is not None and end >= start else None
+
+    @part
+    def probe(self) -> bool:
+        """False when the run was launched without the probe: no events exist by design."""
+        return self.meta.probe
+
+    @part
+    def warmup_steps(self) -> int:
+        return self.meta.warmup_steps
+
+    @part
+    def ranks(self) -> tuple[RankStatus, ...]:
+        return tuple(_rank_status(self.run, r) for r in range(self.meta.world_size))
+
+    @part
+    def hostnames(self) -> tuple[str, ...]:
+        return _hostnames(self.run, self.ranks)
+
+    @part
+    def problems(self) -> tuple[str, ...]:
+        """Missing or truncated rank files, as the loader found them."""
+        return tuple(self.run.problems)
+
+    @part
+    def pauses(self) -> PauseAnalysis | None:
+        """Steps of 10 typical steps or more on every rank that completed (checkpoints)."""
+        return analyze_pauses(self.run.events, self.warmup_steps)
+
+    @part
+    def measured(self) -> Run:
+        """The run without its pauses' rows (``without_pauses``)."""
+        return without_pauses(self.run, self.pauses)
+
+    @part
+    def slots(self) -> StepSlots:
+        """The measured steps' slots, for the steps and the cross-rank analysis."""
+        return measured_slots(self.measured.events, self.warmup_steps)
+
+    @part
+    def clocks(self) -> tuple[ClockAlignment, ...]:
+        """Every rank on rank 0's clock: aligned here, once, for every part and view."""
+        return align_clocks(self.run)
+
+    @part
+    def groups(self) -> tuple[ProcessGroup, ...]:
+        """The process groups with their mesh dimension or role (analyze/groups.py)."""
+        return process_groups(self.run)
+
+    @part
+    def dims(self) -> tuple[DimTotals, ...]:
+        """The measured collectives per dimension."""
+        return dim_totals(self.measured, self.groups, self.warmup_steps)
+
+    @part
+    def sides(self) -> P2PSides | None:
+        """Each send paired with its recv across ranks."""
+        return pair_p2p(self.measured.events, self.clocks)
+
+    @part
+    def cross_rank(self) -> CrossRankAnalysis | None:
+        """Waiting versus transfer, stragglers, overlap; None with fewer than 2 ranks."""
+        return analyze_cross_rank(
+            self.measured, self.warmup_steps, self.slots, self.sides, dims_of(self.groups),
+            clocks=self.clocks,
+        )  # fmt: skip
+
+    @part
+    def p2p(self) -> P2PAnalysis | None:
+        """Sends paired with their recvs: per rank and step, per peer (analyze/p2p.py); None
+        without sends or recvs that name their peer."""
+        sides = self.sides
+        return analyze_p2p(self.measured.events, sides, self.slots) if sides is not None else None
+
+    @part
+    def pipeline(self) -> PipelineAnalysis | None:
+        """Pipeline stages: compute per microbatch, bubble, the bound stage, a block move
+        (analyze/pipeline.py); None without a pipeline."""
+        stages = {r: m.pipeline for r, m in self.run.ranks.items() if m.pipeline is not None}
+        return analyze_pipeline(self.measured.events, stages, self.warmup_steps, self.p2p)
+
+    @part
+    def steps(self) -> StepAnalysis | None:
+        steps = analyze_steps(self.measured.events, self.warmup_steps, self.slots)
+        return _pipeline_once(_counted_once(steps, self.groups), self.pipeline)
+
+    @part
+    def collectives(self) -> CollectiveAnalysis | None:
+        return analyze_collectives(
+            self.measured.events, self.world_size, self.warmup_steps, dims_of(self.groups)
+        )
+
+    @part
+    def hang(self) -> HangReport | None:
+        """The launcher's record of a hang (hang.json), or one seen in the events: a rank
+        ended while it had waited in a collective for 10 typical steps; None when the run
+        did not hang."""
+        return run_hang(self.run) if self.probe else None
+
+    @part
+    def links(self) -> LinkAnalysis | None:
+        """Groups smaller than the world compared by transfer time (analyze/links.py); None
+        when every collective spans the world (nothing to compare a link with)."""
+        return analyze_links(self.measured, self.warmup_steps, self.clocks)
+
+    @part
+    def copies(self) -> tuple[RankCopies, ...]:
+        """The batches' copies to the device per rank (analyze/batch_copies.py)."""
+        return batch_copies(self.measured.events, self.warmup_steps)
+
+    @part
+    def whatif(self) -> WhatIf | None:
+        """The measured steps replayed, and what fixing each candidate cause buys
+        (analyze/whatif.py); None when no step can be replayed."""
+        if not self.probe:
+            return None
+        return _what_if(self.measured, self.meta, alert_causes(self.alerts), self.clocks)
+
+    @part
+    def slowdowns(self) -> tuple[SlowdownCost, ...]:
+        """The slowdowns the launcher's watch named while the run trained (``alerts.jsonl``),
+        each with its cost (analyze/slowdown_replay.py)."""
+        if not self.alerts:
+            return ()
+        return slowdown_costs(self.run, list(self.alerts), self.whatif)
+
+    def replaced(self, **parts: Any) -> RunAnalysis:
+        """A copy with ``parts`` given instead (``dataclasses.replace`` for a lazy object)."""
+        kept = {k: v for k, v in self.__dict__.items() if k not in ("run", "alerts", "builds")}
+        copy = RunAnalysis.given(self.run, **kept)
+        copy.alerts = self.alerts
+        copy.__dict__.update(parts)
+        return copy
+
+    def reported(self) -> dict[str, Any]:
+        """The parts the report JSON holds (``REPORTED``), each computed if not yet."""
+        return {name: getattr(self, name) for name in REPORTED}
 
     @property
     def failed_ranks(self) -> tuple[RankStatus, ...]:
@@ -177,65 +363,15 @@ def _hostnames(run: Run, ranks: tuple[RankStatus, ...]) -> tuple[str, ...]:
     return tuple(sorted({r.hostname for r in ranks if r.hostname}))
 
 
-def analyze_run(run: Run) -> RunAnalysis:
-    """Analyse a loaded run; stages without data are None (a probe-off run has no events)."""
-    meta = run.meta
-    ranks = tuple(_rank_status(run, r) for r in range(meta.world_size))
-    pauses = analyze_pauses(run.events, meta.warmup_steps)
-    measured = without_pauses(run, pauses)
-    slots = measured_slots(measured.events, meta.warmup_steps)  # for steps and cross-rank
-    groups = process_groups(run)
-    start = meta.start_time or None
-    end = meta.end_time
-    duration = end - start if start is not None and end is not None and end >= start else None
-    sides = pair_p2p(measured.events, align_clocks(measured))
-    cross_rank = analyze_cross_rank(measured, meta.warmup_steps, slots, sides, dims_of(groups))
-    p2p = analyze_p2p(measured.events, sides, slots) if sides is not None else None
-    stages = {r: m.pipeline for r, m in run.ranks.items() if m.pipeline is not None}
-    pipeline = analyze_pipeline(measured.events, stages, meta.warmup_steps, p2p)
-    steps = _counted_once(analyze_steps(measured.events, meta.warmup_steps, slots), groups)
-    alerts = read_alerts(run.path)
-    whatif = _what_if(measured, meta, alert_causes(alerts)) if meta.probe else None
-    return RunAnalysis(
-        run_id=meta.run_id,
-        workload=meta.workload,
-        command=tuple(meta.command),
-        world_size=meta.world_size,
-        nproc_per_node=meta.nproc_per_node,
-        hostnames=_hostnames(run, ranks),
-        status=meta.status,
-        start_time=start,
-        end_time=end,
-        duration_s=duration,
-        probe=meta.probe,
-        warmup_steps=meta.warmup_steps,
-        ranks=ranks,
-        problems=tuple(run.problems),
-        steps=_pipeline_once(steps, pipeline),
-        collectives=analyze_collectives(
-            measured.events, meta.world_size, meta.warmup_steps, dims_of(groups)
-        ),
-        cross_rank=cross_rank,
-        p2p=p2p,
-        pipeline=pipeline,
-        hang=run_hang(run) if meta.probe else None,
-        pauses=pauses,
-        links=analyze_links(measured, meta.warmup_steps),
-        groups=groups,
-        dims=dim_totals(measured, groups, meta.warmup_steps),
-        whatif=whatif,
-        copies=batch_copies(measured.events, meta.warmup_steps),
-        slowdowns=slowdown_costs(run, alerts, whatif),
-    )
-
-
-def _what_if(run: Run, meta: RunMeta, extra: tuple[str, ...]) -> WhatIf | None:
+def _what_if(
+    run: Run, meta: RunMeta, extra: tuple[str, ...], clocks: tuple[ClockAlignment, ...]
+) -> WhatIf | None:
     """The report's what-if, with ``extra`` causes tried (the slowdowns' subjects); None
     where its collectives cannot be replayed in any order (``replay``'s refusal): the report
     goes on without it."""
     try:
         last = replayed_steps(meta.world_size)
-        return what_if(run, meta.warmup_steps, last=last, extra=extra)
+        return what_if(run, meta.warmup_steps, last=last, extra=extra, clocks=clocks)
     except ValueError:
         return None
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scalescope.analyze.clocks import ClockAlignment
 from scalescope.analyze.pacing import at_peers_pace, ideal, link_classes
 from scalescope.analyze.replay import Prediction, ReplayTimes, predict, replay
 from scalescope.analyze.step_grid import StepGrid, build_grid
@@ -398,14 +399,15 @@ def measured_rows(grid: StepGrid, warmup_steps: int) -> tuple[np.ndarray, list[s
 
 def what_if(
     run: Run, warmup_steps: int = 1, causes: list[str] | None = None, last: int | None = None,
-    extra: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (), clocks: tuple[ClockAlignment, ...] | None = None,
 ) -> WhatIf | None:  # fmt: skip
     """The measured steps (``step >= warmup_steps``; every step when none is) replayed as
     measured and with each cause fixed (default: ``candidate_causes`` and ``extra``, largest
     gain first). The replay runs over every recorded step, so a cause that began in the
     warm-up is seen beginning. None when the run gives no model (``build_grid``). ``last``:
-    replay only the last that many steps (the report's bound on a long run's cost)."""
-    grid, left = build_grid(run, last=last, phases=phases_named(causes))
+    replay only the last that many steps (the report's bound on a long run's cost);
+    ``clocks``: the run's alignment when the caller has it."""
+    grid, left = build_grid(run, last=last, phases=phases_named(causes), clocks=clocks)
     if grid is None:
         return None
     return what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra)

@@ -6,25 +6,22 @@ thin calls of it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze.slowdown import Alert
 from scalescope.api import tables
 from scalescope.api.reporting import ReportFiles, print_run_report, write_outputs
+from scalescope.diagnose import recording as diagnose_recording
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from scalescope.events import Run, load_run
+from scalescope.events import Run
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from scalescope.analyze.whatif import WhatIf
-    from scalescope.diagnose.findings import Diagnosis, Finding
     from scalescope.ingest import IngestResult
 
 TABLES = ("steps", "phases", "collectives", "waits", "ranks")
@@ -48,48 +45,29 @@ def as_thresholds(value: ThresholdsLike) -> Thresholds:
     return parse_overrides(items)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Recording:
-    """A loaded run with its analysis; the diagnosis is made when first asked for."""
+class Recording(diagnose_recording.Recording):
+    """A loaded run (diagnose/recording.py: its analysis, diagnosis and verdict, each computed
+    when first asked for), with its Arrow tables and the report's writers."""
 
-    run: Run
-    analysis: RunAnalysis
-    thresholds: Thresholds = DEFAULT_THRESHOLDS
-    ingest: IngestResult | None = None
-    """What ingesting another tool's trace found (``analyze_traces``); None for a run."""
-    _tables: dict[str, pa.Table] = field(default_factory=dict, repr=False, compare=False)
+    def __init__(
+        self,
+        run: Run,
+        alerts: tuple[Alert, ...] = (),
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        ingest: IngestResult | None = None,
+    ) -> None:
+        super().__init__(run, alerts, thresholds)
+        self.ingest = ingest
+        """What ingesting another tool's trace found (``analyze_traces``); None for a run."""
+        self._tables: dict[str, pa.Table] = {}
 
     @classmethod
     def of(
         cls, run: Run, thresholds: ThresholdsLike = None, ingest: IngestResult | None = None
     ) -> Recording:
-        return cls(run=run, analysis=analyze_run(run), thresholds=as_thresholds(thresholds),
-                   ingest=ingest)  # fmt: skip
-
-    @property
-    def path(self) -> Path:
-        return self.run.path
-
-    @cached_property
-    def diagnosis(self) -> Diagnosis:
-        from scalescope.diagnose import diagnose_run
-
-        return diagnose_run(self.run, self.analysis, self.thresholds)
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        """Warnings first, then information; each group by estimated saving, largest first."""
-        return self.diagnosis.findings
-
-    def what_if(self, causes: Iterable[str] | None = None) -> WhatIf | None:
-        """The measured steps replayed as measured and with each cause fixed (``rank:N``,
-        ``node:HOST``, ``phase:NAME``, ``compute:X``, ``comm:X``, ``comm:hidden``; ``A+B``
-        together; default: the engine's candidates), as ``scalescope whatif`` prints it; None
-        when no step can be replayed; ValueError (one line) for a bad cause."""
-        from scalescope.analyze.whatif import what_if
-
-        chosen = None if causes is None else list(causes)
-        return what_if(self.run, self.run.meta.warmup_steps, chosen)
+        recording = super().of(run, as_thresholds(thresholds))
+        recording.ingest = ingest
+        return recording
 
     def steps(self) -> pa.Table:
         """One row per rank and recorded step: ``start_ns``, ``dur_ns``, each phase's
@@ -138,7 +116,7 @@ class Recording:
             from scalescope.report.views.horovod import render_ingest_source
 
             render_ingest_source(self.ingest, console)
-        print_run_report(self.analysis, self.diagnosis, console)
+        print_run_report(self, console)
         if self.ingest is not None:
             from scalescope.report.views.gpu import render_gpu_activity
             from scalescope.report.views.horovod import render_horovod_phases
@@ -148,11 +126,7 @@ class Recording:
 
     def write_json(self, path: Path | str) -> Path:
         """The report JSON (docs/report-schema.md): analysis, diagnosis, and ``ingest``."""
-        from scalescope.report.media.report_json import dump_json, report_json
-
-        path = Path(path)
-        dump_json(path, report_json(self.analysis, self.diagnosis, self.ingest))
-        return path
+        return self.write(ReportFiles(json=Path(path)))[0]
 
     def write_dashboard(self, path: Path | str, steps: int | None = None) -> Path:
         """The HTML dashboard; ``steps``: steps in its timeline (default: a few)."""
@@ -163,21 +137,16 @@ class Recording:
     ) -> Path:
         """A Chrome/Perfetto trace of ``steps`` steps after warm-up (default: a few) and the
         ranks ``ranks`` (``report --ranks``' syntax, ``"0-3,8"``; default: up to 16)."""
-        files = ReportFiles(timeline=Path(path), steps=steps, ranks=ranks)
-        return write_outputs(self.analysis, self.run, files)[0]
+        return self.write(ReportFiles(timeline=Path(path), steps=steps, ranks=ranks))[0]
 
     def write(self, files: ReportFiles) -> list[Path]:
         """Every view ``files`` asks for, as ``report``'s options write them."""
-        if self.ingest is None or files.json is None:
-            return write_outputs(self.analysis, self.run, files, self.diagnosis)
-        written = [self.write_json(files.json)]
-        rest = replace(files, json=None)
-        return written + write_outputs(self.analysis, self.run, rest, self.diagnosis)
+        return write_outputs(self, files)
 
 
 def load(run_dir: Path | str, thresholds: ThresholdsLike = None) -> Recording:
     """Load and analyse a run directory; RunDirError (one line) when it is not a run."""
-    return Recording.of(load_run(Path(run_dir)), thresholds)
+    return Recording.load(run_dir, as_thresholds(thresholds))
 
 
 def analyze_traces(path: Path | str, thresholds: ThresholdsLike = None) -> Recording:

@@ -1,5 +1,5 @@
-"""A run's report as the commands and the public API make it: load, analyse, diagnose, print
-the report and write the views asked for (JSON, HTML dashboard, Chrome timeline); a scale
+"""A run's report as the commands and the public API make it: a ``Recording`` printed and
+written through the renderers' registry (JSON, HTML dashboard, Chrome timeline); a scale
 study's table from its points' run directories."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from scalescope.analyze import RunAnalysis, analyze_run
-from scalescope.diagnose.findings import Diagnosis
+from scalescope.diagnose.recording import Recording
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from scalescope.events.run import Run, RunDirError, load_run
+from scalescope.events.run import RunDirError
 from scalescope.report.formatting import report_console
 from scalescope.report.subjects import RunReport
 
@@ -33,19 +32,16 @@ class ReportFiles:
     """``--ranks`` of the timeline (report/views/rank_select.py; default: all up to 16 ranks)."""
 
 
-def run_report(
-    analysis: RunAnalysis,
-    run: Run,
-    diagnosis: Diagnosis | None = None,
-    files: ReportFiles = ReportFiles(),
-) -> RunReport:
-    """What the report's renderers draw, gathered once: the clock offsets (only for a timeline:
-    the dashboard's or ``files.timeline``), the dashboard's rank-step grid (only with
-    ``files.html``) and the stored projection beside the analysis."""
-    from scalescope.analyze.clocks import align_clocks, clock_offsets
+def run_report(rec: Recording, files: ReportFiles = ReportFiles()) -> RunReport:
+    """What the report's renderers draw, gathered once from the recording: its clock offsets
+    (only for a timeline: the dashboard's or ``files.timeline``), the dashboard's rank-step
+    grid (only with ``files.html``), the stored projection, and the diagnosis (not for a
+    timeline alone)."""
+    from scalescope.analyze.clocks import clock_offsets
     from scalescope.predict.stored import stored_projection
     from scalescope.report.media.timeline import default_steps
 
+    analysis, run = rec.analysis, rec.run
     grid = None
     if files.html is not None:
         from scalescope.analyze.rank_steps import rank_step_grid
@@ -55,53 +51,35 @@ def run_report(
     if files.steps is not None:
         steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
     drawn = files.html is not None or files.timeline is not None
-    offsets = clock_offsets(align_clocks(run)) if drawn else {}
+    diagnosed = files.html is not None or files.json is not None or not drawn
     return RunReport(
         analysis=analysis,
         run=run,
-        diagnosis=diagnosis,
-        offsets_ns=offsets,
+        diagnosis=rec.diagnosis if diagnosed else None,
+        offsets_ns=clock_offsets(analysis.clocks) if drawn else {},
         grid=grid,
         projection=stored_projection(run.path) if files.html is not None else None,
         steps=steps,
         ranks=files.ranks,
+        ingest=getattr(rec, "ingest", None),
     )
 
 
-def write_outputs(
-    analysis: RunAnalysis, run: Run, files: ReportFiles, diagnosis: Diagnosis | None = None
-) -> list[Path]:
+def write_outputs(rec: Recording, files: ReportFiles) -> list[Path]:
     """Write each file asked for through the renderer its flag names."""
     from scalescope.report.renderers import write
 
-    report = run_report(analysis, run, diagnosis, files)
+    report = run_report(rec, files)
     asked = (("json", files.json), ("html", files.html), ("timeline", files.timeline))
     return [write(report, output, path) for output, path in asked if path is not None]
 
 
-def print_run_report(analysis: RunAnalysis, diagnosis: Diagnosis, console: Console) -> None:
+def print_run_report(rec: Recording, console: Console) -> None:
     """What ``scalescope report`` prints: the run's report, then its findings."""
-    from scalescope.report.views.diagnosis import render_diagnosis
-    from scalescope.report.views.run_terminal import render_terminal
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import render
 
-    render_terminal(analysis, console)
-    render_diagnosis(diagnosis, console)
-
-
-def analyse_and_render(
-    run: Run,
-    files: ReportFiles,
-    terminal: bool = True,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[Path]:
-    """Analyse, diagnose, print (report then findings) and write every view asked for."""
-    from scalescope.diagnose import diagnose_run
-
-    analysis = analyze_run(run)
-    diagnosis = diagnose_run(run, analysis, thresholds)
-    if terminal:
-        print_run_report(analysis, diagnosis, report_console())
-    return write_outputs(analysis, run, files, diagnosis)
+    render_document(render(run_report(rec), "terminal"), console)
 
 
 def report_run(
@@ -110,8 +88,11 @@ def report_run(
     terminal: bool = True,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> list[Path]:
-    """Analyse a run directory and write every view asked for."""
-    return analyse_and_render(load_run(run_dir), files, terminal, thresholds)
+    """Load a run directory, print its report and write every view asked for."""
+    rec = Recording.load(run_dir, thresholds)
+    if terminal:
+        print_run_report(rec, report_console())
+    return write_outputs(rec, files)
 
 
 def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
@@ -121,7 +102,9 @@ def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
     analyses = {}
     for p in study.points:
         try:
-            analyses[p.ranks] = analyze_run(load_run(study_dir / p.run_dir)) if p.run_dir else None
+            analyses[p.ranks] = (
+                Recording.load(study_dir / p.run_dir).analysis if p.run_dir else None
+            )
         except RunDirError:
             analyses[p.ranks] = None
     return scaling_table(study, analyses)

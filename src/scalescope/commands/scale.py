@@ -20,7 +20,7 @@ from scalescope.api.launching import launch_spec
 from scalescope.commands.common import CommandError, err, int_list, launch_error
 from scalescope.commands.options.launching import ScaleCommand
 from scalescope.events.files import SCALE_STUDY_FILE
-from scalescope.events.run import RunDirError, load_run
+from scalescope.events.run import RunDirError
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
 from scalescope.launch.options import LaunchConfig
 from scalescope.launch.runner import RunSpec
@@ -85,10 +85,10 @@ def point_spec(base: RunSpec, plan: ScalePlan, study_dir: Path, i: int) -> RunSp
 
 def recorded_point(point: ScalePoint, run_dir: Path) -> ScalePoint:
     """The point with its run's own figures: status, samples/s, step time, oversubscription."""
-    from scalescope.analyze import analyze_run
+    from scalescope.diagnose.recording import Recording
 
-    run = load_run(run_dir)
-    analysis = analyze_run(run)
+    rec = Recording.load(run_dir)
+    run, analysis = rec.run, rec.analysis
     steps = analysis.steps
     threads = max((m.num_threads for m in run.ranks.values()), default=0)
     cores = run.meta.hardware.get("usable_cores") or run.meta.hardware.get("logical_cores")

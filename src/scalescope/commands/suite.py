@@ -20,15 +20,16 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
-from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze import RunAnalysis
 from scalescope.analyze.rank_split import rank_splits
 from scalescope.analyze.suite import with_efficiency
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
 from scalescope.commands.common import CommandError, err
 from scalescope.commands.options.launching import SuiteCommand
+from scalescope.diagnose.recording import Recording
 from scalescope.events.files import SUITE_FILE
-from scalescope.events.run import RunDirError, load_run
+from scalescope.events.run import RunDirError
 from scalescope.events.suite import SuiteEntry, SuiteResult
 from scalescope.launch.local import LaunchOptions
 from scalescope.launch.plan import MappingOptions, make_plan
@@ -122,10 +123,10 @@ def collect(plan: SuitePlan, workload: SuiteWorkload, ranks: int, status: str) -
         None, None, None, None, None, (),
     )  # fmt: skip
     try:
-        run = load_run(run_dir)
+        rec = Recording.load(run_dir)
     except RunDirError as exc:
         return replace(base, error=str(exc))
-    analysis = analyze_run(run)
+    run, analysis = rec.run, rec.analysis
     record = read_record(run_dir) if status == "completed" else None
     return replace(
         base,

@@ -53,13 +53,13 @@ def parse_overrides(items: list[str], base: Thresholds = DEFAULT_THRESHOLDS) -> 
 def calibrate(baseline_dir: Path, base: Thresholds = DEFAULT_THRESHOLDS) -> Calibration:
     """Thresholds whose expected FLOP/s fraction is the one ``baseline_dir`` reached
     (its low mark half of it, as in the defaults); ``ValueError`` when it cannot say."""
-    from scalescope.analyze import analyze_run
     from scalescope.diagnose.engine import diagnosis_input
+    from scalescope.diagnose.recording import Recording
     from scalescope.diagnose.rules_flops import efficiency
-    from scalescope.events.run import load_run
 
-    run = load_run(baseline_dir)
-    eff = efficiency(diagnosis_input(run, analyze_run(run), base))
+    rec = Recording.load(baseline_dir, base)
+    run = rec.run
+    eff = efficiency(diagnosis_input(rec.run, rec.analysis, base))
     if isinstance(eff, str):
         raise ValueError(f"--baseline {baseline_dir}: its FLOP/s cannot be judged: {eff}")
     fraction = min(eff.fraction, 1.0)

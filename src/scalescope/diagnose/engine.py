@@ -22,7 +22,7 @@ from scalescope.analyze.whatif import (
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.dimensions import with_dims
-from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding, verdict
+from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
 from scalescope.diagnose.rules_extra_work import CODES as RANK_ONLY_CODES
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
@@ -31,6 +31,7 @@ from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, ti
 from scalescope.diagnose.rules_ranks import straggler_does_own_work
 from scalescope.diagnose.rules_stages import REPLICA_CODES, different_stages
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from scalescope.diagnose.verdict import verdict_of
 from scalescope.events import Run
 from scalescope.events.files import BENCH_FILE
 
@@ -305,9 +306,14 @@ def diagnose(ctx: DiagnosisInput, rules: tuple[Rule, ...] = RULES) -> Diagnosis:
     return Diagnosis(
         findings=findings,
         not_judged=tuple(not_judged),
-        verdict=verdict(findings),
+        verdict=verdict_of(findings, ctx.analysis, _source(ctx)),
         thresholds=ctx.thresholds,
     )
+
+
+def _source(ctx: DiagnosisInput) -> str:
+    """``scalescope``, or the format of the trace the run was ingested from."""
+    return ctx.meta.launcher if "source" in ctx.meta.options else "scalescope"
 
 
 def diagnose_run(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 LEVELS = ("warning", "info")
@@ -66,8 +67,8 @@ class Diagnosis:
     """Warnings first, then information; each group by estimated saving, largest first."""
     not_judged: tuple[str, ...]
     """What could not be judged, and why (inputs never measured)."""
-    verdict: str
-    """One line: the first warning, or ``no clear bottleneck`` (with a compute-bound note)."""
+    verdict: Verdict
+    """The run's one verdict (diagnose/verdict.py): what every surface shows."""
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     """The thresholds the rules compared with (defaults, ``--threshold``, ``--baseline``)."""
 
@@ -390,20 +391,6 @@ def summary(code: str, **values: Any) -> str:
 
 def bottleneck(code: str) -> str:
     return "build" if code.startswith("BUILD_") else BOTTLENECKS[code]
-
-
-def verdict(findings: tuple[Finding, ...]) -> str:
-    """``no clear bottleneck`` unless a warning stands out; then the first warning."""
-    warnings = [f for f in findings if f.level == "warning"]
-    if warnings:
-        first = warnings[0]
-        saving = (
-            f" (~{first.saved_ms_per_step:.0f} ms/step to gain)" if first.saved_ms_per_step else ""
-        )
-        return f"{first.bottleneck}: {first.summary}{saving}"
-    if findings:
-        return f"{NO_CLEAR_BOTTLENECK}: {findings[0].summary}"
-    return NO_CLEAR_BOTTLENECK
 
 
 def listed(values: Sequence[int], limit: int) -> str:

@@ -19,7 +19,8 @@ from rich.console import RenderableType
 from scalescope.analyze.coordinates import RankPlace, pipeline_stages, rank_places
 from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.slowdown import latest_alert, read_alerts
-from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.analyze.summary import RunAnalysis
+from scalescope.diagnose.recording import Recording
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
@@ -50,22 +51,14 @@ def pid_alive(meta: RankMeta | None, host: str) -> bool | None:
         return False
 
 
-def first_finding(run: Run, analysis: RunAnalysis) -> str | None:
-    """The diagnosis' first warning as "bottleneck, N % of the step".
+def first_finding(rec: Recording) -> str:
+    """The window's verdict in short (``Verdict.short``), as the report would give it.
 
     Without the model's FLOPs: counting them builds the model (seconds of CPU taken from the
     ranks, and torch imported in the watcher), so the achieved-FLOP/s check is left to
-    ``scalescope report``; every other rule judges the window."""
-    from scalescope.diagnose.engine import diagnose
-    from scalescope.diagnose.rules_input import DiagnosisInput
-
-    ctx = DiagnosisInput(analysis=analysis, meta=run.meta, ranks=dict(run.ranks), bench=None)
-    findings = [f for f in diagnose(ctx).findings if f.level == "warning"]
-    if not findings:
-        return "no bottleneck found yet"
-    top = findings[0]
-    share = f", {top.share_pct:.0f} % of the step" if top.share_pct is not None else ""
-    return f"{top.bottleneck}{share}"
+    ``scalescope report`` (``Recording(window=True)``); every other rule judges the window."""
+    verdict = rec.verdict
+    return verdict.short if verdict.causes else "no bottleneck found yet"
 
 
 def last_output(
@@ -171,6 +164,8 @@ class LiveTop:
         self.ended = False
         self.note = ""
         self.run: Run | None = None
+        self.rec: Recording | None = None
+        """The window as a recording: analysed and diagnosed once each."""
         self.analysis: RunAnalysis | None = None
         self.analysis_s = 0.0
         """What the last analysis of the window took (seconds of wall time)."""
@@ -222,7 +217,8 @@ class LiveTop:
         started = time.perf_counter()
         window = self.tail.window()
         self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
-        self.analysis = analyze_run(self.run) if len(window) else None
+        self.rec = Recording(self.run, window=True) if len(window) else None
+        self.analysis = self.rec.analysis if self.rec is not None else None
         self.update_places(metas)
         self.analysis_s, self.analysed_at = time.perf_counter() - started, now
         self.window_stale, self.finding_stale = False, True
@@ -261,9 +257,9 @@ class LiveTop:
     def update_finding(self, now: float) -> None:
         """The diagnosis of the window; at most every ``finding_every_s`` while running."""
         self.finding_at, self.finding_stale = now, False
-        if self.analysis is None or self.run is None:
+        if self.rec is None:
             return
         try:
-            self.finding, self.note = first_finding(self.run, self.analysis), ""
+            self.finding, self.note = first_finding(self.rec), ""
         except Exception as exc:  # a partial window the rules cannot judge yet
             self.note = f"diagnosis not available yet: {exc}"

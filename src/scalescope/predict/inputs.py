@@ -15,9 +15,10 @@ import numpy as np
 
 from scalescope.analyze.alpha_beta import AlphaBetaFit, bandwidth_fit, fit_alpha_beta
 from scalescope.analyze.slot_index import measured_steps
-from scalescope.analyze.summary import RunAnalysis, analyze_run
+from scalescope.analyze.summary import RunAnalysis
+from scalescope.diagnose.recording import Recording
 from scalescope.diagnose.rules_input import rank_threads, rank_times
-from scalescope.events import Kind, Run, load_run
+from scalescope.events import Kind, Run
 from scalescope.predict.costs import ModelCost, model_cost
 
 GRADIENTS = "gradients"
@@ -214,8 +215,8 @@ def _peak_memory(analysis: RunAnalysis) -> int | None:
 
 def run_inputs(run_dir: Path | str) -> RunInputs:
     """Measure a run directory; a run with no measured step is a ValueError."""
-    run = load_run(run_dir)
-    analysis = analyze_run(run)
+    rec = Recording.load(run_dir)
+    run, analysis = rec.run, rec.analysis
     times = rank_times(analysis)
     if analysis.steps is None or not times or not analysis.steps.samples_per_s:
         raise ValueError(f"{run_dir}: no measured step with samples (probe off or no step)")

@@ -1,6 +1,6 @@
 """Renderers of analysis results: terminal text and JSON."""
 
-from scalescope.report.media.report_json import REPORT_SCHEMA, to_json
+from scalescope.report.media.report_json import REPORT_SCHEMA
 from scalescope.report.views.run_terminal import render_terminal
 
-__all__ = ["REPORT_SCHEMA", "render_terminal", "to_json"]
+__all__ = ["REPORT_SCHEMA", "render_terminal"]

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.diagnose.env_checks import EnvWarning
     from scalescope.diagnose.findings import Diagnosis
     from scalescope.events import Run
+    from scalescope.ingest import IngestResult
     from scalescope.predict.stored import DashboardProjection
 
 
@@ -41,6 +42,8 @@ class RunReport:
     """The timelines' steps (default: a few after warm-up)."""
     ranks: str | None = None
     """``--ranks`` of the timeline (report/views/rank_select.py)."""
+    ingest: IngestResult | None = None
+    """What ingesting another tool's trace found; its JSON holds it as ``ingest``."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -181,12 +181,10 @@ class Search:
         self.study.enqueue_trial(params, user_attrs={"baseline": True}, skip_if_exists=False)
 
     def _enqueue_seeds(self, baseline: TrialRecord) -> None:
-        from scalescope.analyze.summary import analyze_run
-        from scalescope.diagnose import diagnose_run
-        from scalescope.events.run import load_run
+        from scalescope.diagnose.recording import Recording
 
-        run = load_run(Path(baseline.run_dir))
-        diagnosis = diagnose_run(run, analyze_run(run))
+        rec = Recording.load(Path(baseline.run_dir))
+        run, diagnosis = rec.run, rec.diagnosis
         skip = skipped_knobs(run.ranks)
         for seed in seeds(diagnosis, self.space, baseline.config or None, skip):
             if config_key(self.space, seed.config) in self.measured:

@@ -18,8 +18,9 @@ import psutil
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.analyze.steps import StepAnalysis, analyze_steps
-from scalescope.analyze.summary import RunAnalysis, analyze_run
-from scalescope.events.run import RunDirError, load_run
+from scalescope.analyze.summary import RunAnalysis
+from scalescope.diagnose.recording import Recording
+from scalescope.events.run import RunDirError
 from scalescope.events.tail import RunTail
 from scalescope.launch.runner import RunSpec
 from scalescope.launch.session import start
@@ -229,7 +230,7 @@ def _ended(
 def judge(run_dir: Path, launch_status: str, watch: Watch) -> TrialResult:
     """ok when steps were measured and the run completed or we stopped it at its budget."""
     try:
-        analysis = analyze_run(load_run(run_dir))
+        analysis = Recording.load(run_dir).analysis
     except RunDirError as exc:
         return _ended(run_dir, watch, "failed", None, str(exc))
     rate = throughput(analysis.steps)[0]

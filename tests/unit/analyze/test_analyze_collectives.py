@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import GRAD_BUCKETS, coll_row, make_run, synth_rank
 
-from scalescope.analyze import analyze_run, bus_factor
+from scalescope.analyze import bus_factor
 
 WARMUP = 2
 STEPS = 6
@@ -59,7 +60,7 @@ def _world(n: int):
 def test_by_message_size_matches_nccl_tests_formulas(tmp_path, n):
     ranks = _world(n)
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=n, warmup_steps=WARMUP)
-    coll = analyze_run(run).collectives
+    coll = analysed(run).collectives
     assert coll is not None and coll.world_size == n and coll.num_ranks == n
     raw: dict[tuple[str, int], list[int]] = {}
     for r in ranks:
@@ -86,7 +87,7 @@ def test_by_message_size_matches_nccl_tests_formulas(tmp_path, n):
 def test_totals_per_op_and_tag(tmp_path):
     ranks = _world(2)
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=WARMUP)
-    coll = analyze_run(run).collectives
+    coll = analysed(run).collectives
     raw: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for r in ranks:
         for _, op, nbytes, dur, tag in r.collectives:
@@ -108,7 +109,7 @@ def test_totals_per_op_and_tag(tmp_path):
 def test_traffic_per_measured_step_by_tag(tmp_path):
     ranks = _world(2)
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=WARMUP)
-    per_step = {t.tag: t for t in analyze_run(run).collectives.per_step}
+    per_step = {t.tag: t for t in analysed(run).collectives.per_step}
     assert "parameters" not in per_step  # DDP's construction broadcast is in warm-up
     measured = STEPS - WARMUP
     for tag in ("gradients", "buffers", "user"):
@@ -131,7 +132,7 @@ def test_incomplete_collectives_are_counted_apart(tmp_path):
         coll_row(4, "all_reduce", 0, -1, GRAD_BUCKETS[1], last_seq + 2),
     ]
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=WARMUP)
-    coll = analyze_run(run).collectives
+    coll = analysed(run).collectives
     assert coll.incomplete_calls == 2
     assert coll.calls == sum(len(r.collectives) for r in ranks)
     [inc] = coll.incomplete
@@ -152,7 +153,7 @@ def test_no_collectives_abstains(tmp_path):
     synth = synth_rank(0, STEPS, warmup_steps=WARMUP)
     rows = [row for row in synth.rows if row[1] != 1]
     run = make_run(tmp_path, {0: [rows]}, world_size=1, warmup_steps=WARMUP)
-    assert analyze_run(run).collectives is None
+    assert analysed(run).collectives is None
 
 
 def test_ranks_that_made_different_counts_show_the_range_not_a_mean(tmp_path):
@@ -170,9 +171,9 @@ def test_ranks_that_made_different_counts_show_the_range_not_a_mean(tmp_path):
                 for s in range(n)]  # fmt: skip
 
     run = make_run(tmp_path, {0: rows(7), 1: rows(6)}, world_size=2, warmup_steps=0)
-    [op] = analyze_run(run).collectives.ops
+    [op] = analysed(run).collectives.ops
     assert (op.calls, op.calls_per_rank, op.calls_min, op.calls_max) == (13, 6.5, 6, 7)
     console = Console(file=io.StringIO(), width=120)
-    console.print(rich_table(op_table(analyze_run(run).collectives)))
+    console.print(rich_table(op_table(analysed(run).collectives)))
     text = console.file.getvalue()
     assert "6–7" in text and "6.50" not in text

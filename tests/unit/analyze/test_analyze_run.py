@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import (
     batches_by_step,
     expected_phases,
@@ -11,7 +12,6 @@ from analyze_runs import (
     synth_rank,
 )
 
-from scalescope.analyze import analyze_run
 from scalescope.events import RankMeta
 
 WARMUP = 1
@@ -36,7 +36,7 @@ def test_run_facts(tmp_path):
         warmup_steps=WARMUP,
         rank_files={0: _done(0), 1: _done(1)},
     )
-    a = analyze_run(run)
+    a = analysed(run)
     assert (a.run_id, a.workload, a.world_size, a.nproc_per_node) == ("test-run", "script", 2, 2)
     assert a.hostnames == ("node-a",)
     assert a.status == "completed"
@@ -54,7 +54,7 @@ def test_run_facts(tmp_path):
 def test_missing_rank_file_is_listed_and_rest_analysed(tmp_path):
     ranks = [synth_rank(r, STEPS, warmup_steps=WARMUP) for r in range(3)]
     rows = {r.rank: [r.rows] for r in ranks[:2]}  # rank 2 wrote nothing
-    a = analyze_run(make_run(tmp_path, rows, world_size=3, warmup_steps=WARMUP))
+    a = analysed(make_run(tmp_path, rows, world_size=3, warmup_steps=WARMUP))
     assert len(a.problems) == 1
     assert "rank 2" in a.problems[0] and "missing" in a.problems[0]
     assert [r.rank for r in a.steps.ranks] == [0, 1]
@@ -69,7 +69,7 @@ def test_truncated_rank_file_keeps_complete_batches(tmp_path):
     ranks = [synth_rank(r, STEPS, warmup_steps=WARMUP) for r in range(2)]
     rows = {r.rank: batches_by_step(r.rows, 2) for r in ranks}  # batches: steps 0-1, 2-3, 4-5
     run = make_run(tmp_path, rows, world_size=2, warmup_steps=WARMUP, truncate_bytes={1: 200})
-    a = analyze_run(run)
+    a = analysed(run)
     assert len(a.problems) == 1
     assert "rank 1" in a.problems[0] and "truncated" in a.problems[0]
     full, cut = a.steps.ranks
@@ -88,7 +88,7 @@ def test_truncated_rank_file_keeps_complete_batches(tmp_path):
 
 def test_probe_off_run_abstains(tmp_path):
     launcher = {0: _done(0), 1: _done(1)}
-    a = analyze_run(make_run(tmp_path, {}, world_size=2, probe=False, launcher_ranks=launcher))
+    a = analysed(make_run(tmp_path, {}, world_size=2, probe=False, launcher_ranks=launcher))
     assert not a.probe
     assert a.steps is None and a.collectives is None
     assert a.problems == ()  # no event files is expected, not a problem
@@ -109,7 +109,7 @@ def test_failed_rank_takes_the_final_word(tmp_path):
         rank_files={0: _done(0), 1: _done(1, status="running", exit_code=None, steps=2)},
         launcher_ranks={1: _done(1, status="failed", exit_code=1, error=error, steps=2)},
     )
-    a = analyze_run(run)
+    a = analysed(run)
     assert a.status == "failed"
     r1 = a.ranks[1]
     assert (r1.status, r1.exit_code, r1.error) == ("failed", 1, error)
@@ -133,6 +133,6 @@ def test_a_launcher_that_died_leaves_the_status_to_the_ranks(tmp_path, rank1, st
         status="running",
         rank_files={0: _done(0, status="interrupted"), 1: _done(1, status=rank1)},
     )
-    assert analyze_run(run).status == status
+    assert analysed(run).status == status
     said = "but every rank recorded its end" in run.problems[0]
     assert run.problems[0].startswith("run.json says running") and said == (rank1 != "running")

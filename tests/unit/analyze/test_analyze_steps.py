@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import (
     expected_phases,
     expected_throughput,
@@ -12,7 +13,7 @@ from analyze_runs import (
     synth_rank,
 )
 
-from scalescope.analyze import analyze_run, analyze_steps
+from scalescope.analyze import analyze_steps
 from scalescope.events import PHASES
 
 WARMUP = 2
@@ -30,7 +31,7 @@ def _synth(world_size: int = 2, **kwargs):
 def test_phase_stats_match_independent_computation(tmp_path):
     ranks = _synth(squeeze_step=5)
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=WARMUP)
-    steps = analyze_run(run).steps
+    steps = analysed(run).steps
     assert steps is not None
     assert [r.rank for r in steps.ranks] == [0, 1]
     for synth, got in zip(ranks, steps.ranks, strict=True):
@@ -45,7 +46,7 @@ def test_phase_stats_match_independent_computation(tmp_path):
 def test_accumulated_forwards_are_summed_per_step(tmp_path):
     synth = synth_rank(0, STEPS, warmup_steps=WARMUP, accum=2)
     run = make_run(tmp_path, {0: [synth.rows]}, world_size=1, warmup_steps=WARMUP)
-    forward = next(p for p in analyze_run(run).steps.ranks[0].phases if p.phase == "forward")
+    forward = next(p for p in analysed(run).steps.ranks[0].phases if p.phase == "forward")
     rows = [(s, d) for s, name, d in synth.phases if name == "forward" and s >= WARMUP]
     per_step = {}
     for s, d in rows:
@@ -59,7 +60,7 @@ def test_accumulated_forwards_are_summed_per_step(tmp_path):
 def test_other_is_clamped_at_zero(tmp_path):
     synth = synth_rank(0, STEPS, warmup_steps=WARMUP, squeeze_step=4)
     run = make_run(tmp_path, {0: [synth.rows]}, world_size=1, warmup_steps=WARMUP)
-    other = next(p for p in analyze_run(run).steps.ranks[0].phases if p.phase == "other")
+    other = next(p for p in analysed(run).steps.ranks[0].phases if p.phase == "other")
     step4 = next(s for s in synth.steps if s[0] == 4)
     covered = sum(d for s, _, d in synth.phases if s == 4)
     assert step4[2] < covered  # the recorded step is shorter than its phases
@@ -72,7 +73,7 @@ def test_other_is_clamped_at_zero(tmp_path):
 def test_warmup_steps_are_excluded(tmp_path):
     ranks = _synth()
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=WARMUP)
-    steps = analyze_run(run).steps
+    steps = analysed(run).steps
     assert steps.warmup_steps == WARMUP
     assert not steps.warmup_fallback
     for synth, got in zip(ranks, steps.ranks, strict=True):
@@ -89,7 +90,7 @@ def test_warmup_steps_are_excluded(tmp_path):
 def test_all_steps_used_when_none_is_past_warmup(tmp_path):
     ranks = [synth_rank(r, 3, warmup_steps=10) for r in range(2)]
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=10)
-    steps = analyze_run(run).steps
+    steps = analysed(run).steps
     assert steps.warmup_fallback
     for synth, got in zip(ranks, steps.ranks, strict=True):
         assert got.num_steps == 3
@@ -100,7 +101,7 @@ def test_all_steps_used_when_none_is_past_warmup(tmp_path):
 def test_throughput_over_longest_rank_span(tmp_path):
     ranks = _synth(world_size=3)
     rows = {r.rank: [r.rows] for r in ranks}
-    steps = analyze_run(make_run(tmp_path, rows, world_size=3, warmup_steps=WARMUP)).steps
+    steps = analysed(make_run(tmp_path, rows, world_size=3, warmup_steps=WARMUP)).steps
     expected = [expected_throughput(r, WARMUP) for r in ranks]
     for (samples, span_s), got in zip(expected, steps.ranks, strict=True):
         assert got.samples == samples == (STEPS - WARMUP) * 32
@@ -116,7 +117,7 @@ def test_throughput_over_longest_rank_span(tmp_path):
 def test_memory_peak_per_rank(tmp_path):
     ranks = _synth()
     run = make_run(tmp_path, {r.rank: [r.rows] for r in ranks}, world_size=2, warmup_steps=WARMUP)
-    for synth, got in zip(ranks, analyze_run(run).steps.ranks, strict=True):
+    for synth, got in zip(ranks, analysed(run).steps.ranks, strict=True):
         peaks = [row[5] for row in synth.rows if row[2] == "rss_peak"]
         assert [(m.name, m.peak_bytes) for m in got.memory] == [("rss_peak", max(peaks))]
 
@@ -126,7 +127,7 @@ def test_phase_rows_of_unfinished_step_are_ignored(tmp_path):
     # a step that started but never reached optimizer.step(): phases, no STEP row
     unfinished = [phase_row(STEPS, "data", 0, 10**9), phase_row(STEPS, "forward", 0, 10**9)]
     run = make_run(tmp_path, {0: [synth.rows + unfinished]}, world_size=1, warmup_steps=WARMUP)
-    got = analyze_run(run).steps.ranks[0]
+    got = analysed(run).steps.ranks[0]
     assert got.num_steps == STEPS - WARMUP
     want = expected_phases(synth, first_step=WARMUP)
     for p in got.phases:
@@ -138,7 +139,7 @@ def test_missing_phase_is_reported_not_zeroed(tmp_path):
     rows = [row for row in synth.rows if row[2] != "comm_wait"]
     synth.phases = [p for p in synth.phases if p[1] != "comm_wait"]
     run = make_run(tmp_path, {0: [rows]}, world_size=1, warmup_steps=WARMUP)
-    got = analyze_run(run).steps.ranks[0]
+    got = analysed(run).steps.ranks[0]
     assert got.missing_phases == ("comm_wait",)
     assert "comm_wait" not in [p.phase for p in got.phases]
     want = expected_phases(synth, first_step=WARMUP)

@@ -9,9 +9,9 @@ Run B: every phase halved (50 ms steps); the 4 MiB all_reduce takes 1 ms, rank 1
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import coll_row, make_run, phase_row, step_row
 
-from scalescope.analyze import analyze_run
 from scalescope.analyze.compare import Pair, SizeKey, compare_runs, pair
 
 MS, MIB = 1_000_000, 1024 * 1024
@@ -44,8 +44,8 @@ def runs(tmp_path):
     b = {r: [rank_rows(r, 0.5, 8 * MIB, 1.0, 1.0)] for r in range(2)}
     kwargs = {"world_size": 2, "warmup_steps": WARMUP}
     return (
-        analyze_run(make_run(tmp_path, a, **kwargs)),
-        analyze_run(make_run(tmp_path, b, **kwargs)),
+        analysed(make_run(tmp_path, a, **kwargs)),
+        analysed(make_run(tmp_path, b, **kwargs)),
     )
 
 
@@ -109,7 +109,7 @@ def test_cross_rank_waits_side_by_side(runs):
 
 
 def test_missing_data_gives_none_not_zero(runs, tmp_path):
-    off = analyze_run(make_run(tmp_path, {}, world_size=2, probe=False))
+    off = analysed(make_run(tmp_path, {}, world_size=2, probe=False))
     c = compare_runs(runs[0], off)
     assert c.samples_per_s.b is None and c.samples_per_s.ratio is None
     assert c.b.measured_steps is None

@@ -4,10 +4,10 @@ pipeline stage from its meta or from a chain of sends and recvs."""
 
 from __future__ import annotations
 
+from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 from test_pipeline import chain_rows
 
-from scalescope.analyze import analyze_run
 from scalescope.analyze.coordinates import (
     RankPlace,
     mesh_coordinates,
@@ -100,7 +100,7 @@ def test_stages_inferred_from_a_chain_of_sends_and_recvs(tmp_path) -> None:
         for rank, stage in stage_of.items()
     }
     run = make_run(tmp_path, rows, world_size=4)
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     stages = pipeline_stages(analysis.pipeline, run.ranks)
     assert stages == {r: (s,) for r, s in stage_of.items()}
     places = rank_places(analysis.groups, stages)

@@ -15,9 +15,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import coll_row, make_run, phase_row, step_row
 
-from scalescope.analyze import analyze_run, matching
+from scalescope.analyze import matching
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.cross_rank import (
     RankWaits,
@@ -370,11 +371,11 @@ def test_a_clear_leader_among_many_ranks_is_named_without_a_majority(ranks, next
 def test_single_rank_has_no_cross_rank_analysis(tmp_path):
     run = make_run(tmp_path, {0: [rank_rows(0)]}, world_size=1)
     assert analyze_cross_rank(run, WARMUP) is None
-    assert analyze_run(run).cross_rank is None
+    assert analysed(run).cross_rank is None
 
 
 def test_analyze_run_carries_the_cross_rank_analysis(scenario):
-    a = analyze_run(scenario)
+    a = analysed(scenario)
     assert a.cross_rank == analyze_cross_rank(scenario, WARMUP, dims=dims_of(a.groups))
     assert a.cross_rank.straggler.rank == 1
     assert {w.dim for w in a.cross_rank.waits} == {"world"}

@@ -4,10 +4,10 @@ PAGEABLE_COPY finding with the what-if's saving, on runs written and loaded back
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 from run_builders import coll_row, phase_row, step_row
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events.schema import Kind
 
@@ -46,7 +46,7 @@ def run_of(tmp_path, copy_ms: float, tags: tuple[str, str]):
 
 def test_per_rank_copies_are_the_rows_sums(tmp_path) -> None:
     run = run_of(tmp_path, 4.0, ("pageable", "pinned"))
-    copies = analyze_run(run).copies
+    copies = analysed(run).copies
     assert [c.rank for c in copies] == [0, 1]
     measured = range(WARMUP, STEPS)
     want_ms = sum(4.0 + 0.1 * (s % 3) for s in measured) / len(measured)
@@ -59,7 +59,7 @@ def test_per_rank_copies_are_the_rows_sums(tmp_path) -> None:
 
 def test_pageable_copies_are_a_finding_whose_saving_is_replayed(tmp_path) -> None:
     run = run_of(tmp_path, 4.0, ("pageable", "pageable"))
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     finding = next(f for f in diagnose_run(run, analysis).findings if f.code == "PAGEABLE_COPY")
     fix = next(f for f in analysis.whatif.fixes if f.cause == "phase:to_device")
     assert finding.saved_ms_per_step == pytest.approx(fix.gain_ms)
@@ -73,10 +73,10 @@ def test_pageable_copies_are_a_finding_whose_saving_is_replayed(tmp_path) -> Non
 )
 def test_no_finding_for_pinned_or_cheap_copies(tmp_path, copy_ms, tags) -> None:
     run = run_of(tmp_path, copy_ms, tags)
-    codes = [f.code for f in diagnose_run(run, analyze_run(run)).findings]
+    codes = [f.code for f in diagnose_run(run, analysed(run)).findings]
     assert "PAGEABLE_COPY" not in codes
 
 
 def test_no_copies_no_figures(tmp_path) -> None:
     rows = {r: [[row for row in rank_rows(r, 1.0, "") if row[2] != "to_device"]] for r in (0, 1)}
-    assert analyze_run(make_run(tmp_path, rows, world_size=2, warmup_steps=WARMUP)).copies == ()
+    assert analysed(make_run(tmp_path, rows, world_size=2, warmup_steps=WARMUP)).copies == ()

@@ -13,7 +13,8 @@ from recorded_runs import RUNS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze import analyze_run  # noqa: E402
+from analysed import analysed  # noqa: E402
+
 from scalescope.analyze.groups import dim_totals, group_role, process_groups  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
 from synthetic_run import RANKS_PER_NODE, next_node, write_run  # noqa: E402
@@ -62,7 +63,7 @@ def test_a_role_from_the_members_distance_around_the_ring(ranks, role):
 
 def test_a_data_parallel_run_has_the_world_alone_and_no_dimensions_table():
     run = load_run(RUNS / "balanced" / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert [g.dim for g in analysis.groups] == ["world"]
     assert [d.dim for d in analysis.dims] == ["world"]
     assert analysis.dims[0].calls > 0 and np.isfinite(analysis.dims[0].ms_per_rank)

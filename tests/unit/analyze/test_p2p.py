@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 
-from scalescope.analyze import analyze_run
 from scalescope.analyze.clocks import align_clocks
 from scalescope.analyze.matching import match_collectives
 from scalescope.analyze.p2p import pair_p2p
@@ -124,7 +124,7 @@ def test_each_side_splits_into_wait_until_the_later_issue_and_transfer(run):
 
 
 def test_waiting_for_the_peer_is_communication_and_the_totals_per_peer(run):
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert analysis.p2p is not None and analysis.p2p.pairs == 8
     ranks = {r.rank: r for r in analysis.p2p.ranks}
     assert ranks[0].wait_ms_per_step == pytest.approx(1 + 1)  # its first send, its recv
@@ -152,7 +152,7 @@ def test_a_run_without_peers_has_no_pairs(tmp_path):
     run = make_run(tmp_path, plain, world_size=3, warmup_steps=0)
     assert (run.events.peer == -1).all()
     assert pair_p2p(run.events, align_clocks(run)) is None
-    assert analyze_run(run).p2p is None
+    assert analysed(run).p2p is None
     assert (run.events.kind == int(Kind.WAIT)).sum() == 4  # kept, unpaired
 
 
@@ -160,7 +160,7 @@ def test_the_report_shows_the_pairs_only_where_there_are_some(run, tmp_path):
     from scalescope.report.media.report_json import report_json
     from scalescope.report.views.run import run_document
 
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     sections = {getattr(b, "title", None): b for b in run_document(analysis).blocks}
     tables = {t.title: t for t in sections["Point-to-point"].blocks if hasattr(t, "rows")}
     by_rank = tables["Point-to-point per rank"]
@@ -170,6 +170,6 @@ def test_the_report_shows_the_pairs_only_where_there_are_some(run, tmp_path):
     doc = report_json(analysis, None)
     assert doc["p2p"]["pairs"] == 8 and len(doc["p2p"]["peers"]) == 6
     plain = {r: [[row[:-1] for row in b] for b in batches] for r, batches in rows().items()}
-    without = analyze_run(make_run(tmp_path, plain, world_size=3, warmup_steps=0))
+    without = analysed(make_run(tmp_path, plain, world_size=3, warmup_steps=0))
     assert "Point-to-point" not in {getattr(b, "title", None) for b in run_document(without).blocks}
     assert report_json(without, None)["p2p"] is None

@@ -5,11 +5,11 @@ out of the step statistics and described by an info finding, never a hang or a s
 from __future__ import annotations
 
 import msgspec
+from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 from run_builders import coll_row, step_row
 
 from scalescope.analyze.pauses import analyze_pauses
-from scalescope.analyze.summary import analyze_run
 
 MS = 1_000_000
 STEP_MS, PAUSE_MS = 20, 8_000
@@ -57,7 +57,7 @@ def test_pause_steps_leave_the_step_statistics_and_only_an_info_finding_remains(
     from scalescope.diagnose.engine import diagnose_run
 
     run = paused_run(tmp_path)
-    a = analyze_run(run)
+    a = analysed(run)
     assert a.steps is not None and a.hang is None
     assert round(a.steps.mean_step_ms) == STEP_MS, "the pauses are not typical steps"
     diagnosis = diagnose_run(run, a)

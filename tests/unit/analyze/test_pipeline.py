@@ -5,9 +5,9 @@ inferred from a chain of sends and recvs."""
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 
-from scalescope.analyze import analyze_run
 from scalescope.analyze.pipeline import theory_bubble_pct
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import Kind
@@ -74,7 +74,7 @@ def test_the_stages_table_is_cut_beyond_16_ranks(tmp_path):
     rows = {r: [stage_rows(stage[r])] for r in range(world)}
     metas = {r: meta(r, stage[r], world) for r in range(world)}
     run = make_run(tmp_path, rows, world_size=world, rank_files=metas)
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert len(analysis.pipeline.ranks) == world
     section = pipeline_section(analysis)
     (table,) = [b for b in section.blocks if isinstance(b, Table)]
@@ -85,7 +85,7 @@ def test_the_stages_table_is_cut_beyond_16_ranks(tmp_path):
 
 
 def test_the_stages_table_keeps_every_rank_up_to_16(pipeline_run):
-    (table,) = [b for b in pipeline_section(analyze_run(pipeline_run)).blocks
+    (table,) = [b for b in pipeline_section(analysed(pipeline_run)).blocks
                 if isinstance(b, Table)]  # fmt: skip
     assert [row[0] for row in table.rows] == ["0", "1"]
     assert "not shown" not in table.caption
@@ -99,7 +99,7 @@ def test_theory_of_the_schedules():
 
 
 def test_each_stage_compute_per_microbatch_and_bubble(pipeline_run):
-    pipe = analyze_run(pipeline_run).pipeline
+    pipe = analysed(pipeline_run).pipeline
     assert (pipe.stages, pipe.microbatches, pipe.schedule) == (2, MICRO, "Schedule1F1B")
     assert pipe.theory_bubble_pct == pytest.approx(20.0)
     for f in pipe.ranks:
@@ -114,14 +114,14 @@ def test_each_stage_compute_per_microbatch_and_bubble(pipeline_run):
 def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
     """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front
     of stage 1 leave 18 and 18; step 200 - (4 + 2 - 1) x (27 - 18) = 155 ms."""
-    move = analyze_run(pipeline_run).pipeline.move
+    move = analysed(pipeline_run).pipeline.move
     assert (move.source, move.target, move.blocks, move.names) == (1, 0, 2, ("0", "1"))
     assert move.slowest_ms_per_microbatch == pytest.approx(18.0)
     assert move.predicted_step_ms == pytest.approx(155.0)
 
 
 def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
-    analysis = analyze_run(pipeline_run)
+    analysis = analysed(pipeline_run)
     findings = {f.code: f for f in diagnose_run(pipeline_run, analysis).findings}
     imbalance = findings["STAGE_IMBALANCE"]
     assert imbalance.saved_ms_per_step == pytest.approx(45.0)
@@ -141,7 +141,7 @@ def test_deepspeeds_bubble_is_told_its_own_knob(tmp_path):
         m.pipeline.schedule = "DeepSpeed TrainSchedule (1F1B)"
         files[r] = m
     run = make_run(tmp_path, rows, world_size=2, rank_files=files)
-    findings = {f.code: f for f in diagnose_run(run, analyze_run(run)).findings}
+    findings = {f.code: f for f in diagnose_run(run, analysed(run)).findings}
     (only,) = findings["PIPELINE_BUBBLE"].remedies
     assert only.startswith(f"split the batch into {2 * MICRO} microbatches instead of {MICRO}")
     assert "gradient_accumulation_steps" in only and "n_microbatches" not in only
@@ -180,7 +180,7 @@ def test_stages_of_a_hand_written_chain_are_inferred(tmp_path):
         mine = chain_rows(stage, world)
         back = {s: r for r, s in order.items()}
         rows[rank] = [[(*r[:11], back[r[11]] if r[11] >= 0 else -1) for r in mine]]
-    analysis = analyze_run(make_run(tmp_path, rows, world_size=world))
+    analysis = analysed(make_run(tmp_path, rows, world_size=world))
     pipe = analysis.pipeline
     assert pipe.schedule == "inferred" and pipe.stages == 3 and pipe.microbatches == 1
     assert {f.rank: f.stage for f in pipe.ranks} == order
@@ -198,7 +198,7 @@ def test_the_dashboard_draws_one_measured_step_of_each_stage(pipeline_run):
     from scalescope.report.views.dashboard import render_html
     from scalescope.report.views.pipeline_chart import pipeline_chart
 
-    analysis = analyze_run(pipeline_run)
+    analysis = analysed(pipeline_run)
     chart = pipeline_chart(analysis, pipeline_run, {})
     bubble, forward, backward = chart.figure.data
     step = int(chart.title.split("step ")[1].split(" ")[0])
@@ -220,7 +220,7 @@ def test_no_pipeline_chart_without_stages(tmp_path):
 
     rows = {r: [[row(0, Kind.STEP, "step", 0, 10, count=4)]] for r in (0, 1)}
     run = make_run(tmp_path, rows, world_size=2)
-    assert pipeline_chart(analyze_run(run), run, {}) is None
+    assert pipeline_chart(analysed(run), run, {}) is None
 
 
 def interleaved_run(tmp_path, schedule: str):
@@ -239,7 +239,7 @@ def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_pat
     """4 microbatches: (p - 1)/(v m + p - 1) with p = 2 ranks and v = 2, 1/9; a rank is its
     stages; no block move across them."""
     run = interleaved_run(tmp_path, "ScheduleInterleaved1F1B")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     pipe = analysis.pipeline
     assert (pipe.stages, pipe.chunks_per_rank, pipe.pipeline_ranks) == (4, 2, 2)
     assert pipe.theory_bubble_pct == pytest.approx(100 / 9)
@@ -256,7 +256,7 @@ def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_pat
 
 def test_a_zero_bubble_schedule_has_none_in_theory_and_is_not_told_to_use_one(tmp_path):
     run = interleaved_run(tmp_path, "ScheduleInterleavedZeroBubble")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert analysis.pipeline.theory_bubble_pct == 0.0
     bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
     assert "theory 0%" in bubble.summary and bubble.saved_ms_per_step is None

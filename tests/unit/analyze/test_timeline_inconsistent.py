@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysed import analysed  # noqa: E402
 from many_ranks import write_many_ranks_run
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
 from scalescope.events import load_run
 from scalescope.report.views.dashboard import biggest_loss
@@ -21,7 +21,7 @@ def test_a_drifting_rank_is_an_inconsistent_timeline_not_a_share_over_100(
 ) -> None:
     steps = 12 if ranks > 2 else 30
     run = load_run(write_many_ranks_run(tmp_path / "run", ranks, steps, drift_ms={1: 300.0}))
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     inconsistent = analysis.cross_rank.inconsistent
     assert inconsistent and all(w.share_pct > 25 for w in inconsistent)
     assert 1 not in {w.rank for w in inconsistent}, "the others wait for the drifting rank"
@@ -37,7 +37,7 @@ def test_a_drifting_rank_is_an_inconsistent_timeline_not_a_share_over_100(
 
 def test_a_consistent_run_has_no_such_finding(tmp_path) -> None:
     run = load_run(write_many_ranks_run(tmp_path / "run", 16, 20, slow={3: 1.3}))
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert analysis.cross_rank.inconsistent == ()
     codes = [f.code for f in diagnose_run(run, analysis).findings]
     assert "TIMELINE_INCONSISTENT" not in codes and codes[0] in ("STRAGGLER", "NODE_STRAGGLER")

@@ -14,7 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze import analyze_run  # noqa: E402
+from analysed import analysed  # noqa: E402
+
 from scalescope.analyze.clocks import align_clocks, aligned_start_ns  # noqa: E402
 from scalescope.diagnose.engine import diagnose_run  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
@@ -111,7 +112,7 @@ def test_the_slow_node_is_its_eight_ranks_and_they_compute_slower(slow_node):
 
 def test_the_analysis_waits_match_the_truth_and_stay_under_the_step(slow_node):
     truth, run = slow_node
-    cross = analyze_run(run).cross_rank
+    cross = analysed(run).cross_rank
     assert cross is not None and cross.unmatched_instances == 0
     waits = np.array([w.wait_ms_per_step for w in cross.ranks])
     assert (waits < truth.step_ms).all()
@@ -163,7 +164,7 @@ def test_the_pipeline_layout_pairs_each_rank_with_the_next_node_in_groups_of_two
     sender = np.where(forward, a, b)
     labels = np.array(run.events.names(p["group"]))
     assert (labels == (1 + sender).astype(str)).all(), "each pair its own group: 1 + sender"
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert analysis.cross_rank is not None and analysis.cross_rank.unmatched_instances == 0
     colls = run.events.of_kind(Kind.COLLECTIVE)
     sends, recvs = colls.where("name", "send"), colls.where("name", "recv")
@@ -217,7 +218,7 @@ def balanced_3d(tmp_path_factory):
     truth = write_run(path, RANKS_3D, STEPS_3D, seed=3, layout="3d", pp=PP, tp=TP,
                       micro=MICRO_3D)  # fmt: skip
     run = load_run(path)
-    return truth, run, analyze_run(run)
+    return truth, run, analysed(run)
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +227,7 @@ def heavy_3d(tmp_path_factory):
     truth = write_run(path, RANKS_3D, STEPS_3D, Plant("heavy_stage", target=1), seed=4,
                       layout="3d", pp=PP, tp=TP, micro=MICRO_3D)  # fmt: skip
     run = load_run(path)
-    return truth, run, analyze_run(run)
+    return truth, run, analysed(run)
 
 
 def test_the_3d_ranks_name_their_mesh_groups_tp_innermost_inside_a_node(balanced_3d):

@@ -89,7 +89,7 @@ def analysis(
         mean = sum(r.mean_step_ms or 0.0 for r in ranks) / len(ranks)
         steps = StepAnalysis(1, False, tuple(ranks), total, span, total / span, mean)
     n = world_size if world_size is not None else max(len(ranks or ()), 1)
-    return RunAnalysis(
+    return RunAnalysis.given(
         run_id="t", workload="script", command=("train.py",), world_size=n,
         nproc_per_node=n, hostnames=("node-a",), status="completed", start_time=0.0,
         end_time=10.0, duration_s=10.0, probe=True, warmup_steps=1, ranks=(), problems=(),

@@ -91,10 +91,10 @@ def test_the_finding_fires_exactly_when_its_figure_crosses_the_threshold(thresho
         if value >= limit:
             assert set(warned) & set(cost.codes), (value, warned)
             assert "UNEXPLAINED" not in warned, "a rule, not the net, accounts for it"
-            assert not d.verdict.startswith(NO_CLEAR_BOTTLENECK)
+            assert not d.verdict.line.startswith(NO_CLEAR_BOTTLENECK)
         else:
             assert warned == [], (value, warned)
-            assert d.verdict.startswith(NO_CLEAR_BOTTLENECK)
+            assert d.verdict.line.startswith(NO_CLEAR_BOTTLENECK)
 
 
 @pytest.mark.parametrize("threshold", list(CASES))
@@ -105,10 +105,10 @@ def test_with_no_rule_the_net_still_names_the_cost(threshold):
     f = d.findings[0]
     assert f.evidence[0].value == pytest.approx(1.5 * limit, abs=0.05)
     assert (f.evidence[0].threshold, f.evidence[0].comparison) == (limit, ">=")
-    assert not d.verdict.startswith(NO_CLEAR_BOTTLENECK)
-    assert d.verdict.startswith(f.bottleneck) and "no rule accounts for it" in d.verdict
+    assert not d.verdict.line.startswith(NO_CLEAR_BOTTLENECK)
+    assert d.verdict.line.startswith(f.bottleneck) and "no rule accounts for it" in d.verdict.line
     quiet = diagnose(CASES[threshold](0.5 * limit, DEFAULT_THRESHOLDS), rules=())
-    assert quiet.findings == () and quiet.verdict == NO_CLEAR_BOTTLENECK
+    assert quiet.findings == () and quiet.verdict.line == NO_CLEAR_BOTTLENECK
 
 
 def test_imbalance_with_a_straggler_below_its_threshold_is_still_a_finding():
@@ -141,4 +141,4 @@ def test_straggler_outside_the_recorded_phases_is_named_with_where_and_what_to_l
         assert hint in first.remedies[0]
     where = next(e for e in first.evidence if e.name == "where it lies")
     assert where.value == "between the optimizer step and the next batch"
-    assert d.verdict.startswith("straggler: time outside the recorded phases of rank 1")
+    assert d.verdict.line.startswith("straggler: time outside the recorded phases of rank 1")

@@ -5,7 +5,6 @@ folded into it. On a recorded straggler run and on a synthetic run with a plante
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -15,7 +14,8 @@ from run_builders import coll_row, step_row, write_run_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze import analyze_run  # noqa: E402
+from analysed import analysed  # noqa: E402
+
 from scalescope.diagnose.engine import NOT_REPLAYED, diagnose_run, replayed_savings  # noqa: E402
 from scalescope.diagnose.findings import Finding  # noqa: E402
 from scalescope.events import RankMeta, RunMeta, load_run  # noqa: E402
@@ -32,7 +32,7 @@ def by_code(findings, code: str) -> Finding:
 
 def test_the_stragglers_saving_is_the_replayed_gain_of_fixing_it():
     run = load_run(RUNS / "straggler_forward_2" / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     straggler = by_code(diagnose_run(run, analysis).findings, "STRAGGLER")
     fix = next(f for f in analysis.whatif.fixes if f.cause == f"rank:{straggler.rank}")
     assert straggler.saved_ms_per_step == pytest.approx(fix.gain_ms)
@@ -41,7 +41,7 @@ def test_the_stragglers_saving_is_the_replayed_gain_of_fixing_it():
 
 def test_exposed_communication_saves_what_hiding_the_transfers_gains():
     run = load_run(RUNS / "comm_bound" / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     comm = next(f for f in diagnose_run(run, analysis).findings if f.code.startswith("COMM_"))
     hidden = next(f for f in analysis.whatif.fixes if f.cause == "comm:hidden")
     assert comm.saved_ms_per_step == pytest.approx(hidden.gain_ms)
@@ -53,7 +53,7 @@ def slow_node(tmp_path_factory):
     path = tmp_path_factory.mktemp("synthetic") / "run"
     truth = write_run(path, 32, 60, "slow_node", seed=3)
     run = load_run(path)
-    return truth, run, analyze_run(run)
+    return truth, run, analysed(run)
 
 
 def test_a_slow_node_is_the_cause_and_the_imbalance_is_folded_into_it(slow_node):
@@ -73,23 +73,23 @@ def test_a_slow_node_is_the_cause_and_the_imbalance_is_folded_into_it(slow_node)
 
 def test_without_a_model_the_rules_figures_stay(slow_node):
     _, run, analysis = slow_node
-    without = dataclasses.replace(analysis, whatif=None)
+    without = analysis.replaced(whatif=None)
     node = by_code(diagnose_run(run, without).findings, "NODE_STRAGGLER")
     assert node.basis == "its ranks' mean busy time per step above the other nodes' ranks' mean"
 
 
 def test_an_imbalance_stays_a_warning_without_a_slow_rank_or_node():
     imbalance = Finding("LOAD_IMBALANCE", "load imbalance", "s", 20.0, 5.0, (), ())
-    analysis = analyze_run(load_run(RUNS / "balanced" / "run"))
+    analysis = analysed(load_run(RUNS / "balanced" / "run"))
     assert replayed_savings([imbalance], analysis) == [imbalance]
     straggler = Finding("STRAGGLER", "straggler", "s", 20.0, 5.0, (), (), rank=1)
-    folded = replayed_savings([straggler, imbalance], dataclasses.replace(analysis, whatif=None))
+    folded = replayed_savings([straggler, imbalance], analysis.replaced(whatif=None))
     assert folded[1].level == "info" and folded[1].basis == "explained by STRAGGLER"
 
 
 def test_input_waits_save_what_removing_the_data_phase_gains():
     run = load_run(RUNS / "input_bound" / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     finding = by_code(diagnose_run(run, analysis).findings, "INPUT_BOUND")
     data = next(f for f in analysis.whatif.fixes if f.cause == "phase:data")
     assert finding.saved_ms_per_step == pytest.approx(data.gain_ms)
@@ -98,11 +98,11 @@ def test_input_waits_save_what_removing_the_data_phase_gains():
 
 def test_shared_cores_keep_their_run_queue_estimate_and_say_they_are_not_replayed():
     run = load_run(RUNS / "oversubscribed" / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     finding = by_code(diagnose_run(run, analysis).findings, "OVERSUBSCRIBED")
     assert finding.basis.startswith("estimate: step time above a step that computes at")
     assert finding.basis.endswith(f"; {NOT_REPLAYED}")
-    without_model = dataclasses.replace(analysis, whatif=None)
+    without_model = analysis.replaced(whatif=None)
     assert (
         NOT_REPLAYED
         not in by_code(diagnose_run(run, without_model).findings, "OVERSUBSCRIBED").basis
@@ -160,7 +160,7 @@ def test_zero_saves_what_hiding_its_collectives_gains(tmp_path, stage, code, hid
     gathers 6 ms, not the 6.5 ms they take (rank 0 waits 0.5 ms a step on average for rank 1,
     which no hiding removes); stage 2's whole exchange 8 ms."""
     run = zero_run(tmp_path / "run", stage)
-    finding = by_code(diagnose_run(run, analyze_run(run)).findings, code)
+    finding = by_code(diagnose_run(run, analysed(run)).findings, code)
     gathers, reduce = transfers_ms()
     assert finding.saved_ms_per_step == pytest.approx(gathers if stage == 3 else gathers + reduce)
     assert finding.basis == f"replayed without it: no transfer time ({hidden})"

@@ -161,11 +161,11 @@ def test_exposed_communication_is_the_least_comm_wait_of_each_step():
     (a,) = comm_run([(25 * 1024 * 1024, 60.0, 0.8)], calls=2)
     overlap = Overlap(50.0, 10.0, 37.5, 20.0, exposed_transfer_ms_per_step=4.0)
     cr = dataclasses.replace(cross_rank([60.0, 50.0], [30.0, 45.0]), overlap=overlap)
-    ctx = make_input(dataclasses.replace(a, cross_rank=cr))
+    ctx = make_input(a.replaced(cross_rank=cr))
     assert CommBandwidthRule().evaluate(ctx) is None and CommLatencyRule().evaluate(ctx) is None
     overlap = dataclasses.replace(overlap, exposed_transfer_ms_per_step=12.0)
     cr = dataclasses.replace(cr, overlap=overlap)
-    f = CommBandwidthRule().evaluate(make_input(dataclasses.replace(a, cross_rank=cr)))
+    f = CommBandwidthRule().evaluate(make_input(a.replaced(cross_rank=cr)))
     assert f.share_pct == pytest.approx(12.0) and f.saved_ms_per_step == pytest.approx(12.0)
     assert evidence(f, "comm_wait per step (the least over the ranks in each step)").value == 12.0
 
@@ -398,19 +398,19 @@ def test_findings_rank_by_saving_warnings_first():
         "INPUT_BOUND", "COMM_BANDWIDTH", "OVERSUBSCRIBED", "UNBOUND",
     ]  # fmt: skip
     assert [f.saved_ms_per_step for f in d.findings[:3]] == pytest.approx([40.0, 30.0, 15.0])
-    assert d.verdict.startswith("input pipeline: ranks wait 40% of each step")
+    assert d.verdict.line.startswith("input pipeline: ranks wait 40% of each step")
 
 
 def test_a_compute_bound_well_placed_run_has_no_clear_bottleneck():
     d = diagnose(compute_input(GOOD_GFLOPS))
     assert [(f.code, f.level) for f in d.findings] == [("COMPUTE", "info")]
-    assert d.verdict.startswith(f"{NO_CLEAR_BOTTLENECK}: compute takes 90% of the step")
+    assert d.verdict.line.startswith(f"{NO_CLEAR_BOTTLENECK}: compute takes 90% of the step")
 
 
 def test_nothing_stands_out():
     a = analysis([rank_steps(r, data=5.0, forward=25.0, backward=30.0) for r in (0, 1)])
     d = diagnose(make_input(a, ranks=good_ranks()))
-    assert d.findings == () and d.verdict == NO_CLEAR_BOTTLENECK
+    assert d.findings == () and d.verdict.line == NO_CLEAR_BOTTLENECK
 
 
 def test_a_trace_without_rank_files_or_facts_says_what_it_could_not_judge():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import msgspec
 from diagnose_inputs import analysis, collectives, good_ranks, make_input, rank_steps
 
@@ -28,7 +26,7 @@ def test_no_gradient_collective_is_independent_replicas_first():
     assert first.code == "INDEPENDENT_REPLICAS"
     assert first.summary.startswith("the ranks never synchronise gradients")
     assert "0 B of collectives per step for 3.8 MiB of parameters" in first.summary
-    assert d.verdict.startswith("no data parallelism: the ranks never synchronise")
+    assert d.verdict.line.startswith("no data parallelism: the ranks never synchronise")
 
 
 def test_gradients_all_reduced_by_hand_are_data_parallel():
@@ -54,10 +52,10 @@ def test_a_hang_is_the_first_finding_and_the_verdict():
     hang = HangReport(0.0, 69.0, 60.0, "events", tuple(ranks), tuple(verdicts(ranks)))
     coll = collectives([(1024, 50.0, 0.1)], calls_per_step=40)
     steps = [rank_steps(r, 100.0, comm_wait=29.0) for r in (0, 1)]
-    a = dataclasses.replace(analysis(steps, collectives=coll), hang=hang)
+    a = analysis(steps, collectives=coll).replaced(hang=hang)
     d = diagnose(make_input(a, ranks=good_ranks()))
     assert d.findings[0].code == "HANG"
-    assert d.verdict.startswith(
+    assert d.verdict.line.startswith(
         "hang: the run stopped progressing: rank 1 has not entered all_reduce #6"
     )
-    assert "communication latency" not in d.verdict
+    assert "communication latency" not in d.verdict.line

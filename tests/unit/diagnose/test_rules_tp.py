@@ -11,16 +11,16 @@ import json
 
 import msgspec
 import pytest
+from analysed import analysed  # noqa: E402
 from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import RankMeta, RunMeta, load_run
 from scalescope.events.run import GroupMeta
 from scalescope.events.schema import Kind
 from scalescope.report.document import Table
-from scalescope.report.media.report_json import to_json
+from scalescope.report.media.report_json import report_json
 from scalescope.report.views.diagnosis import render_diagnosis
 from scalescope.report.views.run import run_document
 
@@ -91,7 +91,7 @@ def by_code(findings, code: str):
 
 def test_tp_on_gloo_is_information_with_its_share(tmp_path) -> None:
     run = mesh_run(tmp_path, [(0, 1), (2, 3)], "gloo")
-    findings = diagnose_run(run, analyze_run(run)).findings
+    findings = diagnose_run(run, analysed(run)).findings
     tp = by_code(findings, "TP_COMM")
     assert tp is not None and tp.level == "info"
     assert by_code(findings, "TP_COMM_EXPOSED") is None
@@ -112,7 +112,7 @@ def test_tp_on_gloo_is_information_with_its_share(tmp_path) -> None:
 
 def test_tp_on_nccl_above_the_threshold_is_a_warning(tmp_path) -> None:
     run = mesh_run(tmp_path, [(0, 1), (2, 3)], "nccl")
-    tp = by_code(diagnose_run(run, analyze_run(run)).findings, "TP_COMM_EXPOSED")
+    tp = by_code(diagnose_run(run, analysed(run)).findings, "TP_COMM_EXPOSED")
     assert tp is not None and tp.level == "warning"
     assert tp.share_pct == pytest.approx(100 * TP_MS / 14.0)
     assert any("async tensor parallelism" in r for r in tp.remedies)
@@ -122,7 +122,7 @@ def test_tp_on_nccl_above_the_threshold_is_a_warning(tmp_path) -> None:
 
 def test_a_tp_group_across_hosts_is_named(tmp_path) -> None:
     run = mesh_run(tmp_path, [(0, 2), (1, 3)], "gloo")
-    findings = diagnose_run(run, analyze_run(run)).findings
+    findings = diagnose_run(run, analysed(run)).findings
     found = by_code(findings, "TP_ACROSS_NODES")
     assert found is not None
     assert "2 of 2 tensor-parallel groups span hosts (ranks 0,2 on node-a, node-b)" in (
@@ -138,7 +138,7 @@ def test_a_tp_group_across_hosts_is_named(tmp_path) -> None:
 
 def test_each_finding_carries_its_dimension_in_json_and_words(tmp_path) -> None:
     run = mesh_run(tmp_path, [(0, 1), (2, 3)], "nccl")
-    diagnosis = diagnose_run(run, analyze_run(run))
+    diagnosis = diagnose_run(run, analysed(run))
     dims = {f["code"]: f["dim"] for f in msgspec.to_builtins(diagnosis)["findings"]}
     assert dims["TP_COMM_EXPOSED"] == "tp"
     console = Console(file=io.StringIO(), width=200, color_system=None)
@@ -150,7 +150,7 @@ def test_the_waits_carry_the_dimension(tmp_path) -> None:
     """Each (group, seq) instance's wait is reported under its group's mesh dimension: per
     dimension, its 2 groups x the measured steps."""
     run = mesh_run(tmp_path, [(0, 1), (2, 3)], "gloo")
-    waits = analyze_run(run).cross_rank.waits
+    waits = analysed(run).cross_rank.waits
     assert {(w.dim, w.instances) for w in waits} == {
         ("tp", 2 * (STEPS - WARMUP)), ("dp", 2 * (STEPS - WARMUP)),
     }  # fmt: skip
@@ -170,7 +170,7 @@ def test_the_waits_per_dimension_sum_each_ranks_wait_and_transfer(tmp_path) -> N
     Per rank over the measured steps, as DimTotals counts: the report's dimension table
     shows both."""
     run = mesh_run(tmp_path, [(0, 1), (2, 3)], "gloo", late_ms={3: 1})
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     measured = STEPS - WARMUP
     dims = {d.dim: d for d in analysis.cross_rank.dims}
     assert list(dims) == ["tp", "dp"], "the most waiting first"
@@ -185,7 +185,7 @@ def test_the_waits_per_dimension_sum_each_ranks_wait_and_transfer(tmp_path) -> N
     names = [c.name for c in table.columns]
     row = dict(zip(names, next(v for v in table.values if v[0] == "tp"), strict=True))
     assert row["waiting"] == tp.wait_ms_per_rank and row["transfer"] == tp.transfer_ms_per_rank
-    doc = json.loads(to_json(analysis))
+    doc = json.loads(msgspec.json.encode(report_json(analysis, None)))
     assert {d["dim"]: d["wait_ms_per_rank"] for d in doc["cross_rank"]["dims"]} == {
         "tp": pytest.approx(1 * measured / 4), "dp": 0.0,
     }  # fmt: skip

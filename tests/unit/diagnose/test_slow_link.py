@@ -6,7 +6,6 @@ none either (nothing to compare with). Then the rule's words on hand-built analy
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -15,7 +14,8 @@ from diagnose_inputs import analysis, make_input, rank_meta, rank_steps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze import analyze_run  # noqa: E402
+from analysed import analysed  # noqa: E402
+
 from scalescope.analyze.links import LinkAnalysis, SlowLink  # noqa: E402
 from scalescope.diagnose.engine import diagnose_run  # noqa: E402
 from scalescope.diagnose.findings import Finding  # noqa: E402
@@ -34,7 +34,7 @@ RANKS, STEPS = 32, 30
 def diagnosed(path: Path, plant, ranks: int = RANKS, layout: str = "pipeline"):
     truth = write_run(path, ranks, STEPS, plant, seed=2, layout=layout)
     run = load_run(path)
-    a = analyze_run(run)
+    a = analysed(run)
     return truth, a, {f.code: f for f in diagnose_run(run, a).findings}
 
 
@@ -117,7 +117,7 @@ def link(hosts: tuple[str, ...], cost_ms: float = 4.0, ratio: float = 4.0) -> Sl
 def context(*links: SlowLink):
     a = analysis([rank_steps(0, forward=40.0), rank_steps(1, forward=40.0)])
     hosts = {0: rank_meta(0, [0], 1, host="node001"), 1: rank_meta(1, [1], 1, host="node009")}
-    return make_input(dataclasses.replace(a, links=LinkAnalysis(32, 1, links)), ranks=hosts)
+    return make_input(a.replaced(links=LinkAnalysis(32, 1, links)), ranks=hosts)
 
 
 def test_links_that_all_touch_one_host_name_the_host():

@@ -5,9 +5,9 @@ runs of the same two (benchmarks/live/test_rank_only_timing.py) are in `make ben
 
 from __future__ import annotations
 
+from analysed import analysed  # noqa: E402
 from many_ranks import write_many_ranks_run
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
 from scalescope.events import load_run
 
@@ -16,7 +16,7 @@ CORES_WORDS = ("slower", "shared or slower", "homogeneous")
 
 def findings_of(run_dir):
     run = load_run(run_dir)
-    return diagnose_run(run, analyze_run(run)).findings
+    return diagnose_run(run, analysed(run)).findings
 
 
 def test_a_rank_late_every_5_steps_is_a_straggler_with_its_steps_and_period(tmp_path) -> None:

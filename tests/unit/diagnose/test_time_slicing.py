@@ -71,7 +71,7 @@ def test_oversubscribed_ranks_that_wait_for_a_cpu_come_first_with_their_share():
     comm = by_code(d.findings, "COMM_LATENCY")
     assert comm.level == "info" and comm.saved_ms_per_step is None
     assert comm.basis.startswith("explained by OVERSUBSCRIBED: time-slicing")
-    assert d.verdict.startswith("CPU placement: 8 compute threads on 2 physical cores")
+    assert d.verdict.line.startswith("CPU placement: 8 compute threads on 2 physical cores")
     assert not any(f.code == "UNEXPLAINED" for f in d.findings), "the comm figure is accounted"
 
 

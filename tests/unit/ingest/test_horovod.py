@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from rich.console import Console
 
-from scalescope.analyze import analyze_run
 from scalescope.events import Kind
 from scalescope.ingest import HOROVOD, ingest
 from scalescope.report.views.horovod import render_horovod_phases, render_ingest_source
@@ -150,7 +150,7 @@ def test_a_timeline_cut_mid_array_keeps_every_complete_event(tmp_path: Path) -> 
     assert int((rows.dur_ns < 0).sum()) <= expected["open"]
     assert int((rows.dur_ns < 0).sum()) >= 1
     assert result.run.meta.status == "interrupted"
-    analysis = analyze_run(result.run)
+    analysis = analysed(result.run)
     assert analysis.collectives is not None
     assert analysis.collectives.incomplete_calls == int((rows.dur_ns < 0).sum())
 

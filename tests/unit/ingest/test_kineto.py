@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from analysed import analysed  # noqa: E402
 from torch.profiler import ProfilerActivity, profile
 
-from scalescope.analyze import analyze_run
 from scalescope.events import Kind
 from scalescope.ingest import KINETO, IngestError, ingest
 
@@ -178,7 +178,7 @@ def test_sequence_numbers_match_across_ranks(runs) -> None:
 
 
 def test_the_run_analyses_like_a_recorded_one(runs) -> None:
-    analysis = analyze_run(ingest(runs["ddp"]).run)
+    analysis = analysed(ingest(runs["ddp"]).run)
     assert analysis.workload == KINETO
     assert analysis.steps is not None and len(analysis.steps.ranks) == 2
     rank0 = analysis.steps.ranks[0]
@@ -255,7 +255,7 @@ def test_missing_rank_is_named_and_the_rest_analysed(runs, tmp_path: Path) -> No
     result = ingest(tmp_path)
     assert any("1 of 2 ranks: rank(s) 0 missing" in p for p in result.problems)
     assert result.run.events.ranks() == [1]
-    assert analyze_run(result.run).steps is not None
+    assert analysed(result.run).steps is not None
 
 
 def test_ranks_of_two_runs_keep_one_run(runs, tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from analysed import analysed  # noqa: E402
 from rich.console import Console
 
-from scalescope.analyze import analyze_run
 from scalescope.diagnose import diagnose_run
 from scalescope.ingest import IngestError, ingest
 from scalescope.report.views.diagnosis import render_diagnosis
@@ -122,7 +122,7 @@ def analyse(path: Path, render: bool) -> str:
         message = str(exc)
         assert message and "\n" not in message, f"{path.name}: error is not one line: {message!r}"
         return "error"
-    analysis = analyze_run(result.run)
+    analysis = analysed(result.run)
     diagnosis = diagnose_run(result.run, analysis)
     if render:
         console = Console(file=io.StringIO(), width=120)

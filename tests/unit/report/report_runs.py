@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysed import analysed  # noqa: E402
 from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_dir
 
-from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze import RunAnalysis
 from scalescope.events import RankMeta, RunMeta, load_run
 
 MS = 1_000_000
@@ -72,4 +73,4 @@ def build(
     )
     events = {r: [rank_rows()] for r in (range(world_size) if written is None else written)}
     write_run_dir(run_dir, meta, events if probe else {}, ranks)
-    return analyze_run(load_run(run_dir))
+    return analysed(load_run(run_dir))

@@ -52,7 +52,7 @@ def test_terminal_tables_with_ratios(tmp_path):
 
 def test_only_in_one_run_and_no_cross_rank(tmp_path):
     a = build(tmp_path / "a")
-    b = dataclasses.replace(build(tmp_path / "b", probe=False), run_id="run-off")
+    b = build(tmp_path / "b", probe=False).replaced(run_id="run-off")
     text = _render(compare_runs(a, b))
     assert f"only in A: all_reduce {BUCKET:,} B" in " ".join(text.split())
     assert "No cross-rank comparison" in text

@@ -9,6 +9,7 @@ from dataclasses import fields
 import msgspec
 from rich.console import Console
 
+from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.findings import Diagnosis, Evidence, Finding
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS
 from scalescope.report.views.diagnosis import (
@@ -64,7 +65,11 @@ def test_cost_line_with_share_saving_and_basis():
 
 
 def test_findings_are_numbered_best_first_with_evidence_remedies_and_verdict():
-    d = Diagnosis((INPUT, COMPUTE), ("straggler: one rank",), "input pipeline: ranks wait")
+    d = Diagnosis(
+        (INPUT, COMPUTE),
+        ("straggler: one rank",),
+        Verdict("no bottleneck", note="input pipeline: ranks wait"),
+    )
     text = _render(d)
     assert "Findings" in text.splitlines()[1]
     assert "1. input pipeline: ranks wait 34% of each step for the DataLoader" in text
@@ -73,17 +78,17 @@ def test_findings_are_numbered_best_first_with_evidence_remedies_and_verdict():
     assert "2. compute (info): compute takes 60% of the step" in text
     assert text.index("1. input") < text.index("2. compute") < text.index("not judged:")
     assert "  - straggler: one rank" in text
-    assert text.rstrip().endswith("verdict: input pipeline: ranks wait")
+    assert text.rstrip().endswith("verdict: no clear bottleneck: input pipeline: ranks wait")
 
 
 def test_no_finding_prints_the_verdict_only():
-    text = _render(Diagnosis((), (), "no clear bottleneck"))
+    text = _render(Diagnosis((), (), Verdict("no bottleneck", note="no clear bottleneck")))
     assert "1." not in text and "not judged" not in text
     assert "verdict: no clear bottleneck" in text
 
 
 def test_json_builtins_keep_every_field():
-    d = Diagnosis((INPUT,), (), "v")
+    d = Diagnosis((INPUT,), (), Verdict("no bottleneck", note="v"))
     doc = json.loads(msgspec.json.encode(diagnosis_builtins(d)))
     assert list(doc) == ["findings", "not_judged", "verdict", "thresholds"]
     assert doc["thresholds"] == {
@@ -109,7 +114,11 @@ def test_the_page_draws_the_findings_section_the_terminal_prints():
 
     hostile = Finding(**{f.name: getattr(INPUT, f.name) for f in fields(Finding)} | {
         "summary": "rank <script>alert(1)</script> waits", "level": "warning"})  # fmt: skip
-    d = Diagnosis((hostile, COMPUTE), ("straggler: one rank",), "input pipeline: ranks wait")
+    d = Diagnosis(
+        (hostile, COMPUTE),
+        ("straggler: one rank",),
+        Verdict("no bottleneck", note="input pipeline: ranks wait"),
+    )
     section = findings_section(d)
     page = block_html(section)
     assert page.startswith('<section id="findings"><h2>Findings</h2><ol>')
@@ -120,11 +129,11 @@ def test_the_page_draws_the_findings_section_the_terminal_prints():
     assert "<p>change:</p><ul><li>load batches while the step runs" in page
     assert "<b>compute <small>(info)</small>: compute takes 60% of the step</b>" in page
     assert "<p>not judged:</p><ul><li>straggler: one rank</li></ul>" in page
-    assert page.endswith("<p><strong>verdict:</strong> input pipeline: ranks wait</p></section>")
+    assert page.endswith("<p><strong>verdict:</strong> no clear bottleneck: input pipeline: ranks wait</p></section>")
     items, verdict = section.blocks[0], section.blocks[-1]
     assert isinstance(items, Items) and isinstance(verdict, Line)
     first, second = items.items
     assert (first.label, first.aside, second.aside) == ("input pipeline", "", "(info)")
     assert first.lines == (f"cost: {cost_line(INPUT)}",)
     assert [b.caption for b in first.lists] == ["evidence", "change"]
-    assert (verdict.label, verdict.text) == ("verdict:", d.verdict)
+    assert (verdict.label, verdict.text) == ("verdict:", d.verdict.line)

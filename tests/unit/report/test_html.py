@@ -16,11 +16,12 @@ import re
 from pathlib import Path
 
 import pytest
+from analysed import analysed  # noqa: E402
 from plotly.offline import get_plotlyjs
 from recorded_runs import RUNS
 from test_timeline import BUCKETS, build_run
 
-from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze import RunAnalysis
 from scalescope.analyze.compare import compare_runs
 from scalescope.analyze.cross_rank import (
     ClockAlignment,
@@ -31,6 +32,7 @@ from scalescope.analyze.cross_rank import (
     WaitStats,
 )
 from scalescope.api.reporting import ReportFiles, run_report
+from scalescope.diagnose.recording import Recording  # noqa: E402
 from scalescope.events import Run, load_run
 from scalescope.predict.stored import DashboardProjection
 from scalescope.report.media.page import STATUS_ID, plotly_payload
@@ -89,12 +91,14 @@ def dashboard_page(
 ) -> str:
     """The dashboard as `report --html` draws it (the rank-step grid and clock offsets
     gathered by api/reporting.py), with ``projection`` as the stored projection."""
-    report = run_report(analysis, run, files=ReportFiles(html=Path("page.html")))
+    rec = Recording.of(run)
+    rec.analysis = analysis
+    report = run_report(rec, files=ReportFiles(html=Path("page.html")))
     return render_html(dataclasses.replace(report, projection=projection))
 
 
 def compare_page(run_a: Run, run_b: Run) -> str:
-    a, b = analyze_run(run_a), analyze_run(run_b)
+    a, b = analysed(run_a), analysed(run_b)
     return render_compare_html(ComparedRuns(comparison=compare_runs(a, b), a=a, b=b))
 
 
@@ -104,7 +108,7 @@ def full_page(
     """The dashboard of a ``build_run`` run (straggler, hung collective) with its real
     cross-rank analysis, and ``projection`` at its end."""
     run = build_run(run_dir, **({"num_steps": 8, "hang": True} | kwargs))
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert analysis.cross_rank is not None and analysis.cross_rank.straggler is not None
     return dashboard_page(analysis, run, projection), analysis
 
@@ -140,14 +144,14 @@ def test_every_chart_and_section_is_present(tmp_path):
 
 def test_biggest_loss_can_be_waiting(tmp_path):
     run = build_run(tmp_path / "run")
-    analysis = dataclasses.replace(analyze_run(run), cross_rank=fake_cross_rank())
+    analysis = analysed(run).replaced(cross_rank=fake_cross_rank())
     page = dashboard_page(analysis, run)
     assert "Biggest loss: waiting for other ranks, 30.0% of step time" in page
 
 
 def test_the_card_gives_the_best_fix_the_replay_found(tmp_path):
     run_dir = RUNS / "straggler_data_2" / "run"
-    analysis = analyze_run(load_run(run_dir))
+    analysis = analysed(load_run(run_dir))
     best = max(analysis.whatif.fixes, key=lambda f: f.gain_ms)
     page = dashboard_page(analysis, load_run(run_dir))
     rate = f"{best.samples_per_s:,.1f} samples/s"
@@ -189,7 +193,7 @@ def test_charts_hold_the_analysis_numbers(tmp_path):
 
 def test_missing_data_gives_notes_not_charts(tmp_path):
     run = build_run(tmp_path / "off", probe=False)
-    page = dashboard_page(analyze_run(run), run)
+    page = dashboard_page(analysed(run), run)
     assert "data-chart" not in without_plotly(page).replace("[data-chart]", "")
     for chart_id in CHART_IDS:
         assert f'id="{chart_id}-note"' in page
@@ -198,7 +202,7 @@ def test_missing_data_gives_notes_not_charts(tmp_path):
 
 def test_no_cross_rank_gives_notes_for_its_charts(tmp_path):
     run = build_run(tmp_path / "run")
-    page = dashboard_page(dataclasses.replace(analyze_run(run), cross_rank=None), run)
+    page = dashboard_page(analysed(run).replaced(cross_rank=None), run)
     for chart_id in ("chart-waits", "chart-straggler"):
         assert f'id="{chart_id}-note"' in page
     for chart_id in ("chart-latency", "chart-count", "chart-phases", "chart-timeline"):
@@ -226,7 +230,7 @@ def test_user_strings_are_escaped(tmp_path):
 
 def test_escaped_strings_survive_in_figures(tmp_path):
     run = build_run(tmp_path / "evil", hostnames=(EVIL, "b"))
-    analysis = dataclasses.replace(analyze_run(run), cross_rank=fake_cross_rank(op=EVIL, tag=EVIL))
+    analysis = analysed(run).replaced(cross_rank=fake_cross_rank(op=EVIL, tag=EVIL))
     page = dashboard_page(analysis, run)
     waits = figure(page, "chart-waits")
     assert all(x.startswith("&lt;script&gt;") for x in waits["data"][0]["x"])
@@ -277,7 +281,7 @@ def test_compare_page(tmp_path):
 
 def test_timeline_is_bounded_to_eight_ranks_and_forty_rank_steps(tmp_path):
     run = build_run(tmp_path / "ten", world_size=10, num_steps=12)
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert timeline_scope(analysis, run, None) == (range(1, 6), list(range(8)))
     timeline = figure(dashboard_page(analysis, run), "chart-timeline")
     rows = timeline["layout"]["yaxis"]["categoryarray"]
@@ -286,16 +290,14 @@ def test_timeline_is_bounded_to_eight_ranks_and_forty_rank_steps(tmp_path):
         h.split("step ")[1].split(",")[0] for t in timeline["data"] for h in t["hovertext"]
     } == {str(s) for s in range(1, 6)}
     late = dataclasses.replace(analysis.cross_rank.straggler, rank=9)
-    slow = dataclasses.replace(
-        analysis, cross_rank=dataclasses.replace(analysis.cross_rank, straggler=late)
-    )
+    slow = analysis.replaced(cross_rank=dataclasses.replace(analysis.cross_rank, straggler=late))
     assert timeline_scope(slow, run, range(3, 4)) == (range(3, 4), [0, 1, 2, 3, 4, 5, 6, 9])
     assert "ranks 0, 1, 2, 3, 4, 5, 6, 9 of 10" in dashboard_page(slow, run)
 
 
 def test_small_runs_show_every_rank_and_ten_steps(tmp_path):
     run = build_run(tmp_path / "run", num_steps=14)
-    assert timeline_scope(analyze_run(run), run, None) == (range(1, 11), None)
+    assert timeline_scope(analysed(run), run, None) == (range(1, 11), None)
 
 
 def test_the_card_says_what_the_report_header_says(tmp_path):
@@ -303,7 +305,7 @@ def test_the_card_says_what_the_report_header_says(tmp_path):
     from scalescope.report.views.run import header_rows
 
     run = build_run(tmp_path / "run")
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     card = without_plotly(dashboard_page(analysis, run)).split('<section class="card">')[1]
     card = card.split("</section>")[0]
     for key, value in header_rows(analysis):
@@ -316,7 +318,7 @@ def test_the_compare_page_holds_the_terminal_tables(tmp_path):
     from scalescope.report.views.compare import comparison_document
 
     run_a, run_b = build_run(tmp_path / "a", run_id="a"), build_run(tmp_path / "b", run_id="b")
-    a, b = analyze_run(run_a), analyze_run(run_b)
+    a, b = analysed(run_a), analysed(run_b)
     page = compare_page(run_a, run_b)
     doc = comparison_document(compare_runs(a, b))
     tables = [t for s in doc.blocks if isinstance(s, Section) for t in s.blocks]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import msgspec
+from analysed import analysed  # noqa: E402
 from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
@@ -72,13 +73,12 @@ def test_figures_match_the_rows(tmp_path: Path) -> None:
 
 
 def top_snapshot(top: LiveTop) -> LiveSnapshot:
-    from scalescope.analyze.summary import analyze_run
     from scalescope.events.run import Run, read_rank_meta
 
     meta = top.tail.meta
     metas = {r: read_rank_meta(top.run_dir, r) for r in range(meta.world_size)}
     run = Run(top.run_dir, meta, top.tail.window(), {r: m for r, m in metas.items() if m})
-    return live_snapshot(meta, analyze_run(run), top.tail.totals, metas, {}, {}, time.time())
+    return live_snapshot(meta, analysed(run), top.tail.totals, metas, {}, {}, time.time())
 
 
 def render(renderable: object, width: int = 120) -> str:

@@ -14,11 +14,12 @@ import re
 
 import numpy as np
 import pytest
+from analysed import analysed  # noqa: E402
 from many_ranks import write_many_ranks_run
 from rich.console import Console
 from test_html import dashboard_page
 
-from scalescope.analyze import RunAnalysis, analyze_run
+from scalescope.analyze import RunAnalysis
 from scalescope.analyze.rank_steps import MAX_COLUMNS, MAX_ROWS, Bins, RankStepGrid
 from scalescope.events import load_run
 from scalescope.report.document import Block, Chart, Section, Table
@@ -44,7 +45,7 @@ def wide(tmp_path_factory):
     run = load_run(
         write_many_ranks_run(tmp_path_factory.mktemp("r") / "run", 64, 50, slow={SLOW: 1.3})
     )
-    return run, analyze_run(run)
+    return run, analysed(run)
 
 
 def tables(blocks: tuple[Block, ...]) -> list[Table]:
@@ -94,7 +95,7 @@ def test_terminal_text_at_64_ranks_names_the_worst_rank(wide):
 
 
 def test_16_ranks_keep_one_row_per_rank(tmp_path):
-    analysis = analyze_run(load_run(write_many_ranks_run(tmp_path / "run", 16, 20)))
+    analysis = analysed(load_run(write_many_ranks_run(tmp_path / "run", 16, 20)))
     found = {t.title: t for t in tables(run_document(analysis).blocks)}
     assert len(found["Per rank"].rows) == 16
     assert [r[0] for r in found["Per rank"].rows] == [str(r) for r in range(16)]
@@ -118,7 +119,7 @@ def test_failures_beyond_the_limit_end_in_one_line(wide):
         dataclasses.replace(r, status="failed", exit_code=1, error="boom", end_time=float(r.rank))
         for r in analysis.ranks
     )
-    blocks = failure_blocks(dataclasses.replace(analysis, ranks=ranks, status="failed"))
+    blocks = failure_blocks(analysis.replaced(ranks=ranks, status="failed"))
     assert len(blocks) == 2 * RANK_ROWS_LIMIT + 1
     assert blocks[-1].text.startswith("48 more ranks did not complete (48 failed): ranks 16, 17")
 
@@ -171,7 +172,7 @@ def test_dashboard_escapes_host_names(tmp_path):
         meta["hostname"] = evil if meta["rank"] < 8 else "b"
         f.write_text(json.dumps(meta))
     run = load_run(run_dir)
-    page = dashboard_page(analyze_run(run), run)
+    page = dashboard_page(analysed(run), run)
     body = page.replace(plotly_payload(), "")
     assert evil not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
@@ -179,7 +180,7 @@ def test_dashboard_escapes_host_names(tmp_path):
 
 def test_page_at_256_ranks_stays_small(tmp_path):
     run = load_run(write_many_ranks_run(tmp_path / "run", 256, 60, slow={200: 1.3}))
-    page = dashboard_page(analyze_run(run), run)
+    page = dashboard_page(analysed(run), run)
     size = len(page.encode())
     assert size < 4 * 1024 * 1024, size
     assert len(figure(page, STEP_HEATMAP_ID)["data"][0]["y"]) == 256

@@ -4,9 +4,9 @@ the 8 slowest and the 4 fastest by busy time per step) and every rank up to 16."
 from __future__ import annotations
 
 import pytest
+from analysed import analysed  # noqa: E402
 from many_ranks import write_many_ranks_run
 
-from scalescope.analyze import analyze_run
 from scalescope.analyze.clocks import align_clocks, clock_offsets
 from scalescope.events import load_run
 from scalescope.report.subjects import RunReport
@@ -32,7 +32,7 @@ def report_of(analysis, run, **kwargs) -> RunReport:
 def wide(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("r") / "run"
     run = load_run(write_many_ranks_run(run_dir, 64, 30, slow={13: 1.3, 40: 1.2}))
-    return run, analyze_run(run)
+    return run, analysed(run)
 
 
 def test_parse_items():
@@ -94,7 +94,7 @@ def test_default_beyond_16_ranks_is_rank_0_the_8_slowest_and_the_4_fastest(wide)
 
 def test_default_up_to_16_ranks_is_every_rank(tmp_path):
     run = load_run(write_many_ranks_run(tmp_path / "run", 16, 10))
-    analysis = analyze_run(run)
+    analysis = analysed(run)
     assert timeline_ranks(analysis, run, None) is None
     trace = selected_trace(report_of(analysis, run))
     pids = {e["pid"] for e in trace["traceEvents"]}

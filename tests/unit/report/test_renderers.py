@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysed import analysed  # noqa: E402
 from test_timeline import build_run
 
-from scalescope.analyze import analyze_run
 from scalescope.report.document import Document
 from scalescope.report.renderers import RENDERERS, Named, _resolve, render, renderer, write
 from scalescope.report.subjects import RunReport
@@ -24,7 +24,7 @@ def test_every_entry_names_a_function(key):
 
 def test_the_output_flags_choose_the_run_report_renderers(tmp_path):
     run = build_run(tmp_path / "run")
-    report = RunReport(analysis=analyze_run(run), run=run)
+    report = RunReport(analysis=analysed(run), run=run)
     assert isinstance(render(report, "terminal"), Document)
     doc = json.loads(write(report, "json", tmp_path / "r.json").read_text())
     assert doc["schema"] == "scalescope.report/2" and doc["run_id"] == report.analysis.run_id
@@ -34,7 +34,7 @@ def test_the_output_flags_choose_the_run_report_renderers(tmp_path):
 
 def test_an_unknown_output_or_a_terminal_file_is_one_line(tmp_path):
     run = build_run(tmp_path / "run")
-    report = RunReport(analysis=analyze_run(run), run=run)
+    report = RunReport(analysis=analysed(run), run=run)
     with pytest.raises(ValueError, match=r"^no 'csv' renderer for a RunReport \(it has: html, "):
         renderer(report, "csv")
     with pytest.raises(ValueError, match="drawn on a terminal"):

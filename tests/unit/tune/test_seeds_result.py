@@ -6,6 +6,7 @@ import statistics
 
 import pytest
 
+from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.findings import Diagnosis, Finding
 from scalescope.tune.result import TrialRecord, TuneResult, knob_effects
 from scalescope.tune.seeds import seeds
@@ -20,7 +21,9 @@ def finding(code: str) -> Finding:
 
 def test_seeds_follow_the_findings_remedies_within_the_space() -> None:
     space = parse_space(["bucket_cap_mb=5,25,100", "workers=0,2,4", "bf16"], CTX)
-    diagnosis = Diagnosis((finding("COMM_LATENCY"), finding("INPUT_BOUND")), (), "v")
+    diagnosis = Diagnosis(
+        (finding("COMM_LATENCY"), finding("INPUT_BOUND")), (), Verdict("no bottleneck", note="v")
+    )
     start = {"bucket_cap_mb": 25.0, "workers": 0, "bf16": False}
     out = seeds(diagnosis, space, start)
     assert [s.code for s in out] == ["COMM_LATENCY", "INPUT_BOUND"]
@@ -30,7 +33,9 @@ def test_seeds_follow_the_findings_remedies_within_the_space() -> None:
 
 def test_no_seed_when_the_space_cannot_follow_the_remedy() -> None:
     space = parse_space(["--lr=0.1,0.2"], CTX)
-    diagnosis = Diagnosis((finding("COMM_LATENCY"), finding("COMPUTE")), (), "v")
+    diagnosis = Diagnosis(
+        (finding("COMM_LATENCY"), finding("COMPUTE")), (), Verdict("no bottleneck", note="v")
+    )
     assert seeds(diagnosis, space, None) == []
 
 

@@ -4,7 +4,6 @@ built once, encoded once."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -16,12 +15,6 @@ if TYPE_CHECKING:
     from scalescope.ingest import IngestResult
 
 REPORT_SCHEMA = "scalescope.report/2"
-
-
-def to_json(analysis: RunAnalysis) -> bytes:
-    """Encode the analysis with its schema version first; None fields become ``null``."""
-    document = {"schema": REPORT_SCHEMA, **msgspec.to_builtins(analysis)}
-    return msgspec.json.format(msgspec.json.encode(document), indent=2) + b"\n"
 
 
 def ingest_builtins(result: IngestResult) -> dict[str, Any]:
@@ -44,12 +37,8 @@ def report_json(
     ``diagnosis``, and ``ingest`` when the run came from another tool's trace."""
     from scalescope.report.views.diagnosis import diagnosis_builtins
 
-    doc = {"schema": REPORT_SCHEMA, **msgspec.to_builtins(analysis)}
+    doc = {"schema": REPORT_SCHEMA, **msgspec.to_builtins(analysis.reported())}
     doc["diagnosis"] = diagnosis_builtins(diagnosis) if diagnosis is not None else None
     if ingest is not None:
         doc["ingest"] = ingest_builtins(ingest)
     return doc
-
-
-def dump_json(path: Path, doc: dict[str, Any]) -> None:
-    path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2))

@@ -80,7 +80,7 @@ def findings_section(diagnosis: Diagnosis) -> Section:
         blocks.append(Items(tuple(_item(f) for f in diagnosis.findings)))
     if diagnosis.not_judged:
         blocks.append(Bullets("not judged", diagnosis.not_judged))
-    blocks.append(Line(diagnosis.verdict, label="verdict:"))
+    blocks.append(Line(diagnosis.verdict.line, label="verdict:"))
     return Section(TITLE, tuple(blocks), html_id="findings")
 
 
@@ -91,5 +91,8 @@ def render_diagnosis(diagnosis: Diagnosis, console: Console) -> None:
 
 def diagnosis_builtins(diagnosis: Diagnosis) -> dict[str, Any]:
     """The diagnosis as JSON-able builtins (``findings``, ``not_judged``, ``verdict``,
-    ``thresholds``)."""
-    return msgspec.to_builtins(diagnosis)
+    ``thresholds``); the verdict with its line."""
+    verdict = diagnosis.verdict
+    return msgspec.to_builtins(diagnosis) | {
+        "verdict": {"line": verdict.line, **msgspec.to_builtins(verdict)}
+    }

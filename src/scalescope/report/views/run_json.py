@@ -9,5 +9,5 @@ from scalescope.report.subjects import RunReport
 
 
 def report_bytes(report: RunReport) -> bytes:
-    doc = report_json(report.analysis, report.diagnosis)
+    doc = report_json(report.analysis, report.diagnosis, report.ingest)
     return msgspec.json.format(msgspec.json.encode(doc), indent=2)

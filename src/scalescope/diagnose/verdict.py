@@ -1,0 +1,124 @@
+"""The run's one verdict (analyze/verdict.py) from its ranked findings and its what-if: the
+top cause, its culprit, its cost with the range it is known to, a second cause when the two
+cannot be told apart, and what the verdict is for a run that failed, hung or was recorded
+without the probe."""
+
+from __future__ import annotations
+
+import math
+
+from scalescope.analyze.summary import RunAnalysis
+from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
+from scalescope.analyze.whatif import WhatIf
+from scalescope.diagnose.findings import Finding
+
+ESTIMATE_FACTOR = 2.0
+"""A cost that was not replayed (a rule's estimate, or a measured part such as run-queue
+wait standing for what a fix buys) is known to a factor of 2 either way."""
+IDR_PER_SIGMA = 2.563
+"""The 10th-90th percentile range of a normal spread, in standard deviations."""
+SPREAD_SIGMAS = 2.0
+"""A replayed gain's range: this many standard errors of the replayed mean either side."""
+PIPELINE_CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
+"""Causes whose culprit is the stage that bounds the pipeline, whichever stage idles."""
+
+
+def verdict_of(findings: tuple[Finding, ...], analysis: RunAnalysis, source: str) -> Verdict:
+    """The verdict of a run whose findings are ``findings`` (ranked, best first)."""
+    if not analysis.probe:
+        return Verdict("probe off", note="recorded without the probe: no events to judge")
+    causes = _ranked(tuple(_cause(f, analysis) for f in findings if f.level == "warning"))
+    noise = noise_ms(analysis.whatif)
+    hang = next((c for c in causes if c.code == "HANG"), None)
+    if hang is not None:
+        return Verdict("hung", (hang,), source=source, noise_ms=noise)
+    failed = analysis.first_failure
+    if failed is not None:
+        note = f"rank {failed.rank} {failed.status} first" + (
+            f" (exit code {failed.exit_code})" if failed.exit_code is not None else ""
+        )
+        return Verdict("failed", _beside(causes), note=note, source=source, noise_ms=noise)
+    above = tuple(c for c in causes if not _within_noise(c, noise))
+    if above:
+        return Verdict("bottleneck", _beside(above), source=source, noise_ms=noise)
+    info = [f for f in findings if f.level != "warning"]
+    note = info[0].summary if info else ""
+    if analysis.steps is None and not findings:
+        return Verdict("no steps", note="no measured step", source=source, noise_ms=noise)
+    return Verdict("no bottleneck", note=note, source=source, noise_ms=noise)
+
+
+def _ranked(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
+    """The findings' order (a hang or unsynchronised replicas first, then by saving) kept:
+    the engine ranked them."""
+    return causes
+
+
+def _beside(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
+    """The top cause, and the second when their costs' ranges overlap, ordered by their
+    lower bounds."""
+    if len(causes) < 2:
+        return causes[:1]
+    first, second = causes[0], causes[1]
+    if first.cost is None or second.cost is None:
+        return (first,)
+    if second.cost.high_ms < first.cost.low_ms or first.cost.high_ms < second.cost.low_ms:
+        return (first,)
+    return tuple(sorted((first, second), key=lambda c: -c.cost.low_ms))  # type: ignore[union-attr]
+
+
+def _within_noise(cause: Cause, noise: float | None) -> bool:
+    """A replayed cost whose whole range lies within the step's own spread names no cause."""
+    cost = cause.cost
+    if cost is None or not cost.replayed or noise is None:
+        return False
+    return cost.high_ms <= noise
+
+
+def noise_ms(whatif: WhatIf | None) -> float | None:
+    """The standard error of the replayed mean step, times ``SPREAD_SIGMAS`` (ms): what a
+    replayed gain must exceed to be more than the step-to-step spread."""
+    if whatif is None or whatif.steps < 2:
+        return None
+    replayed = whatif.replayed
+    sigma = max(replayed.high_ms - replayed.low_ms, 0.0) / IDR_PER_SIGMA
+    return SPREAD_SIGMAS * sigma / math.sqrt(whatif.steps)
+
+
+def _cause(f: Finding, analysis: RunAnalysis) -> Cause:
+    return Cause(f.code, f.bottleneck, f.summary, culprit(f, analysis), _cost(f, analysis))
+
+
+def _cost(f: Finding, analysis: RunAnalysis) -> Cost | None:
+    ms = f.saved_ms_per_step
+    if ms is None:
+        return None
+    if f.basis.startswith("replayed"):
+        spread = noise_ms(analysis.whatif) or 0.0
+        return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct)
+    return Cost(ms, ms / ESTIMATE_FACTOR, ms * ESTIMATE_FACTOR, False, f.share_pct)
+
+
+def culprit(f: Finding, analysis: RunAnalysis) -> Culprit | None:
+    """Where the cause is: the bound stage of a pipeline's causes, a finding's rank, its
+    node or link, else its mesh dimension."""
+    pipe = analysis.pipeline
+    if f.code in PIPELINE_CODES and pipe is not None:
+        held = tuple(s.rank for s in pipe.ranks if s.stage == pipe.bound_stage)
+        return Culprit("stage", str(pipe.bound_stage), held)
+    if f.code == "NODE_STRAGGLER":
+        ranks = tuple(int(r) for r in _evidence(f, "its ranks").split(",") if r.strip())
+        hosts = {s.hostname for s in analysis.ranks if s.rank in ranks}
+        if len(hosts) == 1:
+            return Culprit("node", hosts.pop(), ranks)
+    if f.rank is not None:
+        return Culprit("rank", str(f.rank), (f.rank,))
+    link = _evidence(f, "hosts")
+    if f.code == "SLOW_LINK" and link:
+        return Culprit("link", link.replace(" ", ""))
+    return Culprit("dim", f.dim) if f.dim else None
+
+
+def _evidence(f: Finding, name: str) -> str:
+    """The value of the finding's evidence ``name`` as text, or ""."""
+    return next((str(e.value) for e in f.evidence if e.name == name), "")
