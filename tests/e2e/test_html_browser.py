@@ -105,7 +105,7 @@ def test_dashboard_renders_every_chart(tmp_path):
     page.write_text(page_html, encoding="utf-8")
     status, dom, console = open_in_chromium(page, tmp_path)
     check_rendered(status, console, (*CHART_IDS, PROJECTION_CHART_ID))
-    assert "Biggest loss:" in dom and '<table id="sizes">' in dom
+    assert "Verdict:" in dom and '<table id="sizes">' in dom
     assert '<table id="projected-sizes">' in dom
     assert heatmap_drawn(dom, STEP_HEATMAP_ID) and heatmap_drawn(dom, WAIT_HEATMAP_ID)
 
@@ -169,7 +169,7 @@ def test_a_browser_without_decompression_stream_gets_a_note(tmp_path):
     assert len(status["errors"]) == 1 and "no DecompressionStream" in status["errors"][0]
     assert '<p class="note">this browser cannot inflate the charts' in dom
     assert all(n == 0 for n in status["charts"].values())
-    assert "Biggest loss:" in dom and '<table id="sizes">' in dom
+    assert "Verdict:" in dom and '<table id="sizes">' in dom
 
 
 def test_comm_and_scale_pages_render(tmp_path):

@@ -129,7 +129,9 @@ def test_the_page_draws_the_findings_section_the_terminal_prints():
     assert "<p>change:</p><ul><li>load batches while the step runs" in page
     assert "<b>compute <small>(info)</small>: compute takes 60% of the step</b>" in page
     assert "<p>not judged:</p><ul><li>straggler: one rank</li></ul>" in page
-    assert page.endswith("<p><strong>verdict:</strong> no clear bottleneck: input pipeline: ranks wait</p></section>")
+    assert page.endswith(
+        "<p><strong>verdict:</strong> no clear bottleneck: input pipeline: ranks wait</p></section>"
+    )
     items, verdict = section.blocks[0], section.blocks[-1]
     assert isinstance(items, Items) and isinstance(verdict, Line)
     first, second = items.items

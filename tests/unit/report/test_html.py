@@ -31,6 +31,7 @@ from scalescope.analyze.cross_rank import (
     Straggler,
     WaitStats,
 )
+from scalescope.analyze.verdict import Verdict
 from scalescope.api.reporting import ReportFiles, run_report
 from scalescope.diagnose.recording import Recording  # noqa: E402
 from scalescope.events import Run, load_run
@@ -126,7 +127,8 @@ def without_plotly(page: str) -> str:
 
 
 def test_every_chart_and_section_is_present(tmp_path):
-    page, analysis = full_page(tmp_path / "run")
+    run_dir = tmp_path / "run"
+    page, analysis = full_page(run_dir)
     assert page.startswith("<!DOCTYPE html>")
     for chart_id in CHART_IDS:
         assert f'id="{chart_id}" data-chart' in page
@@ -134,28 +136,21 @@ def test_every_chart_and_section_is_present(tmp_path):
     assert f'<pre id="{STATUS_ID}" hidden></pre>' in page
     assert '<table id="sizes">' in page and "Failures and problems" in page
     assert "rank 0: 1 all_reduce (gradients) never completed, from step 8" in page
-    # other = 100 ms - (5 + 20|30 + 30 + 13|3 + 5) = 27 ms on both ranks
-    assert "Biggest loss: other (Python, logging, ...), 27.0% of step time" in page
-    s = analysis.cross_rank.straggler
-    assert s.rank == 1 and s.lateness_share_pct > 90
-    late = f"{s.lateness_ms_per_step:.2f} ms/step late, {s.lateness_share_pct:.0f}% of all waiting"
-    assert f"rank 1, {late}" in page
+    assert "Biggest loss" not in page, "the page makes no headline of its own"
+    assert f'id="verdict">Verdict: {html.escape(verdict_of(run_dir).line)}</p>' in page
 
 
-def test_biggest_loss_can_be_waiting(tmp_path):
-    run = build_run(tmp_path / "run")
-    analysis = analysed(run).replaced(cross_rank=fake_cross_rank())
-    page = dashboard_page(analysis, run)
-    assert "Biggest loss: waiting for other ranks, 30.0% of step time" in page
+def verdict_of(run_dir: Path) -> Verdict:
+    return Recording.of(load_run(run_dir)).verdict
 
 
-def test_the_card_gives_the_best_fix_the_replay_found(tmp_path):
+def test_the_card_gives_the_verdicts_culprit_and_cost(tmp_path):
     run_dir = RUNS / "straggler_data_2" / "run"
-    analysis = analysed(load_run(run_dir))
-    best = max(analysis.whatif.fixes, key=lambda f: f.gain_ms)
-    page = dashboard_page(analysis, load_run(run_dir))
-    rate = f"{best.samples_per_s:,.1f} samples/s"
-    assert f"{best.cause}: {best.prediction.step_ms:,.2f} ms/step, {rate}" in page
+    page = dashboard_page(analysed(load_run(run_dir)), load_run(run_dir))
+    top = verdict_of(run_dir).top
+    assert top.code == "STRAGGLER" and top.culprit.words == "rank 1" and top.cost.replayed
+    assert f"<th>culprit</th><td>rank 1 ({top.bottleneck})</td>" in page
+    assert f"<th>cost</th><td>{html.escape(top.cost.words)}" in page
 
 
 def test_summary_and_table_are_plain_html(tmp_path):
@@ -207,7 +202,7 @@ def test_no_cross_rank_gives_notes_for_its_charts(tmp_path):
         assert f'id="{chart_id}-note"' in page
     for chart_id in ("chart-latency", "chart-count", "chart-phases", "chart-timeline"):
         assert f'id="{chart_id}" data-chart' in page
-    assert "Biggest loss: other (Python, logging, ...), 27.0%" in page
+    assert 'id="verdict">Verdict: ' in page
     assert "Failures and problems" not in page
 
 

@@ -8,6 +8,7 @@ summary, failures and the by-size table are plain HTML and work without JavaScri
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
+from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.events import Run
 from scalescope.report.document import Grid, Heading, Line, Section
@@ -90,70 +91,35 @@ def shown_ranks_note(run: Run, shown: list[int] | None) -> str:
     return f"ranks {', '.join(map(str, shown))} of {total}"
 
 
-def biggest_loss(analysis: RunAnalysis) -> tuple[str, float] | None:
-    """The largest avoidable share of step time, as (what, % of step time)."""
-    steps = analysis.steps
-    if steps is None or not steps.mean_step_ms:
-        return None
-    totals: dict[str, float] = {}
-    for rank in steps.ranks:
-        for p in rank.phases:
-            totals[p.phase] = totals.get(p.phase, 0.0) + p.total_ms
-    if totals.get("step", 0.0) <= 0:
-        return None
-    pct = {name: 100.0 * ms / totals["step"] for name, ms in totals.items()}
-    shares = {
-        "input pipeline (data)": pct.get("data"),
-        "other (Python, logging, ...)": pct.get("other"),
-    }
-    cross = cross_rank_of(analysis)
-    if cross is not None and cross.ranks and not cross.inconsistent:
-        waits = [r.wait_ms_per_step for r in cross.ranks]
-        shares["waiting for other ranks"] = 100.0 * sum(waits) / len(waits) / steps.mean_step_ms
-    if cross is not None and cross.overlap is not None:
-        exposed = cross.overlap.exposed_ms_per_step
-        shares["exposed communication"] = 100.0 * exposed / steps.mean_step_ms
-    else:
-        shares["exposed communication (comm_wait)"] = pct.get("comm_wait")
-    known = [(name, min(share, 100.0)) for name, share in shares.items() if share is not None]
-    return max(known, key=lambda item: item[1]) if known else None
-
-
-def _card_rows(a: RunAnalysis) -> list[tuple[str, str]]:
-    """The run report's header and headline figures, in its words, and the cross-rank
-    gain and straggler in one line each."""
+def _card_rows(a: RunAnalysis, verdict: Verdict | None) -> list[tuple[str, str]]:
+    """The run report's header and headline figures, in its words, then the verdict's
+    culprit and cost: the run's one verdict, not a headline of the page's own."""
     rows = [("run id", a.run_id), *header_rows(a)]
     if a.steps is not None:
         rows += throughput_rows(a.steps)
-    cross = cross_rank_of(a)
-    best = a.whatif.best if a.whatif is not None else None
-    if best is not None and best.gain_ms > 0:
-        rate = "" if best.samples_per_s is None else f", {best.samples_per_s:,.1f} samples/s"
-        text = f"{best.cause}: {best.prediction.step_ms:,.2f} ms/step{rate} ({best.gain_pct:+.1f}%)"
-        rows.append(("best fix, replayed", text))
-    if cross is not None and cross.straggler is not None:
-        s = cross.straggler
-        late = f"{s.lateness_ms_per_step:.2f} ms/step late"
-        rows.append(
-            ("straggler", f"rank {s.rank}, {late}, {s.lateness_share_pct:.0f}% of all waiting")
-        )
+    for cause in verdict.causes if verdict is not None else ():
+        if cause.culprit is not None:
+            rows.append(("culprit", f"{cause.culprit.words} ({cause.bottleneck})"))
+        if cause.cost is not None:
+            c = cause.cost
+            rows.append(("cost", f"{c.words} (range {c.low_ms:,.1f}-{c.high_ms:,.1f} ms/step)"))
     return rows
 
 
-def summary_section(analysis: RunAnalysis, label: str = "") -> Section:
-    """The run at a glance: facts, throughput, step time and the biggest loss."""
-    loss = biggest_loss(analysis)
-    loss_line = (
-        Line(f"Biggest loss: {loss[0]}, {loss[1]:.1f}% of step time", style="bold red")
-        if loss is not None
-        else Line("No step breakdown, so no biggest loss.", style="note")
+def summary_section(analysis: RunAnalysis, verdict: Verdict | None, label: str = "") -> Section:
+    """The run at a glance: facts, throughput, step time and the verdict."""
+    line = (
+        Line(f"Verdict: {verdict.line}", style="bold red", html_id="verdict")
+        if verdict is not None
+        else Line("Not diagnosed, so no verdict.", style="note")
     )
     title = f"{label} summary" if label else "Summary"
-    return Section(title, (Grid(tuple(_card_rows(analysis))), loss_line), html_class="card")
+    rows = Grid(tuple(_card_rows(analysis, verdict)))
+    return Section(title, (rows, line), html_class="card")
 
 
-def summary_card(analysis: RunAnalysis, label: str = "") -> str:
-    return block_html(summary_section(analysis, label))
+def summary_card(analysis: RunAnalysis, verdict: Verdict | None, label: str = "") -> str:
+    return block_html(summary_section(analysis, verdict, label))
 
 
 def failures_section(analysis: RunAnalysis, label: str = "") -> str:
@@ -216,7 +182,7 @@ def render_html(report: RunReport) -> str:
     body = [
         block_html(report_heading(analysis)),
         '<div class="cards">',
-        summary_card(analysis),
+        summary_card(analysis, report.diagnosis.verdict if report.diagnosis else None),
         "</div>",
         hang_section(analysis),
         failures_section(analysis),
@@ -243,8 +209,8 @@ def render_compare_html(runs: ComparedRuns) -> str:
     body = [
         block_html(doc.blocks[0]),
         '<div class="cards">',
-        summary_card(a_analysis, "A"),
-        summary_card(b_analysis, "B"),
+        summary_card(a_analysis, None, "A"),
+        summary_card(b_analysis, None, "B"),
         "</div>",
         failures_section(a_analysis, "A"),
         failures_section(b_analysis, "B"),
