@@ -1,0 +1,75 @@
+"""Every surface shows the run's one verdict: the terminal report, the JSON, the dashboard's
+summary and ``top``'s line name the same culprit and the same cost, on recorded runs of each
+layout (data parallel, stragglers, a pipeline, FSDP x TP, a slow link, shared cores). ``top``
+judges its window without the bench's files and the model's FLOPs (``Recording(window=True)``),
+so an estimated cost may differ there; a replayed one may not."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pytest
+from recorded_runs import RUNS
+from rich.console import Console
+
+from scalescope import load
+from scalescope.analyze.verdict import Verdict
+from scalescope.api.reporting import print_run_report
+from scalescope.diagnose.recording import Recording
+from scalescope.live.run_view import first_finding
+
+WALKED = ("balanced", "straggler_forward_2", "straggler_data_2", "p2p_pipeline", "fsdp_tp",
+          "slowdown_link", "oversubscribed")  # fmt: skip
+
+
+def surfaces(name: str, tmp: Path) -> tuple[Verdict, str, dict, str, str]:
+    """The verdict, and what the terminal, the JSON, the page and ``top`` show of it."""
+    rec = load(RUNS / name / "run")
+    console = Console(record=True, width=10_000, color_system=None)
+    print_run_report(rec, console)
+    json_path, page_path = rec.write_json(tmp / "r.json"), rec.write_dashboard(tmp / "r.html")
+    doc = json.loads(json_path.read_text())["diagnosis"]["verdict"]
+    top = first_finding(Recording(rec.run, rec.alerts, window=True))
+    return rec.verdict, console.export_text(), doc, page_path.read_text(), top
+
+
+@pytest.mark.parametrize("name", WALKED)
+def test_every_surface_names_the_same_culprit_and_cost(name: str, tmp_path: Path) -> None:
+    verdict, terminal, doc, page, top = surfaces(name, tmp_path)
+    assert f"verdict: {verdict.line}\n" in terminal
+    assert doc["line"] == verdict.line and doc["state"] == verdict.state
+    assert f'id="verdict">Verdict: {html.escape(verdict.line)}</p>' in page
+    assert "Biggest loss" not in page
+    for cause, written in zip(verdict.causes, doc["causes"], strict=True):
+        culprit, cost = cause.culprit, cause.cost
+        if culprit is not None:
+            assert written["culprit"]["name"] == culprit.name
+            assert f"<th>culprit</th><td>{html.escape(culprit.words)}" in page
+            assert culprit.words in top
+        if cost is not None:
+            assert written["cost"]["ms_per_step"] == pytest.approx(cost.ms_per_step)
+            assert f"<th>cost</th><td>{html.escape(cost.words)}" in page
+            if cost.replayed:  # an estimate may read the bench's files, which top leaves out
+                assert cost.words in top
+        assert cause.bottleneck in top
+    if not verdict.causes:
+        assert top == "no bottleneck found yet"
+
+
+def test_the_pipeline_names_its_bound_stage_beside_cpu_placement(tmp_path: Path) -> None:
+    verdict, terminal, _doc, page, top = surfaces("p2p_pipeline", tmp_path)
+    named = {c.code: c for c in verdict.causes}
+    assert set(named) == {"OVERSUBSCRIBED", "PIPELINE_BUBBLE"}
+    stage = named["PIPELINE_BUBBLE"].culprit
+    assert (stage.kind, stage.name, stage.ranks) == ("stage", "2", (2,))
+    assert not named["PIPELINE_BUBBLE"].cost.replayed, "an estimate, and marked as one"
+    for shown in (terminal, page, top):
+        assert "stage 2 (rank 2)" in shown and "CPU placement" in shown
+
+
+def test_a_balanced_run_names_no_bottleneck(tmp_path: Path) -> None:
+    verdict = load(RUNS / "balanced" / "run").verdict
+    assert verdict.state == "no bottleneck" and not verdict.causes
+    assert verdict.line.startswith("no clear bottleneck")
