@@ -21,8 +21,8 @@ from scalescope.analyze.steps import StepAnalysis, analyze_steps
 from scalescope.analyze.summary import RunAnalysis, analyze_run
 from scalescope.events.run import RunDirError, load_run
 from scalescope.events.tail import RunTail
-from scalescope.launch.runner import RunSpec
-from scalescope.launch.session import start
+from scalescope.launch.run.runner import RunSpec
+from scalescope.launch.run.session import start
 
 POLL_S = 0.5
 PROGRESS_EVERY_S = 2.0

@@ -16,8 +16,8 @@ from launcher_envs import (
     TORCHRUN,
 )
 
-from scalescope.launch.hostlist import expand_hostlist
-from scalescope.launch.world import World, WorldError, detect_world, parse_tasks_per_node
+from scalescope.launch.world.detect import World, WorldError, detect_world, parse_tasks_per_node
+from scalescope.launch.world.hostlist import expand_hostlist
 
 # --- torchrun -------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The user's secret for the live channel (launch/live_channel.py): whoever reaches a job's
+"""The user's secret for the live channel (launch/channel/store.py): whoever reaches a job's
 store can read and write its keys, so what acts on the job (flush, stacks and stop requests)
 and what it believes (the ranks' live states, their stacks) carry an HMAC-SHA256 under this
 key, and only holders of the key can make one.

@@ -27,7 +27,7 @@ Launchers and the variables read (first match wins, see :func:`detect_world`):
   environment, so a world needs ``PMIX_SIZE`` from a launcher that sets one.
 
 Only torchrun gives a rendezvous address and port; for the others
-:mod:`scalescope.launch.rendezvous` finds them.
+:mod:`scalescope.launch.world.rendezvous` finds them.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def detect_world(
     Checked in order: torchrun (or plain env:// variables), a Slurm step, Open MPI, MVAPICH2,
     hydra, PMIx. ``master_addr`` / ``master_port`` (``--master-addr`` / ``--master-port``)
     override what the environment says. A world may come back without a master address or
-    port: :func:`scalescope.launch.rendezvous.meet` finds them before :meth:`World.torch_env`.
+    port: :func:`scalescope.launch.world.rendezvous.meet` finds them before :meth:`World.torch_env`.
     """
     world = _from_torchrun(env) or _from_slurm(env) or _from_mpi(env)
     if world is None:

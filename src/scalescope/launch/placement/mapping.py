@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scalescope.launch.topology import Topology, format_cpulist, parse_cpulist
+from scalescope.launch.machine.topology import Topology, format_cpulist, parse_cpulist
 
 MAP_BY = ("node", "socket", "numa", "core")
 ALLOCATORS = {

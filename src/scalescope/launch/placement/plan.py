@@ -9,7 +9,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.launch.mapping import (
+from scalescope.launch.machine.topology import Topology, read_topology
+from scalescope.launch.options.groups import MappingOptions
+from scalescope.launch.placement.mapping import (
     MappingError,
     Placement,
     find_allocator,
@@ -17,8 +19,6 @@ from scalescope.launch.mapping import (
     plan_placements,
     plan_to_json,
 )
-from scalescope.launch.options import MappingOptions
-from scalescope.launch.topology import Topology, read_topology
 from scalescope.probe.binding import PLACEMENTS_ENV
 
 

@@ -2,16 +2,16 @@
 scalescope's own launch on several nodes.
 
 Under srun or mpirun every task is one rank with its own scalescope process beside it
-(launch/external.py); nodes may share no file system, and NFS would not show another node's
+(launch/run/external.py); nodes may share no file system, and NFS would not show another node's
 memory-mapped updates while they happen anyway. So each task's scalescope process relays its
 rank's 256-byte live state (read from the local file, where the page cache makes it current)
 into the job's own torch.distributed store, the TCPStore at MASTER_ADDR:MASTER_PORT that
 every rank already reaches, under ``scalescope/`` keys. Task 0's scalescope process watches
-the world there (launch/hang_watch.py's ``StoreSource``) and asks for flushes, stacks and
+the world there (launch/watch/hang.py's ``StoreSource``) and asks for flushes, stacks and
 stops through requests the relays poll; a relay answers for its own rank, on its own node.
 
 Whoever reaches the store's port can read and write these keys, so what acts on the job or
-what the watcher believes is sealed with the user's key (launch/command_key.py):
+what the watcher believes is sealed with the user's key (launch/channel/seals.py):
 
 - a request (flush, stacks, stop) is written to each relay on its own key, with an HMAC over
   that relay's session id (random, published when it connects: no two jobs nor relays share
@@ -25,7 +25,7 @@ what the watcher believes is sealed with the user's key (launch/command_key.py):
 The world's size, the hosts, the ranks' ends and the slowdown alert are not sealed: they name
 things, and no request follows from them.
 
-The store dies with its owner (rank 0's scalescope process, launch/rendezvous.py), and a
+The store dies with its owner (rank 0's scalescope process, launch/world/rendezvous.py), and a
 client's request to a closed store prints a C++ trace (``Broken pipe``) in the job's output.
 So the owner closes it politely (:func:`close_store`): it waits until every relay said how its
 rank ended (its last request), then asks every relay to ``close`` (sealed, as the other
@@ -52,8 +52,8 @@ import psutil
 from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import STACK_SIGNAL, LiveState, parse_live_state, request_flush
 from scalescope.events.run import read_rank_meta
-from scalescope.launch.command_key import seal, unseal
-from scalescope.launch.stopping import stop_processes
+from scalescope.launch.channel.seals import seal, unseal
+from scalescope.launch.process.stopping import stop_processes
 
 PREFIX = "scalescope/"
 RELAY_POLL_S = 0.25
