@@ -19,8 +19,9 @@ from torch.distributed import TCPStore
 
 from scalescope.events.files import stack_path
 from scalescope.events.live_state import LiveStateWriter
-from scalescope.launch.channel.seals import seal
-from scalescope.launch.channel.store import KILL, STACKS, Channel, Relay, request_context
+from scalescope.launch.channel.relay import Relay
+from scalescope.launch.channel.seals import request_context, seal
+from scalescope.launch.channel.store import KILL, STACKS, Channel
 
 KEY, OTHER = b"k" * 32, b"o" * 32
 RANK = """

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from torch.distributed import TCPStore
 
-from scalescope.launch.channel.store import Channel, Relay, close_store
+from scalescope.launch.channel.relay import Relay
+from scalescope.launch.channel.store import Channel, close_store
 from scalescope.live.store_view import StoreTop
 
 TRACE = ("Exception raised from", "Broken pipe", "failed on SocketImpl")

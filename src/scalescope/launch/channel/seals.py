@@ -98,3 +98,14 @@ def unseal(key: bytes, context: bytes, value: bytes) -> bytes | None:
     payload, got = value[:-TAG_BYTES], value[-TAG_BYTES:]
     want = hmac.digest(key, context + payload, hashlib.sha256)
     return payload if len(value) >= TAG_BYTES and hmac.compare_digest(want, got) else None
+
+
+NOT_SEALED = (
+    "not sealed with this user's key (written by someone without it, or the nodes read "
+    "different key files: ~/.scalescope/key or SCALESCOPE_KEY_FILE)"
+)
+
+
+def request_context(session: bytes, what: str) -> bytes:
+    """What a request's seal covers: the relay's session and the request's name."""
+    return b"ask:" + session + b":" + what.encode() + b":"

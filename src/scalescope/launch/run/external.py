@@ -31,8 +31,9 @@ from pathlib import Path
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
+from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import load_key
-from scalescope.launch.channel.store import STORE_OPTION, Channel, Relay, close_store
+from scalescope.launch.channel.store import STORE_OPTION, Channel, close_store
 from scalescope.launch.machine.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.stopping import kill_family

@@ -20,14 +20,9 @@ from scalescope.events.run import (
     status_of_ranks,
     write_json_atomic,
 )
+from scalescope.launch.channel.relay import Relay, node_ranks
 from scalescope.launch.channel.seals import load_key
-from scalescope.launch.channel.store import (
-    STORE_OPTION,
-    Channel,
-    Relay,
-    node_ranks,
-    split_address,
-)
+from scalescope.launch.channel.store import STORE_OPTION, Channel, split_address
 from scalescope.launch.machine.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.local import LaunchOptions, LaunchResult, launch
