@@ -19,7 +19,7 @@ from launcher_envs import HYDRA, OPENMPI4, SRUN, listening_socket, unique_job
 from ports import free_port
 from torch.distributed import TCPStore
 
-from scalescope.launch.world.detect import World, WorldError, detect_world
+from scalescope.launch.world.detect import detect_world
 from scalescope.launch.world.rendezvous import (
     LOOPBACK,
     agree_by_mpi,
@@ -28,6 +28,7 @@ from scalescope.launch.world.rendezvous import (
     launcher_host,
     meet,
 )
+from scalescope.launch.world.variables import World, WorldError
 
 
 @pytest.fixture(autouse=True)

@@ -39,8 +39,8 @@ from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.stopping import kill_family
 from scalescope.launch.run.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
 from scalescope.launch.watch.hang import FileSource, HangWatch, StoreSource, metrics_endpoint
-from scalescope.launch.world.detect import World
 from scalescope.launch.world.rendezvous import meet
+from scalescope.launch.world.variables import World
 
 
 def run_dir_for(spec: RunSpec, world: World) -> Path:

@@ -12,8 +12,9 @@ from pathlib import Path
 from scalescope.launch.placement.plan import RankPlan, make_plan
 from scalescope.launch.run.external import execute_rank, rank_plan
 from scalescope.launch.run.runner import RunSpec, execute
-from scalescope.launch.world.detect import World, detect_world
+from scalescope.launch.world.detect import detect_world
 from scalescope.launch.world.rendezvous import job_port, master_host
+from scalescope.launch.world.variables import World
 
 
 @dataclass(frozen=True)

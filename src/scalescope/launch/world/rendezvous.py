@@ -42,8 +42,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from scalescope.launch.world.detect import World, WorldError, label
 from scalescope.launch.world.hostlist import first_host
+from scalescope.launch.world.variables import World, WorldError, label
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 29500
