@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from scalescope.launch.machine.topology import Cpu, Topology, format_cpulist, read_topology
+from scalescope.launch.options.groups import MappingError
 from scalescope.launch.placement import mapping as mapping_module
 from scalescope.launch.placement.mapping import (
-    MappingError,
     Placement,
     apply_binding,
     find_allocator,

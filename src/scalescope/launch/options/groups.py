@@ -62,6 +62,11 @@ class Rendezvous:
         return self.master_addr or "127.0.0.1"
 
 
+class MappingError(ValueError):
+    """A placement that cannot run as asked (by these options or on this node's cpus,
+    launch/placement/mapping.py); the message says what to change."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MappingOptions:
     """How ranks are placed on this node's cores (mpirun's --map-by and --bind-to)."""
@@ -84,8 +89,6 @@ class MappingOptions:
     """tcmalloc, jemalloc or default."""
 
     def __post_init__(self) -> None:
-        from scalescope.launch.placement.mapping import MappingError
-
         if self.bind_to not in ("domain", "core"):
             raise MappingError(f"--bind-to must be domain or core, got {self.bind_to!r}")
         self.numa_node_ids  # noqa: B018  refused here, with its flag

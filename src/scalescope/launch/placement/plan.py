@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.launch.machine.topology import Topology, read_topology
-from scalescope.launch.options.groups import MappingOptions
+from scalescope.launch.options.groups import MappingError, MappingOptions
 from scalescope.launch.placement.mapping import (
-    MappingError,
     Placement,
     find_allocator,
     omp_env,
