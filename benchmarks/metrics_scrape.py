@@ -35,7 +35,7 @@ from results import record  # noqa: E402
 from scalescope.events.files import live_state_path, rank_meta_path  # noqa: E402
 from scalescope.events.live_state import LiveStateWriter, read_live_states  # noqa: E402
 from scalescope.events.run import GroupMeta, RankMeta, write_json_atomic  # noqa: E402
-from scalescope.launch.metrics import MetricsEndpoint  # noqa: E402
+from scalescope.launch.metrics.endpoint import MetricsEndpoint  # noqa: E402
 
 PER_NODE = 8
 WALL_NS = 1_700_000_000 * 10**9

@@ -2,7 +2,7 @@
 
 Each run must exit 0, print every rank's line (``rank R of 2: sum 3``, after an all-reduce of
 rank + 1) and no C++ trace of torch's store client (``Broken pipe``, ``terminate called``,
-``Exception raised from``): the relays of the live states (launch/live_channel.py) must stop
+``Exception raised from``): the relays of the live states (launch/channel/store.py) must stop
 before the store's owner closes the store. Issue 41 saw a trace in 3 runs of 4 and a rank's
 line missing in 1 of 5. Prints one line per run and ``N/N clean``. Target: every run clean.
 

@@ -53,7 +53,7 @@ def main() -> None:
     args = parse()
     from torch.distributed import TCPStore
 
-    from scalescope.launch.live_channel import Channel
+    from scalescope.launch.channel.store import Channel
     from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,

@@ -127,8 +127,8 @@ def best_reuse(args: argparse.Namespace, study: dict) -> str:
     """The command of the best configuration by median, built as tune builds its reuse line
     (tune prints none when the gain is within the baseline's spread)."""
     from scalescope.bench.options import BenchOptions
-    from scalescope.launch.local import LaunchOptions
-    from scalescope.launch.runner import RunSpec
+    from scalescope.launch.process.local import LaunchOptions
+    from scalescope.launch.run.runner import RunSpec
     from scalescope.tune.apply import TuneTarget, reuse_command
     from scalescope.tune.space import SpaceContext, format_value, parse_space
 
@@ -308,8 +308,8 @@ def claimed_trial(study: dict) -> dict | None:
 
 def script_reuse(args: argparse.Namespace, w: Workload, study: dict, trial: dict) -> str:
     """tune's reuse line for ``trial`` when tune recommended nothing (to show what it gives)."""
-    from scalescope.launch.local import LaunchOptions
-    from scalescope.launch.runner import RunSpec
+    from scalescope.launch.process.local import LaunchOptions
+    from scalescope.launch.run.runner import RunSpec
     from scalescope.tune.apply import TuneTarget, reuse_command
     from scalescope.tune.space import SpaceContext, parse_space
 

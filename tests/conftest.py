@@ -20,7 +20,7 @@ import file_costs  # noqa: E402
 
 KEY_DIR = tempfile.mkdtemp(prefix="scalescope-key-")
 os.environ["SCALESCOPE_KEY_FILE"] = str(Path(KEY_DIR) / "key")
-"""The live channel's key (launch/command_key.py) for every process the tests start, created
+"""The live channel's key (launch/channel/seals.py) for every process the tests start, created
 on first use: never the user's own ~/.scalescope/key."""
 atexit.register(shutil.rmtree, KEY_DIR, ignore_errors=True)
 

@@ -230,7 +230,7 @@ def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
 def ask_without_the_key(port: int) -> int:
     """A kill and a stacks request through scalescope's own client, sealed with another key;
     the stacks request's count."""
-    from scalescope.launch.live_channel import KILL, STACKS, Channel
+    from scalescope.launch.channel.store import KILL, STACKS, Channel
 
     store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
     intruder = Channel(store, key=b"o" * 32, warn=None)

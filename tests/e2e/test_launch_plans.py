@@ -100,7 +100,7 @@ def test_env_command_prints_facts_and_writes_json(run_cli, tmp_path):
 
 
 def test_allocator_that_is_not_installed_is_refused(cli_in_process):
-    from scalescope.launch.mapping import find_allocator
+    from scalescope.launch.placement.mapping import find_allocator
 
     if find_allocator("jemalloc") is not None:
         proc = cli_in_process(

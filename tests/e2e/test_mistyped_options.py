@@ -133,7 +133,7 @@ def test_top_needs_one_source_and_a_store_that_answers(tmp_path: Path) -> None:
     assert line == "error: --connect takes HOST:PORT of the job's store, got 'nohost'"
     import socket
 
-    from scalescope.launch.command_key import load_key
+    from scalescope.launch.channel.seals import load_key
 
     load_key()  # the store is asked only with a key
     with socket.socket() as s:  # a port nobody listens on

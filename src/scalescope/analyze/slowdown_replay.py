@@ -28,7 +28,7 @@ from scalescope.events import Kind, Run
 from scalescope.events.live_state import GROUP_SLOTS, TOTAL_PHASES, evenly_spaced
 
 POLL_S = 0.5
-"""The hang watch's poll (launch/hang_watch.py POLL_S)."""
+"""The hang watch's poll (launch/watch/hang.py POLL_S)."""
 _COL = {name: i for i, name in enumerate(FIELDS)}
 
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from scalescope.launch.local import LaunchOptions, OutputOptions
-from scalescope.launch.options import LaunchConfig
+from scalescope.launch.options.groups import LaunchConfig
+from scalescope.launch.process.local import LaunchOptions, OutputOptions
 
 if TYPE_CHECKING:
-    from scalescope.launch.runner import RunSpec
-    from scalescope.launch.session import Outcome
+    from scalescope.launch.run.runner import RunSpec
+    from scalescope.launch.run.session import Outcome
 
 
 def launch_options(config: LaunchConfig, nproc_per_node: int | None) -> LaunchOptions:
@@ -35,7 +35,7 @@ def launch_options(config: LaunchConfig, nproc_per_node: int | None) -> LaunchOp
 
 def launch_spec(config: LaunchConfig, nproc_per_node: int | None, **spec: Any) -> RunSpec:
     """The launcher's RunSpec from the launch options and ``spec`` (what runs)."""
-    from scalescope.launch.runner import RunSpec
+    from scalescope.launch.run.runner import RunSpec
     from scalescope.report.views.hang import render_hang
 
     return RunSpec(
@@ -54,7 +54,7 @@ def start_or_plan(
     spec: RunSpec, config: LaunchConfig, nproc_per_node: int | None, log: Console
 ) -> int:
     """Print the plan (--dry-run), or start the ranks and report on ``log``; the exit code."""
-    from scalescope.launch.session import dry_run, start
+    from scalescope.launch.run.session import dry_run, start
 
     given, addr = nproc_per_node is not None, config.rendezvous.master_addr
     if config.recording.dry_run:
@@ -86,8 +86,8 @@ def finish(
 
 def start_live(spec: RunSpec, given: bool, master_addr: str | None, log: Console) -> Outcome:
     """Start the run with the live view drawn on ``log`` (the ranks' output in RUN_DIR/logs)."""
-    from scalescope.launch.runner import default_run_dir
-    from scalescope.launch.session import find_world, start
+    from scalescope.launch.run.runner import default_run_dir
+    from scalescope.launch.run.session import find_world, start
     from scalescope.live.terminal import LiveThread
 
     world = find_world(spec, given, master_addr, os.environ)

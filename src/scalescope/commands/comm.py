@@ -15,9 +15,9 @@ from scalescope.api.launching import launch_spec, start_or_plan
 from scalescope.commands.common import CommandError, err, launch_error
 from scalescope.commands.options.launching import CommCommand
 from scalescope.events.files import COMM_FILE
-from scalescope.launch.options import AtEnd
-from scalescope.launch.runner import RunSpec
-from scalescope.launch.session import Outcome, start
+from scalescope.launch.options.groups import AtEnd
+from scalescope.launch.run.runner import RunSpec
+from scalescope.launch.run.session import Outcome, start
 
 
 def comm(command: CommCommand) -> int:

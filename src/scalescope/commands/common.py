@@ -38,6 +38,6 @@ def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:
 def launch_error(exc: ValueError) -> CommandError:
     """A launch refused or cut short, as the command's error: exit code 1 when the ranks ran
     but the run's end was not recorded, else 2."""
-    from scalescope.launch.runner import RunEndNotWritten
+    from scalescope.launch.run.runner import RunEndNotWritten
 
     return CommandError(str(exc), 1 if isinstance(exc, RunEndNotWritten) else 2)

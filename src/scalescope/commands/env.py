@@ -10,7 +10,7 @@ from scalescope.commands.options.reading import EnvCommand
 def env(command: EnvCommand) -> None:
     """Collect the facts, check them, print them and write the JSON asked for."""
     from scalescope.diagnose.env_checks import check_environment
-    from scalescope.launch.facts import collect_environment
+    from scalescope.launch.machine.facts import collect_environment
     from scalescope.predict.catalogue import gpu_peaks
     from scalescope.report.media.terminal import render_document
     from scalescope.report.renderers import render, write

@@ -22,8 +22,8 @@ from scalescope.commands.options.launching import ScaleCommand
 from scalescope.events.files import SCALE_STUDY_FILE
 from scalescope.events.run import RunDirError
 from scalescope.events.study import ScalePoint, ScaleStudy, save_study
-from scalescope.launch.options import LaunchConfig
-from scalescope.launch.runner import RunSpec
+from scalescope.launch.options.groups import LaunchConfig
+from scalescope.launch.run.runner import RunSpec
 
 BATCH_PLACEHOLDER = "{batch}"
 """In a script's arguments, replaced by the per-rank batch of each size."""
@@ -152,7 +152,7 @@ def run_study(
 def scale(command: ScaleCommand) -> int:
     """Run every size, print the scaling table, write its page; 1 when a size failed."""
     from scalescope.api.reporting import report_study
-    from scalescope.launch.session import start
+    from scalescope.launch.run.session import start
     from scalescope.report.formatting import report_console
     from scalescope.report.views.eta import Eta
 

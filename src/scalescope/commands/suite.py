@@ -31,10 +31,10 @@ from scalescope.diagnose.recording import Recording
 from scalescope.events.files import SUITE_FILE
 from scalescope.events.run import RunDirError
 from scalescope.events.suite import SuiteEntry, SuiteResult
-from scalescope.launch.local import LaunchOptions
-from scalescope.launch.plan import MappingOptions, make_plan
-from scalescope.launch.runner import RunSpec, check_new_run_dir
-from scalescope.launch.session import start
+from scalescope.launch.placement.plan import MappingOptions, make_plan
+from scalescope.launch.process.local import LaunchOptions
+from scalescope.launch.run.runner import RunSpec, check_new_run_dir
+from scalescope.launch.run.session import start
 
 
 @dataclass(frozen=True, kw_only=True)

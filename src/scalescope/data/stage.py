@@ -1,7 +1,7 @@
 """Copy a shard directory to node-local disk or RAM (``scalescope data stage``).
 
 Run it in every rank of a job (``srun``, ``mpirun``, ``torchrun``): the world discovery of
-``scalescope.launch.world`` tells each process its local rank; local rank 0 of each node
+``scalescope.launch.world.detect`` tells each process its local rank; local rank 0 of each node
 copies, the others wait until the node's copy is complete. Without a launcher the process
 copies. Every shard is copied under a temporary name, checked against the manifest's
 SHA-256 and renamed; the manifest goes last and marks the copy complete.
@@ -24,7 +24,7 @@ from scalescope.bench.shard_manifest import (
     ShardInfo,
     validate_shard_dir,
 )
-from scalescope.launch.world import detect_world
+from scalescope.launch.world.detect import detect_world
 
 FAILED = ".stage-failed"
 """Written by the copying process when it fails, so the waiting ones stop at once."""

@@ -1,7 +1,7 @@
 """Diagnose: name what slows a run or an environment, with the evidence and the remedy.
 
 ``env_checks`` recognises the known traps of a software build, its threads and its hardware
-from the fact dicts of ``scalescope.launch.facts`` (pure functions over data).
+from the fact dicts of ``scalescope.launch.machine.facts`` (pure functions over data).
 ``diagnose_run(run, analysis) -> Diagnosis`` names the bottlenecks of a run: findings with
 their share of step time, estimated saving, evidence and remedies, best first
 (``engine``, ``rules``, thresholds in ``thresholds``; docs/diagnosis.md).

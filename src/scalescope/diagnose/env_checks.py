@@ -1,4 +1,4 @@
-"""Known traps of a training environment, recognised from the fact dicts of launch.facts.
+"""Known traps of a training environment, recognised from the fact dicts of launch.machine.facts.
 
 ``check_environment`` is a pure function over the ``software``, ``hardware`` and ``threads``
 dicts (as recorded in run.json or collected by ``scalescope env``), so it runs the same on

@@ -25,8 +25,8 @@ from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
 from scalescope.events.tail import RunTail
-from scalescope.launch.command_key import load_key
-from scalescope.launch.live_channel import (
+from scalescope.launch.channel.seals import load_key
+from scalescope.launch.channel.store import (
     STORE_OPTION,
     Channel,
     connect,

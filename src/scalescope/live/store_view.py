@@ -11,8 +11,8 @@ from rich.console import RenderableType
 
 from scalescope.analyze.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_s, verdict_line
-from scalescope.launch.command_key import load_key
-from scalescope.launch.live_channel import Channel, connect
+from scalescope.launch.channel.seals import load_key
+from scalescope.launch.channel.store import Channel, connect
 from scalescope.report.views.live_store import StoreRank, render_store_top
 
 CONNECT_WAIT_S = 5.0
@@ -66,7 +66,7 @@ class StoreTop:
 
     def frame(self) -> RenderableType:
         """The view; once the run ended, the last one, without asking a store about to close
-        (its owner closes it soon after: live_channel.close_store)."""
+        (its owner closes it soon after: channel.store.close_store)."""
         if self._last is not None and self.ended:
             return self._last
         if self.channel.closing():

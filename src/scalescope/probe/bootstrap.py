@@ -244,7 +244,7 @@ the watch thread too) never lands after the rank's end was recorded."""
 def groups_publisher(run_dir: Path, meta: RankMeta, probe: Any) -> Callable[[], None]:
     """Called before each flush: the rank's meta file rewritten when the groups it labelled
     changed (once or twice a run), so that the launcher's metrics name a collective's mesh
-    dimension while the run trains (launch/metrics_labels.py), not only after its end."""
+    dimension while the run trains (launch/metrics/labels.py), not only after its end."""
 
     def publish() -> None:
         groups = groups_meta(probe)

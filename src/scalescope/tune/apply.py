@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.bench.options import BenchOptions
-from scalescope.launch.runner import RunSpec
+from scalescope.launch.run.runner import RunSpec
 from scalescope.probe.ddp import BUCKET_CAP_ENV, BUCKET_VIEW_ENV, COMM_HOOK_ENV
 from scalescope.probe.fsdp_knobs import PREFETCH_ENV, RESHARD_ENV
 from scalescope.tune.api import KNOBS_ENV

@@ -22,8 +22,8 @@ from scalescope.analyze.summary import RunAnalysis
 from scalescope.diagnose.recording import Recording
 from scalescope.events.run import RunDirError
 from scalescope.events.tail import RunTail
-from scalescope.launch.runner import RunSpec
-from scalescope.launch.session import start
+from scalescope.launch.run.runner import RunSpec
+from scalescope.launch.run.session import start
 
 POLL_S = 0.5
 PROGRESS_EVERY_S = 2.0

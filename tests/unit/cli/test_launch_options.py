@@ -1,4 +1,4 @@
-"""The launch options: declared once (launch/options.py), given to each command by the groups
+"""The launch options: declared once (launch/options/groups.py), given to each command by the groups
 it takes, handed over inside one built options object; a bad value is one line naming its
 flag."""
 
@@ -13,16 +13,14 @@ from typer.testing import CliRunner
 
 from scalescope.cli import app
 from scalescope.cli.params import options_command
-from scalescope.launch.options import (
+from scalescope.launch.options.fields import argument, group, option
+from scalescope.launch.options.groups import (
     GROUPS,
     OUTPUT,
     PLACEMENT,
     RECORDING,
     RENDEZVOUS,
     LaunchConfig,
-    argument,
-    group,
-    option,
 )
 
 

@@ -66,8 +66,8 @@ def test_an_existing_study_is_not_overwritten(tmp_path):
 
 def test_each_size_gets_its_ranks_nodes_batch_and_run_directory(tmp_path):
     from scalescope.commands.scale import point_spec
-    from scalescope.launch.local import LaunchOptions
-    from scalescope.launch.runner import RunSpec
+    from scalescope.launch.process.local import LaunchOptions
+    from scalescope.launch.run.runner import RunSpec
 
     base = RunSpec(
         target="scalescope.bench.workload", is_module=True, workload="resnet18",
@@ -95,8 +95,8 @@ def test_a_node_sits_out_the_sizes_it_is_not_in_and_joins_the_others(tmp_path):
     """Node 1 of a --nodes 1,2 study: its base run has 2 nodes (scale gives it the study's
     largest count, so --node-rank 1 is valid); the 1-node size goes on without it."""
     from scalescope.commands.scale import run_study
-    from scalescope.launch.local import LaunchOptions
-    from scalescope.launch.runner import RunSpec
+    from scalescope.launch.process.local import LaunchOptions
+    from scalescope.launch.run.runner import RunSpec
 
     base = RunSpec(
         target="scalescope.bench.workload", is_module=True, workload="resnet18",

@@ -14,7 +14,7 @@ from scalescope.commands.suite import (
     run_spec,
 )
 from scalescope.events.files import SUITE_FILE
-from scalescope.launch.plan import MappingOptions
+from scalescope.launch.placement.plan import MappingOptions
 
 
 def _plan(tmp_path, **kw) -> SuitePlan:

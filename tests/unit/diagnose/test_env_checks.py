@@ -13,7 +13,7 @@ from scalescope.diagnose.env_checks import (
     EnvWarning,
     check_environment,
 )
-from scalescope.launch.facts import collect_environment
+from scalescope.launch.machine.facts import collect_environment
 
 Facts = dict[str, dict[str, Any]]
 

@@ -376,3 +376,29 @@ def test_a_planted_analysis_call_in_report_is_caught():
         "scalescope.analyze.analyze_run": {"scalescope.report.views.run"},
         "scalescope.predict.catalogue.match_gpu": {"scalescope.report.views.env"},
     }
+
+
+def test_the_live_channel_stays_in_launchs_layer(graph: dict[str, set[str]]) -> None:
+    """The ranks' live states over the job's store and their seals: the hang watch beside the
+    launcher reads them, so they stay in launch's layer (live/, above report/, only uses them)."""
+    channel = {m for m in graph if m.startswith("scalescope.launch.channel.")}
+    assert {"relay", "seals", "store"} <= {m.rpartition(".")[2] for m in channel}
+    assert graph["scalescope.launch.watch.hang"] & channel
+
+
+def rooms(graph: dict[str, set[str]], layer: str) -> dict[str, set[str]]:
+    """A layer's rooms (its folders), each with the rooms it imports."""
+    prefix = f"scalescope.{layer}."
+    room = {m: m.removeprefix(prefix).partition(".")[0] for m in graph if m.startswith(prefix)}
+    found: dict[str, set[str]] = {r: set() for r in room.values()}
+    for module, r in room.items():
+        found[r] |= {room[t] for t in graph[module] if t in room} - {r}
+    return found
+
+
+def test_launchs_rooms_import_each_other_in_no_circle(graph: dict[str, set[str]]) -> None:
+    launch = rooms(graph, "launch")
+    assert {"channel", "metrics", "options", "process", "run", "watch", "world"} <= set(launch)
+    assert circles(launch) == []
+    hang, runner = "scalescope.launch.watch.hang", "scalescope.launch.run.runner"
+    assert circles(rooms({hang: {runner}, runner: {hang}}, "launch")) == [["run", "watch"]]

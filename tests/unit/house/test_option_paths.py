@@ -11,7 +11,7 @@ from pathlib import Path
 
 SRC = Path(__file__).parents[3] / "src" / "scalescope"
 
-DECLARED = ("launch/options.py", "HangOptions", "after_s")
+DECLARED = ("launch/options/groups.py", "HangOptions", "after_s")
 """``--hang-after`` is the field ``after_s`` of ``HangOptions``, the class the watch reads; the
 field's docstring is its help, ``__post_init__`` its check. cli/params.py generates every
 command's parameters from such fields without naming any of them."""
@@ -19,15 +19,15 @@ CALLS = (
     ("cli/training.py", "run", "run"),
     ("commands/run.py", "run", "start_or_plan"),
     ("api/launching.py", "start_or_plan", "start"),
-    ("launch/session.py", "start", "execute"),
-    ("launch/runner.py", "execute", "HangWatch"),
+    ("launch/run/session.py", "start", "execute"),
+    ("launch/run/runner.py", "execute", "HangWatch"),
 )
 """(file, function, call): the function hands the options on by calling ``call``, a function
 or class of the next file (or by handing it to a call). ``cli/training.py``'s ``run`` gets one
 ``RunCommand`` holding them; ``api/launching.py`` puts ``HangOptions`` in the spec; the
-launcher hands the spec to the watch; ``launch/hang_watch.py`` uses it."""
-USED = ("launch/hang_watch.py", "HangWatch", "threshold_s")
-BRANCH = ("launch/session.py", "start", "execute_rank", "launch/external.py")
+launcher hands the spec to the watch; ``launch/watch/hang.py`` uses it."""
+USED = ("launch/watch/hang.py", "HangWatch", "threshold_s")
+BRANCH = ("launch/run/session.py", "start", "execute_rank", "launch/run/external.py")
 """Under srun or mpirun the session hands the spec to the external launch instead, which
 starts the same watch: a path of the same length through a different fifth file."""
 CARRIERS = re.compile(r"\bhang_after\b|\bafter_s\b|\bHangOptions\b|\bspec\.hang\b")
@@ -77,7 +77,7 @@ def test_the_flag_is_declared_on_the_watchs_options() -> None:
     assert "--hang-after must be > 0" in ast.unparse(function(options, "__post_init__"))
     watch = tree(USED[0])
     imports = [n for n in ast.walk(watch) if isinstance(n, ast.ImportFrom)]
-    assert any(n.module == "scalescope.launch.options" for n in imports)
+    assert any(n.module == "scalescope.launch.options.groups" for n in imports)
 
 
 def test_each_file_hands_it_to_the_next() -> None:

@@ -90,7 +90,7 @@ def test_shared_flags_are_taken_by_several_commands() -> None:
 def test_the_check_sees_a_second_declaration() -> None:
     planted = """
 import typer
-from scalescope.launch.options import Flag, option
+from scalescope.launch.options.fields import Flag, option
 JSON = Flag(("--json",))
 def report(json_file=typer.Option(None, "--json", help="Also write the report as JSON.")): ...
 x = option("--fsdp/--no-fsdp", default=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scalescope.launch.command_key import KEY_BYTES, KeyFileError, load_key, seal, unseal
+from scalescope.launch.channel.seals import KEY_BYTES, KeyFileError, load_key, seal, unseal
 
 
 @pytest.fixture

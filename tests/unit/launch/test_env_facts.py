@@ -9,15 +9,15 @@ import msgspec
 import psutil
 import torch
 
-from scalescope.launch import facts
-from scalescope.launch.build_info import (
+from scalescope.launch.machine import facts
+from scalescope.launch.machine.build_info import (
     allocator,
     loaded_libraries,
     openmp_libraries,
     parse_build_config,
     parse_build_settings,
 )
-from scalescope.launch.topology import parse_cpulist
+from scalescope.launch.machine.topology import parse_cpulist
 
 X86_CONFIG = """PyTorch built with:
   - GCC 13.3
@@ -188,7 +188,7 @@ def test_cpu_mhz_prefers_cpufreq_then_cpuinfo(tmp_path):
 
 
 def test_nvidia_driver_version_from_proc_text():
-    from scalescope.launch.facts import nvidia_driver_version
+    from scalescope.launch.machine.facts import nvidia_driver_version
 
     text = (
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"

@@ -9,8 +9,8 @@ import pytest
 
 from scalescope.events.files import rank_meta_path
 from scalescope.events.run import RankMeta, RunMeta, load_run, write_json_atomic
-from scalescope.launch.local import LaunchResult
-from scalescope.launch.runner import finish_meta
+from scalescope.launch.process.local import LaunchResult
+from scalescope.launch.run.runner import finish_meta
 
 
 def finished(

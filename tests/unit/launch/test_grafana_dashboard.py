@@ -15,7 +15,7 @@ from scalescope.analyze.slowdown import Alert
 from scalescope.events.files import live_state_path, rank_meta_path
 from scalescope.events.live_state import LiveStateWriter, read_live_states
 from scalescope.events.run import GroupMeta, RankMeta, write_json_atomic
-from scalescope.launch.metrics import MetricsEndpoint
+from scalescope.launch.metrics.endpoint import MetricsEndpoint
 
 DASHBOARD = Path(__file__).parents[3] / "docs" / "grafana" / "scalescope-job.json"
 DCGM_ONLY = {"DCGM_FI_DEV_GPU_UTIL"}

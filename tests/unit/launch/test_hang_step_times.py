@@ -10,7 +10,7 @@ import pytest
 
 from scalescope.events.files import events_path
 from scalescope.events.live_state import LiveState
-from scalescope.launch.hang_watch import StepTimes, progress_times
+from scalescope.launch.watch.hang import StepTimes, progress_times
 from scalescope.probe.recorder import Recorder
 
 

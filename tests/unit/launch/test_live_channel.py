@@ -1,4 +1,4 @@
-"""Who may act on a job through its store (launch/live_channel.py), on a real TCPStore on
+"""Who may act on a job through its store (launch/channel/store.py), on a real TCPStore on
 127.0.0.1 with a real relay beside a real process for a rank: a sealed stacks request is
 answered and the stacks are gone once read; a kill or stacks request without the key, or a
 replayed one, changes nothing and is logged; a forged or replayed live state is not believed."""
@@ -19,8 +19,9 @@ from torch.distributed import TCPStore
 
 from scalescope.events.files import stack_path
 from scalescope.events.live_state import LiveStateWriter
-from scalescope.launch.command_key import seal
-from scalescope.launch.live_channel import KILL, STACKS, Channel, Relay, request_context
+from scalescope.launch.channel.relay import Relay
+from scalescope.launch.channel.seals import request_context, seal
+from scalescope.launch.channel.store import KILL, STACKS, Channel
 
 KEY, OTHER = b"k" * 32, b"o" * 32
 RANK = """

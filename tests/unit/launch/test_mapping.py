@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from scalescope.launch import mapping as mapping_module
-from scalescope.launch.mapping import (
-    MappingError,
+from scalescope.launch.machine.topology import Cpu, Topology, format_cpulist, read_topology
+from scalescope.launch.options.groups import MappingError
+from scalescope.launch.placement import mapping as mapping_module
+from scalescope.launch.placement.mapping import (
     Placement,
     apply_binding,
     find_allocator,
@@ -20,7 +21,6 @@ from scalescope.launch.mapping import (
     plan_placements,
     plan_to_json,
 )
-from scalescope.launch.topology import Cpu, Topology, format_cpulist, read_topology
 
 XEON = Topology.synthetic(sockets=2, cores_per_socket=24, numa_per_socket=2)
 XEON_HT = Topology.synthetic(2, 24, 2, threads_per_core=2)

@@ -1,4 +1,4 @@
-"""launch/metrics.py: the ranks' live totals as Prometheus counters (parsed back with
+"""launch/metrics/endpoint.py: the ranks' live totals as Prometheus counters (parsed back with
 prometheus_client's own parser), per rank or per node, the alerts and the hang; the endpoint
 bound to 127.0.0.1 only, serving only reads, and a port in use refused in one line. The per-op
 gauges and the labels: test_metrics_ops.py; the text against prometheus_client's:
@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scalescope.analyze.slowdown import Alert
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state import LiveStateWriter, read_live_states
-from scalescope.launch.metrics import MetricsEndpoint
+from scalescope.launch.metrics.endpoint import MetricsEndpoint
 
 HOSTS = {0: "n0", 1: "n0", 2: "n1"}
 

@@ -1,4 +1,4 @@
-"""launch/metrics_http.py through the endpoint, over real sockets on this machine: a scrape in
+"""launch/metrics/http.py through the endpoint, over real sockets on this machine: a scrape in
 the format its Accept header asks for, parsed by prometheus_client's parsers; reads only (GET,
 HEAD; anything else 405); bound to 127.0.0.1, another local address (127.0.0.2) is refused;
 an address not of this machine is one line; the push against a small HTTP server here that
@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families as text_fami
 
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state import LiveStateWriter, read_live_states
-from scalescope.launch.metrics import MetricsEndpoint
+from scalescope.launch.metrics.endpoint import MetricsEndpoint
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 

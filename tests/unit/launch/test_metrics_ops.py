@@ -1,4 +1,4 @@
-"""launch/metrics.py per op and its labels, over state files written with the probe's own
+"""launch/metrics/endpoint.py per op and its labels, over state files written with the probe's own
 writer and meta files as the ranks write them: the last completed collective of each op and
 group (size, bytes/s, bus bandwidth with nccl-tests' factor written out here), its mesh
 dimension or role as ``dim``, DCGM's ``Hostname`` and ``gpu``, the per-node means, and the
@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from scalescope.events.files import live_state_path, rank_meta_path
 from scalescope.events.live_state import LiveStateWriter, read_live_states
 from scalescope.events.run import GroupMeta, RankMeta, write_json_atomic
-from scalescope.launch import metrics_labels
-from scalescope.launch.metrics import MetricsEndpoint
-from scalescope.launch.metrics_labels import visible_gpus
+from scalescope.launch.metrics import labels as metrics_labels
+from scalescope.launch.metrics.endpoint import MetricsEndpoint
+from scalescope.launch.metrics.labels import visible_gpus
 
 MS = 1_000_000
 WALL_NS = 1_700_000_000 * 10**9

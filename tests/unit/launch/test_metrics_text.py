@@ -12,7 +12,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from scalescope.launch.metrics_text import (
+from scalescope.launch.metrics.text import (
     COUNTER,
     GAUGE,
     OPENMETRICS_TYPE,

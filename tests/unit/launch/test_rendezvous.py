@@ -19,7 +19,8 @@ from launcher_envs import HYDRA, OPENMPI4, SRUN, listening_socket, unique_job
 from ports import free_port
 from torch.distributed import TCPStore
 
-from scalescope.launch.rendezvous import (
+from scalescope.launch.world.detect import detect_world
+from scalescope.launch.world.rendezvous import (
     LOOPBACK,
     agree_by_mpi,
     job_port,
@@ -27,7 +28,7 @@ from scalescope.launch.rendezvous import (
     launcher_host,
     meet,
 )
-from scalescope.launch.world import World, WorldError, detect_world
+from scalescope.launch.world.variables import World, WorldError
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +111,7 @@ def test_one_node_falls_back_to_the_next_port_when_the_derived_one_is_taken():
 
 
 def test_given_address_and_port_are_kept_and_hosted_by_rank_0s_scalescope():
-    """So the store outlives the ranks (live_channel.close_store); _meet_both connects to it."""
+    """So the store outlives the ranks (channel.store.close_store); _meet_both connects to it."""
     port = free_port()
     job = unique_job()
     worlds = [
@@ -311,8 +312,8 @@ def test_mpi4py_is_not_asked_under_srun(monkeypatch):
 MPI_SCRIPT = """
 import sys
 from pathlib import Path
-from scalescope.launch.rendezvous import agree_by_mpi
-from scalescope.launch.world import detect_world
+from scalescope.launch.world.rendezvous import agree_by_mpi
+from scalescope.launch.world.detect import detect_world
 world = agree_by_mpi(detect_world())
 Path(sys.argv[1], f"rank{world.rank}").write_text(f"{world.master_addr} {world.master_port}")
 """

@@ -10,12 +10,12 @@ import sys
 import pytest
 from launcher_envs import listening_socket, unique_job
 
-from scalescope.launch.rendezvous import LOOPBACK, job_port, job_ports
+from scalescope.launch.world.rendezvous import LOOPBACK, job_port, job_ports
 
 RANK_SCRIPT = """
 import os, torch, torch.distributed as dist
-from scalescope.launch.rendezvous import meet
-from scalescope.launch.world import detect_world
+from scalescope.launch.world.rendezvous import meet
+from scalescope.launch.world.detect import detect_world
 with meet(detect_world()) as world:
     os.environ.update(world.torch_env())
     dist.init_process_group("gloo")

@@ -1,4 +1,4 @@
-"""launch/slowdown_watch.py: an alert goes to alerts.jsonl, the launcher's log and the
+"""launch/watch/slowdown.py: an alert goes to alerts.jsonl, the launcher's log and the
 ``--on-slowdown`` hook; the options refuse bad values in one line."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from scalescope.analyze.slowdown import Alert, latest_alert, read_alerts
-from scalescope.launch.options import HangOptions, LaunchConfig, Recording
-from scalescope.launch.slowdown_watch import SlowdownWatch
+from scalescope.launch.options.groups import HangOptions, LaunchConfig, Recording
+from scalescope.launch.watch.slowdown import SlowdownWatch
 
 ONSET = Alert(
     event="onset", id=1, subject="rank", ranks=(3,), nodes=("c3",), phase="forward",

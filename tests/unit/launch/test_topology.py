@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scalescope.launch import topology as topology_module
-from scalescope.launch.topology import (
+from scalescope.launch.machine import topology as topology_module
+from scalescope.launch.machine.topology import (
     Cpu,
     Topology,
     format_cpulist,

@@ -16,8 +16,10 @@ from launcher_envs import (
     TORCHRUN,
 )
 
-from scalescope.launch.hostlist import expand_hostlist
-from scalescope.launch.world import World, WorldError, detect_world, parse_tasks_per_node
+from scalescope.launch.world.detect import detect_world
+from scalescope.launch.world.hostlist import expand_hostlist
+from scalescope.launch.world.slurm import parse_tasks_per_node
+from scalescope.launch.world.variables import World, WorldError
 
 # --- torchrun -------------------------------------------------------------------------------
 

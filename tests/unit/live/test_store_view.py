@@ -69,7 +69,7 @@ def test_the_address_is_host_and_port():
 def test_the_watchs_alert_reaches_top_connect_through_the_store():
     from torch.distributed import TCPStore
 
-    from scalescope.launch.live_channel import Channel
+    from scalescope.launch.channel.store import Channel
     from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
@@ -87,8 +87,8 @@ def test_the_watchs_alert_reaches_top_connect_through_the_store():
 def test_top_connect_needs_the_key_and_shows_no_state_it_cannot_check(tmp_path, monkeypatch):
     from torch.distributed import TCPStore
 
-    from scalescope.launch.command_key import load_key
-    from scalescope.launch.live_channel import Channel
+    from scalescope.launch.channel.seals import load_key
+    from scalescope.launch.channel.store import Channel
     from scalescope.live.store_view import StoreTop, store_top
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from scalescope.diagnose.env_checks import EnvWarning, check_environment
-from scalescope.launch.facts import collect_environment
+from scalescope.launch.machine.facts import collect_environment
 from scalescope.predict.catalogue import gpu_peaks
 from scalescope.report.media.terminal import render_document
 from scalescope.report.renderers import render

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from scalescope.bench.options import BenchOptions
-from scalescope.launch.local import LaunchOptions
-from scalescope.launch.runner import RunSpec
+from scalescope.launch.process.local import LaunchOptions
+from scalescope.launch.run.runner import RunSpec
 from scalescope.tune import knobs
 from scalescope.tune.api import KNOBS_ENV
 from scalescope.tune.apply import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scalescope.launch.runner import RunSpec
+from scalescope.launch.run.runner import RunSpec
 from scalescope.tune.apply import TuneTarget
 from scalescope.tune.confirm import fresh_dir, store, stored
 from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, confirm_plan, to_confirm

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scalescope.launch.runner import RunSpec
+from scalescope.launch.run.runner import RunSpec
 from scalescope.tune.apply import TuneTarget
 from scalescope.tune.result import ConfirmRun, TrialRecord
 from scalescope.tune.search import _attrs, record_of, records

@@ -7,7 +7,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from scalescope.launch.runner import RunSpec
+from scalescope.launch.run.runner import RunSpec
 from scalescope.tune.apply import TuneTarget
 from scalescope.tune.space import SpaceContext, parse_space, space_size
 from scalescope.tune.study import TuneOptions, make_sampler, open_study, suggest, to_params

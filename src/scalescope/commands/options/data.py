@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalescope.commands.options.shared import BATCH_SIZE, IMAGE_SIZE, SEED, WORKERS
-from scalescope.launch.options import argument, option
+from scalescope.launch.options.fields import argument, option
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,16 +23,8 @@ from scalescope.commands.options.shared import (
     WARMUP_STEPS,
     WORKERS,
 )
-from scalescope.launch.options import (
-    ALL_GROUPS,
-    HTML,
-    NPROC,
-    RUN_DIR,
-    LaunchConfig,
-    argument,
-    group,
-    option,
-)
+from scalescope.launch.options.fields import HTML, NPROC, RUN_DIR, argument, group, option
+from scalescope.launch.options.groups import ALL_GROUPS, LaunchConfig
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ from scalescope.commands.options.shared import (
     THRESHOLD,
     TIMELINE,
 )
-from scalescope.launch.options import HTML, NPROC, argument, option
+from scalescope.launch.options.fields import HTML, NPROC, argument, option
 
 
 @dataclass(frozen=True, kw_only=True)

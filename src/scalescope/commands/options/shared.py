@@ -3,7 +3,7 @@ field gives the default, the panel and (its docstring) the help."""
 
 from __future__ import annotations
 
-from scalescope.launch.options import ARGUMENT, BOUNDS, FLAGS, GROUP, PANEL, Flag
+from scalescope.launch.options.fields import ARGUMENT, BOUNDS, FLAGS, GROUP, PANEL, Flag
 
 __all__ = ["ARGUMENT", "BOUNDS", "FLAGS", "GROUP", "PANEL"]
 

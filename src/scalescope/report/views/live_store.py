@@ -1,6 +1,6 @@
 """`top --connect HOST:PORT`'s frame: a run watched from any node, through the job's store.
 
-The relays beside the ranks publish each rank's live state there (launch/live_channel.py)
+The relays beside the ranks publish each rank's live state there (launch/channel/store.py)
 and live/store_view.py's ``StoreTop`` polls them, so this view needs no run directory: steps
 done and their rate, the phase and the last collective of every rank, the stage of the ranks
 still starting, the node each runs on, and the hang verdict StoreTop gives once no rank has

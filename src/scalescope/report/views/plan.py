@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from scalescope.launch.session import PlanView
+from scalescope.launch.run.session import PlanView
 from scalescope.probe.binding import PLACEMENTS_ENV
 from scalescope.report.document import Block, Column, Document, Line, Table
 from scalescope.report.media.terminal import render_document

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scalescope.launch.topology import Topology, format_cpulist, parse_cpulist
+from scalescope.launch.machine.topology import Topology, format_cpulist, parse_cpulist
+from scalescope.launch.options.groups import MappingError
 
 MAP_BY = ("node", "socket", "numa", "core")
 ALLOCATORS = {
@@ -24,10 +25,6 @@ ALLOCATORS = {
 
 Cores = tuple[tuple[int, ...], ...]
 """Physical cores, each as the cpu ids of its hardware threads."""
-
-
-class MappingError(ValueError):
-    """A placement that cannot run as asked; the message says what to change."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The metrics endpoint's HTTP side (``--metrics-port``) and its pushes (``--metrics-push``),
-for launch/metrics.py.
+for launch/metrics/endpoint.py.
 
 The server answers GET and HEAD only (any other method: 405): it reads, and nothing it serves
 changes the run. It binds to ``--metrics-addr``, 127.0.0.1 unless told otherwise, so that
@@ -16,7 +16,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from scalescope.launch.metrics_text import negotiate
+from scalescope.launch.metrics.text import negotiate
 
 PATHS = ("/", "/metrics")
 PUSH_TIMEOUT_S = 5.0

@@ -1,79 +1,24 @@
-"""The launch options, declared once: each field carries its flag, its panel in ``--help`` and
-typer's bounds (``option``); its docstring is its help; ``__post_init__`` refuses a bad value
-with the flag's name. cli/ generates the typer parameters from these classes; commands, api/
-and the launcher use the same objects.
+"""The launch options, declared once (with launch/options/fields.py): the groups a launching
+command takes (rendezvous, placement, recording, the watches, the end, the output), each field
+its flag; commands, api/ and the launcher use the same objects.
 
 Kept free of torch and of the launcher's heavy modules: every command line builds them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+from scalescope.launch.options.fields import HTML, RUN_DIR, group, option
 
 if TYPE_CHECKING:
     from scalescope.analyze.hang import HangReport
 
-FLAGS, PANEL, BOUNDS, ARGUMENT, GROUP = "flags", "panel", "bounds", "argument", "group"
-"""The keys of a command-line field's metadata."""
 RENDEZVOUS, PLACEMENT, RECORDING, OUTPUT = "Rendezvous", "Placement", "Recording", "Output"
 HANG_ACTIONS = ("report", "kill")
-
-
-@dataclass(frozen=True)
-class Flag:
-    """An option's names and bounds, declared once and used by each command that takes it
-    (each with its own default, panel and docstring as help)."""
-
-    names: tuple[str, ...]
-    bounds: Mapping[str, Any] = field(default_factory=dict)
-
-    def __call__(
-        self,
-        default: Any = None,
-        *aliases: str,
-        off: str | None = None,
-        panel: str | None = None,
-        **extra: Any,
-    ) -> Any:
-        """The dataclass field of this option (``...``: required); ``aliases`` are a command's
-        old names for it, ``off`` the flag that turns it off; ``extra`` adds or overrides typer
-        keywords (``metavar``, ``min``)."""
-        first = f"{self.names[0]}/{off}" if off else self.names[0]
-        names = (first, *self.names[1:], *aliases)
-        metadata = {FLAGS: names, PANEL: panel, BOUNDS: {**self.bounds, **extra}}
-        if default is ...:
-            return field(metadata=metadata)
-        return field(default=default, metadata=metadata)
-
-
-def option(*names: str, default: Any = None, panel: str | None = None, **bounds: Any) -> Any:
-    """A field that is an option of one command only: its flags (``"--map-by"``, or typer's
-    ``"--x/--no-x"``), panel and bounds (``min=1``)."""
-    return Flag(names)(default, panel=panel, **bounds)
-
-
-def argument(default: Any = ..., **bounds: Any) -> Any:
-    """A field that is a positional argument (``...``: required)."""
-    metadata = {ARGUMENT: True, BOUNDS: bounds}
-    if default is ...:
-        return field(metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def group(cls: type) -> Any:
-    """A field that holds a group of options (a dataclass of them), all at their defaults
-    unless given."""
-    return field(default_factory=cls, metadata={GROUP: True})
-
-
-NPROC = Flag(("--nproc-per-node", "-n"), {"min": 1})
-"""Ranks on this node: run, bench, comm, tune (and env, for its checks)."""
-RUN_DIR = Flag(("--run-dir",))
-"""Where a command records; tune, scale and suite take it with their own help."""
-HTML = Flag(("--html",))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +62,11 @@ class Rendezvous:
         return self.master_addr or "127.0.0.1"
 
 
+class MappingError(ValueError):
+    """A placement that cannot run as asked (by these options or on this node's cpus,
+    launch/placement/mapping.py); the message says what to change."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MappingOptions:
     """How ranks are placed on this node's cores (mpirun's --map-by and --bind-to)."""
@@ -139,8 +89,6 @@ class MappingOptions:
     """tcmalloc, jemalloc or default."""
 
     def __post_init__(self) -> None:
-        from scalescope.launch.mapping import MappingError
-
         if self.bind_to not in ("domain", "core"):
             raise MappingError(f"--bind-to must be domain or core, got {self.bind_to!r}")
         self.numa_node_ids  # noqa: B018  refused here, with its flag
@@ -175,8 +123,8 @@ class Recording:
 
 @dataclass(frozen=True, kw_only=True)
 class HangOptions:
-    """What the launcher's watch does on a hang (launch/hang_watch.py) or a slowdown
-    (launch/slowdown_watch.py)."""
+    """What the launcher's watch does on a hang (launch/watch/hang.py) or a slowdown
+    (launch/watch/slowdown.py)."""
 
     after_s: float | None = option("--hang-after", panel=RECORDING)
     """Seconds without a finished step or collective on any rank before a hang is reported

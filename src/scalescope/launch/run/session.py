@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scalescope.launch.external import execute_rank, rank_plan
-from scalescope.launch.plan import RankPlan, make_plan
-from scalescope.launch.rendezvous import job_port, master_host
-from scalescope.launch.runner import RunSpec, execute
-from scalescope.launch.world import World, detect_world
+from scalescope.launch.placement.plan import RankPlan, make_plan
+from scalescope.launch.run.external import execute_rank, rank_plan
+from scalescope.launch.run.runner import RunSpec, execute
+from scalescope.launch.world.detect import detect_world
+from scalescope.launch.world.rendezvous import job_port, master_host
+from scalescope.launch.world.variables import World
 
 
 @dataclass(frozen=True)

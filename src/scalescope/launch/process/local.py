@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from scalescope.launch.options import Rendezvous
+from scalescope.launch.options.groups import Rendezvous
 
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs

@@ -20,9 +20,13 @@ from scalescope.events.run import (
     status_of_ranks,
     write_json_atomic,
 )
-from scalescope.launch.command_key import load_key
-from scalescope.launch.facts import hardware_facts, software_facts, thread_facts
-from scalescope.launch.hang_watch import (
+from scalescope.launch.channel.relay import Relay, node_ranks
+from scalescope.launch.channel.seals import load_key
+from scalescope.launch.channel.store import STORE_OPTION, Channel, split_address
+from scalescope.launch.machine.facts import hardware_facts, software_facts, thread_facts
+from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
+from scalescope.launch.process.local import LaunchOptions, LaunchResult, launch
+from scalescope.launch.watch.hang import (
     LAUNCHER_GRACE_S,
     NODE_DEFER_S,
     FileSource,
@@ -31,15 +35,6 @@ from scalescope.launch.hang_watch import (
     StoreSource,
     metrics_endpoint,
 )
-from scalescope.launch.live_channel import (
-    STORE_OPTION,
-    Channel,
-    Relay,
-    node_ranks,
-    split_address,
-)
-from scalescope.launch.local import LaunchOptions, LaunchResult, launch
-from scalescope.launch.plan import MappingOptions, RankPlan, make_plan
 from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
 
@@ -234,13 +229,13 @@ def build_native_hooks() -> None:
 
 def uses_store(options: LaunchOptions) -> bool:
     """Several nodes: the live states travel through the rendezvous store, sealed with the
-    user's key (launch/command_key.py); on one node the files do, and no key is needed."""
+    user's key (launch/channel/seals.py); on one node the files do, and no key is needed."""
     return options.nnodes > 1 and bool(options.rdzv_endpoint)
 
 
 def node_relay(options: LaunchOptions, run_dir: Path, key: bytes) -> Relay:
     """This node's ranks' live states to the rendezvous store, where node 0's watch reads
-    every rank's (launch/live_channel.py)."""
+    every rank's (launch/channel/store.py)."""
     host, port = split_address(options.rdzv_endpoint or "")
     ranks = functools.partial(node_ranks, run_dir)
     relay = Relay(host, port, run_dir, ranks, options.world_size, key=key)

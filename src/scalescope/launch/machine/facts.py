@@ -26,8 +26,8 @@ from typing import Any
 
 import psutil
 
-from scalescope.launch.build_info import build_facts, cuda_facts, runtime_facts
-from scalescope.launch.topology import parse_cpulist
+from scalescope.launch.machine.build_info import build_facts, cuda_facts, runtime_facts
+from scalescope.launch.machine.topology import parse_cpulist
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",

@@ -9,16 +9,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.launch.mapping import (
-    MappingError,
+from scalescope.launch.machine.topology import Topology, read_topology
+from scalescope.launch.options.groups import MappingError, MappingOptions
+from scalescope.launch.placement.mapping import (
     Placement,
     find_allocator,
     omp_env,
     plan_placements,
     plan_to_json,
 )
-from scalescope.launch.options import MappingOptions
-from scalescope.launch.topology import Topology, read_topology
 from scalescope.probe.binding import PLACEMENTS_ENV
 
 

@@ -1,4 +1,4 @@
-"""The user's secret for the live channel (launch/live_channel.py): whoever reaches a job's
+"""The user's secret for the live channel (launch/channel/store.py): whoever reaches a job's
 store can read and write its keys, so what acts on the job (flush, stacks and stop requests)
 and what it believes (the ranks' live states, their stacks) carry an HMAC-SHA256 under this
 key, and only holders of the key can make one.
@@ -98,3 +98,14 @@ def unseal(key: bytes, context: bytes, value: bytes) -> bytes | None:
     payload, got = value[:-TAG_BYTES], value[-TAG_BYTES:]
     want = hmac.digest(key, context + payload, hashlib.sha256)
     return payload if len(value) >= TAG_BYTES and hmac.compare_digest(want, got) else None
+
+
+NOT_SEALED = (
+    "not sealed with this user's key (written by someone without it, or the nodes read "
+    "different key files: ~/.scalescope/key or SCALESCOPE_KEY_FILE)"
+)
+
+
+def request_context(session: bytes, what: str) -> bytes:
+    """What a request's seal covers: the relay's session and the request's name."""
+    return b"ask:" + session + b":" + what.encode() + b":"

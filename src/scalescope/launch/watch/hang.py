@@ -1,10 +1,10 @@
 """Beside the launcher: notice when no rank progresses, say which is stuck where, and
 (only with ``--hang-action kill``) stop the ranks. Each read of the states also goes to the
-slowdown watch (launch/slowdown_watch.py) and the metrics endpoint (launch/metrics.py).
+slowdown watch (launch/watch/slowdown.py) and the metrics endpoint (launch/metrics/endpoint.py).
 
 Reads the ranks' live states twice a second: the state files of this node's ranks
 (events/live_state.py), or, for a world srun or mpirun started, the job's store
-(launch/live_channel.py). When no rank has
+(launch/channel/store.py). When no rank has
 finished a step or a collective for ``--hang-after`` seconds (default: 10 typical steps, at
 least 30 s), it asks every rank to flush its events, has each write its Python stacks
 (faulthandler on ``STACK_SIGNAL``), and writes ``hang.json`` and ``hang.txt`` to the run
@@ -44,7 +44,7 @@ from scalescope.events.live_state import (
 from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
-from scalescope.launch.live_channel import (
+from scalescope.launch.channel.store import (
     FLUSH,
     KILL,
     RELAY_POLL_S,
@@ -52,11 +52,11 @@ from scalescope.launch.live_channel import (
     Channel,
     fresher_states,
 )
-from scalescope.launch.metrics import MetricsEndpoint
-from scalescope.launch.metrics_labels import visible_gpus
-from scalescope.launch.options import HangOptions
-from scalescope.launch.slowdown_watch import SlowdownWatch
-from scalescope.launch.stopping import stop_processes
+from scalescope.launch.metrics.endpoint import MetricsEndpoint
+from scalescope.launch.metrics.labels import visible_gpus
+from scalescope.launch.options.groups import HangOptions
+from scalescope.launch.process.stopping import stop_processes
+from scalescope.launch.watch.slowdown import SlowdownWatch
 
 POLL_S = 0.5
 NODE_DEFER_S = 10.0
@@ -130,7 +130,7 @@ class FileSource:
 
 
 class StoreSource:
-    """Every rank, through the job's store (launch/live_channel.py): the relays beside the
+    """Every rank, through the job's store (launch/channel/store.py): the relays beside the
     ranks answer on their nodes. The state files this node can read are used too, whichever
     of the two is fresher: its own ranks' files are current when the store is not reachable,
     and a run directory another node shares may show a state its relay never sent."""
@@ -208,7 +208,7 @@ class HangWatch(threading.Thread):
         self._median_at = 0.0
         self._reported_progress: float | None = None
         self.metrics = metrics
-        """The run's metrics endpoint (launch/metrics.py), fed each read; None without."""
+        """The run's metrics endpoint (launch/metrics/endpoint.py), fed each read; None without."""
         self.slowdown = None
         if options.slowdown_pct > 0 and defer_s == 0:  # node 0's watch, which sees every rank
             self.slowdown = SlowdownWatch(

@@ -1,4 +1,4 @@
-"""Who each rank is, for the labels of its metrics (launch/metrics.py): ``job``, ``rank``,
+"""Who each rank is, for the labels of its metrics (launch/metrics/endpoint.py): ``job``, ``rank``,
 ``Hostname`` and ``gpu`` (named as DCGM's exporter names them, so that the series join its
 GPU metrics), and the process groups its collectives ran on (members, mesh dimension: the
 ``dim`` label), from the rank's meta file (``ranks/rank-N.json``) or, for its host, the
@@ -23,7 +23,7 @@ import msgspec
 from scalescope.analyze.groups import group_role
 from scalescope.events.files import rank_meta_path
 from scalescope.events.run import GroupMeta
-from scalescope.launch.metrics_text import label_text
+from scalescope.launch.metrics.text import label_text
 
 HOST_WAIT_S = 10.0
 """How long past its first step a rank's series wait for its host (its meta file, written

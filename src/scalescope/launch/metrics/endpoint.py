@@ -11,9 +11,9 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
   caught (a state holds the last collective a rank entered): ``scalescope_collective_bytes``,
   ``…_bytes_per_second`` (algbw) and ``…_bus_bytes_per_second`` (nccl-tests' factor for the
   group's size), labelled ``op``, ``group`` and ``dim`` (its mesh dimension or role,
-  launch/metrics_labels.py);
+  launch/metrics/labels.py);
 - ``scalescope_slowdown_alerts_total``, ``scalescope_slowdown_active{subject,phase,category}``
-  (1 while a slowdown is open, launch/slowdown_watch.py) and ``scalescope_hang`` (1 once the
+  (1 while a slowdown is open, launch/watch/slowdown.py) and ``scalescope_hang`` (1 once the
   hang watch named a hang);
 - labels ``job`` (the run's id), ``rank``, ``Hostname`` and ``gpu`` (DCGM exporter's names,
   so that the two join); ``--metrics-per node`` sums the ranks of each node instead (``rank``
@@ -21,7 +21,7 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
   PER_RANK_UP_TO ranks.
 
 A scrape costs the watch's process the formatting of the states it already holds (no rank is
-asked anything), written by launch/metrics_text.py rather than by ``prometheus_client``,
+asked anything), written by launch/metrics/text.py rather than by ``prometheus_client``,
 whose ~12 µs per sample made a scrape of 1,024 ranks' series 149 ms
 (benchmarks/metrics_scrape.py; docs/metrics.md has today's figures).
 """
@@ -36,9 +36,9 @@ from typing import Any
 
 from scalescope.analyze.slowdown import Alert
 from scalescope.events.live_state import LiveState
-from scalescope.launch.metrics_http import bind, push
-from scalescope.launch.metrics_labels import RankLabels
-from scalescope.launch.metrics_rows import (
+from scalescope.launch.metrics.http import bind, push
+from scalescope.launch.metrics.labels import RankLabels
+from scalescope.launch.metrics.rows import (
     PREFIX,
     Rows,
     emit,
@@ -46,7 +46,7 @@ from scalescope.launch.metrics_rows import (
     op_rows,
     rank_rows,
 )
-from scalescope.launch.metrics_text import (
+from scalescope.launch.metrics.text import (
     COUNTER,
     GAUGE,
     Family,

@@ -1,5 +1,5 @@
-"""The series of one scrape (launch/metrics.py) as columns, a row per rank or per node, and
-their families of samples (launch/metrics_text.py): each family's values formatted in one
+"""The series of one scrape (launch/metrics/endpoint.py) as columns, a row per rank or per node, and
+their families of samples (launch/metrics/text.py): each family's values formatted in one
 pass, so that a scrape of 1,024 ranks' series costs milliseconds.
 
 Per node (``--metrics-per node``) the counters are the sums of the node's ranks, and the
@@ -18,8 +18,8 @@ import numpy as np
 
 from scalescope.analyze.collectives import bus_factor
 from scalescope.events.live_state import TOTAL_PHASES, LiveState
-from scalescope.launch.metrics_labels import GroupInfo
-from scalescope.launch.metrics_text import COUNTER, GAUGE, Family, joined, label_text
+from scalescope.launch.metrics.labels import GroupInfo
+from scalescope.launch.metrics.text import COUNTER, GAUGE, Family, joined, label_text
 
 PREFIX = "scalescope_"
 

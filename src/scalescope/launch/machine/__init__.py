@@ -1,0 +1,1 @@
+"""What this node is: its CPU topology, and the software and hardware facts of every run.json."""

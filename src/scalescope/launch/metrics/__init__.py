@@ -1,0 +1,1 @@
+"""The ranks' live states as Prometheus metrics: served, pushed, labelled, written."""

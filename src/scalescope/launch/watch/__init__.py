@@ -1,0 +1,1 @@
+"""Beside the launcher: the hang watch and the slowdown watch over the ranks' live states."""
