@@ -38,7 +38,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
-from scalescope.analyze.slowdown import (  # noqa: E402
+from scalescope.analyze.watch.slowdown import (  # noqa: E402
     FIELDS,
     Alert,
     DetectorConfig,

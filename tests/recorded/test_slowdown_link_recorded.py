@@ -9,8 +9,8 @@ import pytest
 from recorded_runs import load_scenario
 
 from scalescope.analyze import analyze_run
-from scalescope.analyze.slowdown import read_alerts
-from scalescope.analyze.slowdown_replay import replay_run
+from scalescope.analyze.watch.slowdown import read_alerts
+from scalescope.analyze.watch.slowdown_replay import replay_run
 from scalescope.events import load_run
 
 LINK = ("host0", "host1")

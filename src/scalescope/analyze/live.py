@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scalescope.analyze.coordinates import RankPlace
 from scalescope.analyze.cross_rank import RankWaits
-from scalescope.analyze.steps import OTHER, RankSteps
+from scalescope.analyze.layouts.coordinates import RankPlace
+from scalescope.analyze.steps.steps import OTHER, RankSteps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events.live_state import IMPORT, RUNNING, LiveState
 from scalescope.events.run import RankMeta, RunMeta

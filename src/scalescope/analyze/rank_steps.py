@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.matching import match_collectives
+from scalescope.analyze.ranks.matching import match_collectives
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events import Kind, Run
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalescope.analyze.compare import RunComparison, compare_runs
+from scalescope.analyze.runs.compare import RunComparison, compare_runs
 from scalescope.api.recording import Recording, load
 
 if TYPE_CHECKING:

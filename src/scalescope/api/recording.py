@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from scalescope.analyze.whatif import WhatIf
+    from scalescope.analyze.model.whatif import WhatIf
     from scalescope.diagnose.findings import Diagnosis, Finding
     from scalescope.ingest import IngestResult
 
@@ -86,7 +86,7 @@ class Recording:
         ``node:HOST``, ``phase:NAME``, ``compute:X``, ``comm:X``, ``comm:hidden``; ``A+B``
         together; default: the engine's candidates), as ``scalescope whatif`` prints it; None
         when no step can be replayed; ValueError (one line) for a bad cause."""
-        from scalescope.analyze.whatif import what_if
+        from scalescope.analyze.model.whatif import what_if
 
         chosen = None if causes is None else list(causes)
         return what_if(self.run, self.run.meta.warmup_steps, chosen)

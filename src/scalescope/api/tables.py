@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow as pa
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.clocks import tie_tolerance_ns
+from scalescope.analyze.columns.slot_index import measured_steps, slot_lookup, step_key
+from scalescope.analyze.columns.sorting import packed
 from scalescope.analyze.cross_rank import TIE_FLOOR_NS
-from scalescope.analyze.matching import match_collectives
-from scalescope.analyze.slot_index import measured_steps, slot_lookup, step_key
-from scalescope.analyze.sorting import packed
+from scalescope.analyze.ranks.clocks import tie_tolerance_ns
+from scalescope.analyze.ranks.matching import match_collectives
 from scalescope.analyze.summary import without_pauses
 from scalescope.events import PHASES, EventTable, Kind, Run, SymbolTable
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.collectives import OpTotals
+from scalescope.analyze.comm.collectives import OpTotals
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.diagnose.findings import Finding
 from scalescope.diagnose.rules_comm import PAYLOAD_OPS

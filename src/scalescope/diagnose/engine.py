@@ -11,14 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.analyze.summary import RunAnalysis
-from scalescope.analyze.whatif import (
+from scalescope.analyze.model.whatif import (
     TP_FASTER,
     TP_HIDDEN,
     ZERO_EXCHANGE_HIDDEN,
     ZERO_GATHERS_HIDDEN,
     Fix,
 )
+from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.dimensions import with_dims

@@ -3,7 +3,7 @@ launcher's and report's hang section use the same sentences."""
 
 from __future__ import annotations
 
-from scalescope.analyze.hang import RankHang, Verdict
+from scalescope.analyze.watch.hang import RankHang, Verdict
 
 PHASE_WORDS = {
     "outside": "in host work (outside the recorded phases)",

@@ -6,7 +6,7 @@ share it or to take it off the critical path, never faster cores (analyze/extra_
 
 from __future__ import annotations
 
-from scalescope.analyze.extra_work import ExtraWork
+from scalescope.analyze.steps.extra_work import ExtraWork
 from scalescope.diagnose.findings import (
     Evidence,
     Finding,

@@ -4,7 +4,7 @@ never exchange gradients (each trains its own replica)."""
 from __future__ import annotations
 
 from scalescope.analyze.cross_rank import BEYOND_SHARE_PCT
-from scalescope.analyze.hang import hang_threshold_s
+from scalescope.analyze.watch.hang import hang_threshold_s
 from scalescope.diagnose.findings import (
     Evidence,
     Finding,

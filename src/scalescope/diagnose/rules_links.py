@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.collectives import bus_factor
-from scalescope.analyze.links import LinkAnalysis, SlowLink
+from scalescope.analyze.comm.collectives import bus_factor
+from scalescope.analyze.ranks.links import LinkAnalysis, SlowLink
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.diagnose.rules_ranks import node_of_late_ranks

@@ -5,7 +5,7 @@ Ranks of different stages do different work: the rules that compare ranks as rep
 
 from __future__ import annotations
 
-from scalescope.analyze.pipeline import (
+from scalescope.analyze.layouts.pipeline import (
     PipelineAnalysis,
     StageFigures,
     theory_bubble_pct,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalescope.analyze.groups import DimTotals, ProcessGroup
+from scalescope.analyze.ranks.groups import DimTotals, ProcessGroup
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from scalescope.analyze.groups import group_role
+from scalescope.analyze.ranks.groups import group_role
 from scalescope.events.files import rank_meta_path
 from scalescope.events.run import GroupMeta
 from scalescope.launch.metrics_text import label_text

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from scalescope.analyze.hang import HangReport
+    from scalescope.analyze.watch.hang import HangReport
 
 FLAGS, PANEL, BOUNDS, ARGUMENT, GROUP = "flags", "panel", "bounds", "argument", "group"
 """The keys of a command-line field's metadata."""

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from rich.console import RenderableType
 
-from scalescope.analyze.hang import rank_hang, verdicts
+from scalescope.analyze.watch.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_s, verdict_line
 from scalescope.launch.command_key import load_key
 from scalescope.launch.live_channel import Channel, connect

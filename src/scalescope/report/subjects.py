@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze import RunAnalysis
-    from scalescope.analyze.comm_bench import CommBenchmark
-    from scalescope.analyze.compare import RunComparison
+    from scalescope.analyze.comm.comm_bench import CommBenchmark
     from scalescope.analyze.rank_steps import RankStepGrid
+    from scalescope.analyze.runs.compare import RunComparison
     from scalescope.bench.shard_manifest import Manifest
     from scalescope.data.speed import Ratio, Speed
     from scalescope.data.stage import StageResult

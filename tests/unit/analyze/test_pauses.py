@@ -8,7 +8,7 @@ import msgspec
 from analyze_runs import make_run
 from run_builders import coll_row, step_row
 
-from scalescope.analyze.pauses import analyze_pauses
+from scalescope.analyze.steps.pauses import analyze_pauses
 from scalescope.analyze.summary import analyze_run
 
 MS = 1_000_000

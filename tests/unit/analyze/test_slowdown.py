@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze.slowdown import (  # noqa: E402
+from scalescope.analyze.watch.slowdown import (  # noqa: E402
     FIELDS,
     DetectorConfig,
     SlowdownDetector,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalescope.analyze.slowdown import (
+from scalescope.analyze.watch.slowdown import (
     FIELDS,
     DetectorConfig,
     SlowdownDetector,
@@ -14,7 +14,7 @@ from scalescope.analyze.slowdown import (
     attribute,
     per_step_ms,
 )
-from scalescope.analyze.slowdown_link import group_field, group_members, slow_link
+from scalescope.analyze.watch.slowdown_link import group_field, group_members, slow_link
 from scalescope.events.live_state import LiveStateWriter, parse_live_state
 
 HOSTS = {0: "host0", 1: "host1", 2: "host2"}

@@ -12,11 +12,11 @@ import pytest
 from recorded_runs import RUNS
 from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
-from scalescope.analyze.pacing import median_peer, typical_transfers
-from scalescope.analyze.replay import predict, replay
-from scalescope.analyze.step_grid import StepGrid, blocking_of, build_grid, instances
+from scalescope.analyze.model.pacing import median_peer, typical_transfers
+from scalescope.analyze.model.replay import predict, replay
+from scalescope.analyze.model.step_grid import StepGrid, blocking_of, build_grid, instances
+from scalescope.analyze.model.whatif import apply_fix, what_if, with_delay
 from scalescope.analyze.summary import replayed_steps
-from scalescope.analyze.whatif import apply_fix, what_if, with_delay
 from scalescope.events import Kind, load_run
 
 MS = 1e6

@@ -6,7 +6,7 @@ shows them first.
 
 from __future__ import annotations
 
-from scalescope.analyze.hang import HangReport
+from scalescope.analyze.watch.hang import HangReport
 from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
 
 

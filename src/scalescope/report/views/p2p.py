@@ -4,7 +4,7 @@ per step, and the totals per peer (analyze/p2p.py); only in a run with sends and
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.p2p import P2PAnalysis
+from scalescope.analyze.layouts.p2p import P2PAnalysis
 from scalescope.report.document import Column, Line, Section, Table
 from scalescope.report.formatting import plural
 from scalescope.report.views.rank_summary import limited_table

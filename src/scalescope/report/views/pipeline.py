@@ -5,7 +5,7 @@ against the schedule's theory, the bound stage and the proposed block move
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.pipeline import PipelineAnalysis
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
 from scalescope.report.document import Column, Line, Section, Table
 from scalescope.report.views.rank_summary import limited_table
 

@@ -5,7 +5,7 @@ cost, and what the what-if says fixing its subject buys (analyze/slowdown_replay
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.slowdown_replay import SlowdownCost
+from scalescope.analyze.watch.slowdown_replay import SlowdownCost
 from scalescope.report.document import Column, Line, Section, Table
 
 COLUMNS = (

@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalescope.analyze.slot_index import measured_steps
-from scalescope.analyze.step_slots import StepSlots, measured_slots
+from scalescope.analyze.columns.slot_index import measured_steps
+from scalescope.analyze.steps.step_slots import StepSlots, measured_slots
 from scalescope.events import PHASES, EventTable, Kind
 from scalescope.events.schema import OPTIONAL_PHASES
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.grouping import group_by
+from scalescope.analyze.columns.grouping import group_by
 from scalescope.events import Kind, Run, SymbolTable
 
 

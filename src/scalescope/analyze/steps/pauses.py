@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.sorting import distinct
+from scalescope.analyze.columns.sorting import distinct
 from scalescope.events import EventTable, Kind
 
 PAUSE_FACTOR = 10.0

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns
-from scalescope.analyze.groups import dim_lookup, dims_of, process_groups
-from scalescope.analyze.matching import p2p_channels
-from scalescope.analyze.p2p import waited_ends
-from scalescope.analyze.sorting import sort_order
+from scalescope.analyze.columns.sorting import sort_order
+from scalescope.analyze.layouts.p2p import waited_ends
+from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns
+from scalescope.analyze.ranks.groups import dim_lookup, dims_of, process_groups
+from scalescope.analyze.ranks.matching import p2p_channels
 from scalescope.events import EventTable, Kind, Run
 
 

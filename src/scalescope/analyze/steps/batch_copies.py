@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.grouping import group_by
+from scalescope.analyze.columns.grouping import group_by
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import TO_DEVICE
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.grouping import group_by, rank_calls
-from scalescope.analyze.groups import dim_lookup
-from scalescope.analyze.slot_index import STEP_BITS, measured_steps, slot_lookup, step_key
-from scalescope.analyze.sorting import distinct, index_in
+from scalescope.analyze.columns.grouping import group_by, rank_calls
+from scalescope.analyze.columns.slot_index import STEP_BITS, measured_steps, slot_lookup, step_key
+from scalescope.analyze.columns.sorting import distinct, index_in
+from scalescope.analyze.ranks.groups import dim_lookup
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
 

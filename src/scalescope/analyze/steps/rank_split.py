@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalescope.analyze.slot_index import measured_steps
+from scalescope.analyze.columns.slot_index import measured_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.suite import RankSplit
 

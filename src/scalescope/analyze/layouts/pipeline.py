@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.p2p import P2PAnalysis
+from scalescope.analyze.layouts.p2p import P2PAnalysis
 from scalescope.events import EventTable, Kind
 from scalescope.events.run import PipelineMeta
 

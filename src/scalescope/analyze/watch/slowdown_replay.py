@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns
-from scalescope.analyze.slowdown import (
+from scalescope.analyze.model.whatif import WhatIf
+from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns
+from scalescope.analyze.watch.slowdown import (
     FIELDS,
     Alert,
     DetectorConfig,
     SlowdownDetector,
     TotalsRead,
 )
-from scalescope.analyze.whatif import WhatIf
 from scalescope.events import Kind, Run
 from scalescope.events.live_state import GROUP_SLOTS, TOTAL_PHASES, evenly_spaced
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalescope.analyze.sorting import distinct
-from scalescope.analyze.step_slots import StepSlots, SyncWaits
+from scalescope.analyze.columns.sorting import distinct
+from scalescope.analyze.steps.step_slots import StepSlots, SyncWaits
 from scalescope.events import EventTable, Kind
 
 Between = tuple[str, str]

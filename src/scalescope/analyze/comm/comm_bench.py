@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from scalescope.analyze.alpha_beta import AlphaBetaFit, fit_alpha_beta
-from scalescope.analyze.collectives import bus_factor
+from scalescope.analyze.comm.alpha_beta import AlphaBetaFit, fit_alpha_beta
+from scalescope.analyze.comm.collectives import bus_factor
 from scalescope.events.files import COMM_FILE
 from scalescope.ingest.nccl_tests import NcclTestsLog
 

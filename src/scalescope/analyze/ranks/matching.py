@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
-from scalescope.analyze.grouping import group_by
-from scalescope.analyze.groups import dim_lookup
-from scalescope.analyze.sorting import distinct, packed, sort_order
+from scalescope.analyze.columns.grouping import group_by
+from scalescope.analyze.columns.sorting import distinct, packed, sort_order
+from scalescope.analyze.ranks.clocks import ClockAlignment, aligned_start_ns
+from scalescope.analyze.ranks.groups import dim_lookup
 from scalescope.events import EventTable, Kind, SymbolTable
 
 DENSE_CELLS = 1 << 24

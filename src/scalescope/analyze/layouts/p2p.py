@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.clocks import ClockAlignment, aligned_start_ns
-from scalescope.analyze.sorting import index_in, packed, sort_order
-from scalescope.analyze.step_slots import StepSlots, SyncWaits, phase_at
+from scalescope.analyze.columns.sorting import index_in, packed, sort_order
+from scalescope.analyze.ranks.clocks import ClockAlignment, aligned_start_ns
+from scalescope.analyze.steps.step_slots import StepSlots, SyncWaits, phase_at
 from scalescope.events import EventTable, Kind
 
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scalescope.analyze.matching import Matched
-from scalescope.analyze.slot_index import (
+from scalescope.analyze.columns.slot_index import (
     STEP_BITS,
     Dense,
     dense_table,
@@ -21,7 +20,8 @@ from scalescope.analyze.slot_index import (
     slot_lookup,
     step_key,
 )
-from scalescope.analyze.sorting import distinct, index_in, sort_order
+from scalescope.analyze.columns.sorting import distinct, index_in, sort_order
+from scalescope.analyze.ranks.matching import Matched
 from scalescope.events import PHASES, EventTable, Kind
 
 BUSY_PHASES = ("data", "to_device", "forward", "backward", "optimizer")

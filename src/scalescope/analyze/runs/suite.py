@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.scaling import scaling_efficiency
+from scalescope.analyze.runs.scaling import scaling_efficiency
 from scalescope.events.suite import SuiteEntry
 
 

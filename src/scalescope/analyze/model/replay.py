@@ -9,7 +9,7 @@ from functools import partial
 
 import numpy as np
 
-from scalescope.analyze.step_grid import (
+from scalescope.analyze.model.step_grid import (
     StepGrid,
     aligned,
     instance_runs,

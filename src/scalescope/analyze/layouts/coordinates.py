@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 
-from scalescope.analyze.groups import ProcessGroup
-from scalescope.analyze.pipeline import PipelineAnalysis
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
+from scalescope.analyze.ranks.groups import ProcessGroup
 from scalescope.events.run import RankMeta
 
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scalescope.analyze.slowdown_link import group_field, slow_link
+from scalescope.analyze.watch.slowdown_link import group_field, slow_link
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import TOTAL_PHASES, LiveState
 

@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from scalescope.analyze.sorting import distinct, index_in
+from scalescope.analyze.columns.sorting import distinct, index_in
 
 
 @dataclass(frozen=True)

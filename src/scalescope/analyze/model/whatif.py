@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalescope.analyze.pacing import at_peers_pace, ideal, link_classes
-from scalescope.analyze.replay import Prediction, ReplayTimes, predict, replay
-from scalescope.analyze.step_grid import StepGrid, build_grid
+from scalescope.analyze.model.pacing import at_peers_pace, ideal, link_classes
+from scalescope.analyze.model.replay import Prediction, ReplayTimes, predict, replay
+from scalescope.analyze.model.step_grid import StepGrid, build_grid
 from scalescope.events import Run
 from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE, tag_kind
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.cross_rank import CrossRankAnalysis
-from scalescope.analyze.steps import STEP
+from scalescope.analyze.steps.steps import STEP
 from scalescope.analyze.summary import RunAnalysis
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalescope.analyze.step_grid import StepGrid, instances
+from scalescope.analyze.model.step_grid import StepGrid, instances
 
 OWN_FIELDS = ("work_ns", "prejoin_ns", "post_ns", "gap_ns")
 """A rank's own time in the model: what a slow rank does more of."""

@@ -37,9 +37,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns, tie_tolerance_ns
-from scalescope.analyze.matching import p2p_channels
-from scalescope.analyze.sorting import sort_order
+from scalescope.analyze.columns.sorting import sort_order
+from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns, tie_tolerance_ns
+from scalescope.analyze.ranks.matching import p2p_channels
 from scalescope.events import EventTable, Kind, Run, SymbolTable
 
 SLOW_RATIO = 2.0

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.sorting import distinct, index_in
-from scalescope.analyze.step_slots import OWN_PHASES, StepSlots
+from scalescope.analyze.columns.sorting import distinct, index_in
+from scalescope.analyze.steps.step_slots import OWN_PHASES, StepSlots
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import EXTRA_PHASES
 
