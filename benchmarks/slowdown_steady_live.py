@@ -3,7 +3,7 @@
 ``--eval-every`` steps and saving a ``--checkpoint-mb`` checkpoint every
 ``--checkpoint-every`` steps. The step count comes from a short run before it (its mean step
 by the script's clock). Counted: the alerts the live watch wrote (``alerts.jsonl``) and those
-of the offline replay over the recorded run (analyze/slowdown_replay.py). Target (issue 41):
+of the offline replay over the recorded run (analyze/watch/slowdown_replay.py). Target (issue 41):
 0 for both.
 
     .venv/bin/python benchmarks/slowdown_steady_live.py --minutes 10

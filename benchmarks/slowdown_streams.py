@@ -1,6 +1,7 @@
-"""Generated step streams replayed through the slowdown detector offline (analyze/slowdown.py),
-as the watcher would read them: false alarms per 10 hours of steady steps, the share of 12 %
-slowdowns found, and how long after the onset a 30 % one is named.
+"""Generated step streams replayed through the slowdown detector offline
+(analyze/watch/slowdown.py), as the watcher would read them: false alarms per 10 hours of
+steady steps, the share of 12 % slowdowns found, and how long after the onset a 30 % one is
+named.
 
 A stream is a synchronous data-parallel job (``Profile``): each rank's own work per step
 (data, forward, backward, optimizer) drawn around ``step_ms`` with a per-step factor common to

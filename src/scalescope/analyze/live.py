@@ -84,7 +84,7 @@ class LiveSnapshot:
     straggler: int | None
     straggler_phase: str | None
     places: Mapping[int, RankPlace] = field(default_factory=dict)
-    """Each rank's pipeline stage and mesh coordinates (analyze/coordinates.py); empty for a
+    """Each rank's pipeline stage and mesh coordinates (analyze/layouts/coordinates.py); empty for a
     job with neither, whose view has no column for them."""
 
 

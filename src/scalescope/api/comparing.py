@@ -20,7 +20,8 @@ class Comparison:
     """The baseline."""
     b: Recording
     result: RunComparison
-    """Facts, throughput, phases, sizes and cross-rank figures side by side (analyze/compare.py)."""
+    """Facts, throughput, phases, sizes and cross-rank figures side by side
+    (analyze/runs/compare.py)."""
 
     def print(self, console: Console | None = None) -> None:
         from scalescope.report.formatting import report_console

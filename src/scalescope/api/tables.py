@@ -143,7 +143,7 @@ def collectives_table(run: Run) -> pa.Table:
 
 def waits_table(run: Run, analysis: RunAnalysis) -> pa.Table:
     """One row per matched collective instance and rank, as the cross-rank analysis matches
-    them (analyze/matching.py): sorted by instance, then arrival (the last to arrive last).
+    them (analyze/ranks/matching.py): sorted by instance, then arrival (the last to arrive last).
     Empty with fewer than two ranks or no sequence numbers."""
     cross = analysis.cross_rank
     if cross is None:

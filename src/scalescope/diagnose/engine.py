@@ -209,7 +209,7 @@ ASSUMED = {"TP_ACROSS_NODES": "the links inside a node 2x faster than across the
 
 
 def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
-    """The what-if cause whose fix is this finding's remedy (analyze/whatif.py)."""
+    """The what-if cause whose fix is this finding's remedy (analyze/model/whatif.py)."""
     if f.code == "STRAGGLER" and f.rank is not None:
         return f"rank:{f.rank}"
     if f.code == "NODE_STRAGGLER":

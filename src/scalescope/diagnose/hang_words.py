@@ -1,4 +1,4 @@
-"""The words for a hang's verdicts (analyze/hang.py): the HANG finding's summary and the
+"""The words for a hang's verdicts (analyze/watch/hang.py): the HANG finding's summary and the
 launcher's and report's hang section use the same sentences."""
 
 from __future__ import annotations

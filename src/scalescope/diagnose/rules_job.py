@@ -108,7 +108,7 @@ PAUSE_MARGIN = 1.5
 
 
 class PauseRule:
-    """Steps of 10 typical steps or more that completed (analyze/pauses.py): one rank stopped
+    """Steps of 10 typical steps or more that completed (analyze/steps/pauses.py): one rank stopped
     the others, then they went on. Said so, with the --hang-after that tolerates it."""
 
     name = "pause"

@@ -1,5 +1,5 @@
 """A slow link: groups of ranks between two hosts (or inside one) that move their bytes
-several times slower than the other groups of the same shape (analyze/links.py).
+several times slower than the other groups of the same shape (analyze/ranks/links.py).
 
 Told apart from the other "slow" findings by what is slow: a slow node or a slow rank
 *arrives late* at collectives (the others wait for it: NODE_STRAGGLER, STRAGGLER), a slow

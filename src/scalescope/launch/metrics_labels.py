@@ -43,7 +43,7 @@ class GroupInfo:
     """Its members; 0 when not known (no bus factor then)."""
     dim: str
     """The mesh dimension that made it, else its role from the members (``world``,
-    ``stride N``, ``other``: analyze/groups.py); "" when not known."""
+    ``stride N``, ``other``: analyze/ranks/groups.py); "" when not known."""
 
 
 class MetaLabels(msgspec.Struct):

@@ -1,5 +1,5 @@
 """Beside the hang watch: each read of the ranks' live states goes to the slowdown detector
-(analyze/slowdown.py), and each alert it raises goes out at once:
+(analyze/watch/slowdown.py), and each alert it raises goes out at once:
 
 - a line in the launcher's log (its stderr): ``scalescope: slowdown: rank 3 on node c3: ...``;
 - a line of ``RUN_DIR/alerts.jsonl`` (``report`` and ``top`` read it);

@@ -32,7 +32,7 @@ class RunReport:
     """The events the timeline draws."""
     diagnosis: Diagnosis | None = None
     offsets_ns: Mapping[int, int] = field(default_factory=dict)
-    """Each rank's clock offset to rank 0 (``analyze.clocks.clock_offsets``)."""
+    """Each rank's clock offset to rank 0 (``analyze.ranks.clocks.clock_offsets``)."""
     grid: RankStepGrid | None = None
     """The dashboard's ranks x steps heatmaps (``analyze.rank_steps.rank_step_grid``)."""
     projection: DashboardProjection | None = None

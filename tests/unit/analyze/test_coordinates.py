@@ -1,4 +1,4 @@
-"""Each rank's place (analyze/coordinates.py): its index along each mesh dimension, read
+"""Each rank's place (analyze/layouts/coordinates.py): its index along each mesh dimension, read
 from the groups its meta file names (named by a DeviceMesh or told by stride), and its
 pipeline stage from its meta or from a chain of sends and recvs."""
 

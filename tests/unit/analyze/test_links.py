@@ -1,4 +1,4 @@
-"""analyze/links.py: its own pass over the subgroups' rows finds the instances and transfers
+"""analyze/ranks/links.py: its own pass over the subgroups' rows finds the instances and transfers
 that matching.py's ``match_collectives`` finds; the median of a segment's other elements;
 which rows it looks at (groups smaller than the world; point to point on 2-rank groups
 only); and the cost of a run whose collectives are all on the world group."""

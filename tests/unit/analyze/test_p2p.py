@@ -1,4 +1,4 @@
-"""Sends paired with their recvs on a hand-built run with known times (analyze/p2p.py)."""
+"""Sends paired with their recvs on a hand-built run with known times (analyze/layouts/p2p.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pipeline stages on hand-built runs with known times (analyze/pipeline.py): the bubble,
+"""Pipeline stages on hand-built runs with known times (analyze/layouts/pipeline.py): the bubble,
 the schedule's theory, the bound stage, the block move and its predicted step, and stages
 inferred from a chain of sends and recvs."""
 

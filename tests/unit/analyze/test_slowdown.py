@@ -1,4 +1,4 @@
-"""analyze/slowdown.py over generated step streams (benchmarks/slowdown_streams.py): a planted
+"""analyze/watch/slowdown.py over generated step streams (benchmarks/slowdown_streams.py): a planted
 slowdown is found soon after its onset and named (rank, node or the collectives, and the
 phase), its end is noted, and steady streams with pauses, evaluations and warm-up raise
 nothing. The false-alarm rate over 10 hours is `make bench`'s (slowdown_streams.py)."""

@@ -1,4 +1,4 @@
-"""The what-if engine (analyze/step_grid.py, replay.py, whatif.py): hand-built steps whose
+"""The what-if engine (analyze/model/step_grid.py, replay.py, whatif.py): hand-built steps whose
 answer is known by hand, then the recorded runs of tests/data/runs: the replay gives back the
 measured step, the planted delay added to the steps before it predicts the steps after it
 (out of sample), and fixing the straggler gives back the scenario's own reference step."""

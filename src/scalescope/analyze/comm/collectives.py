@@ -61,7 +61,7 @@ class OpTotals:
     """Most completed calls of one rank: differs from ``calls_min`` when ranks disagree."""
     """Calls that never completed (dur_ns == -1), summed over ranks; not in the times."""
     dim: str = ""
-    """The mesh dimension (or role) of its groups (analyze/groups.py); "" when unknown."""
+    """The mesh dimension (or role) of its groups (analyze/ranks/groups.py); "" when unknown."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +275,7 @@ def analyze_collectives(
     events: EventTable, world_size: int, warmup_steps: int, dims: dict[str, str] | None = None
 ) -> CollectiveAnalysis | None:
     """Collective statistics; None when no collective was recorded at all. ``dims``: group
-    label -> mesh dimension or role (analyze/groups.py), for the per-op totals."""
+    label -> mesh dimension or role (analyze/ranks/groups.py), for the per-op totals."""
     rows = events.of_kind(Kind.COLLECTIVE)
     if len(rows) == 0:
         return None

@@ -1,7 +1,7 @@
 """Each rank's place in the job: the pipeline stage it holds and its index along each mesh
 dimension (``stage 1 · dp 3 · tp 0``), for the views that list ranks (``top``).
 
-A dimension is a role of analyze/groups.py's process groups: a ``DeviceMesh``'s name, or
+A dimension is a role of analyze/ranks/groups.py's process groups: a ``DeviceMesh``'s name, or
 ``stride N`` for groups it inferred from their members. A rank's index along it is its
 position among the members of its group of that dimension (a DeviceMesh's groups list their
 ranks in the mesh's order, ascending for a mesh of ``arange``). Left out: the world (the index
@@ -61,7 +61,7 @@ def pipeline_stages(
     pipeline: PipelineAnalysis | None, metas: Mapping[int, RankMeta | None]
 ) -> dict[int, tuple[int, ...]]:
     """rank -> the stages it holds: what ``torch.distributed.pipelining`` told its meta, else
-    the stage analyze/pipeline.py gave it (inferred from a chain of sends and recvs)."""
+    the stage analyze/layouts/pipeline.py gave it (inferred from a chain of sends and recvs)."""
     out = {f.rank: (f.stage,) for f in pipeline.ranks} if pipeline is not None else {}
     for rank, meta in metas.items():
         pipe = meta.pipeline if meta is not None else None

@@ -8,7 +8,7 @@ before it receives in a step.
 
 Per stage, per measured step (ms): ``compute`` is its forward and backward phases (the sum
 of its microbatches'), ``transfer`` its time blocked in sends and recvs after the peer
-arrived (analyze/p2p.py), ``wait`` its time blocked before. The bubble is the step's time
+arrived (analyze/layouts/p2p.py), ``wait`` its time blocked before. The bubble is the step's time
 in which the stage neither computes (forward, backward, optimizer) nor moves data:
 step − compute − optimizer − transfer; a wait for the peer is bubble.
 

@@ -1,5 +1,5 @@
 """Ranks and groups at the pace of their peers, for the what-if (whatif.py): the model's
-collectives by class (op, size, ranks, nodes spanned: what analyze/links.py compares), a
+collectives by class (op, size, ranks, nodes spanned: what analyze/ranks/links.py compares), a
 link's groups paced by the groups of their shape elsewhere, and the ideal step, with no
 rank slower than the median of the others and no group slower than the typical one of its
 class."""
@@ -22,7 +22,7 @@ P2P = {"send": "send/recv", "recv": "send/recv", "isend": "send/recv", "irecv": 
 @dataclass(frozen=True)
 class _Shapes:
     """The model's collectives by instance (``instances``): their class (op, size, ranks,
-    nodes spanned: what analyze/links.py compares), nodes and number of ranks."""
+    nodes spanned: what analyze/ranks/links.py compares), nodes and number of ranks."""
 
     inst: np.ndarray
     """(ranks, collectives): the instance of each rank's collective."""

@@ -50,7 +50,7 @@ class WaitStats:
     wait_share_pct: float
     """wait / (wait + transfer) × 100."""
     dim: str = ""
-    """The mesh dimension or role of its groups (analyze/groups.py); "" where not given."""
+    """The mesh dimension or role of its groups (analyze/ranks/groups.py); "" where not given."""
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ class CrossRankComparison:
     hidden_ms_per_step: Pair
     exposed_ms_per_step: Pair
     best_fix_step_ms: Pair
-    """The replayed step with the what-if's largest gain fixed (analyze/whatif.py)."""
+    """The replayed step with the what-if's largest gain fixed (analyze/model/whatif.py)."""
     straggler_a: int | None
     straggler_b: int | None
     waits: tuple[WaitComparison, ...]

@@ -33,7 +33,7 @@ inside its gradients' collectives), before the onset and since. The ranks
 whose own time grew by at least half of the job's growth caused it; all ranks of a node among
 them, and none elsewhere, make it the node's. None of them: the collectives got slower
 (communication). Then a group smaller than the world whose transfer grew apart from the
-groups of its shape names a link (analyze/slowdown_link.py, from the live state's time per
+groups of its shape names a link (analyze/watch/slowdown_link.py, from the live state's time per
 group); where none does, the alert is every rank's collectives and names the nodes whose
 ranks waited the most.
 The phase is the one of the cause's phases (or of ``other``: host work outside them) that

@@ -8,7 +8,7 @@ point-to-point transfer (a sender's ``isend`` completes once the kernel holds it
 the receiver waits for them to cross). A group's *growth* is therefore the most that any of
 its members' time per step in its collectives grew. Only slowdowns of the collectives come
 here (no rank's own work grew), so a rank that arrived late to a group was itself held in
-another group, which grew at least as much. Groups are compared as analyze/links.py
+another group, which grew at least as much. Groups are compared as analyze/ranks/links.py
 compares them, within classes of the same size and number of hosts spanned (a pair inside a
 host is never compared with a pair across two): the group that grew the most is on the slow
 link when it grew ``SLOW_RATIO`` times as much as any other group of its class, and by at

@@ -1,5 +1,5 @@
 """The run report's point-to-point section: each rank's waiting for its peers and transfers
-per step, and the totals per peer (analyze/p2p.py); only in a run with sends and recvs."""
+per step, and the totals per peer (analyze/layouts/p2p.py); only in a run with sends and recvs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The run report's pipeline section: each stage's compute per microbatch, its bubble
 against the schedule's theory, the bound stage and the proposed block move
-(analyze/pipeline.py); only in a run with pipeline stages."""
+(analyze/layouts/pipeline.py); only in a run with pipeline stages."""
 
 from __future__ import annotations
 
