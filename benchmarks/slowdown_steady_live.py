@@ -23,7 +23,7 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 from results import record  # noqa: E402
-from scalescope.analyze.watch.slowdown import read_alerts  # noqa: E402
+from scalescope.analyze.watch.slowdown_alerts import read_alerts  # noqa: E402
 from scalescope.analyze.watch.slowdown_replay import replay_run  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 

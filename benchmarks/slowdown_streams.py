@@ -39,13 +39,9 @@ BENCHMARKS = Path(__file__).resolve().parent
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
-from scalescope.analyze.watch.slowdown import (  # noqa: E402
-    FIELDS,
-    Alert,
-    DetectorConfig,
-    SlowdownDetector,
-    TotalsRead,
-)
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector  # noqa: E402
+from scalescope.analyze.watch.slowdown_alerts import Alert  # noqa: E402
+from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead  # noqa: E402
 
 SHARES = {"data": 0.05, "forward": 0.3, "backward": 0.5, "optimizer": 0.15}
 """Each rank's own work per step, as shares of ``step_ms``."""

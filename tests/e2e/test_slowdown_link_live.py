@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from slow_link_job import run_slowed_link
 
-from scalescope.analyze.watch.slowdown import read_alerts
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
 from scalescope.analyze.watch.slowdown_replay import replay_run
 from scalescope.events import load_run
 

@@ -9,7 +9,7 @@ import pytest
 from recorded_runs import load_scenario
 
 from scalescope.analyze import analyze_run
-from scalescope.analyze.watch.slowdown import read_alerts
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
 from scalescope.analyze.watch.slowdown_replay import replay_run
 from scalescope.events import load_run
 

@@ -30,7 +30,7 @@ from scalescope.analyze.steps.steps import (
     first_stage_only,
 )
 from scalescope.analyze.watch.hang import HangReport, run_hang
-from scalescope.analyze.watch.slowdown import read_alerts
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
 from scalescope.analyze.watch.slowdown_replay import SlowdownCost, alert_causes, slowdown_costs
 from scalescope.events import Run, RunMeta
 

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from scalescope.analyze.watch.slowdown import Alert, DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState
 

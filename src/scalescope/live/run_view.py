@@ -19,7 +19,7 @@ from rich.console import RenderableType
 from scalescope.analyze.layouts.coordinates import RankPlace, pipeline_stages, rank_places
 from scalescope.analyze.live import live_snapshot
 from scalescope.analyze.summary import RunAnalysis, analyze_run
-from scalescope.analyze.watch.slowdown import latest_alert, read_alerts
+from scalescope.analyze.watch.slowdown_alerts import latest_alert, read_alerts
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path

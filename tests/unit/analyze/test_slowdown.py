@@ -13,14 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze.watch.slowdown import (  # noqa: E402
-    FIELDS,
-    DetectorConfig,
-    SlowdownDetector,
-    TotalsRead,
-    attribute,
-    per_step_ms,
-)
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown_cause import attribute
+from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead, per_step_ms
 from slowdown_streams import PROFILES, Plant, Profile, onset_time_s, replay  # noqa: E402
 
 FAST = Profile()

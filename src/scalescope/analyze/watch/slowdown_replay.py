@@ -17,13 +17,9 @@ import numpy as np
 
 from scalescope.analyze.model.whatif import WhatIf
 from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns
-from scalescope.analyze.watch.slowdown import (
-    FIELDS,
-    Alert,
-    DetectorConfig,
-    SlowdownDetector,
-    TotalsRead,
-)
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown_alerts import Alert
+from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead
 from scalescope.events import Kind, Run
 from scalescope.events.live_state import GROUP_SLOTS, TOTAL_PHASES, evenly_spaced
 
