@@ -11,13 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.analyze.model.whatif import (
+from scalescope.analyze.model.causes import (
     TP_FASTER,
     TP_HIDDEN,
     ZERO_EXCHANGE_HIDDEN,
     ZERO_GATHERS_HIDDEN,
-    Fix,
 )
+from scalescope.analyze.model.whatif import Fix
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained

@@ -12,10 +12,12 @@ import pytest
 from recorded_runs import RUNS
 from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
+from scalescope.analyze.model.causes import apply_fix
+from scalescope.analyze.model.fixes import with_delay
 from scalescope.analyze.model.pacing import median_peer, typical_transfers
 from scalescope.analyze.model.replay import predict, replay
 from scalescope.analyze.model.step_grid import StepGrid, blocking_of, build_grid, instances
-from scalescope.analyze.model.whatif import apply_fix, what_if, with_delay
+from scalescope.analyze.model.whatif import what_if
 from scalescope.analyze.summary import replayed_steps
 from scalescope.events import Kind, load_run
 
