@@ -376,3 +376,49 @@ def test_a_planted_analysis_call_in_report_is_caught():
         "scalescope.analyze.analyze_run": {"scalescope.report.views.run"},
         "scalescope.predict.catalogue.match_gpu": {"scalescope.report.views.env"},
     }
+
+
+ANALYZE = SRC / "analyze"
+
+
+def analyze_room(module: str) -> str | None:
+    """The room of an analyze module: its sub-package (``ranks``, ``model``, ...), or
+    ``analyze`` for a module at the top (summary and cross_rank, which compose the rooms; what
+    reads the whole analysis). None outside analyze."""
+    parts = module.split(".")
+    if parts[:2] != ["scalescope", "analyze"]:
+        return None
+    if len(parts) > 2 and (ANALYZE / parts[2]).is_dir():
+        return parts[2]
+    return "analyze"
+
+
+def analyze_rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The rooms of analyze and the other rooms each one's modules import."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        room = analyze_room(module)
+        if room is None:
+            continue
+        into = {analyze_room(t) for t in targets} - {None, room}
+        rooms.setdefault(room, set()).update(into)
+        for other in into:
+            rooms.setdefault(other, set())
+    return rooms
+
+
+def test_analyze_rooms_import_each_other_in_no_circle(graph: dict[str, set[str]]) -> None:
+    rooms = analyze_rooms(graph)
+    assert len(rooms) > 2, f"analyze has no rooms: {sorted(rooms)}"
+    assert circles(rooms) == []
+
+
+def test_a_circle_between_analyze_rooms_is_caught() -> None:
+    planted = {
+        "scalescope.analyze.steps.step_slots": {"scalescope.analyze.ranks.matching"},
+        "scalescope.analyze.ranks.matching": {"scalescope.analyze.summary"},
+        "scalescope.analyze.summary": {"scalescope.analyze.steps.steps"},
+        "scalescope.analyze.steps.steps": set(),
+    }
+    assert circles(planted) == []
+    assert circles(analyze_rooms(planted)) == [["analyze", "ranks", "steps"]]
