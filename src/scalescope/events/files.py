@@ -32,7 +32,7 @@ HANG_FILE = "hang.json"
 """What the hang watch saw when the run stopped moving (analyze.watch.hang.HangReport)."""
 ALERTS_FILE = "alerts.jsonl"
 """The slowdowns the watch saw while the run trained, one per line
-(analyze.watch.slowdown.Alert)."""
+(analyze.watch.slowdown_alerts.Alert)."""
 HANG_TEXT = "hang.txt"
 """The same for people, with every thread's stack of every rank."""
 LIVE_DIR = "live"
