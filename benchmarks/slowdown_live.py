@@ -27,7 +27,7 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 from results import record  # noqa: E402
-from scalescope.analyze.slowdown import read_alerts  # noqa: E402
+from scalescope.analyze.watch.slowdown_alerts import read_alerts  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
 
 DDP_TRAIN = BENCHMARKS.parent / "tests" / "e2e" / "scripts" / "ddp_train.py"

@@ -3,7 +3,7 @@
 ``--eval-every`` steps and saving a ``--checkpoint-mb`` checkpoint every
 ``--checkpoint-every`` steps. The step count comes from a short run before it (its mean step
 by the script's clock). Counted: the alerts the live watch wrote (``alerts.jsonl``) and those
-of the offline replay over the recorded run (analyze/slowdown_replay.py). Target (issue 41):
+of the offline replay over the recorded run (analyze/watch/slowdown_replay.py). Target (issue 41):
 0 for both.
 
     .venv/bin/python benchmarks/slowdown_steady_live.py --minutes 10
@@ -23,8 +23,8 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 from results import record  # noqa: E402
-from scalescope.analyze.slowdown import read_alerts  # noqa: E402
-from scalescope.analyze.slowdown_replay import replay_run  # noqa: E402
+from scalescope.analyze.watch.slowdown_alerts import read_alerts  # noqa: E402
+from scalescope.analyze.watch.slowdown_replay import replay_run  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 
 GPT_TRAIN = BENCHMARKS.parent / "tests" / "e2e" / "scripts" / "gpt_train.py"

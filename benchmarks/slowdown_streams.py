@@ -1,6 +1,7 @@
-"""Generated step streams replayed through the slowdown detector offline (analyze/slowdown.py),
-as the watcher would read them: false alarms per 10 hours of steady steps, the share of 12 %
-slowdowns found, and how long after the onset a 30 % one is named.
+"""Generated step streams replayed through the slowdown detector offline
+(analyze/watch/slowdown.py), as the watcher would read them: false alarms per 10 hours of
+steady steps, the share of 12 % slowdowns found, and how long after the onset a 30 % one is
+named.
 
 A stream is a synchronous data-parallel job (``Profile``): each rank's own work per step
 (data, forward, backward, optimizer) drawn around ``step_ms`` with a per-step factor common to
@@ -38,13 +39,9 @@ BENCHMARKS = Path(__file__).resolve().parent
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
-from scalescope.analyze.slowdown import (  # noqa: E402
-    FIELDS,
-    Alert,
-    DetectorConfig,
-    SlowdownDetector,
-    TotalsRead,
-)
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector  # noqa: E402
+from scalescope.analyze.watch.slowdown_alerts import Alert  # noqa: E402
+from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead  # noqa: E402
 
 SHARES = {"data": 0.05, "forward": 0.3, "backward": 0.5, "optimizer": 0.15}
 """Each rank's own work per step, as shares of ``step_ms``."""

@@ -15,7 +15,7 @@ them). What makes it physical:
   one host share it (CLOCK_MONOTONIC is per host), hosts differ by up to a minute of uptime
   and drift by up to ``drift_ppm`` against node 0. Each rank's meta holds the offsets a
   ping-pong with rank 0 would measure at the start and the end (``RankMeta.clock``, within
-  their stated uncertainty), so the analysis' alignment (analyze/clocks.py) puts them back
+  their stated uncertainty), so the analysis' alignment (analyze/ranks/clocks.py) puts them back
   on rank 0's clock; the drift is what is left after the start offset is applied.
 - **Hosts.** Ranks are grouped in nodes of 8 (``node000``, ...), named in RankMeta and
   RunMeta, so node-aware analysis can see them.

@@ -4,8 +4,8 @@ own clock.
 A two-stage ``torch.distributed.pipelining`` run of tests/e2e/scripts/pp_train.py with
 unequal stages (``--split 2`` of ``--blocks 8``: stage 1 holds three times the blocks) under
 ``scalescope run``; its report proposes moving N blocks from the heavier stage to the other
-(analyze/pipeline.py ``BlockMove``, built from the measured per-block times) with a predicted
-step. The same script then runs with the blocks moved (``--split 2 + N``) under plain
+(analyze/layouts/pipeline.py ``BlockMove``, built from the measured per-block times) with a
+predicted step. The same script then runs with the blocks moved (``--split 2 + N``) under plain
 torchrun, and its step by its own clock (``PP_CLOCK step_ms``) is set beside the prediction.
 Interleaved: (unbalanced, moved), (moved, unbalanced), ... ``--repeats`` pairs, medians.
 

@@ -26,7 +26,7 @@ import pytest
 from real_runs import MAX_EXTERNAL_PCT, ExternalLoad, skip_or_fail
 
 from conftest import SCRIPTS, cli_env, scalescope
-from scalescope.analyze.comm_bench import load_fits
+from scalescope.analyze.comm.comm_bench import load_fits
 
 BARE = SCRIPTS / "bare_allreduce.py"
 FITTED = (4096, 65536, 1048576, 4194304)

@@ -69,7 +69,7 @@ from netns_hosts import (  # noqa: E402
     throttle_pair,
 )
 
-from scalescope.analyze.whatif import what_if  # noqa: E402
+from scalescope.analyze.model.whatif import what_if  # noqa: E402
 from scalescope.events import load_run  # noqa: E402
 
 DDP_TRAIN = BENCHMARKS.parent / "tests" / "e2e" / "scripts" / "ddp_train.py"

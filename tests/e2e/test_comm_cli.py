@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import scalescope
-from scalescope.analyze.comm_bench import load_fits
+from scalescope.analyze.comm.comm_bench import load_fits
 from scalescope.events import Kind, load_run
 
 OPS = "allreduce,allgather,reduce_scatter,broadcast,alltoall,sendrecv"

@@ -173,8 +173,8 @@ def test_a_browser_without_decompression_stream_gets_a_note(tmp_path):
 
 
 def test_comm_and_scale_pages_render(tmp_path):
-    from scalescope.analyze.comm_bench import comm_results
-    from scalescope.analyze.scaling import scaling_table
+    from scalescope.analyze.comm.comm_bench import comm_results
+    from scalescope.analyze.runs.scaling import scaling_table
     from scalescope.events.study import ScalePoint, ScaleStudy
     from scalescope.report.views.comm import COMM_CHART_IDS
     from scalescope.report.views.scaling import SCALE_CHART_IDS

@@ -10,7 +10,7 @@ import pytest
 from analysed import analysed  # noqa: E402
 
 from conftest import SCRIPTS, scalescope
-from scalescope.analyze.groups import process_groups
+from scalescope.analyze.ranks.groups import process_groups
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import load_run
 

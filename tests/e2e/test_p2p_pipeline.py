@@ -28,8 +28,8 @@ from heavy_stage import (
 from recorded_runs import load_scenario
 
 from conftest import SCRIPTS, cli_env
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns
-from scalescope.analyze.p2p import pair_p2p
+from scalescope.analyze.layouts.p2p import pair_p2p
+from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns
 from scalescope.events import Kind, Run, load_run
 from scalescope.probe.install import WAY_VARIABLE
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from slow_link_job import run_slowed_link
 
-from scalescope.analyze.slowdown import read_alerts
-from scalescope.analyze.slowdown_replay import replay_run
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
+from scalescope.analyze.watch.slowdown_replay import replay_run
 from scalescope.events import load_run
 
 pytestmark = [pytest.mark.live, pytest.mark.heavy]

@@ -25,7 +25,7 @@ from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import DDP_TRAIN, cli_env, scalescope
-from scalescope.analyze.slowdown import read_alerts
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
 
 pytestmark = pytest.mark.live
 

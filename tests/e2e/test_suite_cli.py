@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import scalescope, scalescope_in_process, start_scalescope
-from scalescope.analyze.slot_index import measured_steps
+from scalescope.analyze.columns.slot_index import measured_steps
 from scalescope.bench.tables import make_rows
 from scalescope.events import Kind, load_run
 from scalescope.events.run import rank_meta_path

@@ -13,7 +13,7 @@ import pytest
 from tune_runs import tune
 
 from conftest import SCRIPTS
-from scalescope.analyze.steps import analyze_steps
+from scalescope.analyze.steps.steps import analyze_steps
 from scalescope.events import load_run
 
 PLAIN = SCRIPTS / "plain_train.py"

@@ -9,7 +9,7 @@ import json
 import pytest
 from recorded_runs import RUNS
 
-from scalescope.analyze.whatif import what_if
+from scalescope.analyze.model.whatif import what_if
 from scalescope.events import load_run
 
 STRAGGLER = RUNS / "straggler_forward_2" / "run"
@@ -86,8 +86,8 @@ def test_an_unknown_option_is_refused(cli_in_process):
 
 
 def test_the_timeline_shows_the_replay_as_measured_above_the_fix(cli_in_process, tmp_path):
-    from scalescope.analyze.replay import replay
-    from scalescope.analyze.step_grid import build_grid
+    from scalescope.analyze.model.replay import replay
+    from scalescope.analyze.model.step_grid import build_grid
 
     proc = cli_in_process("whatif", STRAGGLER, "--fix", "rank:1", "--timeline", tmp_path / "t.json")
     assert proc.returncode == 0, proc.stderr

@@ -9,8 +9,8 @@ import pytest
 from analysed import analysed  # noqa: E402
 from recorded_runs import load_scenario
 
-from scalescope.analyze.slowdown import read_alerts
-from scalescope.analyze.slowdown_replay import replay_run
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
+from scalescope.analyze.watch.slowdown_replay import replay_run
 from scalescope.events import load_run
 
 LINK = ("host0", "host1")

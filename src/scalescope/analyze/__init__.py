@@ -1,6 +1,6 @@
 """Pure functions over a loaded run, returning frozen, presentation-free results."""
 
-from scalescope.analyze.collectives import (
+from scalescope.analyze.comm.collectives import (
     CollectiveAnalysis,
     IncompleteCalls,
     OpTotals,
@@ -9,7 +9,7 @@ from scalescope.analyze.collectives import (
     analyze_collectives,
     bus_factor,
 )
-from scalescope.analyze.steps import (
+from scalescope.analyze.steps.steps import (
     MemoryPeak,
     PhaseStats,
     RankSteps,

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
-from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
-from scalescope.analyze.gaps import Between, largest_gap
-from scalescope.analyze.matching import (
+from scalescope.analyze.columns.sorting import index_in
+from scalescope.analyze.layouts.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
+from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
+from scalescope.analyze.ranks.matching import (
     DimWaits,
     Matched,
     WaitStats,
@@ -51,9 +51,14 @@ from scalescope.analyze.matching import (
     match_collectives,
     wait_stats,
 )
-from scalescope.analyze.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
-from scalescope.analyze.sorting import index_in
-from scalescope.analyze.step_slots import (
+from scalescope.analyze.steps.extra_work import (
+    ExtraWork,
+    LatenessPattern,
+    extra_work,
+    lateness_pattern,
+)
+from scalescope.analyze.steps.gaps import Between, largest_gap
+from scalescope.analyze.steps.step_slots import (
     OTHER,
     OWN_PHASES,
     StepSlots,

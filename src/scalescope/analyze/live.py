@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scalescope.analyze.coordinates import RankPlace
 from scalescope.analyze.cross_rank import RankWaits
-from scalescope.analyze.steps import OTHER, RankSteps
+from scalescope.analyze.layouts.coordinates import RankPlace
+from scalescope.analyze.steps.steps import OTHER, RankSteps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events.live_state import IMPORT, RUNNING, LiveState
 from scalescope.events.run import RankMeta, RunMeta
@@ -84,7 +84,7 @@ class LiveSnapshot:
     straggler: int | None
     straggler_phase: str | None
     places: Mapping[int, RankPlace] = field(default_factory=dict)
-    """Each rank's pipeline stage and mesh coordinates (analyze/coordinates.py); empty for a
+    """Each rank's pipeline stage and mesh coordinates (analyze/layouts/coordinates.py); empty for a
     job with neither, whose view has no column for them."""
 
 

@@ -3,7 +3,7 @@
 Up to ``MAX_ROWS`` ranks each rank is a row and up to ``MAX_COLUMNS`` steps each step a
 column; beyond, consecutive ranks (steps) are put in equal bins and a cell is the mean over the
 rank-steps of its bin, so the grid stays small at any size. Waiting is each matched collective
-row's wait for the last rank to arrive (``analyze/matching.py``), on the cross-rank clocks.
+row's wait for the last rank to arrive (``analyze/ranks/matching.py``), on the cross-rank clocks.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.matching import match_collectives
+from scalescope.analyze.ranks.matching import match_collectives
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events import Kind, Run
 

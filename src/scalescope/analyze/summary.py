@@ -9,32 +9,32 @@ from typing import Any
 
 import numpy as np
 
-from scalescope.analyze.batch_copies import RankCopies, batch_copies
-from scalescope.analyze.clocks import ClockAlignment, align_clocks
-from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
+from scalescope.analyze.comm.collectives import CollectiveAnalysis, analyze_collectives
 from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
-from scalescope.analyze.groups import (
+from scalescope.analyze.layouts.p2p import P2PAnalysis, P2PSides, analyze_p2p, pair_p2p
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis, analyze_pipeline
+from scalescope.analyze.model.whatif import WhatIf, what_if
+from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks
+from scalescope.analyze.ranks.groups import (
     DimTotals,
     ProcessGroup,
     dim_totals,
     dims_of,
     process_groups,
 )
-from scalescope.analyze.hang import HangReport, run_hang
-from scalescope.analyze.links import LinkAnalysis, analyze_links
-from scalescope.analyze.p2p import P2PAnalysis, P2PSides, analyze_p2p, pair_p2p
-from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
-from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
-from scalescope.analyze.slowdown import Alert
-from scalescope.analyze.slowdown_replay import SlowdownCost, alert_causes, slowdown_costs
-from scalescope.analyze.step_slots import StepSlots, measured_slots
-from scalescope.analyze.steps import (
+from scalescope.analyze.ranks.links import LinkAnalysis, analyze_links
+from scalescope.analyze.steps.batch_copies import RankCopies, batch_copies
+from scalescope.analyze.steps.pauses import PauseAnalysis, analyze_pauses
+from scalescope.analyze.steps.step_slots import StepSlots, measured_slots
+from scalescope.analyze.steps.steps import (
     StepAnalysis,
     analyze_steps,
     counted_once,
     first_stage_only,
 )
-from scalescope.analyze.whatif import WhatIf, what_if
+from scalescope.analyze.watch.hang import HangReport, run_hang
+from scalescope.analyze.watch.slowdown_alerts import Alert
+from scalescope.analyze.watch.slowdown_replay import SlowdownCost, alert_causes, slowdown_costs
 from scalescope.events import Run, RunMeta
 
 REPLAYED_STEPS = 256

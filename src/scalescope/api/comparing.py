@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scalescope.analyze.compare import RunComparison, compare_runs
+from scalescope.analyze.runs.compare import RunComparison, compare_runs
 from scalescope.api.recording import Recording, load
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ class Comparison:
     """The baseline."""
     b: Recording
     result: RunComparison
-    """Facts, throughput, phases, sizes and cross-rank figures side by side (analyze/compare.py)."""
+    """Facts, throughput, phases, sizes and cross-rank figures side by side
+    (analyze/runs/compare.py)."""
 
     def print(self, console: Console | None = None) -> None:
         from scalescope.report.formatting import report_console

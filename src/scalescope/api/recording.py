@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from scalescope.analyze.slowdown import Alert
+from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.api import tables
 from scalescope.api.reporting import ReportFiles, print_run_report, write_outputs
 from scalescope.diagnose import recording as diagnose_recording

@@ -17,7 +17,7 @@ from scalescope.report.formatting import report_console
 from scalescope.report.subjects import RunReport
 
 if TYPE_CHECKING:
-    from scalescope.analyze.scaling import ScalingTable
+    from scalescope.analyze.runs.scaling import ScalingTable
     from scalescope.events.study import ScaleStudy
 
 
@@ -37,7 +37,7 @@ def run_report(rec: Recording, files: ReportFiles = ReportFiles()) -> RunReport:
     (only for a timeline: the dashboard's or ``files.timeline``), the dashboard's rank-step
     grid (only with ``files.html``), the stored projection, and the diagnosis (not for a
     timeline alone)."""
-    from scalescope.analyze.clocks import clock_offsets
+    from scalescope.analyze.ranks.clocks import clock_offsets
     from scalescope.predict.stored import stored_projection
     from scalescope.report.media.timeline import default_steps
 
@@ -97,7 +97,7 @@ def report_run(
 
 def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
     """The scaling table from each point's own run directory (a missing one is no breakdown)."""
-    from scalescope.analyze.scaling import scaling_table
+    from scalescope.analyze.runs.scaling import scaling_table
 
     analyses = {}
     for p in study.points:

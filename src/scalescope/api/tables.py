@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow as pa
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.clocks import tie_tolerance_ns
+from scalescope.analyze.columns.slot_index import measured_steps, slot_lookup, step_key
+from scalescope.analyze.columns.sorting import packed
 from scalescope.analyze.cross_rank import TIE_FLOOR_NS
-from scalescope.analyze.matching import match_collectives
-from scalescope.analyze.slot_index import measured_steps, slot_lookup, step_key
-from scalescope.analyze.sorting import packed
+from scalescope.analyze.ranks.clocks import tie_tolerance_ns
+from scalescope.analyze.ranks.matching import match_collectives
 from scalescope.analyze.summary import without_pauses
 from scalescope.events import PHASES, EventTable, Kind, Run, SymbolTable
 
@@ -143,7 +143,7 @@ def collectives_table(run: Run) -> pa.Table:
 
 def waits_table(run: Run, analysis: RunAnalysis) -> pa.Table:
     """One row per matched collective instance and rank, as the cross-rank analysis matches
-    them (analyze/matching.py): sorted by instance, then arrival (the last to arrive last).
+    them (analyze/ranks/matching.py): sorted by instance, then arrival (the last to arrive last).
     Empty with fewer than two ranks or no sequence numbers."""
     cross = analysis.cross_rank
     if cross is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from scalescope.analyze.comm_bench import CommBenchmark, comm_results
+from scalescope.analyze.comm.comm_bench import CommBenchmark, comm_results
 from scalescope.api.launching import launch_spec, start_or_plan
 from scalescope.commands.common import CommandError, err, launch_error
 from scalescope.commands.options.launching import CommCommand
@@ -115,7 +115,7 @@ def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: C
 
 def show_nccl_tests(path: Path, console: Console) -> None:
     """An nccl-tests log in comm's columns (algbw and busbw recomputed from its times)."""
-    from scalescope.analyze.comm_bench import rows_from_nccl_tests
+    from scalescope.analyze.comm.comm_bench import rows_from_nccl_tests
     from scalescope.ingest.nccl_tests import parse_nccl_tests
     from scalescope.report.media.terminal import render_block
     from scalescope.report.views.comm import nccl_table

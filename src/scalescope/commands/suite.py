@@ -21,8 +21,8 @@ from pathlib import Path
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.rank_split import rank_splits
-from scalescope.analyze.suite import with_efficiency
+from scalescope.analyze.runs.suite import with_efficiency
+from scalescope.analyze.steps.rank_split import rank_splits
 from scalescope.bench.records import WorkloadRecord, read_record
 from scalescope.bench.suite_workloads import SuiteWorkload
 from scalescope.commands.common import CommandError, err

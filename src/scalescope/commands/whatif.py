@@ -19,8 +19,9 @@ def causes_asked(command: WhatIfCommand) -> list[str] | None:
 
 def whatif(command: WhatIfCommand) -> None:
     """One model of the run (step_grid.py) serves the table, the JSON and the timeline."""
-    from scalescope.analyze.step_grid import build_grid
-    from scalescope.analyze.whatif import hosts_of, phases_named, replay_timeline, what_if_of
+    from scalescope.analyze.model.causes import phases_named
+    from scalescope.analyze.model.step_grid import build_grid
+    from scalescope.analyze.model.whatif import hosts_of, replay_timeline, what_if_of
     from scalescope.events.run import RunDirError, load_run
     from scalescope.report.formatting import report_console
     from scalescope.report.media.terminal import render_document

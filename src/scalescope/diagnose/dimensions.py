@@ -1,7 +1,7 @@
 """The mesh dimension each finding is about (issue 39: every finding carries the dimension).
 
 Only where some group is not the world's: a data-parallel job's findings name none, so its
-report is unchanged. A finding about collectives takes the dimension (analyze/groups.py: a
+report is unchanged. A finding about collectives takes the dimension (analyze/ranks/groups.py: a
 ``DeviceMesh``'s name, else ``stride N`` or ``other``) of the calls it is about that took
 the most time, none when that is the world's group (the whole job): a ZeRO gather on its
 ``dp`` groups, a pipeline's bubble on the groups its stages send over. The other findings
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.collectives import OpTotals
+from scalescope.analyze.comm.collectives import OpTotals
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.diagnose.findings import Finding
 from scalescope.diagnose.rules_comm import PAYLOAD_OPS

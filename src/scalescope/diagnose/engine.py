@@ -11,14 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.analyze.summary import RunAnalysis
-from scalescope.analyze.whatif import (
+from scalescope.analyze.model.causes import (
     TP_FASTER,
     TP_HIDDEN,
     ZERO_EXCHANGE_HIDDEN,
     ZERO_GATHERS_HIDDEN,
-    Fix,
 )
+from scalescope.analyze.model.whatif import Fix
+from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.dimensions import with_dims
@@ -210,7 +210,7 @@ ASSUMED = {"TP_ACROSS_NODES": "the links inside a node 2x faster than across the
 
 
 def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
-    """The what-if cause whose fix is this finding's remedy (analyze/whatif.py)."""
+    """The what-if cause whose fix is this finding's remedy (analyze/model/whatif.py)."""
     if f.code == "STRAGGLER" and f.rank is not None:
         return f"rank:{f.rank}"
     if f.code == "NODE_STRAGGLER":

@@ -1,9 +1,9 @@
-"""The words for a hang's verdicts (analyze/hang.py): the HANG finding's summary and the
+"""The words for a hang's verdicts (analyze/watch/hang.py): the HANG finding's summary and the
 launcher's and report's hang section use the same sentences."""
 
 from __future__ import annotations
 
-from scalescope.analyze.hang import RankHang, Verdict
+from scalescope.analyze.watch.hang import RankHang, Verdict
 
 PHASE_WORDS = {
     "outside": "in host work (outside the recorded phases)",

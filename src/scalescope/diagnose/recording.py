@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 
-from scalescope.analyze.slowdown import Alert, read_alerts
+from scalescope.analyze.model.whatif import WhatIf, what_if
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Verdict
-from scalescope.analyze.whatif import WhatIf, what_if
+from scalescope.analyze.watch.slowdown_alerts import Alert, read_alerts
 from scalescope.diagnose.engine import diagnose, diagnose_run
 from scalescope.diagnose.findings import Diagnosis, Finding
 from scalescope.diagnose.rules_input import DiagnosisInput

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scalescope.analyze.collectives import CollectiveAnalysis
+from scalescope.analyze.comm.collectives import CollectiveAnalysis
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.analyze.batch_copies import RankCopies
+from scalescope.analyze.steps.batch_copies import RankCopies
 from scalescope.diagnose.findings import (
     Evidence,
     Finding,

@@ -1,12 +1,12 @@
 """Work beside training that only some ranks do: evaluation and checkpoints on rank 0.
 
 The others wait for it in their next collective, so it costs every rank; the remedy is to
-share it or to take it off the critical path, never faster cores (analyze/extra_work.py).
+share it or to take it off the critical path, never faster cores (analyze/steps/extra_work.py).
 """
 
 from __future__ import annotations
 
-from scalescope.analyze.extra_work import ExtraWork
+from scalescope.analyze.steps.extra_work import ExtraWork
 from scalescope.diagnose.findings import (
     Evidence,
     Finding,

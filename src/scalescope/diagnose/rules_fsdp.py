@@ -8,7 +8,7 @@ compute hid, so the exposed-gather rule does not judge GPU runs.
 
 from __future__ import annotations
 
-from scalescope.analyze.collectives import UnitTraffic, fsdp_units
+from scalescope.analyze.comm.collectives import UnitTraffic, fsdp_units
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.hang_words import fmt_b
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct

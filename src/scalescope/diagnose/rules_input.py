@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalescope.analyze.steps import RankSteps
+from scalescope.analyze.steps.steps import RankSteps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import ModelFlops
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds

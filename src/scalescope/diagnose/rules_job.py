@@ -4,7 +4,7 @@ never exchange gradients (each trains its own replica)."""
 from __future__ import annotations
 
 from scalescope.analyze.cross_rank import BEYOND_SHARE_PCT
-from scalescope.analyze.hang import hang_threshold_s
+from scalescope.analyze.watch.hang import hang_threshold_s
 from scalescope.diagnose.findings import (
     Evidence,
     Finding,
@@ -108,7 +108,7 @@ PAUSE_MARGIN = 1.5
 
 
 class PauseRule:
-    """Steps of 10 typical steps or more that completed (analyze/pauses.py): one rank stopped
+    """Steps of 10 typical steps or more that completed (analyze/steps/pauses.py): one rank stopped
     the others, then they went on. Said so, with the --hang-after that tolerates it."""
 
     name = "pause"

@@ -1,5 +1,5 @@
 """A slow link: groups of ranks between two hosts (or inside one) that move their bytes
-several times slower than the other groups of the same shape (analyze/links.py).
+several times slower than the other groups of the same shape (analyze/ranks/links.py).
 
 Told apart from the other "slow" findings by what is slow: a slow node or a slow rank
 *arrives late* at collectives (the others wait for it: NODE_STRAGGLER, STRAGGLER), a slow
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.collectives import bus_factor
-from scalescope.analyze.links import LinkAnalysis, SlowLink
+from scalescope.analyze.comm.collectives import bus_factor
+from scalescope.analyze.ranks.links import LinkAnalysis, SlowLink
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.diagnose.rules_ranks import node_of_late_ranks

@@ -12,9 +12,9 @@ import statistics
 from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import CrossRankAnalysis, Straggler, straggler_min_share_pct
-from scalescope.analyze.extra_work import BURST_SHARE_PCT, LatenessPattern
-from scalescope.analyze.gaps import describe
-from scalescope.analyze.step_slots import OTHER
+from scalescope.analyze.steps.extra_work import BURST_SHARE_PCT, LatenessPattern
+from scalescope.analyze.steps.gaps import describe
+from scalescope.analyze.steps.step_slots import OTHER
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_extra_work import explains_straggler, when
 from scalescope.diagnose.rules_input import DiagnosisInput, hosts, mean_step, rank_times, share_pct

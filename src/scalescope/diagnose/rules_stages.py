@@ -1,11 +1,11 @@
-"""Pipeline stages: the bubble, and stages of unequal cost (analyze/pipeline.py).
+"""Pipeline stages: the bubble, and stages of unequal cost (analyze/layouts/pipeline.py).
 
 Ranks of different stages do different work: the rules that compare ranks as replicas
 (``REPLICA_CODES``) are dropped for them (``different_stages``)."""
 
 from __future__ import annotations
 
-from scalescope.analyze.pipeline import (
+from scalescope.analyze.layouts.pipeline import (
     PipelineAnalysis,
     StageFigures,
     theory_bubble_pct,

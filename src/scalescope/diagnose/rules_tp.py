@@ -1,6 +1,6 @@
 """Tensor parallelism: its collectives' share of the step, and groups that span hosts.
 
-A tensor-parallel group is one a ``DeviceMesh`` named ``tp`` (analyze/groups.py). Its
+A tensor-parallel group is one a ``DeviceMesh`` named ``tp`` (analyze/ranks/groups.py). Its
 collectives sit inside every layer: the next op needs their result, so unless they are
 overlapped (async tensor parallelism on CUDA streams) the step waits for each. On a backend
 whose collectives block the host (gloo) nothing could overlap them, so their share is
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalescope.analyze.groups import DimTotals, ProcessGroup
+from scalescope.analyze.ranks.groups import DimTotals, ProcessGroup
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 

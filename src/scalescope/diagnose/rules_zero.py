@@ -10,7 +10,7 @@ What hiding them buys on CPU is the replay's (diagnose/engine.py ``SCOPED_CAUSES
 
 from __future__ import annotations
 
-from scalescope.analyze.collectives import TagPerStep
+from scalescope.analyze.comm.collectives import TagPerStep
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.hang_words import fmt_b
 from scalescope.diagnose.rules_fsdp import on_gpu

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 
+from scalescope.analyze.model.whatif import WhatIf
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
-from scalescope.analyze.whatif import WhatIf
 from scalescope.diagnose.findings import Finding
 
 ESTIMATE_FACTOR = 2.0

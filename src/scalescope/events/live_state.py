@@ -15,13 +15,13 @@ watch thread answers it (see probe/live.py).
 From byte ``TOTALS_AT`` on, running totals since the rank's first step (``LiveTotals``): its
 steps' time, samples, time in collectives and each phase's time. A watcher that reads them
 twice has the mean step and its phases over the steps between (the slowdown detection of
-analyze/slowdown.py), whatever the step's length and however rarely it reads. Files written
+analyze/watch/slowdown.py), whatever the step's length and however rarely it reads. Files written
 before they existed are ``OLD_SIZE`` bytes and read with no totals.
 
 After the totals, ``GROUP_SLOTS`` slots of time in the collectives of one process group
 smaller than the world whose members are evenly spaced (``first + i * stride``: pipeline and
 tensor-parallel pairs, a DeviceMesh dimension, per-node groups): what names a slow link live
-(analyze/slowdown.py ``slow_link``). The probe fills a slot at the group's first collective
+(analyze/watch/slowdown.py ``slow_link``). The probe fills a slot at the group's first collective
 once its members are known; a rank in more such groups keeps the first ones.
 """
 

@@ -38,7 +38,7 @@ CHECKPOINT = "checkpoint"
 """A ``torch.save`` call; ``nbytes`` holds what it wrote."""
 EXTRA_PHASES = (EVAL, CHECKPOINT)
 """Work beside training that a step may hold; outside PHASES, so its time counts as the
-step's host work (``other``) and is told apart by name (analyze/extra_work.py)."""
+step's host work (``other``) and is told apart by name (analyze/steps/extra_work.py)."""
 
 STRING_COLUMNS = ("name", "dtype", "group", "tag")
 """Columns that hold strings on disk and symbol ids in memory."""

@@ -18,7 +18,7 @@ SUITE_SCHEMA = "scalescope.suite/1"
 
 @dataclass(frozen=True)
 class RankSplit:
-    """Where one rank's window went (analyze.rank_split measures it)."""
+    """Where one rank's window went (analyze.steps.rank_split measures it)."""
 
     rank: int
     steps: int

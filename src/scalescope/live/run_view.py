@@ -16,10 +16,10 @@ import msgspec
 import psutil
 from rich.console import RenderableType
 
-from scalescope.analyze.coordinates import RankPlace, pipeline_stages, rank_places
+from scalescope.analyze.layouts.coordinates import RankPlace, pipeline_stages, rank_places
 from scalescope.analyze.live import live_snapshot
-from scalescope.analyze.slowdown import latest_alert, read_alerts
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.analyze.watch.slowdown_alerts import latest_alert, read_alerts
 from scalescope.diagnose.recording import Recording
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from rich.console import RenderableType
 
-from scalescope.analyze.hang import rank_hang, verdicts
+from scalescope.analyze.watch.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_s, verdict_line
 from scalescope.launch.channel.seals import load_key
 from scalescope.launch.channel.store import Channel, connect

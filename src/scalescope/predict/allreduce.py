@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scalescope.analyze.alpha_beta import AlphaBetaFit
+from scalescope.analyze.comm.alpha_beta import AlphaBetaFit
 
 ALGORITHMS = ("ring", "tree")
 ALLREDUCE_OPS = ("all_reduce", "allreduce")

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from scalescope.analyze.alpha_beta import AlphaBetaFit, bandwidth_fit, fit_alpha_beta
-from scalescope.analyze.slot_index import measured_steps
+from scalescope.analyze.columns.slot_index import measured_steps
+from scalescope.analyze.comm.alpha_beta import AlphaBetaFit, bandwidth_fit, fit_alpha_beta
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.diagnose.recording import Recording
 from scalescope.diagnose.rules_input import rank_threads, rank_times

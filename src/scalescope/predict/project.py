@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scalescope.analyze.comm_bench import load_fits
+from scalescope.analyze.comm.comm_bench import load_fits
 from scalescope.events.files import RUN_FILE, SCALE_STUDY_FILE
 from scalescope.events.study import load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit

@@ -11,7 +11,7 @@ pays nothing).
 
 The index of an op is its place among this rank's ops of that name with that peer on that
 group: the n-th send from A to B meets B's n-th recv from A, and the analysis joins each wait
-to its op by it (analyze/p2p.py).
+to its op by it (analyze/layouts/p2p.py).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze import RunAnalysis
-    from scalescope.analyze.comm_bench import CommBenchmark
-    from scalescope.analyze.compare import RunComparison
+    from scalescope.analyze.comm.comm_bench import CommBenchmark
     from scalescope.analyze.rank_steps import RankStepGrid
+    from scalescope.analyze.runs.compare import RunComparison
     from scalescope.bench.shard_manifest import Manifest
     from scalescope.data.speed import Ratio, Speed
     from scalescope.data.stage import StageResult
@@ -33,7 +33,7 @@ class RunReport:
     """The events the timeline draws."""
     diagnosis: Diagnosis | None = None
     offsets_ns: Mapping[int, int] = field(default_factory=dict)
-    """Each rank's clock offset to rank 0 (``analyze.clocks.clock_offsets``)."""
+    """Each rank's clock offset to rank 0 (``analyze.ranks.clocks.clock_offsets``)."""
     grid: RankStepGrid | None = None
     """The dashboard's ranks x steps heatmaps (``analyze.rank_steps.rank_step_grid``)."""
     projection: DashboardProjection | None = None

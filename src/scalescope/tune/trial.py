@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
-from scalescope.analyze.steps import StepAnalysis, analyze_steps
+from scalescope.analyze.steps.steps import StepAnalysis, analyze_steps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.diagnose.recording import Recording
 from scalescope.events.run import RunDirError

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from scalescope.analyze.alpha_beta import bandwidth_fit, fit_alpha_beta
-from scalescope.analyze.comm_bench import load_fits
-from scalescope.analyze.matching import WaitStats
+from scalescope.analyze.comm.alpha_beta import bandwidth_fit, fit_alpha_beta
+from scalescope.analyze.comm.comm_bench import load_fits
+from scalescope.analyze.ranks.matching import WaitStats
 from scalescope.predict.allreduce import allreduce_s, hop_from_fit
 from scalescope.predict.inputs import _transfer_fit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scalescope.analyze.comm_bench import comm_results, op_bus_factor
+from scalescope.analyze.comm.comm_bench import comm_results, op_bus_factor
 
 # nccl-tests src/*.cu, GetBw: busBw = algBw * factor
 NCCL_TESTS = {

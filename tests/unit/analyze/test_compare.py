@@ -12,7 +12,7 @@ import pytest
 from analysed import analysed  # noqa: E402
 from analyze_runs import coll_row, make_run, phase_row, step_row
 
-from scalescope.analyze.compare import Pair, SizeKey, compare_runs, pair
+from scalescope.analyze.runs.compare import Pair, SizeKey, compare_runs, pair
 
 MS, MIB = 1_000_000, 1024 * 1024
 STEPS, WARMUP, SAMPLES = 3, 1, 32

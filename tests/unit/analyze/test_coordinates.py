@@ -8,13 +8,13 @@ from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 from test_pipeline import chain_rows
 
-from scalescope.analyze.coordinates import (
+from scalescope.analyze.layouts.coordinates import (
     RankPlace,
     mesh_coordinates,
     pipeline_stages,
     rank_places,
 )
-from scalescope.analyze.groups import process_groups
+from scalescope.analyze.ranks.groups import process_groups
 from scalescope.events.run import GroupMeta, PipelineMeta, RankMeta
 
 

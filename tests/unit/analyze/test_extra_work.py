@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from analyze_runs import make_run, phase_row, step_row
 
-from scalescope.analyze.extra_work import extra_work, lateness_pattern, median_by, period_of
-from scalescope.analyze.step_slots import StepSlots, measured_slots, step_key
+from scalescope.analyze.steps.extra_work import extra_work, lateness_pattern, median_by, period_of
+from scalescope.analyze.steps.step_slots import StepSlots, measured_slots, step_key
 from scalescope.events import PHASES
 
 STEP_MS = 100.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.analyze.collectives import TagPerStep, UnitTraffic, fsdp_units
+from scalescope.analyze.comm.collectives import TagPerStep, UnitTraffic, fsdp_units
 
 
 def per_step(tag: str, calls: float, nbytes: float, ms: float) -> TagPerStep:

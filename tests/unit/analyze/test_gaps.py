@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from analyze_runs import coll_row, make_run, phase_row, step_row
 
-from scalescope.analyze.clocks import align_clocks
 from scalescope.analyze.cross_rank import TIE_FLOOR_NS, analyze_cross_rank
-from scalescope.analyze.gaps import describe, gap_ms_per_step
-from scalescope.analyze.matching import match_collectives
-from scalescope.analyze.step_slots import measured_slots, sync_waits
+from scalescope.analyze.ranks.clocks import align_clocks
+from scalescope.analyze.ranks.matching import match_collectives
+from scalescope.analyze.steps.gaps import describe, gap_ms_per_step
+from scalescope.analyze.steps.step_slots import measured_slots, sync_waits
 
 MS = 1_000_000
 BASE, PERIOD, STEPS, WARMUP = 1_000 * MS, 40 * MS, 5, 1

@@ -7,9 +7,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from scalescope.analyze import grouping
-from scalescope.analyze.grouping import group_by, rank_calls
-from scalescope.analyze.sorting import distinct, index_in
+from scalescope.analyze.columns import grouping
+from scalescope.analyze.columns.grouping import group_by, rank_calls
+from scalescope.analyze.columns.sorting import distinct, index_in
 
 
 def naive(*columns: np.ndarray) -> dict[tuple[int, ...], list[int]]:

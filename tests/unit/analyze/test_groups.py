@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from analysed import analysed  # noqa: E402
 
-from scalescope.analyze.groups import dim_totals, group_role, process_groups  # noqa: E402
+from scalescope.analyze.ranks.groups import dim_totals, group_role, process_groups  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
 from synthetic_run import RANKS_PER_NODE, next_node, write_run  # noqa: E402
 

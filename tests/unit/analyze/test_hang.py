@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scalescope.analyze.hang import RankHang, hang_threshold_s, last_by_rank, verdicts
+from scalescope.analyze.watch.hang import RankHang, hang_threshold_s, last_by_rank, verdicts
 from scalescope.diagnose.hang_words import verdict_line
 
 
@@ -73,7 +73,7 @@ def test_a_hang_is_rebuilt_from_the_events_of_an_interrupted_run(tmp_path):
     from analyze_runs import make_run
     from run_builders import coll_row, step_row
 
-    from scalescope.analyze.hang import run_hang
+    from scalescope.analyze.watch.hang import run_hang
     from scalescope.events import RankMeta
 
     s = 1_000_000_000
@@ -105,7 +105,7 @@ def test_a_wait_the_stop_broke_is_still_the_hang(tmp_path):
     from analyze_runs import make_run
     from run_builders import coll_row, step_row
 
-    from scalescope.analyze.hang import recorded_hang
+    from scalescope.analyze.watch.hang import recorded_hang
     from scalescope.events import RankMeta
 
     s = 1_000_000_000
@@ -133,7 +133,7 @@ def test_a_wait_the_stop_broke_is_still_the_hang(tmp_path):
 
 
 def test_a_hang_across_nodes_names_the_host_of_the_stuck_rank():
-    from scalescope.analyze.hang import HangReport
+    from scalescope.analyze.watch.hang import HangReport
     from scalescope.report.views.hang import hang_lines
 
     stuck = dict(seq=5, inside=False, phase="outside")

@@ -1,4 +1,4 @@
-"""analyze/links.py: its own pass over the subgroups' rows finds the instances and transfers
+"""analyze/ranks/links.py: its own pass over the subgroups' rows finds the instances and transfers
 that matching.py's ``match_collectives`` finds; the median of a segment's other elements;
 which rows it looks at (groups smaller than the world; point to point on 2-rank groups
 only); and the cost of a run whose collectives are all on the world group."""
@@ -14,14 +14,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns  # noqa: E402
-from scalescope.analyze.links import (  # noqa: E402
+from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns  # noqa: E402
+from scalescope.analyze.ranks.links import (  # noqa: E402
     _instances,
     _median_of_others,
     _subgroups,
     analyze_links,
 )
-from scalescope.analyze.matching import match_collectives  # noqa: E402
+from scalescope.analyze.ranks.matching import match_collectives  # noqa: E402
 from scalescope.events import EventTable, load_run  # noqa: E402
 from synthetic_run import Plant, write_run  # noqa: E402
 

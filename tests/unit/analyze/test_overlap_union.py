@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalescope.analyze.step_slots import _covered, _covered_by_sweep
+from scalescope.analyze.steps.step_slots import _covered, _covered_by_sweep
 
 
 def intervals(rng: np.random.Generator, n: int, slots: int, base: np.ndarray):

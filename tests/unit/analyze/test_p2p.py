@@ -7,9 +7,9 @@ import pytest
 from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 
-from scalescope.analyze.clocks import align_clocks
-from scalescope.analyze.matching import match_collectives
-from scalescope.analyze.p2p import pair_p2p
+from scalescope.analyze.layouts.p2p import pair_p2p
+from scalescope.analyze.ranks.clocks import align_clocks
+from scalescope.analyze.ranks.matching import match_collectives
 from scalescope.events import Kind
 
 MS = 1_000_000

@@ -9,7 +9,7 @@ from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 from run_builders import coll_row, step_row
 
-from scalescope.analyze.pauses import analyze_pauses
+from scalescope.analyze.steps.pauses import analyze_pauses
 
 MS = 1_000_000
 STEP_MS, PAUSE_MS = 20, 8_000

@@ -8,7 +8,7 @@ import pytest
 from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
 
-from scalescope.analyze.pipeline import theory_bubble_pct
+from scalescope.analyze.layouts.pipeline import theory_bubble_pct
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import Kind
 from scalescope.events.run import BlockMeta, PipelineMeta, RankMeta

@@ -7,7 +7,7 @@ import pytest
 from analyze_runs import make_run
 from run_builders import coll_row, phase_row, step_row
 
-from scalescope.analyze.rank_split import rank_splits, union_ns
+from scalescope.analyze.steps.rank_split import rank_splits, union_ns
 
 MS = 1_000_000
 

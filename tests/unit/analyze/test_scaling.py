@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from scalescope.analyze.scaling import scaling_efficiency, scaling_table
+from scalescope.analyze.runs.scaling import scaling_efficiency, scaling_table
 from scalescope.events.study import ScalePoint, ScaleStudy
 from scalescope.report.media.terminal import render_document
 from scalescope.report.renderers import render

@@ -1,4 +1,4 @@
-"""analyze/slowdown.py over generated step streams (benchmarks/slowdown_streams.py): a planted
+"""analyze/watch/slowdown.py over generated step streams (benchmarks/slowdown_streams.py): a planted
 slowdown is found soon after its onset and named (rank, node or the collectives, and the
 phase), its end is noted, and steady streams with pauses, evaluations and warm-up raise
 nothing. The false-alarm rate over 10 hours is `make bench`'s (slowdown_streams.py)."""
@@ -13,14 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from scalescope.analyze.slowdown import (  # noqa: E402
-    FIELDS,
-    DetectorConfig,
-    SlowdownDetector,
-    TotalsRead,
-    attribute,
-    per_step_ms,
-)
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown_cause import attribute
+from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead, per_step_ms
 from slowdown_streams import PROFILES, Plant, Profile, onset_time_s, replay  # noqa: E402
 
 FAST = Profile()

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalescope.analyze.slowdown import (
-    FIELDS,
-    DetectorConfig,
-    SlowdownDetector,
-    TotalsRead,
-    attribute,
-    per_step_ms,
-)
-from scalescope.analyze.slowdown_link import group_field, group_members, slow_link
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown_cause import attribute
+from scalescope.analyze.watch.slowdown_link import group_field, group_members, slow_link
+from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead, per_step_ms
 from scalescope.events.live_state import LiveStateWriter, parse_live_state
 
 HOSTS = {0: "host0", 1: "host1", 2: "host2"}

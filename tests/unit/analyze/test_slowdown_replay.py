@@ -10,8 +10,8 @@ from collections import defaultdict
 import pytest
 from recorded_runs import load_scenario
 
-from scalescope.analyze.slowdown import read_alerts
-from scalescope.analyze.slowdown_replay import recorded_reads, replay_run, slowdown_costs
+from scalescope.analyze.watch.slowdown_alerts import read_alerts
+from scalescope.analyze.watch.slowdown_replay import recorded_reads, replay_run, slowdown_costs
 from scalescope.events import Kind, load_run
 
 

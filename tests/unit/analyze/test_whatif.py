@@ -1,4 +1,4 @@
-"""The what-if engine (analyze/step_grid.py, replay.py, whatif.py): hand-built steps whose
+"""The what-if engine (analyze/model/step_grid.py, replay.py, whatif.py): hand-built steps whose
 answer is known by hand, then the recorded runs of tests/data/runs: the replay gives back the
 measured step, the planted delay added to the steps before it predicts the steps after it
 (out of sample), and fixing the straggler gives back the scenario's own reference step."""
@@ -12,11 +12,13 @@ import pytest
 from recorded_runs import RUNS
 from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
-from scalescope.analyze.pacing import median_peer, typical_transfers
-from scalescope.analyze.replay import predict, replay
-from scalescope.analyze.step_grid import StepGrid, blocking_of, build_grid, instances
+from scalescope.analyze.model.causes import apply_fix
+from scalescope.analyze.model.fixes import with_delay
+from scalescope.analyze.model.pacing import median_peer, typical_transfers
+from scalescope.analyze.model.replay import predict, replay
+from scalescope.analyze.model.step_grid import StepGrid, blocking_of, build_grid, instances
+from scalescope.analyze.model.whatif import what_if
 from scalescope.analyze.summary import replayed_steps
-from scalescope.analyze.whatif import apply_fix, what_if, with_delay
 from scalescope.events import Kind, load_run
 
 MS = 1e6

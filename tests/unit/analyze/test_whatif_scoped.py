@@ -11,9 +11,10 @@ from dataclasses import replace
 import pytest
 from run_builders import coll_row, step_row, write_run_dir
 
-from scalescope.analyze.replay import predict
-from scalescope.analyze.step_grid import build_grid
-from scalescope.analyze.whatif import apply_fix, candidate_causes, scope_of, what_if
+from scalescope.analyze.model.causes import apply_fix, candidate_causes, scope_of
+from scalescope.analyze.model.replay import predict
+from scalescope.analyze.model.step_grid import build_grid
+from scalescope.analyze.model.whatif import what_if
 from scalescope.events import RankMeta, RunMeta, load_run
 from scalescope.events.run import GroupMeta
 from scalescope.events.tags import ZERO_GATHER

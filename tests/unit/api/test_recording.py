@@ -118,7 +118,7 @@ def test_bad_thresholds_and_table_names_are_one_line() -> None:
 
 
 def test_what_if_is_the_engines_on_the_same_run():
-    from scalescope.analyze.whatif import what_if
+    from scalescope.analyze.model.whatif import what_if
 
     rec = scalescope.load(RUNS / "straggler_data_2" / "run")
     mine = rec.what_if(["rank:1", "comm:hidden"])

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from analysed import analysed  # noqa: E402
 
-from scalescope.analyze.clocks import align_clocks, aligned_start_ns  # noqa: E402
+from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns  # noqa: E402
 from scalescope.diagnose.engine import diagnose_run  # noqa: E402
 from scalescope.events import Kind, load_run  # noqa: E402
 from synthetic_3d import ACT_BYTES, MICRO_SAMPLES, NET_BYTES_PER_NS  # noqa: E402

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scalescope.analyze.collectives import CollectiveAnalysis, SizeStats, TagPerStep
+from scalescope.analyze.comm.collectives import CollectiveAnalysis, SizeStats, TagPerStep
 from scalescope.analyze.cross_rank import CrossRankAnalysis, RankWaits, Straggler
-from scalescope.analyze.steps import MemoryPeak, PhaseStats, RankSteps, StepAnalysis
+from scalescope.analyze.steps.steps import MemoryPeak, PhaseStats, RankSteps, StepAnalysis
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import ModelFlops
 from scalescope.diagnose import DEFAULT_THRESHOLDS, DiagnosisInput, Thresholds

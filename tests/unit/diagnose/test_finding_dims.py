@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from scalescope.analyze.collectives import OpTotals
+from scalescope.analyze.comm.collectives import OpTotals
 from scalescope.diagnose.dimensions import finding_dim
 
 

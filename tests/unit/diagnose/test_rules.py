@@ -23,7 +23,7 @@ from diagnose_inputs import (
 )
 
 from scalescope.analyze.cross_rank import Overlap
-from scalescope.analyze.steps import MemoryPeak
+from scalescope.analyze.steps.steps import MemoryPeak
 from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds, diagnose
 from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK, Evidence, Finding
 from scalescope.diagnose.rules_comm import CommBandwidthRule, CommLatencyRule

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from diagnose_inputs import GIB, analysis, good_ranks, make_input, rank_steps
 
-from scalescope.analyze.collectives import CollectiveAnalysis, TagPerStep
-from scalescope.analyze.steps import MemoryPeak
+from scalescope.analyze.comm.collectives import CollectiveAnalysis, TagPerStep
+from scalescope.analyze.steps.steps import MemoryPeak
 from scalescope.diagnose import diagnose
 from scalescope.diagnose.rules_compute import MemoryRule
 from scalescope.diagnose.rules_fsdp import FsdpGatherRule, FsdpSmallUnitsRule

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 from diagnose_inputs import analysis, collectives, good_ranks, make_input, rank_steps
 
-from scalescope.analyze.collectives import CollectiveAnalysis, TagPerStep
-from scalescope.analyze.hang import HangReport, RankHang, verdicts
+from scalescope.analyze.comm.collectives import CollectiveAnalysis, TagPerStep
+from scalescope.analyze.watch.hang import HangReport, RankHang, verdicts
 from scalescope.diagnose import diagnose
 
 PARAMS = 4_000_000

@@ -7,8 +7,8 @@ import msgspec
 import pytest
 from diagnose_inputs import GIB, analysis, good_ranks, make_input, rank_steps
 
-from scalescope.analyze.collectives import CollectiveAnalysis, TagPerStep
-from scalescope.analyze.steps import MemoryPeak
+from scalescope.analyze.comm.collectives import CollectiveAnalysis, TagPerStep
+from scalescope.analyze.steps.steps import MemoryPeak
 from scalescope.diagnose import diagnose
 from scalescope.diagnose.rules_zero import Zero3GatherRule, Zero12CommRule
 

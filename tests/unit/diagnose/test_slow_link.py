@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from analysed import analysed  # noqa: E402
 
-from scalescope.analyze.links import LinkAnalysis, SlowLink  # noqa: E402
+from scalescope.analyze.ranks.links import LinkAnalysis, SlowLink  # noqa: E402
 from scalescope.diagnose.engine import diagnose_run  # noqa: E402
 from scalescope.diagnose.findings import Finding  # noqa: E402
 from scalescope.diagnose.rules_links import (  # noqa: E402

@@ -326,11 +326,11 @@ RESULT_LAYERS = ("analyze", "diagnose", "predict")
 """The layers whose results report/ draws: it takes their result types, never runs them."""
 
 FUNCTIONS_DRAWN_WITH: dict[str, str] = {
-    "scalescope.analyze.collectives.fsdp_units": "groups the per-tag rows the collectives table "
-    "already holds into FSDP units; a field of the analysis would change the report JSON",
+    "scalescope.analyze.comm.collectives.fsdp_units": "groups the per-tag rows the collectives "
+    "table already holds into FSDP units; a field of the analysis would change the report JSON",
     "scalescope.analyze.cross_rank.straggler_min_share_pct": "the straggler rule's threshold, "
     "quoted in the sentence that says why no rank was named",
-    "scalescope.analyze.gaps.describe": "the words of a gap's place (between X and Y)",
+    "scalescope.analyze.steps.gaps.describe": "the words of a gap's place (between X and Y)",
     "scalescope.diagnose.hang_words.fmt_b": "a hang's words, shared with hang.txt",
     "scalescope.diagnose.hang_words.fmt_s": "a hang's words, shared with hang.txt",
     "scalescope.diagnose.hang_words.verdict_line": "a hang's words, shared with hang.txt",
@@ -369,13 +369,59 @@ def test_report_imports_result_types_not_the_functions_that_make_them():
 def test_a_planted_analysis_call_in_report_is_caught():
     planted = {
         ("scalescope.report.views.run", "scalescope.analyze", "RunAnalysis"),
-        ("scalescope.report.views.run", "scalescope.analyze", "analyze_run"),
+        ("scalescope.report.views.run", "scalescope.analyze", "analyze_steps"),
         ("scalescope.report.views.env", "scalescope.predict.catalogue", "match_gpu"),
     }
     assert functions_called(planted) == {
-        "scalescope.analyze.analyze_run": {"scalescope.report.views.run"},
+        "scalescope.analyze.analyze_steps": {"scalescope.report.views.run"},
         "scalescope.predict.catalogue.match_gpu": {"scalescope.report.views.env"},
     }
+
+
+ANALYZE = SRC / "analyze"
+
+
+def analyze_room(module: str) -> str | None:
+    """The room of an analyze module: its sub-package (``ranks``, ``model``, ...), or
+    ``analyze`` for a module at the top (summary and cross_rank, which compose the rooms; what
+    reads the whole analysis). None outside analyze."""
+    parts = module.split(".")
+    if parts[:2] != ["scalescope", "analyze"]:
+        return None
+    if len(parts) > 2 and (ANALYZE / parts[2]).is_dir():
+        return parts[2]
+    return "analyze"
+
+
+def analyze_rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The rooms of analyze and the other rooms each one's modules import."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        room = analyze_room(module)
+        if room is None:
+            continue
+        into = {analyze_room(t) for t in targets} - {None, room}
+        rooms.setdefault(room, set()).update(into)
+        for other in into:
+            rooms.setdefault(other, set())
+    return rooms
+
+
+def test_analyze_rooms_import_each_other_in_no_circle(graph: dict[str, set[str]]) -> None:
+    rooms = analyze_rooms(graph)
+    assert len(rooms) > 2, f"analyze has no rooms: {sorted(rooms)}"
+    assert circles(rooms) == []
+
+
+def test_a_circle_between_analyze_rooms_is_caught() -> None:
+    planted = {
+        "scalescope.analyze.steps.step_slots": {"scalescope.analyze.ranks.matching"},
+        "scalescope.analyze.ranks.matching": {"scalescope.analyze.summary"},
+        "scalescope.analyze.summary": {"scalescope.analyze.steps.steps"},
+        "scalescope.analyze.steps.steps": set(),
+    }
+    assert circles(planted) == []
+    assert circles(analyze_rooms(planted)) == [["analyze", "ranks", "steps"]]
 
 
 def test_the_live_channel_stays_in_launchs_layer(graph: dict[str, set[str]]) -> None:

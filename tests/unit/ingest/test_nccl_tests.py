@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from scalescope.analyze.comm_bench import rows_from_nccl_tests
+from scalescope.analyze.comm.comm_bench import rows_from_nccl_tests
 from scalescope.ingest import IngestError
 from scalescope.ingest.nccl_tests import parse_nccl_tests
 from scalescope.report.media.terminal import rich_table

@@ -16,7 +16,7 @@ import pytest
 from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from scalescope.analyze.slowdown import Alert
+from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state import LiveStateWriter, read_live_states
 from scalescope.launch.metrics.endpoint import MetricsEndpoint

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scalescope.analyze.slowdown import Alert, latest_alert, read_alerts
+from scalescope.analyze.watch.slowdown_alerts import Alert, latest_alert, read_alerts
 from scalescope.launch.options.groups import HangOptions, LaunchConfig, Recording
 from scalescope.launch.watch.slowdown import SlowdownWatch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scalescope.analyze.alpha_beta import AlphaBetaFit
+from scalescope.analyze.comm.alpha_beta import AlphaBetaFit
 from scalescope.predict.costs import ModelCost
 from scalescope.predict.inputs import Placement, RunInputs
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from scalescope.analyze.alpha_beta import AlphaBetaFit
+from scalescope.analyze.comm.alpha_beta import AlphaBetaFit
 from scalescope.predict.allreduce import HopCost, allreduce_s, hop_from_fit, pick_fit
 
 HOP = HopCost(alpha_s=5e-6, beta_s_per_byte=1e-9, source="test")

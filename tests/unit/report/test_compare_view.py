@@ -9,7 +9,7 @@ import json
 from report_runs import ALLREDUCE_MS, BUCKET, PHASE_MS, build
 from rich.console import Console
 
-from scalescope.analyze.compare import compare_runs
+from scalescope.analyze.runs.compare import compare_runs
 from scalescope.report.views.compare import COMPARE_SCHEMA, comparison_json, render_comparison
 
 

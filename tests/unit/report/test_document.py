@@ -8,7 +8,7 @@ import html
 import pytest
 from rich.console import Console
 
-from scalescope.analyze.comm_bench import comm_results
+from scalescope.analyze.comm.comm_bench import comm_results
 from scalescope.report.document import (
     Column,
     Document,

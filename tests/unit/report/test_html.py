@@ -22,7 +22,6 @@ from recorded_runs import RUNS
 from test_timeline import BUCKETS, build_run
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.compare import compare_runs
 from scalescope.analyze.cross_rank import (
     ClockAlignment,
     CrossRankAnalysis,
@@ -31,6 +30,7 @@ from scalescope.analyze.cross_rank import (
     Straggler,
     WaitStats,
 )
+from scalescope.analyze.runs.compare import compare_runs
 from scalescope.analyze.verdict import Verdict
 from scalescope.api.reporting import ReportFiles, run_report
 from scalescope.diagnose.recording import Recording  # noqa: E402
@@ -308,7 +308,7 @@ def test_the_card_says_what_the_report_header_says(tmp_path):
 
 
 def test_the_compare_page_holds_the_terminal_tables(tmp_path):
-    from scalescope.analyze.compare import compare_runs
+    from scalescope.analyze.runs.compare import compare_runs
     from scalescope.report.document import Section, Table
     from scalescope.report.views.compare import comparison_document
 

@@ -12,7 +12,7 @@ from analysed import analysed  # noqa: E402
 from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
 
-from scalescope.analyze.coordinates import RankPlace
+from scalescope.analyze.layouts.coordinates import RankPlace
 from scalescope.analyze.live import LiveSnapshot, RankLive, live_snapshot
 from scalescope.events import EventWriter, RankMeta, RunMeta
 from scalescope.events.run import (

@@ -7,7 +7,7 @@ import pytest
 from analysed import analysed  # noqa: E402
 from many_ranks import write_many_ranks_run
 
-from scalescope.analyze.clocks import align_clocks, clock_offsets
+from scalescope.analyze.ranks.clocks import align_clocks, clock_offsets
 from scalescope.events import load_run
 from scalescope.report.subjects import RunReport
 from scalescope.report.views.rank_select import (

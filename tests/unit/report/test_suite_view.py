@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from scalescope.analyze.suite import with_efficiency
+from scalescope.analyze.runs.suite import with_efficiency
 from scalescope.events.suite import RankSplit, SuiteEntry, SuiteResult
 from scalescope.report.media.terminal import render_document
 from scalescope.report.renderers import render

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from run_builders import Row, coll_row, mem_row, phase_row, step_row, write_run_dir
 
-from scalescope.analyze.clocks import align_clocks, clock_offsets
+from scalescope.analyze.ranks.clocks import align_clocks, clock_offsets
 from scalescope.events import Kind, RankMeta, Run, RunMeta, load_run
 from scalescope.events.run import ClockSync
 from scalescope.report.media.timeline import (

@@ -69,7 +69,7 @@ def test_scoped_environ_restores_everything(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_uncounted_samples_give_global_steps_per_s(tmp_path: Path) -> None:
-    from scalescope.analyze.steps import analyze_steps
+    from scalescope.analyze.steps.steps import analyze_steps
     from scalescope.events import load_run
     from scalescope.tune.trial import STEPS_UNIT, samples_per_step, throughput
 
@@ -85,7 +85,7 @@ def test_uncounted_samples_give_global_steps_per_s(tmp_path: Path) -> None:
 
 
 def test_samples_per_step_is_the_global_batch(tmp_path: Path) -> None:
-    from scalescope.analyze.steps import analyze_steps
+    from scalescope.analyze.steps.steps import analyze_steps
     from scalescope.events import load_run
     from scalescope.tune.trial import samples_per_step
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scalescope.analyze.slowdown import Alert
+from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.live_state import LiveState
 from scalescope.launch.metrics.http import bind, push
 from scalescope.launch.metrics.labels import RankLabels

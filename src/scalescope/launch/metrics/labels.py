@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from scalescope.analyze.groups import group_role
+from scalescope.analyze.ranks.groups import group_role
 from scalescope.events.files import rank_meta_path
 from scalescope.events.run import GroupMeta
 from scalescope.launch.metrics.text import label_text
@@ -43,7 +43,7 @@ class GroupInfo:
     """Its members; 0 when not known (no bus factor then)."""
     dim: str
     """The mesh dimension that made it, else its role from the members (``world``,
-    ``stride N``, ``other``: analyze/groups.py); "" when not known."""
+    ``stride N``, ``other``: analyze/ranks/groups.py); "" when not known."""
 
 
 class MetaLabels(msgspec.Struct):

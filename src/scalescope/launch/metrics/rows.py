@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from scalescope.analyze.collectives import bus_factor
+from scalescope.analyze.comm.collectives import bus_factor
 from scalescope.events.live_state import TOTAL_PHASES, LiveState
 from scalescope.launch.metrics.labels import GroupInfo
 from scalescope.launch.metrics.text import COUNTER, GAUGE, Family, joined, label_text

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from scalescope.launch.options.fields import HTML, RUN_DIR, group, option
 
 if TYPE_CHECKING:
-    from scalescope.analyze.hang import HangReport
+    from scalescope.analyze.watch.hang import HangReport
 
 RENDEZVOUS, PLACEMENT, RECORDING, OUTPUT = "Rendezvous", "Placement", "Recording", "Output"
 HANG_ACTIONS = ("report", "kill")

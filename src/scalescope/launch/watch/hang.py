@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from scalescope.analyze.hang import (
+from scalescope.analyze.watch.hang import (
     HangReport,
     hang_threshold_s,
     rank_hang,

@@ -1,5 +1,5 @@
 """Beside the hang watch: each read of the ranks' live states goes to the slowdown detector
-(analyze/slowdown.py), and each alert it raises goes out at once:
+(analyze/watch/slowdown.py), and each alert it raises goes out at once:
 
 - a line in the launcher's log (its stderr): ``scalescope: slowdown: rank 3 on node c3: ...``;
 - a line of ``RUN_DIR/alerts.jsonl`` (``report`` and ``top`` read it);
@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from scalescope.analyze.slowdown import Alert, DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
+from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState
 

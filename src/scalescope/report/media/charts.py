@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import CrossRankAnalysis
-from scalescope.analyze.steps import OTHER
+from scalescope.analyze.steps.steps import OTHER
 from scalescope.events import PHASES
 from scalescope.report.document import Chart
 from scalescope.report.formatting import fmt_bytes

@@ -205,7 +205,7 @@ def chrome_trace(
     """The trace of ``steps`` (default: the first 10 measured steps) of ``ranks`` (default:
     every rank that recorded events or wrote a meta file).
 
-    ``offsets_ns[rank]`` (``analyze.clocks.clock_offsets``) is added to the rank's
+    ``offsets_ns[rank]`` (``analyze.ranks.clocks.clock_offsets``) is added to the rank's
     ``start_ns`` to put it on the common clock (missing ranks: 0); times are then shifted so
     the earliest event is at 0.
     """

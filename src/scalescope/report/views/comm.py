@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scalescope.analyze.comm_bench import CommBenchmark, CommRow
+from scalescope.analyze.comm.comm_bench import CommBenchmark, CommRow
 from scalescope.report.document import (
     Chart,
     Column,

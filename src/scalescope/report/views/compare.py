@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 from rich.console import Console
 
-from scalescope.analyze.compare import CrossRankComparison, Pair, RunComparison, SizeKey
+from scalescope.analyze.runs.compare import CrossRankComparison, Pair, RunComparison, SizeKey
 from scalescope.report.document import (
     Block,
     Column,

@@ -12,8 +12,8 @@ from scalescope.analyze.cross_rank import (
     CrossRankAnalysis,
     straggler_min_share_pct,
 )
-from scalescope.analyze.gaps import describe
-from scalescope.analyze.step_slots import OTHER
+from scalescope.analyze.steps.gaps import describe
+from scalescope.analyze.steps.step_slots import OTHER
 from scalescope.report.document import Block, Column, Grid, Line, Section, Table
 from scalescope.report.formatting import NA, fmt
 from scalescope.report.media.terminal import render_block

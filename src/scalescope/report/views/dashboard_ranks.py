@@ -1,7 +1,7 @@
 """The dashboard's views of many ranks: ranks x steps heatmaps and a summary per node.
 
 Heatmaps show, for every rank and measured step, the step time and the time the rank waited
-in collectives for the last rank to arrive (cross-rank matching, ``analyze/matching.py``).
+in collectives for the last rank to arrive (cross-rank matching, ``analyze/ranks/matching.py``).
 They stay small at any size: up to ``MAX_ROWS`` ranks each rank is a row and up to
 ``MAX_COLUMNS`` steps each step a column; beyond, consecutive ranks (steps) are put in equal
 bins and a cell is the mean over the rank-steps of its bin. The grid comes binned from

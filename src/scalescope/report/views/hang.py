@@ -1,4 +1,4 @@
-"""The words for a hang (analyze/hang.py): verdict sentences, the per-rank table, stacks.
+"""The words for a hang (analyze/watch/hang.py): verdict sentences, the per-rank table, stacks.
 
 Plain text, so the launcher prints the same lines it writes to ``hang.txt`` and ``report``
 shows them first.
@@ -6,7 +6,7 @@ shows them first.
 
 from __future__ import annotations
 
-from scalescope.analyze.hang import HangReport
+from scalescope.analyze.watch.hang import HangReport
 from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
 
 

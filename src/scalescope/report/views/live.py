@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import RenderableType
 from rich.text import Text
 
-from scalescope.analyze.coordinates import RankPlace
+from scalescope.analyze.layouts.coordinates import RankPlace
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
 from scalescope.report.document import (
     Block,

@@ -1,10 +1,10 @@
 """The run report's point-to-point section: each rank's waiting for its peers and transfers
-per step, and the totals per peer (analyze/p2p.py); only in a run with sends and recvs."""
+per step, and the totals per peer (analyze/layouts/p2p.py); only in a run with sends and recvs."""
 
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.p2p import P2PAnalysis
+from scalescope.analyze.layouts.p2p import P2PAnalysis
 from scalescope.report.document import Column, Line, Section, Table
 from scalescope.report.formatting import plural
 from scalescope.report.views.rank_summary import limited_table

@@ -1,11 +1,11 @@
 """The run report's pipeline section: each stage's compute per microbatch, its bubble
 against the schedule's theory, the bound stage and the proposed block move
-(analyze/pipeline.py); only in a run with pipeline stages."""
+(analyze/layouts/pipeline.py); only in a run with pipeline stages."""
 
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.pipeline import PipelineAnalysis
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
 from scalescope.report.document import Column, Line, Section, Table
 from scalescope.report.views.rank_summary import limited_table
 

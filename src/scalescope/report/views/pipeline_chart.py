@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.pipeline import PipelineAnalysis
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
 from scalescope.events import EventTable, Kind, Run
 from scalescope.report.document import Chart
 from scalescope.report.media.charts import PHASE_COLORS, layout

@@ -6,7 +6,7 @@ blocks."""
 from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
-from scalescope.analyze.collectives import UnitTraffic, fsdp_units
+from scalescope.analyze.comm.collectives import UnitTraffic, fsdp_units
 from scalescope.analyze.summary import RankStatus
 from scalescope.report.document import (
     Block,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from scalescope.analyze.scaling import ScalingRow, ScalingTable
+from scalescope.analyze.runs.scaling import ScalingRow, ScalingTable
 from scalescope.report.document import Chart, Column, Document, Line, Style, Table
 from scalescope.report.formatting import fmt
 from scalescope.report.media.charts import PHASE_COLORS, layout

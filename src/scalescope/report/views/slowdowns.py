@@ -1,11 +1,11 @@
 """The run report's slowdowns: each one the launcher's watch named while the run trained
 (``alerts.jsonl``), its steps, who and which phase, the step before and after, the time it
-cost, and what the what-if says fixing its subject buys (analyze/slowdown_replay.py)."""
+cost, and what the what-if says fixing its subject buys (analyze/watch/slowdown_replay.py)."""
 
 from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.slowdown_replay import SlowdownCost
+from scalescope.analyze.watch.slowdown_replay import SlowdownCost
 from scalescope.report.document import Column, Line, Section, Table
 
 COLUMNS = (

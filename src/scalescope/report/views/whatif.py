@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from scalescope.analyze.replay import ReplayTimes
-from scalescope.analyze.whatif import IDEAL_NOTE, Fix, WhatIf, WhatIfTimeline
+from scalescope.analyze.model.causes import IDEAL_NOTE
+from scalescope.analyze.model.replay import ReplayTimes
+from scalescope.analyze.model.whatif import Fix, WhatIf, WhatIfTimeline
 from scalescope.report.document import Block, Column, Document, Line, Section, Table
 
 SCHEMA = "scalescope.whatif/1"

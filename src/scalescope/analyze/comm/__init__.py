@@ -1,0 +1,1 @@
+"""Collectives by op and size, the comm micro-benchmark's columns, the α-β fits."""

@@ -1,0 +1,238 @@
+"""The causes a what-if fixes, by name (``rank:N``, ``node:HOST``, ``link:HOST,HOST``,
+``phase:NAME``, ``compute:X``, ``comm:X`` with its ``@dim:``/``@tag:`` scope, ``ideal``; several
+joined by ``+``): each read and applied to the model (fixes.py), and the ones tried when none
+is named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from scalescope.analyze.model.fixes import fix_ranks, rank_index, scaled, without_phase
+from scalescope.analyze.model.pacing import ideal, link_classes
+from scalescope.analyze.model.step_grid import StepGrid
+from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE, tag_kind
+
+TOP_RANKS = 3
+"""Ranks tried one at a time by ``what_if``: those with the most own time per step."""
+CAUSES_HELP = (
+    "rank:N, node:HOST, link:HOST,HOST (or link:HOST, inside it), phase:NAME (data, forward, "
+    "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
+    "(either one only on a mesh dimension's groups, comm:X@dim:NAME, or on the collectives of "
+    "a tag, comm:X@tag:NAME; NAME[,NAME...]) or ideal (all of the slow ranks, nodes and links "
+    "at once)"
+)
+
+
+TP_HIDDEN = "comm:hidden@dim:tp"
+TP_FASTER = "comm:x2@dim:tp"
+ZERO_GATHERS_HIDDEN = f"comm:hidden@tag:{ZERO_GATHER}"
+ZERO_EXCHANGE_HIDDEN = f"comm:hidden@tag:{ZERO_REDUCE},{ZERO_GATHER}"
+SCOPED_CANDIDATES = (TP_HIDDEN, TP_FASTER, ZERO_GATHERS_HIDDEN, ZERO_EXCHANGE_HIDDEN)
+"""Communication fixes tried without ``--fix`` where their collectives have transfer time:
+tensor parallelism's collectives hidden (overlapped on streams) or over a 2x faster link
+(host-blocking backends), ZeRO's parameter gathers hidden (prefetch, ``overlap_comm``) and
+its whole exchange hidden (the findings take their savings from these)."""
+IDEAL_NOTE = "no rank slower than the median of the others, no group's transfers than its kind's"
+ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
+"""Rank-only work by its own name: the phase of that name, on every rank that does it."""
+CANDIDATE_PHASES = ("data", "to_device", "eval", "checkpoint")
+"""Phases tried as causes without ``--fix``: input waits, copies of batches to the device and
+work beside training."""
+PHASE_CANDIDATE_SHARE = 0.05
+"""...when they take at least this share of the ranks' own time."""
+
+
+def apply_fix(
+    grid: StepGrid, cause: str, hosts: dict[int, str]
+) -> tuple[StepGrid, str, slice | None]:
+    """The grid with ``cause`` fixed (several joined by ``+``, fixed together: the ranks
+    named are paced by the ranks not named), how, and the rows to judge it by when the
+    fixed ranks' cause began mid-run (``fix_ranks``)."""
+    ranks: list[int] = []
+    speeds: list[tuple[str, float, Scope | None]] = []
+    phases: list[str] = []
+    links: list[str] = []
+    whole = False
+    for part in cause.split("+"):
+        kind, _, value = ALIASES.get(part, part).partition(":")
+        if kind in ("rank", "node"):
+            ranks += _ranks_of(part, kind, value, hosts)
+        elif kind == "link":
+            grid = without_link(grid, part, value, hosts)
+            links.append(value)
+        elif kind == "phase":
+            phases.append(_phase_of(grid, part, value))
+        elif kind in ("compute", "comm"):
+            speeds.append(_speed_of(grid, part, kind, value))
+        elif kind == "ideal" and not value:
+            whole = True
+        else:
+            raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
+    notes, rows = [], None
+    if whole:
+        grid = ideal(grid, hosts)
+        notes.append(IDEAL_NOTE)
+    if ranks:
+        grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
+        notes.append(note)
+    for name in phases:
+        grid = without_phase(grid, name)
+        notes.append(f"no {name} time")
+    notes += [f"the link {v.replace(',', '-')} as fast as the others" for v in links]
+    for kind, speed, scope in speeds:
+        grid = scaled(grid, **{kind: speed}, only=scope.mask if scope else None)
+        note = "no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster"
+        notes.append(f"{note} ({scope.label})" if scope else note)
+    return grid, "; ".join(notes), rows
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The collectives a communication fix is restricted to (``@dim:`` or ``@tag:``)."""
+
+    label: str
+    """``dim tp``, ``tag zero_gather_params``: for the fix's note."""
+    mask: np.ndarray
+    """(ranks, collectives) of bool."""
+
+
+SCOPE_FORM = "comm:X@dim:NAME or comm:X@tag:NAME (NAME[,NAME...])"
+
+
+def _speed_of(grid: StepGrid, part: str, kind: str, value: str) -> tuple[str, float, Scope | None]:
+    """``compute:X``, ``comm:X``, ``comm:hidden``, each of the latter two with a scope."""
+    value, at, where = value.partition("@")
+    if at and kind != "comm":
+        raise ValueError(f"bad cause {part!r}: only comm takes a scope ({SCOPE_FORM})")
+    speed = np.inf if (kind, value) == ("comm", "hidden") else _speed(part, value)
+    return kind, speed, scope_of(grid, part, where) if at else None
+
+
+def scope_of(grid: StepGrid, part: str, where: str) -> Scope:
+    """The collectives on the mesh dimensions (``dim:A,B``) or of the tags (``tag:A,B``; a
+    tag's kind, ``unshard``, takes in every ``unshard:UNIT``) ``where`` names."""
+    what, _, listed = where.partition(":")
+    names = [n for n in listed.split(",") if n]
+    if what not in ("dim", "tag") or not names:
+        raise ValueError(f"bad cause {part!r}: {SCOPE_FORM}")
+    have = grid.dims if what == "dim" else grid.tags
+    if have is None:
+        raise ValueError(f"bad cause {part!r}: the model has no {what}s of its collectives")
+    unique, inverse = np.unique(have, return_inverse=True)
+    kinds = np.array([tag_kind(str(t)) for t in unique])[inverse].reshape(have.shape)
+    mask = np.zeros(have.shape, dtype=bool)
+    for name in names:
+        mine = (have == name) | (kinds == name if what == "tag" else False)
+        if not mine.any():
+            known = ", ".join(sorted(set(have.ravel().tolist()) - {""})) or "none"
+            raise ValueError(
+                f"bad cause {part!r}: no replayed collective has the {what} {name!r} "
+                f"({what}s: {known})"
+            )
+        mask |= mine
+    return Scope(f"{what} {','.join(names)}", mask)
+
+
+def phases_named(causes: list[str] | None) -> tuple[str, ...]:
+    """The phases the grid needs: those the causes name, and the ones tried by default."""
+    named = [
+        ALIASES.get(part, part).partition(":")[2]
+        for cause in causes or ()
+        for part in cause.split("+")
+        if ALIASES.get(part, part).startswith("phase:")
+    ]
+    return tuple(dict.fromkeys((*CANDIDATE_PHASES, *named)))
+
+
+def _phase_of(grid: StepGrid, part: str, name: str) -> str:
+    if name not in grid.phase_ns:
+        known = ", ".join(sorted(grid.phase_ns)) or "none"
+        raise ValueError(f"bad cause {part!r}: no {name!r} phase was recorded (phases: {known})")
+    return name
+
+
+def without_link(grid: StepGrid, part: str, value: str, hosts: dict[int, str]) -> StepGrid:
+    """Transfers over the link between two nodes (or inside one) as fast as over the others:
+    each transfer of a group smaller than the world that spans exactly ``value``'s nodes
+    takes at most the median, step by step, of the groups of its shape (op, size, ranks,
+    nodes spanned) elsewhere, as analyze/ranks/links.py compares them. Collectives over all ranks
+    cross every link: that is ``comm:X``."""
+    ends = frozenset(h for h in value.split(",") if h)
+    if not 1 <= len(ends) <= 2:
+        raise ValueError(f"bad cause {part!r}: link:HOST,HOST (two nodes) or link:HOST")
+    for end in sorted(ends):
+        _ranks_of(part, "node", end, hosts)
+    if grid.op_names is None or grid.nbytes is None:
+        raise ValueError(f"bad cause {part!r}: the model has no message sizes")
+    cls, on_link, subgroup = link_classes(grid, hosts, ends)
+    if not on_link.any():
+        raise ValueError(
+            f"no group smaller than the world ran over the link {value!r}: a link is told "
+            "apart only where groups of the same shape cross other links"
+        )
+    transfer = grid.transfer_ns.copy()
+    for c in np.unique(cls[on_link]):
+        mine, peers = on_link & (cls == c), ~on_link & subgroup & (cls == c)
+        if not peers.any():
+            raise ValueError(f"the link {value!r}: no other group of the same shape to pace it")
+        pace = np.median(grid.transfer_ns[:, peers], axis=1, keepdims=True)
+        transfer[:, mine] = np.minimum(transfer[:, mine], pace)
+    return replace(grid, transfer_ns=transfer)
+
+
+def _ranks_of(part: str, kind: str, value: str, hosts: dict[int, str]) -> list[int]:
+    if kind == "rank":
+        if not value.isdigit():
+            raise ValueError(f"bad cause {part!r}: rank:N takes a rank number")
+        return [int(value)]
+    ranks = [r for r, h in sorted(hosts.items()) if h == value]
+    if not ranks:
+        known = ", ".join(sorted(set(hosts.values()))) or "none recorded"
+        raise ValueError(f"no rank ran on node {value!r} (nodes: {known})")
+    return ranks
+
+
+def _speed(part: str, value: str) -> float:
+    try:
+        speed = float(value.removeprefix("x"))
+    except ValueError:
+        raise ValueError(f"bad cause {part!r}: the speed-up must be a number") from None
+    if not speed > 0 or not np.isfinite(speed):
+        raise ValueError(f"bad cause {part!r}: the speed-up must be positive")
+    return speed
+
+
+def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RANKS) -> list[str]:
+    """The node whose ranks have the most own time per step (with several nodes), the ranks
+    with the most, input waits and rank-only work (when they take 5 % of the own time),
+    exposed transfers, and the first two of these together."""
+    own = grid.own_ns().mean(axis=0)
+    causes = []
+    by_host: dict[str, list[int]] = {}
+    for i, rank in enumerate(grid.ranks.tolist()):
+        by_host.setdefault(hosts.get(rank, ""), []).append(i)
+    if len(by_host) > 1 and "" not in by_host:
+        host = max(sorted(by_host), key=lambda h: float(own[by_host[h]].mean()))
+        causes.append(f"node:{host}")
+    order = np.argsort(-own, kind="stable")[: min(limit, len(grid.ranks) - 1)]
+    causes += [f"rank:{int(grid.ranks[i])}" for i in order]
+    own_total = float(grid.own_ns().sum())
+    for name in CANDIDATE_PHASES:
+        if name in grid.phase_ns and grid.phase_ns[name].sum() >= PHASE_CANDIDATE_SHARE * own_total:
+            causes.append(ALIASES.get(name, f"phase:{name}"))
+    if grid.transfer_ns.any():
+        causes.append("comm:hidden")
+    if len(causes) >= 2:
+        causes.append(f"{causes[0]}+{causes[-1]}")
+    return causes + [c for c in SCOPED_CANDIDATES if _has_transfers(grid, c)]
+
+
+def _has_transfers(grid: StepGrid, cause: str) -> bool:
+    """Whether ``cause``'s scope holds collectives with transfer time."""
+    try:
+        scope = scope_of(grid, cause, cause.partition("@")[2])
+    except ValueError:
+        return False
+    return bool(grid.transfer_ns[:, scope.mask].any())

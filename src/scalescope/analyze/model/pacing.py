@@ -1,0 +1,125 @@
+"""Ranks and groups at the pace of their peers, for the what-if (whatif.py): the model's
+collectives by class (op, size, ranks, nodes spanned: what analyze/ranks/links.py compares), a
+link's groups paced by the groups of their shape elsewhere, and the ideal step, with no
+rank slower than the median of the others and no group slower than the typical one of its
+class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from scalescope.analyze.model.step_grid import StepGrid, instances
+
+OWN_FIELDS = ("work_ns", "prejoin_ns", "post_ns", "gap_ns")
+"""A rank's own time in the model: what a slow rank does more of."""
+
+
+P2P = {"send": "send/recv", "recv": "send/recv", "isend": "send/recv", "irecv": "send/recv"}
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """The model's collectives by instance (``instances``): their class (op, size, ranks,
+    nodes spanned: what analyze/ranks/links.py compares), nodes and number of ranks."""
+
+    inst: np.ndarray
+    """(ranks, collectives): the instance of each rank's collective."""
+    cls: np.ndarray
+    spans: tuple[frozenset[str], ...]
+    size: np.ndarray
+
+
+def _shapes(grid: StepGrid, hosts: dict[int, str]) -> _Shapes:
+    inst = instances(grid.group)
+    host = [hosts.get(int(r), "") for r in grid.ranks]
+    rank = np.broadcast_to(np.arange(len(grid.ranks))[:, None], inst.shape)
+    spans: dict[int, set[str]] = {}
+    for i, r in zip(inst.ravel().tolist(), rank.ravel().tolist(), strict=True):
+        spans.setdefault(i, set()).add(host[r])
+    size = np.bincount(inst.ravel())
+    first = {i: (r, k) for (r, k), i in reversed(list(np.ndenumerate(inst)))}
+    keys: dict[tuple, int] = {}
+    cls = np.empty(len(size), dtype=np.int64)
+    for i, (r, k) in first.items():
+        op = str(grid.op_names[r, k]) if grid.op_names is not None else f"#{k}"
+        nbytes = int(grid.nbytes[r, k]) if grid.nbytes is not None else 0
+        key = (P2P.get(op, op), nbytes, int(size[i]), len(spans[i]))
+        cls[i] = keys.setdefault(key, len(keys))
+    return _Shapes(inst, cls, tuple(frozenset(spans[i]) for i in range(len(size))), size)
+
+
+def link_classes(
+    grid: StepGrid, hosts: dict[int, str], ends: frozenset[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (rank, collective): its class, whether its group spans exactly ``ends``, whether
+    that group is smaller than the world."""
+    sh = _shapes(grid, hosts)
+    on = np.array([spans == ends for spans in sh.spans])
+    subgroup = sh.size < len(grid.ranks)
+    return sh.cls[sh.inst], (on & subgroup)[sh.inst], subgroup[sh.inst]
+
+
+def median_peer(total: np.ndarray) -> np.ndarray:
+    """(steps, ranks) -> for each rank, the rank among the others whose ``total`` is their
+    median (the lower one of an even count), step by step. With two ranks, the other: a
+    median that counted the slow rank would be half of it."""
+    n = total.shape[1]
+    order = np.argsort(total, axis=1, kind="stable")
+    place = np.empty_like(order)
+    np.put_along_axis(place, order, np.broadcast_to(np.arange(n), order.shape), axis=1)
+    middle = (n - 2) // 2
+    return np.take_along_axis(order, np.where(middle < place, middle, middle + 1), axis=1)
+
+
+def ideal(grid: StepGrid, hosts: dict[int, str]) -> StepGrid:
+    """The step with no slow rank, node or link: a rank whose own time in a step exceeds
+    that of the median one of the other ranks does that rank's work instead (its parts
+    whole, not each part's minimum, which noise would bias low), and no group transfers
+    slower on average than the typical group of its class (``typical_transfers``)."""
+    if len(grid.ranks) < 2:
+        return grid
+    total = grid.own_ns() + grid.gap_ns
+    peer = median_peer(total)
+    slower = total > np.take_along_axis(total, peer, axis=1)
+
+    def paced(a: np.ndarray) -> np.ndarray:
+        theirs = np.take_along_axis(a, peer.reshape(peer.shape + (1,) * (a.ndim - 2)), axis=1)
+        return np.where(slower.reshape(slower.shape + (1,) * (a.ndim - 2)), theirs, a)
+
+    return replace(
+        grid, transfer_ns=typical_transfers(grid, hosts),
+        **{f: paced(getattr(grid, f)) for f in OWN_FIELDS},
+    )  # fmt: skip
+
+
+def typical_transfers(grid: StepGrid, hosts: dict[int, str]) -> np.ndarray:
+    """Each group's transfers scaled down, where their mean over the steps exceeds it, to
+    the median of the means of the groups of its class: a slow link's groups move at their
+    peers' pace, and a collective's step-to-step spread, which no fix removes, stays in."""
+    sh = _shapes(grid, hosts)
+    n = len(sh.size)
+    mean = np.zeros(n)
+    np.add.at(mean, sh.inst.ravel(), grid.transfer_ns.mean(axis=0).ravel())
+    mean /= sh.size
+    typical = np.empty(n)
+    for c in np.unique(sh.cls):
+        typical[sh.cls == c] = np.median(mean[sh.cls == c])
+    scale = np.where(mean > typical, typical / np.where(mean > 0, mean, 1.0), 1.0)
+    return grid.transfer_ns * scale[sh.inst]
+
+
+def at_peers_pace(grid: StepGrid, idx: np.ndarray) -> StepGrid:
+    """The ranks ``idx``' own durations replaced, step by step, by the median of the others'."""
+    others = np.ones(len(grid.ranks), dtype=bool)
+    others[idx] = False
+    if not others.any():
+        raise ValueError("every rank would be fixed: no other rank gives the pace")
+
+    def paced(a: np.ndarray) -> np.ndarray:
+        out = a.copy()
+        out[:, idx] = np.median(a[:, others], axis=1, keepdims=True)
+        return out
+
+    return replace(grid, **{f: paced(getattr(grid, f)) for f in OWN_FIELDS})

@@ -1,0 +1,167 @@
+"""What fixing a cause would buy: the measured steps replayed (replay.py) with some of the
+durations of the model (step_grid.py) replaced. A rank at the pace of the ranks doing the same
+work (the median of the others, step by step), or, where its extra time began mid-run, the
+steps before it; a phase taken out; faster compute, faster communication; several at once.
+The causes by name and the ones tried: causes.py; what each fix changes in the model: fixes.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalescope.analyze.model.causes import apply_fix, candidate_causes, phases_named
+from scalescope.analyze.model.pacing import ideal
+from scalescope.analyze.model.replay import Prediction, ReplayTimes, predict, replay
+from scalescope.analyze.model.step_grid import StepGrid, build_grid
+from scalescope.analyze.ranks.clocks import ClockAlignment
+from scalescope.events import Run
+
+
+@dataclass(frozen=True)
+class Fix:
+    cause: str
+    """``rank:N``, ``compute:x1.5``, ``comm:x2``, ``comm:hidden``, ``comm:hidden@dim:tp``, or
+    several joined by ``+``."""
+    prediction: Prediction
+    gain_ms: float
+    """The mean replayed step as measured minus the mean step with the cause fixed."""
+    gain_pct: float
+    samples_per_s: float | None
+    """Training samples per second after the fix (None when steps count no samples)."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    measured_step_ms: float
+    replayed: Prediction
+    """The measured durations replayed: within a few % of ``measured_step_ms`` when the
+    model fits the run; the fixes' gains are counted from it."""
+    fixes: tuple[Fix, ...]
+    steps: int
+    ranks: int
+    collectives_per_step: int
+    left_out: tuple[str, ...] = ()
+    ideal: Prediction | None = None
+    """The step with every slow rank, node and link fixed at once (``ideal``, pacing.py)."""
+
+    @property
+    def slowdown(self) -> float | None:
+        """S = the replay as measured / the ideal step (mean steps)."""
+        if self.ideal is None or self.ideal.mean_ms <= 0:
+            return None
+        return self.replayed.mean_ms / self.ideal.mean_ms
+
+    @property
+    def best(self) -> Fix | None:
+        """The fix with the largest gain; None without fixes."""
+        return max(self.fixes, key=lambda f: f.gain_ms, default=None)
+
+
+def hosts_of(run: Run) -> dict[int, str]:
+    return {r: m.hostname for r, m in run.ranks.items()}
+
+
+def measured_rows(grid: StepGrid, warmup_steps: int) -> tuple[np.ndarray, list[str]]:
+    """The rows past the warm-up (every row when none is), and a note when none was."""
+    rows = grid.steps >= warmup_steps
+    if rows.any():
+        return rows, []
+    return np.ones_like(rows), ["no step after the warm-up: every step counted"]
+
+
+def what_if(
+    run: Run, warmup_steps: int = 1, causes: list[str] | None = None, last: int | None = None,
+    extra: tuple[str, ...] = (), clocks: tuple[ClockAlignment, ...] | None = None,
+) -> WhatIf | None:  # fmt: skip
+    """The measured steps (``step >= warmup_steps``; every step when none is) replayed as
+    measured and with each cause fixed (default: ``candidate_causes`` and ``extra``, largest
+    gain first). The replay runs over every recorded step, so a cause that began in the
+    warm-up is seen beginning. None when the run gives no model (``build_grid``). ``last``:
+    replay only the last that many steps (the report's bound on a long run's cost);
+    ``clocks``: the run's alignment when the caller has it."""
+    grid, left = build_grid(run, last=last, phases=phases_named(causes), clocks=clocks)
+    if grid is None:
+        return None
+    return what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra)
+
+
+def what_if_of(
+    grid: StepGrid, left: list[str], hosts: dict[int, str], warmup_steps: int,
+    causes: list[str] | None = None, extra: tuple[str, ...] = (),
+) -> WhatIf:  # fmt: skip
+    """``what_if`` on a grid already built (``left``: what building it left out)."""
+    rows, none_measured = measured_rows(grid, warmup_steps)
+    base = predict(grid, "as measured", rows)
+    samples = float(np.median(grid.samples[rows].sum(axis=1)))
+    chosen = causes is None
+    if causes is None:
+        found = candidate_causes(grid, hosts)
+        causes = found + [c for c in dict.fromkeys(extra) if c not in found]
+    fixes = []
+    for cause in causes:
+        fixed, note, before = apply_fix(grid, cause, hosts)
+        after = predict(fixed, cause, rows if before is None else before)
+        gain = base.mean_ms - after.mean_ms
+        rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
+        pct = 100.0 * gain / base.mean_ms if base.mean_ms > 0 else 0.0
+        fixes.append(Fix(cause, after, gain, pct, rate, note))
+    if chosen:
+        fixes.sort(key=lambda f: -f.gain_ms)
+    ideal_step = predict(ideal(grid, hosts), "ideal", rows)
+    return WhatIf(
+        measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
+        replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
+        collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
+        ideal=ideal_step,
+    )  # fmt: skip
+
+
+TIMELINE_STEPS = 5
+TIMELINE_RANKS = 16
+
+
+@dataclass(frozen=True)
+class WhatIfTimeline:
+    """A few steps replayed as measured and with ``cause`` fixed, for a Chrome trace."""
+
+    cause: str
+    note: str
+    ranks: tuple[int, ...]
+    steps: tuple[int, ...]
+    """The step numbers shown, as measured (the fixed replay's rows may be earlier steps:
+    ``note`` says so when the cause began mid-run)."""
+    ops: tuple[str, ...]
+    measured: ReplayTimes
+    fixed: ReplayTimes
+
+
+def _window(times: ReplayTimes, rows: np.ndarray, ranks: np.ndarray) -> ReplayTimes:
+    """``times`` of ``rows`` x ``ranks``, from 0 at the first row's earliest start."""
+    t0 = times.start_ns[rows[0]].min()
+    pick = np.ix_(rows, ranks)
+    return ReplayTimes(
+        times.start_ns[pick] - t0, times.end_ns[pick] - t0,
+        times.issue_ns[rows][:, ranks] - t0, times.done_ns[rows][:, ranks] - t0,
+    )  # fmt: skip
+
+
+def replay_timeline(
+    grid: StepGrid, hosts: dict[int, str], warmup_steps: int, cause: str,
+    steps: int = TIMELINE_STEPS,
+) -> WhatIfTimeline:  # fmt: skip
+    """The last ``steps`` measured steps of ``grid`` replayed as measured, and the same
+    number replayed with ``cause`` fixed (from the steps it is judged by), on up to 16 ranks."""
+    fixed, note, before = apply_fix(grid, cause, hosts)
+    measured = np.flatnonzero(measured_rows(grid, warmup_steps)[0])
+    fixed_rows = measured if before is None else np.arange(grid.shape[0])[before]
+    ranks = np.arange(min(len(grid.ranks), TIMELINE_RANKS))
+    a = _window(replay(grid, keep_times=True).times, measured[-steps:], ranks)
+    b = _window(replay(fixed, keep_times=True).times, fixed_rows[-steps:], ranks)
+    return WhatIfTimeline(
+        cause=cause, note=note, ranks=tuple(int(r) for r in grid.ranks[ranks]),
+        steps=tuple(int(s) for s in grid.steps[measured[-steps:]]), ops=grid.ops,
+        measured=a, fixed=b,
+    )  # fmt: skip
