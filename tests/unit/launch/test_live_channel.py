@@ -18,7 +18,7 @@ import pytest
 from torch.distributed import TCPStore
 
 from scalescope.events.files import stack_path
-from scalescope.events.live_state import LiveStateWriter
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.command_key import seal
 from scalescope.launch.live_channel import KILL, STACKS, Channel, Relay, request_context
 
