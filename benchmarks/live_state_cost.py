@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from results import record
-from scalescope.events.live_state import LiveStateWriter
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.probe.recorder import Recorder
 
 

@@ -33,7 +33,8 @@ if str(BENCHMARKS) not in sys.path:
 
 from results import record  # noqa: E402
 from scalescope.events.files import live_state_path, rank_meta_path  # noqa: E402
-from scalescope.events.live_state import LiveStateWriter, read_live_states  # noqa: E402
+from scalescope.events.live_state import read_live_states  # noqa: E402
+from scalescope.events.live_state_writer import LiveStateWriter  # noqa: E402
 from scalescope.events.run import GroupMeta, RankMeta, write_json_atomic  # noqa: E402
 from scalescope.launch.metrics.endpoint import MetricsEndpoint  # noqa: E402
 

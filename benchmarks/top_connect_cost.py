@@ -34,7 +34,7 @@ def parse() -> argparse.Namespace:
 
 def published(ranks: int, folder: Path) -> list[bytes]:
     """Each rank's state file as a rank that is 7 steps in, in an all_reduce, would hold."""
-    from scalescope.events.live_state import LiveStateWriter
+    from scalescope.events.live_state_writer import LiveStateWriter
 
     raws = []
     now = time.perf_counter_ns()

@@ -398,21 +398,6 @@ def listed(values: Sequence[int], limit: int) -> str:
     return ", ".join(map(str, values[:limit])) + (" ..." if len(values) > limit else "")
 
 
-def fmt_size(nbytes: float) -> str:
-    """Decimal units, three figures: ``850 B``, ``12.3 kB``, ``110 kB``, ``1.23 MB``. The
-    evidence of the findings that name a size counts kB and MB (1,000s), so their words do
-    too (``hang_words.fmt_b`` is the binary one of a hang's message sizes)."""
-    value = float(nbytes)
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(value) < 999.5 or unit == "GB":
-            break
-        value /= 1000
-    if unit == "B":
-        return f"{value:.0f} B"
-    digits = 2 if abs(value) < 9.995 else 1 if abs(value) < 99.95 else 0
-    return f"{value:,.{digits}f} {unit}"
-
-
 def who(ranks: Sequence[int]) -> str:
     """``rank 0``, or ``ranks 0, 3``."""
     return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))

@@ -4,6 +4,7 @@ launcher's and report's hang section use the same sentences."""
 from __future__ import annotations
 
 from scalescope.analyze.watch.hang import RankHang, Verdict
+from scalescope.events.units import fmt_bytes_brief, fmt_seconds
 
 PHASE_WORDS = {
     "outside": "in host work (outside the recorded phases)",
@@ -13,19 +14,6 @@ PHASE_WORDS = {
     "comm_wait": "waiting for its gradient buckets",
     "optimizer": "in the optimizer step",
 }
-
-
-def fmt_s(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-
-
-def fmt_b(nbytes: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{nbytes} B"
 
 
 def rank_ranges(ranks: tuple[int, ...]) -> str:
@@ -51,7 +39,7 @@ def _where(r: RankHang) -> str:
 
 
 def _coll(v: Verdict) -> str:
-    return f"{v.op} #{v.seq} (group {v.group}, {fmt_b(v.nbytes)})"
+    return f"{v.op} #{v.seq} (group {v.group}, {fmt_bytes_brief(v.nbytes)})"
 
 
 def on_hosts(picked: tuple[int, ...], ranks: dict[int, RankHang]) -> str:
@@ -68,7 +56,8 @@ def verdict_line(v: Verdict, ranks: dict[int, RankHang]) -> str:
         where = "; ".join(f"rank {r} {_where(ranks[r])}" for r in v.ranks)
         verb = "has" if len(v.ranks) == 1 else "have"
         who = _ranks(v.ranks) + on_hosts(v.ranks, ranks)
-        return f"{who} {verb} not entered {_coll(v)} that {waits} for {fmt_s(v.waited_s)}; {where}"
+        waited = fmt_seconds(v.waited_s)
+        return f"{who} {verb} not entered {_coll(v)} that {waits} for {waited}; {where}"
     if v.kind == "mismatch":
         return (
             f"{_ranks(v.waiting)} called {v.op}, {_ranks(v.ranks)} called {v.other_op} with "
@@ -85,13 +74,13 @@ def verdict_line(v: Verdict, ranks: dict[int, RankHang]) -> str:
         status = ", ".join(
             f"rank {r}{on_hosts((r,), ranks)}: {ranks[r].ended or 'gone'}" for r in v.ranks
         )
-        tail = f" while {waits} {_coll(v)} for {fmt_s(v.waited_s)}" if v.waiting else ""
+        tail = f" while {waits} {_coll(v)} for {fmt_seconds(v.waited_s)}" if v.waiting else ""
         return (
             f"{_ranks(v.ranks)} no longer {'runs' if len(v.ranks) == 1 else 'run'} ({status}){tail}"
         )
     if v.kind == "all_waiting":
         return (
-            f"{_ranks(v.waiting)} all wait in {_coll(v)} for {fmt_s(v.waited_s)}: the "
+            f"{_ranks(v.waiting)} all wait in {_coll(v)} for {fmt_seconds(v.waited_s)}: the "
             "collective itself does not complete (the network between the ranks, or a peer "
             "that cannot be reached)"
         )

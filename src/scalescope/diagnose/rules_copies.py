@@ -7,11 +7,11 @@ from scalescope.diagnose.findings import (
     Evidence,
     Finding,
     bottleneck,
-    fmt_size,
     remedy,
     summary,
 )
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
+from scalescope.events.units import fmt_bytes_decimal
 
 
 def _mean(copies: tuple[RankCopies, ...], field: str) -> float:
@@ -46,7 +46,9 @@ class PageableCopyRule:
         return Finding(
             code="PAGEABLE_COPY",
             bottleneck=bottleneck("PAGEABLE_COPY"),
-            summary=summary("PAGEABLE_COPY", ms=ms, share=share, size=fmt_size(nbytes), rate=rate),
+            summary=summary(
+                "PAGEABLE_COPY", ms=ms, share=share, size=fmt_bytes_decimal(nbytes), rate=rate
+            ),
             share_pct=share,
             saved_ms_per_step=ms,
             evidence=(

@@ -16,9 +16,9 @@ from scalescope.diagnose.findings import (
     summary,
     who,
 )
-from scalescope.diagnose.hang_words import fmt_b
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.events.schema import CHECKPOINT
+from scalescope.events.units import fmt_bytes_brief
 
 CODES = {"eval": "RANK_ONLY_EVAL", CHECKPOINT: "RANK_ONLY_CHECKPOINT"}
 REMEDIES = {"eval": ("eval_sharded", "eval_less_often"), CHECKPOINT: ("async_save",)}
@@ -77,7 +77,9 @@ class RankOnlyWorkRule:
         share = share_pct(per_step, step_ms)
         threshold = ctx.thresholds.straggler_cost_pct
         code = CODES[self.kind]
-        size = f", {fmt_b(round(work.nbytes_per_occurrence))}" if self.kind == CHECKPOINT else ""
+        size = ""
+        if self.kind == CHECKPOINT:
+            size = f", {fmt_bytes_brief(round(work.nbytes_per_occurrence))}"
         return Finding(
             code=code, bottleneck=bottleneck(code),
             summary=summary(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from scalescope.analyze.comm.collectives import UnitTraffic, fsdp_units
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
-from scalescope.diagnose.hang_words import fmt_b
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
+from scalescope.events.units import fmt_bytes_brief
 
 MIN_SMALL_UNITS = 4
 """Units below the small-message size it takes to call the wrapping too fine: fewer small
@@ -113,7 +113,7 @@ class FsdpSmallUnitsRule:
             summary=summary(
                 "FSDP_SMALL_UNITS",
                 units=len(small),
-                size=fmt_b(round(mean)),
+                size=fmt_bytes_brief(round(mean)),
                 calls=calls,
                 share=share,
             ),  # fmt: skip
@@ -133,7 +133,10 @@ class FsdpSmallUnitsRule:
                     ">=",
                 ),
             ),  # fmt: skip
-            remedies=(remedy("fsdp_bigger_units", size=fmt_b(limit)), remedy("fsdp_prefetch")),
+            remedies=(
+                remedy("fsdp_bigger_units", size=fmt_bytes_brief(limit)),
+                remedy("fsdp_prefetch"),
+            ),
             basis="FSDP units' all-gathers and reduce-scatters per step, issue to completion",
         )
 

@@ -14,9 +14,10 @@ from scalescope.diagnose.findings import (
     summary,
     who,
 )
-from scalescope.diagnose.hang_words import fmt_b, verdict_line
+from scalescope.diagnose.hang_words import verdict_line
 from scalescope.diagnose.rules_input import DiagnosisInput
 from scalescope.events.tags import GRADIENT_EXCHANGE, tag_kind
+from scalescope.events.units import fmt_bytes_brief
 
 SYNC_SHARE = 0.5
 """Collectives moving at least this share of the stepped parameters' bytes per step count as
@@ -172,7 +173,7 @@ class ReplicasRule:
         params = [m.optimizer_param_bytes for m in ctx.ranks.values() if m.optimizer_param_bytes]
         if not params or moved >= SYNC_SHARE * min(params):
             return None  # no optimizer seen by the probe (an ingested trace): abstain
-        param_text = fmt_b(min(params))
+        param_text = fmt_bytes_brief(min(params))
         evidence = (
             Evidence("ranks", a.world_size),
             Evidence("optimizer steps per rank", min(steps)),
@@ -187,7 +188,7 @@ class ReplicasRule:
                 "INDEPENDENT_REPLICAS",
                 ranks=a.world_size,
                 steps=min(steps),
-                nbytes=fmt_b(round(moved)),
+                nbytes=fmt_bytes_brief(round(moved)),
                 params=param_text,
             ),  # fmt: skip
             share_pct=None,

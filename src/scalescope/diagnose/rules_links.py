@@ -17,6 +17,7 @@ from scalescope.analyze.ranks.links import LinkAnalysis, SlowLink
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.diagnose.rules_ranks import node_of_late_ranks
+from scalescope.events.units import fmt_bytes_significant
 
 WARN_SHARE_PCT = 1.0
 """A slow link is a fault, not a setting: a warning from this share of the step, else info."""
@@ -27,13 +28,6 @@ many times the link's is its consequence: it waited for the link's bytes, which 
 time counts (the transfer is not waiting for a later rank)."""
 WORLD_MIN_BYTES = 1 << 20
 """The largest collective of every rank is compared with the link when at least this big."""
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes} B"
 
 
 def _where(link: SlowLink) -> str:
@@ -68,8 +62,8 @@ def _evidence(la: LinkAnalysis, link: SlowLink, share: float) -> tuple[Evidence,
     return (
         Evidence("hosts", ", ".join(link.hosts)),
         Evidence("its slow groups (ranks)", _groups(link)),
-        Evidence(f"{link.op} of {_size(link.nbytes)}: transfer per byte (completion - last "
-                 "arrival)", round(per_byte, 4), "ns/B",
+        Evidence(f"{link.op} of {fmt_bytes_significant(link.nbytes)}: transfer per byte "
+                 "(completion - last arrival)", round(per_byte, 4), "ns/B",
                  round(la.ratio_threshold * peers_per_byte, 4), ">="),
         Evidence(f"the {link.peers} other groups' median", round(peers_per_byte, 4), "ns/B"),
         Evidence("ratio", round(link.ratio, 2), "x", la.ratio_threshold, ">="),
@@ -96,7 +90,7 @@ def world_busbw(ctx: DiagnosisInput) -> tuple[str, float] | None:
         return None
     w = max(big, key=lambda w: w.nbytes)
     busbw = (bus_factor(w.op, n) or 0.0) * w.nbytes / (w.transfer_avg_us * 1e3)
-    return f"{w.op} of {_size(w.nbytes)}", busbw
+    return f"{w.op} of {fmt_bytes_significant(w.nbytes)}", busbw
 
 
 def _remedies(link: SlowLink, nic: str | None) -> tuple[str, ...]:
@@ -128,7 +122,7 @@ class SlowLinkRule:
         nic = common_host(la.slow)
         share = share_pct(link.cost_ms_per_step, step_ms)
         words = dict(
-            n=link.slow_groups, op=link.op, size=_size(link.nbytes),
+            n=link.slow_groups, op=link.op, size=fmt_bytes_significant(link.nbytes),
             ms=link.transfer_us / 1e3, ratio=link.ratio, peers=link.peers,
             peer_ms=link.peers_transfer_us / 1e3, cost=link.cost_ms_per_step,
         )  # fmt: skip

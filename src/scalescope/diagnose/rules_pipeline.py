@@ -9,7 +9,6 @@ from scalescope.diagnose.findings import (
     Evidence,
     Finding,
     bottleneck,
-    fmt_size,
     remedy,
     summary,
 )
@@ -24,6 +23,7 @@ from scalescope.diagnose.rules_input import (
     rank_times,
     share_pct,
 )
+from scalescope.events.units import fmt_bytes_decimal
 
 
 def _spare_cores(ctx: DiagnosisInput) -> int | None:
@@ -63,7 +63,7 @@ def _remedies(ctx: DiagnosisInput, data_ms: float, step_ms: float) -> tuple[str,
     out.append(remedy("cheaper_samples"))
     files = ctx.data_files
     if files and _many_small_files(ctx):
-        size, folder = fmt_size(files.mean_bytes), shlex.quote(files.path)
+        size, folder = fmt_bytes_decimal(files.mean_bytes), shlex.quote(files.path)
         out.append(remedy("pack_files", files=files.files, size=size, folder=folder))
     if ctx.meta.hardware.get("gpus") and not bench_option(ctx, "pin_memory"):
         out.append(remedy("pin_memory"))

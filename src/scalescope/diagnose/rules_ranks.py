@@ -9,13 +9,13 @@ switches), fewer cores, a slower phase, slower cores (more CPU time for the same
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import CrossRankAnalysis, Straggler, straggler_min_share_pct
 from scalescope.analyze.steps.extra_work import BURST_SHARE_PCT, LatenessPattern
 from scalescope.analyze.steps.gaps import describe
 from scalescope.analyze.steps.step_slots import OTHER
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.rank_cpu import cpu_cause, cpu_evidence, cpu_use, cpus_text, where_it_runs
 from scalescope.diagnose.rules_extra_work import explains_straggler, when
 from scalescope.diagnose.rules_input import DiagnosisInput, hosts, mean_step, rank_times, share_pct
 
@@ -28,89 +28,19 @@ def _needs(ctx: DiagnosisInput, name: str) -> tuple[str, ...]:
     return ()
 
 
-def _cpus(cpus: list[int]) -> str:
-    return ",".join(map(str, cpus[:8])) + ("..." if len(cpus) > 8 else "")
-
-
-@dataclass(frozen=True)
-class CpuUse:
-    """The straggler's CPU use at the end of the run against the other ranks'."""
-
-    switches: int
-    others_switches: float
-    """Median over the other ranks of their involuntary context switches."""
-    cpu_excess_pct: float
-    """Its CPU time above the others' mean, % of that mean."""
-
-
-def cpu_use(ctx: DiagnosisInput, rank: int) -> CpuUse | None:
-    """None when a rank file lacks the CPU time or context switches (older or ingested)."""
-    mine = ctx.ranks.get(rank)
-    others = [m for r, m in ctx.ranks.items() if r != rank]
-    if mine is None or not others:
-        return None
-    if any(m.cpu_s is None or m.involuntary_switches is None for m in (mine, *others)):
-        return None
-    others_cpu = statistics.fmean(m.cpu_s or 0.0 for m in others)
-    if others_cpu <= 0:
-        return None
-    return CpuUse(
-        switches=mine.involuntary_switches or 0,
-        others_switches=statistics.median(m.involuntary_switches or 0 for m in others),
-        cpu_excess_pct=100.0 * ((mine.cpu_s or 0.0) - others_cpu) / others_cpu,
-    )
-
-
-def _cpu_cause(ctx: DiagnosisInput, rank: int) -> tuple[str, str] | None:
-    """(kind, remedy) when the rank's CPU use points at a cause: ``preempted`` by another
-    process on its cpus, or ``slower_cpu`` (more CPU time for the same work)."""
-    use = cpu_use(ctx, rank)
-    if use is None:
-        return None
-    t = ctx.thresholds
-    if use.switches >= t.preempted_ratio * max(use.others_switches, 1.0):
-        n, m, where = use.switches, int(use.others_switches), _where(ctx, rank)
-        return "preempted", remedy("preempted", rank=rank, n=n, m=m, where=where)
-    if use.cpu_excess_pct >= t.slower_cpu_pct:
-        return "slower_cpu", remedy("slower_cpu", rank=rank, pct=use.cpu_excess_pct)
-    return None
-
-
 def straggler_does_own_work(ctx: DiagnosisInput) -> bool:
     """The straggler's CPU facts show neither preemption nor more CPU time than the others':
     ranks sharing cores do not explain its lateness (it sleeps, blocks or does more)."""
     cross = ctx.analysis.cross_rank
     s = cross.straggler if cross is not None else None
-    return s is not None and cpu_use(ctx, s.rank) is not None and _cpu_cause(ctx, s.rank) is None
-
-
-def _cpu_evidence(ctx: DiagnosisInput, rank: int) -> list[Evidence]:
-    use = cpu_use(ctx, rank)
-    if use is None:
-        return []
-    t = ctx.thresholds
-    return [
-        Evidence("its involuntary context switches", use.switches, "",
-                 round(t.preempted_ratio * max(use.others_switches, 1.0)), ">="),
-        Evidence("the others' (median)", round(use.others_switches)),
-        Evidence("its CPU time above the others'", round(use.cpu_excess_pct, 1), "%",
-                 t.slower_cpu_pct, ">="),
-    ]  # fmt: skip
-
-
-def _where(ctx: DiagnosisInput, rank: int) -> str:
-    mine = ctx.ranks.get(rank)
-    if mine is None:
-        return "its host"
-    host = mine.hostname or "its host"
-    return f"cpus {_cpus(mine.cpus)} on {host}" if mine.cpus else host
+    return s is not None and cpu_use(ctx, s.rank) is not None and cpu_cause(ctx, s.rank) is None
 
 
 def _burst_causes(ctx: DiagnosisInput, s: Straggler, pattern: LatenessPattern) -> list[str]:
     """A rank late at a few steps only does extra work there: never "slower cores"."""
     out = [remedy("burst_work", rank=s.rank, when=when(pattern.late_steps, pattern.period))]
     if ctx.ranks.get(s.rank) is not None:
-        out.append(remedy("inspect_host", rank=s.rank, where=_where(ctx, s.rank)))
+        out.append(remedy("inspect_host", rank=s.rank, where=where_it_runs(ctx, s.rank)))
     return out
 
 
@@ -126,7 +56,7 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         return _burst_causes(ctx, s, pattern)
     out = []
     mine = ctx.ranks.get(s.rank)
-    cpu_kind, cpu_remedy = _cpu_cause(ctx, s.rank) or ("", "")
+    cpu_kind, cpu_remedy = cpu_cause(ctx, s.rank) or ("", "")
     if cpu_kind == "preempted" and s.phase != OTHER:
         out.append(cpu_remedy)
     others = [len(m.cpus) for r, m in ctx.ranks.items() if r != s.rank and m.cpus]
@@ -152,7 +82,7 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
     if cpu_kind == "slower_cpu":
         out.append(cpu_remedy)
     if mine is not None and cpu_kind != "preempted":
-        out.append(remedy("inspect_host", rank=s.rank, where=_where(ctx, s.rank)))
+        out.append(remedy("inspect_host", rank=s.rank, where=where_it_runs(ctx, s.rank)))
     return out
 
 
@@ -228,8 +158,8 @@ def _evidence(
         host = hosts(ctx).get(mine.hostname or "this host", [])
         out.append(Evidence(f"ranks on its host {mine.hostname or ''}".rstrip(), len(host)))
         if mine.cpus:
-            out.append(Evidence("its cpus", _cpus(mine.cpus)))
-    out.extend(_cpu_evidence(ctx, s.rank))
+            out.append(Evidence("its cpus", cpus_text(mine.cpus)))
+    out.extend(cpu_evidence(ctx, s.rank))
     pattern = cr.straggler_pattern
     if pattern is not None:
         out.append(Evidence("its median excess per step", round(pattern.median_excess_ms, 2), "ms"))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from scalescope.analyze.comm.collectives import TagPerStep
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
-from scalescope.diagnose.hang_words import fmt_b
 from scalescope.diagnose.rules_fsdp import on_gpu
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE
+from scalescope.events.units import fmt_bytes_brief
 
 
 def zero_stage(ctx: DiagnosisInput) -> int | None:
@@ -62,7 +62,7 @@ def _evidence(ctx: DiagnosisInput, ms: float, share: float, nbytes: float, calls
             ctx.thresholds.exposed_comm_share_pct, ">=",
         ),
         Evidence("their time per step", round(ms, 2), "ms"),
-        Evidence("bytes per step", fmt_b(round(nbytes))),
+        Evidence("bytes per step", fmt_bytes_brief(round(nbytes))),
         Evidence("calls per step", round(calls, 2)),
         Evidence("ZeRO stage", zero_stage(ctx) or 0),
     )  # fmt: skip
@@ -91,7 +91,9 @@ class Zero3GatherRule:
         return Finding(
             code="ZERO3_PARAM_GATHER",
             bottleneck=bottleneck("ZERO3_PARAM_GATHER"),
-            summary=summary("ZERO3_PARAM_GATHER", share=share, ms=ms, size=fmt_b(round(nbytes))),
+            summary=summary(
+                "ZERO3_PARAM_GATHER", share=share, ms=ms, size=fmt_bytes_brief(round(nbytes))
+            ),
             share_pct=share,
             saved_ms_per_step=None,
             evidence=_evidence(ctx, ms, share, nbytes, gathers.calls_per_step if gathers else 0),
@@ -124,7 +126,11 @@ class Zero12CommRule:
             code="ZERO_EXCHANGE",
             bottleneck=bottleneck("ZERO_EXCHANGE"),
             summary=summary(
-                "ZERO_EXCHANGE", stage=stage, share=share, ms=ms, size=fmt_b(round(nbytes))
+                "ZERO_EXCHANGE",
+                stage=stage,
+                share=share,
+                ms=ms,
+                size=fmt_bytes_brief(round(nbytes)),
             ),
             share_pct=share,
             saved_ms_per_step=None,

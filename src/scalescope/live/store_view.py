@@ -10,7 +10,8 @@ from dataclasses import replace
 from rich.console import RenderableType
 
 from scalescope.analyze.watch.hang import rank_hang, verdicts
-from scalescope.diagnose.hang_words import fmt_s, verdict_line
+from scalescope.diagnose.hang_words import verdict_line
+from scalescope.events.units import fmt_seconds
 from scalescope.launch.channel.seals import load_key
 from scalescope.launch.channel.store import Channel, connect
 from scalescope.report.views.live_store import StoreRank, render_store_top
@@ -32,7 +33,7 @@ def stall_words(ranks: list[StoreRank], now: float) -> str | None:
     found = verdicts(hangs)
     by_rank = {h.rank: h for h in hangs}
     words = verdict_line(found[0], by_rank) if found else "no rank progressed"
-    return f"no progress for {fmt_s(now - max(progress))}: {words}"
+    return f"no progress for {fmt_seconds(now - max(progress))}: {words}"
 
 
 class StoreTop:

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     live = None
     if not args.no_probe:  # before torch is imported: top shows the rank in stage "import"
-        from scalescope.events.live_state import open_live_state
+        from scalescope.events.live_state_writer import open_live_state
 
         live = open_live_state(args.run_dir, int(os.environ.get("RANK", "0")))
     binding = apply_placement()

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from scalescope.events.live_state import LiveStateWriter
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.probe.completion import HostCompletions
 from scalescope.probe.context import current_tag
 from scalescope.probe.cuda_timing import CudaTimings

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from scalescope.events.live_state import LiveStateWriter
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.events.run import events_path
 from scalescope.probe import dispatched, group_hooks, native
 from scalescope.probe.batch_p2p import BatchP2P

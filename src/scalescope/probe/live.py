@@ -8,9 +8,9 @@ the rank.
 
 The start stage (``import``, ``init_process_group``, ``model``, ``running``) is written by
 the bootstrap (``import`` from the process' start, before torch is imported:
-``events.live_state.open_live_state``), by ``StartStages`` around ``init_process_group``,
-and by the recorder (``running`` at the first step's first phase, or at a step-less
-script's first collective).
+``events.live_state_writer.open_live_state``), by ``StartStages`` around
+``init_process_group``, and by the recorder (``running`` at the first step's first phase,
+or at a step-less script's first collective).
 """
 
 from __future__ import annotations
@@ -27,14 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from scalescope.events.files import stack_path
-from scalescope.events.live_state import (
-    INIT_PROCESS_GROUP,
-    MODEL,
-    RUNNING,
-    STACK_SIGNAL,
-    LiveStateWriter,
-    open_live_state,
-)
+from scalescope.events.live_state import INIT_PROCESS_GROUP, MODEL, RUNNING, STACK_SIGNAL
+from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
 from scalescope.probe.recorder import Recorder
 
 POLL_S = 0.5

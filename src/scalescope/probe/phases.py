@@ -17,35 +17,34 @@ the DDP module's forward while training (grad enabled, ``module.training``), sum
 forwards of the step (gradient accumulation). A forward outside training (grad disabled or
 the module in eval mode: evaluation) is the phase ``eval``, and so are the batches fetched
 for it; neither counts as training. ``torch.save`` is the phase ``checkpoint`` with the bytes
-it wrote. A DeepSpeed engine's ``backward`` and ``step`` are its phases, and its step ends
-the step (probe/deepspeed.py).
+it wrote (probe/checkpoints.py). A DeepSpeed engine's ``backward`` and ``step`` are its
+phases, and its step ends the step (probe/deepspeed.py).
 
 An optimizer that runs the model inside ``step(closure)`` (Lightning, LBFGS) has forward and
 backward inside its step: the optimizer phase is then its own time only, in pieces around
 them (host times), so a step's phases never overlap. Without DDP the module that holds the
-parameters the optimizer steps is watched from the second step on, and its forward counts
-the same way; with no such module (weights as plain tensors) nothing is counted, and
-throughput is in global steps/s.
+parameters the optimizer steps (probe/stepped_module.py) is watched from the second step on,
+and its forward counts the same way; with no such module (weights as plain tensors) nothing
+is counted, and throughput is in global steps/s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import gc
-import os
 import time
-import warnings
 import weakref
 from typing import Any
 
 import torch
 from torch.utils.data import dataloader
 
-from scalescope.events.schema import CHECKPOINT, EVAL
+from scalescope.events.schema import EVAL
 from scalescope.probe.batch_copies import TO_DEVICE, BatchCopies
+from scalescope.probe.checkpoints import patched_save
 from scalescope.probe.cuda_timing import CudaTimings
 from scalescope.probe.recorder import Recorder
+from scalescope.probe.stepped_module import param_bytes, stepped_module
 
 
 def batch_size_of(batch: Any) -> int:
@@ -109,7 +108,7 @@ class PhaseHooks:
         }  # fmt: skip
         it.__next__ = self._patched_next(it.__next__)
         torch.autograd.backward = self._patched_backward(torch.autograd.backward)
-        torch.save = self._patched_save(torch.save)
+        torch.save = patched_save(torch.save, self.recorder)
         self.recorder.before_step_end.append(self._count_unclaimed_batches)
         self.recorder.before_step_end.append(self.copies.close)
         from torch.optim.optimizer import (
@@ -186,22 +185,6 @@ class PhaseHooks:
         with no forward to take them (a script calling the wrapped module directly)."""
         if not self.forward_watched or len(self._fetched) > UNCLAIMED_MAX:
             self._count_fetched()
-
-    def _patched_save(self, original: Any) -> Any:
-        recorder = self.recorder
-
-        @functools.wraps(original)
-        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter_ns()
-            at = _position(f)
-            recorder.enter_phase(CHECKPOINT, start)
-            try:
-                return original(obj, f, *args, **kwargs)
-            finally:
-                row = recorder.phase(CHECKPOINT, start, time.perf_counter_ns())
-                row[5] = _written(f, at)
-
-        return save
 
     def watch_forward(self, module: torch.nn.Module) -> None:
         param = next(module.parameters(), None)
@@ -324,7 +307,7 @@ class PhaseHooks:
 
     def _optimizer_post(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if self.engine_step and self.stepped_param_bytes is None:
-            self.stepped_param_bytes = _param_bytes(optimizer)
+            self.stepped_param_bytes = param_bytes(optimizer)
         if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
             return
         end = time.perf_counter_ns()
@@ -336,7 +319,7 @@ class PhaseHooks:
         self._optimizer_start = self._optimizer_piece = None
         self.recorder.end_step(end)
         if self.stepped_param_bytes is None:
-            self.stepped_param_bytes = _param_bytes(optimizer)
+            self.stepped_param_bytes = param_bytes(optimizer)
         if not self.forward_watched and not self._searched_model:
             self._watch_stepped_model(optimizer)
 
@@ -353,10 +336,6 @@ class PhaseHooks:
         self.watch_forward(module)
 
 
-def _param_bytes(optimizer: Any) -> int:
-    return sum(p.numel() * p.element_size() for g in optimizer.param_groups for p in g["params"])
-
-
 UNCLAIMED_MAX = 64
 """Batches fetched with no forward taking them before they count at a step's end."""
 
@@ -366,50 +345,3 @@ def _in_training(module: Any) -> bool:
     module back in training after validation and leaves DDP's wrapper in eval)."""
     inner = getattr(module, "module", None)
     return bool(module.training or (isinstance(inner, torch.nn.Module) and inner.training))
-
-
-def _position(f: Any) -> int | None:
-    """Where a file object stands before a save (None for a path)."""
-    tell = getattr(f, "tell", None)
-    try:
-        return int(tell()) if callable(tell) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _written(f: Any, at: int | None) -> int:
-    """Bytes a save wrote: the file's size for a path, how far a file object moved."""
-    try:
-        if at is not None:
-            return max(int(f.tell()) - at, 0)
-        return os.path.getsize(f) if isinstance(f, (str, os.PathLike)) else 0
-    except (OSError, ValueError, TypeError):
-        return 0
-
-
-def _is_module(obj: Any) -> bool:
-    """``isinstance`` that survives a dead weak proxy among the collector's objects (it
-    raises ReferenceError on any attribute; torchtitan leaves some)."""
-    if type(obj) in weakref.ProxyTypes:
-        return False
-    try:
-        return isinstance(obj, torch.nn.Module)
-    except ReferenceError:
-        return False
-
-
-def stepped_module(optimizer: Any) -> torch.nn.Module | None:
-    """The outermost module holding every parameter ``optimizer`` steps, and no others."""
-    wanted = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    if not wanted:
-        return None
-    with warnings.catch_warnings():  # isinstance on deprecated torch aliases warns
-        warnings.simplefilter("ignore")
-        found = [
-            obj
-            for obj in gc.get_objects()
-            if _is_module(obj) and {id(p) for p in obj.parameters()} == wanted
-        ]
-    inner = {id(child) for m in found for child in m.modules() if child is not m}
-    outer = [m for m in found if id(m) not in inner]
-    return outer[0] if outer else None

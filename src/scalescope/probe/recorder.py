@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalescope.events.live_state import INIT_PROCESS_GROUP, OUTSIDE, RUNNING, LiveStateWriter
+from scalescope.events.live_state import INIT_PROCESS_GROUP, OUTSIDE, RUNNING
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.events.schema import Kind
 from scalescope.events.writer import EventWriter
 from scalescope.probe.memory import MemoryPeak

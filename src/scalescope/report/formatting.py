@@ -1,4 +1,5 @@
-"""Formatting shared by the terminal views: numbers with units, key-value grids, section rules."""
+"""Formatting shared by the terminal views: numbers, key-value grids, section rules (byte sizes
+and durations: events/units.py)."""
 
 from __future__ import annotations
 
@@ -13,24 +14,6 @@ REPORT_WIDTH = 120
 ERROR_LINES = 4
 """Lines of a rank's error the terminal shows in the failures section (the page shows all)."""
 NA = "n/a"
-
-
-def fmt_bytes(nbytes: float) -> str:
-    """Binary units with two decimals: 4194304 -> '4.00 MiB'."""
-    value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def fmt_bytes_exact(nbytes: float) -> str:
-    """Exact bytes beside the readable size: '4,194,304 B (4.00 MiB)'."""
-    if float(nbytes).is_integer() and abs(nbytes) < 1024:
-        return f"{nbytes:,.0f} B"
-    exact = f"{nbytes:,.0f}" if float(nbytes).is_integer() else f"{nbytes:,.1f}"
-    return f"{exact} B ({fmt_bytes(nbytes)})"
 
 
 def fmt(value: float | None, spec: str, unit: str = "") -> str:

@@ -10,7 +10,8 @@ from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
 from scalescope.analyze.watch.slowdown_cause import attribute
 from scalescope.analyze.watch.slowdown_link import group_field, group_members, slow_link
 from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead, per_step_ms
-from scalescope.events.live_state import LiveStateWriter, parse_live_state
+from scalescope.events.live_state import parse_live_state
+from scalescope.events.live_state_writer import LiveStateWriter
 
 HOSTS = {0: "host0", 1: "host1", 2: "host2"}
 P01, P12, P02 = (0, 1, 2), (1, 1, 2), (0, 2, 2)

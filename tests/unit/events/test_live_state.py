@@ -19,12 +19,11 @@ from scalescope.events.live_state import (
     STAGE_AT,
     STAGES,
     TOTAL_PHASES,
-    LiveStateWriter,
-    open_live_state,
     parse_live_state,
     read_live_state,
     request_flush,
 )
+from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
 
 OFFSET = 1_000_000_000_000_000_000
 

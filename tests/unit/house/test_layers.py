@@ -331,8 +331,6 @@ FUNCTIONS_DRAWN_WITH: dict[str, str] = {
     "scalescope.analyze.cross_rank.straggler_min_share_pct": "the straggler rule's threshold, "
     "quoted in the sentence that says why no rank was named",
     "scalescope.analyze.steps.gaps.describe": "the words of a gap's place (between X and Y)",
-    "scalescope.diagnose.hang_words.fmt_b": "a hang's words, shared with hang.txt",
-    "scalescope.diagnose.hang_words.fmt_s": "a hang's words, shared with hang.txt",
     "scalescope.diagnose.hang_words.verdict_line": "a hang's words, shared with hang.txt",
 }
 """The functions of those layers report/ still calls, each with why: words and rules quoted

@@ -13,7 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import live_state_path, rank_meta_path
-from scalescope.events.live_state import LiveStateWriter, read_live_states
+from scalescope.events.live_state import read_live_states
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.events.run import GroupMeta, RankMeta, write_json_atomic
 from scalescope.launch.metrics.endpoint import MetricsEndpoint
 

@@ -18,7 +18,7 @@ import pytest
 from torch.distributed import TCPStore
 
 from scalescope.events.files import stack_path
-from scalescope.events.live_state import LiveStateWriter
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import request_context, seal
 from scalescope.launch.channel.store import KILL, STACKS, Channel

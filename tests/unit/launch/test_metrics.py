@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import live_state_path
-from scalescope.events.live_state import LiveStateWriter, read_live_states
+from scalescope.events.live_state import read_live_states
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.metrics.endpoint import MetricsEndpoint
 
 HOSTS = {0: "n0", 1: "n0", 2: "n1"}

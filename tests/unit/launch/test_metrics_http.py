@@ -19,7 +19,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from scalescope.events.files import live_state_path
-from scalescope.events.live_state import LiveStateWriter, read_live_states
+from scalescope.events.live_state import read_live_states
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.metrics.endpoint import MetricsEndpoint
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"

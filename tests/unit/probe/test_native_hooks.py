@@ -17,7 +17,8 @@ import torch
 import torch.distributed as dist
 
 from scalescope.events.files import live_state_path
-from scalescope.events.live_state import MODEL, RUNNING, LiveStateWriter, read_live_state
+from scalescope.events.live_state import MODEL, RUNNING, read_live_state
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.events.schema import Kind
 from scalescope.probe import dispatched, group_hooks, native
 from scalescope.probe.collectives import GroupNames

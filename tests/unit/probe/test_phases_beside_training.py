@@ -142,7 +142,7 @@ def test_the_stepped_model_is_found_beside_a_dead_weak_proxy() -> None:
     import gc
     import weakref
 
-    from scalescope.probe.phases import stepped_module
+    from scalescope.probe.stepped_module import stepped_module
 
     class Gone(nn.Module):
         pass

@@ -5,15 +5,8 @@ from __future__ import annotations
 import torch.distributed as dist
 
 from scalescope.events.files import live_state_path
-from scalescope.events.live_state import (
-    IMPORT,
-    INIT_PROCESS_GROUP,
-    MODEL,
-    RUNNING,
-    LiveStateWriter,
-    open_live_state,
-    read_live_state,
-)
+from scalescope.events.live_state import IMPORT, INIT_PROCESS_GROUP, MODEL, RUNNING, read_live_state
+from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
 from scalescope.probe.live import StartStages
 from scalescope.probe.recorder import Recorder
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.report.views.eta import Eta, fmt_duration
+from scalescope.report.views.eta import Eta
 
 
 def test_time_left_is_the_mean_of_the_runs_done_times_the_runs_left() -> None:
@@ -14,8 +14,3 @@ def test_time_left_is_the_mean_of_the_runs_done_times_the_runs_left() -> None:
     third = eta.line("3 ranks", now=200.0)  # two runs in 100 s: 50 s each, two left
     assert third.startswith("scale [3/4] " + "█" * 10 + "░" * 10)
     assert "1:40 elapsed, ~1:40 left" in third
-
-
-def test_durations() -> None:
-    assert fmt_duration(59.6) == "1:00"
-    assert fmt_duration(3725) == "1:02:05"

@@ -13,7 +13,7 @@ from torch.distributed import TCPStore
 
 from scalescope.events import RunMeta
 from scalescope.events.files import live_state_path
-from scalescope.events.live_state import LiveStateWriter
+from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.channel.seals import load_key
 from scalescope.launch.channel.store import STORE_OPTION, Channel
 from scalescope.live.run_view import LiveTop

@@ -17,8 +17,8 @@ from report_runs import (
 from rich.console import Console
 
 from scalescope.events import RankMeta
+from scalescope.events.units import fmt_bytes_exact
 from scalescope.report import render_terminal
-from scalescope.report.formatting import fmt_bytes, fmt_bytes_exact
 
 
 def _render(analysis) -> str:
@@ -137,10 +137,3 @@ def test_probe_off_says_why_there_is_nothing(tmp_path):
     assert "probe off" in text
     assert "No step events" in text and "No collectives" in text
     assert "samples/s" not in text and "GB/s" not in text  # no invented zeros
-
-
-def test_sizes_are_human_readable():
-    assert fmt_bytes(512) == "512 B"
-    assert fmt_bytes(4 * 1024 * 1024) == "4.00 MiB"
-    assert fmt_bytes(1536) == "1.50 KiB"
-    assert fmt_bytes_exact(4194304) == "4,194,304 B (4.00 MiB)"

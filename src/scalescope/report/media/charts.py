@@ -18,8 +18,8 @@ from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import CrossRankAnalysis
 from scalescope.analyze.steps.steps import OTHER
 from scalescope.events import PHASES
+from scalescope.events.units import fmt_bytes
 from scalescope.report.document import Chart
-from scalescope.report.formatting import fmt_bytes
 
 PHASE_COLORS = {
     "data": "#e45756",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalescope.events.units import fmt_bytes
 from scalescope.report.document import (
     Block,
     Bullets,
@@ -18,7 +19,7 @@ from scalescope.report.document import (
     Style,
     Table,
 )
-from scalescope.report.formatting import NA, fmt_bytes
+from scalescope.report.formatting import NA
 from scalescope.report.media.page import chart_html, esc, page
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from scalescope.analyze.comm.comm_bench import CommBenchmark, CommRow
+from scalescope.events.units import fmt_bytes
 from scalescope.report.document import (
     Chart,
     Column,
@@ -22,7 +23,7 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.formatting import fmt, fmt_bytes
+from scalescope.report.formatting import fmt
 from scalescope.report.media.charts import layout, plotly_text
 from scalescope.report.subjects import CommRun
 

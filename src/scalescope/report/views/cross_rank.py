@@ -14,6 +14,7 @@ from scalescope.analyze.cross_rank import (
 )
 from scalescope.analyze.steps.gaps import describe
 from scalescope.analyze.steps.step_slots import OTHER
+from scalescope.events.units import fmt_offset_ms, fmt_us
 from scalescope.report.document import Block, Column, Grid, Line, Section, Table
 from scalescope.report.formatting import NA, fmt
 from scalescope.report.media.terminal import render_block
@@ -29,21 +30,13 @@ def _transfer(ms: float | None) -> str:
     return f", of which {ms:,.2f} ms moving bytes (the least per step over the ranks)"
 
 
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:,.1f} µs"
-
-
-def _offset(ns: int) -> str:
-    return f"{ns / 1e6:+,.3f} ms"
-
-
 def _clock(c: ClockAlignment) -> str:
     if c.method == "reference":
         return "reference (rank 0's clock)"
     if c.method == "none":
         return "not aligned (no clock measurement or rank meta file): own clock used"
-    text = _offset(c.offset_ns)
-    text += f" ± {_us(c.uncertainty_ns)}" if c.uncertainty_ns is not None else " ± unknown"
+    text = fmt_offset_ms(c.offset_ns)
+    text += f" ± {fmt_us(c.uncertainty_ns)}" if c.uncertainty_ns is not None else " ± unknown"
     if c.drift_ns is not None:
         text += f", drift {c.drift_ns / 1e3:+,.1f} µs"
     return f"{text} ({c.method})"
@@ -52,13 +45,12 @@ def _clock(c: ClockAlignment) -> str:
 def _clock_summary(method: str, clocks: list[ClockAlignment]) -> str:
     ranks = ", ".join(str(c.rank) for c in clocks[:3]) + (", ..." if len(clocks) > 3 else "")
     offsets = [c.offset_ns for c in clocks]
-    text = (
-        f"{len(clocks)} ranks ({ranks}): offsets {_offset(min(offsets))} to {_offset(max(offsets))}"
-    )
+    lowest, highest = fmt_offset_ms(min(offsets)), fmt_offset_ms(max(offsets))
+    text = f"{len(clocks)} ranks ({ranks}): offsets {lowest} to {highest}"
     known = [c.uncertainty_ns for c in clocks if c.uncertainty_ns is not None]
-    text += f", uncertainty up to {_us(max(known))}" if known else ", uncertainty unknown"
+    text += f", uncertainty up to {fmt_us(max(known))}" if known else ", uncertainty unknown"
     drifts = [abs(c.drift_ns) for c in clocks if c.drift_ns is not None]
-    text += f", |drift| up to {_us(max(drifts))}" if drifts else ""
+    text += f", |drift| up to {fmt_us(max(drifts))}" if drifts else ""
     return f"{method}: {text}"
 
 

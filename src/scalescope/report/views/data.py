@@ -19,8 +19,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from scalescope.events.units import fmt_bytes
 from scalescope.report.document import Column, Document, Line, Table
-from scalescope.report.formatting import fmt_bytes
 from scalescope.report.subjects import LoaderSpeeds, PackedShards, StagedShards
 
 

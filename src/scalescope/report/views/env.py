@@ -13,8 +13,9 @@ from typing import Any
 import msgspec
 
 from scalescope.diagnose.env_checks import EnvWarning
+from scalescope.events.units import fmt_bytes
 from scalescope.report.document import Block, Column, Document, Grid, Line, Style, Table
-from scalescope.report.formatting import NA, fmt_bytes
+from scalescope.report.formatting import NA
 from scalescope.report.subjects import EnvReport
 
 ENV_SCHEMA = "scalescope.env/1"

@@ -10,14 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from scalescope.events.units import fmt_clock
+
 BAR = 20
-
-
-def fmt_duration(seconds: float) -> str:
-    s = int(round(seconds))
-    return (
-        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    )
 
 
 @dataclass
@@ -37,8 +32,8 @@ class Eta:
         bar = "█" * filled + "░" * (BAR - filled)
         left = "?"
         if self.done:
-            left = "~" + fmt_duration(elapsed / self.done * (self.total - self.done))
-        text = (f"{self.label} [{self.done + 1}/{self.total}] {bar} {fmt_duration(elapsed)} "
+            left = "~" + fmt_clock(elapsed / self.done * (self.total - self.done))
+        text = (f"{self.label} [{self.done + 1}/{self.total}] {bar} {fmt_clock(elapsed)} "
                 f"elapsed, {left} left: {what}")  # fmt: skip
         self.done += 1
         return text

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from scalescope.events.units import fmt_bytes
 from scalescope.ingest import IngestResult
 from scalescope.report.document import Column, Document, Table
-from scalescope.report.formatting import fmt_bytes
 from scalescope.report.media.terminal import render_document
 
 COLUMNS = tuple(

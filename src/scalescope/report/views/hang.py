@@ -7,7 +7,8 @@ shows them first.
 from __future__ import annotations
 
 from scalescope.analyze.watch.hang import HangReport
-from scalescope.diagnose.hang_words import fmt_b, fmt_s, verdict_line
+from scalescope.diagnose.hang_words import verdict_line
+from scalescope.events.units import fmt_bytes_brief, fmt_seconds
 
 
 def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
@@ -17,10 +18,10 @@ def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
     for r in report.ranks:
         phase = "gone: " + (r.ended or "?") if not r.alive else (r.phase or "not recorded")
         if r.alive and r.phase and r.phase_for_s is not None:
-            phase += f" ({fmt_s(r.phase_for_s)})"
-        coll = f"{r.op} #{r.seq} (group {r.group}, {fmt_b(r.nbytes)})" if r.op else "none"
+            phase += f" ({fmt_seconds(r.phase_for_s)})"
+        coll = f"{r.op} #{r.seq} (group {r.group}, {fmt_bytes_brief(r.nbytes)})" if r.op else "none"
         inside = ("yes" if r.in_collective else "left") if r.op else "-"
-        rows.append((str(r.rank), str(r.pid), phase, coll, inside, fmt_s(r.collective_for_s)))
+        rows.append((str(r.rank), str(r.pid), phase, coll, inside, fmt_seconds(r.collective_for_s)))
     if hosts:
         rows = [
             (row[0], head, *row[1:])
@@ -50,8 +51,8 @@ def hang_lines(report: HangReport, stacks: str = "all") -> list[str]:
     (``stacks``: all threads, main thread only, or none)."""
     seen = "seen while the run was live" if report.source == "live" else "from the events"
     lines = [
-        f"HANG: no rank finished a step or a collective for {fmt_s(report.idle_s)} "
-        f"(threshold {fmt_s(report.hang_after_s)}, {seen})"
+        f"HANG: no rank finished a step or a collective for {fmt_seconds(report.idle_s)} "
+        f"(threshold {fmt_seconds(report.hang_after_s)}, {seen})"
     ]
     by_rank = {r.rank: r for r in report.ranks}
     lines += [f"  {verdict_line(v, by_rank)}" for v in report.verdicts]

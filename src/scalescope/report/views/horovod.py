@@ -12,9 +12,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from scalescope.events.units import fmt_bytes, fmt_ms
 from scalescope.ingest import IngestResult
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.formatting import NA, fmt_bytes
+from scalescope.report.formatting import NA
 from scalescope.report.media.terminal import render_document
 
 MAX_FILES_SHOWN = 8
@@ -52,14 +53,16 @@ def render_ingest_source(result: IngestResult, console: Console) -> None:
     render_document(ingest_source_document(result), console)
 
 
-def _ms(value: float) -> str:
-    return f"{value:,.3f}"
-
-
 def _phase_table(result: IngestResult) -> Table:
     phases = result.horovod_phases
     rows = tuple(
-        (p.phase, _ms(p.wall_ms), _ms(p.self_ms), _ms(p.avg_wall_ms), f"{p.occurrences:,}")
+        (
+            p.phase,
+            fmt_ms(p.wall_ms, 3),
+            fmt_ms(p.self_ms, 3),
+            fmt_ms(p.avg_wall_ms, 3),
+            f"{p.occurrences:,}",
+        )
         for p in phases
     )
     values = tuple((p.phase, p.wall_ms, p.self_ms, p.avg_wall_ms, p.occurrences) for p in phases)
@@ -74,9 +77,9 @@ def _wait_table(result: IngestResult) -> Table:
             w.tag,
             fmt_bytes(w.nbytes),
             f"{w.instances:,}",
-            _ms(w.skew_avg_us / 1e3),
-            _ms(w.skew_max_us / 1e3),
-            _ms(w.transfer_avg_us / 1e3),
+            fmt_ms(w.skew_avg_us / 1e3, 3),
+            fmt_ms(w.skew_max_us / 1e3, 3),
+            fmt_ms(w.transfer_avg_us / 1e3, 3),
             f"{w.wait_share_pct:.1f}",
         )
         for w in waits

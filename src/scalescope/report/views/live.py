@@ -11,6 +11,7 @@ from rich.text import Text
 
 from scalescope.analyze.layouts.coordinates import RankPlace
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
+from scalescope.events.units import fmt_elapsed, fmt_mib, fmt_ms
 from scalescope.report.document import (
     Block,
     Column,
@@ -72,21 +73,6 @@ def phase_bar(rank: RankLive, width: int = BAR_WIDTH) -> Text:
     for run, style in PHASE_COLUMN.mark_runs(phase_letters(rank, width)):
         bar.append(run, style=style)
     return bar
-
-
-def fmt_ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def fmt_bytes(value: int | None) -> str:
-    return "-" if value is None else f"{value / 2**20:,.0f} MiB"
-
-
-def fmt_elapsed(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def _dead(rank: RankLive) -> bool:
@@ -181,7 +167,7 @@ def rank_table(
             fmt_ms(r.step_ms),
             phase_letters(r),
             fmt_ms(r.waiting_ms),
-            fmt_bytes(r.memory_bytes),
+            fmt_mib(r.memory_bytes),
         )
         for r in ranks
     )

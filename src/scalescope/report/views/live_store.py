@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from rich.console import RenderableType
 
-from scalescope.diagnose.hang_words import fmt_b, fmt_s
 from scalescope.events.live_state import LiveState
+from scalescope.events.units import fmt_bytes_brief, fmt_seconds
 from scalescope.report.document import Block, Column, Document, Line, Table
 from scalescope.report.media.terminal import document_renderable
 
@@ -36,7 +36,7 @@ def _status(r: StoreRank, now: float) -> str:
     if r.ended:
         return r.ended
     if s.stage and s.stage != "running" and s.steps_done == 0:
-        since = f", {fmt_s(now - s.stage_since_s)}" if s.stage_since_s else ""
+        since = f", {fmt_seconds(now - s.stage_since_s)}" if s.stage_since_s else ""
         return f"starting ({s.stage}{since})"
     return "running"
 
@@ -55,7 +55,7 @@ STORE_COLUMNS = tuple(
 
 
 def _phase(s: LiveState, now: float) -> str:
-    since = f" ({fmt_s(now - s.phase_since_s)})" if s.phase_since_s else ""
+    since = f" ({fmt_seconds(now - s.phase_since_s)})" if s.phase_since_s else ""
     return (s.phase or "-") + since
 
 
@@ -64,8 +64,8 @@ def _collective(s: LiveState, now: float) -> str:
         return "-"
     where = "in it" if s.in_collective else "left"
     since = s.entered_s if s.in_collective else s.left_s
-    text = f"{s.op} #{s.seq} ({fmt_b(s.nbytes)}) {where}"
-    return text + (f" {fmt_s(now - since)}" if since else "")
+    text = f"{s.op} #{s.seq} ({fmt_bytes_brief(s.nbytes)}) {where}"
+    return text + (f" {fmt_seconds(now - since)}" if since else "")
 
 
 def rank_rows(ranks: list[StoreRank], now: float) -> Table:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
 from scalescope.analyze.comm.collectives import UnitTraffic, fsdp_units
 from scalescope.analyze.summary import RankStatus
+from scalescope.events.units import fmt_bytes, fmt_bytes_exact
 from scalescope.report.document import (
     Block,
     Column,
@@ -23,8 +24,6 @@ from scalescope.report.formatting import (
     ERROR_LINES,
     NA,
     fmt,
-    fmt_bytes,
-    fmt_bytes_exact,
     fmt_calls,
     plural,
 )

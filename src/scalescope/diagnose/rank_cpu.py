@@ -1,0 +1,84 @@
+"""A rank's CPU use against the other ranks': what says a straggler was preempted by another
+process on its cpus (more involuntary context switches) or runs on slower cores (more CPU
+time for the same work), and where it runs. Read from each rank's end-of-run facts; a rank
+file without them (older or ingested runs) says nothing."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from scalescope.diagnose.findings import Evidence, remedy
+from scalescope.diagnose.rules_input import DiagnosisInput
+
+
+def cpus_text(cpus: list[int]) -> str:
+    """The first eight cpus: ``0,1,2,3,4,5,6,7...``."""
+    return ",".join(map(str, cpus[:8])) + ("..." if len(cpus) > 8 else "")
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    """The straggler's CPU use at the end of the run against the other ranks'."""
+
+    switches: int
+    others_switches: float
+    """Median over the other ranks of their involuntary context switches."""
+    cpu_excess_pct: float
+    """Its CPU time above the others' mean, % of that mean."""
+
+
+def cpu_use(ctx: DiagnosisInput, rank: int) -> CpuUse | None:
+    """None when a rank file lacks the CPU time or context switches (older or ingested)."""
+    mine = ctx.ranks.get(rank)
+    others = [m for r, m in ctx.ranks.items() if r != rank]
+    if mine is None or not others:
+        return None
+    if any(m.cpu_s is None or m.involuntary_switches is None for m in (mine, *others)):
+        return None
+    others_cpu = statistics.fmean(m.cpu_s or 0.0 for m in others)
+    if others_cpu <= 0:
+        return None
+    return CpuUse(
+        switches=mine.involuntary_switches or 0,
+        others_switches=statistics.median(m.involuntary_switches or 0 for m in others),
+        cpu_excess_pct=100.0 * ((mine.cpu_s or 0.0) - others_cpu) / others_cpu,
+    )
+
+
+def cpu_cause(ctx: DiagnosisInput, rank: int) -> tuple[str, str] | None:
+    """(kind, remedy) when the rank's CPU use points at a cause: ``preempted`` by another
+    process on its cpus, or ``slower_cpu`` (more CPU time for the same work)."""
+    use = cpu_use(ctx, rank)
+    if use is None:
+        return None
+    t = ctx.thresholds
+    if use.switches >= t.preempted_ratio * max(use.others_switches, 1.0):
+        n, m, where = use.switches, int(use.others_switches), where_it_runs(ctx, rank)
+        return "preempted", remedy("preempted", rank=rank, n=n, m=m, where=where)
+    if use.cpu_excess_pct >= t.slower_cpu_pct:
+        return "slower_cpu", remedy("slower_cpu", rank=rank, pct=use.cpu_excess_pct)
+    return None
+
+
+def cpu_evidence(ctx: DiagnosisInput, rank: int) -> list[Evidence]:
+    use = cpu_use(ctx, rank)
+    if use is None:
+        return []
+    t = ctx.thresholds
+    return [
+        Evidence("its involuntary context switches", use.switches, "",
+                 round(t.preempted_ratio * max(use.others_switches, 1.0)), ">="),
+        Evidence("the others' (median)", round(use.others_switches)),
+        Evidence("its CPU time above the others'", round(use.cpu_excess_pct, 1), "%",
+                 t.slower_cpu_pct, ">="),
+    ]  # fmt: skip
+
+
+def where_it_runs(ctx: DiagnosisInput, rank: int) -> str:
+    """``cpus 0,1 on HOST``, the host alone when its cpus are unknown, or ``its host``."""
+    mine = ctx.ranks.get(rank)
+    if mine is None:
+        return "its host"
+    host = mine.hostname or "its host"
+    return f"cpus {cpus_text(mine.cpus)} on {host}" if mine.cpus else host
