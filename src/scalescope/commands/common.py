@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from scalescope.bench.flops import RUN_EXTRA, torch_installed
+
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 """Standard error: progress, ``wrote PATH``, where a run or study was kept. Markup off: paths,
 script arguments and error messages may hold ``[`` ``]``; they print verbatim."""
@@ -23,6 +25,13 @@ class CommandError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def require_torch(command: str) -> None:
+    """Refuse ``scalescope COMMAND`` in one line where torch is missing: an analysis-only
+    install (``pip install scalescope``) reads runs and traces but launches nothing."""
+    if not torch_installed():
+        raise CommandError(f"scalescope {command} needs torch: {RUN_EXTRA}")
 
 
 def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:
