@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.util import find_spec
 from typing import Any
 
+from scalescope.bench.extras import RUN_EXTRA, installed
 from scalescope.bench.model_cache import cache_key, kept_or_counted
 
 SCRIPT_MODEL_UNKNOWN = "model FLOPs are counted for bench runs only (a script's model is unknown)"
-RUN_EXTRA = "pip install 'scalescope[run]'"
 TORCH_NEEDED = f"counting the model's FLOPs needs torch ({RUN_EXTRA})"
 
 
@@ -88,16 +87,8 @@ def count_model_flops(workload: str, options: dict[str, Any]) -> ModelFlops | No
     return ModelFlops(model=model, image_size=size, forward_flops=forward)
 
 
-def torch_installed() -> bool:
-    """Whether torch can be found, without importing it (an analysis-only install has none)."""
-    try:
-        return find_spec("torch") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def why_no_flops(workload: str, options: dict[str, Any]) -> str:
     """Why ``count_model_flops`` found nothing for this run, in words."""
-    if _model_and_size(workload, options) is not None and not torch_installed():
+    if _model_and_size(workload, options) is not None and not installed("torch"):
         return TORCH_NEEDED
     return SCRIPT_MODEL_UNKNOWN

@@ -9,7 +9,7 @@ from typing import TypeVar
 import typer
 from rich.text import Text
 
-from scalescope.commands.common import CommandError, err, require_torch
+from scalescope.commands.common import CommandError, err, require_run_extra
 
 Options = TypeVar("Options")
 
@@ -27,11 +27,11 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def needs_torch(command: str) -> None:
-    """Where torch is missing, ``error: scalescope COMMAND needs torch: …`` before the
-    command's journey imports it."""
+def needs_run_extra(command: str) -> None:
+    """Where torch (or another module of the ``run`` extra) is missing, ``error: scalescope
+    COMMAND needs torch: …`` before the command's journey imports it."""
     try:
-        require_torch(command)
+        require_run_extra(command)
     except CommandError as exc:
         fail(exc.message, exc.code)
 

@@ -1,8 +1,9 @@
 """An install without torch (``pip install scalescope``, no ``[run]`` extra) reads what was
 recorded: ``report``, ``analyze``, ``compare``, ``whatif`` print what they print with torch,
-``scalescope.load`` works, every command's ``--help`` shows, and a command that needs torch
-refuses in one line. The commands run in a fresh interpreter where a meta-path finder refuses
-torch and torchvision, as a machine without them does."""
+``scalescope.load`` gives the same tables, every command's ``--help`` shows, and a command
+that needs torch refuses in one line. The CLI runs in a fresh interpreter where a meta-path
+finder refuses torch and torchvision (or, for an install with torch but not the extra,
+pytorch-optimizer), as a machine without them does."""
 
 from __future__ import annotations
 
@@ -42,33 +43,41 @@ NEEDING_TORCH = {
     "top --connect": ["top", "--connect", "127.0.0.1:29500", "--once"],
 }
 
-WITHOUT_TORCH = """
+REFUSING = """
 import json, sys
 
-class NoTorch:
+REFUSED = sys.argv[1].split(",")
+
+class Refuse:
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("torch", "torchvision"):
+        if name.partition(".")[0] in REFUSED:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
-sys.meta_path.insert(0, NoTorch())
-try:
-    import torch
-except ModuleNotFoundError:
-    pass
-else:
-    raise SystemExit("torch is still importable")
+sys.meta_path.insert(0, Refuse())
+for module in REFUSED:
+    try:
+        __import__(module)
+    except ModuleNotFoundError:
+        continue
+    raise SystemExit(f"{module} is still importable")
 
-import typer.main
 from typer.testing import CliRunner
-import scalescope
 from scalescope.cli import app
 
-calls = json.loads(sys.argv[1])
 runner = CliRunner()
 out = {}
-for name, args in calls.items():
+for name, args in json.loads(sys.argv[2]).items():
     result = runner.invoke(app, args)
     out[name] = [result.exit_code, result.stdout, result.stderr]
+"""
+"""Runs the CLI's ``calls`` where the modules named are refused; each call's [exit code,
+stdout, stderr] in ``out``."""
+
+WITHOUT_TORCH = (
+    REFUSING
+    + """
+import typer.main
+import scalescope
 
 def helps(command, path):
     yield path
@@ -79,11 +88,12 @@ for path in helps(typer.main.get_command(app), []):
     result = runner.invoke(app, [*path, "--help"])
     out["help " + " ".join(path)] = [result.exit_code, result.stdout, result.stderr]
 
-rec = scalescope.load(sys.argv[2])
+rec = scalescope.load(sys.argv[3])
 out["load"] = {n: getattr(rec, n)().to_pylist() for n in ("steps", "collectives", "waits")}
 out["torch imported"] = "torch" in sys.modules
 print(json.dumps(out))
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +102,13 @@ def without_torch(tmp_path_factory) -> dict:
     model cache, so nothing counted with torch before is read back."""
     cwd = tmp_path_factory.mktemp("no_torch")
     calls = {**READING, "report bench": ["report", str(BENCH_RUN)], **NEEDING_TORCH}
+    return _refusing(WITHOUT_TORCH, "torch,torchvision", calls, cwd, str(SCRIPT_RUN))
+
+
+def _refusing(code: str, refused: str, calls: dict, cwd, *args: str) -> dict:
     env = {"XDG_CACHE_HOME": str(cwd / "cache"), "COLUMNS": "100"}
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TORCH, json.dumps(calls), str(SCRIPT_RUN)],
+        [sys.executable, "-c", code, refused, json.dumps(calls), *args],
         cwd=cwd, capture_output=True, text=True, timeout=120, env=os.environ | env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -146,3 +160,16 @@ def test_a_command_that_needs_torch_says_so_in_one_line(without_torch, name):
         f"error: scalescope {name} needs torch: pip install 'scalescope[run]'"
     ]
     assert stdout == ""
+
+
+def test_a_workload_without_the_rest_of_the_run_extra_names_what_is_missing(tmp_path):
+    """torch already installed, without the extra: the built-in workloads import
+    pytorch-optimizer (recipes' LARS), so bench names it; run needs torch alone."""
+    calls = {"bench": NEEDING_TORCH["bench"], "run": ["run", "-n", "2", "no_such.py"]}
+    out = _refusing(REFUSING + "\nprint(json.dumps(out))\n", "pytorch_optimizer", calls, tmp_path)
+    code, _stdout, stderr = out["bench"]
+    assert code != 0
+    assert stderr.splitlines() == [
+        "error: scalescope bench needs pytorch-optimizer: pip install 'scalescope[run]'"
+    ]
+    assert out["run"][2].splitlines() == ["error: script not found: no_such.py"]
