@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from scalescope.bench.extras import RUN_EXTRA, installed
 from scalescope.bench.model_cache import cache_key, kept_or_counted
+
+SCRIPT_MODEL_UNKNOWN = "model FLOPs are counted for bench runs only (a script's model is unknown)"
+TORCH_NEEDED = f"counting the model's FLOPs needs torch ({RUN_EXTRA})"
 
 
 @dataclass(frozen=True)
@@ -60,13 +64,31 @@ def _count_forward_flops(model: str, image_size: int, num_classes: int) -> float
     return float(counter.get_total_flops())
 
 
-def count_model_flops(workload: str, options: dict[str, Any]) -> ModelFlops | None:
-    """FLOPs of one sample of a bench run's model (None for scripts or unknown models)."""
+def _model_and_size(workload: str, options: dict[str, Any]) -> tuple[str, int] | None:
+    """The bench model and image size whose FLOPs can be counted; None for a script or a
+    run (an ingested trace) that names neither."""
     model, size = options.get("model") or workload, options.get("image_size")
     if workload == "script" or not model or not isinstance(size, int):
         return None
+    return model, size
+
+
+def count_model_flops(workload: str, options: dict[str, Any]) -> ModelFlops | None:
+    """FLOPs of one sample of a bench run's model: None for scripts, unknown models, or
+    where neither torch nor the kept count is at hand (an analysis-only install)."""
+    named = _model_and_size(workload, options)
+    if named is None:
+        return None
+    model, size = named
     try:
         forward = _forward_flops(model, size, _num_classes(options))
-    except (ValueError, RuntimeError, TypeError):
+    except (ImportError, ValueError, RuntimeError, TypeError):
         return None
     return ModelFlops(model=model, image_size=size, forward_flops=forward)
+
+
+def why_no_flops(workload: str, options: dict[str, Any]) -> str:
+    """Why ``count_model_flops`` found nothing for this run, in words."""
+    if _model_and_size(workload, options) is not None and not installed("torch"):
+        return TORCH_NEEDED
+    return SCRIPT_MODEL_UNKNOWN

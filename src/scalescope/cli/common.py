@@ -9,7 +9,7 @@ from typing import TypeVar
 import typer
 from rich.text import Text
 
-from scalescope.commands.common import CommandError, err
+from scalescope.commands.common import CommandError, err, require_run_extra
 
 Options = TypeVar("Options")
 
@@ -25,6 +25,15 @@ PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 def fail(message: str, code: int = 2) -> None:
     err.print(Text.assemble(("error:", "bold red"), " ", message))
     raise typer.Exit(code)
+
+
+def needs_run_extra(command: str) -> None:
+    """Where torch (or another module of the ``run`` extra) is missing, ``error: scalescope
+    COMMAND needs torch: …`` before the command's journey imports it."""
+    try:
+        require_run_extra(command)
+    except CommandError as exc:
+        fail(exc.message, exc.code)
 
 
 def drive(entry: Callable[[Options], int | None], options: Options) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from scalescope.cli.common import app, drive
+from scalescope.cli.common import app, drive, needs_run_extra
 from scalescope.cli.params import options_command
 from scalescope.commands.options.data import DataBenchCommand, PackCommand, StageCommand
 
@@ -19,6 +19,7 @@ app.add_typer(data_app, name="data")
 @options_command(PackCommand)
 def data_pack(options: PackCommand) -> None:
     """Pack an image folder into tar shards (WebDataset layout) with a manifest."""
+    needs_run_extra("data pack")
     from scalescope.commands import data as journey
 
     drive(journey.pack, options)
@@ -37,6 +38,7 @@ def data_stage(options: StageCommand) -> None:
 @options_command(DataBenchCommand)
 def data_bench(options: DataBenchCommand) -> None:
     """Images/s of folders vs shards through the bench's decode + training transforms."""
+    needs_run_extra("data bench")
     from scalescope.commands import data as journey
 
     drive(journey.bench, options)

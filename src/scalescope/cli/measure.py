@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.cli.common import PASSTHROUGH, app, drive
+from scalescope.cli.common import PASSTHROUGH, app, drive, needs_run_extra
 from scalescope.cli.option_check import CheckedCommand
 from scalescope.cli.params import options_command
 from scalescope.commands.options.launching import CommCommand, ScaleCommand, SuiteCommand
@@ -12,6 +12,7 @@ from scalescope.commands.options.launching import CommCommand, ScaleCommand, Sui
 @options_command(SuiteCommand)
 def suite(options: SuiteCommand) -> None:
     """Run the benchmark suite (CNN, LSTM, transformer, PCA, K-Means, SVM) and tabulate it."""
+    needs_run_extra("suite")
     from scalescope.commands import suite as journey
 
     drive(journey.suite, options)
@@ -25,6 +26,7 @@ def comm(options: CommCommand) -> None:
     Runs through the same launcher as run (local, Slurm, mpirun, multi-node); times the
     engine's own calls, untouched by the probe unless --probe.
     """
+    needs_run_extra("comm")
     from scalescope.commands import comm as journey
 
     drive(journey.comm, options)
@@ -38,6 +40,7 @@ def scale(options: ScaleCommand) -> None:
     scalescope scale --ranks 1,2,4 --bench resnet50, or --ranks 1,2 --batch-size 32 -- train.py
     --batch {batch} (weak: {batch} is the per-rank batch; --strong: the global one / ranks).
     """
+    needs_run_extra("scale")
     from scalescope.commands import scale as journey
 
     drive(journey.scale, options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.cli.common import app, drive
+from scalescope.cli.common import app, drive, needs_run_extra
 from scalescope.cli.params import options_command
 from scalescope.commands.options.reading import (
     AnalyzeCommand,
@@ -45,6 +45,7 @@ def compare(options: CompareCommand) -> None:
 @options_command(EnvCommand)
 def env(options: EnvCommand) -> None:
     """Software build and hardware facts that decide speed, with a warning for each trap."""
+    needs_run_extra("env")
     from scalescope.commands import env as journey
 
     drive(journey.env, options)

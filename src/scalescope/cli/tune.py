@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalescope.cli.common import PASSTHROUGH, app, drive
+from scalescope.cli.common import PASSTHROUGH, app, drive, needs_run_extra
 from scalescope.cli.option_check import CheckedCommand
 from scalescope.cli.params import options_command
 from scalescope.commands.options.launching import TuneCommand
@@ -18,6 +18,7 @@ def tune(options: TuneCommand) -> None:
     again, interleaved, and the best is named by its median samples/s. Ctrl-C ends the study
     and still prints the table.
     """
+    needs_run_extra("tune")
     from scalescope.commands import tune as journey
 
     drive(journey.tune, options)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from scalescope.bench.extras import IMAGES, RUN_EXTRA, TORCH, WORKLOADS, missing
+
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 """Standard error: progress, ``wrote PATH``, where a run or study was kept. Markup off: paths,
 script arguments and error messages may hold ``[`` ``]``; they print verbatim."""
@@ -23,6 +25,22 @@ class CommandError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+NEEDS = {
+    "bench": WORKLOADS, "suite": WORKLOADS, "tune": WORKLOADS, "scale": WORKLOADS,
+    "data pack": IMAGES, "data bench": IMAGES,
+}  # fmt: skip
+"""The modules of the ``run`` extra a command imports, where more than torch."""
+
+
+def require_run_extra(command: str) -> None:
+    """Refuse ``scalescope COMMAND`` in one line where a module of the ``run`` extra that it
+    imports is missing: an analysis-only install (``pip install scalescope``) reads runs and
+    traces but launches nothing."""
+    package = missing(NEEDS.get(command, TORCH))
+    if package is not None:
+        raise CommandError(f"scalescope {command} needs {package}: {RUN_EXTRA}")
 
 
 def int_list(text: str | None, flag: str) -> tuple[int, ...] | None:

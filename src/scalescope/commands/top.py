@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from scalescope.commands.common import CommandError
+from scalescope.commands.common import CommandError, require_run_extra
 from scalescope.commands.options.reading import TopCommand
 from scalescope.events.run import RunDirError
 from scalescope.live.run_view import FINDING_EVERY_S, LiveTop
@@ -22,6 +22,7 @@ def top(command: TopCommand) -> int:
     try:
         view: LiveTop | StoreTop
         if command.connect:
+            require_run_extra("top --connect")
             view = store_top(command.connect)
         else:
             every_s = 0.0 if command.once else FINDING_EVERY_S

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalescope.analyze.peak import clock_ghz, isa_rate
+from scalescope.bench.flops import why_no_flops
 from scalescope.diagnose.rules_input import (
     DiagnosisInput,
     host_cores,
@@ -73,7 +74,7 @@ def peak_flops(ctx: DiagnosisInput) -> PeakFlops | str:
 def efficiency(ctx: DiagnosisInput) -> Efficiency | str:
     """Achieved against peak FLOP/s, or why it cannot be judged."""
     if ctx.model_flops is None:
-        return "model FLOPs are counted for bench runs only (a script's model is unknown)"
+        return why_no_flops(ctx.meta.workload, ctx.meta.options)
     peak = peak_flops(ctx)
     if isinstance(peak, str):
         return peak

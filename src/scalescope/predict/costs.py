@@ -92,7 +92,8 @@ def _count_forward_bytes(model: str, image_size: int, num_classes: int) -> tuple
 
 
 def model_cost(workload: str, options: dict[str, Any]) -> ModelCost | None:
-    """Per-sample cost of a bench run's model; None for scripts or a model that fails."""
+    """Per-sample cost of a bench run's model; None for scripts, a model that fails, or
+    where neither torch nor the kept count is at hand."""
     flops = count_model_flops(workload, options)
     if flops is None:
         return None
@@ -100,7 +101,7 @@ def model_cost(workload: str, options: dict[str, Any]) -> ModelCost | None:
         moved, written, param_bytes = forward_bytes(
             flops.model, flops.image_size, int(options.get("num_classes") or 1000)
         )
-    except (ValueError, RuntimeError, TypeError):
+    except (ImportError, ValueError, RuntimeError, TypeError):
         return None
     return ModelCost(
         model=flops.model,

@@ -16,6 +16,7 @@ import numpy as np
 from scalescope.analyze.columns.slot_index import measured_steps
 from scalescope.analyze.comm.alpha_beta import AlphaBetaFit, bandwidth_fit, fit_alpha_beta
 from scalescope.analyze.summary import RunAnalysis
+from scalescope.bench.flops import SCRIPT_MODEL_UNKNOWN, why_no_flops
 from scalescope.diagnose.recording import Recording
 from scalescope.diagnose.rules_input import rank_threads, rank_times
 from scalescope.events import Kind, Run
@@ -83,7 +84,10 @@ class RunInputs:
     peak_memory_bytes: int | None
     precision: str
     cost: ModelCost | None
-    """FLOPs and bytes per sample of a bench run's model; None for scripts."""
+    """FLOPs and bytes per sample of a bench run's model; None for scripts, or where torch
+    is missing and nothing was counted before."""
+    no_cost: str = SCRIPT_MODEL_UNKNOWN
+    """Why ``cost`` is None, in words (``bench.flops.why_no_flops``)."""
     hardware: dict[str, Any]
     """The run's hardware facts (run.json)."""
 
@@ -250,5 +254,6 @@ def run_inputs(run_dir: Path | str) -> RunInputs:
         peak_memory_bytes=_peak_memory(analysis),
         precision="bf16" if run.meta.options.get("bf16") else "fp32",
         cost=model_cost(run.meta.workload, run.meta.options),
+        no_cost=why_no_flops(run.meta.workload, run.meta.options),
         hardware=dict(run.meta.hardware),
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scalescope.analyze.comm.comm_bench import load_fits
+from scalescope.bench.extras import installed
+from scalescope.bench.flops import TORCH_NEEDED
 from scalescope.events.files import RUN_FILE, SCALE_STUDY_FILE
 from scalescope.events.study import load_study
 from scalescope.predict.allreduce import ALGORITHMS, HopCost, hop_from_fit, pick_fit
@@ -200,8 +202,10 @@ def other_model(ref: RunInputs, name: str | None) -> ModelCost | None:
     if name is None:
         return None
     if ref.cost is None:
-        raise ValueError("--model needs the run's own model's FLOPs: a bench run's, not a script's")
+        raise ValueError(f"--model needs the run's own model's FLOPs: {ref.no_cost}")
     cost = model_cost(name, {"model": name, "image_size": ref.cost.image_size})
+    if cost is None and not installed("torch"):
+        raise ValueError(f"--model {name!r}: {TORCH_NEEDED}")
     if cost is None:
         raise ValueError(
             f"--model {name!r}: not a torchvision classifier whose FLOPs can be counted"

@@ -114,10 +114,7 @@ def target_compute(
     replaces the η measured here (e.g. one known from the target); ``model``: another
     model's cost, projected with this run's η (default: the run's own model)."""
     if ref.cost is None:
-        raise ValueError(
-            "--hardware needs the model's FLOPs, counted for bench runs only "
-            "(a script's model is unknown)"
-        )
+        raise ValueError(f"--hardware needs the model's FLOPs: {ref.no_cost}")
     cost = model or ref.cost
     peak = here_peak(ref)
     measured_s = ref.compute_ms / 1e3 / ref.per_rank_batch
