@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
+from scalescope.analyze.comm_overlap import Overlap, comm_overlap
 from scalescope.analyze.extra_work import ExtraWork, LatenessPattern, extra_work, lateness_pattern
 from scalescope.analyze.gaps import Between, largest_gap
 from scalescope.analyze.matching import (
@@ -59,7 +60,6 @@ from scalescope.analyze.step_slots import (
     StepSlots,
     SyncWaits,
     measured_slots,
-    overlap_per_slot,
     sync_waits,
     with_sync_waits,
 )
@@ -189,22 +189,6 @@ class Straggler:
 
 
 @dataclass(frozen=True)
-class Overlap:
-    """Gradient communication of backward: hidden under it versus exposed after it."""
-
-    comm_ms_per_step: float
-    """Union of the gradient collectives' intervals per step, per rank, averaged."""
-    hidden_ms_per_step: float
-    exposed_ms_per_step: float
-    """The comm_wait phase."""
-    hidden_pct: float
-    exposed_transfer_ms_per_step: float | None = None
-    """Per step, the least comm_wait over the ranks, averaged over the steps all ranks
-    measured: the rank that arrives last waits only for the bytes, so this is exposed
-    transfer without the waiting for late ranks that the others' comm_wait also holds."""
-
-
-@dataclass(frozen=True)
 class CrossRankAnalysis:
     clocks: tuple[ClockAlignment, ...]
     waits: tuple[WaitStats, ...]
@@ -327,28 +311,6 @@ def _load_imbalance(waits: tuple[RankWaits, ...], slots: StepSlots) -> float | N
     return float(100.0 * (busy.max() - busy.mean()) / busy.mean())
 
 
-def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
-    """Per-rank means over measured steps, averaged over the ranks with measured steps."""
-    per_slot = overlap_per_slot(run.events, slots)
-    if per_slot is None:
-        return None
-    comm, hidden = per_slot
-    has_steps = slots.steps_per_rank() > 0
-
-    def mean_ms(per: np.ndarray) -> float:
-        return float(slots.per_rank_mean(per)[has_steps].mean()) / 1e6
-
-    comm_ms, hidden_ms = mean_ms(comm), mean_ms(hidden)
-    least = slots.least_over_ranks(slots.phase_ns["comm_wait"])
-    return Overlap(
-        comm_ms_per_step=comm_ms,
-        hidden_ms_per_step=hidden_ms,
-        exposed_ms_per_step=mean_ms(slots.phase_ns["comm_wait"]),
-        hidden_pct=100.0 * hidden_ms / comm_ms if comm_ms > 0 else 0.0,
-        exposed_transfer_ms_per_step=float(least.mean()) / 1e6 if len(least) else None,
-    )
-
-
 def analyze_cross_rank(
     run: Run,
     warmup_steps: int,
@@ -384,7 +346,7 @@ def analyze_cross_rank(
         unmatched_instances=m.unmatched if m is not None else 0,
         load_imbalance_pct=_load_imbalance(waits, slots),
         straggler=straggler,
-        overlap=_overlap(run, slots),
+        overlap=comm_overlap(run, slots),
         tie_tolerance_us=tie_ns / 1e3,
         measured_instances=int(inst_ok.sum()),
         extra_work=extra_work(run.events, slots),
