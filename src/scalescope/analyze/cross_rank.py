@@ -31,6 +31,9 @@ Thresholds (module constants, documented in docs/report-schema.md):
   phases (logging, a checkpoint, a garbage-collector pause) keeps the others waiting as
   surely as a slow forward. When the straggler's extra time is there, ``between`` says
   between which phases (analyze/gaps.py).
+- On a pipeline, ranks of different stages are never compared as replicas: lateness is
+  judged between stages along the sends and recvs, and the straggler is a rank of the
+  bound stage or none (analyze/stage_lateness.py).
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ from scalescope.analyze.matching import (
     wait_stats,
 )
 from scalescope.analyze.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
+from scalescope.analyze.pipeline import PipelineAnalysis
 from scalescope.analyze.sorting import index_in
+from scalescope.analyze.stage_lateness import StageJudging, judge_stages, judged_lateness
 from scalescope.analyze.step_slots import (
     OTHER,
     OWN_PHASES,
@@ -118,6 +123,8 @@ class RankWaits:
     """Added: its lateness (summed over the instances it was clearly last at) per step."""
     lateness_share_pct: float = 0.0
     """Added: its share of the lateness of all ranks (0 when no rank was ever late)."""
+    stage: int | None = None
+    """Added: its pipeline stage; None off a pipeline."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,8 @@ class Straggler:
     before, the one after; analyze/gaps.py); None otherwise or when not located."""
     share_needed_pct: float = 50.0
     """Added: the share of the lateness it needed to be named (``straggler_min_share_pct``)."""
+    stage: int | None = None
+    """Added: its pipeline stage (the bound stage); None off a pipeline."""
 
 
 @dataclass(frozen=True)
@@ -233,27 +242,28 @@ def _rank_waits(
     inst_ok: np.ndarray,
     coll_ok: np.ndarray | None = None,
     p2p: SyncWaits | None = None,
+    staged: StageJudging | None = None,
 ) -> tuple[RankWaits, ...]:
     """Figures of every rank of ``slots.ranks``, all ranks at once. Waits are those of the
-    instances of ``coll_ok`` (default ``inst_ok``) and the sends' and recvs' of ``p2p``."""
+    instances of ``coll_ok`` (default ``inst_ok``) and the sends' and recvs' of ``p2p``;
+    lateness on a pipeline as ``staged`` judges it."""
     ranks = slots.ranks
     steps = slots.steps_per_rank().astype(np.float64)
     busy = slots.own_ms_per_step(OWN_PHASES)
+    stages = staged.layout.of(ranks) if staged else np.full(len(ranks), -1)
+    stage = [int(s) if s >= 0 else None for s in stages]
     if m is None:
         return tuple(
-            RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b)) for r, b in zip(ranks, busy, strict=True)
+            RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b), stage=s)
+            for r, b, s in zip(ranks, busy, stage, strict=True)
         )
     rows = inst_ok[m.inst]  # rows of measured instances
     took_part = _per_rank(ranks, m.rank[rows])
-    clear_rows = rows & (m.last_rank[m.inst] >= 0)
-    clear = _per_rank(ranks, m.rank[clear_rows])
     waited = (coll_ok if coll_ok is not None else inst_ok)[m.inst]
     wait_ns = _per_rank(ranks, m.rank[waited], m.wait_ns[waited].astype(np.float64))
     if p2p is not None:
         wait_ns = wait_ns + _per_rank(ranks, p2p.rank, p2p.wait_ns)
-    last = inst_ok & (m.last_rank >= 0)
-    last_count = _per_rank(ranks, m.last_rank[last])
-    late_ns = _per_rank(ranks, m.last_rank[last], m.lateness_ns[last].astype(np.float64))
+    clear, last_count, late_ns = judged_lateness(ranks, m, inst_ok, staged)
     late_total = float(late_ns.sum())
     per_step = np.where(steps > 0, 1e6 * steps, np.inf)  # ns per rank-step -> ms per step
     return tuple(
@@ -267,18 +277,26 @@ def _rank_waits(
             instances=int(took_part[i]),
             lateness_ms_per_step=float(late_ns[i] / per_step[i]),
             lateness_share_pct=float(100.0 * late_ns[i] / late_total) if late_total > 0 else 0.0,
+            stage=stage[i],
         )
         for i in range(len(ranks))
     )
 
 
 def _straggler(
-    waits: tuple[RankWaits, ...], slots: StepSlots, events: EventTable, sync: SyncWaits | None
+    waits: tuple[RankWaits, ...],
+    slots: StepSlots,
+    events: EventTable,
+    sync: SyncWaits | None,
+    bound_stage: int | None = None,
 ) -> Straggler | None:
-    """The rank with the most lateness, if it passes the thresholds of the module doc."""
+    """The rank with the most lateness, if it passes the thresholds of the module doc and,
+    on a pipeline, holds the ``bound_stage``."""
     if not waits or len(slots.keys) == 0:
         return None
     top = max(waits, key=lambda w: (w.lateness_share_pct, -w.rank))
+    if bound_stage is not None and top.stage != bound_stage:
+        return None
     need = straggler_min_share_pct(len(waits), _next_share(waits, top))
     mean_step_ms = float(slots.dur_ns.mean()) / 1e6
     floor_ms = max(STRAGGLER_MIN_STEP_PCT / 100.0 * mean_step_ms, STRAGGLER_MIN_NS / 1e6)
@@ -296,6 +314,7 @@ def _straggler(
         lateness_ms_per_step=top.lateness_ms_per_step,
         between=between,
         share_needed_pct=need,
+        stage=top.stage,
     )
 
 
@@ -317,12 +336,14 @@ def analyze_cross_rank(
     slots: StepSlots | None = None,
     sides: P2PSides | None = None,
     dims: Mapping[str, str] | None = None,
+    pipeline: PipelineAnalysis | None = None,
 ) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
     ``slots``: the run's measured slots when the caller has them (``measured_slots``);
     ``sides``: its sends and recvs paired (``pair_p2p``), likewise. Their waiting for the
     peer replaces their ``(group, seq)`` instances' waits. ``dims``: group label -> mesh
-    dimension or role, for the waits' rows (``groups.dims_of``)."""
+    dimension or role, for the waits' rows (``groups.dims_of``). ``pipeline``: its stages,
+    when the caller has them (else found as the pipeline analysis finds them)."""
     if len(run.events.ranks()) < 2:
         return None
     clocks = align_clocks(run)
@@ -335,9 +356,11 @@ def analyze_cross_rank(
     sync = sync_waits(run.events, slots, m, coll_ok) if m is not None else None
     p2p_sync = p2p_sync_waits(run.events, slots, sides) if sides is not None else None
     sync = joined(sync, p2p_sync)
+    staged = judge_stages(run, warmup_steps, slots, sides, m, sync, tie_ns, pipeline)
     slots = with_sync_waits(run.events, slots, sync)
-    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync)
-    straggler = _straggler(waits, slots, run.events, sync)
+    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync, staged)
+    bound = staged.layout.bound_stage if staged is not None else None
+    straggler = _straggler(waits, slots, run.events, sync, bound)
     return CrossRankAnalysis(
         clocks=clocks,
         waits=wait_stats(m, inst_ok, run.events.symbols, dims) if m is not None else (),
