@@ -22,7 +22,8 @@ from scalescope.analyze.clocks import align_clocks
 from scalescope.analyze.cross_rank import analyze_cross_rank
 from scalescope.analyze.p2p import pair_p2p
 from scalescope.analyze.step_slots import measured_slots
-from scalescope.events import Kind
+from scalescope.events import Kind, RankMeta
+from scalescope.events.run import PipelineMeta
 
 MS = 1_000_000
 STEP_MS, STEPS = 100, 4
@@ -118,3 +119,42 @@ def test_off_a_pipeline_nothing_is_judged_by_stages(tmp_path):
     analysis = analyze_run(make_run(tmp_path, rows, world_size=3))
     assert analysis.pipeline is None
     assert [w.stage for w in analysis.cross_rank.ranks] == [None, None, None]
+
+
+def _coll(step: int, op: str, start_ms: float, dur_ms: float, group: str, seq: int) -> tuple:
+    t = step * STEP_MS + start_ms
+    return (step, int(Kind.COLLECTIVE), op, int(t * MS), int(dur_ms * MS), 4096, 1024,
+            "float32", group, seq, "user", -1)  # fmt: skip
+
+
+def _stage_meta(rank: int, stage: int) -> RankMeta:
+    pipe = PipelineMeta(stage=stage, stages=2, stages_held=[stage], schedule="Schedule1F1B",
+                        microbatches=1, blocks=[])  # fmt: skip
+    return RankMeta(rank=rank, world_size=4, status="completed", steps=STEPS, pipeline=pipe)
+
+
+def test_replicas_of_a_stage_are_compared_and_a_collective_across_stages_is_not(tmp_path):
+    """pp 2 x dp 2: ranks 0, 1 hold stage 0 (20 ms forward; rank 1 30 ms), ranks 2, 3 stage 1
+    (5 ms). Stage 0's replicas all-reduce on their dp group as each ends its forward: rank
+    1 is 10 ms late there. At 40 ms every rank enters a barrier of the world group, rank 2
+    10 ms after the others: a collective across stages, judged nowhere."""
+    stage = {0: 0, 1: 0, 2: 1, 3: 1}
+    forward = {0: 20, 1: 30, 2: 5, 3: 5}
+    rows: dict[int, list[tuple]] = {r: [] for r in stage}
+    for s in range(STEPS):
+        for r in stage:
+            rows[r] += [
+                _row(s, Kind.STEP, "step", 0, STEP_MS, count=8 if r == 0 else 0),
+                _row(s, Kind.PHASE, "forward", 0, forward[r]),
+                _coll(s, "barrier", 50 if r == 2 else 40, 0.5 if r == 2 else 10.5, "0", s),
+            ]
+            if stage[r] == 0:
+                rows[r].append(_coll(s, "all_reduce", forward[r], 32 - forward[r], "dp0", s))
+    metas = {r: _stage_meta(r, st) for r, st in stage.items()}
+    analysis = analyze_run(make_run(tmp_path, {r: [b] for r, b in rows.items()}, world_size=4,
+                                    rank_files=metas))  # fmt: skip
+    assert analysis.pipeline.bound_stage == 0
+    late = {w.rank: w.lateness_ms_per_step for w in analysis.cross_rank.ranks}
+    assert late == {0: 0.0, 1: pytest.approx(10.0), 2: 0.0, 3: 0.0}
+    s = analysis.cross_rank.straggler
+    assert (s.rank, s.stage) == (1, 0)
