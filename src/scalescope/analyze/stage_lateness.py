@@ -142,8 +142,8 @@ def _waits_for_heavier(layout: StageLayout, waiting: np.ndarray, late: np.ndarra
 
 
 def _windows(sides: P2PSides, slots: StepSlots, layout: StageLayout, tie_ns: int) -> _Windows:
-    """The windows of the pairs between stages in measured steps, but those of a stage that
-    waits for a heavier one."""
+    """The windows of the pairs between stages in measured steps, except those of a stage
+    that waits for a heavier one."""
     pairs = np.arange(sides.pairs)
     send, recv = pairs, pairs + sides.pairs
     recv_late = sides.issue_ns[recv] > sides.issue_ns[send]
