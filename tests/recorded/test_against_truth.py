@@ -42,7 +42,7 @@ def test_balanced_run_raises_no_false_alarm() -> None:
     _s, r = reported("balanced")
     d = r.diagnosis
     assert [f for f in d["findings"] if f["level"] == "warning"] == [], codes(r)
-    assert d["verdict"].startswith("no clear bottleneck")
+    assert d["verdict"]["line"].startswith("no clear bottleneck")
     assert [f["code"] for f in d["findings"]] == ["COMPUTE"]
 
 
@@ -107,7 +107,7 @@ def test_the_straggler_and_its_phase_are_named_first(where: str, ranks: int) -> 
     evidence = [e["name"] for e in first["evidence"]]
     assert f"its extra time {phase} per step" in evidence, evidence
     assert first["summary"].startswith(words), first["summary"]
-    assert r.diagnosis["verdict"].startswith(f"straggler: {words}")
+    assert r.diagnosis["verdict"]["line"].startswith(f"straggler: {words}")
     truth = [s.truth["share_pct"]]
     if ranks > 2:
         truth.append(s.truth["sleep_share_pct"])
@@ -151,7 +151,7 @@ def test_a_hang_is_named_first_with_the_late_rank(mode: str) -> None:
     s, r = reported(f"hang_{mode}")
     first = first_finding(r)
     assert first["code"] == "HANG", codes(r)
-    assert r.diagnosis["verdict"].startswith("hang:")
+    assert r.diagnosis["verdict"]["line"].startswith("hang:")
     assert r.text.index("HANG: no rank finished") < r.text.index("Failures")
     assert "communication latency" not in r.text.split("verdict:")[-1]
     late = s.truth["late_rank"]

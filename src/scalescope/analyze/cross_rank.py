@@ -31,6 +31,9 @@ Thresholds (module constants, documented in docs/report-schema.md):
   phases (logging, a checkpoint, a garbage-collector pause) keeps the others waiting as
   surely as a slow forward. When the straggler's extra time is there, ``between`` says
   between which phases (analyze/gaps.py).
+- On a pipeline, ranks of different stages are never compared as replicas: lateness is
+  judged between stages along the sends and recvs, and the straggler is a rank of the
+  bound stage or none (analyze/stage_lateness.py).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.columns.sorting import index_in
+from scalescope.analyze.comm_overlap import Overlap, comm_overlap
 from scalescope.analyze.layouts.p2p import P2PSides, joined, p2p_sync_waits, pair_p2p
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, tie_tolerance_ns
 from scalescope.analyze.ranks.matching import (
     DimWaits,
@@ -51,6 +56,7 @@ from scalescope.analyze.ranks.matching import (
     match_collectives,
     wait_stats,
 )
+from scalescope.analyze.stage_lateness import StageJudging, judge_stages, judged_lateness
 from scalescope.analyze.steps.extra_work import (
     ExtraWork,
     LatenessPattern,
@@ -64,7 +70,6 @@ from scalescope.analyze.steps.step_slots import (
     StepSlots,
     SyncWaits,
     measured_slots,
-    overlap_per_slot,
     sync_waits,
     with_sync_waits,
 )
@@ -123,6 +128,8 @@ class RankWaits:
     """Added: its lateness (summed over the instances it was clearly last at) per step."""
     lateness_share_pct: float = 0.0
     """Added: its share of the lateness of all ranks (0 when no rank was ever late)."""
+    stage: int | None = None
+    """Added: its pipeline stage; None off a pipeline."""
 
 
 @dataclass(frozen=True)
@@ -191,22 +198,8 @@ class Straggler:
     before, the one after; analyze/gaps.py); None otherwise or when not located."""
     share_needed_pct: float = 50.0
     """Added: the share of the lateness it needed to be named (``straggler_min_share_pct``)."""
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """Gradient communication of backward: hidden under it versus exposed after it."""
-
-    comm_ms_per_step: float
-    """Union of the gradient collectives' intervals per step, per rank, averaged."""
-    hidden_ms_per_step: float
-    exposed_ms_per_step: float
-    """The comm_wait phase."""
-    hidden_pct: float
-    exposed_transfer_ms_per_step: float | None = None
-    """Per step, the least comm_wait over the ranks, averaged over the steps all ranks
-    measured: the rank that arrives last waits only for the bytes, so this is exposed
-    transfer without the waiting for late ranks that the others' comm_wait also holds."""
+    stage: int | None = None
+    """Added: its pipeline stage (the bound stage); None off a pipeline."""
 
 
 @dataclass(frozen=True)
@@ -254,27 +247,28 @@ def _rank_waits(
     inst_ok: np.ndarray,
     coll_ok: np.ndarray | None = None,
     p2p: SyncWaits | None = None,
+    staged: StageJudging | None = None,
 ) -> tuple[RankWaits, ...]:
     """Figures of every rank of ``slots.ranks``, all ranks at once. Waits are those of the
-    instances of ``coll_ok`` (default ``inst_ok``) and the sends' and recvs' of ``p2p``."""
+    instances of ``coll_ok`` (default ``inst_ok``) and the sends' and recvs' of ``p2p``;
+    lateness on a pipeline as ``staged`` judges it."""
     ranks = slots.ranks
     steps = slots.steps_per_rank().astype(np.float64)
     busy = slots.own_ms_per_step(OWN_PHASES)
+    stages = staged.layout.of(ranks) if staged else np.full(len(ranks), -1)
+    stage = [int(s) if s >= 0 else None for s in stages]
     if m is None:
         return tuple(
-            RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b)) for r, b in zip(ranks, busy, strict=True)
+            RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b), stage=s)
+            for r, b, s in zip(ranks, busy, stage, strict=True)
         )
     rows = inst_ok[m.inst]  # rows of measured instances
     took_part = _per_rank(ranks, m.rank[rows])
-    clear_rows = rows & (m.last_rank[m.inst] >= 0)
-    clear = _per_rank(ranks, m.rank[clear_rows])
     waited = (coll_ok if coll_ok is not None else inst_ok)[m.inst]
     wait_ns = _per_rank(ranks, m.rank[waited], m.wait_ns[waited].astype(np.float64))
     if p2p is not None:
         wait_ns = wait_ns + _per_rank(ranks, p2p.rank, p2p.wait_ns)
-    last = inst_ok & (m.last_rank >= 0)
-    last_count = _per_rank(ranks, m.last_rank[last])
-    late_ns = _per_rank(ranks, m.last_rank[last], m.lateness_ns[last].astype(np.float64))
+    clear, last_count, late_ns = judged_lateness(ranks, m, inst_ok, staged)
     late_total = float(late_ns.sum())
     per_step = np.where(steps > 0, 1e6 * steps, np.inf)  # ns per rank-step -> ms per step
     return tuple(
@@ -288,18 +282,26 @@ def _rank_waits(
             instances=int(took_part[i]),
             lateness_ms_per_step=float(late_ns[i] / per_step[i]),
             lateness_share_pct=float(100.0 * late_ns[i] / late_total) if late_total > 0 else 0.0,
+            stage=stage[i],
         )
         for i in range(len(ranks))
     )
 
 
 def _straggler(
-    waits: tuple[RankWaits, ...], slots: StepSlots, events: EventTable, sync: SyncWaits | None
+    waits: tuple[RankWaits, ...],
+    slots: StepSlots,
+    events: EventTable,
+    sync: SyncWaits | None,
+    bound_stage: int | None = None,
 ) -> Straggler | None:
-    """The rank with the most lateness, if it passes the thresholds of the module doc."""
+    """The rank with the most lateness, if it passes the thresholds of the module doc and,
+    on a pipeline, holds the ``bound_stage``."""
     if not waits or len(slots.keys) == 0:
         return None
     top = max(waits, key=lambda w: (w.lateness_share_pct, -w.rank))
+    if bound_stage is not None and top.stage != bound_stage:
+        return None
     need = straggler_min_share_pct(len(waits), _next_share(waits, top))
     mean_step_ms = float(slots.dur_ns.mean()) / 1e6
     floor_ms = max(STRAGGLER_MIN_STEP_PCT / 100.0 * mean_step_ms, STRAGGLER_MIN_NS / 1e6)
@@ -317,6 +319,7 @@ def _straggler(
         lateness_ms_per_step=top.lateness_ms_per_step,
         between=between,
         share_needed_pct=need,
+        stage=top.stage,
     )
 
 
@@ -332,28 +335,6 @@ def _load_imbalance(waits: tuple[RankWaits, ...], slots: StepSlots) -> float | N
     return float(100.0 * (busy.max() - busy.mean()) / busy.mean())
 
 
-def _overlap(run: Run, slots: StepSlots) -> Overlap | None:
-    """Per-rank means over measured steps, averaged over the ranks with measured steps."""
-    per_slot = overlap_per_slot(run.events, slots)
-    if per_slot is None:
-        return None
-    comm, hidden = per_slot
-    has_steps = slots.steps_per_rank() > 0
-
-    def mean_ms(per: np.ndarray) -> float:
-        return float(slots.per_rank_mean(per)[has_steps].mean()) / 1e6
-
-    comm_ms, hidden_ms = mean_ms(comm), mean_ms(hidden)
-    least = slots.least_over_ranks(slots.phase_ns["comm_wait"])
-    return Overlap(
-        comm_ms_per_step=comm_ms,
-        hidden_ms_per_step=hidden_ms,
-        exposed_ms_per_step=mean_ms(slots.phase_ns["comm_wait"]),
-        hidden_pct=100.0 * hidden_ms / comm_ms if comm_ms > 0 else 0.0,
-        exposed_transfer_ms_per_step=float(least.mean()) / 1e6 if len(least) else None,
-    )
-
-
 def analyze_cross_rank(
     run: Run,
     warmup_steps: int,
@@ -361,13 +342,15 @@ def analyze_cross_rank(
     sides: P2PSides | None = None,
     dims: Mapping[str, str] | None = None,
     clocks: tuple[ClockAlignment, ...] | None = None,
+    pipeline: PipelineAnalysis | None = None,
 ) -> CrossRankAnalysis | None:
     """Cross-rank analysis of a run; None when fewer than two ranks recorded events.
     ``slots``: the run's measured slots when the caller has them (``measured_slots``);
     ``sides``: its sends and recvs paired (``pair_p2p``), likewise. Their waiting for the
     peer replaces their ``(group, seq)`` instances' waits. ``dims``: group label -> mesh
     dimension or role, for the waits' rows (``groups.dims_of``); ``clocks``: the run's
-    alignment when the caller has it (``align_clocks``)."""
+    alignment when the caller has it (``align_clocks``); ``pipeline``: its stages, when the
+    caller has them (else found as the pipeline analysis finds them)."""
     if len(run.events.ranks()) < 2:
         return None
     clocks = clocks if clocks is not None else align_clocks(run)
@@ -380,9 +363,11 @@ def analyze_cross_rank(
     sync = sync_waits(run.events, slots, m, coll_ok) if m is not None else None
     p2p_sync = p2p_sync_waits(run.events, slots, sides) if sides is not None else None
     sync = joined(sync, p2p_sync)
+    staged = judge_stages(run, warmup_steps, slots, sides, m, sync, tie_ns, pipeline)
     slots = with_sync_waits(run.events, slots, sync)
-    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync)
-    straggler = _straggler(waits, slots, run.events, sync)
+    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync, staged)
+    bound = staged.layout.bound_stage if staged is not None else None
+    straggler = _straggler(waits, slots, run.events, sync, bound)
     return CrossRankAnalysis(
         clocks=clocks,
         waits=wait_stats(m, inst_ok, run.events.symbols, dims) if m is not None else (),
@@ -391,7 +376,7 @@ def analyze_cross_rank(
         unmatched_instances=m.unmatched if m is not None else 0,
         load_imbalance_pct=_load_imbalance(waits, slots),
         straggler=straggler,
-        overlap=_overlap(run, slots),
+        overlap=comm_overlap(run, slots),
         tie_tolerance_us=tie_ns / 1e3,
         measured_instances=int(inst_ok.sum()),
         extra_work=extra_work(run.events, slots),

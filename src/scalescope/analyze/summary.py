@@ -240,7 +240,7 @@ class RunAnalysis:
         """Waiting versus transfer, stragglers, overlap; None with fewer than 2 ranks."""
         return analyze_cross_rank(
             self.measured, self.warmup_steps, self.slots, self.sides, dims_of(self.groups),
-            clocks=self.clocks,
+            clocks=self.clocks, pipeline=self.pipeline,
         )  # fmt: skip
 
     @part

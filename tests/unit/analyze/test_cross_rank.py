@@ -18,13 +18,13 @@ import pytest
 from analysed import analysed  # noqa: E402
 from analyze_runs import coll_row, make_run, phase_row, step_row
 
-from scalescope.analyze import matching
 from scalescope.analyze.cross_rank import (
     RankWaits,
     _straggler,
     analyze_cross_rank,
     straggler_min_share_pct,
 )
+from scalescope.analyze.ranks import matching
 from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns
 from scalescope.analyze.ranks.groups import dims_of
 from scalescope.analyze.steps.step_slots import StepSlots, step_key

@@ -154,6 +154,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "lateness_ms_per_step": 48.94,
         "between": None,
         "share_needed_pct": 50.0,
+        "stage": None,
     }
     assert cross["clocks"][2] == {
         "rank": 2,
@@ -164,6 +165,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
     }
     assert cross["ranks"][1]["instances"] == 40
     assert cross["ranks"][1]["lateness_share_pct"] == 100.0
+    assert cross["ranks"][1]["stage"] is None
     assert (cross["tie_tolerance_us"], cross["measured_instances"]) == (50.0, 40)
     assert (
         json.loads(msgspec.json.encode(report_json(build(tmp_path / "one", world_size=1), None)))[

@@ -36,6 +36,7 @@ from scalescope.api.reporting import ReportFiles, run_report
 from scalescope.diagnose.recording import Recording  # noqa: E402
 from scalescope.events import Run, load_run
 from scalescope.predict.stored import DashboardProjection
+from scalescope.report.media.charts import RANK_COLOR, STRAGGLER_COLOR
 from scalescope.report.media.page import STATUS_ID, plotly_payload
 from scalescope.report.subjects import ComparedRuns
 from scalescope.report.views.dashboard import (
@@ -151,6 +152,17 @@ def test_the_card_gives_the_verdicts_culprit_and_cost(tmp_path):
     assert top.code == "STRAGGLER" and top.culprit.words == "rank 1" and top.cost.replayed
     assert f"<th>culprit</th><td>rank 1 ({top.bottleneck})</td>" in page
     assert f"<th>cost</th><td>{html.escape(top.cost.words)}" in page
+
+
+def test_a_pipelines_straggler_chart_shows_its_stages():
+    """The recorded 3-stage pipeline: the bars name each rank's stage, the heavy stage 2 is
+    the one the others waited for, rank 0 (the lightest) kept nobody waiting."""
+    run = load_run(RUNS / "p2p_pipeline" / "run")
+    late, waits = figure(dashboard_page(analysed(run), run), "chart-straggler")["data"]
+    names = ["stage 0 (rank 0)", "stage 1 (rank 1)", "stage 2 (rank 2)"]
+    assert late["x"] == waits["x"] == names
+    assert late["marker"]["color"] == [RANK_COLOR, RANK_COLOR, STRAGGLER_COLOR]
+    assert late["y"] == [0.0, 0.0, 100.0]
 
 
 def test_summary_and_table_are_plain_html(tmp_path):

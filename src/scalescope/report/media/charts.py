@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.cross_rank import CrossRankAnalysis
+from scalescope.analyze.cross_rank import CrossRankAnalysis, RankWaits
 from scalescope.analyze.steps.steps import OTHER
 from scalescope.events import PHASES
 from scalescope.events.units import fmt_bytes
@@ -190,16 +190,23 @@ def waits_chart(analysis: RunAnalysis) -> Chart:
     return Chart("chart-waits", title, fig)
 
 
+def _rank_label(r: RankWaits) -> str:
+    """``rank 3``, or on a pipeline ``stage 1 (rank 3)``."""
+    return f"rank {r.rank}" if r.stage is None else f"stage {r.stage} (rank {r.rank})"
+
+
 def straggler_chart(analysis: RunAnalysis) -> Chart:
-    """Per rank: share of collectives it arrived at last, and its waiting per step."""
+    """Per rank (on a pipeline, per stage, in stage order): its share of the time others
+    waited for it, and its waiting per step."""
     title = "Stragglers: who arrives last, who waits"
     cross = cross_rank_of(analysis)
     if cross is None or not cross.ranks:
         note = "No cross-rank analysis: it needs collectives matched across at least 2 ranks."
         return Chart("chart-straggler", title, None, note)
     slow = cross.straggler.rank if cross.straggler else None
-    x = [f"rank {r.rank}" for r in cross.ranks]
-    colors = [STRAGGLER_COLOR if r.rank == slow else RANK_COLOR for r in cross.ranks]
+    ranks = sorted(cross.ranks, key=lambda r: (-1 if r.stage is None else r.stage, r.rank))
+    x = [_rank_label(r) for r in ranks]
+    colors = [STRAGGLER_COLOR if r.rank == slow else RANK_COLOR for r in ranks]
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -209,16 +216,14 @@ def straggler_chart(analysis: RunAnalysis) -> Chart:
         ),
     )
     fig.add_trace(
-        go.Bar(
-            x=x, y=[r.lateness_share_pct for r in cross.ranks], marker_color=colors, name="late %"
-        ),
+        go.Bar(x=x, y=[r.lateness_share_pct for r in ranks], marker_color=colors, name="late %"),
         row=1,
         col=1,
     )
     fig.add_trace(
         go.Bar(
             x=x,
-            y=[r.wait_ms_per_step for r in cross.ranks],
+            y=[r.wait_ms_per_step for r in ranks],
             marker_color=colors,
             name="wait ms/step",
         ),
