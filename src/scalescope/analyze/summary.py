@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
 from scalescope.analyze.batch_copies import RankCopies, batch_copies
 from scalescope.analyze.clocks import align_clocks
 from scalescope.analyze.collectives import CollectiveAnalysis, analyze_collectives
-from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
+from scalescope.analyze.cross_rank import (
+    CrossRankAnalysis,
+    analyze_cross_rank,
+    straggler_min_share_pct,
+)
 from scalescope.analyze.groups import (
     DimTotals,
     ProcessGroup,
@@ -19,9 +24,11 @@ from scalescope.analyze.groups import (
 )
 from scalescope.analyze.hang import HangReport, run_hang
 from scalescope.analyze.links import LinkAnalysis, analyze_links
+from scalescope.analyze.nodes import NodeSummary, node_summaries
 from scalescope.analyze.p2p import P2PAnalysis, analyze_p2p, pair_p2p
 from scalescope.analyze.pauses import PauseAnalysis, analyze_pauses
 from scalescope.analyze.pipeline import PipelineAnalysis, analyze_pipeline
+from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
 from scalescope.analyze.slowdown import read_alerts
 from scalescope.analyze.slowdown_replay import SlowdownCost, alert_causes, slowdown_costs
 from scalescope.analyze.step_slots import measured_slots
@@ -145,6 +152,30 @@ class RunAnalysis:
             ),
         )
         return failed[0] if failed else None
+
+    @cached_property
+    def slowest_first(self) -> RankOrder | None:
+        """The ranks from the slowest to the fastest (analyze/rank_spread.py)."""
+        return rank_order(self.steps, self.cross_rank)
+
+    @cached_property
+    def spreads(self) -> RankSpreads:
+        """Each per-rank figure over every rank, for a report of many ranks."""
+        return rank_spreads(self.steps, self.cross_rank)
+
+    @property
+    def straggler_need_pct(self) -> float | None:
+        """The share of the waiting a rank needed to be named the straggler in this run."""
+        if self.cross_rank is None:
+            return None
+        shares = sorted((r.lateness_share_pct for r in self.cross_rank.ranks), reverse=True)
+        return straggler_min_share_pct(len(shares), shares[1] if len(shares) > 1 else None)
+
+    @cached_property
+    def nodes(self) -> tuple[NodeSummary, ...]:
+        """The ranks by host, the busiest node first (analyze/nodes.py)."""
+        hosts = ((r.rank, r.hostname) for r in self.ranks)
+        return node_summaries(hosts, self.steps, self.cross_rank)
 
 
 def _rank_status(run: Run, rank: int) -> RankStatus:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze import RunAnalysis
     from scalescope.analyze.comm_bench import CommBenchmark
     from scalescope.analyze.compare import RunComparison
+    from scalescope.analyze.pipeline_step import PipelineStep
     from scalescope.analyze.rank_steps import RankStepGrid
     from scalescope.bench.shard_manifest import Manifest
     from scalescope.data.speed import Ratio, Speed
@@ -41,6 +43,18 @@ class RunReport:
     """The timelines' steps (default: a few after warm-up)."""
     ranks: str | None = None
     """``--ranks`` of the timeline (report/views/rank_select.py)."""
+
+    @cached_property
+    def pipeline_step(self) -> PipelineStep | None:
+        """The dashboard's step of each pipeline stage (``analyze.pipeline_step``); None
+        without a pipeline. Gathered here on first use until api/reporting.run_report, which
+        issue 48 rewrites, passes it."""
+        from scalescope.analyze.pipeline_step import pipeline_step
+
+        pipe = self.analysis.pipeline
+        if pipe is None:
+            return None
+        return pipeline_step(self.run, pipe, self.analysis.warmup_steps, self.offsets_ns)
 
 
 @dataclass(frozen=True, kw_only=True)

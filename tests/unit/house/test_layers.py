@@ -326,10 +326,8 @@ RESULT_LAYERS = ("analyze", "diagnose", "predict")
 """The layers whose results report/ draws: it takes their result types, never runs them."""
 
 FUNCTIONS_DRAWN_WITH: dict[str, str] = {
-    "scalescope.analyze.collectives.fsdp_units": "groups the per-tag rows the collectives table "
-    "already holds into FSDP units; a field of the analysis would change the report JSON",
-    "scalescope.analyze.cross_rank.straggler_min_share_pct": "the straggler rule's threshold, "
-    "quoted in the sentence that says why no rank was named",
+    "scalescope.analyze.pipeline_step.pipeline_step": "RunReport gathers it on first use until "
+    "api/reporting.run_report (rewritten for issue 48) passes it",
     "scalescope.analyze.gaps.describe": "the words of a gap's place (between X and Y)",
     "scalescope.diagnose.hang_words.fmt_b": "a hang's words, shared with hang.txt",
     "scalescope.diagnose.hang_words.fmt_s": "a hang's words, shared with hang.txt",

@@ -5,7 +5,7 @@ A spec is a comma-separated list of items, each one of:
 - ``N``: rank N;
 - ``A-B``: ranks A to B, both included;
 - ``worst:K``: the K slowest ranks, ``best:K``: the K fastest (by busy time per step from the
-  cross-rank analysis, else by mean step time: ``rank_summary.rank_order``);
+  cross-rank analysis, else by mean step time: ``RunAnalysis.slowest_first``);
 - ``all``: every rank.
 
 Without ``--ranks``, a run of up to ``RANK_ROWS_LIMIT`` ranks shows every rank and a larger one
@@ -23,10 +23,11 @@ from typing import Any
 import msgspec
 
 from scalescope.analyze import RunAnalysis
+from scalescope.analyze.rank_spread import RankOrder
 from scalescope.events import Run
 from scalescope.report.media.timeline import chrome_trace
 from scalescope.report.subjects import RunReport
-from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, RankOrder, rank_order
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT
 
 DEFAULT_SPEC = "0,worst:8,best:4"
 DASHBOARD_SPEC = "0,worst:4,best:3"
@@ -117,7 +118,7 @@ def timeline_ranks(analysis: RunAnalysis, run: Run, text: str | None) -> list[in
     present = run_ranks(run)
     if text is None and len(present) <= RANK_ROWS_LIMIT:
         return None
-    order = rank_order(analysis)
+    order = analysis.slowest_first
     if text is None and order is None:
         return present[:1]
     return select_ranks(parse_rank_spec(text or DEFAULT_SPEC), present, order)
@@ -128,7 +129,7 @@ def selection_metadata(
 ) -> dict[str, Any]:
     """What the trace's metadata says about its ranks: which, of how many, chosen how."""
     present = run_ranks(run)
-    order = rank_order(analysis)
+    order = analysis.slowest_first
     return {
         "shown": present if ranks is None else ranks,
         "of": len(present),
