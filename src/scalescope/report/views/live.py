@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from rich.console import RenderableType
 from rich.text import Text
 
 from scalescope.analyze.coordinates import RankPlace
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
+from scalescope.analyze.step_histogram import StepHistogram
 from scalescope.report.document import (
     Block,
     Column,
@@ -193,15 +194,15 @@ def rank_table(
     return Table("", columns, rows, cell_styles=cell_styles, frame="none")
 
 
-def histogram(ranks: Sequence[RankLive], bins: int = 12) -> Line | None:
+def histogram(found: StepHistogram | None) -> Line | None:
     """Step times of all ranks as one line of blocks, from the fastest to the slowest."""
-    times = np.array([r.step_ms for r in ranks if r.step_ms is not None])
-    if len(times) < 2:
+    if found is None:
         return None
-    counts, edges = np.histogram(times, bins=bins)
-    top = counts.max()
-    blocks = "".join(HIST_BLOCKS[int(np.ceil(c / top * (len(HIST_BLOCKS) - 1)))] for c in counts)
-    return Line(f"step ms of {len(times)} ranks: {edges[0]:,.1f} {blocks} {edges[-1]:,.1f}")
+    top, levels = max(found.counts), len(HIST_BLOCKS) - 1
+    blocks = "".join(HIST_BLOCKS[math.ceil(c / top * levels)] for c in found.counts)
+    return Line(
+        f"step ms of {found.ranks} ranks: {found.low_ms:,.1f} {blocks} {found.high_ms:,.1f}"
+    )
 
 
 def legend() -> Line:
@@ -220,7 +221,7 @@ def _many_ranks(snap: LiveSnapshot, shown: int) -> list[Block]:
     told = Line(
         f"{shown} of {len(snap.ranks)} ranks shown: slowest, fastest, and every dead or silent one"
     )
-    return [told, *(b for b in (histogram(snap.ranks), starting_summary(snap.ranks)) if b)]
+    return [told, *(b for b in (histogram(snap.step_histogram), starting_summary(snap.ranks)) if b)]
 
 
 def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Document:
