@@ -13,7 +13,9 @@ from scalescope.analyze.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import fmt_s, verdict_line
 from scalescope.launch.command_key import load_key
 from scalescope.launch.live_channel import Channel, connect
-from scalescope.report.views.live_store import StoreRank, render_store_top
+from scalescope.report.media.terminal import document_renderable
+from scalescope.report.renderers import document
+from scalescope.report.subjects import StoreFrame, StoreRank
 
 CONNECT_WAIT_S = 5.0
 STALL_S = 10.0
@@ -78,7 +80,9 @@ class StoreTop:
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         alert = self.channel.alert()
         stall, refused = stall_words(ranks, now), len(self.channel.unsealed)
-        self._last = render_store_top(ranks, world, now, stall, alert, refused)
+        shown = StoreFrame(ranks=ranks, world=world, now=now, stall=stall, alert=alert,
+                           refused=refused)  # fmt: skip
+        self._last = document_renderable(document(shown))
         return self._last
 
 

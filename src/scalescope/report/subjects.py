@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze import RunAnalysis
-    from scalescope.analyze.comm_bench import CommBenchmark
+    from scalescope.analyze.comm_bench import CommBenchmark, CommRow
     from scalescope.analyze.compare import RunComparison
+    from scalescope.analyze.live import LiveSnapshot
     from scalescope.analyze.pipeline_step import PipelineStep
     from scalescope.analyze.rank_steps import RankStepGrid
     from scalescope.bench.shard_manifest import Manifest
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.diagnose.env_checks import EnvWarning
     from scalescope.diagnose.findings import Diagnosis
     from scalescope.events import Run
+    from scalescope.events.live_state import LiveState
     from scalescope.predict.stored import DashboardProjection
 
 
@@ -75,6 +77,14 @@ class CommRun:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NcclTestsRows:
+    """An nccl-tests log in comm's columns (``comm --nccl-tests``)."""
+
+    rows: Sequence[CommRow]
+    title: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvReport:
     """``scalescope env``: the machine's facts and the traps found in them."""
 
@@ -113,3 +123,49 @@ class LoaderSpeeds:
     speeds: Sequence[Speed]
     ratios: Sequence[Ratio]
     cold: bool = False
+
+
+@dataclass(frozen=True)
+class LiveExtras:
+    """What the live view shows beside the snapshot."""
+
+    finding: str | None = None
+    """The diagnosis' first finding so far, as one phrase."""
+    output: Sequence[str] = ()
+    """The last lines of the script's output (``run --live``)."""
+    note: str = ""
+    alert: str | None = None
+    """The slowdown watch's open alert (or its last recovery), as its message."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveFrame:
+    """One frame of ``top`` on a run directory (live/run_view.py)."""
+
+    snapshot: LiveSnapshot
+    extras: LiveExtras = LiveExtras()
+
+
+@dataclass(frozen=True)
+class StoreRank:
+    """A rank as ``top --connect`` read it from the job's store."""
+
+    state: LiveState
+    host: str
+    steps_per_s: float | None
+    """Since the previous frame."""
+    ended: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreFrame:
+    """One frame of ``top --connect`` (live/store_view.py): the ranks reporting, the hang
+    verdict (``stall``) once nothing progressed, the slowdown alert, and ``refused``: ranks
+    whose state is not sealed with this user's key."""
+
+    ranks: Sequence[StoreRank]
+    world: int
+    now: float
+    stall: str | None = None
+    alert: str | None = None
+    refused: int = 0

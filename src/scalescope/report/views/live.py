@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from rich.console import RenderableType
 from rich.text import Text
 
 from scalescope.analyze.coordinates import RankPlace
@@ -21,7 +19,7 @@ from scalescope.report.document import (
     Style,
     Table,
 )
-from scalescope.report.media.terminal import document_renderable
+from scalescope.report.subjects import LiveExtras, LiveFrame
 
 BAR_WIDTH = 24
 PHASE_MARKS: dict[str, tuple[str, Style]] = {
@@ -38,19 +36,6 @@ MAX_ROWS = 16
 """More ranks than this are summarised: the slowest and fastest few, a histogram."""
 SLOWEST, FASTEST = 8, 4
 HIST_BLOCKS = " ▁▂▃▄▅▆▇█"
-
-
-@dataclass(frozen=True)
-class LiveExtras:
-    """What the view shows beside the snapshot."""
-
-    finding: str | None = None
-    """The diagnosis' first finding so far, as one phrase."""
-    output: Sequence[str] = ()
-    """The last lines of the script's output (``run --live``)."""
-    note: str = ""
-    alert: str | None = None
-    """The slowdown watch's open alert (or its last recovery), as its message."""
 
 
 def phase_letters(rank: RankLive, width: int = BAR_WIDTH) -> str:
@@ -245,5 +230,5 @@ def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Docu
     return Document(f"scalescope top {snap.run_id}", tuple(blocks))
 
 
-def render_live(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> RenderableType:
-    return document_renderable(live_document(snap, extras))
+def frame_document(frame: LiveFrame) -> Document:
+    return live_document(frame.snapshot, frame.extras)
