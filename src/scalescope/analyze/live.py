@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from scalescope.analyze.cross_rank import RankWaits
 from scalescope.analyze.layouts.coordinates import RankPlace
+from scalescope.analyze.step_histogram import StepHistogram, step_histogram
 from scalescope.analyze.steps.steps import OTHER, RankSteps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events.live_state import IMPORT, RUNNING, LiveState
@@ -86,6 +88,11 @@ class LiveSnapshot:
     places: Mapping[int, RankPlace] = field(default_factory=dict)
     """Each rank's pipeline stage and mesh coordinates (analyze/layouts/coordinates.py); empty for a
     job with neither, whose view has no column for them."""
+
+    @cached_property
+    def step_histogram(self) -> StepHistogram | None:
+        """The ranks' step times in 12 bins (None with fewer than two)."""
+        return step_histogram(r.step_ms for r in self.ranks)
 
 
 def last_line(text: str | None) -> str | None:

@@ -10,10 +10,16 @@ from typing import Any
 import numpy as np
 
 from scalescope.analyze.comm.collectives import CollectiveAnalysis, analyze_collectives
-from scalescope.analyze.cross_rank import CrossRankAnalysis, analyze_cross_rank
+from scalescope.analyze.cross_rank import (
+    CrossRankAnalysis,
+    analyze_cross_rank,
+    straggler_min_share_pct,
+)
 from scalescope.analyze.layouts.p2p import P2PAnalysis, P2PSides, analyze_p2p, pair_p2p
 from scalescope.analyze.layouts.pipeline import PipelineAnalysis, analyze_pipeline
 from scalescope.analyze.model.whatif import WhatIf, what_if
+from scalescope.analyze.nodes import NodeSummary, node_summaries
+from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks
 from scalescope.analyze.ranks.groups import (
     DimTotals,
@@ -331,6 +337,30 @@ class RunAnalysis:
             ),
         )
         return failed[0] if failed else None
+
+    @part
+    def slowest_first(self) -> RankOrder | None:
+        """The ranks from the slowest to the fastest (analyze/rank_spread.py)."""
+        return rank_order(self.steps, self.cross_rank)
+
+    @part
+    def spreads(self) -> RankSpreads:
+        """Each per-rank figure over every rank, for a report of many ranks."""
+        return rank_spreads(self.steps, self.cross_rank)
+
+    @property
+    def straggler_need_pct(self) -> float | None:
+        """The share of the waiting a rank needed to be named the straggler in this run."""
+        if self.cross_rank is None:
+            return None
+        shares = sorted((r.lateness_share_pct for r in self.cross_rank.ranks), reverse=True)
+        return straggler_min_share_pct(len(shares), shares[1] if len(shares) > 1 else None)
+
+    @part
+    def nodes(self) -> tuple[NodeSummary, ...]:
+        """The ranks by host, the busiest node first (analyze/nodes.py)."""
+        hosts = ((r.rank, r.hostname) for r in self.ranks)
+        return node_summaries(hosts, self.steps, self.cross_rank)
 
 
 def _rank_status(run: Run, rank: int) -> RankStatus:

@@ -99,15 +99,13 @@ def write_comm(bench: CommBenchmark, run_dir: Path, files: CommFiles, console: C
     from scalescope.report.media.terminal import render_document
     from scalescope.report.renderers import render, write
     from scalescope.report.subjects import CommRun
-    from scalescope.report.views.comm import comm_csv
 
     render_document(render(bench, "terminal"), console)
     written = []
     if files.json is not None:
         written.append(write(CommRun(bench=bench, run_dir=run_dir), "json", files.json))
     if files.csv is not None:
-        files.csv.write_text(comm_csv(bench))
-        written.append(files.csv)
+        written.append(write(bench, "csv", files.csv))
     if files.html is not None:
         written.append(write(bench, "html", files.html))
     return written
@@ -117,12 +115,14 @@ def show_nccl_tests(path: Path, console: Console) -> None:
     """An nccl-tests log in comm's columns (algbw and busbw recomputed from its times)."""
     from scalescope.analyze.comm.comm_bench import rows_from_nccl_tests
     from scalescope.ingest.nccl_tests import parse_nccl_tests
-    from scalescope.report.media.terminal import render_block
-    from scalescope.report.views.comm import nccl_table
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import document
+    from scalescope.report.subjects import NcclTestsRows
 
     log = parse_nccl_tests(path)
     title = f"{log.op} from nccl-tests, {log.world_size} ranks ({path.name})"
-    render_block(nccl_table(list(rows_from_nccl_tests(log)), title), console)
+    rows = NcclTestsRows(rows=tuple(rows_from_nccl_tests(log)), title=title)
+    render_document(document(rows), console)
     if log.avg_busbw_gbps is not None:
         console.print(f"the log's average bus bandwidth: {log.avg_busbw_gbps:.3f} GB/s")
     for problem in log.problems:

@@ -12,14 +12,13 @@ def pack(command: PackCommand) -> None:
     from scalescope.bench.shard_manifest import parse_size
     from scalescope.data.pack import pack_folder
     from scalescope.report.media.terminal import render_document
-    from scalescope.report.renderers import render
+    from scalescope.report.renderers import progress, render
     from scalescope.report.subjects import PackedShards
-    from scalescope.report.views.data import byte_progress
 
     c = command
     try:
         shard_bytes = parse_size(c.shard_size)
-        with byte_progress(err, f"packing {c.folder}") as advance:
+        with progress("bytes")(err, f"packing {c.folder}") as advance:
             manifest = pack_folder(c.folder, c.out, shard_bytes, c.seed, advance)
     except (ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
@@ -30,13 +29,12 @@ def stage(command: StageCommand) -> None:
     """Copy the shards once per node with a bar of the bytes copied; print what was done."""
     from scalescope.data.stage import stage_shards
     from scalescope.report.media.terminal import render_document
-    from scalescope.report.renderers import render
+    from scalescope.report.renderers import progress, render
     from scalescope.report.subjects import StagedShards
-    from scalescope.report.views.data import byte_progress
 
     c = command
     try:
-        with byte_progress(err, f"staging to {c.dest}") as advance:
+        with progress("bytes")(err, f"staging to {c.dest}") as advance:
             result = stage_shards(c.shards, c.dest, timeout_s=c.timeout_s, progress=advance)
     except (ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
@@ -47,15 +45,14 @@ def bench(command: DataBenchCommand) -> None:
     """Time every path with every worker count, in rounds; print images/s and the ratios."""
     from scalescope.data.speed import measure, one_line, parse_workers, ratios
     from scalescope.report.media.terminal import render_document
-    from scalescope.report.renderers import render
+    from scalescope.report.renderers import progress, render
     from scalescope.report.subjects import LoaderSpeeds
-    from scalescope.report.views.data import run_progress
 
     c = command
     try:
         counts = parse_workers(c.workers)
         runs = c.rounds * len(c.paths) * len(counts)
-        with run_progress(err, "timing loaders", runs) as done:
+        with progress("runs")(err, "timing loaders", runs) as done:
             speeds = measure(list(c.paths), counts, images=c.images, batch_size=c.batch_size,
                              image_size=c.image_size, rounds=c.rounds, cold=c.cold,
                              on_run=done)  # fmt: skip

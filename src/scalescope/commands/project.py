@@ -16,13 +16,14 @@ from scalescope.predict.validate import validate_study
 from scalescope.report.formatting import report_console
 from scalescope.report.media.terminal import render_document
 from scalescope.report.renderers import render, write
-from scalescope.report.views.project import projection_json
 
 
 def store_projection(run_dir: Path, projection: Projection) -> Path:
     """Keep the projection in the run directory, where the run's dashboard finds it (the
     latest projection replaces an earlier one)."""
-    return write_bytes_atomic(run_dir / PROJECTION_FILE, projection_json(projection))
+    stored = render(projection, "json")
+    assert isinstance(stored, bytes)
+    return write_bytes_atomic(run_dir / PROJECTION_FILE, stored)
 
 
 def write_projection(

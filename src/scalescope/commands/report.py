@@ -38,14 +38,14 @@ def ingest_with_progress(path: Path, console: Console | None) -> IngestResult:
     from scalescope.ingest import ingest
     from scalescope.ingest.detect import trace_candidates
     from scalescope.ingest.jsonstream import reading_progress
-    from scalescope.report.views.data import byte_progress
+    from scalescope.report.renderers import progress
 
     if console is None:
         return ingest(path)
     found = trace_candidates(path) if path.is_dir() else [path] if path.is_file() else []
     total = sum(p.stat().st_size for p in found)
     with (
-        byte_progress(console, f"reading {path}") as advance,
+        progress("bytes")(console, f"reading {path}") as advance,
         reading_progress(lambda nbytes: advance(nbytes, total)),
     ):
         return ingest(path)
@@ -68,7 +68,7 @@ def analyze_trace(
 def check_ranks(ranks: str | None, timeline: Path | None) -> None:
     """A ``--ranks`` value that cannot be read, or one without ``--timeline``, is a one-line
     error before anything is analysed."""
-    from scalescope.report.views.rank_select import RankSpecError, parse_rank_spec
+    from scalescope.report.rank_spec import RankSpecError, parse_rank_spec
 
     if ranks is None:
         return
@@ -100,7 +100,7 @@ def diagnosis_thresholds(items: list[str] | None, baseline: Path | None) -> Thre
 def report(command: ReportCommand) -> None:
     """Print a recorded run (or study, or suite) and write the views asked for."""
     from scalescope.events.files import SCALE_STUDY_FILE, SUITE_FILE
-    from scalescope.report.views.rank_select import RankSpecError
+    from scalescope.report.rank_spec import RankSpecError
 
     c = command
     check_ranks(c.ranks, c.timeline)
@@ -143,9 +143,9 @@ def report_study_dir(
 def report_suite(path: Path, other_output: Path | None) -> None:
     from scalescope.events.files import SUITE_FILE
     from scalescope.events.suite import load_suite
+    from scalescope.report.formatting import suite_console
     from scalescope.report.media.terminal import render_document
     from scalescope.report.renderers import render
-    from scalescope.report.views.suite import suite_console
 
     if other_output:
         raise CommandError(f"{path} is a suite: its JSON is {SUITE_FILE}; no HTML or timeline")
@@ -159,7 +159,7 @@ def report_suite(path: Path, other_output: Path | None) -> None:
 def analyze(command: AnalyzeCommand) -> None:
     """Ingest another tool's trace, print its report and write the views asked for."""
     from scalescope.ingest import IngestError
-    from scalescope.report.views.rank_select import RankSpecError
+    from scalescope.report.rank_spec import RankSpecError
 
     c = command
     check_ranks(c.ranks, c.timeline)

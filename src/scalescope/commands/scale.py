@@ -154,7 +154,7 @@ def scale(command: ScaleCommand) -> int:
     from scalescope.api.reporting import report_study
     from scalescope.launch.run.session import start
     from scalescope.report.formatting import report_console
-    from scalescope.report.views.eta import Eta
+    from scalescope.report.renderers import progress
 
     c = command
     sizes = int_list(c.ranks, "--ranks") or ()
@@ -179,7 +179,7 @@ def scale(command: ScaleCommand) -> int:
         spec = scale_spec(c, replace(c.launch, rendezvous=nodes))
     except ValueError as exc:
         raise launch_error(exc) from None
-    eta = Eta(len(plan.ranks), "scale")
+    eta = progress("eta")(len(plan.ranks), "scale")
 
     def start_size(size_spec: RunSpec) -> object:
         ranks = size_spec.launch.world_size

@@ -177,10 +177,9 @@ def suite(command: SuiteCommand) -> int:
     failed."""
     from scalescope.bench.suite_workloads import parse_ranks, parse_sizes, select_workloads
     from scalescope.events.suite import save_suite
+    from scalescope.report.formatting import suite_console
     from scalescope.report.media.terminal import render_document
-    from scalescope.report.renderers import render
-    from scalescope.report.views.eta import Eta
-    from scalescope.report.views.suite import suite_console
+    from scalescope.report.renderers import progress, render
 
     c, rendezvous = command, command.launch.rendezvous
     try:
@@ -192,7 +191,7 @@ def suite(command: SuiteCommand) -> int:
             ),
             mapping=c.launch.mapping, command=("scalescope", *sys.argv[1:]),
         )  # fmt: skip
-        eta = Eta(len(plan.workloads) * len(plan.ranks), "suite")
+        eta = progress("eta")(len(plan.workloads) * len(plan.ranks), "suite")
         result = run_suite(plan, lambda what: err.print(eta.line(what)))
     except ValueError as exc:
         raise CommandError(str(exc)) from None

@@ -17,8 +17,7 @@ def tune(command: TuneCommand) -> int:
     """Run (or resume) the study, print its table, write its files; 130 when interrupted."""
     from scalescope.report.formatting import report_console
     from scalescope.report.media.terminal import render_document
-    from scalescope.report.renderers import render, write
-    from scalescope.report.views.tune import TuneProgress
+    from scalescope.report.renderers import progress, render, write
     from scalescope.tune.apply import default_study_dir, target_space
     from scalescope.tune.search import tune as run_study
     from scalescope.tune.study import TuneOptions
@@ -32,8 +31,8 @@ def tune(command: TuneCommand) -> int:
             resume=command.resume, confirm=command.confirm, confirm_rounds=command.confirm_rounds,
         )  # fmt: skip
         study_dir = command.run_dir or default_study_dir(target)
-        with TuneProgress(err, command.trial_seconds) as progress:
-            result = run_study(target, knobs, options, study_dir, progress)
+        with progress("trials")(err, command.trial_seconds) as trials:
+            result = run_study(target, knobs, options, study_dir, trials)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     render_document(render(result, "terminal"), report_console())

@@ -33,7 +33,9 @@ from scalescope.launch.channel.store import (
     fresher_states,
     split_address,
 )
-from scalescope.report.views.live import LiveExtras, render_live
+from scalescope.report.media.terminal import document_renderable
+from scalescope.report.renderers import document
+from scalescope.report.subjects import LiveExtras, LiveFrame
 
 STORE_RETRY_S = 30.0
 """After the store did not answer, how long top reads only the files before trying again."""
@@ -210,7 +212,7 @@ class LiveTop:
         output = last_output(self.run_dir) if self.show_output else ()
         extras = LiveExtras(finding=self.finding, output=output, note=self.note,
                             alert=self.alerts.latest())  # fmt: skip
-        return render_live(snap, extras)
+        return document_renderable(document(LiveFrame(snapshot=snap, extras=extras)))
 
     def analyse(self, meta: RunMeta, metas: dict[int, RankMeta | None], now: float) -> None:
         """The analysis of the window as read so far (timed, for ANALYSIS_SHARE)."""

@@ -14,7 +14,9 @@ from scalescope.diagnose.hang_words import verdict_line
 from scalescope.events.units import fmt_seconds
 from scalescope.launch.channel.seals import load_key
 from scalescope.launch.channel.store import Channel, connect
-from scalescope.report.views.live_store import StoreRank, render_store_top
+from scalescope.report.media.terminal import document_renderable
+from scalescope.report.renderers import document
+from scalescope.report.subjects import StoreFrame, StoreRank
 
 CONNECT_WAIT_S = 5.0
 STALL_S = 10.0
@@ -79,7 +81,9 @@ class StoreTop:
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         alert = self.channel.alert()
         stall, refused = stall_words(ranks, now), len(self.channel.unsealed)
-        self._last = render_store_top(ranks, world, now, stall, alert, refused)
+        shown = StoreFrame(ranks=ranks, world=world, now=now, stall=stall, alert=alert,
+                           refused=refused)  # fmt: skip
+        self._last = document_renderable(document(shown))
         return self._last
 
 

@@ -60,3 +60,12 @@ def report_console(width: int = REPORT_WIDTH) -> Console:
     if console.is_terminal:
         return console
     return Console(highlight=False, markup=False, width=width)
+
+
+SUITE_WIDTH = 150
+"""Width of a suite's table when stdout is not a terminal: 12 columns, errors in the last."""
+
+
+def suite_console() -> Console:
+    """The report's console (markup off: errors and paths verbatim), wider off a terminal."""
+    return report_console(SUITE_WIDTH)

@@ -4,7 +4,9 @@ name ("terminal", "json", "html", "timeline") give one renderer; the terminal's 
 that the caller prints, the others are the bytes or text of the file asked for.
 
 Renderers are named by ``module:function`` and imported when first asked for, so choosing one
-imports neither plotly nor the other views.
+imports neither plotly nor the other views. The progress a command draws while it works (a bar,
+an ETA line) is looked up here too (``progress``): commands/ and live/ reach no view but through
+this module.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from typing import Any, Protocol
 from scalescope.report.document import Document
 
 Output = str | bytes | Document
-OUTPUTS = ("terminal", "json", "html", "timeline")
+OUTPUTS = ("terminal", "json", "html", "timeline", "csv")
 _VIEWS = "scalescope.report.views."
 
 
 class Renderer(Protocol):
     medium: str
-    """terminal (a Document to print), json, html or timeline."""
+    """terminal (a Document to print), json, html, timeline or csv."""
 
     def render(self, subject: Any) -> Output: ...
 
@@ -70,7 +72,9 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     ),
     **_entries("ComparedRuns", html="dashboard:render_compare_html"),
     **_entries("CommBenchmark", terminal="comm:comm_document", html=("comm:comm_document", PAGE)),
+    **_entries("CommBenchmark", csv="comm:comm_csv"),
     **_entries("CommRun", json="comm:comm_run_json"),
+    **_entries("NcclTestsRows", terminal="comm:nccl_document"),
     **_entries(
         "TuneResult",
         terminal="tune:tune_document",
@@ -97,7 +101,19 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     **_entries("PackedShards", terminal="data:pack_document"),
     **_entries("StagedShards", terminal="data:stage_document"),
     **_entries("LoaderSpeeds", terminal="data:speed_document"),
+    **_entries("LiveFrame", terminal="live:frame_document"),
+    **_entries("StoreFrame", terminal="live_store:frame_document"),
 }
+
+PROGRESS: dict[str, str] = {
+    "bytes": "data:byte_progress",
+    "runs": "data:run_progress",
+    "trials": "tune:TuneProgress",
+    "eta": "eta:Eta",
+}
+"""What a command draws while it works, by kind: ``bytes`` (console, description) and
+``runs`` (console, description, total) are bars that yield their ``advance``; ``trials``
+(console, trial_seconds) is tune's progress; ``eta`` (total, label) gives each run's line."""
 
 
 def renderer(subject: Any, output: str) -> Renderer:
@@ -112,6 +128,22 @@ def renderer(subject: Any, output: str) -> Renderer:
 
 def render(subject: Any, output: str) -> Output:
     return renderer(subject, output).render(subject)
+
+
+def document(subject: Any) -> Document:
+    """The terminal's Document of ``subject``."""
+    out = render(subject, "terminal")
+    if not isinstance(out, Document):
+        raise TypeError(f"the terminal renderer of a {type(subject).__name__} gave no Document")
+    return out
+
+
+def progress(kind: str) -> Callable[..., Any]:
+    """The progress display ``kind`` of ``PROGRESS``; a ValueError names those known."""
+    target = PROGRESS.get(kind)
+    if target is None:
+        raise ValueError(f"no {kind!r} progress (known: {', '.join(sorted(PROGRESS))})")
+    return _resolve(_VIEWS + target)
 
 
 def write(subject: Any, output: str, path: Path) -> Path:

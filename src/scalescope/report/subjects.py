@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze import RunAnalysis
-    from scalescope.analyze.comm.comm_bench import CommBenchmark
+    from scalescope.analyze.comm.comm_bench import CommBenchmark, CommRow
+    from scalescope.analyze.live import LiveSnapshot
+    from scalescope.analyze.pipeline_step import PipelineStep
     from scalescope.analyze.rank_steps import RankStepGrid
     from scalescope.analyze.runs.compare import RunComparison
     from scalescope.bench.shard_manifest import Manifest
@@ -19,6 +22,7 @@ if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.diagnose.env_checks import EnvWarning
     from scalescope.diagnose.findings import Diagnosis
     from scalescope.events import Run
+    from scalescope.events.live_state import LiveState
     from scalescope.ingest import IngestResult
     from scalescope.predict.stored import DashboardProjection
 
@@ -45,6 +49,18 @@ class RunReport:
     ingest: IngestResult | None = None
     """What ingesting another tool's trace found; its JSON holds it as ``ingest``."""
 
+    @cached_property
+    def pipeline_step(self) -> PipelineStep | None:
+        """The dashboard's step of each pipeline stage (``analyze.pipeline_step``); None
+        without a pipeline. Gathered here on first use until api/reporting.run_report, which
+        issue 48 rewrites, passes it."""
+        from scalescope.analyze.pipeline_step import pipeline_step
+
+        pipe = self.analysis.pipeline
+        if pipe is None:
+            return None
+        return pipeline_step(self.run, pipe, self.analysis.warmup_steps, self.offsets_ns)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ComparedRuns:
@@ -61,6 +77,14 @@ class CommRun:
 
     bench: CommBenchmark
     run_dir: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class NcclTestsRows:
+    """An nccl-tests log in comm's columns (``comm --nccl-tests``)."""
+
+    rows: Sequence[CommRow]
+    title: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,3 +126,49 @@ class LoaderSpeeds:
     speeds: Sequence[Speed]
     ratios: Sequence[Ratio]
     cold: bool = False
+
+
+@dataclass(frozen=True)
+class LiveExtras:
+    """What the live view shows beside the snapshot."""
+
+    finding: str | None = None
+    """The diagnosis' first finding so far, as one phrase."""
+    output: Sequence[str] = ()
+    """The last lines of the script's output (``run --live``)."""
+    note: str = ""
+    alert: str | None = None
+    """The slowdown watch's open alert (or its last recovery), as its message."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveFrame:
+    """One frame of ``top`` on a run directory (live/run_view.py)."""
+
+    snapshot: LiveSnapshot
+    extras: LiveExtras = LiveExtras()
+
+
+@dataclass(frozen=True)
+class StoreRank:
+    """A rank as ``top --connect`` read it from the job's store."""
+
+    state: LiveState
+    host: str
+    steps_per_s: float | None
+    """Since the previous frame."""
+    ended: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreFrame:
+    """One frame of ``top --connect`` (live/store_view.py): the ranks reporting, the hang
+    verdict (``stall``) once nothing progressed, the slowdown alert, and ``refused``: ranks
+    whose state is not sealed with this user's key."""
+
+    ranks: Sequence[StoreRank]
+    world: int
+    now: float
+    stall: str | None = None
+    alert: str | None = None
+    refused: int = 0

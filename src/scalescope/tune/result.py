@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import cached_property
 
 from scalescope.tune.space import GLOBAL_BATCH, Config, Knob, Space, Value, format_value
 
@@ -70,6 +71,11 @@ class TuneResult:
     required_runs: int = 1
     """Measurements a configuration needs to be named best: its trial and every
     confirmation round (1 + --confirm-rounds; 1 with --confirm 0)."""
+
+    @cached_property
+    def effects(self) -> tuple[KnobEffect, ...]:
+        """What each knob alone does to speed (``knob_effects``), the largest spread first."""
+        return tuple(knob_effects(self))
 
     @property
     def baseline(self) -> TrialRecord | None:

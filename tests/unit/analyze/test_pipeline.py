@@ -199,7 +199,7 @@ def test_the_dashboard_draws_one_measured_step_of_each_stage(pipeline_run):
     from scalescope.report.views.pipeline_chart import pipeline_chart
 
     analysis = analysed(pipeline_run)
-    chart = pipeline_chart(analysis, pipeline_run, {})
+    chart = pipeline_chart(analysis, RunReport(analysis=analysis, run=pipeline_run).pipeline_step)
     bubble, forward, backward = chart.figure.data
     step = int(chart.title.split("step ")[1].split(" ")[0])
     assert step >= analysis.warmup_steps
@@ -216,11 +216,13 @@ def test_the_dashboard_draws_one_measured_step_of_each_stage(pipeline_run):
 
 
 def test_no_pipeline_chart_without_stages(tmp_path):
+    from scalescope.report.subjects import RunReport
     from scalescope.report.views.pipeline_chart import pipeline_chart
 
     rows = {r: [[row(0, Kind.STEP, "step", 0, 10, count=4)]] for r in (0, 1)}
     run = make_run(tmp_path, rows, world_size=2)
-    assert pipeline_chart(analysed(run), run, {}) is None
+    report = RunReport(analysis=analysed(run), run=run)
+    assert report.pipeline_step is None and pipeline_chart(report.analysis, None) is None
 
 
 def interleaved_run(tmp_path, schedule: str):

@@ -7,11 +7,10 @@ from rich.console import Console
 
 from scalescope.events.live_state import LiveState
 from scalescope.live.store_view import parse_address, stall_words
-from scalescope.report.views.live_store import (
-    MAX_ROWS,
-    StoreRank,
-    render_store_top,
-)
+from scalescope.report.media.terminal import document_renderable
+from scalescope.report.renderers import document
+from scalescope.report.subjects import StoreFrame, StoreRank
+from scalescope.report.views.live_store import MAX_ROWS
 
 NOW = 1_000.0
 KEY = b"k" * 32
@@ -29,7 +28,8 @@ def state(rank: int, steps: int = 7, seq: int = 41, inside: bool = True, **kw) -
 
 def text(ranks: list[StoreRank], world: int) -> str:
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(render_store_top(ranks, world, NOW, stall_words(ranks, NOW)))
+    frame = StoreFrame(ranks=ranks, world=world, now=NOW, stall=stall_words(ranks, NOW))
+    console.print(document_renderable(document(frame)))
     return console.export_text()
 
 

@@ -177,7 +177,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
 
 def test_a_straggler_outside_the_phases_is_said_with_where():
     outside = Straggler(1, 97.5, 50.2, "other", 80.4, 100.0, 78.15, ("optimizer", "data"))
-    line = " ".join(straggler_line(dataclasses.replace(CROSS, straggler=outside)).split())
+    line = " ".join(straggler_line(dataclasses.replace(CROSS, straggler=outside), 50.0).split())
     assert line.endswith(
         "it spends 80.40 ms more per step outside the recorded phases (other), between the "
         "optimizer step and the next batch, than the others"

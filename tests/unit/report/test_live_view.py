@@ -23,12 +23,20 @@ from scalescope.events.run import (
     write_json_atomic,
 )
 from scalescope.live.run_view import LiveTop, RankMetas
-from scalescope.report.views.live import LiveExtras, phase_bar, rank_table, render_live
+from scalescope.report.media.terminal import document_renderable
+from scalescope.report.renderers import document
+from scalescope.report.subjects import LiveExtras, LiveFrame
+from scalescope.report.views.live import phase_bar, rank_table
 
 MS = 1_000_000
 PHASES_MS = {0: {"data": 1, "forward": 3, "backward": 4, "optimizer": 1},
              1: {"data": 11, "forward": 3, "backward": 4, "optimizer": 1}}  # fmt: skip
 STEPS, SAMPLES = 30, 8
+
+
+def frame(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()):
+    """The live view as ``top`` draws it: through the registry."""
+    return document_renderable(document(LiveFrame(snapshot=snap, extras=extras)))
 
 
 def rank_rows(rank: int) -> list:
@@ -100,7 +108,7 @@ def test_thousands_of_ranks_are_summarised() -> None:
     )
     dead = RankLive(2000, "died", 3, None, (), None, None, None, "its process ended")
     snap = LiveSnapshot("big", "running", 2001, 10.0, 3, 1.0, 1.0, (*ranks, dead), 1999, "forward")
-    text = render(render_live(snap, LiveExtras(finding="straggler, 5 % of the step")))
+    text = render(frame(snap, LiveExtras(finding="straggler, 5 % of the step")))
     lines = text.splitlines()
     assert len(lines) < 40
     assert any(line.split()[:2] == ["1999*", "running"] for line in lines)  # slowest
@@ -162,7 +170,7 @@ def test_twenty_starting_ranks_are_shown_starting_with_their_stage() -> None:
         for r in range(20)
     )
     snap = LiveSnapshot("many", "running", 20, 53.0, 0, None, None, ranks, None, None)
-    text = render(render_live(snap))
+    text = render(frame(snap))
     assert "SILENT" not in text
     assert "starting (import, 40 s)" in text
     assert "16 of 20 ranks shown" in text

@@ -7,6 +7,7 @@ import pytest
 from analysed import analysed  # noqa: E402
 from many_ranks import write_many_ranks_run
 
+from scalescope.analyze.rank_spread import RankOrder
 from scalescope.analyze.ranks.clocks import align_clocks, clock_offsets
 from scalescope.events import load_run
 from scalescope.report.subjects import RunReport
@@ -18,7 +19,6 @@ from scalescope.report.views.rank_select import (
     selected_trace,
     timeline_ranks,
 )
-from scalescope.report.views.rank_summary import RankOrder, rank_order
 
 SLOW = (13, 40)
 
@@ -82,7 +82,7 @@ def test_select_errors():
 
 def test_default_beyond_16_ranks_is_rank_0_the_8_slowest_and_the_4_fastest(wide):
     run, analysis = wide
-    order = rank_order(analysis)
+    order = analysis.slowest_first
     assert order is not None and order.metric == "busy time per step"
     assert order.ranks[:2] == SLOW
     ranks = timeline_ranks(analysis, run, None)

@@ -9,9 +9,9 @@ from rich.console import Console
 
 from scalescope.analyze.runs.suite import with_efficiency
 from scalescope.events.suite import RankSplit, SuiteEntry, SuiteResult
+from scalescope.report.formatting import SUITE_WIDTH
 from scalescope.report.media.terminal import render_document
 from scalescope.report.renderers import render
-from scalescope.report.views.suite import SUITE_WIDTH
 
 ERROR = "ValueError: bad [shape] x[0]"
 

@@ -80,6 +80,7 @@ def test_the_global_batch_note_gives_the_measured_sizes_once() -> None:
 
 def test_knob_effects_are_means_per_value_of_measured_trials(result: TuneResult) -> None:
     effects = {e.name: e for e in knob_effects(result)}
+    assert result.effects == tuple(knob_effects(result))  # what the views draw
     bucket = dict((v, (m, n)) for v, m, n in effects["bucket_cap_mb"].means)
     assert bucket["5"] == (statistics.fmean([120.0, 150.0]), 2)
     assert bucket["25"] == (100.0, 1)  # failed and pruned trials are left out

@@ -145,6 +145,12 @@ class CollectiveAnalysis:
     per_step: tuple[TagPerStep, ...]
     incomplete: tuple[IncompleteCalls, ...]
 
+    @property
+    def units(self) -> tuple[UnitTraffic, ...]:
+        """The FSDP units of ``per_step`` (``fsdp_units``): kept out of the report JSON,
+        which holds their rows already."""
+        return fsdp_units(self.per_step)
+
 
 def _op_totals(done: EventTable, pending: EventTable, dims: dict[str, str]) -> list[OpTotals]:
     """Per op, tag and dimension (``dims``: group label -> dimension)."""

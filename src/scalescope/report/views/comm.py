@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -25,7 +26,7 @@ from scalescope.report.document import (
 )
 from scalescope.report.formatting import fmt
 from scalescope.report.media.charts import layout, plotly_text
-from scalescope.report.subjects import CommRun
+from scalescope.report.subjects import CommRun, NcclTestsRows
 
 COMM_SCHEMA = "scalescope.comm/1"
 COMM_CHART_IDS = ("chart-comm-latency", "chart-comm-busbw")
@@ -76,13 +77,17 @@ def nccl_values(r: CommRow) -> tuple[Any, ...]:
     )
 
 
-def nccl_table(rows: list[CommRow], title: str) -> Table:
+def nccl_table(rows: Sequence[CommRow], title: str) -> Table:
     return Table(
         title,
         NCCL_COLUMNS,
         tuple(nccl_cells(r) for r in rows),
         tuple(nccl_values(r) for r in rows),
     )
+
+
+def nccl_document(log: NcclTestsRows) -> Document:
+    return Document(log.title, (nccl_table(log.rows, log.title),))
 
 
 def osu_lines(rows: list[CommRow], op: str, backend: str, world_size: int) -> list[str]:

@@ -6,12 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from scalescope.analyze import RunAnalysis
-from scalescope.analyze.cross_rank import (
-    STRAGGLER_MIN_STEP_PCT,
-    ClockAlignment,
-    CrossRankAnalysis,
-    straggler_min_share_pct,
-)
+from scalescope.analyze.cross_rank import STRAGGLER_MIN_STEP_PCT, ClockAlignment, CrossRankAnalysis
 from scalescope.analyze.steps.gaps import describe
 from scalescope.analyze.steps.step_slots import OTHER
 from scalescope.events.units import fmt_offset_ms, fmt_us
@@ -63,14 +58,13 @@ def _clock_rows(clocks: tuple[ClockAlignment, ...]) -> list[tuple[str, str]]:
     return [("clocks", _clock_summary(m, cs)) for m, cs in by_method.items()]
 
 
-def straggler_line(c: CrossRankAnalysis) -> str:
-    """One sentence: who keeps the others waiting, by how much, and in which phase."""
+def straggler_line(c: CrossRankAnalysis, need_pct: float) -> str:
+    """One sentence: who keeps the others waiting, by how much, and in which phase;
+    ``need_pct``: the share a rank needed to be named (``RunAnalysis.straggler_need_pct``)."""
     s = c.straggler
     if s is None:
-        shares = sorted((r.lateness_share_pct for r in c.ranks), reverse=True)
-        need = straggler_min_share_pct(len(c.ranks), shares[1] if len(shares) > 1 else None)
         return (
-            f"no straggler: no rank causes {need:.0f}% or more of the waiting for late ranks "
+            f"no straggler: no rank causes {need_pct:.0f}% or more of the waiting for late ranks "
             f"at {STRAGGLER_MIN_STEP_PCT:.0f}% of a step or more"
         )
     mine = next((r for r in c.ranks if r.rank == s.rank), None)
@@ -89,7 +83,7 @@ def straggler_line(c: CrossRankAnalysis) -> str:
     return text + f"; it spends {s.phase_excess_ms:,.2f} ms more per step {where} than the others"
 
 
-def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
+def _summary_rows(c: CrossRankAnalysis, need_pct: float) -> list[tuple[str, str]]:
     rows = _clock_rows(c.clocks)
     rows.append(
         (
@@ -98,7 +92,7 @@ def _summary_rows(c: CrossRankAnalysis) -> list[tuple[str, str]]:
             f"({c.measured_instances:,} in measured steps), {c.unmatched_instances:,} unmatched",
         )
     )
-    rows.append(("straggler", straggler_line(c)))
+    rows.append(("straggler", straggler_line(c, need_pct)))
     imbalance = fmt(c.load_imbalance_pct, ".1f", "%")
     rows.append(("load imbalance", f"{imbalance} ((max - mean) / mean of busy time per step)"))
     if c.overlap is not None:
@@ -201,12 +195,13 @@ def _ranks_blocks(analysis: RunAnalysis, c: CrossRankAnalysis) -> tuple[Block, .
     table = _ranks_table(c)
     if len(c.ranks) <= RANK_ROWS_LIMIT:
         return (table,)
+    spreads = analysis.spreads.columns
     metrics = [
-        RankMetric("busy", "ms/step", [r.busy_ms_per_step for r in c.ranks]),
-        RankMetric("wait", "ms/step", [r.wait_ms_per_step for r in c.ranks]),
-        RankMetric("lateness", "ms/step", [r.lateness_ms_per_step for r in c.ranks]),
-        RankMetric("lateness share", "%", [r.lateness_share_pct for r in c.ranks]),
-        RankMetric("last share", "%", [r.last_share_pct for r in c.ranks]),
+        RankMetric("busy", "ms/step", spreads["busy_ms_per_step"]),
+        RankMetric("wait", "ms/step", spreads["wait_ms_per_step"]),
+        RankMetric("lateness", "ms/step", spreads["lateness_ms_per_step"]),
+        RankMetric("lateness share", "%", spreads["lateness_share_pct"]),
+        RankMetric("last share", "%", spreads["last_share_pct"]),
     ]
     return condensed_blocks(analysis, table, [r.rank for r in c.ranks], metrics)
 
@@ -219,7 +214,8 @@ def cross_rank_section(analysis: RunAnalysis) -> Section | None:
             why = Line("No cross-rank analysis: fewer than two ranks recorded events.")
             return Section("Across ranks", (why,))
         return None
-    blocks: list[Block] = [Grid(tuple(_summary_rows(c)))]
+    need_pct = analysis.straggler_need_pct or 0.0
+    blocks: list[Block] = [Grid(tuple(_summary_rows(c, need_pct)))]
     if c.waits:
         blocks.append(_waits_table(c))
     if c.ranks:

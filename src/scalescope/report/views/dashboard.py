@@ -34,7 +34,7 @@ from scalescope.report.views.dashboard_ranks import (
 from scalescope.report.views.pipeline_chart import pipeline_chart
 from scalescope.report.views.project_section import projection_section
 from scalescope.report.views.rank_select import DASHBOARD_SPEC, parse_rank_spec, select_ranks
-from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, rank_order
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT
 from scalescope.report.views.run import (
     failure_blocks,
     header_rows,
@@ -69,7 +69,7 @@ def timeline_scope(
     about TIMELINE_RANK_STEPS rank-steps (between 2 and 10 steps)."""
     ranks = sorted(set(run.events.ranks()) | set(run.ranks))
     shown = None
-    order = rank_order(analysis)
+    order = analysis.slowest_first
     if len(ranks) > RANK_ROWS_LIMIT and order is not None:
         shown = select_ranks(parse_rank_spec(DASHBOARD_SPEC), ranks, order)
     elif len(ranks) > TIMELINE_MAX_RANKS:
@@ -172,7 +172,7 @@ def render_html(report: RunReport) -> str:
         latency_chart([("", analysis)]),
         count_chart(analysis),
         phases_chart([("", analysis)]),
-        *[c for c in (pipeline_chart(analysis, run, report.offsets_ns),) if c is not None],
+        *[c for c in (pipeline_chart(analysis, report.pipeline_step),) if c is not None],
         waits_chart(analysis),
         straggler_chart(analysis),
         *heatmap_charts(report.grid),

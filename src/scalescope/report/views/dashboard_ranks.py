@@ -11,9 +11,8 @@ bins and a cell is the mean over the rank-steps of its bin. The grid comes binne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
 import plotly.graph_objects as go
 
 from scalescope.analyze import RunAnalysis
@@ -35,7 +34,7 @@ def _bins_note(bins: Bins) -> str:
     return "; mean over " + " and ".join(parts) if parts else ""
 
 
-def _heatmap(chart_id: str, title: str, grid: RankStepGrid, z: np.ndarray, scale: str) -> Chart:
+def _heatmap(chart_id: str, title: str, grid: RankStepGrid, z: Any, scale: str) -> Chart:
     bins = grid.bins
     rows = bins.row_labels()
     fig = go.Figure(
@@ -74,47 +73,6 @@ def heatmap_charts(grid: RankStepGrid | None) -> tuple[Chart, Chart]:
     return step, _heatmap(WAIT_HEATMAP_ID, wait_title, grid, grid.wait_ms, "YlOrRd")
 
 
-@dataclass(frozen=True)
-class NodeSummary:
-    host: str
-    ranks: tuple[int, ...]
-    mean_step_ms: float | None
-    busy_ms: float | None
-    """Mean over its ranks of busy time per step (the step less its waiting)."""
-    busy_max_ms: float | None
-    busiest_rank: int | None
-    wait_ms: float | None
-
-
-def _mean(values: list[float]) -> float | None:
-    return float(np.mean(values)) if values else None
-
-
-def node_summaries(analysis: RunAnalysis) -> list[NodeSummary]:
-    """Ranks grouped by host name (ranks without one under "n/a"), the busiest node first."""
-    hosts: dict[str, list[int]] = {}
-    for r in analysis.ranks:
-        hosts.setdefault(r.hostname or NA, []).append(r.rank)
-    steps = {r.rank: r.mean_step_ms for r in analysis.steps.ranks} if analysis.steps else {}
-    cross = {r.rank: r for r in analysis.cross_rank.ranks} if analysis.cross_rank else {}
-    out = []
-    for host, ranks in hosts.items():
-        mine = [cross[r] for r in ranks if r in cross]
-        busiest = max(mine, key=lambda w: w.busy_ms_per_step, default=None)
-        out.append(
-            NodeSummary(
-                host=host,
-                ranks=tuple(ranks),
-                mean_step_ms=_mean([s for r in ranks if (s := steps.get(r)) is not None]),
-                busy_ms=_mean([w.busy_ms_per_step for w in mine]),
-                busy_max_ms=busiest.busy_ms_per_step if busiest else None,
-                busiest_rank=busiest.rank if busiest else None,
-                wait_ms=_mean([w.wait_ms_per_step for w in mine]),
-            )
-        )
-    return sorted(out, key=lambda n: (-(n.busy_ms if n.busy_ms is not None else -1.0), n.host))
-
-
 def rank_ranges(ranks: tuple[int, ...]) -> str:
     """``0-7, 12`` from sorted or unsorted ranks."""
     parts, ordered = [], sorted(ranks)
@@ -144,16 +102,12 @@ NODE_COLUMNS = (
 def nodes_table(analysis: RunAnalysis) -> Table | None:
     """One row per node, the busiest first; None for a run on a single host or with one rank
     per host (the per-rank views say it all)."""
-    nodes = node_summaries(analysis)
+    nodes = analysis.nodes
     if len(nodes) < 2 or all(len(n.ranks) < 2 for n in nodes):
         return None
-    known = [n.busy_ms for n in nodes if n.busy_ms is not None]
-    median = float(np.median(known)) if known else None
     rows, styles = [], []
     for n in nodes:
-        vs = None
-        if n.busy_ms is not None and median:
-            vs = 100.0 * (n.busy_ms / median - 1.0)
+        vs = n.busy_vs_median_pct
         rows.append(
             (
                 n.host,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-import numpy as np
-from rich.console import RenderableType
 from rich.text import Text
 
 from scalescope.analyze.layouts.coordinates import RankPlace
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
+from scalescope.analyze.step_histogram import StepHistogram
 from scalescope.events.units import fmt_elapsed, fmt_mib, fmt_ms
 from scalescope.report.document import (
     Block,
@@ -21,7 +20,7 @@ from scalescope.report.document import (
     Style,
     Table,
 )
-from scalescope.report.media.terminal import document_renderable
+from scalescope.report.subjects import LiveExtras, LiveFrame
 
 BAR_WIDTH = 24
 PHASE_MARKS: dict[str, tuple[str, Style]] = {
@@ -38,19 +37,6 @@ MAX_ROWS = 16
 """More ranks than this are summarised: the slowest and fastest few, a histogram."""
 SLOWEST, FASTEST = 8, 4
 HIST_BLOCKS = " ▁▂▃▄▅▆▇█"
-
-
-@dataclass(frozen=True)
-class LiveExtras:
-    """What the view shows beside the snapshot."""
-
-    finding: str | None = None
-    """The diagnosis' first finding so far, as one phrase."""
-    output: Sequence[str] = ()
-    """The last lines of the script's output (``run --live``)."""
-    note: str = ""
-    alert: str | None = None
-    """The slowdown watch's open alert (or its last recovery), as its message."""
 
 
 def phase_letters(rank: RankLive, width: int = BAR_WIDTH) -> str:
@@ -179,15 +165,15 @@ def rank_table(
     return Table("", columns, rows, cell_styles=cell_styles, frame="none")
 
 
-def histogram(ranks: Sequence[RankLive], bins: int = 12) -> Line | None:
+def histogram(found: StepHistogram | None) -> Line | None:
     """Step times of all ranks as one line of blocks, from the fastest to the slowest."""
-    times = np.array([r.step_ms for r in ranks if r.step_ms is not None])
-    if len(times) < 2:
+    if found is None:
         return None
-    counts, edges = np.histogram(times, bins=bins)
-    top = counts.max()
-    blocks = "".join(HIST_BLOCKS[int(np.ceil(c / top * (len(HIST_BLOCKS) - 1)))] for c in counts)
-    return Line(f"step ms of {len(times)} ranks: {edges[0]:,.1f} {blocks} {edges[-1]:,.1f}")
+    top, levels = max(found.counts), len(HIST_BLOCKS) - 1
+    blocks = "".join(HIST_BLOCKS[math.ceil(c / top * levels)] for c in found.counts)
+    return Line(
+        f"step ms of {found.ranks} ranks: {found.low_ms:,.1f} {blocks} {found.high_ms:,.1f}"
+    )
 
 
 def legend() -> Line:
@@ -206,7 +192,7 @@ def _many_ranks(snap: LiveSnapshot, shown: int) -> list[Block]:
     told = Line(
         f"{shown} of {len(snap.ranks)} ranks shown: slowest, fastest, and every dead or silent one"
     )
-    return [told, *(b for b in (histogram(snap.ranks), starting_summary(snap.ranks)) if b)]
+    return [told, *(b for b in (histogram(snap.step_histogram), starting_summary(snap.ranks)) if b)]
 
 
 def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Document:
@@ -230,5 +216,5 @@ def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Docu
     return Document(f"scalescope top {snap.run_id}", tuple(blocks))
 
 
-def render_live(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> RenderableType:
-    return document_renderable(live_document(snap, extras))
+def frame_document(frame: LiveFrame) -> Document:
+    return live_document(frame.snapshot, frame.extras)

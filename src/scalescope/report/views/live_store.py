@@ -10,25 +10,12 @@ ranks worth showing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from rich.console import RenderableType
-
 from scalescope.events.live_state import LiveState
 from scalescope.events.units import fmt_bytes_brief, fmt_seconds
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.media.terminal import document_renderable
+from scalescope.report.subjects import StoreFrame, StoreRank
 
 MAX_ROWS = 16
-
-
-@dataclass(frozen=True)
-class StoreRank:
-    state: LiveState
-    host: str
-    steps_per_s: float | None
-    """Since the previous frame."""
-    ended: str
 
 
 def _status(r: StoreRank, now: float) -> str:
@@ -120,8 +107,7 @@ def store_top_document(
     return Document("scalescope top --connect", tuple(blocks))
 
 
-def render_store_top(
-    ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
-    alert: str | None = None, refused: int = 0,
-) -> RenderableType:  # fmt: skip
-    return document_renderable(store_top_document(ranks, world, now, stall, alert, refused))
+def frame_document(frame: StoreFrame) -> Document:
+    return store_top_document(
+        list(frame.ranks), frame.world, frame.now, frame.stall, frame.alert, frame.refused
+    )

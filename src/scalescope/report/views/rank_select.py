@@ -1,12 +1,6 @@
-"""Which ranks a timeline shows: ``--ranks 0,worst:8,best:4,5-7``.
-
-A spec is a comma-separated list of items, each one of:
-
-- ``N``: rank N;
-- ``A-B``: ranks A to B, both included;
-- ``worst:K``: the K slowest ranks, ``best:K``: the K fastest (by busy time per step from the
-  cross-rank analysis, else by mean step time: ``rank_summary.rank_order``);
-- ``all``: every rank.
+"""Which ranks a timeline shows: ``--ranks 0,worst:8,best:4,5-7`` (report/rank_spec.py),
+``worst:K`` and ``best:K`` by busy time per step from the cross-rank analysis, else by mean
+step time (``RunAnalysis.slowest_first``).
 
 Without ``--ranks``, a run of up to ``RANK_ROWS_LIMIT`` ranks shows every rank and a larger one
 ``DEFAULT_SPEC`` (rank 0, the 8 slowest and the 4 fastest), so the trace stays small enough
@@ -15,68 +9,22 @@ for Perfetto to open.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from scalescope.analyze import RunAnalysis
+from scalescope.analyze.rank_spread import RankOrder
 from scalescope.events import Run
 from scalescope.report.media.timeline import chrome_trace
+from scalescope.report.rank_spec import RankSpec, RankSpecError, parse_rank_spec
 from scalescope.report.subjects import RunReport
-from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT, RankOrder, rank_order
+from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT
 
 DEFAULT_SPEC = "0,worst:8,best:4"
 DASHBOARD_SPEC = "0,worst:4,best:3"
 """The dashboard's own timeline beyond RANK_ROWS_LIMIT ranks: 8 ranks at most."""
-_ITEM = re.compile(r"(?P<rank>\d+)|(?P<lo>\d+)-(?P<hi>\d+)|(?P<which>worst|best):(?P<k>\d+)|all")
-SYNTAX = "a rank N, a range A-B, worst:K, best:K or all, separated by commas"
-
-
-class RankSpecError(ValueError):
-    """A ``--ranks`` value that cannot be read or names ranks the run does not have."""
-
-
-@dataclass(frozen=True)
-class RankSpec:
-    text: str
-    ranks: tuple[int, ...] = ()
-    """Named ranks, ranges expanded, in the order given."""
-    worst: int = 0
-    best: int = 0
-    every: bool = False
-
-
-def parse_rank_spec(text: str) -> RankSpec:
-    """Read a ``--ranks`` value; a RankSpecError names the item it cannot read."""
-    ranks: list[int] = []
-    worst = best = 0
-    every = False
-    items = [item.strip() for item in text.split(",")]
-    for item in items:
-        match = _ITEM.fullmatch(item)
-        if match is None:
-            what = f"{item!r} is not" if item else "an empty item is not"
-            raise RankSpecError(f"--ranks {text!r}: {what} {SYNTAX}")
-        if match["rank"] is not None:
-            ranks.append(int(match["rank"]))
-        elif match["lo"] is not None:
-            lo, hi = int(match["lo"]), int(match["hi"])
-            if lo > hi:
-                raise RankSpecError(f"--ranks {text!r}: range {item} ends before it starts")
-            ranks.extend(range(lo, hi + 1))
-        elif match["which"] is not None:
-            k = int(match["k"])
-            if k < 1:
-                raise RankSpecError(f"--ranks {text!r}: {item} selects no rank (K must be >= 1)")
-            worst, best = (
-                (max(worst, k), best) if match["which"] == "worst" else (worst, max(best, k))
-            )
-        else:
-            every = True
-    return RankSpec(text, tuple(ranks), worst, best, every)
 
 
 def _span(present: Sequence[int]) -> str:
@@ -117,7 +65,7 @@ def timeline_ranks(analysis: RunAnalysis, run: Run, text: str | None) -> list[in
     present = run_ranks(run)
     if text is None and len(present) <= RANK_ROWS_LIMIT:
         return None
-    order = rank_order(analysis)
+    order = analysis.slowest_first
     if text is None and order is None:
         return present[:1]
     return select_ranks(parse_rank_spec(text or DEFAULT_SPEC), present, order)
@@ -128,7 +76,7 @@ def selection_metadata(
 ) -> dict[str, Any]:
     """What the trace's metadata says about its ranks: which, of how many, chosen how."""
     present = run_ranks(run)
-    order = rank_order(analysis)
+    order = analysis.slowest_first
     return {
         "shown": present if ranks is None else ranks,
         "of": len(present),

@@ -2,8 +2,9 @@
 
 Up to ``RANK_ROWS_LIMIT`` ranks a report prints one row per rank, as it always did. Beyond,
 it prints the ``WORST_SHOWN`` slowest and the ``BEST_SHOWN`` fastest ranks with their host
-(slowest first, by ``rank_order``) and the distribution over every rank (min, p10, p50,
-p90, max) with how many ranks are not shown; the JSON report keeps every rank.
+(slowest first, by ``RunAnalysis.slowest_first``) and the distribution over every rank
+(min, p10, p50, p90, max: ``RunAnalysis.spreads``) with how many ranks are not shown; the
+JSON report keeps every rank.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from scalescope.analyze import RunAnalysis
+from scalescope.analyze.rank_spread import PERCENTILES, RankOrder, Spread
 from scalescope.report.document import Column, Style, Table
 from scalescope.report.formatting import NA
 
@@ -23,7 +23,6 @@ WORST_SHOWN = 5
 BEST_SHOWN = 3
 HOSTS_LISTED = 16
 """Most host names the header lists; beyond, the first and the last few."""
-PERCENTILES = (("min", 0.0), ("p10", 10.0), ("p50", 50.0), ("p90", 90.0), ("max", 100.0))
 ALL_IN_JSON = "every rank is in the JSON report (--json)"
 
 
@@ -43,45 +42,6 @@ def limited_table(
         values=values[:RANK_ROWS_LIMIT] if values is not None else None,
         caption=f"{caption}. {more}" if caption else more,
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class RankOrder:
-    """Ranks from the slowest to the fastest by one metric (ties: the lower rank first)."""
-
-    metric: str
-    """What the order is by, as a phrase ("busy time per step")."""
-    ranks: tuple[int, ...]
-    values: Mapping[int, float]
-
-
-def _measured_ranks(a: RunAnalysis) -> set[int] | None:
-    if a.steps is None:
-        return None
-    return {r.rank for r in a.steps.ranks if r.num_steps}
-
-
-def rank_order(a: RunAnalysis) -> RankOrder | None:
-    """By busy time per step (the step less its waiting for other ranks) when the cross-rank
-    analysis has it, else by mean step time; only ranks with measured steps; None without
-    either."""
-    measured = _measured_ranks(a)
-    if a.cross_rank is not None and a.cross_rank.ranks:
-        values = {
-            r.rank: r.busy_ms_per_step
-            for r in a.cross_rank.ranks
-            if measured is None or r.rank in measured
-        }
-        metric = "busy time per step"
-    elif a.steps is not None:
-        values = {r.rank: r.mean_step_ms for r in a.steps.ranks if r.mean_step_ms is not None}
-        metric = "mean step time"
-    else:
-        return None
-    if not values:
-        return None
-    ranks = tuple(sorted(values, key=lambda r: (-values[r], r)))
-    return RankOrder(metric, ranks, values)
 
 
 @dataclass(frozen=True)
@@ -158,14 +118,8 @@ class RankMetric:
 
     name: str
     unit: str
-    values: Sequence[float | None]
-
-
-def percentiles(values: Sequence[float | None]) -> tuple[float, ...] | None:
-    known = np.array([v for v in values if v is not None], dtype=np.float64)
-    if len(known) == 0:
-        return None
-    return tuple(float(np.percentile(known, q)) for _, q in PERCENTILES)
+    spread: Spread | None
+    """Over every rank (``RunAnalysis.spreads``)."""
 
 
 SPREAD_COLUMNS = (Column("per rank", align="left"), *(Column(n) for n, _ in PERCENTILES))
@@ -176,7 +130,7 @@ def spread_table(metrics: Sequence[RankMetric], total: int, hidden: int) -> Tabl
     table above leaves out."""
     rows, values = [], []
     for m in metrics:
-        stats = percentiles(m.values)
+        stats = None if m.spread is None else m.spread.values
         label = f"{m.name} ({m.unit})" if m.unit else m.name
         rows.append((label, *(NA if stats is None else f"{v:,.2f}" for v in stats or (0,) * 5)))
         values.append((label, *(stats or (None,) * 5)))
@@ -202,7 +156,7 @@ def condensed_blocks(
 ) -> tuple[Table, Table]:
     """A per-rank table beyond RANK_ROWS_LIMIT ranks: its slowest and fastest ranks, and the
     distribution of ``metrics`` over every rank."""
-    shown = shown_ranks(rank_order(a), ranks)
+    shown = shown_ranks(a.slowest_first, ranks)
     return (
         condensed_rank_table(table, ranks, shown, hosts_of(a)),
         spread_table(metrics, shown.total, shown.hidden),

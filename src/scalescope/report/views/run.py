@@ -6,7 +6,7 @@ blocks."""
 from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
-from scalescope.analyze.comm.collectives import UnitTraffic, fsdp_units
+from scalescope.analyze.comm.collectives import UnitTraffic
 from scalescope.analyze.summary import RankStatus
 from scalescope.events.units import fmt_bytes, fmt_bytes_exact
 from scalescope.report.document import (
@@ -39,7 +39,6 @@ from scalescope.report.views.rank_summary import (
     host_list,
     hosts_of,
     limited_table,
-    percentiles,
 )
 from scalescope.report.views.slowdowns import slowdowns_section
 from scalescope.report.views.whatif import whatif_section
@@ -199,14 +198,14 @@ def _rank_throughput(a: RunAnalysis, s: StepAnalysis) -> tuple[Block, ...]:
     table = _rank_throughput_table(s)
     if len(s.ranks) <= RANK_ROWS_LIMIT:
         return (table,)
+    spreads = a.spreads.columns
     metrics = [
-        RankMetric("mean step", "ms", [r.mean_step_ms for r in s.ranks]),
-        RankMetric("samples/s", "", [r.samples_per_s for r in s.ranks]),
-        RankMetric("span", "s", [r.span_s for r in s.ranks]),
+        RankMetric("mean step", "ms", spreads["mean_step_ms"]),
+        RankMetric("samples/s", "", spreads["samples_per_s"]),
+        RankMetric("span", "s", spreads["span_s"]),
     ]
     if a.cross_rank is not None and a.cross_rank.ranks:
-        busy = [r.busy_ms_per_step for r in a.cross_rank.ranks]
-        metrics.insert(0, RankMetric("busy", "ms/step", busy))
+        metrics.insert(0, RankMetric("busy", "ms/step", spreads["busy_ms_per_step"]))
     return condensed_blocks(a, table, [r.rank for r in s.ranks], metrics)
 
 
@@ -259,21 +258,14 @@ def _phase_spread_table(a: RunAnalysis, s: StepAnalysis) -> Table:
     """Beyond RANK_ROWS_LIMIT ranks: per phase, the distribution over ranks of its mean ms per
     step, and the rank (with its host) where it is longest."""
     hosts = hosts_of(a)
-    by_phase: dict[str, list[tuple[float, int]]] = {}
-    missing: dict[str, list[int]] = {}
-    for r in s.ranks:
-        for p in r.phases:
-            by_phase.setdefault(p.phase, []).append((p.mean_ms, r.rank))
-        for name in r.missing_phases if r.num_steps else ():
-            missing.setdefault(name, []).append(r.rank)
-    rows = []
-    for phase, means in by_phase.items():
-        stats = percentiles([m for m, _ in means]) or (0.0,) * 5
-        slow_ms, slow = max(means, key=lambda m: (m[0], -m[1]))
-        rows.append((phase, *(f"{v:,.2f}" for v in stats), f"{slow} ({hosts.get(slow, NA)})"))
+    rows = [
+        (p.phase, *(f"{v:,.2f}" for v in p.spread.values),
+         f"{p.slowest_rank} ({hosts.get(p.slowest_rank, NA)})")
+        for p in a.spreads.phases
+    ]  # fmt: skip
     notes = [
         f"{name} on {plural(len(ranks), 'rank')} ({_first_ranks(ranks)})"
-        for name, ranks in missing.items()
+        for name, ranks in a.spreads.unrecorded
     ]
     caption = f"mean ms per measured step of each of {len(s.ranks):,} ranks; {ALL_IN_JSON}"
     if notes:
@@ -282,7 +274,7 @@ def _phase_spread_table(a: RunAnalysis, s: StepAnalysis) -> Table:
     return Table(title, PHASE_SPREAD_COLUMNS, tuple(rows), caption=caption)
 
 
-def _first_ranks(ranks: list[int], n: int = 8) -> str:
+def _first_ranks(ranks: tuple[int, ...], n: int = 8) -> str:
     return ", ".join(map(str, ranks[:n])) + (", ..." if len(ranks) > n else "")
 
 
@@ -501,7 +493,7 @@ def _collectives(a: RunAnalysis) -> Section:
         blocks.append(size_table(c))
     if c.per_step:
         blocks.append(_per_step_table(c))
-    units = fsdp_units(c.per_step)
+    units = c.units
     if units:
         blocks.append(_units_table(units))
     if c.incomplete:

@@ -3,8 +3,6 @@ JSON is its record's (events/suite.py)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from scalescope.events.suite import SuiteEntry, SuiteResult
 from scalescope.report.document import (
     Block,
@@ -15,15 +13,7 @@ from scalescope.report.document import (
     Preformatted,
     Table,
 )
-from scalescope.report.formatting import NA, fmt, report_console
-
-SUITE_WIDTH = 150
-"""Width of the table when stdout is not a terminal: 12 columns, errors in the last."""
-
-
-def suite_console() -> Console:
-    """The report's console (markup off: errors and paths verbatim), wider off a terminal."""
-    return report_console(SUITE_WIDTH)
+from scalescope.report.formatting import NA, fmt
 
 
 def _pct(value: float | None) -> str:

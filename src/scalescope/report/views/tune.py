@@ -17,7 +17,7 @@ from rich.text import Text
 
 from scalescope.report.document import Block, Chart, Column, Document, Line, Preformatted, Table
 from scalescope.report.media.charts import layout, plotly_text
-from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult, knob_effects
+from scalescope.tune.result import ConfirmRun, TrialRecord, TuneResult
 from scalescope.tune.space import Config, format_value
 
 STOPPED = {
@@ -224,7 +224,7 @@ def trials_chart(result: TuneResult) -> Chart:
 
 
 def knobs_chart(result: TuneResult) -> Chart:
-    effects = knob_effects(result)
+    effects = result.effects
     if not effects:
         return Chart("chart-knobs", "Samples/s per knob value", None, "No trial was measured.")
     fig = go.Figure()
@@ -263,7 +263,7 @@ def tune_json(result: TuneResult) -> bytes:
         "confirmations": [asdict(c) for c in result.confirmations],
         "knob_effects": [
             {"knob": e.name, "spread_pct": e.spread_pct, "means": [list(m) for m in e.means]}
-            for e in knob_effects(result)
+            for e in result.effects
         ],
     }
     return msgspec.json.format(msgspec.json.encode(doc), indent=2)
