@@ -9,6 +9,7 @@ from scalescope.analyze.comm.collectives import (
     analyze_collectives,
     bus_factor,
 )
+from scalescope.analyze.rank_status import RankStatus
 from scalescope.analyze.steps.steps import (
     MemoryPeak,
     PhaseStats,
@@ -16,7 +17,7 @@ from scalescope.analyze.steps.steps import (
     StepAnalysis,
     analyze_steps,
 )
-from scalescope.analyze.summary import RankStatus, RunAnalysis
+from scalescope.analyze.summary import RunAnalysis
 
 __all__ = [
     "CollectiveAnalysis",

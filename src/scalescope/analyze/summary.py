@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from scalescope.analyze.layouts.pipeline import PipelineAnalysis, analyze_pipeli
 from scalescope.analyze.model.whatif import WhatIf, what_if
 from scalescope.analyze.nodes import NodeSummary, node_summaries
 from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
+from scalescope.analyze.rank_status import FAILED_STATUSES, RankStatus, hostnames, rank_status
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks
 from scalescope.analyze.ranks.groups import (
     DimTotals,
@@ -57,32 +58,6 @@ def replayed_steps(world_size: int) -> int:
     """The last steps the report's what-if replays for a run of ``world_size`` ranks."""
     bound = REPLAYED_RANK_STEPS // max(world_size, 1)
     return max(MIN_REPLAYED_STEPS, min(REPLAYED_STEPS, bound))
-
-
-FAILED_STATUSES = ("failed", "killed", "interrupted")
-PEER_FAILURE_MARKERS = ("Connection closed by peer", "Connection reset by peer", "remote worker")
-"""Errors gloo/NCCL raise in the ranks that survive another rank's death."""
-
-
-@dataclass(frozen=True)
-class RankStatus:
-    """How one rank ended; status ``unknown`` when neither it nor the launcher said."""
-
-    rank: int
-    hostname: str
-    status: str
-    exit_code: int | None
-    error: str | None
-    """Last lines of its traceback or the signal that ended it."""
-    steps: int | None
-    """Steps the rank reported finishing; None when unknown."""
-    end_time: float | None = None
-    """Unix seconds when the rank ended (or the launcher saw it fail)."""
-
-    @property
-    def failed_because_of_peer(self) -> bool:
-        """The error only says another rank went away: a consequence, not a cause."""
-        return any(marker in (self.error or "") for marker in PEER_FAILURE_MARKERS)
 
 
 REPORTED = (
@@ -195,11 +170,11 @@ class RunAnalysis:
 
     @part
     def ranks(self) -> tuple[RankStatus, ...]:
-        return tuple(_rank_status(self.run, r) for r in range(self.meta.world_size))
+        return tuple(rank_status(self.run, r) for r in range(self.meta.world_size))
 
     @part
     def hostnames(self) -> tuple[str, ...]:
-        return _hostnames(self.run, self.ranks)
+        return hostnames(self.run, self.ranks)
 
     @part
     def problems(self) -> tuple[str, ...]:
@@ -361,36 +336,6 @@ class RunAnalysis:
         """The ranks by host, the busiest node first (analyze/nodes.py)."""
         hosts = ((r.rank, r.hostname) for r in self.ranks)
         return node_summaries(hosts, self.steps, self.cross_rank)
-
-
-def _rank_status(run: Run, rank: int) -> RankStatus:
-    """The most final word on a rank: a finished status beats ``running``.
-
-    A rank killed hard cannot update its own file (``ranks/rank-N.json``), so the
-    launcher's entry in run.json may know more; either may be missing. Exit code and
-    error are taken from whichever source has them.
-    """
-    candidates = [m for m in (run.ranks.get(rank), run.meta.ranks.get(str(rank))) if m]
-    if not candidates:
-        return RankStatus(rank, "", "unknown", None, None, None)
-    final = [m for m in candidates if m.status != "running"]
-    best = (final or candidates)[0]
-    ordered = [best, *candidates]
-    return RankStatus(
-        rank=rank,
-        hostname=next((m.hostname for m in ordered if m.hostname), ""),
-        status=best.status,
-        exit_code=next((m.exit_code for m in ordered if m.exit_code is not None), None),
-        error=next((m.error for m in ordered if m.error), None),
-        steps=best.steps,
-        end_time=next((m.end_time for m in ordered if m.end_time), None),
-    )
-
-
-def _hostnames(run: Run, ranks: tuple[RankStatus, ...]) -> tuple[str, ...]:
-    if run.meta.hostnames:
-        return tuple(run.meta.hostnames)
-    return tuple(sorted({r.hostname for r in ranks if r.hostname}))
 
 
 def _what_if(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +37,10 @@ def launch_options(config: LaunchConfig, nproc_per_node: int | None) -> LaunchOp
 def launch_spec(config: LaunchConfig, nproc_per_node: int | None, **spec: Any) -> RunSpec:
     """The launcher's RunSpec from the launch options and ``spec`` (what runs)."""
     from scalescope.launch.run.runner import RunSpec
-    from scalescope.report.views.hang import render_hang
+    from scalescope.report.renderers import render
 
     return RunSpec(
-        hang=replace(config.hang, render=render_hang),
+        hang=replace(config.hang, render=partial(render, output="text")),
         launch=launch_options(config, nproc_per_node),
         mapping=config.mapping,
         run_dir=config.recording.run_dir,
@@ -58,9 +59,11 @@ def start_or_plan(
 
     given, addr = nproc_per_node is not None, config.rendezvous.master_addr
     if config.recording.dry_run:
-        from scalescope.report.views.plan import render_plan
+        from scalescope.report.media.terminal import render_document
+        from scalescope.report.renderers import document
 
-        render_plan(dry_run(spec, given, addr), Console(highlight=False, markup=False))
+        plan = document(dry_run(spec, given, addr))
+        render_document(plan, Console(highlight=False, markup=False))
         return 0
     if config.terminal.live:
         outcome = start_live(spec, given, addr, log)

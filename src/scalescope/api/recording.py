@@ -111,18 +111,7 @@ class Recording(diagnose_recording.Recording):
         """Print what ``scalescope report`` prints (``analyze`` for an ingested trace)."""
         from scalescope.report.formatting import report_console
 
-        console = console or report_console()
-        if self.ingest is not None:
-            from scalescope.report.views.horovod import render_ingest_source
-
-            render_ingest_source(self.ingest, console)
-        print_run_report(self, console)
-        if self.ingest is not None:
-            from scalescope.report.views.gpu import render_gpu_activity
-            from scalescope.report.views.horovod import render_horovod_phases
-
-            render_horovod_phases(self.ingest, console)
-            render_gpu_activity(self.ingest, console)
+        print_run_report(self, console or report_console())
 
     def write_json(self, path: Path | str) -> Path:
         """The report JSON (docs/report-schema.md): analysis, diagnosis, and ``ingest``."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from scalescope.report.document import Document
 
 Output = str | bytes | Document
-OUTPUTS = ("terminal", "json", "html", "timeline", "csv")
+OUTPUTS = ("terminal", "json", "html", "timeline", "csv", "text")
 _VIEWS = "scalescope.report.views."
 
 
@@ -103,6 +103,8 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     **_entries("LoaderSpeeds", terminal="data:speed_document"),
     **_entries("LiveFrame", terminal="live:frame_document"),
     **_entries("StoreFrame", terminal="live_store:frame_document"),
+    **_entries("PlanView", terminal="plan:plan_document"),
+    **_entries("HangReport", text="hang:render_hang"),
 }
 
 PROGRESS: dict[str, str] = {

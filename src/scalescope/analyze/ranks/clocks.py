@@ -69,6 +69,12 @@ def align_clocks(run: Run) -> tuple[ClockAlignment, ...]:
     return tuple(_align_rank(r, run.ranks.get(r), ref) for r in ranks)
 
 
+def of_ranks(clocks: tuple[ClockAlignment, ...], ranks: list[int]) -> tuple[ClockAlignment, ...]:
+    """The alignments of ``ranks``: what ``align_clocks`` gives for a run of their rows alone."""
+    wanted = set(ranks)
+    return tuple(c for c in clocks if c.rank in wanted)
+
+
 def clock_offsets(clocks: tuple[ClockAlignment, ...]) -> dict[int, int]:
     """{rank: offset_ns}: what a timeline adds to each rank's ``start_ns``."""
     return {c.rank: c.offset_ns for c in clocks}

@@ -42,6 +42,7 @@ from scalescope.analyze.ranks.clocks import (
     ClockAlignment,
     align_clocks,
     aligned_start_ns,
+    of_ranks,
     tie_tolerance_ns,
 )
 from scalescope.analyze.ranks.matching import p2p_channels
@@ -261,12 +262,6 @@ def _cells(group: np.ndarray, op: np.ndarray, nbytes: np.ndarray, transfer: np.n
     return _Cells(g[start], o[start], b[start], count, median, sums[keep] / count)
 
 
-def _of_ranks(clocks: tuple[ClockAlignment, ...], rows: EventTable) -> tuple[ClockAlignment, ...]:
-    """The alignments of the ranks in ``rows``: what ``align_clocks`` gives for them alone."""
-    ranks = set(rows.ranks())
-    return tuple(c for c in clocks if c.rank in ranks)
-
-
 def analyze_links(
     run: Run, warmup_steps: int, clocks: tuple[ClockAlignment, ...] | None = None
 ) -> LinkAnalysis | None:
@@ -277,9 +272,7 @@ def analyze_links(
     if found is None:
         return None
     rows, ranks_in = found
-    clocks = (
-        _of_ranks(clocks, rows) if clocks is not None else align_clocks(replace(run, events=rows))
-    )
+    clocks = of_ranks(clocks, rows.ranks()) if clocks else align_clocks(replace(run, events=rows))
     tie_ns = tie_tolerance_ns(clocks, TIE_FLOOR_NS)
     inst = _instances(rows, aligned_start_ns(rows, clocks), ranks_in)
     measured = np.flatnonzero(inst.step >= warmup_steps)

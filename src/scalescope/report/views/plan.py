@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from scalescope.launch.run.session import PlanView
 from scalescope.probe.binding import PLACEMENTS_ENV
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.media.terminal import render_document
 
 PLAN_COLUMNS = tuple(
     Column(name, align="right" if name in ("rank", "threads") else "left")
@@ -46,7 +43,3 @@ def plan_document(view: PlanView) -> Document:
     shared = {k: v for k, v in view.plan.env.items() if k != PLACEMENTS_ENV}
     blocks += [Line(f"every rank: {key}={value}") for key, value in shared.items()]
     return Document(f"scalescope plan on {view.hostname}", tuple(blocks))
-
-
-def render_plan(view: PlanView, console: Console) -> None:
-    render_document(plan_document(view), console)

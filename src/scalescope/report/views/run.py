@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis, StepAnalysis
 from scalescope.analyze.comm.collectives import UnitTraffic
-from scalescope.analyze.summary import RankStatus
+from scalescope.analyze.rank_status import RankStatus
 from scalescope.events.units import fmt_bytes, fmt_bytes_exact
 from scalescope.report.document import (
     Block,

@@ -9,6 +9,8 @@ from scalescope.report.document import Document
 from scalescope.report.media.terminal import render_document
 from scalescope.report.subjects import RunReport
 from scalescope.report.views.diagnosis import findings_section
+from scalescope.report.views.gpu import gpu_document
+from scalescope.report.views.horovod import horovod_document, ingest_source_document
 from scalescope.report.views.run import run_document
 
 
@@ -18,8 +20,15 @@ def render_terminal(analysis: RunAnalysis, console: Console) -> None:
 
 
 def report_document(report: RunReport) -> Document:
-    """The run document, then the findings section when the run was diagnosed."""
+    """The run document, then the findings section when the run was diagnosed; for another
+    tool's trace, its source first and its Horovod tables and GPU activity last."""
     doc = run_document(report.analysis)
-    if report.diagnosis is None:
-        return doc
-    return Document(doc.title, (*doc.blocks, findings_section(report.diagnosis)))
+    blocks = doc.blocks
+    if report.diagnosis is not None:
+        blocks = (*blocks, findings_section(report.diagnosis))
+    ingest = report.ingest
+    if ingest is not None:
+        before = ingest_source_document(ingest).blocks
+        after = (*horovod_document(ingest).blocks, *gpu_document(ingest).blocks)
+        blocks = (*before, *blocks, *after)
+    return Document(doc.title, blocks)
