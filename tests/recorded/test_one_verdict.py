@@ -16,7 +16,7 @@ from rich.console import Console
 
 from scalescope import load
 from scalescope.analyze.verdict import Verdict
-from scalescope.api.reporting import print_run_report
+from scalescope.api.reporting import print_run_report, run_report
 from scalescope.diagnose.recording import Recording
 from scalescope.live.run_view import first_finding
 
@@ -28,7 +28,7 @@ def surfaces(name: str, tmp: Path) -> tuple[Verdict, str, dict, str, str]:
     """The verdict, and what the terminal, the JSON, the page and ``top`` show of it."""
     rec = load(RUNS / name / "run")
     console = Console(record=True, width=10_000, color_system=None)
-    print_run_report(rec, console)
+    print_run_report(run_report(rec), console)
     json_path, page_path = rec.write_json(tmp / "r.json"), rec.write_dashboard(tmp / "r.html")
     doc = json.loads(json_path.read_text())["diagnosis"]["verdict"]
     top = first_finding(Recording(rec.run, rec.alerts, window=True))

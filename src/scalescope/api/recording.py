@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.api import tables
-from scalescope.api.reporting import ReportFiles, print_run_report, write_outputs
+from scalescope.api.reporting import ReportFiles, print_run_report, run_report, write_outputs
 from scalescope.diagnose import recording as diagnose_recording
 from scalescope.diagnose.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from scalescope.events import Run
@@ -111,7 +111,7 @@ class Recording(diagnose_recording.Recording):
         """Print what ``scalescope report`` prints (``analyze`` for an ingested trace)."""
         from scalescope.report.formatting import report_console
 
-        print_run_report(self, console or report_console())
+        print_run_report(run_report(self), console or report_console())
 
     def write_json(self, path: Path | str) -> Path:
         """The report JSON (docs/report-schema.md): analysis, diagnosis, and ``ingest``."""
@@ -130,7 +130,7 @@ class Recording(diagnose_recording.Recording):
 
     def write(self, files: ReportFiles) -> list[Path]:
         """Every view ``files`` asks for, as ``report``'s options write them."""
-        return write_outputs(self, files)
+        return write_outputs(run_report(self, files, printed=False), files)
 
 
 def load(run_dir: Path | str, thresholds: ThresholdsLike = None) -> Recording:

@@ -31,55 +31,57 @@ class ReportFiles:
     ranks: str | None = None
     """``--ranks`` of the timeline (report/views/rank_select.py; default: all up to 16 ranks)."""
 
+    @property
+    def asked(self) -> list[tuple[str, Path]]:
+        """(output, path) of each file asked for."""
+        outputs = (("json", self.json), ("html", self.html), ("timeline", self.timeline))
+        return [(output, path) for output, path in outputs if path is not None]
 
-def run_report(rec: Recording, files: ReportFiles = ReportFiles()) -> RunReport:
-    """What the report's renderers draw, gathered once from the recording: its clock offsets
-    (only for a timeline: the dashboard's or ``files.timeline``), the dashboard's rank-step
-    grid (only with ``files.html``), the stored projection, and the diagnosis (not for a
-    timeline alone)."""
+
+def run_report(
+    rec: Recording, files: ReportFiles = ReportFiles(), printed: bool = True
+) -> RunReport:
+    """What the report's renderers draw, gathered once from the recording: the stored
+    projection and the dashboard's rank-step grid (only with ``files.html``), the clock
+    offsets (only for a timeline: the dashboard's or ``files.timeline``), and the diagnosis
+    (unless a timeline alone is written)."""
+    from scalescope.analyze.rank_steps import rank_step_grid
     from scalescope.analyze.ranks.clocks import clock_offsets
     from scalescope.predict.stored import stored_projection
     from scalescope.report.media.timeline import default_steps
 
-    analysis, run = rec.analysis, rec.run
-    grid = None
-    if files.html is not None:
-        from scalescope.analyze.rank_steps import rank_step_grid
-
-        grid = rank_step_grid(analysis, run)
+    analysis, run, page = rec.analysis, rec.run, files.html is not None
     steps = None
     if files.steps is not None:
         steps = default_steps(run.events, run.meta.warmup_steps, files.steps)
-    drawn = files.html is not None or files.timeline is not None
-    diagnosed = files.html is not None or files.json is not None or not drawn
+    drawn = page or files.timeline is not None
+    diagnosed = printed or page or files.json is not None
     return RunReport(
         analysis=analysis,
         run=run,
         diagnosis=rec.diagnosis if diagnosed else None,
+        projection=stored_projection(run.path) if page else None,
+        grid=rank_step_grid(analysis, run) if page else None,
         offsets_ns=clock_offsets(analysis.clocks) if drawn else {},
-        grid=grid,
-        projection=stored_projection(run.path) if files.html is not None else None,
         steps=steps,
         ranks=files.ranks,
         ingest=getattr(rec, "ingest", None),
     )
 
 
-def write_outputs(rec: Recording, files: ReportFiles) -> list[Path]:
+def write_outputs(report: RunReport, files: ReportFiles) -> list[Path]:
     """Write each file asked for through the renderer its flag names."""
     from scalescope.report.renderers import write
 
-    report = run_report(rec, files)
-    asked = (("json", files.json), ("html", files.html), ("timeline", files.timeline))
-    return [write(report, output, path) for output, path in asked if path is not None]
+    return [write(report, output, path) for output, path in files.asked]
 
 
-def print_run_report(rec: Recording, console: Console) -> None:
+def print_run_report(report: RunReport, console: Console) -> None:
     """What ``scalescope report`` prints: the run's report, then its findings."""
     from scalescope.report.media.terminal import render_document
-    from scalescope.report.renderers import render
+    from scalescope.report.renderers import document
 
-    render_document(render(run_report(rec), "terminal"), console)
+    render_document(document(report), console)
 
 
 def report_run(
@@ -88,11 +90,15 @@ def report_run(
     terminal: bool = True,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> list[Path]:
-    """Load a run directory, print its report and write every view asked for."""
-    rec = Recording.load(run_dir, thresholds)
+    """Load a run directory, print its report and write every view asked for, from one
+    gathering of what they draw."""
+    from scalescope.report.media.terminal import render_document
+    from scalescope.report.renderers import document, write
+
+    report = run_report(Recording.load(run_dir, thresholds), files, printed=terminal)
     if terminal:
-        print_run_report(rec, report_console())
-    return write_outputs(rec, files)
+        render_document(document(report), report_console())
+    return [write(report, output, path) for output, path in files.asked]
 
 
 def study_table(study_dir: Path, study: ScaleStudy) -> ScalingTable:
