@@ -73,3 +73,15 @@ def test_a_balanced_run_names_no_bottleneck(tmp_path: Path) -> None:
     verdict = load(RUNS / "balanced" / "run").verdict
     assert verdict.state == "no bottleneck" and not verdict.causes
     assert verdict.line.startswith("no clear bottleneck")
+
+
+@pytest.mark.parametrize("name", ["slowdown_link", "slowdown_rank"])
+def test_an_alert_of_the_verdicts_culprit_carries_its_cost(name: str) -> None:
+    """The slowdown the watch named while the run trained is costed by the same replay."""
+    rec = load(RUNS / name / "run")
+    causes = {f"{c.culprit.kind}:{c.culprit.name}": c for c in rec.verdict.causes if c.culprit}
+    costed = [s for s in rec.analysis.slowdowns if s.fix_cause in causes]
+    assert costed, (rec.verdict.line, [s.fix_cause for s in rec.analysis.slowdowns])
+    for slowdown in costed:
+        cost = causes[slowdown.fix_cause].cost
+        assert cost.replayed and slowdown.fix_gain_ms == pytest.approx(cost.ms_per_step)

@@ -218,6 +218,9 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
         ranks = {int(r) for r in str(listed).split(",") if r.strip().isdigit()}
         hosts = {s.hostname for s in analysis.ranks if s.rank in ranks}
         return f"node:{hosts.pop()}" if len(hosts) == 1 else None
+    if f.code == "SLOW_LINK":
+        hosts = next((str(e.value) for e in f.evidence if e.name == "hosts"), "")
+        return f"link:{hosts.replace(' ', '')}" if hosts else None
     if f.code == "INPUT_BOUND":
         return "phase:data"
     if f.code == "PAGEABLE_COPY":
