@@ -67,6 +67,11 @@ def test_the_pipeline_names_its_bound_stage_beside_cpu_placement(tmp_path: Path)
     assert not named["PIPELINE_BUBBLE"].cost.replayed, "an estimate, and marked as one"
     for shown in (terminal, page, top):
         assert "stage 2 (rank 2)" in shown and "CPU placement" in shown
+    assert "straggler       rank 2 causes 100% of the waiting" in terminal
+    assert "rank 0 causes" not in terminal and "rank 1 causes" not in terminal
+    bars = json.loads(page.split('id="chart-straggler-data">')[1].split("</script>")[0])
+    late = dict(zip(bars["data"][0]["x"], bars["data"][0]["y"], strict=True))
+    assert late == {"stage 0 (rank 0)": 0.0, "stage 1 (rank 1)": 0.0, "stage 2 (rank 2)": 100.0}
 
 
 def test_a_balanced_run_names_no_bottleneck(tmp_path: Path) -> None:

@@ -22,17 +22,18 @@ def whatif(command: WhatIfCommand) -> None:
     from scalescope.analyze.model.causes import phases_named
     from scalescope.analyze.model.step_grid import build_grid
     from scalescope.analyze.model.whatif import hosts_of, replay_timeline, what_if_of
-    from scalescope.events.run import RunDirError, load_run
+    from scalescope.diagnose.recording import Recording
+    from scalescope.events.run import RunDirError
     from scalescope.report.formatting import report_console
     from scalescope.report.media.terminal import render_document
     from scalescope.report.renderers import render, write
 
     try:
-        run = load_run(command.run_dir)
+        rec = Recording.load(command.run_dir)
     except RunDirError as exc:
         raise CommandError(str(exc)) from None
-    causes = causes_asked(command)
-    grid, left = build_grid(run, phases=phases_named(causes))
+    run, causes = rec.run, causes_asked(command)
+    grid, left = build_grid(run, phases=phases_named(causes), clocks=rec.analysis.clocks)
     if grid is None:
         raise CommandError(f"no step of {command.run_dir} can be replayed: {'; '.join(left)}")
     hosts, warmup = hosts_of(run), run.meta.warmup_steps
