@@ -1,4 +1,6 @@
-"""One analysis of a whole run: run facts, rank outcomes, steps, collectives, problems."""
+"""One analysis of a whole run (run facts, rank outcomes, steps, collectives, clocks, stages,
+the what-if, slowdowns), each part computed on first use from the parts it reads and kept:
+HTA's ``TraceAnalysis``, built by ``diagnose.recording.Recording`` alone."""
 
 from __future__ import annotations
 
@@ -105,7 +107,8 @@ class RunAnalysis:
         self.run = run
         self.alerts = tuple(alerts)
         self.builds: Counter[str] = Counter()
-        """How many times each part was computed: at most once (tests/unit/analyze)."""
+        """How many times each part was computed: at most once
+        (tests/unit/diagnose/test_one_analysis.py)."""
 
     @classmethod
     def given(cls, run: Run | None = None, **parts: Any) -> RunAnalysis:

@@ -24,10 +24,11 @@ PIPELINE_CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
 
 
 def verdict_of(findings: tuple[Finding, ...], analysis: RunAnalysis, source: str) -> Verdict:
-    """The verdict of a run whose findings are ``findings`` (ranked, best first)."""
+    """The verdict of a run whose findings are ``findings``, in the engine's order (a hang
+    or unsynchronised replicas first, then warnings by saving)."""
     if not analysis.probe:
         return Verdict("probe off", note="recorded without the probe: no events to judge")
-    causes = _ranked(tuple(_cause(f, analysis) for f in findings if f.level == "warning"))
+    causes = tuple(_cause(f, analysis) for f in findings if f.level == "warning")
     noise = noise_ms(analysis.whatif)
     hang = next((c for c in causes if c.code == "HANG"), None)
     if hang is not None:
@@ -48,12 +49,6 @@ def verdict_of(findings: tuple[Finding, ...], analysis: RunAnalysis, source: str
     return Verdict("no bottleneck", note=note, source=source, noise_ms=noise)
 
 
-def _ranked(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
-    """The findings' order (a hang or unsynchronised replicas first, then by saving) kept:
-    the engine ranked them."""
-    return causes
-
-
 def _beside(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
     """The top cause, and the second when their costs' ranges overlap, ordered by their
     lower bounds."""
@@ -68,11 +63,12 @@ def _beside(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
 
 
 def _within_noise(cause: Cause, noise: float | None) -> bool:
-    """A replayed cost whose whole range lies within the step's own spread names no cause."""
+    """A replayed gain no larger than the replayed mean step's own uncertainty (its range
+    reaches 0) names no cause."""
     cost = cause.cost
     if cost is None or not cost.replayed or noise is None:
         return False
-    return cost.high_ms <= noise
+    return cost.ms_per_step <= noise
 
 
 def noise_ms(whatif: WhatIf | None) -> float | None:
