@@ -20,8 +20,8 @@ from scalescope.api.reporting import print_run_report, run_report
 from scalescope.diagnose.recording import Recording
 from scalescope.live.run_view import first_finding
 
-WALKED = ("balanced", "straggler_forward_2", "straggler_data_2", "p2p_pipeline", "fsdp_tp",
-          "slowdown_link", "oversubscribed")  # fmt: skip
+WALKED = ("balanced", *(p.parent.name for p in sorted(RUNS.glob("straggler_*/run"))),
+          "p2p_pipeline", "fsdp_tp", "slowdown_link", "oversubscribed")  # fmt: skip
 
 
 def surfaces(name: str, tmp: Path) -> tuple[Verdict, str, dict, str, str]:

@@ -44,6 +44,8 @@ def verdict_of(findings: tuple[Finding, ...], analysis: RunAnalysis, source: str
         return Verdict("bottleneck", _beside(above), source=source, noise_ms=noise)
     info = [f for f in findings if f.level != "warning"]
     note = info[0].summary if info else ""
+    if causes:
+        note = f"{causes[0].short} is within the steps' own spread (±{noise:.1f} ms)"
     if analysis.steps is None and not findings:
         return Verdict("no steps", note="no measured step", source=source, noise_ms=noise)
     return Verdict("no bottleneck", note=note, source=source, noise_ms=noise)
