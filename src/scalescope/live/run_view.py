@@ -1,8 +1,8 @@
 """A run directory watched while it trains.
 
 ``LiveTop`` polls it: each ``frame`` reads what the ranks appended (``events.tail``), analyses
-the last steps of every rank, and every ``finding_every_s`` runs the diagnosis on them for the
-first finding; report/views/live.py draws it.
+the last steps of every rank as a ``Recording`` of the window, and every ``finding_every_s``
+gives its verdict (``verdict_words``); report/views/live.py draws it.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ def pid_alive(meta: RankMeta | None, host: str) -> bool | None:
         return False
 
 
-def first_finding(rec: Recording) -> str:
+def verdict_words(rec: Recording) -> str:
     """The window's verdict in short (``Verdict.short``), as the report would give it.
 
     Without the model's FLOPs: counting them builds the model (seconds of CPU taken from the
     ranks, and torch imported in the watcher), so the achieved-FLOP/s check is left to
     ``scalescope report`` (``Recording(window=True)``); every other rule judges the window."""
     verdict = rec.verdict
-    return verdict.short if verdict.causes else "no bottleneck found yet"
+    return verdict.short if verdict.causes else verdict.line
 
 
 def last_output(
@@ -262,6 +262,6 @@ class LiveTop:
         if self.rec is None:
             return
         try:
-            self.finding, self.note = first_finding(self.rec), ""
+            self.finding, self.note = verdict_words(self.rec), ""
         except Exception as exc:  # a partial window the rules cannot judge yet
             self.note = f"diagnosis not available yet: {exc}"

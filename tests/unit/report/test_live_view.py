@@ -115,8 +115,8 @@ def test_thousands_of_ranks_are_summarised() -> None:
     assert any(line.split()[:2] == ["0", "running"] for line in lines)  # fastest
     assert any(line.split()[:2] == ["2000", "DIED"] for line in lines)
     assert "step ms of 2000 ranks: 100.0" in text and "2,099.0" in text
-    assert "straggler: rank 1999 (forward)" in text
-    assert "so far: straggler, 5 % of the step" in text
+    assert "verdict so far: straggler, 5 % of the step" in text
+    assert "straggler: rank" not in text, "the window's verdict is top's one headline"
 
 
 def test_a_rank_gone_without_a_word_is_marked_died_with_its_last_stderr_line(
@@ -191,7 +191,7 @@ def test_the_frame_is_a_document_the_page_says_too() -> None:
     assert '<td class="bold red">DIED</td>' in page and "&lt;b&gt;gone" in page
     assert '<span class="yellow">dddddddddddd</span>' in page and "&lt;out&gt;" in page
     lines = [b.text + "".join(r for r, _ in b.after) for b in doc.blocks if isinstance(b, Line)]
-    assert "so far: no finding yet   straggler: rank 0 (data)" in lines
+    assert "verdict so far: none yet" in lines
 
 
 def test_status_files_are_read_again_only_when_they_change(tmp_path: Path) -> None:

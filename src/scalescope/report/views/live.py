@@ -91,11 +91,7 @@ def header(snap: LiveSnapshot, extras: LiveExtras) -> tuple[Line, Line]:
         label="scalescope top",
         style="bold",
     )
-    straggler: tuple[tuple[str, Style], ...] = ()
-    if snap.straggler is not None:
-        where = f" ({snap.straggler_phase})" if snap.straggler_phase else ""
-        straggler = ((f"   straggler: rank {snap.straggler}{where}", "bold"),)
-    return first, Line(f"so far: {extras.finding or 'no finding yet'}", after=straggler)
+    return first, Line(f"verdict so far: {extras.finding or 'none yet'}")
 
 
 def shown_ranks(snap: LiveSnapshot, max_rows: int = MAX_ROWS) -> list[RankLive]:
