@@ -115,11 +115,12 @@ def crashing_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
 def test_top_shows_the_ranks_and_the_straggler_then_the_crash(crashing_run) -> None:
     run_dir, pane = crashing_run
     text = pane.wait_for(
-        lambda t: "straggler: rank 1 (data)" in t and len(rank_rows(t)) == 2
+        lambda t: "verdict so far: straggler [rank 1]" in t and len(rank_rows(t)) == 2
         and all(int(r[2]) > 0 for r in rank_rows(t).values()),
         timeout=240, what="both ranks stepping and rank 1 as the straggler",
     )  # fmt: skip
     assert "1*" in rank_rows(text), text  # the straggler's row is marked
+    assert rank_rows(text)["1*"][4].startswith("ddd"), text  # late loading data
     assert "scalescope top run  running" in text
     assert re.search(r"samples/s now [\d,.]+, mean [\d,.]+", text), text
     text = pane.wait_for(lambda t: "FAILED" in t, timeout=240, what="rank 1 marked FAILED")
