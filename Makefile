@@ -2,13 +2,14 @@
 # make test: lint, format check and the whole test suite.
 # make gpu-check: the GPU and many-core checks on a lent machine (docs/gpu.md).
 # make bench: every benchmark in a row (30-45 min, not CI), written to docs/benchmarks.md.
+# make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_TORCH := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test lint format clean sysdeps gpu-check bench native
+.PHONY: demo test lint format clean sysdeps gpu-check bench faultbench native
 
 # pandas (the notebook extra) goes beside the venv, not in it: where pandas is importable, pyarrow
 # imports it in every process that converts an array (each rank, the launcher: +0.65 s of CPU
@@ -93,6 +94,10 @@ gpu-check:
 
 bench: $(STAMP) native
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+# FAULTBENCH_ARGS: e.g. --quick, --pairs 3, --seed 7.
+faultbench: $(STAMP) native
+	$(PY) benchmarks/faultbench/run.py $(FAULTBENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) scalescope_runs .pytest_cache .ruff_cache

@@ -11,20 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scalescope.analyze.model.causes import (
-    TP_FASTER,
-    TP_HIDDEN,
-    ZERO_EXCHANGE_HIDDEN,
-    ZERO_GATHERS_HIDDEN,
-)
 from scalescope.analyze.model.whatif import Fix
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.bench.flops import count_model_flops
 from scalescope.diagnose.consistency import unexplained
 from scalescope.diagnose.dimensions import with_dims
 from scalescope.diagnose.findings import LEVELS, Diagnosis, Evidence, Finding
+from scalescope.diagnose.replayed import ASSUMED, COMM_CODES, SCOPED_CAUSES, replayed_cause
 from scalescope.diagnose.rules import RULES, Rule, evaluate_rules
-from scalescope.diagnose.rules_extra_work import CODES as RANK_ONLY_CODES
 from scalescope.diagnose.rules_input import DataFiles, DiagnosisInput
 from scalescope.diagnose.rules_links import explained_by_links
 from scalescope.diagnose.rules_placement import TIME_SLICED_PCT, TimeSlicing, time_slicing
@@ -54,9 +48,6 @@ FIRST_CODES = ("TIMELINE_INCONSISTENT", "HANG", "INDEPENDENT_REPLICAS")
 """Findings about the job itself: whatever else was measured comes after them."""
 SHARED_CORES = ("OVERSUBSCRIBED", "UNBOUND")
 """Findings of ranks sharing cores: which of them is late is then a consequence."""
-COMM_CODES = ("COMM_LATENCY", "COMM_BANDWIDTH")
-"""Findings of exposed communication: time-slicing when an oversubscribed host's ranks
-waited for a cpu as long as it lasts."""
 
 
 def _bench(run: Run) -> dict[str, Any] | None:
@@ -194,45 +185,6 @@ RANK_CAUSES = ("STRAGGLER", "NODE_STRAGGLER")
 """Findings of a slow rank or node: a load imbalance beside one of them is that rank's."""
 
 
-SCOPED_CAUSES = {
-    "TP_COMM_EXPOSED": TP_HIDDEN,
-    "TP_COMM": TP_FASTER,
-    "TP_ACROSS_NODES": TP_FASTER,
-    "ZERO3_PARAM_GATHER": ZERO_GATHERS_HIDDEN,
-    "ZERO_EXCHANGE": ZERO_EXCHANGE_HIDDEN,
-}
-"""Findings whose rules put no figure on their fix: tensor parallelism's collectives hidden
-on streams, or over a faster link where the backend blocks the host (gloo: nothing overlaps
-them; a tp group inside a node rather than across them), ZeRO's gathers and exchange hidden
-(prefetch, ``overlap_comm``). The replay of that fix is their saving, info findings' too."""
-ASSUMED = {"TP_ACROSS_NODES": "the links inside a node 2x faster than across them: assumed"}
-"""What a finding's replayed fix assumes that the run did not measure."""
-
-
-def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
-    """The what-if cause whose fix is this finding's remedy (analyze/model/whatif.py)."""
-    if f.code == "STRAGGLER" and f.rank is not None:
-        return f"rank:{f.rank}"
-    if f.code == "NODE_STRAGGLER":
-        listed = next((e.value for e in f.evidence if e.name == "its ranks"), "")
-        ranks = {int(r) for r in str(listed).split(",") if r.strip().isdigit()}
-        hosts = {s.hostname for s in analysis.ranks if s.rank in ranks}
-        return f"node:{hosts.pop()}" if len(hosts) == 1 else None
-    if f.code == "SLOW_LINK":
-        hosts = next((str(e.value) for e in f.evidence if e.name == "hosts"), "")
-        return f"link:{hosts.replace(' ', '')}" if hosts else None
-    if f.code == "INPUT_BOUND":
-        return "phase:data"
-    if f.code == "PAGEABLE_COPY":
-        return "phase:to_device"
-    if f.code in SCOPED_CAUSES:
-        return SCOPED_CAUSES[f.code]
-    kind = next((k for k, code in RANK_ONLY_CODES.items() if code == f.code), None)
-    if kind is not None:
-        return f"phase:{kind}"
-    return "comm:hidden" if f.code in COMM_CODES else None
-
-
 NOT_REPLAYED = (
     "not replayed: durations measured on shared cores cannot say what cores of their own would give"
 )
@@ -250,7 +202,7 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
     codes = {f.code for f in findings}
     out = []
     for f in findings:
-        cause = _replayed_cause(f, analysis)
+        cause = replayed_cause(f, analysis)
         if cause == "phase:data" and slow:  # one rank's slow data: the straggler's to fix
             cause = None
         fix = fixes.get(cause or "")

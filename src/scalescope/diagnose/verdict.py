@@ -11,6 +11,7 @@ from scalescope.analyze.model.whatif import WhatIf
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
 from scalescope.diagnose.findings import Finding
+from scalescope.diagnose.replayed import replayed_cause
 
 ESTIMATE_FACTOR = 2.0
 """A cost that was not replayed (a rule's estimate, or a measured part such as run-queue
@@ -39,13 +40,14 @@ def verdict_of(findings: tuple[Finding, ...], analysis: RunAnalysis, source: str
             f" (exit code {failed.exit_code})" if failed.exit_code is not None else ""
         )
         return Verdict("failed", _beside(causes), note=note, source=source, noise_ms=noise)
-    above = tuple(c for c in causes if not _within_noise(c, noise))
+    above = tuple(c for c in causes if not _within_noise(c))
     if above:
         return Verdict("bottleneck", _beside(above), source=source, noise_ms=noise)
     info = [f for f in findings if f.level != "warning"]
     note = info[0].summary if info else ""
-    if causes:
-        note = f"{causes[0].short} is within the steps' own spread (±{noise:.1f} ms)"
+    if causes and causes[0].cost is not None:
+        spread = causes[0].cost.high_ms - causes[0].cost.ms_per_step
+        note = f"{causes[0].short} is within the steps' own spread (±{spread:.1f} ms)"
     if analysis.steps is None and not findings:
         return Verdict("no steps", note="no measured step", source=source, noise_ms=noise)
     return Verdict("no bottleneck", note=note, source=source, noise_ms=noise)
@@ -64,22 +66,23 @@ def _beside(causes: tuple[Cause, ...]) -> tuple[Cause, ...]:
     return tuple(sorted((first, second), key=lambda c: -c.cost.low_ms))  # type: ignore[union-attr]
 
 
-def _within_noise(cause: Cause, noise: float | None) -> bool:
-    """A replayed gain no larger than the replayed mean step's own uncertainty (its range
-    reaches 0) names no cause."""
+def _within_noise(cause: Cause) -> bool:
+    """A replayed gain no larger than its own uncertainty (its range reaches 0) names no
+    cause."""
     cost = cause.cost
-    if cost is None or not cost.replayed or noise is None:
-        return False
-    return cost.ms_per_step <= noise
+    return cost is not None and cost.replayed and cost.low_ms <= 0
 
 
-def noise_ms(whatif: WhatIf | None) -> float | None:
-    """The standard error of the replayed mean step, times ``SPREAD_SIGMAS`` (ms): what a
-    replayed gain must exceed to be more than the step-to-step spread."""
+def noise_ms(whatif: WhatIf | None, cause: str | None = None) -> float | None:
+    """``SPREAD_SIGMAS`` standard errors of the mean step (ms) the replay of ``cause``'s fix
+    leaves (default: the steps as measured): what a replayed gain must exceed to be more
+    than the step-to-step spread. The fix's own steps, because a cause's spread (work every
+    k steps) is the cause, not noise."""
     if whatif is None or whatif.steps < 2:
         return None
-    replayed = whatif.replayed
-    sigma = max(replayed.high_ms - replayed.low_ms, 0.0) / IDR_PER_SIGMA
+    fix = next((f for f in whatif.fixes if f.cause == cause), None)
+    steps = fix.prediction if fix is not None else whatif.replayed
+    sigma = max(steps.high_ms - steps.low_ms, 0.0) / IDR_PER_SIGMA
     return SPREAD_SIGMAS * sigma / math.sqrt(whatif.steps)
 
 
@@ -92,7 +95,7 @@ def _cost(f: Finding, analysis: RunAnalysis) -> Cost | None:
     if ms is None:
         return None
     if f.basis.startswith("replayed"):
-        spread = noise_ms(analysis.whatif) or 0.0
+        spread = noise_ms(analysis.whatif, replayed_cause(f, analysis)) or 0.0
         return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct)
     return Cost(ms, ms / ESTIMATE_FACTOR, ms * ESTIMATE_FACTOR, False, f.share_pct)
 

@@ -1,0 +1,130 @@
+"""The fault matrix: real CPU jobs with a fault planted, each with its truth (issue 49).
+
+A case is a script, its arguments, the fault's arguments and the truth: the culprit
+(``rank:N``, ``stage:N``, ``phase:NAME``; None without a fault), the cause class and the
+fault's size class (``clear``: at least 3x the no-fault jitter's cost; ``marginal``: where "no
+bottleneck" also passes). The faulty rank, the sleep's size and a mid-run onset are drawn
+from the seed, so that nothing is tuned to one draw. The fault's arguments never reach the
+recorded command line: the run starts ``planted.py CASE_FILE`` (runner.py).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "scripts"
+DDP_TRAIN = SCRIPTS / "ddp_train.py"
+GPT_TRAIN = SCRIPTS / "gpt_train.py"
+PHASES = ("forward", "backward", "optimizer", "data", "outside")
+CLEAR_MS = (30.0, 50.0)
+"""A clear fault sleeps this long a step (drawn in the range): 3x and more the no-fault
+jitter of a 2-rank ddp_train step on 2 cores (~2-5 ms of its ~40 ms)."""
+MARGINAL_MS = (4.0, 8.0)
+CLASSES = {
+    "STRAGGLER": "straggler",
+    "NODE_STRAGGLER": "straggler",
+    "LOAD_IMBALANCE": "straggler",
+    "INPUT_BOUND": "input",
+    "PAGEABLE_COPY": "input",
+    "RANK_ONLY_EVAL": "rank-only work",
+    "RANK_ONLY_CHECKPOINT": "rank-only work",
+    "PIPELINE_BUBBLE": "pipeline stage",
+    "STAGE_IMBALANCE": "pipeline stage",
+    "SLOW_LINK": "link",
+    "COMM_LATENCY": "communication",
+    "COMM_BANDWIDTH": "communication",
+    "OVERSUBSCRIBED": "placement",
+}
+"""The cause class of a finding's code; a code not listed is its own class."""
+
+
+@dataclass(frozen=True)
+class Truth:
+    culprit: str | None
+    """``rank:1``, ``rank:0``...; None: no fault planted."""
+    cause: str
+    """A value of ``CLASSES`` (``none`` without a fault)."""
+    size: str
+    """``clear``, ``marginal`` or ``none``."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    layout: str
+    script: Path
+    args: tuple[str, ...]
+    fault: tuple[str, ...]
+    """The planted arm's extra arguments; the clean arm runs without them."""
+    truth: Truth
+    ranks: int = 2
+    warmup_steps: int = 4
+    clock: str = "step-log"
+    """How the script's own clock is read: ``step-log`` (ddp_train's rank-0 step times,
+    median) or ``work-log`` (gpt_train's rank-0 steps, mean: a cost every k steps)."""
+    launch: tuple[str, ...] = field(default=())
+    """Extra ``scalescope run`` options (``--oversubscribe``)."""
+    fix: str = ""
+    """The what-if's cause whose gain is the prediction (default: the culprit)."""
+
+    @property
+    def fixed(self) -> str | None:
+        return self.fix or self.truth.culprit
+
+
+def _sleep(rng: random.Random, size: str) -> float:
+    low, high = CLEAR_MS if size == "clear" else MARGINAL_MS
+    return round(rng.uniform(low, high), 1)
+
+
+def ddp_cases(rng: random.Random, steps: int) -> list[Case]:
+    """One rank slow in each phase, clear and marginal; no fault twice; a fault from
+    mid-run; two slow ranks at once."""
+    base = ("--steps", str(steps), "--step-log", "steps.json")
+    out = [Case(f"ddp-none-{i}", "ddp", DDP_TRAIN, base, (), Truth(None, "none", "none"))
+           for i in range(2)]  # fmt: skip
+    for where in PHASES:
+        for size in ("clear", "marginal"):
+            rank, ms = rng.choice((0, 1)), _sleep(rng, size)
+            fault = (
+                "--sleep-rank",
+                str(rank),
+                "--sleep-s",
+                f"{ms / 1e3:g}",
+                "--sleep-where",
+                where,
+            )
+            truth = Truth(f"rank:{rank}", "straggler", size)
+            out.append(Case(f"ddp-{where}-{size}", "ddp", DDP_TRAIN, base, fault, truth))
+    onset = rng.randrange(steps // 3, steps // 2)
+    rank, ms = rng.choice((0, 1)), _sleep(rng, "clear")
+    midrun = ("--sleep-rank", str(rank), "--sleep-s", f"{ms / 1e3:g}", "--sleep-from", str(onset))
+    out.append(Case("ddp-forward-midrun", "ddp", DDP_TRAIN, base, midrun,
+                    Truth(f"rank:{rank}", "straggler", "clear")))  # fmt: skip
+    two = ("--sleep-rank", "1", "--sleep-s", f"{_sleep(rng, 'clear') / 1e3:g}",
+           f"--also-sleep=2:{_sleep(rng, 'marginal') / 1e3:g}")  # fmt: skip
+    out.append(Case("ddp-two-faults", "ddp", DDP_TRAIN, base, two,
+                    Truth("rank:1", "straggler", "clear"), ranks=3,
+                    launch=("--oversubscribe",)))  # fmt: skip
+    return out
+
+
+def rank_only_cases(steps: int) -> list[Case]:
+    """Rank 0 alone evaluates every 5 steps (a nanoGPT-style loop)."""
+    base = ("--steps", str(steps), "--grad-accum", "2", "--work-log", "work-{rank}.json")
+    fault = ("--eval-every", "5", "--eval-iters", "100")
+    truth = Truth("rank:0", "rank-only work", "clear")
+    return [Case("gpt-rank0-eval", "ddp (nanoGPT-style)", GPT_TRAIN, base, fault, truth,
+                 clock="work-log", fix="phase:eval")]  # fmt: skip
+
+
+def matrix(seed: int, steps: int = 30) -> list[Case]:
+    rng = random.Random(seed)
+    return [*ddp_cases(rng, steps), *rank_only_cases(steps)]
+
+
+QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",
+         "ddp-forward-midrun", "gpt-rank0-eval")  # fmt: skip
+"""The ``--quick`` tier: one case of each kind."""

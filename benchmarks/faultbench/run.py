@@ -1,0 +1,119 @@
+"""The fault matrix, run (issue 49): each case's planted and clean arms in interleaved pairs,
+the planted arm scored (its verdict against the truth, the what-if's gain against the pairs'
+measured gain by the script's own clock), the table written to docs/accuracy.md and the
+scores to docs/accuracy.json.
+
+    .venv/bin/python benchmarks/faultbench/run.py --quick            # one case of each kind
+    .venv/bin/python benchmarks/faultbench/run.py --pairs 3 --seed 7 # the whole matrix
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from datetime import date
+from pathlib import Path
+
+from cases import QUICK, Case, matrix
+from report import write_doc
+from score import CaseScore, Measured, score, totals
+
+from scalescope.diagnose.recording import Recording
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=49, help="draws the faulty rank, size, onset")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--pairs", type=int, default=1, help="interleaved planted/clean pairs")
+    p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    p.add_argument("--cases", default="", help="comma-separated case names")
+    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "accuracy.md")
+    p.add_argument("--keep", type=Path, help="keep the runs here")
+    return p.parse_args()
+
+
+def run_arm(case: Case, folder: Path, planted: bool) -> Path:
+    """One run of the case's script through scalescope, its fault (if any) out of argv."""
+    folder.mkdir(parents=True)
+    arm = {"script": str(case.script), "args": [*case.args, *(case.fault if planted else ())]}
+    (folder / "arm.json").write_text(json.dumps(arm))
+    cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(case.ranks), *case.launch,
+           "--run-dir", "run", "--warmup-steps", str(case.warmup_steps), "--no-report",
+           str(HERE / "planted.py"), "arm.json"]  # fmt: skip
+    subprocess.run(cmd, cwd=folder, check=True, stdout=subprocess.DEVNULL)
+    return folder
+
+
+def own_step_ms(case: Case, folder: Path) -> float:
+    """Rank 0's mean step after warm-up by the script's own clock (a cost every k steps, or
+    from mid-run on, is in the mean)."""
+    if case.clock == "work-log":
+        steps = json.loads((folder / "work-0.json").read_text())["steps"]
+        return 1e3 * statistics.fmean(s["s"] for s in steps if s["step"] >= case.warmup_steps)
+    steps = json.loads((folder / "steps.json").read_text())
+    return 1e3 * statistics.fmean(steps[case.warmup_steps :])
+
+
+def predicted_ms(rec: Recording, cause: str | None) -> float | None:
+    """The what-if's gain of fixing the truth's cause on the planted run."""
+    if cause is None:
+        return None
+    found = rec.analysis.whatif
+    fix = next((f for f in found.fixes if f.cause == cause), None) if found else None
+    if fix is None:
+        try:
+            asked = rec.what_if([cause])
+        except ValueError:
+            return None
+        fix = asked.fixes[0] if asked is not None and asked.fixes else None
+    return fix.gain_ms if fix is not None else None
+
+
+def run_case(case: Case, pairs: int, work: Path) -> CaseScore:
+    measured, predictions, first = [], [], None
+    for i in range(pairs):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        folders = {p: run_arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p)
+                   for p in order}  # fmt: skip
+        measured.append(
+            Measured(own_step_ms(case, folders[True]), own_step_ms(case, folders[False]))
+        )
+        rec = Recording.load(folders[True] / "run")
+        predictions.append(predicted_ms(rec, case.fixed))
+        first = first or rec.verdict
+    known = [p for p in predictions if p is not None]
+    return score(case, first, statistics.median(known) if known else None, measured)
+
+
+def main() -> int:
+    args = parse()
+    cases = matrix(args.seed, args.steps)
+    chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
+    cases = [c for c in cases if chosen is None or c.name in chosen]
+    scores = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or Path(tmp)
+        for n, case in enumerate(cases, 1):
+            print(f"[{n}/{len(cases)}] {case.name}", file=sys.stderr, flush=True)
+            scores.append(run_case(case, args.pairs, work))
+    total = totals(scores)
+    doc = {"date": date.today().isoformat(), "seed": args.seed, "pairs": args.pairs,
+           "steps": args.steps, "cases": [asdict(s) for s in scores],
+           "totals": asdict(total)}  # fmt: skip
+    args.doc.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_doc(args.doc, cases, scores, total, doc)
+    print(f"wrote {args.doc} and {args.doc.with_suffix('.json')}", file=sys.stderr)
+    return 0 if all(s.passed for s in scores) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
