@@ -93,7 +93,7 @@ def _cost(f: Finding, analysis: RunAnalysis) -> Cost | None:
         return None
     if f.basis.startswith("replayed"):
         spread = noise_ms(analysis.whatif) or 0.0
-        return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct)
+        return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct, f.since_step)
     return Cost(ms, ms / ESTIMATE_FACTOR, ms * ESTIMATE_FACTOR, False, f.share_pct)
 
 

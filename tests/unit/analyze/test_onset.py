@@ -1,7 +1,7 @@
-"""An onset is a level shift that holds (analyze/model/fixes.py ``onset``): hand-built steps
-of two ranks, 30 steps of 100 ms of own work each and one all-reduce, with a little seeded
-jitter; rank 1 slowed from step 12 on, or every 10th step, or in its first steps, or not at
-all."""
+"""An onset is a level shift that holds (analyze/model/fixes.py ``onset``), and a mid-run cause
+is costed on the steps since it (whatif.py): hand-built steps of two ranks, 30 steps of
+100 ms of own work each and one all-reduce, with a little seeded jitter; rank 1 slowed from
+step 12 on, or every 10th step, or in its first steps, or not at all."""
 
 from __future__ import annotations
 
@@ -86,6 +86,7 @@ def test_a_periodic_stall_is_costed_at_its_share_of_every_step():
     for planted, gain in ((PERIODIC, 3 * 150.0 / 29), (PERIODIC_AND_SHIFT, (450 + 90) / 29)):
         fix = rank1_fix(grid(planted))
         assert fix.note == "at the pace of the other ranks"
+        assert fix.since_step is None
         assert fix.gain_ms == pytest.approx(gain, abs=1.0)
 
 
@@ -94,3 +95,12 @@ def test_a_warm_up_costs_nothing_past_the_warm_up():
     rank always 20 ms slower than the other, behind a warm-up of both, costs its 20 ms."""
     assert rank1_fix(grid(WARM_UP_ALONE), warmup_steps=3).gain_ms == pytest.approx(0.0, abs=0.5)
     assert rank1_fix(grid(WARM_UP_ALL), warmup_steps=3).gain_ms == pytest.approx(20.0, abs=1.0)
+
+
+def test_a_mid_run_cause_is_costed_per_step_since_its_onset():
+    """50 ms a step from step 12 of 30: the fix gains 50 ms a step since step 12, not the
+    ~31 ms that averaging it with the 11 measured steps before would give."""
+    fix = rank1_fix(grid(ONSET))
+    assert fix.since_step == 12
+    assert fix.gain_ms == pytest.approx(50.0, abs=1.0)
+    assert fix.gain_pct == pytest.approx(100 * 50.0 / (OWN_MS + 50.0 + TRANSFER_MS), abs=1.0)
