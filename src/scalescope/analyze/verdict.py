@@ -41,11 +41,14 @@ class Cost:
     estimate (or measurement of a part), marked as one."""
     share_pct: float | None = None
     """Of the step time, as the finding puts it."""
+    since_step: int | None = None
+    """The step its cause began at, where it began mid-run: the cost is per step since."""
 
     @property
     def words(self) -> str:
         how = "replayed" if self.replayed else "estimate"
-        return f"~{self.ms_per_step:.0f} ms/step to gain, {how}"
+        since = f" since step {self.since_step}" if self.since_step is not None else ""
+        return f"~{self.ms_per_step:.0f} ms/step to gain{since}, {how}"
 
 
 @dataclass(frozen=True)

@@ -209,10 +209,14 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
         if f.code == "TP_COMM" and "TP_ACROSS_NODES" in codes:  # its faster link: in a node
             f = _explained(f, ["TP_ACROSS_NODES"])
         elif fix is not None and f.code in SCOPED_CAUSES:
-            f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=_replayed(f, fix))
+            saved = max(fix.gain_ms, 0.0)
+            f = replace(
+                f, saved_ms_per_step=saved, basis=_replayed(f, fix), since_step=fix.since_step
+            )
         elif fix is not None and f.level == "warning" and f.saved_ms_per_step is not None:
             basis = f"replayed without it: {fix.note}"
-            f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=basis)
+            saved = max(fix.gain_ms, 0.0)
+            f = replace(f, saved_ms_per_step=saved, basis=basis, since_step=fix.since_step)
         elif f.code == "LOAD_IMBALANCE" and slow and f.level == "warning":
             f = _explained(f, slow)
         elif f.code in SHARED_CORES and f.saved_ms_per_step is not None and fixes:

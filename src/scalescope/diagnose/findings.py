@@ -56,6 +56,8 @@ class Finding:
     dim: str = ""
     """The mesh dimension whose collectives it is about (``dp``, ``tp``, ``pp``, ``stride 2``,
     ...; diagnose/dimensions.py); "" in a data-parallel job or when it is not about them."""
+    since_step: int | None = None
+    """The step its cause began at, where it began mid-run: the saving is per step since."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

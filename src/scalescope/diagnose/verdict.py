@@ -96,7 +96,7 @@ def _cost(f: Finding, analysis: RunAnalysis) -> Cost | None:
         return None
     if f.basis.startswith("replayed"):
         spread = noise_ms(analysis.whatif, replayed_cause(f, analysis)) or 0.0
-        return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct)
+        return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct, f.since_step)
     return Cost(ms, ms / ESTIMATE_FACTOR, ms * ESTIMATE_FACTOR, False, f.share_pct)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import msgspec
 from rich.console import Console
@@ -62,6 +62,8 @@ def test_evidence_lines_state_value_and_threshold():
 def test_cost_line_with_share_saving_and_basis():
     assert cost_line(INPUT) == "34.2% of step time; saves ~120.5 ms/step (the data wait per step)"
     assert cost_line(COMPUTE) == "60.0% of step time"
+    since = "34.2% of step time; saves ~120.5 ms/step since step 12 (the data wait per step)"
+    assert cost_line(replace(INPUT, since_step=12)) == since
 
 
 def test_findings_are_numbered_best_first_with_evidence_remedies_and_verdict():
@@ -97,7 +99,7 @@ def test_json_builtins_keep_every_field():
     finding = doc["findings"][0]
     assert list(finding) == [
         "code", "bottleneck", "summary", "share_pct", "saved_ms_per_step", "evidence",
-        "remedies", "rank", "level", "basis", "dim",
+        "remedies", "rank", "level", "basis", "dim", "since_step",
     ]  # fmt: skip
     assert finding["evidence"][0] == {
         "name": "data wait", "value": 34.2, "unit": "% of step time", "threshold": 10.0,

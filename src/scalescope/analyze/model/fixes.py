@@ -13,6 +13,8 @@ from scalescope.analyze.model.step_grid import StepGrid
 
 ONSET_MIN_STEPS = 3
 """Steps on each side of a cause that began mid-run, at least."""
+ONSET_HOLD_SHARE = 0.8
+"""The share of the steps after an onset whose excess stays above the floor, at least."""
 
 
 def rank_index(grid: StepGrid, ranks: list[int]) -> np.ndarray:
@@ -25,18 +27,35 @@ def rank_index(grid: StepGrid, ranks: list[int]) -> np.ndarray:
 
 def onset(grid: StepGrid, idx: np.ndarray) -> int | None:
     """The row from which the ranks ``idx`` do clearly more own work than the others, when
-    they did not before it (a cause that began mid-run); None otherwise."""
+    they did not before it (a cause that began mid-run); None otherwise. The split of their
+    excess into two levels is an onset only when the new level holds (``_holds``) and the
+    steps before it are a run without it: not slower on the other ranks too (a warm-up)."""
     own = grid.own_ns()
     others = np.ones(len(grid.ranks), dtype=bool)
     others[idx] = False
     if not others.any() or len(own) < 2 * ONSET_MIN_STEPS:
         return None
-    excess = own[:, idx].mean(axis=1) - np.median(own[:, others], axis=1)
+    peers = np.median(own[:, others], axis=1)
+    excess = own[:, idx].mean(axis=1) - peers
     splits = range(ONSET_MIN_STEPS, len(own) - ONSET_MIN_STEPS + 1)
     x = min(splits, key=lambda i: _spread(excess[:i]) + _spread(excess[i:]))
-    before, after = np.median(excess[:x]), np.median(excess[x:])
     floor = 0.05 * float(np.median(grid.step_ns))
-    return x if after > floor and before < 0.25 * after else None
+    warm_up = np.median(peers[:x]) > np.median(peers[x:]) + floor
+    return x if _holds(excess[:x], excess[x:], floor) and not warm_up else None
+
+
+def _holds(before: np.ndarray, after: np.ndarray, floor: float) -> bool:
+    """A level shift that holds: most steps after it above ``floor`` and their median far
+    above the median before; and the steps before below on average too (under the floor or
+    a quarter of the new level), so that work every k steps, which the steps before share,
+    is never taken for an onset with them as the run without it."""
+    level = float(np.median(after))
+    return (
+        level > floor
+        and float(np.mean(after > floor)) >= ONSET_HOLD_SHARE
+        and float(np.median(before)) < 0.25 * level
+        and float(np.mean(before)) < max(floor, 0.25 * level)
+    )
 
 
 def _spread(a: np.ndarray) -> float:

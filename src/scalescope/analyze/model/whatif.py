@@ -26,11 +26,14 @@ class Fix:
     several joined by ``+``."""
     prediction: Prediction
     gain_ms: float
-    """The mean replayed step as measured minus the mean step with the cause fixed."""
+    """The mean replayed step as measured minus the mean step with the cause fixed (both
+    since ``since_step`` when the cause began mid-run)."""
     gain_pct: float
     samples_per_s: float | None
     """Training samples per second after the fix (None when steps count no samples)."""
     note: str = ""
+    since_step: int | None = None
+    """The step its cause began at, where it began mid-run: the gain is per step since."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,11 @@ def what_if_of(
     for cause in causes:
         fixed, note, before = apply_fix(grid, cause, hosts)
         after = predict(fixed, cause, rows if before is None else before)
-        gain = base.mean_ms - after.mean_ms
+        since, measured = _since(grid, rows, before, base)
+        gain = measured.mean_ms - after.mean_ms
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
-        pct = 100.0 * gain / base.mean_ms if base.mean_ms > 0 else 0.0
-        fixes.append(Fix(cause, after, gain, pct, rate, note))
+        pct = 100.0 * gain / measured.mean_ms if measured.mean_ms > 0 else 0.0
+        fixes.append(Fix(cause, after, gain, pct, rate, note, since))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
     ideal_step = predict(ideal(grid, hosts), "ideal", rows)
@@ -117,6 +121,20 @@ def what_if_of(
         collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
         ideal=ideal_step,
     )  # fmt: skip
+
+
+def _since(
+    grid: StepGrid, rows: np.ndarray, before: slice | None, base: Prediction
+) -> tuple[int | None, Prediction]:
+    """For a cause that began mid-run (``before``: the rows it is judged by), its first step
+    and the measured steps since it replayed: what the fix is counted against, so that the
+    steps before it, which it did not slow, do not dilute its cost. Else None and ``base``."""
+    if before is None:
+        return None, base
+    since = rows & (np.arange(grid.shape[0]) >= before.stop)
+    if not since.any():
+        return None, base
+    return int(grid.steps[before.stop]), predict(grid, "as measured", since)
 
 
 TIMELINE_STEPS = 5

@@ -50,7 +50,8 @@ def cost_line(f: Finding) -> str:
     if f.share_pct is not None:
         parts.append(f"{f.share_pct:.1f}% of step time")
     if f.saved_ms_per_step is not None:
-        parts.append(f"saves ~{f.saved_ms_per_step:,.1f} ms/step")
+        since = f" since step {f.since_step}" if f.since_step is not None else ""
+        parts.append(f"saves ~{f.saved_ms_per_step:,.1f} ms/step{since}")
     text = "; ".join(parts) if parts else "not measured in time"
     return f"{text} ({f.basis})" if f.basis else text
 
