@@ -68,6 +68,25 @@ def test_a_bad_cause_is_one_line(cli_in_process, args, message):
     assert message in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("fixes", "message"),
+    [
+        (["link:nosuch,host"], "error: no rank ran on node 'host' (nodes: host0, host1, host2)"),
+        (
+            ["link:host0,host1", "link:host2"],
+            "error: no group smaller than the world ran over the link 'host2'",
+        ),
+    ],
+)
+def test_a_cause_the_model_refuses_on_the_command_line_is_one_line(cli_in_process, fixes, message):
+    """The report lists a cause the model refuses beside the fixes it could replay; a user's
+    own --fix stays an error, whatever the other causes named."""
+    args = [a for fix in fixes for a in ("--fix", fix)]
+    proc = cli_in_process("whatif", RUNS / "slowdown_link" / "run", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(message) and proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
 def test_a_directory_that_is_not_a_run_is_one_line(cli_in_process, tmp_path):
     proc = cli_in_process("whatif", tmp_path)
     assert proc.returncode != 0 and proc.stderr.startswith("error: ")

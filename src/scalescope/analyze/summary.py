@@ -19,7 +19,10 @@ from scalescope.analyze.cross_rank import (
 )
 from scalescope.analyze.layouts.p2p import P2PAnalysis, P2PSides, analyze_p2p, pair_p2p
 from scalescope.analyze.layouts.pipeline import PipelineAnalysis, analyze_pipeline
-from scalescope.analyze.model.whatif import WhatIf, what_if
+from scalescope.analyze.model.causes import phases_named
+from scalescope.analyze.model.replay import ReplayRefused
+from scalescope.analyze.model.step_grid import build_grid
+from scalescope.analyze.model.whatif import WhatIf, hosts_of, what_if_of
 from scalescope.analyze.nodes import NodeSummary, node_summaries
 from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
 from scalescope.analyze.rank_status import FAILED_STATUSES, RankStatus, hostnames, rank_status
@@ -65,13 +68,14 @@ def replayed_steps(world_size: int) -> int:
 REPORTED = (
     "run_id", "workload", "command", "world_size", "nproc_per_node", "hostnames", "status",
     "start_time", "end_time", "duration_s", "probe", "warmup_steps", "ranks", "problems",
-    "steps", "collectives", "cross_rank", "hang", "pauses", "links", "whatif", "groups",
-    "dims", "copies", "slowdowns", "p2p", "pipeline",
+    "steps", "collectives", "cross_rank", "hang", "pauses", "links", "whatif", "whatif_missing",
+    "groups", "dims", "copies", "slowdowns", "p2p", "pipeline",
 )  # fmt: skip
 """The parts the report JSON holds, in its order (docs/report-schema.md)."""
 UNRECORDED: dict[str, Any] = {
     "cross_rank": None, "hang": None, "pauses": None, "links": None, "whatif": None,
-    "groups": (), "dims": (), "copies": (), "slowdowns": (), "p2p": None, "pipeline": None,
+    "whatif_missing": None, "whatif_or_why": None, "groups": (), "dims": (), "copies": (),
+    "slowdowns": (), "p2p": None, "pipeline": None,
 }  # fmt: skip
 """The parts of an analysis ``given`` without a run: never recorded."""
 
@@ -271,12 +275,24 @@ class RunAnalysis:
         return batch_copies(self.measured.events, self.warmup_steps)
 
     @part
-    def whatif(self) -> WhatIf | None:
-        """The measured steps replayed, and what fixing each candidate cause buys
-        (analyze/whatif.py); None when no step can be replayed."""
+    def whatif_or_why(self) -> WhatIf | str | None:
+        """The what-if, or why no step could be replayed (one line); None without the probe."""
         if not self.probe:
             return None
         return _what_if(self.measured, self.meta, alert_causes(self.alerts), self.clocks)
+
+    @part
+    def whatif(self) -> WhatIf | None:
+        """The measured steps replayed, and what fixing each candidate cause buys
+        (analyze/whatif.py); None when no step can be replayed (``whatif_missing``: why)."""
+        found = self.whatif_or_why
+        return found if isinstance(found, WhatIf) else None
+
+    @part
+    def whatif_missing(self) -> str | None:
+        """Why the run has no what-if, in one line; None when it has one or had no probe."""
+        found = None if self.whatif is not None else self.whatif_or_why
+        return found if isinstance(found, str) else None
 
     @part
     def slowdowns(self) -> tuple[SlowdownCost, ...]:
@@ -343,15 +359,19 @@ class RunAnalysis:
 
 def _what_if(
     run: Run, meta: RunMeta, extra: tuple[str, ...], clocks: tuple[ClockAlignment, ...]
-) -> WhatIf | None:
-    """The report's what-if, with ``extra`` causes tried (the slowdowns' subjects); None
-    where its collectives cannot be replayed in any order (``replay``'s refusal): the report
-    goes on without it."""
+) -> WhatIf | str:
+    """The report's what-if, with ``extra`` causes tried (the slowdowns' subjects; one the
+    model refuses is a line of ``WhatIf.refused``); where the model holds no step, or its
+    collectives cannot be replayed in any order (``ReplayRefused``), why: the report says so
+    and goes on without it."""
+    last = replayed_steps(meta.world_size)
+    grid, left = build_grid(run, last=last, phases=phases_named(None), clocks=clocks)
+    if grid is None:
+        return "; ".join(left)
     try:
-        last = replayed_steps(meta.world_size)
-        return what_if(run, meta.warmup_steps, last=last, extra=extra, clocks=clocks)
-    except ValueError:
-        return None
+        return what_if_of(grid, left, hosts_of(run), meta.warmup_steps, extra=extra)
+    except ReplayRefused as exc:
+        return str(exc)
 
 
 def _counted_once(

@@ -21,7 +21,12 @@ def whatif(command: WhatIfCommand) -> None:
     """One model of the run (step_grid.py) serves the table, the JSON and the timeline."""
     from scalescope.analyze.model.causes import phases_named
     from scalescope.analyze.model.step_grid import build_grid
-    from scalescope.analyze.model.whatif import hosts_of, replay_timeline, what_if_of
+    from scalescope.analyze.model.whatif import (
+        every_cause_replayed,
+        hosts_of,
+        replay_timeline,
+        what_if_of,
+    )
     from scalescope.diagnose.recording import Recording
     from scalescope.events.run import RunDirError
     from scalescope.report.formatting import report_console
@@ -39,6 +44,8 @@ def whatif(command: WhatIfCommand) -> None:
     hosts, warmup = hosts_of(run), run.meta.warmup_steps
     try:
         result = what_if_of(grid, left, hosts, warmup, causes)
+        if causes is not None:
+            every_cause_replayed(result)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     render_document(render(result, "terminal"), report_console())

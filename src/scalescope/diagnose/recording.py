@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 
-from scalescope.analyze.model.whatif import WhatIf, what_if
+from scalescope.analyze.model.whatif import WhatIf, every_cause_replayed, what_if
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Verdict
 from scalescope.analyze.watch.slowdown_alerts import Alert, read_alerts
@@ -84,7 +84,10 @@ class Recording:
         """The measured steps replayed as measured and with each cause fixed (``rank:N``,
         ``node:HOST``, ``phase:NAME``, ``compute:X``, ``comm:X``, ``comm:hidden``; ``A+B``
         together; default: the engine's candidates), as ``scalescope whatif`` prints it; None
-        when no step can be replayed; ValueError (one line) for a bad cause."""
+        when no step can be replayed; ValueError (one line) for a bad cause named here (of
+        the engine's own, one the model refuses is a line of ``WhatIf.refused``)."""
         a = self.analysis
-        chosen = None if causes is None else list(causes)
-        return what_if(self.run, a.warmup_steps, chosen, clocks=a.clocks)
+        if causes is None:
+            return what_if(self.run, a.warmup_steps, clocks=a.clocks)
+        named = what_if(self.run, a.warmup_steps, list(causes), clocks=a.clocks)
+        return every_cause_replayed(named)

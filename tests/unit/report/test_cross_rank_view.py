@@ -140,9 +140,9 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
     analysis = build(tmp_path, world_size=3).replaced(cross_rank=CROSS)
     doc = json.loads(msgspec.json.encode(report_json(analysis, None)))
     cross = doc["cross_rank"]
-    assert list(doc)[-12:-1] == [
-        "cross_rank", "hang", "pauses", "links", "whatif", "groups", "dims", "copies",
-        "slowdowns", "p2p", "pipeline",
+    assert list(doc)[-13:-1] == [
+        "cross_rank", "hang", "pauses", "links", "whatif", "whatif_missing", "groups", "dims",
+        "copies", "slowdowns", "p2p", "pipeline",
     ]  # fmt: skip
     assert cross["straggler"] == {
         "rank": 1,

@@ -21,6 +21,11 @@ PERCENTILES = (10.0, 90.0)
 """The spread of a prediction: these percentiles of its steps."""
 
 
+class ReplayRefused(ValueError):
+    """No order of the collectives completes a step: the model cannot replay the run at all
+    (a fix's model that cannot be replayed refuses that fix alone)."""
+
+
 @dataclass(frozen=True)
 class Replayed:
     step_ns: np.ndarray
@@ -178,7 +183,7 @@ def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, prev) -> Play
         if (at == n_k).all() and left == 0:
             return cursor, waited, issue, done
         if (at == moved).all() and left == pending:
-            raise ValueError(f"step {int(grid.steps[s])}: its collectives wait on each other")
+            raise ReplayRefused(f"step {int(grid.steps[s])}: its collectives wait on each other")
 
 
 def predict(grid: StepGrid, label: str, rows: np.ndarray | None = None) -> Prediction:

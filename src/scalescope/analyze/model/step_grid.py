@@ -17,8 +17,9 @@ what the rank did on its own and what it waited for.
 - each phase's time inside each of those parts (``phase_ns``).
 
 The grid needs every rank to issue the same collectives in every step (data-parallel,
-sharded and tensor-parallel steps do): steps that differ, collectives that never completed,
-and ranks without events are left out and named.
+sharded and tensor-parallel steps do), the same groups, ops and sizes in the same order
+(step_match.py): steps that differ, collectives that never completed, and ranks without events
+are left out and named.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 
 from scalescope.analyze.columns.sorting import sort_order
 from scalescope.analyze.layouts.p2p import waited_ends
+from scalescope.analyze.model.step_match import by_step_rank_issue, regular_steps
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, aligned_start_ns
 from scalescope.analyze.ranks.groups import dim_lookup, dims_of, process_groups
 from scalescope.analyze.ranks.matching import p2p_channels
@@ -97,26 +99,6 @@ def _step_rows(events: EventTable, steps: np.ndarray | None) -> EventTable:
     return rows.select(np.sort(first)) if len(first) < len(rows) else rows
 
 
-def _regular_steps(
-    colls: EventTable, ranks: np.ndarray, steps: np.ndarray
-) -> tuple[np.ndarray, list[str]]:
-    """Steps in which every rank issued the same number of completed collectives as in the
-    first such step, on the same groups."""
-    left: list[str] = []
-    counts = np.zeros((len(steps), len(ranks)), dtype=np.int64)
-    np.add.at(counts, (np.searchsorted(steps, colls.step), np.searchsorted(ranks, colls.rank)), 1)
-    incomplete = np.zeros(len(steps), dtype=bool)
-    bad = colls.dur_ns < 0
-    incomplete[np.unique(np.searchsorted(steps, colls.step[bad]))] = True
-    k = np.bincount(counts[~incomplete].max(axis=1)).argmax() if (~incomplete).any() else 0
-    ok = (counts == k).all(axis=1) & ~incomplete & (k > 0)
-    if (~ok).any():
-        left.append(
-            f"{int((~ok).sum())} step(s) whose collectives differ between ranks or never completed"
-        )
-    return steps[ok], left
-
-
 PHASES_KEPT = ("data", "to_device", "eval", "checkpoint")
 """The phases ``phase_ns`` holds unless asked for others: input waits and work beside
 training, the phases the what-if tries as causes by itself."""
@@ -150,7 +132,7 @@ def build_grid(
     colls = colls.select(
         (colls.seq >= 0) & np.isin(colls.step, steps_all_ranks) & np.isin(colls.rank, ranks)
     )
-    kept, more = _regular_steps(colls, ranks, steps_all_ranks)
+    kept, more = regular_steps(colls, ranks, steps_all_ranks)
     left += more
     if len(kept) == 0:
         return None, left or ["no step with collectives"]
@@ -168,7 +150,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     n_s, n_r = len(steps), len(ranks)
     colls = colls.select(np.isin(colls.step, steps))
     issue_all = aligned_start_ns(colls, clocks)
-    order = _by_step_rank_issue(colls.step, colls.rank, issue_all)
+    order = by_step_rank_issue(colls.step, colls.rank, issue_all)
     colls, issue = colls.select(order), issue_all[order]
     k = len(colls) // (n_s * n_r)
     shape = (n_s, n_r, k)
@@ -265,19 +247,6 @@ def _phase_parts(events, clocks, steps, ranks, starts, ends, names) -> dict[str,
             np.add.at(parts[:, :, j], where, np.maximum(hi - lo, 0.0))
         out[name] = parts
     return out
-
-
-def _by_step_rank_issue(step: np.ndarray, rank: np.ndarray, issue: np.ndarray) -> np.ndarray:
-    """The order of rows by (step, rank, issue). The table holds each rank's rows in the
-    order it recorded them, so a stable sort by (step, rank) merges a few long runs; a full
-    sort only where some rank recorded a collective before an earlier-issued one."""
-    key = step.astype(np.int64) * (int(rank.max()) + 1 if len(rank) else 1) + rank
-    order = np.argsort(key, kind="stable")
-    sorted_key, sorted_issue = key[order], issue[order]
-    same = sorted_key[1:] == sorted_key[:-1]
-    if np.all(sorted_issue[1:][same] >= sorted_issue[:-1][same]):
-        return order
-    return np.lexsort((issue, key))
 
 
 def _arrivals(issue: np.ndarray, done: np.ndarray, group: np.ndarray) -> np.ndarray:

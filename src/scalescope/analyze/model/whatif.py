@@ -3,6 +3,8 @@ durations of the model (step_grid.py) replaced. A rank at the pace of the ranks 
 work (the median of the others, step by step), or, where its extra time began mid-run, the
 steps before it; a phase taken out; faster compute, faster communication; several at once.
 The causes by name and the ones tried: causes.py; what each fix changes in the model: fixes.py.
+A cause the model refuses (a link with no group of its shape elsewhere, a node no rank ran on)
+is one line of ``WhatIf.refused``; the other fixes stay.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class WhatIf:
     left_out: tuple[str, ...] = ()
     ideal: Prediction | None = None
     """The step with every slow rank, node and link fixed at once (``ideal``, pacing.py)."""
+    refused: tuple[tuple[str, str], ...] = ()
+    """(cause, why in one line) for each cause the model could not replay."""
 
     @property
     def slowdown(self) -> float | None:
@@ -95,7 +99,9 @@ def what_if_of(
     grid: StepGrid, left: list[str], hosts: dict[int, str], warmup_steps: int,
     causes: list[str] | None = None, extra: tuple[str, ...] = (),
 ) -> WhatIf:  # fmt: skip
-    """``what_if`` on a grid already built (``left``: what building it left out)."""
+    """``what_if`` on a grid already built (``left``: what building it left out). A cause
+    the model refuses is one entry of ``refused``; ReplayRefused when not even the steps as
+    measured can be replayed."""
     rows, none_measured = measured_rows(grid, warmup_steps)
     base = predict(grid, "as measured", rows)
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
@@ -103,10 +109,14 @@ def what_if_of(
     if causes is None:
         found = candidate_causes(grid, hosts)
         causes = found + [c for c in dict.fromkeys(extra) if c not in found]
-    fixes = []
+    fixes, refused = [], []
     for cause in causes:
-        fixed, note, before = apply_fix(grid, cause, hosts)
-        after = predict(fixed, cause, rows if before is None else before)
+        try:
+            fixed, note, before = apply_fix(grid, cause, hosts)
+            after = predict(fixed, cause, rows if before is None else before)
+        except ValueError as exc:
+            refused.append((cause, str(exc)))
+            continue
         since, measured = _since(grid, rows, before, base)
         gain = measured.mean_ms - after.mean_ms
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
@@ -119,7 +129,7 @@ def what_if_of(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
         collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
-        ideal=ideal_step,
+        ideal=ideal_step, refused=tuple(refused),
     )  # fmt: skip
 
 
@@ -135,6 +145,15 @@ def _since(
     if not since.any():
         return None, base
     return int(grid.steps[before.stop]), predict(grid, "as measured", since)
+
+
+def every_cause_replayed(result: WhatIf | None) -> WhatIf | None:
+    """``result``; ValueError with the first refused cause's reason (one line) when the
+    model refused one: a cause a user named (``scalescope whatif --fix``,
+    ``Recording.what_if``) is theirs to correct, not a line to pass over."""
+    if result is not None and result.refused:
+        raise ValueError(result.refused[0][1])
+    return result
 
 
 TIMELINE_STEPS = 5

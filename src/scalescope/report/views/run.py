@@ -516,6 +516,6 @@ def run_document(a: RunAnalysis) -> Document:
         p2p_section(a),
         pipeline_section(a),
         slowdowns_section(a),
-        whatif_section(a.whatif),
+        whatif_section(a.whatif, a.whatif_missing),
     )
     return Document(f"scalescope report: run {a.run_id}", tuple(b for b in blocks if b is not None))

@@ -65,18 +65,25 @@ def _blocks(result: WhatIf) -> list[Block]:
                 "mean step; `--fix ideal`)."
             )
         )
+    blocks += [Line(f"{cause}: not replayed: {why}") for cause, why in result.refused]
     return blocks + [Line(f"Left out of the model: {why}.") for why in result.left_out]
 
 
-def whatif_section(result: WhatIf | None) -> Section | None:
-    """The run report's section (``scalescope whatif RUN_DIR --fix ...`` for other causes)."""
-    if result is None or not result.fixes:
+TITLE = "What fixing each cause buys (replayed)"
+
+
+def whatif_section(result: WhatIf | None, missing: str | None = None) -> Section | None:
+    """The run report's section (``scalescope whatif RUN_DIR --fix ...`` for other causes);
+    without a what-if, ``missing``: why none."""
+    if result is None:
+        return Section(TITLE, (Line(f"Nothing replayed: {missing}."),)) if missing else None
+    if not result.fixes and not result.refused:
         return None
     more = Line(
         "Other causes: scalescope whatif RUN_DIR --fix "
         "rank:N|node:HOST|link:HOST,HOST|phase:NAME|comm:X|compute:X."
     )
-    return Section("What fixing each cause buys (replayed)", (*_blocks(result), more))
+    return Section(TITLE, (*_blocks(result), more))
 
 
 def whatif_document(result: WhatIf) -> Document:
