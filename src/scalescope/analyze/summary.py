@@ -281,10 +281,11 @@ class RunAnalysis:
     @part
     def slowdowns(self) -> tuple[SlowdownCost, ...]:
         """The slowdowns the launcher's watch named while the run trained (``alerts.jsonl``),
-        each with its cost (analyze/slowdown_replay.py)."""
+        each with its cost, its pauses left out (analyze/slowdown_replay.py)."""
         if not self.alerts:
             return ()
-        return slowdown_costs(self.run, list(self.alerts), self.whatif)
+        paused = [p.step for p in self.pauses.pauses] if self.pauses else []
+        return slowdown_costs(self.run, list(self.alerts), self.whatif, paused)
 
     def replaced(self, **parts: Any) -> RunAnalysis:
         """A copy with ``parts`` given instead (``dataclasses.replace`` for a lazy object)."""
