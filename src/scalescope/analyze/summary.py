@@ -186,7 +186,8 @@ class RunAnalysis:
 
     @part
     def pauses(self) -> PauseAnalysis | None:
-        """Steps of 10 typical steps or more on every rank that completed (checkpoints)."""
+        """Steps of 10 typical steps or more on every rank that completed, spent evaluating
+        or saving a checkpoint (analyze/steps/pauses.py); one rank's stall is not one."""
         return analyze_pauses(self.run.events, self.warmup_steps)
 
     @part
