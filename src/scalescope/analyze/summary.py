@@ -190,7 +190,8 @@ class RunAnalysis:
 
     @part
     def pauses(self) -> PauseAnalysis | None:
-        """Steps of 10 typical steps or more on every rank that completed (checkpoints)."""
+        """Steps of 10 typical steps or more on every rank that completed, spent evaluating
+        or saving a checkpoint (analyze/steps/pauses.py); one rank's stall is not one."""
         return analyze_pauses(self.run.events, self.warmup_steps)
 
     @part
@@ -297,10 +298,11 @@ class RunAnalysis:
     @part
     def slowdowns(self) -> tuple[SlowdownCost, ...]:
         """The slowdowns the launcher's watch named while the run trained (``alerts.jsonl``),
-        each with its cost (analyze/slowdown_replay.py)."""
+        each with its cost, its pauses left out (analyze/slowdown_replay.py)."""
         if not self.alerts:
             return ()
-        return slowdown_costs(self.run, list(self.alerts), self.whatif)
+        paused = [p.step for p in self.pauses.pauses] if self.pauses else []
+        return slowdown_costs(self.run, list(self.alerts), self.whatif, paused)
 
     def replaced(self, **parts: Any) -> RunAnalysis:
         """A copy with ``parts`` given instead (``dataclasses.replace`` for a lazy object)."""

@@ -48,6 +48,8 @@ class BenchOptions:
             get_recipe(self.recipe)
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"--lr must be positive, got {self.lr}")
+        if self.fsdp and self.channels_last:
+            raise ValueError(FSDP_CHANNELS_LAST)
         if self.data is not None:
             validate_data(self.data)
 
@@ -87,6 +89,12 @@ class BenchOptions:
         values = asdict(self)
         values["data"] = str(self.data) if self.data else None
         return values
+
+
+FSDP_CHANNELS_LAST = (
+    "--channels-last does not go with --fsdp: FSDP2 cannot shard the non-contiguous "
+    "parameters channels_last makes"
+)
 
 
 def per_rank_batch(batch_size: int | None, global_batch: int | None, world_size: int) -> int:

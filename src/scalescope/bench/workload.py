@@ -32,7 +32,7 @@ from scalescope.bench.data import (
 )
 from scalescope.bench.data_check import validate_data
 from scalescope.bench.models import validate_model
-from scalescope.bench.options import DEFAULT_BATCH, per_rank_batch
+from scalescope.bench.options import DEFAULT_BATCH, FSDP_CHANNELS_LAST, per_rank_batch
 from scalescope.bench.progress import Display, StepReporter
 from scalescope.bench.rank_env import (
     World,
@@ -150,6 +150,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         args.batch_size = args.batch_size or DEFAULT_BATCH
     elif args.batch_size is not None:
         parser.error("give --batch-size (per rank) or --global-batch, not both")
+    if args.fsdp and args.channels_last:
+        parser.error(FSDP_CHANNELS_LAST)
     if args.lr is None and args.recipe is None:
         args.lr = DEFAULT_LR
     return args

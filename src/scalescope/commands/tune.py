@@ -24,7 +24,7 @@ def tune(command: TuneCommand) -> int:
 
     target = tune_target(command)
     try:
-        knobs = target_space(target, list(command.space) if command.space else None)
+        knobs, notes = target_space(target, list(command.space) if command.space else None)
         options = TuneOptions(
             trials=command.trials, budget_min=command.budget, trial_seconds=command.trial_seconds,
             sampler=command.sampler, prune=not command.no_prune, seed=command.seed,
@@ -32,7 +32,7 @@ def tune(command: TuneCommand) -> int:
         )  # fmt: skip
         study_dir = command.run_dir or default_study_dir(target)
         with progress("trials")(err, command.trial_seconds) as trials:
-            result = run_study(target, knobs, options, study_dir, trials)
+            result = run_study(target, knobs, options, study_dir, trials, notes)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     render_document(render(result, "terminal"), report_console())

@@ -24,7 +24,10 @@ from scalescope.tune.space import (
     WORKLOAD,
     Config,
     Space,
+    SpaceContext,
     format_value,
+    left_out_note,
+    parse_space,
 )  # fmt: skip
 
 DDP_VARIABLES = {
@@ -234,23 +237,30 @@ def _launch_value(spec: RunSpec, name: str) -> Any:
     return spec.mapping.threads_per_rank
 
 
-def target_space(target: TuneTarget, items: list[str] | None) -> Space:
-    """The space of ``--space`` items (or the default one) for this workload."""
+def space_context(target: TuneTarget) -> SpaceContext:
+    """What the workload's space depends on: its ranks, the node's cores, its batch and
+    layout (bench, --fsdp)."""
     import psutil
 
     from scalescope.bench.options import DEFAULT_BATCH
-    from scalescope.tune.space import SpaceContext, parse_space
 
-    ctx = SpaceContext(
+    return SpaceContext(
         nproc=target.spec.launch.nproc_per_node,
         cores=psutil.cpu_count(logical=False) or 1,
         batch_size=(target.bench.batch_size if target.bench else None) or DEFAULT_BATCH,
         bench=target.bench is not None,
         fsdp=bool(target.bench and target.bench.fsdp),
     )
+
+
+def target_space(target: TuneTarget, items: list[str] | None) -> tuple[Space, tuple[str, ...]]:
+    """The space of ``--space`` items (or the default one) for this workload, and the note
+    on the default knobs its layout left out (none, or one line)."""
+    ctx = space_context(target)
     space = parse_space(items, ctx)
     check_receivable(target, space)
-    return space
+    note = left_out_note(items, ctx)
+    return space, (note,) if note else ()
 
 
 def check_receivable(target: TuneTarget, space: Space) -> None:

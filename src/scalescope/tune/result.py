@@ -71,6 +71,8 @@ class TuneResult:
     required_runs: int = 1
     """Measurements a configuration needs to be named best: its trial and every
     confirmation round (1 + --confirm-rounds; 1 with --confirm 0)."""
+    notes: tuple[str, ...] = ()
+    """What the space left out and why (``space.left_out_note``)."""
 
     @cached_property
     def effects(self) -> tuple[KnobEffect, ...]:

@@ -13,8 +13,15 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from scalescope.tune.apply import TuneTarget, baseline_config, reuse_command, trial_setup
 from scalescope.tune.confirm import confirm, stored
 from scalescope.tune.result import TrialRecord, TuneResult
-from scalescope.tune.seeds import seeds, skipped_knobs
-from scalescope.tune.space import GLOBAL_BATCH, Config, Space, config_key, space_size
+from scalescope.tune.seeds import recorded_layout, seeds, skipped_knobs
+from scalescope.tune.space import (
+    GLOBAL_BATCH,
+    Config,
+    Space,
+    config_key,
+    misfits,
+    space_size,
+)
 from scalescope.tune.study import (
     MAX_REPEATS,
     Listener,
@@ -60,8 +67,9 @@ class Search:
         options: TuneOptions,
         study_dir: Path,
         listener: Listener,
+        notes: tuple[str, ...] = (),
     ) -> None:
-        self.target, self.space, self.options = target, space, options
+        self.target, self.space, self.options, self.notes = target, space, options, notes
         self.study_dir, self.listener = Path(study_dir), listener
         self.study = open_study(self.study_dir, target, space, options)
         self.done = records(self.study)
@@ -94,6 +102,7 @@ class Search:
             tuple(records(self.study)),
             stopped,
             confirmations=stored(self.study),
+            notes=self.notes,
         )
         if stopped != "interrupted":
             result = confirm(self, result)
@@ -124,8 +133,8 @@ class Search:
                 return "interrupted"
             if baseline:
                 refuse_uncounted(record, self.space)
-            if baseline and record.status == "ok" and self.options.sampler != "grid":
-                self._enqueue_seeds(record)
+            if baseline and record.status == "ok":
+                self._after_baseline(record)
         return "finished"
 
     def _run(self, trial: optuna.Trial, config: Config, baseline: bool) -> TrialRecord:
@@ -180,13 +189,19 @@ class Search:
         params = to_params(self.space, given) if given else {}
         self.study.enqueue_trial(params, user_attrs={"baseline": True}, skip_if_exists=False)
 
-    def _enqueue_seeds(self, baseline: TrialRecord) -> None:
+    def _after_baseline(self, baseline: TrialRecord) -> None:
+        """The baseline's recorded layout refuses a knob every trial would fail with; the
+        diagnosis' proposals, within what the layout takes, are queued next."""
         from scalescope.diagnose.recording import Recording
 
         rec = Recording.load(Path(baseline.run_dir))
-        run, diagnosis = rec.run, rec.diagnosis
-        skip = skipped_knobs(run.ranks)
-        for seed in seeds(diagnosis, self.space, baseline.config or None, skip):
+        coll = rec.analysis.collectives
+        layout = recorded_layout(t.tag for t in coll.per_step) if coll is not None else None
+        refuse_failing(layout, self.space)
+        if self.options.sampler == "grid":
+            return
+        skip = skipped_knobs(rec.run.ranks, layout)
+        for seed in seeds(rec.diagnosis, self.space, baseline.config or None, skip):
             if config_key(self.space, seed.config) in self.measured:
                 continue
             params = to_params(self.space, seed.config)
@@ -211,13 +226,37 @@ def refuse_uncounted(baseline: TrialRecord, space: Space) -> None:
         )
 
 
+FAILING = ("channels_last",)
+"""Misfits of a layout that fail the run (FSDP2 and non-contiguous parameters), not only
+change nothing."""
+
+
+def refuse_failing(layout: str | None, space: Space) -> None:
+    """A knob the recorded layout fails with (channels_last under FSDP2): a ValueError naming
+    it, before the sampler spends trials on it."""
+    why = misfits(layout)
+    failing = [k.name for k in space if k.name in why and k.name in FAILING]
+    if failing:
+        name = failing[0]
+        raise ValueError(
+            f"the baseline runs {layout}, which cannot take {name} ({why[name]}): "
+            f"remove {name} from --space"
+        )
+
+
 def _attrs(record: TrialRecord) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in RECORD_ATTRS}
     return {k: v for k, v in values.items() if v is not None}
 
 
 def tune(
-    target: TuneTarget, space: Space, options: TuneOptions, study_dir: Path, listener: Listener
+    target: TuneTarget,
+    space: Space,
+    options: TuneOptions,
+    study_dir: Path,
+    listener: Listener,
+    notes: tuple[str, ...] = (),
 ) -> TuneResult:
-    """Run (or --resume) the study of ``target`` over ``space``; every trial's outcome."""
-    return Search(target, space, options, study_dir, listener).run()
+    """Run (or --resume) the study of ``target`` over ``space``; every trial's outcome, with
+    ``notes`` on the space (what it left out)."""
+    return Search(target, space, options, study_dir, listener, notes).run()

@@ -9,13 +9,14 @@ space take part, and a change needs the space's value in that direction.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from scalescope.diagnose.findings import Diagnosis
 from scalescope.diagnose.rules_compute import has_convolution
 from scalescope.events.run import RankMeta
-from scalescope.tune.space import Config, Space, Value
+from scalescope.events.tags import GRADIENTS, REDUCE_GRADS, UNSHARD, tag_kind
+from scalescope.tune.space import DDP_LAYOUT, FSDP2_LAYOUT, Config, Space, Value, misfits
 
 MAX_SEEDS = 3
 
@@ -41,10 +42,22 @@ class Seed:
     config: Config
 
 
-def skipped_knobs(ranks: Mapping[int, RankMeta]) -> tuple[str, ...]:
-    """Knobs no seed should change for this model: channels_last when the recorded layers
-    hold no convolution (unknown layers skip nothing)."""
-    return ("channels_last",) if has_convolution(ranks) is False else ()
+def recorded_layout(tags: Iterable[str]) -> str | None:
+    """The layout a recorded run's collective tags show: FSDP2 (its units' gathers and
+    reductions), DDP (its gradient buckets), or None (neither, or both)."""
+    kinds = {tag_kind(t) for t in tags}
+    fsdp, ddp = bool(kinds & {UNSHARD, REDUCE_GRADS}), GRADIENTS in kinds
+    if fsdp == ddp:
+        return None
+    return FSDP2_LAYOUT if fsdp else DDP_LAYOUT
+
+
+def skipped_knobs(ranks: Mapping[int, RankMeta], layout: str | None = None) -> tuple[str, ...]:
+    """Knobs no seed should change for this model and layout: channels_last when the
+    recorded layers hold no convolution (unknown layers skip nothing), and every knob the
+    layout cannot take (``space.misfits``)."""
+    skip = ["channels_last"] if has_convolution(ranks) is False else []
+    return (*skip, *(n for n in misfits(layout) if n not in skip))
 
 
 def _pick(values: tuple[Value, ...], want: str) -> Value | None:

@@ -84,6 +84,10 @@ class KnobDef:
     help: str = ""
 
 
+DDP_LAYOUT = "DDP"
+FSDP2_LAYOUT = "FSDP2"
+
+
 @dataclass(frozen=True)
 class SpaceContext:
     """What default values depend on: the ranks, cores and batch of the workload."""
@@ -94,6 +98,14 @@ class SpaceContext:
     bench: bool = False
     fsdp: bool = False
     """bench --fsdp: FSDP2's knobs in place of DDP's in the default space."""
+
+    @property
+    def layout(self) -> str | None:
+        """How the job spreads its model: the bench's DDP or FSDP2; None for a script,
+        whose layout is known once a run of it is recorded."""
+        if not self.bench:
+            return None
+        return FSDP2_LAYOUT if self.fsdp else DDP_LAYOUT
 
 
 def _threads(ctx: SpaceContext) -> tuple[int, ...]:
@@ -164,6 +176,24 @@ CATALOGUE: dict[str, KnobDef] = {
     ),
 }  # fmt: skip
 
+
+def misfits(layout: str | None) -> dict[str, str]:
+    """The built-in knobs a layout cannot take, each with why (none for an unknown layout):
+    FSDP2 shards only contiguous parameters, so channels_last fails it; DDP's knobs do
+    nothing without DDP, FSDP2's without FSDP2."""
+    if layout == FSDP2_LAYOUT:
+        out = dict.fromkeys(_of_kind(DDP), "a DDP knob, and FSDP2 has no DDP")
+        out["channels_last"] = "FSDP2 cannot shard the non-contiguous parameters it makes"
+        return out
+    if layout == DDP_LAYOUT:
+        return dict.fromkeys(_of_kind(FSDP), "an FSDP2 knob, and DDP does not shard")
+    return {}
+
+
+def _of_kind(kind: str) -> list[str]:
+    return [name for name, knob in CATALOGUE.items() if knob.kind == kind]
+
+
 DEFAULT_KNOBS = ("bucket_cap_mb", "gradient_as_bucket_view", "threads_per_rank", "bind_to")
 DEFAULT_BENCH_KNOBS = (*DEFAULT_KNOBS, "workers", "channels_last")
 DEFAULT_FSDP_BENCH_KNOBS = (
@@ -223,6 +253,9 @@ def parse_knob(item: str, ctx: SpaceContext) -> Knob:
         knob = CATALOGUE[name]
         if ctx.bench and not knob.bench:
             raise ValueError(f"--space {name}: the bench workload has no such knob")
+        why = misfits(ctx.layout).get(name)
+        if why:
+            raise ValueError(f"--space {name}: not for this {ctx.layout} job: {why}")
         values = _parse_values(name, text, knob.parse) if sep else knob.defaults(ctx)
         return Knob(name, _sorted(values), knob.kind, knob.semantics)
     if ARG_NAME.match(name) or ENV_NAME.match(name):
@@ -255,9 +288,8 @@ def parse_space(items: Iterable[str] | None, ctx: SpaceContext) -> Space:
     if items:
         knobs = [parse_knob(item, ctx) for item in items]
     else:
-        names = DEFAULT_KNOBS
-        if ctx.bench:
-            names = DEFAULT_FSDP_BENCH_KNOBS if ctx.fsdp else DEFAULT_BENCH_KNOBS
+        left_out = misfits(ctx.layout)
+        names = [n for n in default_names(ctx) if n not in left_out]
         knobs = [parse_knob(name, ctx) for name in names]
         knobs = [k for k in knobs if len(k.values) > 1]
     names = [k.name for k in knobs]
@@ -269,6 +301,26 @@ def parse_space(items: Iterable[str] | None, ctx: SpaceContext) -> Space:
             "nothing to search: the space has a single point (give a knob two or more values)"
         )
     return tuple(knobs)
+
+
+def default_names(ctx: SpaceContext) -> tuple[str, ...]:
+    """The knobs searched when no ``--space`` is given, before the layout's misfits go."""
+    if ctx.bench:
+        return DEFAULT_FSDP_BENCH_KNOBS if ctx.fsdp else DEFAULT_BENCH_KNOBS
+    return DEFAULT_KNOBS
+
+
+def left_out_note(items: Iterable[str] | None, ctx: SpaceContext) -> str:
+    """The one line saying which default knobs the job's layout left out and why; empty
+    when ``--space`` was given (a misfit there is an error) or none was left out."""
+    if list(items or []):
+        return ""
+    why = misfits(ctx.layout)
+    gone = [n for n in default_names(ctx) if n in why]
+    if not gone:
+        return ""
+    reasons = "; ".join(f"{n} ({why[n]})" for n in gone)
+    return f"left out for this {ctx.layout} job: {reasons}"
 
 
 def space_size(space: Iterable[Knob]) -> int:

@@ -2,18 +2,34 @@
 
 Each step ends with a user all_reduce of 4 floats (16 B). From step ``--at`` on, rank
 ``--rank`` does one of: ``host`` (sleeps in host work, outside every phase, before the step),
-``mismatch`` (calls broadcast where the others call all_reduce), ``pause`` (sleeps
-``--sleep-s`` after every ``--every``-th optimizer step, as a checkpoint would: the others
-wait in the next all_reduce, then all go on), ``none`` (nothing: a run that completes).
+``mismatch`` (calls broadcast where the others call all_reduce), ``pause`` (saves a
+checkpoint with ``torch.save`` to storage that takes ``--sleep-s`` after every ``--every``-th
+optimizer step: the others wait in the next all_reduce, then all go on), ``none`` (nothing: a
+run that completes).
 """
 
 import argparse
+import io
 import time
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class SlowStorage(io.BytesIO):
+    """A file whose first write takes ``seconds``: a checkpoint to a slow file system."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.seconds:
+            time.sleep(self.seconds)
+            self.seconds = 0.0
+        return super().write(data)
 
 
 def main() -> None:
@@ -39,7 +55,7 @@ def main() -> None:
         model(x).pow(2).mean().backward()
         opt.step()
         if args.mode == "pause" and rank == args.rank and step % args.every == args.every - 1:
-            time.sleep(args.sleep_s)
+            torch.save(model.state_dict(), SlowStorage(args.sleep_s))
         stats = torch.ones(4)
         if stuck and args.mode == "mismatch":
             dist.broadcast(stats, src=0)

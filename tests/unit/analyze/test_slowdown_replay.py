@@ -68,3 +68,69 @@ def _step_end_s(run, step: int) -> float:
     steps = run.events.of_kind(Kind.STEP)
     row = (steps.rank == 0) & (steps.step == step)
     return float((steps.start_ns[row] + steps.dur_ns[row])[0]) / 1e9
+
+
+def _slow_run_with_a_checkpoint(tmp_path, phase: str = "checkpoint"):
+    """2 ranks, 20 ms steps, 30 ms from step 10 on (rank 1 slower in forward), and at step 20
+    rank 0 saves a checkpoint for 8 s (in ``phase``) while rank 1 waits in its all_reduce;
+    the watch's onset at step 10 written beside it."""
+    import json
+    from dataclasses import asdict
+
+    from analyze_runs import make_run
+    from run_builders import coll_row, phase_row, step_row
+
+    from scalescope.analyze.watch.slowdown_alerts import Alert
+    from scalescope.events.files import ALERTS_FILE
+
+    ms = 1_000_000
+    rows = {0: [[]], 1: [[]]}
+    start = 0
+    for k in range(30):
+        dur = (20 if k < 10 else 30) * ms + (8_000 * ms if k == 20 else 0)
+        for r in (0, 1):
+            wait = 8_000 * ms if (k == 20 and r == 1) else ms // 2
+            rows[r][0].append(step_row(k, start, dur, 8))
+            if k == 20 and r == 0 and phase:
+                rows[r][0].append(phase_row(k, phase, start + ms, 8_000 * ms))
+            rows[r][0].append(coll_row(k, "all_reduce", start + dur - wait - ms, wait, 16, k))
+        start += dur
+    run = make_run(tmp_path, rows, world_size=2)
+    onset = Alert(
+        event="onset", id=1, subject="rank", ranks=(1,), nodes=(), phase="forward",
+        category="compute", change_pct=50.0, phase_change_pct=None, baseline_ms=20.0,
+        now_ms=30.0, since_step=10, detected_step=14, detected_at=1.0,
+        message="slowdown: rank 1: forward since step 10; the step 20.0 -> 30.0 ms",
+    )  # fmt: skip
+    (run.path / ALERTS_FILE).write_text(json.dumps(asdict(onset)) + "\n")
+    return run
+
+
+def test_a_checkpoint_pause_is_not_a_slowdowns_lost_time(tmp_path):
+    """The 8 s checkpoint at step 20 is the run's pause: the slowdown since step 10 lost
+    10 ms at each of its other 19 steps, 0.19 s, and its line says the pause is left out."""
+    from scalescope.diagnose.recording import Recording
+    from scalescope.report.views.slowdowns import slowdowns_section
+
+    a = Recording.load(_slow_run_with_a_checkpoint(tmp_path).path).analysis
+    assert a.pauses is not None and [p.step for p in a.pauses.pauses] == [20]
+    (cost,) = a.slowdowns
+    assert cost.paused_steps == (20,) and cost.steps == 19
+    assert cost.lost_s == pytest.approx(0.19, abs=1e-3)
+    with_pause = slowdown_costs(a.run, list(a.alerts), None)
+    assert with_pause[0].lost_s == pytest.approx(0.2 + 8.0, abs=1e-3), "the pause counted"
+    section = slowdowns_section(a)
+    assert section is not None
+    text = " ".join(getattr(b, "text", "") for b in section.blocks)
+    assert "its lost time leaves out 1 pause step (20): evaluations and checkpoints" in text
+
+
+def test_one_ranks_stall_inside_a_slowdown_is_lost_time(tmp_path):
+    """The same 8 s on rank 0 without a checkpoint (a GC): no pause, so it is lost time."""
+    from scalescope.diagnose.recording import Recording
+
+    a = Recording.load(_slow_run_with_a_checkpoint(tmp_path, phase="").path).analysis
+    assert a.pauses is None
+    (cost,) = a.slowdowns
+    assert cost.paused_steps == () and cost.steps == 20 and cost.pause_words == ""
+    assert cost.lost_s == pytest.approx(0.2 + 8.0, abs=1e-3)

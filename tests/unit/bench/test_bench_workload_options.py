@@ -42,6 +42,7 @@ def test_data_sets_classes_and_workers(tmp_path: Path) -> None:
         (["resnet18", "--steps", "5", "--warmup-steps", "5"], "must be less than --steps"),
         (["resnet18", "--batch-size", "0"], "must be a positive integer"),
         (["resnet18", "--data", "/nonexistent/dir"], "does not exist"),
+        (["resnet18", "--fsdp", "--channels-last"], "--channels-last does not go with --fsdp"),
     ],
 )
 def test_bad_options_exit_2(argv: list[str], expected: str, capsys) -> None:
@@ -58,3 +59,11 @@ def test_outside_a_launcher_exits_2(monkeypatch: pytest.MonkeyPatch, capsys) -> 
         main(["resnet18"])
     assert info.value.code == 2
     assert "run under torchrun" in capsys.readouterr().err
+
+
+def test_the_bench_command_refuses_channels_last_with_fsdp() -> None:
+    from scalescope.bench.options import BenchOptions
+
+    with pytest.raises(ValueError, match=r"^--channels-last does not go with --fsdp: FSDP2"):
+        BenchOptions(model="resnet18", fsdp=True, channels_last=True)
+    assert BenchOptions(model="resnet18", channels_last=True).channels_last

@@ -125,3 +125,14 @@ def test_html_escapes_user_strings() -> None:
     assert "<script>alert(1)" not in page.replace("<script>window", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert 'id="chart-trials"' in page and 'id="chart-knobs"' in page
+
+
+def test_the_knobs_the_layout_left_out_are_one_line_in_the_output_and_the_json() -> None:
+    from scalescope.tune.space import SpaceContext, left_out_note
+
+    note = left_out_note(None, SpaceContext(nproc=2, cores=8, bench=True, fsdp=True))
+    result = replace(tune_result(), notes=(note,))
+    text = rendered(result)
+    assert "note: left out for this FSDP2 job: channels_last (FSDP2 cannot shard the " in text
+    assert json.loads(tune_json(result))["notes"] == [note]
+    assert "left out" not in rendered(tune_result()), "nothing left out, nothing said"

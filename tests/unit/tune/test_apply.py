@@ -126,9 +126,8 @@ def test_loader_knobs_need_a_script_that_calls_knobs(tmp_path) -> None:
     plain = tmp_path / "plain.py"
     plain.write_text("print('no knobs here')\n")
     space = ["workers=0,2"]
-    assert [k.name for k in target_space(TuneTarget(RunSpec(target=str(calls))), space)] == [
-        "workers"
-    ]
+    knobs, notes = target_space(TuneTarget(RunSpec(target=str(calls))), space)
+    assert [k.name for k in knobs] == ["workers"] and notes == ()
     with pytest.raises(ValueError, match=r"--space workers: .*plain.py never calls"):
         target_space(TuneTarget(RunSpec(target=str(plain))), space)
     with pytest.raises(ValueError, match="json never calls"):  # a module: its file is read
@@ -162,6 +161,14 @@ def test_bench_fsdp_searches_fsdps_knobs_not_ddps_by_default() -> None:
 
     bench = BenchOptions(model="resnet18", image_size=32, steps=20, fsdp=True)
     spec = RunSpec(target="scalescope.bench.workload", is_module=True, args=bench.workload_args())
-    names = [k.name for k in target_space(TuneTarget(spec, bench), None)]
+    knobs, notes = target_space(TuneTarget(spec, bench), None)
+    names = [k.name for k in knobs]
     assert {"reshard_after_forward", "fsdp_prefetch"} <= set(names)
     assert "bucket_cap_mb" not in names and "gradient_as_bucket_view" not in names
+    assert "channels_last" not in names, "FSDP2 cannot shard channels_last parameters"
+    assert notes == (
+        "left out for this FSDP2 job: channels_last (FSDP2 cannot shard the non-contiguous "
+        "parameters it makes)",
+    )
+    with pytest.raises(ValueError, match=r"^--space channels_last: not for this FSDP2 job"):
+        target_space(TuneTarget(spec, bench), ["channels_last", "workers=0,1"])

@@ -86,3 +86,44 @@ def test_knob_effects_are_means_per_value_of_measured_trials(result: TuneResult)
     assert bucket["25"] == (100.0, 1)  # failed and pruned trials are left out
     assert effects["bucket_cap_mb"].spread_pct == pytest.approx(100 * (135 - 100) / 135)
     assert effects["bf16"].spread_pct == pytest.approx(100 * (150 - 110) / 150)
+
+
+@pytest.mark.parametrize(
+    ("name", "layout"),
+    [("fsdp", "FSDP2"), ("fsdp_tp", "FSDP2"), ("balanced", "DDP"), ("p2p_pipeline", None)],
+)
+def test_a_recorded_runs_layout_comes_from_its_collectives_tags(name, layout) -> None:
+    from recorded_runs import RUNS
+
+    from scalescope.diagnose.recording import Recording
+    from scalescope.tune.seeds import recorded_layout
+
+    coll = Recording.load(RUNS / name / "run").analysis.collectives
+    assert coll is not None
+    assert recorded_layout(t.tag for t in coll.per_step) == layout
+
+
+def test_seeds_change_no_knob_the_recorded_layout_cannot_take() -> None:
+    """A script's baseline runs FSDP2 and its diagnosis asks for larger buckets and
+    channels_last: no seed sets either (DDP's buckets do nothing there, channels_last fails),
+    and the study refuses channels_last before any trial spends time on it."""
+    from scalescope.tune.search import refuse_failing
+    from scalescope.tune.seeds import skipped_knobs
+
+    space = parse_space(["bucket_cap_mb=5,25", "channels_last", "bf16"], CTX)
+    diagnosis = Diagnosis(
+        (finding("COMM_LATENCY"), finding("COMPUTE")), (), Verdict("no bottleneck", note="v")
+    )
+    skip = skipped_knobs({}, "FSDP2")
+    assert {"channels_last", "bucket_cap_mb", "gradient_as_bucket_view"} <= set(skip)
+    (only,) = seeds(diagnosis, space, None, skip)
+    assert only.code == "COMPUTE"
+    assert only.config == {"bucket_cap_mb": 5.0, "channels_last": False, "bf16": True}
+    assert [s.code for s in seeds(diagnosis, space, None, skipped_knobs({}, "DDP"))] == [
+        "COMM_LATENCY",
+        "COMPUTE",
+    ]
+    with pytest.raises(ValueError, match=r"^the baseline runs FSDP2, which cannot take chan"):
+        refuse_failing("FSDP2", space)
+    refuse_failing("DDP", space)
+    refuse_failing("FSDP2", parse_space(["bucket_cap_mb=5,25"], CTX))

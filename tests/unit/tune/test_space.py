@@ -12,6 +12,8 @@ from scalescope.tune.space import (
     SpaceContext,
     config_key,
     format_value,
+    left_out_note,
+    misfits,
     parse_space,
     space_size,
 )
@@ -72,3 +74,46 @@ def test_values_format_and_points() -> None:
     assert [format_value(v) for v in (True, 25.0, 2.5, "x")] == ["true", "25", "2.5", "x"]
     space = parse_space(["workers=0,2", "pin_memory"], CTX)
     assert config_key(space, {"pin_memory": True, "workers": 2}) == (2, True)
+
+
+FSDP2_BENCH = SpaceContext(nproc=2, cores=8, bench=True, fsdp=True)
+DDP_BENCH = SpaceContext(nproc=2, cores=8, bench=True)
+
+
+def test_an_fsdp2_bench_searches_no_knob_its_layout_cannot_take() -> None:
+    """FSDP2 shards only contiguous parameters: channels_last would fail every trial with
+    it, so the default space leaves it out and says so in one line; DDP's knobs are not in
+    it either."""
+    names = {k.name for k in parse_space(None, FSDP2_BENCH)}
+    assert {"reshard_after_forward", "fsdp_prefetch", "workers"} <= names
+    assert not names & {"channels_last", "bucket_cap_mb", "gradient_as_bucket_view", "comm_hook"}
+    assert left_out_note(None, FSDP2_BENCH) == (
+        "left out for this FSDP2 job: channels_last (FSDP2 cannot shard the non-contiguous "
+        "parameters it makes)"
+    )
+    assert left_out_note(["workers=0,1"], FSDP2_BENCH) == "", "a given space leaves none out"
+
+
+def test_a_ddp_bench_keeps_channels_last_and_leaves_nothing_out() -> None:
+    names = {k.name for k in parse_space(None, DDP_BENCH)}
+    assert {"bucket_cap_mb", "gradient_as_bucket_view", "channels_last", "workers"} <= names
+    assert not names & {"reshard_after_forward", "fsdp_prefetch"}
+    assert left_out_note(None, DDP_BENCH) == ""
+    assert misfits(None) == {}, "a script's layout is not known before it runs"
+    assert parse_space(["channels_last", "bucket_cap_mb=5,25"], DDP_BENCH)
+
+
+@pytest.mark.parametrize(
+    ("ctx", "item", "message"),
+    [
+        (FSDP2_BENCH, "channels_last", "not for this FSDP2 job: FSDP2 cannot shard the non-"),
+        (FSDP2_BENCH, "bucket_cap_mb=5,25", "not for this FSDP2 job: a DDP knob, and FSDP2 has"),
+        (FSDP2_BENCH, "comm_hook", "a DDP knob"),
+        (DDP_BENCH, "fsdp_prefetch=1,2", "not for this DDP job: an FSDP2 knob, and DDP does not"),
+        (DDP_BENCH, "reshard_after_forward", "an FSDP2 knob"),
+    ],
+)
+def test_a_knob_the_layout_cannot_take_is_a_one_line_error(ctx, item, message) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        parse_space([item, "workers=0,1"], ctx)
+    assert "\n" not in str(caught.value) and str(caught.value).startswith("--space ")

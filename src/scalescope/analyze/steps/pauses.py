@@ -6,6 +6,12 @@ hundred typical steps, and the hang watch, whose default threshold is 10 typical
 least 30 s), would call a long enough pause a hang. This names the pauses, the rank that
 paused (the one that waited least in the step's collectives: the others waited for it) and
 their period, so the report can say which ``--hang-after`` keeps the watch quiet.
+
+A long step is a pause only when the job stopped on purpose: the rank that paused spent most
+of it evaluating or saving a checkpoint (its ``eval`` and ``checkpoint`` phases), or no rank
+waited in a collective for most of it (every rank paused itself). One rank's stall outside
+those phases while the others wait for it (a garbage collection, a page fault storm) is a
+straggler's step, and stays in the analysis.
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ import numpy as np
 
 from scalescope.analyze.columns.sorting import distinct
 from scalescope.events import EventTable, Kind
+from scalescope.events.schema import EXTRA_PHASES
 
 PAUSE_FACTOR = 10.0
 """A step is a pause when every rank took this many median steps for it ..."""
 MIN_PAUSE_S = 1.0
 """... and at least this long."""
+OWN_SHARE = 0.5
+"""The share of a pause step the pausing rank spends evaluating or saving, or below which
+every rank's longest wait stays, for the step to be the job's pause (not one rank's stall)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,24 @@ def _longest_waits(events: EventTable, steps: list[int], world: int) -> np.ndarr
     return out
 
 
+def _paused_work(events: EventTable, steps: list[int], world: int) -> np.ndarray:
+    """[pause, rank]: the rank's time in evaluation and checkpoint phases in that step (ns)."""
+    rows = events.of_kind(Kind.PHASE)
+    ids = [rows.symbols.id_of(p) for p in EXTRA_PHASES if p in rows.symbols]
+    mine = np.isin(rows.name, ids) & np.isin(rows.step, steps) & (rows.rank < world)
+    mine &= rows.dur_ns > 0
+    out = np.zeros((len(steps), world), dtype=np.int64)
+    at = np.searchsorted(steps, rows.step[mine])
+    np.add.at(out, (at, rows.rank[mine].astype(np.int64)), rows.dur_ns[mine])
+    return out
+
+
+def _is_pause(step_ns: float, waits: np.ndarray, work_ns: float) -> bool:
+    """The job's pause: the pausing rank evaluated or saved for most of the step, or no rank
+    waited for another for most of it; else one rank's stall the others waited for."""
+    return work_ns >= OWN_SHARE * step_ns or waits.max() < OWN_SHARE * step_ns
+
+
 def _period(steps: list[int]) -> int | None:
     gaps = set(np.diff(sorted(steps)).tolist())
     return gaps.pop() if len(gaps) == 1 else None
@@ -86,12 +114,17 @@ def analyze_pauses(events: EventTable, warmup_steps: int = 1) -> PauseAnalysis |
             long_steps.append(step)
     if not long_steps:
         return None
-    waits = _longest_waits(events, long_steps, int(everyone.max()) + 1)
+    world = int(everyone.max()) + 1
+    waits = _longest_waits(events, long_steps, world)
+    work = _paused_work(events, long_steps, world)
     pauses = []
     for i, step in enumerate(long_steps):
         rank = int(everyone[np.argmin(waits[i, everyone])])
-        seconds = float(durs[(steps == step) & (ranks == rank)].max()) / 1e9
-        pauses.append(Pause(step, rank, seconds))
+        step_ns = float(durs[(steps == step) & (ranks == rank)].max())
+        if _is_pause(step_ns, waits[i, everyone], float(work[i, rank])):
+            pauses.append(Pause(step, rank, step_ns / 1e9))
+    if not pauses:
+        return None
     total = sum(p.seconds for p in pauses)
     first_rank = float(durs[ranks == everyone[0]].sum()) / 1e9
     counts = Counter(p.rank for p in pauses)

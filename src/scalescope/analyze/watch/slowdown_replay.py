@@ -10,7 +10,7 @@ a read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,10 +131,10 @@ class SlowdownCost:
     recovery_step: int | None
     """None: it lasted to the end of the run."""
     steps: int
-    """Steps from its onset to its recovery (or the last step)."""
+    """Steps from its onset to its recovery (or the last step), its pauses left out."""
     lost_s: float
     """The steps' time beyond the baseline step: the mean over ranks of each step, less the
-    onset's baseline, summed (s)."""
+    onset's baseline, summed (s); pauses (evaluations, checkpoints) are not lost time."""
     lost_pct: float
     """Of the run's time in steps (%)."""
     fix_cause: str
@@ -142,12 +142,28 @@ class SlowdownCost:
     "" for the collectives)."""
     fix_gain_ms: float | None
     """What the report's what-if says fixing it buys per step (None: not replayed)."""
+    paused_steps: tuple[int, ...] = ()
+    """The run's pauses (``analyze.steps.pauses``) inside it, left out of its lost time."""
+
+    @property
+    def pause_words(self) -> str:
+        """What its lost time leaves out; empty when it held no pause."""
+        if not self.paused_steps:
+            return ""
+        shown = ", ".join(f"{s:,}" for s in self.paused_steps[:8])
+        more = ", ..." if len(self.paused_steps) > 8 else ""
+        n = len(self.paused_steps)
+        return (
+            f"its lost time leaves out {n} pause step{'s' if n != 1 else ''} ({shown}{more}): "
+            "evaluations and checkpoints are information, not lost time"
+        )
 
 
 def slowdown_costs(
-    run: Run, alerts: list[Alert], whatif: WhatIf | None
+    run: Run, alerts: list[Alert], whatif: WhatIf | None, pause_steps: Collection[int] = ()
 ) -> tuple[SlowdownCost, ...]:
-    """Each onset in ``alerts`` (read_alerts) with its cost from the run's steps."""
+    """Each onset in ``alerts`` (read_alerts) with its cost from the run's steps, the
+    ``pause_steps`` (the run's evaluations and checkpoints) left out of it."""
     steps = run.events.of_kind(Kind.STEP)
     if not len(steps):
         return ()
@@ -156,16 +172,19 @@ def slowdown_costs(
     total_s = float(mean_ms.sum()) / 1e3
     recovered = {a.id: a.detected_step for a in alerts if a.event == "recovery"}
     fixes = {f.cause: f.gain_ms for f in whatif.fixes} if whatif is not None else {}
+    paused = np.isin(numbers, np.fromiter(pause_steps, dtype=np.int64))
     out = []
     for a in (a for a in alerts if a.event == "onset"):
         end = recovered.get(a.id)
-        inside = (numbers >= a.since_step) & (numbers < (end if end is not None else np.inf))
+        window = (numbers >= a.since_step) & (numbers < (end if end is not None else np.inf))
+        inside = window & ~paused
         lost = max(float(np.sum(mean_ms[inside] - a.baseline_ms)), 0.0) / 1e3
         cause = _cause(a)
         out.append(SlowdownCost(
             onset=a, recovery_step=end, steps=int(inside.sum()), lost_s=round(lost, 3),
             lost_pct=round(100 * lost / total_s, 1) if total_s > 0 else 0.0,
             fix_cause=cause, fix_gain_ms=fixes.get(cause) if cause else None,
+            paused_steps=tuple(numbers[window & paused].tolist()),
         ))  # fmt: skip
     return tuple(out)
 

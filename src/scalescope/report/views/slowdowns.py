@@ -59,5 +59,6 @@ def slowdowns_section(a: RunAnalysis) -> Section | None:
                      f"{c.lost_pct:.1f}", _fix(c)))  # fmt: skip
     table = Table("Slowdowns the watch named while it trained", COLUMNS, tuple(rows),
                   tuple(values), html_id="slowdowns", caption=MEANING)  # fmt: skip
-    lines = tuple(Line(c.onset.message) for c in a.slowdowns)
+    lines = tuple(Line("; ".join(filter(None, (c.onset.message, c.pause_words))))
+                  for c in a.slowdowns)  # fmt: skip
     return Section("Slowdowns while it trained", (table, *lines), html_id="slowdowns-section")

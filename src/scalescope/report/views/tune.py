@@ -150,6 +150,7 @@ def trials_table(result: TuneResult) -> Table:
 def verdict(result: TuneResult) -> list[Block]:
     """The study's end, the best, an unconfirmed leader, and what to do."""
     lines: list[Block] = [Line(f"study: {STOPPED.get(result.stopped, result.stopped)}")]
+    lines += [Line(note, "note:", "yellow") for note in result.notes]
     best = result.best
     if best is None:
         return [*lines, Line("no trial was measured" if not result.by_median() else NONE_CONFIRMED)]
@@ -252,6 +253,7 @@ def tune_json(result: TuneResult) -> bytes:
         "stopped": result.stopped,
         "unit": result.unit,
         "space": {k.name: list(k.values) for k in result.space},
+        "notes": list(result.notes),
         "required_runs": result.required_runs,
         "best_trial": best.number if best else None,
         "recommended_trial": chosen.number if chosen else None,
