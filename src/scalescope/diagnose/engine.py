@@ -233,6 +233,7 @@ def _replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
     return "comm:hidden" if f.code in COMM_CODES else None
 
 
+WITHIN_SPREAD = "within its peers' step-to-step spread: jitter, no rank's cause (the what-if)"
 NOT_REPLAYED = (
     "not replayed: durations measured on shared cores cannot say what cores of their own would give"
 )
@@ -261,12 +262,23 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
         elif fix is not None and f.level == "warning" and f.saved_ms_per_step is not None:
             basis = f"replayed without it: {fix.note}"
             f = replace(f, saved_ms_per_step=max(fix.gain_ms, 0.0), basis=basis)
+        elif _within_spread(cause, analysis) and f.saved_ms_per_step is not None:
+            f = replace(f, saved_ms_per_step=0.0, basis=WITHIN_SPREAD)
         elif f.code == "LOAD_IMBALANCE" and slow and f.level == "warning":
             f = _explained(f, slow)
         elif f.code in SHARED_CORES and f.saved_ms_per_step is not None and fixes:
             f = replace(f, basis=f"{f.basis}; {NOT_REPLAYED}")
         out.append(f)
     return out
+
+
+def _within_spread(cause: str | None, analysis: RunAnalysis) -> bool:
+    """Whether ``cause`` is a rank or node the what-if found no slower than its peers beyond
+    the steps' spread (analyze/model/peers.py): its saving is the jitter's, no cause's."""
+    whatif = analysis.whatif
+    if whatif is None or cause is None or cause.partition(":")[0] not in ("rank", "node"):
+        return False
+    return cause not in whatif.beyond_spread
 
 
 def _replayed(f: Finding, fix: Fix) -> str:
