@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from recorded_runs import RUNS
-from test_whatif import MS, grid
+from test_whatif import MS, NODES, grid, ring
 
 from scalescope.analyze.model.causes import candidate_causes
-from scalescope.analyze.model.pacing import at_own_median
+from scalescope.analyze.model.pacing import at_own_median, typical_transfers
 from scalescope.analyze.model.replay import predict
 from scalescope.analyze.model.step_grid import StepGrid
 from scalescope.analyze.model.whatif import what_if, what_if_of
@@ -84,3 +84,15 @@ def test_a_recorded_straggler_stays_the_cause(name):
     assert w is not None and "rank:1" in w.beyond_spread
     assert w.best is not None and w.best.cause.startswith("rank:1")
     assert w.slowdown is not None and w.slowdown > 1.5
+
+
+def test_a_links_groups_are_paced_only_beyond_their_spread():
+    """Three groups of one class trading places from step to step: none is a slow link; one
+    slower in every step is."""
+    base = ring([2.0, 2.0, 2.0])
+    noise = np.array([[3.0, 1.0, 2.0], [1.0, 3.0, 2.0], [2.0, 1.0, 3.0], [1.0, 2.0, 3.0]])
+    group = np.array([[0, 2], [1, 0], [2, 1]])
+    trading = replace(base, transfer_ns=noise[:, group] * MS)
+    np.testing.assert_array_equal(typical_transfers(trading, NODES), trading.transfer_ns)
+    slow = replace(trading, transfer_ns=(noise + [10.0, 0.0, 0.0])[:, group] * MS)
+    assert (typical_transfers(slow, NODES)[:, 0, 0] < slow.transfer_ns[:, 0, 0]).all()

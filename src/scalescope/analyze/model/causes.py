@@ -36,8 +36,8 @@ tensor parallelism's collectives hidden (overlapped on streams) or over a 2x fas
 (host-blocking backends), ZeRO's parameter gathers hidden (prefetch, ``overlap_comm``) and
 its whole exchange hidden (the findings take their savings from these)."""
 IDEAL_NOTE = (
-    "no rank slower than the median of the others beyond their step-to-step spread, no "
-    "group's transfers than its kind's"
+    "no rank slower than the median of the others, no group's transfers than its kind's, "
+    "beyond their step-to-step spread"
 )
 ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
 """Rank-only work by its own name: the phase of that name, on every rank that does it."""

@@ -105,7 +105,7 @@ def ideal(grid: StepGrid, hosts: dict[int, str], rows: np.ndarray | None = None)
         return np.where(slower.reshape(slower.shape + (1,) * (a.ndim - 2)), theirs, a)
 
     return replace(
-        grid, transfer_ns=typical_transfers(grid, hosts),
+        grid, transfer_ns=typical_transfers(grid, hosts, rows),
         **{f: paced(getattr(grid, f)) for f in OWN_FIELDS},
     )  # fmt: skip
 
@@ -131,10 +131,14 @@ def at_own_median(
     return replace(grid, **{f: steady(getattr(grid, f)) for f in OWN_FIELDS})
 
 
-def typical_transfers(grid: StepGrid, hosts: dict[int, str]) -> np.ndarray:
+def typical_transfers(
+    grid: StepGrid, hosts: dict[int, str], rows: np.ndarray | None = None
+) -> np.ndarray:
     """Each group's transfers scaled down, where their mean over the steps exceeds it, to
-    the median of the means of the groups of its class: a slow link's groups move at their
-    peers' pace, and a collective's step-to-step spread, which no fix removes, stays in."""
+    the median of the means of the groups of its class, when that group is slower than the
+    others of its class beyond their step-to-step spread over ``rows`` (``slow_groups``): a
+    slow link's groups move at their peers' pace, and a collective's step-to-step spread,
+    which no fix removes, stays in."""
     sh = _shapes(grid, hosts)
     n = len(sh.size)
     mean = np.zeros(n)
@@ -143,8 +147,29 @@ def typical_transfers(grid: StepGrid, hosts: dict[int, str]) -> np.ndarray:
     typical = np.empty(n)
     for c in np.unique(sh.cls):
         typical[sh.cls == c] = np.median(mean[sh.cls == c])
-    scale = np.where(mean > typical, typical / np.where(mean > 0, mean, 1.0), 1.0)
+    slow = slow_groups(grid, sh, rows)
+    scale = np.where(slow & (mean > typical), typical / np.where(mean > 0, mean, 1.0), 1.0)
     return grid.transfer_ns * scale[sh.inst]
+
+
+def slow_groups(grid: StepGrid, sh: _Shapes, rows: np.ndarray | None = None) -> np.ndarray:
+    """bool per instance: its group's transfers in its class, summed per step, slower than
+    the median other group's of the class beyond their step-to-step spread (peers.py)."""
+    rows = slice(None) if rows is None else rows
+    flat = grid.transfer_ns[rows].reshape(-1, sh.inst.size)
+    per_inst = np.stack([np.bincount(sh.inst.ravel(), w, len(sh.size)) for w in flat])
+    per_inst /= sh.size
+    group = grid.group.ravel()[np.unique(sh.inst.ravel(), return_index=True)[1]]
+    step = float(np.median(grid.step_ns[rows]))
+    slow = np.zeros(len(sh.size), dtype=bool)
+    for c in np.unique(sh.cls):
+        mine = np.flatnonzero(sh.cls == c)
+        groups, of = np.unique(group[mine], return_inverse=True)
+        if len(groups) < 2:
+            continue
+        totals = np.stack([per_inst[:, mine[of == g]].sum(axis=1) for g in range(len(groups))], 1)
+        slow[mine] = slower_than_peers(totals, step).slower[of]
+    return slow
 
 
 def at_peers_pace(grid: StepGrid, idx: np.ndarray) -> StepGrid:
