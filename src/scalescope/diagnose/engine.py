@@ -185,6 +185,7 @@ RANK_CAUSES = ("STRAGGLER", "NODE_STRAGGLER")
 """Findings of a slow rank or node: a load imbalance beside one of them is that rank's."""
 
 
+WITHIN_SPREAD = "within its peers' step-to-step spread: jitter, no rank's cause (the what-if)"
 NOT_REPLAYED = (
     "not replayed: durations measured on shared cores cannot say what cores of their own would give"
 )
@@ -217,12 +218,23 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
             basis = f"replayed without it: {fix.note}"
             saved = max(fix.gain_ms, 0.0)
             f = replace(f, saved_ms_per_step=saved, basis=basis, since_step=fix.since_step)
+        elif _within_spread(cause, analysis) and f.saved_ms_per_step is not None:
+            f = replace(f, saved_ms_per_step=0.0, basis=WITHIN_SPREAD)
         elif f.code == "LOAD_IMBALANCE" and slow and f.level == "warning":
             f = _explained(f, slow)
         elif f.code in SHARED_CORES and f.saved_ms_per_step is not None and fixes:
             f = replace(f, basis=f"{f.basis}; {NOT_REPLAYED}")
         out.append(f)
     return out
+
+
+def _within_spread(cause: str | None, analysis: RunAnalysis) -> bool:
+    """Whether ``cause`` is a rank or node the what-if found no slower than its peers beyond
+    the steps' spread (analyze/model/peers.py): its saving is the jitter's, no cause's."""
+    whatif = analysis.whatif
+    if whatif is None or cause is None or cause.partition(":")[0] not in ("rank", "node"):
+        return False
+    return cause not in whatif.beyond_spread
 
 
 def _replayed(f: Finding, fix: Fix) -> str:

@@ -14,7 +14,8 @@ from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
 from scalescope.analyze.model.causes import apply_fix
 from scalescope.analyze.model.fixes import with_delay
-from scalescope.analyze.model.pacing import median_peer, typical_transfers
+from scalescope.analyze.model.pacing import typical_transfers
+from scalescope.analyze.model.peers import median_peer
 from scalescope.analyze.model.replay import predict, replay
 from scalescope.analyze.model.step_grid import StepGrid, blocking_of, build_grid, instances
 from scalescope.analyze.model.whatif import what_if

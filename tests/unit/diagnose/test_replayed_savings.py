@@ -16,7 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from analysed import analysed  # noqa: E402
 
-from scalescope.diagnose.engine import NOT_REPLAYED, diagnose_run, replayed_savings  # noqa: E402
+from scalescope.diagnose.engine import (  # noqa: E402
+    NOT_REPLAYED,
+    WITHIN_SPREAD,
+    diagnose_run,
+    replayed_savings,
+)
 from scalescope.diagnose.findings import Finding  # noqa: E402
 from scalescope.events import RankMeta, RunMeta, load_run  # noqa: E402
 from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE  # noqa: E402
@@ -166,3 +171,14 @@ def test_zero_saves_what_hiding_its_collectives_gains(tmp_path, stage, code, hid
     assert finding.basis == f"replayed without it: no transfer time ({hidden})"
     issued_to_done = sum(done - (issues[0] + issues[1]) / 2 for *issues, done in GATHERS_MS)
     assert finding.saved_ms_per_step < issued_to_done + (reduce if stage == 2 else 0.0)
+
+
+def test_a_straggler_within_its_peers_spread_saves_nothing():
+    """failed_rank's rank 1 is late in forward, yet over the 2 measured steps it is no slower
+    than rank 0 beyond their spread (analyze/model/peers.py): no cause, no saving."""
+    run = load_run(RUNS / "failed_rank" / "run")
+    analysis = analysed(run)
+    straggler = by_code(diagnose_run(run, analysis).findings, "STRAGGLER")
+    assert f"rank:{straggler.rank}" not in analysis.whatif.beyond_spread
+    assert straggler.saved_ms_per_step == 0.0
+    assert straggler.basis == WITHIN_SPREAD

@@ -10,12 +10,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalescope.analyze.model.fixes import fix_ranks, rank_index, scaled, without_phase
-from scalescope.analyze.model.pacing import ideal, link_classes
+from scalescope.analyze.model.pacing import ideal, link_classes, slow_ranks
 from scalescope.analyze.model.step_grid import StepGrid
 from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE, tag_kind
 
 TOP_RANKS = 3
-"""Ranks tried one at a time by ``what_if``: those with the most own time per step."""
+"""Ranks tried one at a time by ``what_if``: of those slower than their peers beyond the
+steps' spread (``slow_ranks``), the ones with the most own time per step."""
 CAUSES_HELP = (
     "rank:N, node:HOST, link:HOST,HOST (or link:HOST, inside it), phase:NAME (data, forward, "
     "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
@@ -34,7 +35,10 @@ SCOPED_CANDIDATES = (TP_HIDDEN, TP_FASTER, ZERO_GATHERS_HIDDEN, ZERO_EXCHANGE_HI
 tensor parallelism's collectives hidden (overlapped on streams) or over a 2x faster link
 (host-blocking backends), ZeRO's parameter gathers hidden (prefetch, ``overlap_comm``) and
 its whole exchange hidden (the findings take their savings from these)."""
-IDEAL_NOTE = "no rank slower than the median of the others, no group's transfers than its kind's"
+IDEAL_NOTE = (
+    "no rank slower than the median of the others, no group's transfers than its kind's, "
+    "beyond their step-to-step spread"
+)
 ALIASES = {"eval": "phase:eval", "checkpoint": "phase:checkpoint"}
 """Rank-only work by its own name: the phase of that name, on every rank that does it."""
 CANDIDATE_PHASES = ("data", "to_device", "eval", "checkpoint")
@@ -45,11 +49,12 @@ PHASE_CANDIDATE_SHARE = 0.05
 
 
 def apply_fix(
-    grid: StepGrid, cause: str, hosts: dict[int, str]
+    grid: StepGrid, cause: str, hosts: dict[int, str], rows: np.ndarray | None = None
 ) -> tuple[StepGrid, str, slice | None]:
     """The grid with ``cause`` fixed (several joined by ``+``, fixed together: the ranks
     named are paced by the ranks not named), how, and the rows to judge it by when the
-    fixed ranks' cause began mid-run (``fix_ranks``)."""
+    fixed ranks' cause began mid-run (``fix_ranks``). ``rows``: the measured steps, that
+    ``ideal`` tells the slow ranks by (default: all)."""
     ranks: list[int] = []
     speeds: list[tuple[str, float, Scope | None]] = []
     phases: list[str] = []
@@ -72,7 +77,7 @@ def apply_fix(
             raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
     notes, rows = [], None
     if whole:
-        grid = ideal(grid, hosts)
+        grid = ideal(grid, hosts, rows)
         notes.append(IDEAL_NOTE)
     if ranks:
         grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
@@ -204,20 +209,23 @@ def _speed(part: str, value: str) -> float:
     return speed
 
 
-def candidate_causes(grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RANKS) -> list[str]:
-    """The node whose ranks have the most own time per step (with several nodes), the ranks
-    with the most, input waits and rank-only work (when they take 5 % of the own time),
-    exposed transfers, and the first two of these together."""
+def candidate_causes(
+    grid: StepGrid, hosts: dict[int, str], limit: int = TOP_RANKS, rows: np.ndarray | None = None
+) -> list[str]:
+    """The node and the ranks slower than their peers beyond the steps' spread over ``rows``
+    (``slow_ranks``; the node with the most own time per step, the ranks with the most),
+    input waits and rank-only work (when they take 5 % of the own time), exposed transfers,
+    and the first two of these together. A rank within the spread is no candidate: fixing
+    it would only take its jitter away (the what-if's ``jitter_ms``)."""
     own = grid.own_ns().mean(axis=0)
+    slow, slow_nodes = slow_ranks(grid, hosts, rows)
     causes = []
-    by_host: dict[str, list[int]] = {}
-    for i, rank in enumerate(grid.ranks.tolist()):
-        by_host.setdefault(hosts.get(rank, ""), []).append(i)
-    if len(by_host) > 1 and "" not in by_host:
-        host = max(sorted(by_host), key=lambda h: float(own[by_host[h]].mean()))
+    if len(slow_nodes):
+        host_of = np.array([hosts.get(int(r), "") for r in grid.ranks])
+        host = max(sorted(slow_nodes), key=lambda h: float(own[host_of == h].mean()))
         causes.append(f"node:{host}")
-    order = np.argsort(-own, kind="stable")[: min(limit, len(grid.ranks) - 1)]
-    causes += [f"rank:{int(grid.ranks[i])}" for i in order]
+    order = [i for i in np.argsort(-own, kind="stable") if slow[i]]
+    causes += [f"rank:{int(grid.ranks[i])}" for i in order[: min(limit, len(grid.ranks) - 1)]]
     own_total = float(grid.own_ns().sum())
     for name in CANDIDATE_PHASES:
         if name in grid.phase_ns and grid.phase_ns[name].sum() >= PHASE_CANDIDATE_SHARE * own_total:

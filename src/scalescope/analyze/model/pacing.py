@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scalescope.analyze.model.peers import median_peer, slower_than_peers
 from scalescope.analyze.model.step_grid import StepGrid, instances
 
 OWN_FIELDS = ("work_ns", "prejoin_ns", "post_ns", "gap_ns")
@@ -61,43 +62,83 @@ def link_classes(
     return sh.cls[sh.inst], (on & subgroup)[sh.inst], subgroup[sh.inst]
 
 
-def median_peer(total: np.ndarray) -> np.ndarray:
-    """(steps, ranks) -> for each rank, the rank among the others whose ``total`` is their
-    median (the lower one of an even count), step by step. With two ranks, the other: a
-    median that counted the slow rank would be half of it."""
-    n = total.shape[1]
-    order = np.argsort(total, axis=1, kind="stable")
-    place = np.empty_like(order)
-    np.put_along_axis(place, order, np.broadcast_to(np.arange(n), order.shape), axis=1)
-    middle = (n - 2) // 2
-    return np.take_along_axis(order, np.where(middle < place, middle, middle + 1), axis=1)
+def rank_totals(grid: StepGrid) -> np.ndarray:
+    """(steps, ranks): each rank's own time per step, gaps in."""
+    return grid.own_ns() + grid.gap_ns
 
 
-def ideal(grid: StepGrid, hosts: dict[int, str]) -> StepGrid:
-    """The step with no slow rank, node or link: a rank whose own time in a step exceeds
-    that of the median one of the other ranks does that rank's work instead (its parts
+def slow_ranks(
+    grid: StepGrid, hosts: dict[int, str], rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """bool per rank: slower than its median peer beyond the steps' spread (peers.py), over
+    ``rows`` (default: all), itself or as one of a node slower than the median node; and
+    the nodes that are, as a list of host names (with several nodes, every host known)."""
+    rows = slice(None) if rows is None else rows
+    total = rank_totals(grid)[rows]
+    step = float(np.median(grid.step_ns[rows]))
+    slow = slower_than_peers(total, step).slower
+    host = [hosts.get(int(r), "") for r in grid.ranks]
+    names = sorted(set(host))
+    if len(names) < 2 or "" in names:
+        return slow, np.array([], dtype=str)
+    member = np.array([[h == n for n in names] for h in host])
+    per_node = total @ member / member.sum(axis=0)
+    slow_nodes = slower_than_peers(per_node, step).slower
+    return slow | (member & slow_nodes).any(axis=1), np.array(names)[slow_nodes]
+
+
+def ideal(grid: StepGrid, hosts: dict[int, str], rows: np.ndarray | None = None) -> StepGrid:
+    """The step with no slow rank, node or link: a rank slower than its peers beyond their
+    step-to-step spread (``slow_ranks`` over ``rows``), in a step where its own time exceeds
+    that of the median one of the other ranks, does that rank's work instead (its parts
     whole, not each part's minimum, which noise would bias low), and no group transfers
-    slower on average than the typical group of its class (``typical_transfers``)."""
+    slower on average than the typical group of its class (``typical_transfers``). Ranks
+    within the spread keep their time: their jitter is no cause (``at_own_median``)."""
     if len(grid.ranks) < 2:
         return grid
-    total = grid.own_ns() + grid.gap_ns
+    total = rank_totals(grid)
     peer = median_peer(total)
-    slower = total > np.take_along_axis(total, peer, axis=1)
+    slower = (total > np.take_along_axis(total, peer, axis=1)) & slow_ranks(grid, hosts, rows)[0]
 
     def paced(a: np.ndarray) -> np.ndarray:
         theirs = np.take_along_axis(a, peer.reshape(peer.shape + (1,) * (a.ndim - 2)), axis=1)
         return np.where(slower.reshape(slower.shape + (1,) * (a.ndim - 2)), theirs, a)
 
     return replace(
-        grid, transfer_ns=typical_transfers(grid, hosts),
+        grid, transfer_ns=typical_transfers(grid, hosts, rows),
         **{f: paced(getattr(grid, f)) for f in OWN_FIELDS},
     )  # fmt: skip
 
 
-def typical_transfers(grid: StepGrid, hosts: dict[int, str]) -> np.ndarray:
+def at_own_median(
+    grid: StepGrid, rows: np.ndarray | None = None, keep: np.ndarray | None = None
+) -> StepGrid:
+    """Every rank's own time, in every step, as in its own median step over ``rows``
+    (default: all; the parts of that step whole, of the middle two averaged): the step
+    without jitter, each rank as slow or fast as it typically is. ``keep`` (bool per rank):
+    ranks left as measured, the slow ones, whose excess is a cause and not jitter. What the
+    replay as measured loses against it is the jitter's cost, no rank's."""
+    rows = np.arange(grid.shape[0])[slice(None) if rows is None else rows]
+    order = np.argsort(rank_totals(grid)[rows], axis=0, kind="stable")
+    lo, hi = rows[order[(len(rows) - 1) // 2]], rows[order[len(rows) // 2]]
+    cols = np.arange(len(grid.ranks))
+    keep = np.zeros(len(cols), dtype=bool) if keep is None else keep
+
+    def steady(a: np.ndarray) -> np.ndarray:
+        middle = np.broadcast_to((a[lo, cols] + a[hi, cols]) / 2, a.shape)
+        return np.where(keep.reshape((1, -1) + (1,) * (a.ndim - 2)), a, middle)
+
+    return replace(grid, **{f: steady(getattr(grid, f)) for f in OWN_FIELDS})
+
+
+def typical_transfers(
+    grid: StepGrid, hosts: dict[int, str], rows: np.ndarray | None = None
+) -> np.ndarray:
     """Each group's transfers scaled down, where their mean over the steps exceeds it, to
-    the median of the means of the groups of its class: a slow link's groups move at their
-    peers' pace, and a collective's step-to-step spread, which no fix removes, stays in."""
+    the median of the means of the groups of its class, when that group is slower than the
+    others of its class beyond their step-to-step spread over ``rows`` (``slow_groups``): a
+    slow link's groups move at their peers' pace, and a collective's step-to-step spread,
+    which no fix removes, stays in."""
     sh = _shapes(grid, hosts)
     n = len(sh.size)
     mean = np.zeros(n)
@@ -106,8 +147,29 @@ def typical_transfers(grid: StepGrid, hosts: dict[int, str]) -> np.ndarray:
     typical = np.empty(n)
     for c in np.unique(sh.cls):
         typical[sh.cls == c] = np.median(mean[sh.cls == c])
-    scale = np.where(mean > typical, typical / np.where(mean > 0, mean, 1.0), 1.0)
+    slow = slow_groups(grid, sh, rows)
+    scale = np.where(slow & (mean > typical), typical / np.where(mean > 0, mean, 1.0), 1.0)
     return grid.transfer_ns * scale[sh.inst]
+
+
+def slow_groups(grid: StepGrid, sh: _Shapes, rows: np.ndarray | None = None) -> np.ndarray:
+    """bool per instance: its group's transfers in its class, summed per step, slower than
+    the median other group's of the class beyond their step-to-step spread (peers.py)."""
+    rows = slice(None) if rows is None else rows
+    flat = grid.transfer_ns[rows].reshape(-1, sh.inst.size)
+    per_inst = np.stack([np.bincount(sh.inst.ravel(), w, len(sh.size)) for w in flat])
+    per_inst /= sh.size
+    group = grid.group.ravel()[np.unique(sh.inst.ravel(), return_index=True)[1]]
+    step = float(np.median(grid.step_ns[rows]))
+    slow = np.zeros(len(sh.size), dtype=bool)
+    for c in np.unique(sh.cls):
+        mine = np.flatnonzero(sh.cls == c)
+        groups, of = np.unique(group[mine], return_inverse=True)
+        if len(groups) < 2:
+            continue
+        totals = np.stack([per_inst[:, mine[of == g]].sum(axis=1) for g in range(len(groups))], 1)
+        slow[mine] = slower_than_peers(totals, step).slower[of]
+    return slow
 
 
 def at_peers_pace(grid: StepGrid, idx: np.ndarray) -> StepGrid:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.model.causes import apply_fix, candidate_causes, phases_named
-from scalescope.analyze.model.pacing import ideal
+from scalescope.analyze.model.pacing import at_own_median, ideal, slow_ranks
 from scalescope.analyze.model.replay import Prediction, ReplayTimes, predict, replay
 from scalescope.analyze.model.step_grid import StepGrid, build_grid
 from scalescope.analyze.ranks.clocks import ClockAlignment
@@ -53,6 +53,16 @@ class WhatIf:
     """The step with every slow rank, node and link fixed at once (``ideal``, pacing.py)."""
     refused: tuple[tuple[str, str], ...] = ()
     """(cause, why in one line) for each cause the model could not replay."""
+    steady: Prediction | None = None
+    """The steps replayed with each rank's own time at its own median (``at_own_median``):
+    the run without jitter."""
+    jitter_ms: float | None = None
+    """The replay as measured minus ``steady`` (mean steps): what the ranks' step-to-step
+    spread costs, the slowest of several noisy ranks setting each step's pace. No fix of a
+    rank's buys it back, and no rank is credited with it."""
+    beyond_spread: tuple[str, ...] = ()
+    """``rank:N`` and ``node:HOST`` of the ranks and nodes slower than their peers beyond the
+    steps' spread (``slow_ranks``): the only ranks and nodes that are causes."""
 
     @property
     def slowdown(self) -> float | None:
@@ -107,12 +117,12 @@ def what_if_of(
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
     chosen = causes is None
     if causes is None:
-        found = candidate_causes(grid, hosts)
+        found = candidate_causes(grid, hosts, rows=rows)
         causes = found + [c for c in dict.fromkeys(extra) if c not in found]
     fixes, refused = [], []
     for cause in causes:
         try:
-            fixed, note, before = apply_fix(grid, cause, hosts)
+            fixed, note, before = apply_fix(grid, cause, hosts, rows)
             after = predict(fixed, cause, rows if before is None else before)
         except ValueError as exc:
             refused.append((cause, str(exc)))
@@ -124,12 +134,16 @@ def what_if_of(
         fixes.append(Fix(cause, after, gain, pct, rate, note, since))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
-    ideal_step = predict(ideal(grid, hosts), "ideal", rows)
+    ideal_step = predict(ideal(grid, hosts, rows), "ideal", rows)
+    slow, slow_nodes = slow_ranks(grid, hosts, rows)
+    steady = predict(at_own_median(grid, rows, keep=slow), "steady", rows)
+    beyond = (*(f"node:{h}" for h in slow_nodes), *(f"rank:{int(r)}" for r in grid.ranks[slow]))
     return WhatIf(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
         collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
-        ideal=ideal_step, refused=tuple(refused),
+        ideal=ideal_step, refused=tuple(refused), steady=steady,
+        jitter_ms=base.mean_ms - steady.mean_ms, beyond_spread=beyond,
     )  # fmt: skip
 
 
@@ -191,8 +205,9 @@ def replay_timeline(
 ) -> WhatIfTimeline:  # fmt: skip
     """The last ``steps`` measured steps of ``grid`` replayed as measured, and the same
     number replayed with ``cause`` fixed (from the steps it is judged by), on up to 16 ranks."""
-    fixed, note, before = apply_fix(grid, cause, hosts)
-    measured = np.flatnonzero(measured_rows(grid, warmup_steps)[0])
+    rows = measured_rows(grid, warmup_steps)[0]
+    fixed, note, before = apply_fix(grid, cause, hosts, rows)
+    measured = np.flatnonzero(rows)
     fixed_rows = measured if before is None else np.arange(grid.shape[0])[before]
     ranks = np.arange(min(len(grid.ranks), TIMELINE_RANKS))
     a = _window(replay(grid, keep_times=True).times, measured[-steps:], ranks)

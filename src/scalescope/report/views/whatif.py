@@ -66,7 +66,18 @@ def _blocks(result: WhatIf) -> list[Block]:
             )
         )
     blocks += [Line(f"{cause}: not replayed: {why}") for cause, why in result.refused]
+    if result.steady is not None and result.jitter_ms is not None:
+        blocks.append(Line(_jitter_words(result.jitter_ms, result.replayed.mean_ms)))
     return blocks + [Line(f"Left out of the model: {why}.") for why in result.left_out]
+
+
+def _jitter_words(jitter_ms: float, mean_ms: float) -> str:
+    pct = 100.0 * jitter_ms / mean_ms if mean_ms > 0 else 0.0
+    return (
+        f"Jitter: {jitter_ms:+.2f} ms ({pct:+.1f} %) a step: the replay as measured against "
+        "every rank within the spread at its own median step (the steps' spread, the slowest "
+        "of noisy ranks setting each step's pace): no rank's cause, no fix above buys it back."
+    )
 
 
 TITLE = "What fixing each cause buys (replayed)"

@@ -1,0 +1,108 @@
+"""Noise apart from cause: which ranks (or nodes) are slower than their peers beyond the
+peers' step-to-step spread. Each one's time in a step is paired with its median peer's in the
+same step; a one-sided paired t-test on those differences, Holm-corrected across the ranks
+at ``ALPHA``, and a mean excess of at least ``MIN_EFFECT`` of the step. A rank that is only
+sometimes the slower one, as every rank is among noisy replicas, passes neither.
+
+The t-test, not a sign or signed-rank test: with 5 measured steps those can never reach
+p < 0.01 (their smallest p is 1/32), and a 5-step run with a rank twice as slow in every step
+is a cause. A one-off stall widens the differences' spread, so it does not pass either."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+ALPHA = 0.01
+"""The family-wise error rate over the ranks tested: one run in a hundred of replicas with
+no cause names one."""
+MIN_EFFECT = 0.02
+"""The smallest mean excess over the median peer that is a cause, as a share of the step."""
+
+
+@dataclass(frozen=True)
+class PeerTest:
+    """Per rank (or node), in the order of the matrix's columns."""
+
+    excess_ns: np.ndarray
+    """The mean over steps of its time minus its median peer's, step by step."""
+    p: np.ndarray
+    """The one-sided p-value that it is no slower than its median peer."""
+    slower: np.ndarray
+    """bool: slower beyond the peers' spread (Holm at ``ALPHA``) by at least the minimum."""
+
+
+def median_peer(total: np.ndarray) -> np.ndarray:
+    """(steps, ranks) -> for each rank, the rank among the others whose ``total`` is their
+    median (the lower one of an even count), step by step. With two ranks, the other: a
+    median that counted the slow rank would be half of it."""
+    n = total.shape[1]
+    order = np.argsort(total, axis=1, kind="stable")
+    place = np.empty_like(order)
+    np.put_along_axis(place, order, np.broadcast_to(np.arange(n), order.shape), axis=1)
+    middle = (n - 2) // 2
+    return np.take_along_axis(order, np.where(middle < place, middle, middle + 1), axis=1)
+
+
+def slower_than_peers(
+    total: np.ndarray, step_ns: float, alpha: float = ALPHA, min_effect: float = MIN_EFFECT
+) -> PeerTest:
+    """(steps, ranks) of each rank's time in each step -> which ranks are slower than their
+    median peer beyond the step-to-step spread of the differences. ``step_ns``: the typical
+    step the minimum effect is a share of. Fewer than 2 ranks or 2 steps: none is."""
+    if total.ndim != 2:
+        raise ValueError(f"peer test: (steps, ranks) expected, got shape {total.shape}")
+    n_steps, n_ranks = total.shape
+    if n_ranks < 2 or n_steps < 2:
+        zeros = np.zeros(n_ranks)
+        return PeerTest(zeros, np.ones(n_ranks), np.zeros(n_ranks, dtype=bool))
+    diff = total - np.take_along_axis(total, median_peer(total), axis=1)
+    excess = diff.mean(axis=0)
+    sd = diff.std(axis=0, ddof=1)
+    p = np.array([_t_above(m, s, n_steps) for m, s in zip(excess, sd, strict=True)])
+    slower = holm(p, alpha) & (excess >= min_effect * step_ns)
+    return PeerTest(excess, p, slower)
+
+
+def _t_above(mean: float, sd: float, n: int) -> float:
+    """P(a mean this large | differences centred on zero), Student's t with n-1 degrees."""
+    if sd <= 0:
+        return 0.0 if mean > 0 else 1.0
+    return t_upper(mean / (sd / math.sqrt(n)), n - 1)
+
+
+def t_upper(t: float, df: int) -> float:
+    """P(T >= t) for Student's t with ``df`` degrees of freedom, exactly (Abramowitz and
+    Stegun 26.7.3-4: a finite series in cos of atan(t / sqrt(df)))."""
+    if df < 1:
+        raise ValueError(f"t distribution: degrees of freedom must be >= 1, got {df}")
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:
+        term, total = math.cos(theta), 0.0
+        for k in range(3, df + 1, 2):
+            total += term
+            term *= c2 * (k - 1) / k
+        inside = 2 / math.pi * (theta + s * total) if df > 1 else 2 * theta / math.pi
+    else:
+        term, total = 1.0, 0.0
+        for k in range(2, df + 1, 2):
+            total += term
+            term *= c2 * (k - 1) / k
+        inside = s * total
+    tail = max(0.0, (1 - inside) / 2)
+    return tail if t >= 0 else 1 - tail
+
+
+def holm(p: np.ndarray, alpha: float) -> np.ndarray:
+    """Holm's step-down: the k-th smallest p is rejected against alpha / (m - k + 1), until
+    the first that is not (bool per p, in the input's order)."""
+    order = np.argsort(p, kind="stable")
+    limits = alpha / (len(p) - np.arange(len(p)))
+    passed = p[order] < limits
+    keep = np.cumprod(passed).astype(bool)
+    out = np.zeros(len(p), dtype=bool)
+    out[order] = keep
+    return out

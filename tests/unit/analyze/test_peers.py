@@ -1,0 +1,87 @@
+"""Noise apart from cause (analyze/model/peers.py): a rank is slower than its peers only
+beyond their step-to-step spread, Holm-corrected across ranks, by at least 2 % of the step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalescope.analyze.model.peers import holm, slower_than_peers, t_upper
+
+STEP = 100e6
+
+
+def _noisy(steps: int, ranks: int, seed: int, sd: float = 5e6) -> np.ndarray:
+    return STEP + np.random.default_rng(seed).normal(0.0, sd, (steps, ranks))
+
+
+def test_no_fault_names_no_rank_over_many_draws():
+    named = sum(slower_than_peers(_noisy(30, 8, seed), STEP).slower.any() for seed in range(200))
+    assert named <= 4
+
+
+def test_one_slow_rank_is_named_alone():
+    total = _noisy(20, 8, 1)
+    total[:, 5] += 10e6
+    test = slower_than_peers(total, STEP)
+    assert test.slower.tolist() == [i == 5 for i in range(8)]
+    assert test.excess_ns[5] == pytest.approx(10e6, rel=0.5)
+    assert test.p[5] < 1e-4
+
+
+def test_jitter_only_the_slowest_in_each_step_is_no_cause():
+    total = np.full((12, 4), STEP)
+    total[np.arange(12), np.arange(12) % 4] += 40e6
+    assert not slower_than_peers(total, STEP).slower.any()
+
+
+def test_two_ranks_the_slower_in_every_step_of_five_is_a_cause():
+    other = np.array([900.0, 950.0, 880.0, 910.0, 930.0]) * 1e6
+    total = np.stack([other, other + np.array([930.0, 891.0, 962.0, 853.0, 951.0]) * 1e6], 1)
+    assert slower_than_peers(total, 1800e6).slower.tolist() == [False, True]
+
+
+def test_two_ranks_trading_places_is_noise():
+    """The recorded balanced run's differences: rank 0 ahead in 4 of 5 steps, once far behind."""
+    diff = np.array([84.2, 60.9, 358.7, -277.9, 70.2]) * 1e6
+    total = np.stack([1200e6 + diff, np.full(5, 1200e6)], 1)
+    test = slower_than_peers(total, 1260e6)
+    assert not test.slower.any()
+    assert test.p[0] > 0.1
+
+
+def test_a_consistent_excess_below_the_minimum_effect_is_no_cause():
+    total = np.full((50, 4), STEP) + np.random.default_rng(3).normal(0, 0.1e6, (50, 4))
+    total[:, 2] += 1e6
+    test = slower_than_peers(total, STEP)
+    assert test.p[2] < 1e-6
+    assert not test.slower.any()
+
+
+def test_one_stall_does_not_make_a_rank_slow():
+    total = _noisy(30, 4, 7, sd=1e6)
+    total[10, 1] += 500e6
+    assert not slower_than_peers(total, STEP).slower.any()
+
+
+def test_too_few_steps_or_ranks_name_none():
+    assert not slower_than_peers(np.array([[1.0, 9.0]]), 5.0).slower.any()
+    assert slower_than_peers(np.ones((5, 1)), 1.0).slower.tolist() == [False]
+    with pytest.raises(ValueError, match="steps, ranks"):
+        slower_than_peers(np.ones(5), 1.0)
+
+
+def test_t_upper_against_tables():
+    assert t_upper(2.0, 10) == pytest.approx(0.03669, abs=1e-5)
+    assert t_upper(1.0, 1) == pytest.approx(0.25)
+    assert t_upper(3.365, 5) == pytest.approx(0.01, abs=1e-4)
+    assert t_upper(-1.0, 1) == pytest.approx(0.75)
+    assert t_upper(2.326, 100000) == pytest.approx(0.01, abs=1e-4)
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        t_upper(1.0, 0)
+
+
+def test_holm_steps_down_and_stops_at_the_first_kept():
+    p = np.array([0.004, 0.0001, 0.03, 0.006])
+    assert holm(p, 0.01).tolist() == [False, True, False, False]
+    assert holm(np.array([0.001, 0.004]), 0.01).tolist() == [True, True]
