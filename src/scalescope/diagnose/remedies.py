@@ -16,6 +16,8 @@ REMEDIES: dict[str, str] = {
     "(the Pipeline stages table) and keep the transfers small",
     "zero_bubble": "a zero-bubble schedule (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) "
     "fills the bubble with the weight gradients' backward",
+    "lighten_bound": "even the stages' compute per microbatch: {bound} computes {ms:.2f} ms, "
+    "{light} {light_ms:.2f} ms; move layers off {bound} to its neighbours",
     "move_blocks": "move {n} block(s) ({names}) from stage {source} to stage {target}: the "
     "slowest stage then computes {slowest:.1f} ms per microbatch, predicted step "
     "{step:.1f} ms (now {now:.1f} ms)",
