@@ -5,12 +5,9 @@ Ranks of different stages do different work: the rules that compare ranks as rep
 
 from __future__ import annotations
 
-from scalescope.analyze.layouts.pipeline import (
-    PipelineAnalysis,
-    StageFigures,
-    theory_bubble_pct,
-    zero_bubble,
-)
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis, theory_bubble_pct
+from scalescope.analyze.layouts.schedule_replay import zero_bubble
+from scalescope.analyze.layouts.stage_figures import StageFigures
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput
 
@@ -142,7 +139,9 @@ def _bound_remedies(idle: StageFigures, bound: StageFigures | None) -> tuple[str
 
 class StageImbalanceRule:
     """The bound stage computes more per microbatch than another, and moving border blocks
-    shortens the predicted step by ``IMBALANCE_GAIN_PCT`` or more."""
+    shortens the replayed step by ``IMBALANCE_GAIN_PCT`` or more of the measured step (the
+    saving: the schedule's replay before the move less the replay after,
+    analyze/layouts/block_move.py)."""
 
     name = "pipeline stage imbalance"
 
@@ -158,7 +157,7 @@ class StageImbalanceRule:
         move = pipe.move if pipe is not None else None
         if pipe is None or move is None:
             return None
-        saved = pipe.step_ms - move.predicted_step_ms
+        saved = move.gain_ms
         share = 100 * saved / pipe.step_ms if pipe.step_ms else 0.0
         if share < IMBALANCE_GAIN_PCT:
             return None
@@ -185,8 +184,12 @@ class StageImbalanceRule:
                 for f in pipe.ranks
             )
             + (
-                Evidence("predicted step after the move", round(move.predicted_step_ms, 1), "ms"),
+                Evidence("replayed step after the move", round(move.predicted_step_ms, 1), "ms"),
+                Evidence("replayed step now", round(move.replayed_step_ms, 1), "ms"),
                 Evidence("measured step", round(pipe.step_ms, 1), "ms"),
+                Evidence(
+                    "replay now against the measured step", round(move.replay_error_pct, 1), "%"
+                ),
             ),  # fmt: skip
             remedies=(
                 remedy(
@@ -197,12 +200,14 @@ class StageImbalanceRule:
                     target=move.target,
                     slowest=move.slowest_ms_per_microbatch,
                     step=move.predicted_step_ms,
+                    before=move.replayed_step_ms,
                     now=pipe.step_ms,
                 ),
             ),  # fmt: skip
             rank=heavy.rank,
-            basis="estimate: step - (m + p - 1) x the slowest stage's compute per microbatch "
-            "saved by the move",
+            basis=f"estimate: the {pipe.schedule} schedule replayed with each stage's measured "
+            f"times, before and after the move (the replay now {move.replay_error_pct:+.0f}% "
+            "off the measured step)",
         )
 
 

@@ -112,20 +112,32 @@ def test_each_stage_compute_per_microbatch_and_bubble(pipeline_run):
 
 
 def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
-    """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front
-    of stage 1 leave 18 and 18; step 200 - (4 + 2 - 1) x (27 - 18) = 155 ms."""
+    """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front of
+    stage 1 leave 18 and 18. 1F1B replayed: (m - 1) x the slowest + the sum of the stages,
+    3 x 27 + 36 = 117 ms, + stage 0's optimizer 1 = 118 before; 3 x 18 + 36 + 1 = 91 after:
+    27 ms saved (the old formula's (m + p - 1) x 9 = 45 ms, the issue's example). The
+    hand-built rows leave 82 ms of the 200 ms step outside every phase with no send or recv
+    to tell it: the replay is 41% under the measured step, and says so."""
     move = analysed(pipeline_run).pipeline.move
     assert (move.source, move.target, move.blocks, move.names) == (1, 0, 2, ("0", "1"))
     assert move.slowest_ms_per_microbatch == pytest.approx(18.0)
-    assert move.predicted_step_ms == pytest.approx(155.0)
+    assert move.replayed_step_ms == pytest.approx(118.0)
+    assert move.predicted_step_ms == pytest.approx(91.0)
+    assert move.gain_ms == pytest.approx(27.0)
+    assert move.replay_error_pct == pytest.approx(100 * (118 - STEP_MS) / STEP_MS)
 
 
 def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
     analysis = analysed(pipeline_run)
     findings = {f.code: f for f in diagnose_run(pipeline_run, analysis).findings}
     imbalance = findings["STAGE_IMBALANCE"]
-    assert imbalance.saved_ms_per_step == pytest.approx(45.0)
+    assert imbalance.saved_ms_per_step == pytest.approx(27.0), "the replay's gain, not 45"
     assert "move 2 block(s) (0, 1) from stage 1 to stage 0" in imbalance.remedies[0]
+    assert (
+        "a step of 91.0 ms, against 118.0 ms replayed now (measured 200.0 ms)"
+        in (imbalance.remedies[0])
+    )
+    assert "replayed" in imbalance.basis and "-41% off the measured step" in imbalance.basis
     bubble = findings["PIPELINE_BUBBLE"]
     assert bubble.rank == 1 and bubble.share_pct == pytest.approx(81.5)
     assert bubble.summary.startswith(
