@@ -12,7 +12,7 @@ from scalescope.analyze.layouts.pipeline import theory_bubble_pct
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import Kind
 from scalescope.events.run import BlockMeta, PipelineMeta, RankMeta
-from scalescope.report.document import Table
+from scalescope.report.document import Line, Table
 from scalescope.report.media.report_json import report_json
 from scalescope.report.views.pipeline import pipeline_section
 from scalescope.report.views.rank_summary import ALL_IN_JSON, RANK_ROWS_LIMIT
@@ -118,13 +118,19 @@ def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
     27 ms saved (the old formula's (m + p - 1) x 9 = 45 ms, the issue's example). The
     hand-built rows leave 82 ms of the 200 ms step outside every phase with no send or recv
     to tell it: the replay is 41% under the measured step, and says so."""
-    move = analysed(pipeline_run).pipeline.move
+    analysis = analysed(pipeline_run)
+    move = analysis.pipeline.move
     assert (move.source, move.target, move.blocks, move.names) == (1, 0, 2, ("0", "1"))
     assert move.slowest_ms_per_microbatch == pytest.approx(18.0)
     assert move.replayed_step_ms == pytest.approx(118.0)
     assert move.predicted_step_ms == pytest.approx(91.0)
     assert move.gain_ms == pytest.approx(27.0)
     assert move.replay_error_pct == pytest.approx(100 * (118 - STEP_MS) / STEP_MS)
+    lines = [b.text for b in pipeline_section(analysis).blocks if isinstance(b, Line)]
+    assert (
+        "move 2 block(s) (0, 1) from stage 1 to stage 0: predicted step 91.0 ms, the schedule "
+        "replayed (now 118.0 ms: -41% off the measured step)" in lines
+    )
 
 
 def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
