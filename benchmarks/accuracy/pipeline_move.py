@@ -4,8 +4,10 @@ own clock.
 A two-stage ``torch.distributed.pipelining`` run of tests/e2e/scripts/pp_train.py with
 unequal stages (``--split 2`` of ``--blocks 8``: stage 1 holds three times the blocks) under
 ``scalescope run``; its report proposes moving N blocks from the heavier stage to the other
-(analyze/layouts/pipeline.py ``BlockMove``, built from the measured per-block times) with a
-predicted step. The same script then runs with the blocks moved (``--split 2 + N``) under plain
+(analyze/layouts/block_move.py ``BlockMove``, built from the measured per-block times) with a
+predicted step: the schedule replayed after the move (its replay before the move is printed
+with its error against the measured step, and the replay's gain beside the measured one).
+The same script then runs with the blocks moved (``--split 2 + N``) under plain
 torchrun, and its step by its own clock (``PP_CLOCK step_ms``) is set beside the prediction.
 Interleaved: (unbalanced, moved), (moved, unbalanced), ... ``--repeats`` pairs, medians.
 
@@ -74,6 +76,8 @@ class Proposal:
     blocks: int
     """Blocks to move from stage 1 to stage 0 (negative: the other way)."""
     predicted_step_ms: float
+    replayed_step_ms: float
+    """The schedule replayed with the measured times: the step before the move."""
     probe_step_ms: float
     own_step_ms: float
 
@@ -92,8 +96,8 @@ def profiled(tmp: Path, args: argparse.Namespace) -> Proposal:
     if not move:
         raise SystemExit(f"no block move proposed: stage bounds {pipe['bound_stage']}")
     sign = 1 if (move["source"], move["target"]) == (1, 0) else -1
-    return Proposal(sign * move["blocks"], move["predicted_step_ms"], pipe["step_ms"],
-                    own_step_ms(proc.stdout))  # fmt: skip
+    return Proposal(sign * move["blocks"], move["predicted_step_ms"], move["replayed_step_ms"],
+                    pipe["step_ms"], own_step_ms(proc.stdout))  # fmt: skip
 
 
 def moved(tmp: Path, args: argparse.Namespace, blocks: int) -> float:
@@ -123,7 +127,10 @@ def main() -> int:
             print(f"pair {i + 1}: unbalanced {proposal.own_step_ms:.1f} ms (own clock), "
                   f"{proposal.probe_step_ms:.1f} ms (probe); move {blocks} block(s): predicted "
                   f"{proposal.predicted_step_ms:.1f} ms, measured {measured:.1f} ms "
-                  f"(ratio {measured / proposal.predicted_step_ms:.3f})", flush=True)  # fmt: skip
+                  f"(ratio {measured / proposal.predicted_step_ms:.3f}); replayed before "
+                  f"{proposal.replayed_step_ms:.1f} ms; gain replayed "
+                  f"{proposal.replayed_step_ms - proposal.predicted_step_ms:.1f} ms, measured "
+                  f"{proposal.own_step_ms - measured:.1f} ms", flush=True)  # fmt: skip
     predicted = statistics.median(p.predicted_step_ms for p, _ in rows)
     measured = statistics.median(m for _, m in rows)
     before = statistics.median(p.own_step_ms for p, _ in rows)

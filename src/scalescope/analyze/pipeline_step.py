@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.layouts.pipeline import PipelineAnalysis, StageFigures
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
+from scalescope.analyze.layouts.stage_figures import StageFigures
 from scalescope.events import EventTable, Kind, Run
 
 

@@ -124,6 +124,8 @@ SUMMARIES: dict[str, str] = {
     "{mbytes:.1f} MB per step",
     "PIPELINE_BUBBLE": "{stage} idles {share:.0f}% of each step in the pipeline's "
     "bubble ({schedule}, {stages}, {m} microbatches: theory {theory:.0f}%)",
+    "PIPELINE_BUBBLE_BOUND": "{bound} bounds the pipeline: the others idle up to {share:.0f}% "
+    "of each step waiting for it ({schedule}, {stages}, {m} microbatches: theory {theory:.0f}%)",
     "STAGE_IMBALANCE": "the pipeline's stages are imbalanced: stage {stage} computes {ms:.1f} "
     "ms per microbatch, stage {light} {light_ms:.1f} ms; stage {stage} bounds the step",
     "STRAGGLER": "rank {rank} is late{where}: it is busy {share:.0f}% of a step longer than "

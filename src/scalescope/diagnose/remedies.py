@@ -16,9 +16,11 @@ REMEDIES: dict[str, str] = {
     "(the Pipeline stages table) and keep the transfers small",
     "zero_bubble": "a zero-bubble schedule (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) "
     "fills the bubble with the weight gradients' backward",
+    "lighten_bound": "even the stages' compute per microbatch: {bound} computes {ms:.2f} ms, "
+    "{light} {light_ms:.2f} ms; move layers off {bound} to its neighbours",
     "move_blocks": "move {n} block(s) ({names}) from stage {source} to stage {target}: the "
-    "slowest stage then computes {slowest:.1f} ms per microbatch, predicted step "
-    "{step:.1f} ms (now {now:.1f} ms)",
+    "slowest stage then computes {slowest:.1f} ms per microbatch; the schedule replayed gives "
+    "a step of {step:.1f} ms, against {before:.1f} ms replayed now (measured {now:.1f} ms)",
     "workers": "load batches while the step runs: `scalescope bench --workers {n}`, i.e. "
     "DataLoader(num_workers={n}, persistent_workers=True, prefetch_factor=2)",
     "more_workers": "the {n} workers per rank do not keep up: raise `--workers` "

@@ -5,12 +5,9 @@ Ranks of different stages do different work: the rules that compare ranks as rep
 
 from __future__ import annotations
 
-from scalescope.analyze.layouts.pipeline import (
-    PipelineAnalysis,
-    StageFigures,
-    theory_bubble_pct,
-    zero_bubble,
-)
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis, theory_bubble_pct
+from scalescope.analyze.layouts.schedule_replay import zero_bubble
+from scalescope.analyze.layouts.stage_figures import StageFigures
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
 from scalescope.diagnose.rules_input import DiagnosisInput
 
@@ -20,6 +17,9 @@ IMBALANCE_GAIN_PCT = 10.0
 """A block move that shortens the step by this share (%) or more is a finding."""
 CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
 """Findings that account for ranks of unequal busy time (a stage's lateness is its work)."""
+BOUND_RATIO = 1.25
+"""A stage computing this many times the idlest stage's time per microbatch bounds the
+pipeline: the idlest stage's bubble is its wait for that stage, and that stage the cause."""
 BUBBLE_BASIS = "estimate: the step less the theory's bubble at twice the microbatches"
 REPLICA_CODES = frozenset({"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"})
 """Findings that compare ranks as replicas doing the same work."""
@@ -33,6 +33,19 @@ def different_stages(ctx: DiagnosisInput) -> bool:
 
 def _idlest(pipe: PipelineAnalysis) -> StageFigures:
     return max(pipe.ranks, key=lambda f: f.bubble_pct)
+
+
+def bounding(pipe: PipelineAnalysis, idle: StageFigures) -> StageFigures | None:
+    """The bound stage's busiest rank where that stage, not the schedule, makes ``idle``
+    wait: another stage, computing ``BOUND_RATIO`` times as much per microbatch."""
+    bound = max(
+        (f for f in pipe.ranks if f.stage == pipe.bound_stage),
+        key=lambda f: f.compute_ms_per_microbatch,
+    )
+    if bound.stage == idle.stage:
+        return None
+    heavier = bound.compute_ms_per_microbatch >= BOUND_RATIO * idle.compute_ms_per_microbatch
+    return bound if heavier else None
 
 
 def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
@@ -53,7 +66,9 @@ def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
 
 class PipelineBubbleRule:
     """A stage idles ``BUBBLE_PCT`` or more of its step. Saving: the bubble's theory at twice
-    the microbatches, taken off the step (the measured bubble beyond the theory is left)."""
+    the microbatches, taken off the step (the measured bubble beyond the theory is left).
+    Where another stage bounds the pipeline (``bounding``), the finding names that stage and
+    its rank: the idlest stage only waits for it."""
 
     name = "pipeline bubble"
 
@@ -70,45 +85,63 @@ class PipelineBubbleRule:
         better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
         saved = max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0)
         no_theory = zero_bubble(pipe.schedule)
+        bound = bounding(pipe, f)
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
-            summary=summary(
-                "PIPELINE_BUBBLE",
-                stage=f.label,
-                share=f.bubble_pct,
-                schedule=pipe.schedule,
-                stages=pipe.shape,
-                m=pipe.microbatches,
-                theory=pipe.theory_bubble_pct,
-            ),  # fmt: skip
+            summary=_bubble_summary(pipe, f, bound),
             share_pct=round(f.bubble_pct, 1),
             saved_ms_per_step=None if no_theory else round(saved, 2),
-            evidence=(
-                Evidence(
-                    "bubble of the idlest stage",
-                    round(f.bubble_pct, 1),
-                    "% of step time",
-                    BUBBLE_PCT,
-                    ">=",
-                ),
-                Evidence("bubble per step", round(f.bubble_ms, 1), "ms"),
-                Evidence("of it, blocked waiting for the peer", round(f.wait_ms, 1), "ms"),
-                Evidence(
-                    "schedule's theory (p-1)/(v*m+p-1)",
-                    round(pipe.theory_bubble_pct, 1),
-                    "% of step time",
-                ),
-            ),  # fmt: skip
-            remedies=_bubble_remedies(pipe),
-            rank=f.rank,
+            evidence=_bubble_evidence(pipe, f, bound),
+            remedies=_bound_remedies(f, bound) + _bubble_remedies(pipe),
+            rank=f.rank if bound is None else bound.rank,
             basis="" if no_theory else BUBBLE_BASIS,
         )
 
 
+def _bubble_summary(pipe: PipelineAnalysis, idle: StageFigures, bound: StageFigures | None) -> str:
+    """The idlest stage, or the stage that bounds the pipeline: the cause of the others'
+    bubble, never the stage that waits for it."""
+    shape = {"schedule": pipe.schedule, "stages": pipe.shape, "m": pipe.microbatches,
+             "theory": pipe.theory_bubble_pct, "share": idle.bubble_pct}  # fmt: skip
+    if bound is not None:
+        return summary("PIPELINE_BUBBLE_BOUND", bound=bound.label, **shape)
+    return summary("PIPELINE_BUBBLE", stage=idle.label, **shape)
+
+
+def _bubble_evidence(
+    pipe: PipelineAnalysis, idle: StageFigures, bound: StageFigures | None
+) -> tuple[Evidence, ...]:
+    out = (
+        Evidence("bubble of the idlest stage", round(idle.bubble_pct, 1), "% of step time",
+                 BUBBLE_PCT, ">="),
+        Evidence("bubble per step", round(idle.bubble_ms, 1), "ms"),
+        Evidence("of it, blocked waiting for the peer", round(idle.wait_ms, 1), "ms"),
+        Evidence("schedule's theory (p-1)/(v*m+p-1)", round(pipe.theory_bubble_pct, 1),
+                 "% of step time"),
+    )  # fmt: skip
+    if bound is None:
+        return out
+    return out + (
+        Evidence(f"{bound.label} (bound) compute per microbatch",
+                 round(bound.compute_ms_per_microbatch, 2), "ms"),
+        Evidence(f"{idle.label} (idlest) compute per microbatch",
+                 round(idle.compute_ms_per_microbatch, 2), "ms"),
+    )  # fmt: skip
+
+
+def _bound_remedies(idle: StageFigures, bound: StageFigures | None) -> tuple[str, ...]:
+    if bound is None:
+        return ()
+    return (remedy("lighten_bound", bound=bound.label, ms=bound.compute_ms_per_microbatch,
+                   light=idle.label, light_ms=idle.compute_ms_per_microbatch),)  # fmt: skip
+
+
 class StageImbalanceRule:
     """The bound stage computes more per microbatch than another, and moving border blocks
-    shortens the predicted step by ``IMBALANCE_GAIN_PCT`` or more."""
+    shortens the replayed step by ``IMBALANCE_GAIN_PCT`` or more of the measured step (the
+    saving: the schedule's replay before the move less the replay after,
+    analyze/layouts/block_move.py)."""
 
     name = "pipeline stage imbalance"
 
@@ -124,7 +157,7 @@ class StageImbalanceRule:
         move = pipe.move if pipe is not None else None
         if pipe is None or move is None:
             return None
-        saved = pipe.step_ms - move.predicted_step_ms
+        saved = move.gain_ms
         share = 100 * saved / pipe.step_ms if pipe.step_ms else 0.0
         if share < IMBALANCE_GAIN_PCT:
             return None
@@ -151,8 +184,12 @@ class StageImbalanceRule:
                 for f in pipe.ranks
             )
             + (
-                Evidence("predicted step after the move", round(move.predicted_step_ms, 1), "ms"),
+                Evidence("replayed step after the move", round(move.predicted_step_ms, 1), "ms"),
+                Evidence("replayed step now", round(move.replayed_step_ms, 1), "ms"),
                 Evidence("measured step", round(pipe.step_ms, 1), "ms"),
+                Evidence(
+                    "replay now against the measured step", round(move.replay_error_pct, 1), "%"
+                ),
             ),  # fmt: skip
             remedies=(
                 remedy(
@@ -163,12 +200,14 @@ class StageImbalanceRule:
                     target=move.target,
                     slowest=move.slowest_ms_per_microbatch,
                     step=move.predicted_step_ms,
+                    before=move.replayed_step_ms,
                     now=pipe.step_ms,
                 ),
             ),  # fmt: skip
             rank=heavy.rank,
-            basis="estimate: step - (m + p - 1) x the slowest stage's compute per microbatch "
-            "saved by the move",
+            basis=f"estimate: the {pipe.schedule} schedule replayed with each stage's measured "
+            f"times, before and after the move (the replay now {move.replay_error_pct:+.0f}% "
+            "off the measured step)",
         )
 
 

@@ -44,7 +44,8 @@ class GroupMeta(msgspec.Struct, kw_only=True):
 
 
 class BlockMeta(msgspec.Struct, kw_only=True):
-    """One block of a pipeline stage (a direct child of its submodule): its time per step."""
+    """One block of a pipeline stage (a direct child of its submodule, or a child of a
+    container of blocks there: ``blocks.3``): its time per step."""
 
     name: str
     forward_ns: list[int] = msgspec.field(default_factory=list)

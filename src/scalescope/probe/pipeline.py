@@ -10,7 +10,12 @@ the microbatch index in ``seq``; the generic phase hooks stand aside inside them
 Samples are counted on the first stage only (the inputs of its microbatches): the later
 stages see the same samples again.
 
-Blocks are the submodule's direct children. Forward hooks time each block's forward. A
+Blocks are the submodule's direct children, and in place of a container the blocks it
+holds (``blocks_of``): an ``nn.ModuleList`` or ``nn.ModuleDict`` never runs as one module
+(torchtitan's ``layers``), so it would read 0 ms and its blocks' backward would be counted
+in the next block's; its children are timed one by one, named ``blocks.3``, and so are an
+``nn.Sequential``'s where it holds blocks (children with children of their own) rather than
+a block's layers. Forward hooks time each block's forward. A
 block's backward runs from the moment the gradient of its output is ready (a hook on that
 tensor, registered by the forward hook) to the next block's (autograd walks the chain
 backwards), the last one to the chunk's end: a hook on the gradient of the block's input
@@ -36,6 +41,29 @@ from scalescope.probe.post_import import when_imported
 from scalescope.probe.recorder import Recorder
 
 _SEQ = 9
+_LISTS = (torch.nn.ModuleList, torch.nn.ModuleDict)
+
+
+def _holds_blocks(module: Any) -> bool:
+    """A container whose children are blocks to time one by one: a list or dict of modules
+    (it has no forward of its own), or a ``Sequential`` of modules with children."""
+    if isinstance(module, _LISTS):
+        return len(module) > 0
+    if isinstance(module, torch.nn.Sequential):
+        return any(next(child.children(), None) is not None for child in module)
+    return False
+
+
+def blocks_of(children: Iterable[tuple[str, Any]], prefix: str = "") -> list[tuple[str, Any]]:
+    """The blocks to time: each (name, module) of ``children``, a container replaced by its
+    children (``blocks.3``), recursively where a container holds containers."""
+    out: list[tuple[str, Any]] = []
+    for name, child in children:
+        if _holds_blocks(child):
+            out += blocks_of(child.named_children(), f"{prefix}{name}.")
+        else:
+            out.append((prefix + name, child))
+    return out
 
 
 class BlockClock:
@@ -158,15 +186,16 @@ class PipelineProbe:
         self.add_stage(int(stage.stage_index), int(stage.num_stages), stage.submod.named_children())
 
     def add_stage(self, index: int, stages: int, blocks: Iterable[tuple[str, Any]]) -> None:
-        """Stage ``index`` of ``stages`` held by this rank, with its blocks (name, module)
-        (probe/deepspeed_pipe.py adds DeepSpeed's stages here too)."""
+        """Stage ``index`` of ``stages`` held by this rank, with its submodule's children
+        (name, module), containers opened (``blocks_of``) (probe/deepspeed_pipe.py adds
+        DeepSpeed's stages here too)."""
         self.stage_indices.append(index)
         self.stages = stages
         if len(self.stage_indices) == 2:  # the rank holds several: each block named by its stage
             for block in self.blocks:
                 block.name = f"stage{self.stage_indices[0]}.{block.name}"
         prefix = f"stage{index}." if len(self.stage_indices) > 1 else ""
-        for name, child in blocks:
+        for name, child in blocks_of(blocks):
             self.blocks.append(BlockClock(prefix + name, child, self.recorder, self._marks))
             self.modules.append(child)
 

@@ -12,7 +12,7 @@ from scalescope.analyze.layouts.pipeline import theory_bubble_pct
 from scalescope.diagnose.engine import diagnose_run
 from scalescope.events import Kind
 from scalescope.events.run import BlockMeta, PipelineMeta, RankMeta
-from scalescope.report.document import Table
+from scalescope.report.document import Line, Table
 from scalescope.report.media.report_json import report_json
 from scalescope.report.views.pipeline import pipeline_section
 from scalescope.report.views.rank_summary import ALL_IN_JSON, RANK_ROWS_LIMIT
@@ -31,11 +31,11 @@ def row(step: int, kind: Kind, name: str, start_ms: float, dur_ms: float, seq: i
             peer >= 0 else "", seq, "user" if peer >= 0 else "", peer)  # fmt: skip
 
 
-def stage_rows(rank: int) -> list[tuple]:
+def stage_rows(rank: int, blocks: dict[int, int] = BLOCKS) -> list[tuple]:
     """Each microbatch's forward and backward: the stage's blocks' share of the step (stage
     ``rank``)."""
-    fwd = BLOCKS[rank] * BLOCK_FWD_MS / MICRO
-    bwd = BLOCKS[rank] * BLOCK_BWD_MS / MICRO
+    fwd = blocks[rank] * BLOCK_FWD_MS / MICRO
+    bwd = blocks[rank] * BLOCK_BWD_MS / MICRO
     out = []
     for s in range(STEPS):
         t = s * STEP_MS
@@ -112,22 +112,45 @@ def test_each_stage_compute_per_microbatch_and_bubble(pipeline_run):
 
 
 def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
-    """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front
-    of stage 1 leave 18 and 18; step 200 - (4 + 2 - 1) x (27 - 18) = 155 ms."""
-    move = analysed(pipeline_run).pipeline.move
+    """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front of
+    stage 1 leave 18 and 18. 1F1B replayed: (m - 1) x the slowest + the sum of the stages,
+    3 x 27 + 36 = 117 ms, + stage 0's optimizer 1 = 118 before; 3 x 18 + 36 + 1 = 91 after:
+    27 ms saved (the old formula's (m + p - 1) x 9 = 45 ms, the issue's example). The
+    hand-built rows leave 82 ms of the 200 ms step outside every phase with no send or recv
+    to tell it: the replay is 41% under the measured step, and says so."""
+    analysis = analysed(pipeline_run)
+    move = analysis.pipeline.move
     assert (move.source, move.target, move.blocks, move.names) == (1, 0, 2, ("0", "1"))
     assert move.slowest_ms_per_microbatch == pytest.approx(18.0)
-    assert move.predicted_step_ms == pytest.approx(155.0)
+    assert move.replayed_step_ms == pytest.approx(118.0)
+    assert move.predicted_step_ms == pytest.approx(91.0)
+    assert move.gain_ms == pytest.approx(27.0)
+    assert move.replay_error_pct == pytest.approx(100 * (118 - STEP_MS) / STEP_MS)
+    lines = [b.text for b in pipeline_section(analysis).blocks if isinstance(b, Line)]
+    assert (
+        "move 2 block(s) (0, 1) from stage 1 to stage 0: predicted step 91.0 ms, the schedule "
+        "replayed (now 118.0 ms: -41% off the measured step)" in lines
+    )
 
 
 def test_findings_name_the_move_and_no_replica_comparison(pipeline_run):
     analysis = analysed(pipeline_run)
     findings = {f.code: f for f in diagnose_run(pipeline_run, analysis).findings}
     imbalance = findings["STAGE_IMBALANCE"]
-    assert imbalance.saved_ms_per_step == pytest.approx(45.0)
+    assert imbalance.saved_ms_per_step == pytest.approx(27.0), "the replay's gain, not 45"
     assert "move 2 block(s) (0, 1) from stage 1 to stage 0" in imbalance.remedies[0]
+    assert (
+        "a step of 91.0 ms, against 118.0 ms replayed now (measured 200.0 ms)"
+        in (imbalance.remedies[0])
+    )
+    assert "replayed" in imbalance.basis and "-41% off the measured step" in imbalance.basis
     bubble = findings["PIPELINE_BUBBLE"]
-    assert bubble.rank == 0 and bubble.share_pct == pytest.approx(81.5)
+    assert bubble.rank == 1 and bubble.share_pct == pytest.approx(81.5)
+    assert bubble.summary.startswith(
+        "stage 1 bounds the pipeline: the others idle up to 82% of each step waiting for it"
+    ), "stage 0 idles most, waiting for stage 1: the cause is stage 1"
+    assert bubble.remedies[0].startswith("even the stages' compute per microbatch: stage 1 "
+                                         "computes 27.00 ms, stage 0 9.00 ms")  # fmt: skip
     assert not {"STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"} & set(findings)
 
 
@@ -142,7 +165,8 @@ def test_deepspeeds_bubble_is_told_its_own_knob(tmp_path):
         files[r] = m
     run = make_run(tmp_path, rows, world_size=2, rank_files=files)
     findings = {f.code: f for f in diagnose_run(run, analysed(run)).findings}
-    (only,) = findings["PIPELINE_BUBBLE"].remedies
+    lighten, only = findings["PIPELINE_BUBBLE"].remedies
+    assert lighten.startswith("even the stages' compute per microbatch: stage 1")
     assert only.startswith(f"split the batch into {2 * MICRO} microbatches instead of {MICRO}")
     assert "gradient_accumulation_steps" in only and "n_microbatches" not in only
 
@@ -249,7 +273,8 @@ def test_an_interleaved_pipelines_theory_counts_its_ranks_not_its_stages(tmp_pat
     (table,) = [b for b in pipeline_section(analysis).blocks if isinstance(b, Table)]
     assert [row[1] for row in table.rows] == ["0, 2", "1, 3"]
     bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
-    assert bubble.summary.startswith("the rank of stages 0, 2 idles")
+    assert bubble.summary.startswith("the rank of stages 1, 3 bounds the pipeline: the others")
+    assert bubble.rank == 1
     assert "(ScheduleInterleaved1F1B, 4 stages on 2 ranks, 4 microbatches: theory 11%)" in (
         bubble.summary
     )
@@ -262,4 +287,18 @@ def test_a_zero_bubble_schedule_has_none_in_theory_and_is_not_told_to_use_one(tm
     assert analysis.pipeline.theory_bubble_pct == 0.0
     bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
     assert "theory 0%" in bubble.summary and bubble.saved_ms_per_step is None
-    assert len(bubble.remedies) == 1 and "waiting for a slower stage" in bubble.remedies[0]
+    assert len(bubble.remedies) == 2 and "waiting for a slower stage" in bubble.remedies[1]
+
+
+def test_a_bubble_of_equal_stages_names_the_idlest_stage(tmp_path):
+    """Both stages compute as much per microbatch: none bounds the pipeline, and the bubble is
+    the schedule's: the finding names the idlest stage, as before."""
+    even = {0: 4, 1: 4}
+    rows = {0: [stage_rows(0, even)], 1: [stage_rows(1, even)]}
+    run = make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+    analysis = analysed(run)
+    bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
+    idlest = max(analysis.pipeline.ranks, key=lambda f: f.bubble_pct)
+    assert bubble.summary.startswith(f"stage {idlest.stage} idles")
+    assert bubble.rank == idlest.rank and "bound" not in bubble.summary
+    assert not bubble.remedies[0].startswith("even the stages")

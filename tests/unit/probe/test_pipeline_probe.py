@@ -78,3 +78,76 @@ def test_a_pipeline_ranks_layers_are_its_stages_when_no_model_is_stepped(tmp_pat
     probe.phases.watched = nn.Linear(2, 2)
     assert model_layer_shares(probe) == {"linear": 100.0}, "a stepped model comes first"
     recorder.close()
+
+
+class Block(nn.Module):
+    """A transformer-like block: a custom module with layers of its own."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mlp(x)
+
+
+class ListedStage(nn.Module):
+    """A stage as torchtitan builds one: ``embed``, its blocks in an ``nn.ModuleList``
+    (``blocks``, no forward of its own), ``head``."""
+
+    def __init__(self, blocks: int, width: int) -> None:
+        super().__init__()
+        self.embed = nn.Linear(16, width)
+        self.blocks = nn.ModuleList(Block(width) for _ in range(blocks))
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_blocks_in_a_module_list_are_timed_one_by_one(tmp_path):
+    """The ModuleList is 5 blocks, each timed forward and backward, not one entry of 0 ms with
+    the blocks' backward counted in the head's (the issue's 'blocks 0.0 ms, head 112 ms')."""
+    torch.manual_seed(0)
+    model = ListedStage(blocks=5, width=384)
+    recorder = Recorder(tmp_path / "events.arrows", rank=0, flush_every_steps=100)
+    probe = PipelineProbe(recorder, PhaseHooks(recorder))
+    probe.add_stage(0, 2, model.named_children())
+    x = torch.randn(256, 16)
+    for mb in range(2):
+        out = probe.timed("forward", mb, model, x)
+        probe.timed("backward", mb, out.square().mean().backward)
+    meta = probe.meta(steps=1)
+    names = [b.name for b in meta.blocks]
+    assert names == ["embed", *(f"blocks.{i}" for i in range(5)), "head"]
+    fwd = {b.name: b.forward_ns[0] for b in meta.blocks}
+    bwd = {b.name: b.backward_ns[0] for b in meta.blocks}
+    assert all(v > 0 for v in fwd.values()) and all(v > 0 for v in bwd.values())
+    blocks_bwd = sum(bwd[f"blocks.{i}"] for i in range(5))
+    assert bwd["head"] < blocks_bwd / 2, "the head's backward is its own, not the blocks'"
+    assert sum(fwd[f"blocks.{i}"] for i in range(5)) > fwd["head"]
+    recorder.close()
+
+
+def test_containers_are_opened_down_to_the_blocks_and_a_blocks_layers_stay_whole():
+    """A ModuleDict of ModuleLists is opened twice; a Sequential of blocks is opened; a
+    Sequential of plain layers (pp_train.py's block) and a custom block stay one block each;
+    an empty list stays an entry."""
+    from scalescope.probe.pipeline import blocks_of
+
+    layer = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    stage = nn.ModuleDict({
+        "embed": nn.Embedding(10, 4),
+        "layers": nn.ModuleDict({"a": nn.ModuleList([Block(4), Block(4)]), "b": Block(4)}),
+        "trunk": nn.Sequential(Block(4), layer),
+        "mlp": nn.Sequential(nn.Linear(4, 4), nn.ReLU()),
+        "none": nn.ModuleList(),
+    })  # fmt: skip
+    named = blocks_of(stage.named_children())
+    assert [n for n, _ in named] == [
+        "embed", "layers.a.0", "layers.a.1", "layers.b", "trunk.0", "trunk.1", "mlp", "none",
+    ]  # fmt: skip
+    assert named[4][1] is stage["trunk"][0] and named[5][1] is layer

@@ -38,7 +38,9 @@ def pipeline_section(a: RunAnalysis) -> Section | None:
         m = p.move
         lines.append(
             Line(f"move {m.blocks} block(s) ({', '.join(m.names)}) from stage {m.source} to "
-                 f"stage {m.target}: predicted step {m.predicted_step_ms:,.1f} ms")
+                 f"stage {m.target}: predicted step {m.predicted_step_ms:,.1f} ms, the schedule "
+                 f"replayed (now {m.replayed_step_ms:,.1f} ms: {m.replay_error_pct:+.0f}% off "
+                 "the measured step)")
         )  # fmt: skip
     return Section("Pipeline stages", (*lines, _table(p)))
 
