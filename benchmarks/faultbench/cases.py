@@ -68,6 +68,9 @@ class Case:
     """Extra ``scalescope run`` options (``--oversubscribe``)."""
     fix: str = ""
     """The what-if's cause whose gain is the prediction (default: the culprit)."""
+    since: int = 0
+    """A fault planted from this step on: both arms are measured on the steps since it, as
+    the what-if costs a mid-run cause (since its onset)."""
 
     @property
     def fixed(self) -> str | None:
@@ -102,7 +105,7 @@ def ddp_cases(rng: random.Random, steps: int) -> list[Case]:
     rank, ms = rng.choice((0, 1)), _sleep(rng, "clear")
     midrun = ("--sleep-rank", str(rank), "--sleep-s", f"{ms / 1e3:g}", "--sleep-from", str(onset))
     out.append(Case("ddp-forward-midrun", "ddp", DDP_TRAIN, base, midrun,
-                    Truth(f"rank:{rank}", "straggler", "clear")))  # fmt: skip
+                    Truth(f"rank:{rank}", "straggler", "clear"), since=onset))  # fmt: skip
     two = ("--sleep-rank", "1", "--sleep-s", f"{_sleep(rng, 'clear') / 1e3:g}",
            f"--also-sleep=2:{_sleep(rng, 'marginal') / 1e3:g}")  # fmt: skip
     out.append(Case("ddp-two-faults", "ddp", DDP_TRAIN, base, two,

@@ -54,13 +54,14 @@ def run_arm(case: Case, folder: Path, planted: bool) -> Path:
 
 
 def own_step_ms(case: Case, folder: Path) -> float:
-    """Rank 0's mean step after warm-up by the script's own clock (a cost every k steps, or
-    from mid-run on, is in the mean)."""
+    """Rank 0's mean step by the script's own clock after warm-up, or since a mid-run fault's
+    first step (a cost every k steps is in the mean)."""
+    first = max(case.warmup_steps, case.since)
     if case.clock == "work-log":
         steps = json.loads((folder / "work-0.json").read_text())["steps"]
-        return 1e3 * statistics.fmean(s["s"] for s in steps if s["step"] >= case.warmup_steps)
+        return 1e3 * statistics.fmean(s["s"] for s in steps if s["step"] >= first)
     steps = json.loads((folder / "steps.json").read_text())
-    return 1e3 * statistics.fmean(steps[case.warmup_steps :])
+    return 1e3 * statistics.fmean(steps[first:])
 
 
 def predicted_ms(rec: Recording, cause: str | None) -> float | None:
