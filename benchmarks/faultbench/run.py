@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cases", default="", help="comma-separated case names")
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "accuracy.md")
     p.add_argument("--keep", type=Path, help="keep the runs here")
+    p.add_argument(
+        "--record",
+        type=Path,
+        help="keep each case's first planted run here, with "
+        "its truth and score (tests/data/faultbench: the recorded subset CI checks)",
+    )
     return p.parse_args()
 
 
@@ -79,7 +86,7 @@ def predicted_ms(rec: Recording, cause: str | None) -> float | None:
     return fix.gain_ms if fix is not None else None
 
 
-def run_case(case: Case, pairs: int, work: Path) -> CaseScore:
+def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
     measured, predictions, first = [], [], None
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
@@ -90,9 +97,22 @@ def run_case(case: Case, pairs: int, work: Path) -> CaseScore:
         )
         rec = Recording.load(folders[True] / "run")
         predictions.append(predicted_ms(rec, case.fixed))
+        if first is None and record is not None:
+            keep(folders[True] / "run", record / case.name)
         first = first or rec.verdict
     known = [p for p in predictions if p is not None]
-    return score(case, first, statistics.median(known) if known else None, measured)
+    scored = score(case, first, statistics.median(known) if known else None, measured)
+    if record is not None:
+        truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored)}
+        (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return scored
+
+
+def keep(run_dir: Path, dest: Path) -> None:
+    """The planted run, as scalescope recorded it."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(run_dir, dest / "run")
 
 
 def main() -> int:
@@ -105,7 +125,7 @@ def main() -> int:
         work = args.keep or Path(tmp)
         for n, case in enumerate(cases, 1):
             print(f"[{n}/{len(cases)}] {case.name}", file=sys.stderr, flush=True)
-            scores.append(run_case(case, args.pairs, work))
+            scores.append(run_case(case, args.pairs, work, args.record))
     total = totals(scores)
     doc = {"date": date.today().isoformat(), "seed": args.seed, "pairs": args.pairs,
            "steps": args.steps, "cases": [asdict(s) for s in scores],
