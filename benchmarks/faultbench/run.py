@@ -20,7 +20,7 @@ from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 
-from cases import QUICK, Case, matrix
+from cases import QUICK, Case, Truth, matrix
 from report import write_doc
 from score import CaseScore, Measured, score, totals
 
@@ -39,6 +39,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cases", default="", help="comma-separated case names")
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "accuracy.md")
     p.add_argument("--keep", type=Path, help="keep the runs here")
+    p.add_argument(
+        "--rescore",
+        type=Path,
+        help="score the runs recorded here again with this code (their measured gains kept), "
+        "write their truth.json, and stop",
+    )
     p.add_argument(
         "--record",
         type=Path,
@@ -115,8 +121,25 @@ def keep(run_dir: Path, dest: Path) -> None:
     shutil.copytree(run_dir, dest / "run")
 
 
+def rescore(recorded: Path) -> int:
+    """The recorded subset's verdicts scored again (a change meant to move them); the gains
+    measured when they were recorded are kept."""
+    for path in sorted(recorded.glob("*/truth.json")):
+        doc = json.loads(path.read_text())
+        case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
+        verdict = Recording.load(path.parent / "run").verdict
+        now = score(case, verdict, doc["score"]["predicted_ms"], [])
+        kept = {k: doc["score"][k] for k in ("measured_ms", "spread_ms", "gain_ok")}
+        doc["score"] = asdict(now) | kept
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"{doc['case']}: {now.named}, {'pass' if now.passed else 'fail'}", file=sys.stderr)
+    return 0
+
+
 def main() -> int:
     args = parse()
+    if args.rescore is not None:
+        return rescore(args.rescore)
     cases = matrix(args.seed, args.steps)
     chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
     cases = [c for c in cases if chosen is None or c.name in chosen]

@@ -206,6 +206,9 @@ def replayed_savings(findings: list[Finding], analysis: RunAnalysis) -> list[Fin
         cause = replayed_cause(f, analysis)
         if cause == "phase:data" and slow:  # one rank's slow data: the straggler's to fix
             cause = None
+        if f.code == "LOAD_IMBALANCE" and cause is not None:
+            cause = None if slow else cause
+            f = replace(f, rank=int(cause.partition(":")[2])) if cause else f
         fix = fixes.get(cause or "")
         if f.code == "TP_COMM" and "TP_ACROSS_NODES" in codes:  # its faster link: in a node
             f = _explained(f, ["TP_ACROSS_NODES"])

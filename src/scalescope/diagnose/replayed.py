@@ -45,6 +45,8 @@ def replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
     if f.code == "SLOW_LINK":
         hosts = next((str(e.value) for e in f.evidence if e.name == "hosts"), "")
         return f"link:{hosts.replace(' ', '')}" if hosts else None
+    if f.code == "LOAD_IMBALANCE" and f.rank is None:
+        return _the_slow_rank(analysis)
     if f.code == "INPUT_BOUND":
         return "phase:data"
     if f.code == "PAGEABLE_COPY":
@@ -55,3 +57,11 @@ def replayed_cause(f: Finding, analysis: RunAnalysis) -> str | None:
     if kind is not None:
         return f"phase:{kind}"
     return "comm:hidden" if f.code in COMM_CODES else None
+
+
+def _the_slow_rank(analysis: RunAnalysis) -> str | None:
+    """The one rank slower than its peers beyond the steps' spread (the what-if's peer
+    test), when there is exactly one: a load imbalance is then that rank's."""
+    beyond = analysis.whatif.beyond_spread if analysis.whatif is not None else ()
+    ranks = [c for c in beyond if c.startswith("rank:")]
+    return ranks[0] if len(ranks) == 1 else None
