@@ -79,15 +79,18 @@ class SlowForward(TrainerCallback):
 
 
 class StepLog(TrainerCallback):
-    """Rank 0's step times (s), each from the end of one training step to the next's."""
+    """Rank 0's step times (s), each from the end of one training step to the next's (the
+    first from the start of training)."""
 
     def __init__(self, path: str) -> None:
-        self.path, self.steps, self.last = path, [], None
+        self.path, self.steps, self.last = path, [], 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:  # noqa: ANN001
+        self.last = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs) -> None:  # noqa: ANN001
         now = time.perf_counter()
-        if self.last is not None:
-            self.steps.append(now - self.last)
+        self.steps.append(now - self.last)
         self.last = now
 
     def on_train_end(self, args, state, control, **kwargs) -> None:  # noqa: ANN001

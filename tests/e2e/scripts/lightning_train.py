@@ -70,15 +70,18 @@ class SlowForward(pl.Callback):
 
 
 class StepLog(pl.Callback):
-    """Rank 0's step times (s), each from the end of one training batch to the next's."""
+    """Rank 0's step times (s), each from the end of one training batch to the next's (the
+    first from the start of training)."""
 
     def __init__(self, path: str) -> None:
-        self.path, self.steps, self.last = path, [], None
+        self.path, self.steps, self.last = path, [], 0.0
+
+    def on_train_start(self, trainer, module) -> None:  # noqa: ANN001
+        self.last = time.perf_counter()
 
     def on_train_batch_end(self, trainer, *_: object) -> None:  # noqa: ANN001
         now = time.perf_counter()
-        if self.last is not None:
-            self.steps.append(now - self.last)
+        self.steps.append(now - self.last)
         self.last = now
 
     def on_train_end(self, trainer, module) -> None:  # noqa: ANN001
