@@ -131,18 +131,18 @@ def slow_rank(rng: random.Random) -> tuple[int, tuple[str, ...]]:
 
 
 def layout_cases(rng: random.Random, steps: int) -> list[Case]:
-    """One rank slow in forward under FSDP2; an unequal stage of a 3-stage pipeline."""
+    """One rank slow in forward under FSDP2; an unequal stage of a 2-stage pipeline (3 ranks
+    on 2 cores are oversubscribed: the placement, not the stage, would be the cause)."""
     rank, fault = slow_rank(rng)
     fsdp = Case("fsdp-forward-clear", "fsdp2", FSDP_TRAIN,
                 ("--steps", str(steps), "--device", "cpu", "--step-log", "steps.json"), fault,
                 Truth(f"rank:{rank}", "straggler", "clear"))  # fmt: skip
-    stage = rng.randrange(3)
+    stage = rng.randrange(2)
     heavy = ("--sleep-ms", f"{_sleep(rng, 'clear') / 3:.1f}", "--heavy-stage", str(stage))
-    pipe = Case("pipe-stage-clear", "pipeline (GPipe, 3 stages)", PIPELINE,
+    pipe = Case("pipe-stage-clear", "pipeline (GPipe, 2 stages)", PIPELINE,
                 ("--steps", str(steps), "--micro", "3", "--sleep-ms", "0",
                  "--step-log", "steps.json"), heavy,
-                Truth(f"stage:{stage}", "pipeline stage", "clear"), ranks=3,
-                launch=("--oversubscribe",))  # fmt: skip
+                Truth(f"stage:{stage}", "pipeline stage", "clear"))  # fmt: skip
     return [fsdp, pipe]
 
 

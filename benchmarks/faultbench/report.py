@@ -46,7 +46,7 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "",
         "Written by `benchmarks/faultbench/run.py` (`make faultbench`); the scores are in "
         "`docs/accuracy.json`. Each case plants a fault in a real CPU job (2 or 3 ranks on 2 "
-        "cores, gloo: DDP, FSDP2, a 3-stage pipeline, and DDP through Lightning's and the "
+        "cores, gloo: DDP, FSDP2, a 2-stage pipeline, and DDP through Lightning's and the "
         "Hugging Face Trainer's own loops) and runs it again without the fault, the two arms "
         "interleaved; the planted arm is the scored run. The fault never stands in the "
         "recorded command line (`planted.py ARM.json`). The faulty rank or stage, the size and "

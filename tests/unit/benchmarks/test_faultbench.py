@@ -102,7 +102,7 @@ def test_the_layouts_and_loops_carry_their_truths_drawn_from_the_seed() -> None:
         pipe = cases["pipe-stage-clear"]
         assert pipe.truth == Truth(f"stage:{_flag(pipe.fault, '--heavy-stage')}",
                                    "pipeline stage", "clear")  # fmt: skip
-        assert _flag(pipe.args, "--sleep-ms") == "0" and pipe.ranks == 3
+        assert _flag(pipe.args, "--sleep-ms") == "0" and pipe.ranks == 2
         for name in ("fsdp-forward-clear", "lightning-forward-clear", "hf-forward-clear"):
             c = cases[name]
             assert c.truth == Truth(f"rank:{_flag(c.fault, '--sleep-rank')}", "straggler", "clear")
