@@ -176,5 +176,6 @@ def matrix(seed: int, steps: int = 30) -> list[Case]:
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",
-         "ddp-forward-midrun", "gpt-rank0-eval")  # fmt: skip
-"""The ``--quick`` tier: one case of each kind."""
+         "ddp-forward-midrun", "gpt-rank0-eval", "pipe-stage-clear",
+         "lightning-forward-clear")  # fmt: skip
+"""The ``--quick`` tier: one case of each kind (at most 8: ~30-50 s a pair on 2 cores)."""

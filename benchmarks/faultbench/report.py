@@ -59,7 +59,8 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "",
         "- culprit: the verdict's top cause names the planted rank or stage (top-1);",
         "- class: its cause class (`cases.CLASSES`);",
-        "- predicted: the what-if's gain of fixing the planted cause on the planted run; "
+        "- predicted: the what-if's gain of fixing the planted cause on the planted run (where "
+        "the what-if takes no such cause, as a pipeline stage, the verdict's own cost of it); "
         "measured: the planted arm's mean step less the clean arm's, by the script's own "
         "clock (± half the pairs' range); it holds within 20 % or 5 % of the step;",
         "- a marginal case also passes with no bottleneck; a no-fault case passes when the "

@@ -24,6 +24,7 @@ from cases import QUICK, Case, matrix
 from report import write_doc
 from score import CaseScore, Measured, score, skip, totals
 
+from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.recording import Recording
 
 HERE = Path(__file__).resolve().parent
@@ -66,7 +67,8 @@ def own_step_ms(case: Case, folder: Path) -> float:
 
 
 def predicted_ms(rec: Recording, cause: str | None) -> float | None:
-    """The what-if's gain of fixing the truth's cause on the planted run."""
+    """The what-if's gain of fixing the truth's cause on the planted run; where the what-if
+    takes no such cause (``stage:N``), the verdict's own cost of the cause naming it."""
     if cause is None:
         return None
     found = rec.analysis.whatif
@@ -75,9 +77,16 @@ def predicted_ms(rec: Recording, cause: str | None) -> float | None:
         try:
             asked = rec.what_if([cause])
         except ValueError:
-            return None
+            return verdict_cost_ms(rec.verdict, cause)
         fix = asked.fixes[0] if asked is not None and asked.fixes else None
     return fix.gain_ms if fix is not None else None
+
+
+def verdict_cost_ms(verdict: Verdict, culprit: str) -> float | None:
+    named = (c for c in verdict.causes
+             if c.culprit and f"{c.culprit.kind}:{c.culprit.name}" == culprit)  # fmt: skip
+    cause = next(named, None)
+    return cause.cost.ms_per_step if cause is not None and cause.cost else None
 
 
 def run_case(case: Case, pairs: int, work: Path) -> CaseScore:

@@ -146,3 +146,12 @@ def test_a_case_whose_loop_is_not_installed_is_skipped_not_failed(tmp_path) -> N
     write_doc(doc, [c, case("rank:1")], [s, ran], t, {"date": "d", "seed": 1, "pairs": 1,
                                                        "steps": 30})  # fmt: skip
     assert "| skip: no_such_training_loop is not installed |" in doc.read_text()
+
+
+def test_a_cause_the_what_if_cannot_take_is_predicted_by_the_verdicts_own_cost() -> None:
+    from run import verdict_cost_ms
+
+    bubble = verdict("stage:0", code="PIPELINE_BUBBLE", ms=5.0)
+    assert verdict_cost_ms(bubble, "stage:0") == 5.0
+    assert verdict_cost_ms(bubble, "stage:1") is None
+    assert verdict_cost_ms(verdict(None), "stage:0") is None
