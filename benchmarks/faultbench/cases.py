@@ -17,6 +17,10 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "scripts"
 DDP_TRAIN = SCRIPTS / "ddp_train.py"
 GPT_TRAIN = SCRIPTS / "gpt_train.py"
+FSDP_TRAIN = SCRIPTS / "fsdp_train.py"
+PIPELINE = SCRIPTS / "p2p_pipeline.py"
+LIGHTNING = SCRIPTS / "lightning_train.py"
+HF_TRAINER = SCRIPTS / "hf_trainer_train.py"
 PHASES = ("forward", "backward", "optimizer", "data", "outside")
 CLEAR_MS = (30.0, 50.0)
 """A clear fault sleeps this long a step (drawn in the range): 3x and more the no-fault
@@ -71,6 +75,9 @@ class Case:
     since: int = 0
     """A fault planted from this step on: both arms are measured on the steps since it, as
     the what-if costs a mid-run cause (since its onset)."""
+    needs: str = ""
+    """A module the script imports (an installed training loop); without it the case is
+    skipped, neither passed nor failed."""
 
     @property
     def fixed(self) -> str | None:
@@ -111,6 +118,45 @@ def ddp_cases(rng: random.Random, steps: int) -> list[Case]:
     out.append(Case("ddp-two-faults", "ddp", DDP_TRAIN, base, two,
                     Truth("rank:1", "straggler", "clear"), ranks=3,
                     launch=("--oversubscribe",)))  # fmt: skip
+    stall = ("--sleep-rank", "1", "--sleep-s", "0.15", "--sleep-every", "10")
+    out.append(Case("ddp-periodic-stall", "ddp", DDP_TRAIN, base, stall,
+                    Truth("rank:1", "straggler", "clear")))  # fmt: skip
+    return out
+
+
+def slow_rank(rng: random.Random) -> tuple[int, tuple[str, ...]]:
+    """A rank of two drawn from the seed and its clear sleep in forward."""
+    rank = rng.choice((0, 1))
+    return rank, ("--sleep-rank", str(rank), "--sleep-s", f"{_sleep(rng, 'clear') / 1e3:g}")
+
+
+def layout_cases(rng: random.Random, steps: int) -> list[Case]:
+    """One rank slow in forward under FSDP2; an unequal stage of a 2-stage pipeline (3 ranks
+    on 2 cores are oversubscribed: the placement, not the stage, would be the cause)."""
+    rank, fault = slow_rank(rng)
+    fsdp = Case("fsdp-forward-clear", "fsdp2", FSDP_TRAIN,
+                ("--steps", str(steps), "--device", "cpu", "--step-log", "steps.json"), fault,
+                Truth(f"rank:{rank}", "straggler", "clear"))  # fmt: skip
+    stage = rng.randrange(2)
+    heavy = ("--sleep-ms", f"{_sleep(rng, 'clear') / 3:.1f}", "--heavy-stage", str(stage))
+    pipe = Case("pipe-stage-clear", "pipeline (GPipe, 2 stages)", PIPELINE,
+                ("--steps", str(steps), "--micro", "3", "--sleep-ms", "0",
+                 "--step-log", "steps.json"), heavy,
+                Truth(f"stage:{stage}", "pipeline stage", "clear"))  # fmt: skip
+    return [fsdp, pipe]
+
+
+def loop_cases(rng: random.Random, steps: int) -> list[Case]:
+    """One rank slow in forward through an installed training loop (a callback's hook), its
+    steps timed by a callback on rank 0."""
+    out = []
+    for name, script, module in (("lightning", LIGHTNING, "pytorch_lightning"),
+                                 ("hf", HF_TRAINER, "transformers")):  # fmt: skip
+        rank, fault = slow_rank(rng)
+        every = "--val-every" if name == "lightning" else "--eval-every"
+        base = ("--steps", str(steps), every, str(steps), "--step-log", "steps.json")
+        out.append(Case(f"{name}-forward-clear", f"ddp ({module})", script, base, fault,
+                        Truth(f"rank:{rank}", "straggler", "clear"), needs=module))  # fmt: skip
     return out
 
 
@@ -125,9 +171,11 @@ def rank_only_cases(steps: int) -> list[Case]:
 
 def matrix(seed: int, steps: int = 30) -> list[Case]:
     rng = random.Random(seed)
-    return [*ddp_cases(rng, steps), *rank_only_cases(steps)]
+    return [*ddp_cases(rng, steps), *rank_only_cases(steps), *layout_cases(rng, steps),
+            *loop_cases(rng, steps)]  # fmt: skip
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",
-         "ddp-forward-midrun", "gpt-rank0-eval")  # fmt: skip
-"""The ``--quick`` tier: one case of each kind."""
+         "ddp-forward-midrun", "gpt-rank0-eval", "pipe-stage-clear",
+         "lightning-forward-clear")  # fmt: skip
+"""The ``--quick`` tier: one case of each kind (at most 8: ~30-50 s a pair on 2 cores)."""

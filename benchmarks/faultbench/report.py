@@ -32,9 +32,10 @@ def row(case: Case, s: CaseScore) -> str:
     measured = _ms(s.measured_ms) + (f" (±{s.spread_ms / 2:,.1f})" if s.spread_ms else "")
     truth = "none" if s.truth == "none" else f"{s.truth}, {s.cause}, {s.size}"
     alarms = "; ".join(s.costed_on_no_fault)
+    result = f"skip: {s.skipped}" if s.skipped else ("pass" if s.passed else "**fail**")
     return (f"| {case.name} | {case.layout} | {truth} | {s.named} | {_flag(s.culprit_ok)} | "
             f"{_flag(s.cause_ok)} | {_ms(s.predicted_ms)} | {measured} | {_flag(s.gain_ok)} | "
-            f"{'pass' if s.passed else '**fail**'}{': ' + alarms if alarms else ''} |")  # fmt: skip
+            f"{result}{': ' + alarms if alarms else ''} |")  # fmt: skip
 
 
 def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Totals,
@@ -44,18 +45,22 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "# Accuracy: the fault matrix",
         "",
         "Written by `benchmarks/faultbench/run.py` (`make faultbench`); the scores are in "
-        "`docs/accuracy.json`. Each case plants a fault in a real CPU job (2 ranks on 2 cores, "
-        "gloo) and runs it again without the fault, the two arms interleaved; the planted arm "
-        "is the scored run. The fault never stands in the recorded command line "
-        "(`planted.py ARM.json`). The faulty rank, the size and the onset are drawn from the "
-        "seed; no case has a threshold of its own.",
+        "`docs/accuracy.json`. Each case plants a fault in a real CPU job (2 or 3 ranks on 2 "
+        "cores, gloo: DDP, FSDP2, a 2-stage pipeline, and DDP through Lightning's and the "
+        "Hugging Face Trainer's own loops) and runs it again without the fault, the two arms "
+        "interleaved; the planted arm is the scored run. The fault never stands in the "
+        "recorded command line (`planted.py ARM.json`). The faulty rank or stage, the size and "
+        "the onset are drawn from the seed; no case has a threshold of its own. A case whose "
+        "training loop is not installed says `skip: <why>`: neither passed nor failed, and "
+        "left out of the totals.",
         "",
         f"Run {meta['date']}: seed {meta['seed']}, {meta['pairs']} pair(s) a case, "
         f"{meta['steps']} steps, {total.cases} cases.",
         "",
-        "- culprit: the verdict's top cause names the planted rank (top-1);",
+        "- culprit: the verdict's top cause names the planted rank or stage (top-1);",
         "- class: its cause class (`cases.CLASSES`);",
-        "- predicted: the what-if's gain of fixing the planted cause on the planted run; "
+        "- predicted: the what-if's gain of fixing the planted cause on the planted run (where "
+        "the what-if takes no such cause, as a pipeline stage, the verdict's own cost of it); "
         "measured: the planted arm's mean step less the clean arm's, by the script's own "
         "clock (± half the pairs' range); it holds within 20 % or 5 % of the step;",
         "- a marginal case also passes with no bottleneck; a no-fault case passes when the "

@@ -47,6 +47,16 @@ class CaseScore:
     gain_ok: bool | None
     costed_on_no_fault: tuple[str, ...] = ()
     """On a no-fault case: every cause the verdict costs (each is a false alarm)."""
+    skipped: str = ""
+    """Why the case could not run (its training loop is not installed): neither passed nor
+    failed, and left out of the totals."""
+
+
+def skip(case: Case, why: str) -> CaseScore:
+    """The score of a case that could not run."""
+    t = case.truth
+    return CaseScore(case.name, t.culprit or "none", t.cause, t.size, "n/a", None, None, False,
+                     None, None, None, None, skipped=why)  # fmt: skip
 
 
 def named(verdict: Verdict) -> str:
@@ -103,6 +113,7 @@ class Totals:
 
 
 def totals(scores: list[CaseScore]) -> Totals:
+    scores = [s for s in scores if not s.skipped]
     clear = [s for s in scores if s.size == "clear"]
     faulty = [s for s in scores if s.culprit_ok is not None]
     errors = [abs(s.predicted_ms - s.measured_ms) / abs(s.measured_ms) * 100 for s in faulty

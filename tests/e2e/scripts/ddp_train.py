@@ -44,6 +44,13 @@ def parse() -> argparse.Namespace:
         "reference; a step ends with the optimizer step, as scalescope's probe counts them)",
     )
     p.add_argument(
+        "--sleep-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="sleep only in every K-th step (steps K-1, 2K-1, ...): a periodic stall; 0: each",
+    )
+    p.add_argument(
         "--also-sleep",
         default="",
         metavar="RANK:SECONDS",
@@ -130,6 +137,12 @@ def loader(args: argparse.Namespace, world: int, delay: Delay | None) -> DataLoa
     )
 
 
+def due(args: argparse.Namespace, step: int) -> bool:
+    """Whether the sleeping rank sleeps in this step (``--sleep-from``, ``--sleep-every``)."""
+    every = args.sleep_every
+    return step >= args.sleep_from and (every <= 0 or step % every == every - 1)
+
+
 def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: int) -> list:
     """The training loop; rank 0's step times (s), each from the end of one optimizer step
     to the end of the next (the sleep after the optimizer step belongs to the next step)."""
@@ -138,13 +151,13 @@ def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: in
     if where["optimizer"]:
         opt.register_step_pre_hook(delay)
     steps, last = [], time.perf_counter()
-    delay.active = args.sleep_from <= 0
+    delay.active = due(args, 0)
     for step, (x, y) in enumerate(loader(args, world, where["data"])):
         if rank == args.fail_rank and step == args.fail_step:
             raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
         if args.ready_file and step == 2 and rank == 0:
             open(args.ready_file, "w").close()
-        delay.active = step >= args.sleep_from
+        delay.active = due(args, step)
         opt.zero_grad(set_to_none=True)
         out = ddp(x)
         if where["backward"]:
@@ -154,7 +167,7 @@ def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: in
         now = time.perf_counter()
         steps.append(now - last)
         last = now
-        delay.active = step + 1 >= args.sleep_from  # the next step's (and its batch's)
+        delay.active = due(args, step + 1)  # the next step's (and its batch's)
         if where["outside"]:
             delay()
         if args.user_allreduce:

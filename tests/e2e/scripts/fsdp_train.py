@@ -12,7 +12,9 @@ all-reduce of FUNCOL_NUMEL floats.
 
 import argparse
 import contextlib
+import json
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -75,7 +77,15 @@ def parse() -> argparse.Namespace:
     p.add_argument("--dtensor", action="store_true")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if any")
     p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: by device")
+    p.add_argument("--sleep-rank", type=int, default=-1, help="this rank is slow in forward")
+    p.add_argument("--sleep-s", type=float, default=0.0, help="by this much a step")
+    p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     return p.parse_args()
+
+
+def slow_forward(model: nn.Module, seconds: float) -> None:
+    """Every forward of ``model`` starts with a sleep of ``seconds``."""
+    model.register_forward_pre_hook(lambda *_: time.sleep(seconds))
 
 
 def profiler(args: argparse.Namespace) -> contextlib.AbstractContextManager:
@@ -115,13 +125,15 @@ def main() -> None:
         torch.cuda.set_device(device)
     model = build_model().to(device)
     shard(model, reshard_after_forward=not args.no_reshard)
+    if dist.get_rank() == args.sleep_rank and args.sleep_s:
+        slow_forward(model, args.sleep_s)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
     data = TensorDataset(
         torch.randn(512, 16, generator=g), torch.randint(0, CLASSES, (512,), generator=g)
     )
     loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data))
-    step = 0
+    step, steps, last = 0, [], time.perf_counter()
     with profiler(args) as prof:
         while step < args.steps:
             for x, y in loader:
@@ -129,11 +141,17 @@ def main() -> None:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                now = time.perf_counter()
+                steps.append(now - last)
+                last = now
                 if prof is not None:
                     prof.step()
                 step += 1
                 if step == args.steps:
                     break
+    if dist.get_rank() == 0 and args.step_log:
+        with open(args.step_log, "w") as f:
+            json.dump(steps, f)
     if args.dtensor:
         dtensor_collectives(device)
     dist.destroy_process_group()

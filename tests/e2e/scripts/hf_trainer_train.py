@@ -3,10 +3,13 @@ a config (no download), a synthetic token dataset, Trainer on the CPU over gloo,
 every ``--eval-every`` steps on every rank. The Trainer is unmodified: accelerate wraps the
 DataLoaders, the model (DDP) and the optimizer; batches are dicts of tensors. Prints its own
 clock's training samples/s (from the end of the first training step to the end of the last,
-evaluation included). It knows nothing of scalescope: under a launcher the Trainer reads
-RANK/WORLD_SIZE from the environment."""
+evaluation included). ``--sleep-rank`` and ``--sleep-s``: a callback makes that rank slow in
+each training forward; ``--step-log``: a callback writes rank 0's step times (s), JSON. It
+knows nothing of scalescope: under a launcher the Trainer reads RANK/WORLD_SIZE from the
+environment."""
 
 import argparse
+import json
 import os
 import time
 
@@ -60,12 +63,51 @@ class OwnClock(TrainerCallback):
               "samples/s by its own clock", flush=True)  # fmt: skip
 
 
+class SlowForward(TrainerCallback):
+    """One rank sleeps ``seconds`` at the start of each training forward (a forward pre-hook)."""
+
+    def __init__(self, rank: int, seconds: float) -> None:
+        self.rank, self.seconds = rank, seconds
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs) -> None:  # noqa: ANN001
+        if args.process_index == self.rank and self.seconds:
+            model.register_forward_pre_hook(self.sleep)
+
+    def sleep(self, model: torch.nn.Module, _args: object) -> None:
+        if model.training:
+            time.sleep(self.seconds)
+
+
+class StepLog(TrainerCallback):
+    """Rank 0's step times (s), each from the end of one training step to the next's (the
+    first from the start of training)."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.steps, self.last = path, [], 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:  # noqa: ANN001
+        self.last = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:  # noqa: ANN001
+        now = time.perf_counter()
+        self.steps.append(now - self.last)
+        self.last = now
+
+    def on_train_end(self, args, state, control, **kwargs) -> None:  # noqa: ANN001
+        if args.process_index == 0 and self.path:
+            with open(self.path, "w") as f:
+                json.dump(self.steps, f)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--out", default="hf_out")
+    p.add_argument("--sleep-rank", type=int, default=-1)
+    p.add_argument("--sleep-s", type=float, default=0.0)
+    p.add_argument("--step-log", default="")
     args = p.parse_args()
     torch.manual_seed(0)
     config = GPT2Config(
@@ -83,7 +125,8 @@ def main() -> None:
     clock = OwnClock(args.batch_size)
     trainer = Trainer(
         model=model, args=targs, train_dataset=Tokens(args.batch_size * args.steps * 2, 1),
-        eval_dataset=Tokens(args.batch_size * 2 * 4, 2), callbacks=[clock],
+        eval_dataset=Tokens(args.batch_size * 2 * 4, 2),
+        callbacks=[clock, SlowForward(args.sleep_rank, args.sleep_s), StepLog(args.step_log)],
     )  # fmt: skip
     trainer.train()
 

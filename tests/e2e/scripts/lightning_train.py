@@ -1,10 +1,13 @@
 """A small Lightning script as users write them: a LightningModule, Trainer(strategy="ddp")
 on the CPU, validation every ``--val-every`` steps on every rank. Lightning runs forward and
 backward inside ``optimizer.step(closure)``. Prints its own clock's training samples/s (from
-the second training batch to the end of training, validation included). It knows nothing of
-scalescope: under a launcher Lightning reads RANK/WORLD_SIZE from the environment."""
+the second training batch to the end of training, validation included). ``--sleep-rank`` and
+``--sleep-s``: a callback makes that rank slow in each training forward; ``--step-log``: a
+callback writes rank 0's step times (s), JSON. It knows nothing of scalescope: under a
+launcher Lightning reads RANK/WORLD_SIZE from the environment."""
 
 import argparse
+import json
 import time
 
 import pytorch_lightning as pl
@@ -51,11 +54,50 @@ class OwnClock(pl.Callback):
               "samples/s by its own clock")  # fmt: skip
 
 
+class SlowForward(pl.Callback):
+    """One rank sleeps ``seconds`` at the start of each training forward (a forward pre-hook)."""
+
+    def __init__(self, rank: int, seconds: float) -> None:
+        self.rank, self.seconds = rank, seconds
+
+    def on_fit_start(self, trainer, module) -> None:  # noqa: ANN001
+        if trainer.global_rank == self.rank and self.seconds:
+            module.net.register_forward_pre_hook(self.sleep)
+
+    def sleep(self, net: nn.Module, _args: object) -> None:
+        if net.training:
+            time.sleep(self.seconds)
+
+
+class StepLog(pl.Callback):
+    """Rank 0's step times (s), each from the end of one training batch to the next's (the
+    first from the start of training)."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.steps, self.last = path, [], 0.0
+
+    def on_train_start(self, trainer, module) -> None:  # noqa: ANN001
+        self.last = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, *_: object) -> None:  # noqa: ANN001
+        now = time.perf_counter()
+        self.steps.append(now - self.last)
+        self.last = now
+
+    def on_train_end(self, trainer, module) -> None:  # noqa: ANN001
+        if trainer.global_rank == 0 and self.path:
+            with open(self.path, "w") as f:
+                json.dump(self.steps, f)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--val-every", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--sleep-rank", type=int, default=-1)
+    p.add_argument("--sleep-s", type=float, default=0.0)
+    p.add_argument("--step-log", default="")
     args = p.parse_args()
     torch.manual_seed(0)
     n = args.batch_size * args.steps * 2
@@ -68,7 +110,8 @@ def main() -> None:
         accelerator="cpu", devices=2, strategy="ddp", max_steps=args.steps,
         val_check_interval=args.val_every, limit_val_batches=4, num_sanity_val_steps=0,
         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[clock],
+        enable_model_summary=False,
+        callbacks=[clock, SlowForward(args.sleep_rank, args.sleep_s), StepLog(args.step_log)],
     )  # fmt: skip
     trainer.fit(
         Classifier(),

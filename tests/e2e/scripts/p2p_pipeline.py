@@ -1,7 +1,8 @@
 """A hand-written pipeline (GPipe order) over a chain of ranks: rank r is stage r, receives
 its activations from r - 1 and sends them on to r + 1, then sends the gradients of its
-inputs back. The last stage sleeps ``--sleep-ms`` in each forward (a heavier stage), so the
-stages before it wait for its gradients. It knows nothing of scalescope.
+inputs back. The last stage (or ``--heavy-stage``) sleeps ``--sleep-ms`` in each forward (a
+heavier stage), so the others wait for it. ``--step-log``: rank 0's step times (s), JSON.
+It knows nothing of scalescope.
 
     scalescope run -n 3 p2p_pipeline.py --steps 6 --micro 3
 
@@ -13,6 +14,7 @@ link on its own 2-rank group (so a group rank is not the global rank). Each mess
 """
 
 import argparse
+import json
 import time
 
 import torch
@@ -51,6 +53,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--sleep-ms", type=float, default=15.0)
+    p.add_argument("--heavy-stage", type=int, default=-1, help="the stage that sleeps; -1: last")
+    p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -58,9 +62,11 @@ def main() -> None:
     """links[r]: the group between stage r and r + 1 (every rank makes every group)."""
     last = rank == world - 1
     torch.manual_seed(rank)
-    model = Stage(args.hidden, args.sleep_ms / 1e3 if last else 0.0)
+    heavy = rank == (args.heavy_stage if args.heavy_stage >= 0 else world - 1)
+    model = Stage(args.hidden, args.sleep_ms / 1e3 if heavy else 0.0)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     shape = (args.batch, args.hidden)
+    steps, start = [], time.perf_counter()
     for _ in range(args.steps):
         opt.zero_grad(set_to_none=True)
         kept, pending = [], []
@@ -88,6 +94,11 @@ def main() -> None:
         for work in pending:
             work.wait()
         opt.step()
+        steps.append(time.perf_counter() - start)
+        start += steps[-1]
+    if rank == 0 and args.step_log:
+        with open(args.step_log, "w") as f:
+            json.dump(steps, f)
     dist.destroy_process_group()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,68 @@ def test_the_fault_stays_out_of_the_command_line_and_the_doc_is_written(tmp_path
     write_doc(doc, [c], [s], totals([s]), meta)
     text = doc.read_text()
     assert "| c | ddp | rank:1, straggler, clear | rank:1 (straggler) | yes | yes | 29.0 |" in text
+
+
+def _flag(args: tuple[str, ...], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_the_layouts_and_loops_carry_their_truths_drawn_from_the_seed() -> None:
+    by_seed = [{c.name: c for c in matrix(seed)} for seed in range(8)]
+    for cases in by_seed:
+        pipe = cases["pipe-stage-clear"]
+        assert pipe.truth == Truth(f"stage:{_flag(pipe.fault, '--heavy-stage')}",
+                                   "pipeline stage", "clear")  # fmt: skip
+        assert _flag(pipe.args, "--sleep-ms") == "0" and pipe.ranks == 2
+        for name in ("fsdp-forward-clear", "lightning-forward-clear", "hf-forward-clear"):
+            c = cases[name]
+            assert c.truth == Truth(f"rank:{_flag(c.fault, '--sleep-rank')}", "straggler", "clear")
+            assert 0.03 <= float(_flag(c.fault, "--sleep-s")) <= 0.05
+            assert "--sleep-rank" not in c.args and "--step-log" in c.args
+        assert {cases["lightning-forward-clear"].needs, cases["hf-forward-clear"].needs} == {
+            "pytorch_lightning", "transformers"}  # fmt: skip
+        stall = cases["ddp-periodic-stall"]
+        assert stall.truth == Truth("rank:1", "straggler", "clear")
+        assert (
+            _flag(stall.fault, "--sleep-every") == "10"
+            and _flag(stall.fault, "--sleep-s") == "0.15"
+        )
+    drawn = {(c["pipe-stage-clear"].truth.culprit, c["fsdp-forward-clear"].truth.culprit)
+             for c in by_seed}  # fmt: skip
+    assert len(drawn) > 1 and len(QUICK) <= 8
+
+
+def test_a_periodic_stall_sleeps_in_every_kth_step_only() -> None:
+    sys.path.insert(0, str(PLANTED.parents[2] / "tests" / "e2e" / "scripts"))
+    from argparse import Namespace
+
+    from ddp_train import due
+
+    every = Namespace(sleep_from=0, sleep_every=10)
+    assert [s for s in range(30) if due(every, s)] == [9, 19, 29]
+    late = Namespace(sleep_from=12, sleep_every=0)
+    assert [s for s in range(15) if due(late, s)] == [12, 13, 14]
+
+
+def test_a_case_whose_loop_is_not_installed_is_skipped_not_failed(tmp_path) -> None:
+    from run import run_case
+
+    c = replace(case("rank:1"), name="loop", needs="no_such_training_loop")
+    s = run_case(c, 1, tmp_path)
+    assert s.skipped == "no_such_training_loop is not installed" and not s.passed
+    ran = score(case("rank:1"), verdict("rank:1"), 29.0, [Measured(70.0, 40.0)])
+    t = totals([s, ran])
+    assert t.cases == 1 and t.clear_culprit_pct == 100.0
+    doc = tmp_path / "accuracy.md"
+    write_doc(doc, [c, case("rank:1")], [s, ran], t, {"date": "d", "seed": 1, "pairs": 1,
+                                                       "steps": 30})  # fmt: skip
+    assert "| skip: no_such_training_loop is not installed |" in doc.read_text()
+
+
+def test_a_cause_the_what_if_cannot_take_is_predicted_by_the_verdicts_own_cost() -> None:
+    from run import verdict_cost_ms
+
+    bubble = verdict("stage:0", code="PIPELINE_BUBBLE", ms=5.0)
+    assert verdict_cost_ms(bubble, "stage:0") == 5.0
+    assert verdict_cost_ms(bubble, "stage:1") is None
+    assert verdict_cost_ms(verdict(None), "stage:0") is None
