@@ -29,6 +29,19 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class ToolCell:
+    """Another tool's cell for a case (``run.py --traceml``): what it names, by the same rules."""
+
+    named: str
+    """``rank:1 (straggler)``, ``(no culprit) (compute)``, or ``not run``."""
+    words: str
+    """The tool's own words (its verdict line), or why it could not run the case."""
+    culprit_ok: bool | None
+    cause_ok: bool | None
+    passed: bool
+
+
+@dataclass(frozen=True)
 class CaseScore:
     case: str
     truth: str
@@ -47,6 +60,8 @@ class CaseScore:
     gain_ok: bool | None
     costed_on_no_fault: tuple[str, ...] = ()
     """On a no-fault case: every cause the verdict costs (each is a false alarm)."""
+    traceml: ToolCell | None = None
+    """TraceML's cell on the same case (``run.py --traceml``); None when not asked."""
 
 
 def named(verdict: Verdict) -> str:
