@@ -34,6 +34,10 @@ def case(culprit: str | None, size: str = "clear") -> Case:
         ("compute_straggler", "rank:0", "straggler", "COMPUTE STRAGGLER  (CRITICAL)"),
         # rank 1 sleeps 40 ms in backward: DDP's all-reduce evens backward out, no rank named
         ("compute_bound", None, "compute", "COMPUTE-BOUND"),
+        # rank 1 sleeps 4.1 ms in its DataLoader's collate: a warning with no rank
+        ("residual_heavy", None, "residual", "RESIDUAL-HEAVY  (WARNING)"),
+        # rank 0 alone evaluates every 5 steps (gpt_train): its eval forwards read as compute
+        ("rank0_eval", "rank:0", "straggler", "COMPUTE STRAGGLER  (CRITICAL)"),
         # a plain loop without trace_step: TraceML saw no step
         ("no_steps", None, "no verdict", "INSUFFICIENT STEP-TIME DATA"),
     ],
