@@ -2,7 +2,8 @@
 # make test: lint, format check and the whole test suite.
 # make gpu-check: the GPU and many-core checks on a lent machine (docs/gpu.md).
 # make bench: every benchmark in a row (30-45 min, not CI), written to docs/benchmarks.md.
-# make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md.
+# make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md;
+#   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python

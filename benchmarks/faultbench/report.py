@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from cases import Case
-from score import CaseScore, Totals
+from score import CaseScore, ToolCell, Totals
 
-TRACEML = (
-    "not run yet: traceml-ai is to be installed outside the project's environment as the "
-    "bench's own step (issue 49, item 3)"
-)
-"""What TraceML's column says until its runs are in the matrix."""
+TRACEML = "not run: `run.py --traceml` runs each case's planted arm under TraceML too"
+"""What TraceML's column says when the bench ran without it."""
 
 
 def _ms(value: float | None) -> str:
@@ -28,6 +25,29 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} %"
 
 
+def _tool(cell: ToolCell | None) -> str:
+    if cell is None:
+        return "not run"
+    if cell.named == "not run":
+        return f"not run: {cell.words}"
+    return f"{cell.named}: {'pass' if cell.passed else '**fail**'}"
+
+
+def _beside(scores: list[CaseScore]) -> list[str]:
+    """TraceML's line under "Beside the tools", and its own words case by case."""
+    cells = [(s.case, s.traceml) for s in scores if s.traceml is not None]
+    if not cells:
+        return [f"- TraceML: {TRACEML}."]
+    ran = [c for _, c in cells if c.named != "not run"]
+    line = (
+        f"- TraceML (traceml-ai 0.5.0, its own launcher `traceml run`, each step in "
+        f"`traceml.trace_step`): ran {len(ran)} of {len(cells)} cases, passed "
+        f"{sum(c.passed for c in ran)}; its words map to a culprit and a class by the "
+        "rule written in `benchmarks/faultbench/traceml.py` before scoring. Its words:"
+    )
+    return [line, *(f"  - {name}: {cell.words}" for name, cell in cells)]
+
+
 def row(case: Case, s: CaseScore) -> str:
     measured = _ms(s.measured_ms) + (f" (±{s.spread_ms / 2:,.1f})" if s.spread_ms else "")
     truth = "none" if s.truth == "none" else f"{s.truth}, {s.cause}, {s.size}"
@@ -35,7 +55,8 @@ def row(case: Case, s: CaseScore) -> str:
     result = f"skip: {s.skipped}" if s.skipped else ("pass" if s.passed else "**fail**")
     return (f"| {case.name} | {case.layout} | {truth} | {s.named} | {_flag(s.culprit_ok)} | "
             f"{_flag(s.cause_ok)} | {_ms(s.predicted_ms)} | {measured} | {_flag(s.gain_ok)} | "
-            f"{result}{': ' + alarms if alarms else ''} |")  # fmt: skip
+            f"{result}{': ' + alarms if alarms else ''} | "
+            f"{_tool(s.traceml)} |")  # fmt: skip
 
 
 def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Totals,
@@ -64,11 +85,13 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "measured: the planted arm's mean step less the clean arm's, by the script's own "
         "clock (± half the pairs' range); it holds within 20 % or 5 % of the step;",
         "- a marginal case also passes with no bottleneck; a no-fault case passes when the "
-        "verdict costs nothing.",
+        "verdict costs nothing;",
+        "- TraceML: what TraceML names on the same planted arm, and whether it passes by the "
+        "same rules.",
         "",
         "| case | layout | truth | named | culprit | class | predicted (ms/step) | "
-        "measured (ms/step) | gain holds | result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "measured (ms/step) | gain holds | result | TraceML |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *(row(by_name[s.case], s) for s in scores),
         "",
         "## Totals",
@@ -83,7 +106,7 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "",
         "## Beside the tools users would pick instead",
         "",
-        f"- TraceML: {TRACEML}.",
+        *_beside(scores),
         "- NVIDIA's straggler detection: 0.7.0 needs Python 3.12 and glibc 2.39; 0.4.1 calls "
         "`torch.cuda.synchronize()`: no CPU-only case can run it.",
         "- HTA 0.5: its temporal, idle, straggler and overlap analyses need GPU kernels; on CPU "

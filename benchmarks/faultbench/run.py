@@ -5,6 +5,7 @@ scores to docs/accuracy.json.
 
     .venv/bin/python benchmarks/faultbench/run.py --quick            # one case of each kind
     .venv/bin/python benchmarks/faultbench/run.py --pairs 3 --seed 7 # the whole matrix
+    .venv/bin/python benchmarks/faultbench/run.py --quick --traceml  # TraceML beside it
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
 
+import traceml
 from cases import QUICK, Case, Truth, matrix
 from report import write_doc
 from score import CaseScore, Measured, score, skip, totals
@@ -53,6 +55,9 @@ def parse() -> argparse.Namespace:
         help="keep each case's first planted run here, with "
         "its truth and score (tests/data/faultbench: the recorded subset CI checks)",
     )
+    p.add_argument("--traceml", action="store_true",
+                   help="also run each case's planted arm under TraceML (installed on first use "
+                   f"in {traceml.VENV})")  # fmt: skip
     return p.parse_args()
 
 
@@ -156,11 +161,15 @@ def main() -> int:
     chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
     cases = [c for c in cases if chosen is None or c.name in chosen]
     scores = []
+    launcher = traceml.install() if args.traceml else None
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         for n, case in enumerate(cases, 1):
             print(f"[{n}/{len(cases)}] {case.name}", file=sys.stderr, flush=True)
-            scores.append(run_case(case, args.pairs, work, args.record))
+            scored = run_case(case, args.pairs, work, args.record)
+            if launcher is not None:
+                scored = replace(scored, traceml=traceml.run_case(case, work, launcher))
+            scores.append(scored)
     total = totals(scores)
     doc = {"date": date.today().isoformat(), "seed": args.seed, "pairs": args.pairs,
            "steps": args.steps, "cases": [asdict(s) for s in scores],

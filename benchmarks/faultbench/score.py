@@ -29,6 +29,19 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class ToolCell:
+    """Another tool's cell for a case (``run.py --traceml``): what it names, by the same rules."""
+
+    named: str
+    """``rank:1 (straggler)``, ``(no culprit) (compute)``, or ``not run``."""
+    words: str
+    """The tool's own words (its verdict line), or why it could not run the case."""
+    culprit_ok: bool | None
+    cause_ok: bool | None
+    passed: bool
+
+
+@dataclass(frozen=True)
 class CaseScore:
     case: str
     truth: str
@@ -50,6 +63,8 @@ class CaseScore:
     skipped: str = ""
     """Why the case could not run (its training loop is not installed): neither passed nor
     failed, and left out of the totals."""
+    traceml: ToolCell | None = None
+    """TraceML's cell on the same case (``run.py --traceml``); None when not asked."""
 
 
 def skip(case: Case, why: str) -> CaseScore:
