@@ -3,6 +3,7 @@ would pick instead."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,39 @@ def row(case: Case, s: CaseScore) -> str:
             f"{_tool(s.traceml)} |")  # fmt: skip
 
 
+RECORDED = Path(__file__).resolve().parents[2] / "tests" / "data" / "faultbench"
+"""The recorded subset CI checks (``run.py --record``; tests/recorded/)."""
+
+
+def recorded_section(folder: Path) -> list[str]:
+    """The recorded subset's cases, each with its verdict and score as recorded (or as
+    ``run.py --rescore`` scored them again)."""
+    docs = [json.loads(p.read_text()) for p in sorted(folder.glob("*/truth.json"))]
+    if not docs:
+        return []
+    rows = []
+    for d in docs:
+        t, sc = d["truth"], d["score"]
+        truth = "none" if t["culprit"] is None else f"{t['culprit']}, {t['cause']}, {t['size']}"
+        alarms = "; ".join(sc.get("costed_on_no_fault") or ())
+        result = ("pass" if sc["passed"] else "**fail**") + (f": {alarms}" if alarms else "")
+        rows.append(f"| {d['case']} | {truth} | {sc['named']} | {_ms(sc['predicted_ms'])} | "
+                    f"{_ms(sc['measured_ms'])} | {result} |")  # fmt: skip
+    return [
+        "## The recorded subset (CI)",
+        "",
+        f"{len(docs)} planted runs kept by `run.py --record tests/data/faultbench` with their "
+        "truth and score: `tests/recorded/test_faultbench_recorded.py` checks on each commit "
+        "that each verdict names what it named then, and every clear fault's planted culprit "
+        "first (`run.py --rescore` after a change meant to move them).",
+        "",
+        "| case | truth | named | predicted (ms/step) | measured (ms/step) | result |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Totals,
               meta: dict[str, Any]) -> None:  # fmt: skip
     by_name = {c.name: c for c in cases}
@@ -104,6 +138,7 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         f"- what-if gain: median error {_pct(total.gain_median_error_pct)} (target: <= 10 %), "
         f"within tolerance in {_pct(total.gain_within_pct)} of the cases.",
         "",
+        *recorded_section(RECORDED),
         "## Beside the tools users would pick instead",
         "",
         *_beside(scores),
