@@ -10,6 +10,7 @@ import numpy as np
 from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
 from scalescope.analyze.watch.slowdown_alerts import latest_alert
 from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead
+from scalescope.report.views.live import alert_style
 
 COL = {name: i for i, name in enumerate(FIELDS)}
 POLL_S, STEPS_PER_READ, RANKS = 0.5, 2, 4
@@ -60,6 +61,8 @@ def test_a_new_normal_is_noted_once_and_a_later_slowdown_is_found_again():
     assert 20 * 60 < second.detected_at < 20 * 60 + 30
     assert latest_alert(alerts[:2]) is note, "a re-baselined onset is no longer open"
     assert latest_alert(alerts) is second
+    styles = [alert_style(a.message) for a in alerts]
+    assert styles == ["bold red", "green", "bold red"], "top's header: open, closed, open"
 
 
 def test_a_slowdown_that_ends_within_the_hold_is_a_recovery():
