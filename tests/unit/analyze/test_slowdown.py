@@ -1,7 +1,8 @@
 """analyze/watch/slowdown.py over generated step streams (benchmarks/slowdown_streams.py): a planted
 slowdown is found soon after its onset and named (rank, node or the collectives, and the
 phase), its end is noted, and steady streams with pauses, evaluations and warm-up raise
-nothing. The false-alarm rate over 10 hours is `make bench`'s (slowdown_streams.py)."""
+nothing. The false-alarm rate over 120 hours, with its bound, is
+benchmarks/slowdown_false_alarms.py's; a new normal's re-baseline: test_slowdown_rebaseline.py."""
 
 from __future__ import annotations
 
