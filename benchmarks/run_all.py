@@ -127,6 +127,10 @@ BENCHES = (
     bench("metrics_scrape", "metrics_scrape.py", "--ranks 1024 --scrapes 20", 0.3),
     bench("metrics_scrape_per_rank", "metrics_scrape.py", "--ranks 1024 --per rank", 0.3),
     bench("slowdown_streams", "slowdown_streams.py", "--hours 10 --seeds 10", 2.0),
+    bench("slowdown_false_alarms", "slowdown_false_alarms.py", "--quick", 1.0),
+    bench(
+        "slowdown_false_alarms_120h", "slowdown_false_alarms.py", "--hours 120", 8.0, default=False
+    ),  # fmt: skip
     bench("slowdown_steady_live", "slowdown_steady_live.py", "--minutes 10", 12.0),
     bench("slowdown_live_30", "slowdown_live.py", "--runs 5 --change 0.3", 6.0),
     bench("slowdown_live_12", "slowdown_live.py", "--runs 10 --change 0.12", 11.0),

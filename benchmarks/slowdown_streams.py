@@ -79,16 +79,27 @@ class Profile:
     checkpoint_named: bool = False
     warmup_steps: int = 30
     poll_s: float = 0.5
+    drift: float = 0.0
+    """Slow drift: the step's amplitude (0.04: +-4 %) on a sine of period ``drift_h``."""
+    drift_h: float = 6.0
+    job_rho: float = 0.0
+    """The shared factor's memory from step to step (AR(1); 0: independent steps)."""
+    tail_df: float = 0.0
+    """Heavy tails: the per-rank noise a Student t of these degrees of freedom (0: normal)."""
+    period: int = 0
+    """Periodic work: rank 0 does ``period_ms`` more (in ``other``) every ``period`` steps."""
+    period_ms: float = 0.0
 
     def host(self, rank: int) -> str:
         return f"node{rank // self.per_node}"
 
 
-def _steps(p: Profile, plant: Plant | None, first: int, n: int, rng) -> np.ndarray:
-    """Per step and rank, the FIELDS' values of that step alone (ns; steps = 1)."""
+def _steps(p: Profile, plant: Plant | None, first: int, n: int, rng, carry: dict) -> np.ndarray:
+    """Per step and rank, the FIELDS' values of that step alone (ns; steps = 1); ``carry``
+    holds what one chunk of steps leaves to the next."""
     idx = np.arange(first, first + n)
-    job = rng.lognormal(0.0, p.job_noise, (n, 1))
-    own = {ph: p.step_ms * share * job * rng.lognormal(0.0, p.noise, (n, p.ranks))
+    job = _job_factor(p, idx, rng, carry)
+    own = {ph: p.step_ms * share * job * _rank_noise(p, rng, n)
            for ph, share in SHARES.items()}  # fmt: skip
     warm = np.where(idx < p.warmup_steps, 2.0, 1.0)[:, None]
     spikes = rng.random((n, p.ranks)) < 1.0 / (p.spike_every * p.ranks)
@@ -99,10 +110,13 @@ def _steps(p: Profile, plant: Plant | None, first: int, n: int, rng) -> np.ndarr
         _plant(p, plant, idx, own, comm)
     mine = sum(own.values())
     step = mine.max(axis=1) + comm
+    periodic = np.where(idx % p.period == 0, p.period_ms * job[:, 0], 0.0) if p.period else 0
+    step = step + periodic
     pauses = {"eval": (p.eval_every, p.eval_s, p.eval_named),
               "checkpoint": (p.checkpoint_every, p.checkpoint_s, p.checkpoint_named)}  # fmt: skip
     out = np.zeros((n, p.ranks, len(FIELDS)))
     wait = step[:, None] - mine
+    wait[:, 0] -= periodic  # rank 0's own work, outside the phases; the others wait for it
     for name, (every, seconds, named) in pauses.items():
         ms = np.where((idx > 0) & (idx % every == 0), seconds * 1e3, 0.0)[:, None]
         step = step + ms[:, 0]  # unnamed: in the step, outside every phase (other)
@@ -118,6 +132,30 @@ def _steps(p: Profile, plant: Plant | None, first: int, n: int, rng) -> np.ndarr
     out[:, :, 1:] *= 1e6
     out[:, :, COL["samples"]] /= 1e6
     return out
+
+
+def _job_factor(p: Profile, idx: np.ndarray, rng, carry: dict) -> np.ndarray:
+    """The per-step factor every rank shares (n x 1): lognormal noise, AR(1) over steps when
+    ``job_rho``, times the slow drift."""
+    if not p.job_rho:
+        job = rng.lognormal(0.0, p.job_noise, (len(idx), 1))
+    else:
+        shocks = rng.normal(0.0, p.job_noise * np.sqrt(1 - p.job_rho**2), len(idx))
+        logs, last = np.empty(len(idx)), carry.get("job_log", 0.0)
+        for i, e in enumerate(shocks.tolist()):
+            last = logs[i] = p.job_rho * last + e
+        carry["job_log"] = last
+        job = np.exp(logs)[:, None]
+    if p.drift:
+        hours = idx * (p.step_ms + p.comm_ms) / 3.6e6
+        job = job * (1 + p.drift * np.sin(2 * np.pi * hours / p.drift_h))[:, None]
+    return job
+
+
+def _rank_noise(p: Profile, rng, n: int) -> np.ndarray:
+    if p.tail_df:
+        return np.exp(p.noise * rng.standard_t(p.tail_df, (n, p.ranks)))
+    return rng.lognormal(0.0, p.noise, (n, p.ranks))
 
 
 def _plant(p: Profile, plant: Plant, idx: np.ndarray, own: dict, comm: np.ndarray) -> None:
@@ -141,12 +179,12 @@ def _plant(p: Profile, plant: Plant, idx: np.ndarray, own: dict, comm: np.ndarra
 
 def reads(p: Profile, hours: float, seed: int, plant: Plant | None = None) -> Iterator[TotalsRead]:
     """The watcher's reads of a generated job over ``hours`` of its time."""
-    rng = np.random.default_rng(seed)
+    rng, carry = np.random.default_rng(seed), {}
     ranks = np.arange(p.ranks)
     totals = np.zeros((p.ranks, len(FIELDS)))
     clock_s, next_poll, first, end_s = 0.0, p.poll_s, 0, hours * 3600
     while clock_s < end_s:
-        steps = _steps(p, plant, first, CHUNK, rng)
+        steps = _steps(p, plant, first, CHUNK, rng, carry)
         ends = clock_s + np.cumsum(steps[:, 0, COL["step_ns"]]) / 1e9
         running = totals + np.cumsum(steps, axis=0)
         polls = np.arange(next_poll, min(ends[-1], end_s), p.poll_s)
@@ -167,10 +205,10 @@ def replay(p: Profile, hours: float, seed: int, plant: Plant | None = None,
 
 def onset_time_s(p: Profile, seed: int, step: int) -> float:
     """When step ``step`` began in the stream of ``seed`` (the same draws as ``reads``)."""
-    rng = np.random.default_rng(seed)
+    rng, carry = np.random.default_rng(seed), {}
     clock, first = 0.0, 0
     while True:
-        steps = _steps(p, None, first, CHUNK, rng)
+        steps = _steps(p, None, first, CHUNK, rng, carry)
         ends = clock + np.cumsum(steps[:, 0, COL["step_ns"]]) / 1e9
         if step < first + CHUNK:
             return clock if step == first else float(ends[step - first - 1])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -92,6 +93,17 @@ def test_an_open_slowdown_and_a_hang_are_gauges(tmp_path: Path) -> None:
     active = key("scalescope_slowdown_active", job="job1", subject="rank", phase="forward",
                  category="compute")  # fmt: skip
     assert got[active] == 1 and got[key("scalescope_hang", job="job1")] == 1
+    assert got[key("scalescope_slowdown_alerts_total", job="job1")] == 1
+
+
+def test_a_re_baselined_slowdown_is_no_longer_open(tmp_path: Path) -> None:
+    endpoint = MetricsEndpoint("job1", HOSTS.get)
+    onset = Alert("onset", 1, "rank", (2,), ("n1",), "forward", "compute", 38.0, 90.0, 100.0,
+                  138.0, 50, 60, 1.0, "slowdown: ...")  # fmt: skip
+    note = replace(onset, event="rebaseline", detected_step=3_000, detected_at=601.0)
+    endpoint.latest.alerted((onset, note))
+    got = samples(endpoint)
+    assert not any(name == "scalescope_slowdown_active" for name, _ in got)
     assert got[key("scalescope_slowdown_alerts_total", job="job1")] == 1
 
 

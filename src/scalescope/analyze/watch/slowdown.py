@@ -21,7 +21,13 @@ Detection is a one-sided CUSUM on the log of the job's step against its baseline
 - the same sum on the other side (the job faster than its baseline: a warm-up longer than
   ``warmup_steps``, or a job that sped up) learns the baseline again;
 - an active alert recovers once the median of the last ``confirm_reads`` reads is within half
-  of ``min_change`` of the baseline.
+  of ``min_change`` of the baseline;
+- an active alert that holds ``rebaseline_s`` (10 minutes) and ``rebaseline_reads`` reads
+  with steps (20 times the onset's ``confirm_reads``) is the new normal: one ``rebaseline``
+  note, then the baseline is learnt again from the reads that follow, so a later slowdown on
+  top of it is an onset of its own. Ten minutes is longer than any evaluation or checkpoint
+  pause the streams hold and than the recorded slowdowns, so a slowdown that ends is still
+  a recovery; one that outlasts it is the job's new step, not an alarm to hold open.
 
 A maintained library was weighed (river's PageHinkley, ruptures): neither takes the clipping,
 the size gate and the onset's totals this needs, and river would bring pandas and scipy to
@@ -52,6 +58,8 @@ from scalescope.events.live_state import LiveState
 
 MAX_WINDOW = 64
 """Reads kept since a candidate onset, for the attribution's medians."""
+MAX_HELD = 256
+"""Reads kept while an alert is active, for the level a re-baseline notes."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,8 @@ class DetectorConfig:
     h_noise: float = 8.0
     confirm_reads: int = 5
     confirm_steps: int = 5
+    rebaseline_s: float = 600.0
+    rebaseline_reads: int = 100
 
 
 @dataclass
@@ -86,6 +96,9 @@ class _State:
     since_reads: list = field(default_factory=list)
     """``per_step_ms`` of the reads since the onset (the last MAX_WINDOW)."""
     active: Alert | None = None
+    held: list[float] = field(default_factory=list)
+    """The job's step of each read since the active alert (the last MAX_HELD)."""
+    held_reads: int = 0
     alerts: int = 0
 
 
@@ -105,6 +118,7 @@ class SlowdownDetector:
         return self._state.active
 
     def observe(self, at_s: float, states: Mapping[int, LiveState]) -> list[Alert]:
+        """The alerts this read raised: an onset, a recovery or a re-baseline."""
         return self.observe_read(read_totals(at_s, states))
 
     def observe_read(self, now: TotalsRead) -> list[Alert]:
@@ -154,6 +168,11 @@ class SlowdownDetector:
             enough = len(st.since) >= c.confirm_reads
             if enough and level <= st.base_ms * (1 + c.min_change / 2):
                 return [self._recover(now, level)]
+            st.held = (st.held + [value])[-MAX_HELD:]
+            st.held_reads += 1
+            held_s = now.at_s - st.active.detected_at
+            if held_s >= c.rebaseline_s and st.held_reads >= c.rebaseline_reads:
+                return [self._rebaseline(now)]
             return []
         clip = st.h * c.clip_share
         x = max(min(math.log(max(value, 1e-9) / st.base_ms), clip), -clip)
@@ -189,14 +208,30 @@ class SlowdownDetector:
         )  # fmt: skip
         alert = with_message(alert)
         st.active, st.since, st.since_reads = alert, [], []
+        st.held, st.held_reads = [], 0
+        return alert
+
+    def _rebaseline(self, now: TotalsRead) -> Alert:
+        """The active alert's level is the new normal: noted once, then learnt again."""
+        st = self._state
+        level = float(np.median(st.held))
+        alert = self._closing("rebaseline", now, level)
+        self._state = _State(alerts=st.alerts)
         return alert
 
     def _recover(self, now: TotalsRead, level: float) -> Alert:
         st = self._state
+        alert = self._closing("recovery", now, level)
+        st.active, st.cusum, st.since, st.onset = None, 0.0, [], now
+        return alert
+
+    def _closing(self, event: str, now: TotalsRead, level: float) -> Alert:
+        """The active onset's recovery or re-baseline, at ``level``."""
+        st = self._state
         onset = st.active
-        alert = with_message(
+        return with_message(
             Alert(
-                event="recovery",
+                event=event,
                 id=onset.id,
                 subject=onset.subject,
                 ranks=onset.ranks,
@@ -213,5 +248,3 @@ class SlowdownDetector:
                 message="",
             )  # fmt: skip
         )
-        st.active, st.cusum, st.since, st.onset = None, 0.0, [], now
-        return alert

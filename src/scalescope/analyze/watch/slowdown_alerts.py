@@ -1,5 +1,5 @@
-"""A slowdown's alert: one line of ``alerts.jsonl`` (an onset or its recovery), its words,
-and the file read back."""
+"""A slowdown's alert: one line of ``alerts.jsonl`` (an onset, its recovery or its
+re-baseline), its words, and the file read back."""
 
 from __future__ import annotations
 
@@ -9,15 +9,19 @@ from pathlib import Path
 
 from scalescope.events.files import ALERTS_FILE
 
+CLOSING = ("recovery", "rebaseline")
+"""The events that close an onset: the watch no longer holds it open."""
+
 
 @dataclass(frozen=True)
 class Alert:
-    """One line of ``alerts.jsonl``: a slowdown's onset or its recovery."""
+    """One line of ``alerts.jsonl``: a slowdown's onset, its recovery, or its re-baseline
+    (it held long enough to be the new normal: later onsets are measured against it)."""
 
     event: str
-    """``onset`` or ``recovery``."""
+    """``onset``, ``recovery`` or ``rebaseline``."""
     id: int
-    """The onset's number (from 1); a recovery carries its onset's."""
+    """The onset's number (from 1); a recovery or re-baseline carries its onset's."""
     subject: str
     """``rank``, ``node``, ``link`` (``nodes``: its two ends, or the one host it is inside;
     ``ranks``: the group whose collectives slowed) or ``world`` (every rank: its own work,
@@ -62,6 +66,11 @@ def with_message(a: Alert) -> Alert:
         text = (f"slowdown {a.id} recovered at step {a.detected_step:,}: step {a.now_ms:.1f} ms "
                 f"against {a.baseline_ms:.1f} ms before it ({_who(a)}, {a.phase})")  # fmt: skip
         return replace(a, message=text)
+    if a.event == "rebaseline":
+        text = (f"slowdown {a.id} is the new normal at step {a.detected_step:,}: step "
+                f"{a.now_ms:.1f} ms held against {a.baseline_ms:.1f} ms before it ({_who(a)}, "
+                f"{a.phase}); later slowdowns are measured against the new step")  # fmt: skip
+        return replace(a, message=text)
     phase = f"{a.phase} {a.phase_change_pct:+.0f} %" if a.phase_change_pct is not None else a.phase
     step = f"{a.baseline_ms:.1f} -> {a.now_ms:.1f} ms ({a.change_pct:+.0f} %, {a.category})"
     text = f"slowdown: {_who(a)}: {phase} since step {a.since_step:,}; the step {step}"
@@ -87,7 +96,8 @@ def read_alerts(run_dir: Path) -> list[Alert]:
 
 
 def latest_alert(alerts: list[Alert]) -> Alert | None:
-    """The last onset still open, else the last recovery (None without alerts)."""
-    recovered = {a.id for a in alerts if a.event == "recovery"}
+    """The last onset still open, else the last recovery or re-baseline (None without
+    alerts)."""
+    recovered = {a.id for a in alerts if a.event in CLOSING}
     open_ = [a for a in alerts if a.event == "onset" and a.id not in recovered]
     return open_[-1] if open_ else (alerts[-1] if alerts else None)

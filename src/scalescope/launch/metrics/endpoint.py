@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scalescope.analyze.watch.slowdown_alerts import Alert
+from scalescope.analyze.watch.slowdown_alerts import CLOSING, Alert
 from scalescope.events.live_state import LiveState
 from scalescope.launch.metrics.http import bind, push
 from scalescope.launch.metrics.labels import RankLabels
@@ -146,7 +146,7 @@ class RunCollector:
         onsets = Family(PREFIX + "slowdown_alerts", COUNTER, "Slowdowns named")
         onsets.add(job, sum(1 for a in alerts if a.event == "onset"))
         active = Family(PREFIX + "slowdown_active", GAUGE, "1 while a slowdown is open")
-        recovered = {a.id for a in alerts if a.event == "recovery"}
+        recovered = {a.id for a in alerts if a.event in CLOSING}
         for a in alerts:
             if a.event == "onset" and a.id not in recovered:
                 what = (("subject", a.subject), ("phase", a.phase), ("category", a.category))

@@ -191,13 +191,19 @@ def _many_ranks(snap: LiveSnapshot, shown: int) -> list[Block]:
     return [told, *(b for b in (histogram(snap.step_histogram), starting_summary(snap.ranks)) if b)]
 
 
+def alert_style(message: str) -> str:
+    """The header's style of an alert's sentence: green once it no longer holds a slowdown
+    open (recovered, or taken as the new normal), else bold red."""
+    closed = " recovered " in message or " is the new normal " in message
+    return "green" if closed else "bold red"
+
+
 def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Document:
     """Header, one row per rank shown, the ranks left out, the legend, last words, output."""
     shown = shown_ranks(snap)
     blocks: list[Block] = [*header(snap, extras)]
     if extras.alert:
-        style = "green" if " recovered " in extras.alert else "bold red"
-        blocks.append(Line(extras.alert, style=style))
+        blocks.append(Line(extras.alert, style=alert_style(extras.alert)))
     blocks.append(rank_table(shown, snap.straggler, snap.places))
     blocks += [*_many_ranks(snap, len(shown)), legend()]
     blocks += [

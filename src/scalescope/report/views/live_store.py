@@ -14,6 +14,7 @@ from scalescope.events.live_state import LiveState
 from scalescope.events.units import fmt_bytes_brief, fmt_seconds
 from scalescope.report.document import Block, Column, Document, Line, Table
 from scalescope.report.subjects import StoreFrame, StoreRank
+from scalescope.report.views.live import alert_style
 
 MAX_ROWS = 16
 
@@ -89,7 +90,7 @@ def store_top_document(
     )
     blocks: list[Block] = [Line(head, style="bold")]
     if alert:
-        blocks.append(Line(alert, style="green" if " recovered " in alert else "bold red"))
+        blocks.append(Line(alert, style=alert_style(alert)))
     blocks.append(rank_rows(ranks, now))
     if len(ranks) > MAX_ROWS:
         told = f"{MAX_ROWS} of {len(ranks)} ranks shown: ended, stuck longest, fewest steps"
