@@ -18,6 +18,7 @@ from conftest import SCRIPTS, run_then_report
 from scalescope.events import Kind, load_run
 
 MICRO, BLOCKS, BATCH, HIDDEN, STEPS, WARMUP = 4, 8, 128, 512, 8, 2
+UNBALANCED_SPLIT = 1
 CLOCK_LINE = re.compile(
     r"PP_CLOCK rank=(?P<rank>\d+) samples_per_s=(?P<sps>[\d.]+) step_ms=(?P<step>[\d.]+) "
     r"compute_ms=(?P<compute>[\d.]+)"
@@ -41,7 +42,9 @@ def _run(tmp, schedule: str, split: int, hidden: int = HIDDEN, steps: int = STEP
 
 @pytest.fixture(scope="module")
 def unbalanced(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("pp_unbalanced"), "1f1b", 2)
+    """1 block on stage 0, 7 on stage 1: the move's replayed gain is ~20-30 % of the step even
+    on busy cores (2 and 6 gave ~10 % under load, at the finding's threshold)."""
+    return _run(tmp_path_factory.mktemp("pp_unbalanced"), "1f1b", UNBALANCED_SPLIT)
 
 
 def check_stages(run, schedule: str, split: int) -> None:
@@ -84,7 +87,7 @@ def check_samples(report, clocks) -> None:
 
 
 def test_each_rank_records_its_stage_the_schedule_and_its_blocks(unbalanced):
-    check_stages(unbalanced[0], "Schedule1F1B", 2)
+    check_stages(unbalanced[0], "Schedule1F1B", UNBALANCED_SPLIT)
 
 
 def test_each_microbatch_is_one_forward_and_one_backward_row(unbalanced):
