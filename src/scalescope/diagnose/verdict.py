@@ -101,25 +101,17 @@ def _cost(f: Finding, analysis: RunAnalysis) -> Cost | None:
 
 
 def culprit(f: Finding, analysis: RunAnalysis) -> Culprit | None:
-    """Where the cause is: the bound stage of a pipeline's causes, a finding's rank, its
-    node or link, else its mesh dimension."""
+    """Where the cause is: the bound stage of a pipeline's causes, the node or link its
+    replayed fix names (``replayed_cause``), its rank, else its mesh dimension."""
     pipe = analysis.pipeline
     if f.code in PIPELINE_CODES and pipe is not None:
         held = tuple(s.rank for s in pipe.ranks if s.stage == pipe.bound_stage)
         return Culprit("stage", str(pipe.bound_stage), held)
-    if f.code == "NODE_STRAGGLER":
-        ranks = tuple(int(r) for r in _evidence(f, "its ranks").split(",") if r.strip())
-        hosts = {s.hostname for s in analysis.ranks if s.rank in ranks}
-        if len(hosts) == 1:
-            return Culprit("node", hosts.pop(), ranks)
+    kind, _, name = (replayed_cause(f, analysis) or "").partition(":")
+    if kind == "node":
+        return Culprit("node", name, tuple(s.rank for s in analysis.ranks if s.hostname == name))
+    if kind == "link":
+        return Culprit("link", name)
     if f.rank is not None:
         return Culprit("rank", str(f.rank), (f.rank,))
-    link = _evidence(f, "hosts")
-    if f.code == "SLOW_LINK" and link:
-        return Culprit("link", link.replace(" ", ""))
     return Culprit("dim", f.dim) if f.dim else None
-
-
-def _evidence(f: Finding, name: str) -> str:
-    """The value of the finding's evidence ``name`` as text, or ""."""
-    return next((str(e.value) for e in f.evidence if e.name == name), "")
