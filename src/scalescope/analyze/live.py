@@ -219,6 +219,10 @@ def mean_rate(totals: Mapping[int, RankTotals]) -> float | None:
     return samples / span if span > 0 and samples > 0 else None
 
 
+FRAME_PARTS = ("steps", "cross_rank")
+"""The parts of a window's analysis ``live_snapshot`` reads: what a frame costs to analyse."""
+
+
 def live_snapshot(
     meta: RunMeta,
     analysis: RunAnalysis | None,

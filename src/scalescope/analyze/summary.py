@@ -5,7 +5,7 @@ HTA's ``TraceAnalysis``, built by ``diagnose.recording.Recording`` alone."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from scalescope.analyze.model.replay import ReplayRefused
 from scalescope.analyze.model.step_grid import build_grid
 from scalescope.analyze.model.whatif import WhatIf, hosts_of, what_if_of
 from scalescope.analyze.nodes import NodeSummary, node_summaries
+from scalescope.analyze.part import part
 from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
 from scalescope.analyze.rank_status import FAILED_STATUSES, RankStatus, hostnames, rank_status
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks
@@ -78,27 +79,6 @@ UNRECORDED: dict[str, Any] = {
     "slowdowns": (), "p2p": None, "pipeline": None,
 }  # fmt: skip
 """The parts of an analysis ``given`` without a run: never recorded."""
-
-
-class part:  # noqa: N801 (a decorator, as functools.cached_property is)
-    """One analysis of ``RunAnalysis``: computed on first use from the parts it reads, then
-    kept in the instance's ``__dict__`` (which a non-data descriptor leaves first); each
-    build counted in ``builds``."""
-
-    def __init__(self, build: Callable[[RunAnalysis], Any]) -> None:
-        self.build = build
-        self.name = build.__name__
-        self.__doc__ = build.__doc__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: RunAnalysis | None, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        obj.builds[self.name] += 1
-        value = obj.__dict__[self.name] = self.build(obj)
-        return value
 
 
 class RunAnalysis:
@@ -311,6 +291,11 @@ class RunAnalysis:
         copy.alerts = self.alerts
         copy.__dict__.update(parts)
         return copy
+
+    def compute(self, *names: str) -> None:
+        """The parts ``names`` computed now (for a caller that times the analysis)."""
+        for name in names:
+            getattr(self, name)
 
     def reported(self) -> dict[str, Any]:
         """The parts the report JSON holds (``REPORTED``), each computed if not yet."""

@@ -17,7 +17,7 @@ import psutil
 from rich.console import RenderableType
 
 from scalescope.analyze.layouts.coordinates import RankPlace, pipeline_stages, rank_places
-from scalescope.analyze.live import live_snapshot
+from scalescope.analyze.live import FRAME_PARTS, live_snapshot
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.watch.slowdown_alerts import latest_alert, read_alerts
 from scalescope.diagnose.recording import Recording
@@ -168,7 +168,6 @@ class LiveTop:
         self.run: Run | None = None
         self.rec: Recording | None = None
         """The window as a recording: analysed and diagnosed once each."""
-        self.analysis: RunAnalysis | None = None
         self.analysis_s = 0.0
         """What the last analysis of the window took (seconds of wall time)."""
         self.analysed_at = 0.0
@@ -220,11 +219,17 @@ class LiveTop:
         window = self.tail.window()
         self.run = Run(self.run_dir, meta, window, {r: m for r, m in metas.items() if m})
         self.rec = Recording(self.run, window=True) if len(window) else None
-        self.analysis = self.rec.analysis if self.rec is not None else None
+        if self.rec is not None:  # the parts the frame reads, inside the time ANALYSIS_SHARE bounds
+            self.rec.analysis.compute(*FRAME_PARTS)
         self.update_places(metas)
         self.analysis_s, self.analysed_at = time.perf_counter() - started, now
         self.window_stale, self.finding_stale = False, True
         self.analyses += 1
+
+    @property
+    def analysis(self) -> RunAnalysis | None:
+        """The window's analysis, its parts computed on first use."""
+        return self.rec.analysis if self.rec is not None else None
 
     def update_places(self, metas: dict[int, RankMeta | None]) -> None:
         """The ranks' stages and coordinates from the analysis' groups and pipeline: the
