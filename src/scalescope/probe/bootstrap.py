@@ -71,11 +71,33 @@ _waits_at_start: dict[int, int] = {}
 the rank's recorded wait is the training's, not the imports'."""
 
 
+_flushing: list[Callable[[], bool]] = []
+"""Whether the probe's recorder is writing rows out on this thread: the handler's exception
+waits for the write's end (``raise_deferred``), else the rows it had taken were lost."""
+_deferred: list[int] = []
+
+
 def _on_signal(signum: int, _frame: object) -> None:
     _received.append(signum)
-    if not _ending:
+    if _ending:
+        return
+    if any(flushing() for flushing in _flushing):
+        _deferred.append(signum)
+        return
+    _ending.append(True)
+    raise Interrupted(signum)
+
+
+def raise_deferred() -> None:
+    """After a flush: the signal that came while the main thread wrote rows, raised now."""
+    if _deferred and not _ending and threading.current_thread() is threading.main_thread():
         _ending.append(True)
-        raise Interrupted(signum)
+        raise Interrupted(_deferred[0])
+
+
+def defer_signals_while_flushing(recorder: Any) -> None:
+    _flushing.append(lambda: recorder.flushing_in == threading.get_ident())
+    recorder.after_flush.append(raise_deferred)
 
 
 def interrupting_signal(error_text: str) -> int | None:
@@ -190,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
         probe = Probe(args.run_dir, meta.rank, args.flush_every, live).install()
         probe.recorder.before_flush.append(groups_publisher(args.run_dir, meta, probe))
+        defer_signals_while_flushing(probe.recorder)
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
         probe.live.on_stopped = lambda signum: _end_stopped(args.run_dir, meta, probe, signum)
     for sig in (signal.SIGTERM, signal.SIGINT):

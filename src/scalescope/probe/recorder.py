@@ -67,6 +67,10 @@ class Recorder:
         self.memory = MemoryPeak()
         self.errors: list[str] = []
         self.before_flush: list[Callable[[], None]] = []
+        self.after_flush: list[Callable[[], None]] = []
+        self.flushing_in: int | None = None
+        """The thread writing rows out, while it does: a signal's handler on that thread
+        defers its exception until ``after_flush`` (raised mid-write, it lost the rows taken)."""
         self.row_sources: list[Callable[[bool], list[list]]] = []
         """Rows kept elsewhere (the C++ hooks'), taken at each flush: the finished ones, all
         on the final flush."""
@@ -168,26 +172,28 @@ class Recorder:
             hook()
         start = self.step_start_ns if self.step_start_ns is not None else end_ns
         samples = self.loader_samples or self.forward_samples
-        rows = self.rows
-        rows.append(
-            [
-                self.step,
-                Kind.STEP,
-                "step",
-                start,
-                end_ns - start,
-                0,
-                samples,
-                "",
-                "",
-                -1,
-                "",
-                -1,
-            ]
-        )
+        step_row = [
+            self.step,
+            Kind.STEP,
+            "step",
+            start,
+            end_ns - start,
+            0,
+            samples,
+            "",
+            "",
+            -1,
+            "",
+            -1,
+        ]
+        with self._lock:  # the watch thread may be taking the rows for a flush
+            self.rows.append(step_row)
         peak = self.memory.read_and_reset()
         if peak is not None:
-            rows.append([self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1])
+            with self._lock:
+                self.rows.append(
+                    [self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1]
+                )
         self.step += 1
         self.step_start_ns = end_ns
         if self.on_step is not None:
@@ -214,7 +220,13 @@ class Recorder:
     def flush(self, final: bool = False) -> None:
         """Write completed rows; on ``final`` write incomplete collectives with dur_ns -1."""
         with self._flush_lock:
-            self._flush(final)
+            self.flushing_in = threading.get_ident()
+            try:
+                self._flush(final)
+            finally:
+                self.flushing_in = None
+        for hook in self.after_flush:
+            hook()
 
     def _flush(self, final: bool) -> None:
         for hook in self.before_flush:

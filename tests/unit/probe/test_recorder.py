@@ -99,3 +99,38 @@ def test_a_signal_inside_end_step_still_counts_the_written_step(tmp_path):
     steps = _load(tmp_path / "e.arrows").of_kind(Kind.STEP)
     assert steps.step.tolist() == [0, 1, 2]
     assert rec.step == 3
+
+
+def test_a_stop_signal_during_a_flush_is_raised_once_the_rows_are_written(tmp_path, monkeypatch):
+    """A SIGTERM whose handler ran while the main thread wrote a batch out once lost the
+    batch (20 steps): the rows were taken, then the exception left before the write."""
+    import signal
+
+    import pytest
+
+    from scalescope.probe import bootstrap
+
+    for name in ("_ending", "_received", "_deferred", "_flushing"):
+        monkeypatch.setattr(bootstrap, name, [])
+    path = tmp_path / "e.arrows"
+    rec = Recorder(path, rank=0, flush_every_steps=2)
+    bootstrap.defer_signals_while_flushing(rec)
+    write = rec.writer.write
+
+    def signalled_then_written(rows):
+        if not bootstrap._received:
+            signal.raise_signal(signal.SIGTERM)
+        write(rows)
+
+    monkeypatch.setattr(rec.writer, "write", signalled_then_written)
+    before = signal.signal(signal.SIGTERM, bootstrap._on_signal)
+    try:
+        rec.end_step(100)
+        with pytest.raises(bootstrap.Interrupted) as stopped:
+            rec.end_step(200)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert stopped.value.signum == signal.SIGTERM
+    rec.close()
+    table = _load(path)
+    assert table.step[table.kind == Kind.STEP].tolist() == [0, 1]
