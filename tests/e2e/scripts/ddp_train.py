@@ -5,6 +5,7 @@ It knows nothing of scalescope. It writes the facts the tests check the probe ag
 """
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -21,6 +22,13 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--width", type=int, default=256, help="the hidden layers' width")
+    p.add_argument(
+        "--no-sync",
+        action="store_true",
+        help="no gradient all-reduce and no buffer broadcast: each rank trains alone (the "
+        "job's communication removed, to measure what it costs)",
+    )
     p.add_argument("--bucket-cap-mb", type=float, default=0.05)
     p.add_argument("--user-allreduce", type=int, default=0, help="elements, 0 = none")
     p.add_argument("--fail-rank", type=int, default=-1)
@@ -101,15 +109,15 @@ class Sleep(nn.Module):
         return x
 
 
-def model(delay: Delay | None = None) -> nn.Module:
+def model(delay: Delay | None = None, width: int = 256) -> nn.Module:
     return nn.Sequential(
         Sleep(delay or Delay(0.0)),
-        nn.Linear(64, 256),
-        nn.BatchNorm1d(256),
+        nn.Linear(64, width),
+        nn.BatchNorm1d(width),
         nn.ReLU(),
-        nn.Linear(256, 256),
+        nn.Linear(width, width),
         nn.ReLU(),
-        nn.Linear(256, 10),
+        nn.Linear(width, 10),
     )
 
 
@@ -159,10 +167,11 @@ def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: in
             open(args.ready_file, "w").close()
         delay.active = due(args, step)
         opt.zero_grad(set_to_none=True)
-        out = ddp(x)
-        if where["backward"]:
-            out.register_hook(sleep_then(delay))
-        nn.functional.cross_entropy(out, y).backward()
+        with ddp.no_sync() if args.no_sync else contextlib.nullcontext():
+            out = ddp(x)
+            if where["backward"]:
+                out.register_hook(sleep_then(delay))
+            nn.functional.cross_entropy(out, y).backward()
         opt.step()
         now = time.perf_counter()
         steps.append(now - last)
@@ -183,8 +192,8 @@ def main() -> None:
     also_rank, _, also_s = args.also_sleep.partition(":")
     seconds = float(also_s) if also_rank and rank == int(also_rank) else 0.0
     delay = Delay(args.sleep_s if rank == args.sleep_rank else seconds)
-    net = model(delay if args.sleep_where == "forward" else None)
-    ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb)
+    net = model(delay if args.sleep_where == "forward" else None, args.width)
+    ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb, broadcast_buffers=not args.no_sync)
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
