@@ -78,6 +78,11 @@ class Case:
     needs: str = ""
     """A module the script imports (an installed training loop); without it the case is
     skipped, neither passed nor failed."""
+    alone: tuple[str, ...] = ()
+    """A no-fault case's third arm: the same job with its communication removed
+    (``--no-sync``). A job has costs of its own besides noise (a small model's exposed
+    all-reduce): a cost the verdict claims for its communication is judged against this
+    arm's gain, as a fault's against its clean arm, and passes only where it holds."""
 
     @property
     def fixed(self) -> str | None:
@@ -93,8 +98,8 @@ def ddp_cases(rng: random.Random, steps: int) -> list[Case]:
     """One rank slow in each phase, clear and marginal; no fault twice; a fault from
     mid-run; two slow ranks at once."""
     base = ("--steps", str(steps), "--step-log", "steps.json")
-    out = [Case(f"ddp-none-{i}", "ddp", DDP_TRAIN, base, (), Truth(None, "none", "none"))
-           for i in range(2)]  # fmt: skip
+    out = [Case(f"ddp-none-{i}", "ddp", DDP_TRAIN, base, (), Truth(None, "none", "none"),
+                alone=("--no-sync",)) for i in range(2)]  # fmt: skip
     for where in PHASES:
         for size in ("clear", "marginal"):
             rank, ms = rng.choice((0, 1)), _sleep(rng, size)

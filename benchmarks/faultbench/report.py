@@ -53,6 +53,10 @@ def row(case: Case, s: CaseScore) -> str:
     measured = _ms(s.measured_ms) + (f" (±{s.spread_ms / 2:,.1f})" if s.spread_ms else "")
     truth = "none" if s.truth == "none" else f"{s.truth}, {s.cause}, {s.size}"
     alarms = "; ".join(s.costed_on_no_fault)
+    if s.confirmed:
+        alarms += f"{'; ' if alarms else ''}confirmed: {'; '.join(s.confirmed)}"
+    if s.alone_ms is not None:
+        alarms += f" (its communication measured: {_ms(s.alone_ms)} ms/step)"
     result = f"skip: {s.skipped}" if s.skipped else ("pass" if s.passed else "**fail**")
     return (f"| {case.name} | {case.layout} | {truth} | {s.named} | {_flag(s.culprit_ok)} | "
             f"{_flag(s.cause_ok)} | {_ms(s.predicted_ms)} | {measured} | {_flag(s.gain_ok)} | "
@@ -119,7 +123,9 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "measured: the planted arm's mean step less the clean arm's, by the script's own "
         "clock (± half the pairs' range); it holds within 20 % or 5 % of the step;",
         "- a marginal case also passes with no bottleneck; a no-fault case passes when the "
-        "verdict costs nothing;",
+        "verdict costs nothing but the job's own communication, and that cost holds (by the "
+        "same rule) against the job run a third time without it (`--no-sync`: each rank "
+        "trains alone);",
         "- TraceML: what TraceML names on the same planted arm, and whether it passes by the "
         "same rules.",
         "",

@@ -61,10 +61,12 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def run_arm(case: Case, folder: Path, planted: bool) -> Path:
-    """One run of the case's script through scalescope, its fault (if any) out of argv."""
+def run_arm(case: Case, folder: Path, planted: bool, extra: tuple[str, ...] = ()) -> Path:
+    """One run of the case's script through scalescope, its fault (if any) out of argv;
+    ``extra``: more arguments (``Case.alone``'s)."""
     folder.mkdir(parents=True)
-    arm = {"script": str(case.script), "args": [*case.args, *(case.fault if planted else ())]}
+    args = [*case.args, *(case.fault if planted else ()), *extra]
+    arm = {"script": str(case.script), "args": args}
     (folder / "arm.json").write_text(json.dumps(arm))
     cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(case.ranks), *case.launch,
            "--run-dir", "run", "--warmup-steps", str(case.warmup_steps), "--no-report",
@@ -110,21 +112,23 @@ def verdict_cost_ms(verdict: Verdict, culprit: str) -> float | None:
 def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
     if case.needs and importlib.util.find_spec(case.needs) is None:
         return skip(case, f"{case.needs} is not installed")
-    measured, predictions, first = [], [], None
+    measured, alone, predictions, first = [], [], [], None
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
         folders = {p: run_arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p)
                    for p in order}  # fmt: skip
-        measured.append(
-            Measured(own_step_ms(case, folders[True]), own_step_ms(case, folders[False]))
-        )
+        planted_ms = own_step_ms(case, folders[True])
+        measured.append(Measured(planted_ms, own_step_ms(case, folders[False])))
+        if case.alone:
+            solo = run_arm(case, work / f"{case.name}-{i}-alone", False, case.alone)
+            alone.append(Measured(planted_ms, own_step_ms(case, solo)))
         rec = Recording.load(folders[True] / "run")
         predictions.append(predicted_ms(rec, case.fixed))
         if first is None and record is not None:
             keep(folders[True] / "run", record / case.name)
         first = first or rec.verdict
     known = [p for p in predictions if p is not None]
-    scored = score(case, first, statistics.median(known) if known else None, measured)
+    scored = score(case, first, statistics.median(known) if known else None, measured, alone)
     if record is not None:
         truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored)}
         (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")

@@ -59,7 +59,14 @@ class CaseScore:
     """The pairs' measured gains' range (max - min): the truth's own noise."""
     gain_ok: bool | None
     costed_on_no_fault: tuple[str, ...] = ()
-    """On a no-fault case: every cause the verdict costs (each is a false alarm)."""
+    """On a no-fault case: every cause the verdict costs that no re-run confirms (each is a
+    false alarm)."""
+    confirmed: tuple[str, ...] = ()
+    """On a no-fault case: the job's own communication cost, claimed by the verdict and
+    holding against the gain measured without it (``Case.alone``)."""
+    alone_ms: float | None = None
+    """On a no-fault case with ``Case.alone``: the job's step less the same job's without
+    communication, by its own clock (median over the pairs)."""
     skipped: str = ""
     """Why the case could not run (its training loop is not installed): neither passed nor
     failed, and left out of the totals."""
@@ -83,7 +90,9 @@ def named(verdict: Verdict) -> str:
 
 
 def score(case: Case, verdict: Verdict, predicted_ms: float | None,
-          pairs: list[Measured]) -> CaseScore:  # fmt: skip
+          pairs: list[Measured], alone: list[Measured] = ()) -> CaseScore:  # fmt: skip
+    """``alone``: on a no-fault case, each pair's run against the same job without its
+    communication (``Case.alone``)."""
     truth = case.truth
     top = verdict.top
     culprit = f"{top.culprit.kind}:{top.culprit.name}" if top and top.culprit else None
@@ -91,10 +100,7 @@ def score(case: Case, verdict: Verdict, predicted_ms: float | None,
     gains = [p.gain_ms for p in pairs]
     measured = statistics.median(gains) if gains else None
     if truth.culprit is None:
-        costed = tuple(c.short for c in verdict.causes)
-        return CaseScore(case.name, "none", "none", "none", named(verdict), None, None,
-                         not costed, predicted_ms, measured, _spread(gains), None,
-                         costed)  # fmt: skip
+        return _no_fault(case, verdict, predicted_ms, gains, list(alone))
     culprit_ok, cause_ok = culprit == truth.culprit, cause == truth.cause
     quiet = truth.size == "marginal" and top is None
     step = statistics.median(p.planted_ms for p in pairs) if pairs else None
@@ -103,6 +109,23 @@ def score(case: Case, verdict: Verdict, predicted_ms: float | None,
         case.name, truth.culprit, truth.cause, truth.size, named(verdict), culprit_ok, cause_ok,
         quiet or (culprit_ok and cause_ok), predicted_ms, measured, _spread(gains), gain_ok,
     )  # fmt: skip
+
+
+def _no_fault(case: Case, verdict: Verdict, predicted_ms: float | None, gains: list[float],
+              alone: list[Measured]) -> CaseScore:  # fmt: skip
+    """Every cost the verdict claims is a false alarm, but the job's communication where
+    its cost holds against the gain measured without it."""
+    comm = statistics.median(p.gain_ms for p in alone) if alone else None
+    step = statistics.median(p.planted_ms for p in alone) if alone else None
+    confirmed, costed = [], []
+    for c in verdict.causes:
+        own = c.culprit is None and CLASSES.get(c.code) == "communication"
+        ms = c.cost.ms_per_step if c.cost else None
+        (confirmed if own and _gain_ok(ms, comm, step) else costed).append(c.short)
+    measured = statistics.median(gains) if gains else None
+    return CaseScore(case.name, "none", "none", "none", named(verdict), None, None,
+                     not costed, predicted_ms, measured, _spread(gains), None, tuple(costed),
+                     confirmed=tuple(confirmed), alone_ms=comm)  # fmt: skip
 
 
 def _gain_ok(predicted: float | None, measured: float | None, step: float | None) -> bool | None:

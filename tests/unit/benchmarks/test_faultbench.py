@@ -67,6 +67,22 @@ def test_a_marginal_fault_may_go_unnamed_a_no_fault_run_may_not_be_costed() -> N
     assert t.no_fault_false_alarms == 1 and t.clear_culprit_pct == 100.0
 
 
+def test_a_no_fault_runs_own_communication_passes_only_where_its_measure_holds() -> None:
+    comm = Cause("COMM_LATENCY", "communication latency", "exposed", None,
+                 Cost(4.0, 3.0, 5.0, True))  # fmt: skip
+    said = Verdict("bottleneck", (comm,))
+    held = score(case(None), said, None, [Measured(8, 8)], [Measured(8.0, 4.3)])
+    assert held.passed and held.confirmed and not held.costed_on_no_fault
+    assert held.alone_ms == pytest.approx(3.7)
+    off = score(case(None), said, None, [Measured(8, 8)], [Measured(8.0, 7.0)])
+    assert not off.passed and off.costed_on_no_fault and not off.confirmed
+    unmeasured = score(case(None), said, None, [Measured(8, 8)])
+    assert not unmeasured.passed
+    rank = Verdict("bottleneck", (comm, replace(comm, code="STRAGGLER",
+                                                culprit=Culprit("rank", "1"))))  # fmt: skip
+    assert not score(case(None), rank, None, [Measured(8, 8)], [Measured(8.0, 4.3)]).passed
+
+
 @pytest.mark.parametrize("name, culprit", [("straggler_forward_2", "rank:1"),
                                            ("balanced", None)])  # fmt: skip
 def test_recorded_runs_score_as_their_truth(name: str, culprit: str | None) -> None:
