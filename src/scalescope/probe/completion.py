@@ -4,8 +4,10 @@ An async collective (DDP's buckets, functional collectives, ``async_op=True``) c
 when its work's future does. A sync one completes when the caller's ``Work.wait`` returns:
 the probe wraps that method, which costs less than a future callback and also serves the
 works whose backend has no future (gloo's reduce-scatter, send and recv). A caller that
-waits in C++ (DDP's coalesced broadcasts) issues its next collective only after the wait,
-so the thread's next collective, or the caller's return (``settle``), completes it.
+waits in C++ issues its next collective only after the wait, so the thread's next collective,
+or the caller's return (``settle``), completes it. Not c10d's ``broadcast_coalesced`` (DDP's
+broadcasts): it keeps two buckets in flight and waits for the first after issuing the second,
+but its works have a future on gloo and NCCL, which completes each when it really does.
 
 The same wrapper records when the host waited on a send's or recv's work (``on_wait``,
 probe/p2p.py): the time a pipeline stage is blocked on its peer, and tells the C++ side

@@ -4,7 +4,10 @@ what the rank did on its own and what it waited for.
 - ``work_ns``: the rank's own time before it issued collective k, counted from the point its
   compute was released after collective k-1 (the step's start for the first);
 - ``blocking``: whether the rank's compute waited for collective k to complete (its next
-  collective was issued after the completion), or went on (DDP's gradient buckets);
+  collective was issued after the completion), or went on (DDP's gradient buckets; the first
+  of DDP's two buffer broadcasts, as c10d's ``broadcast_coalesced`` issues both before it
+  waits: the host does not wait for the first before it issues the second, and the time
+  between the two issues is the rank's own, a loaded machine's stalls there included);
 - ``transfer_ns``: collective k's completion on the rank minus the last arrival of its
   instance (a rank *arrives* at its issue, or when its previous collective on the same group
   completes, as in matching.py). An *instance* is a rank's n-th collective on a group with
