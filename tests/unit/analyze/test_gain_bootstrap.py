@@ -3,9 +3,17 @@ its coverage on synthetic normal steps, and on a what-if's fixes."""
 
 from __future__ import annotations
 
-import numpy as np
+import time
 
-from scalescope.analyze.model.bootstrap import gain_interval, period_of, resampled_means
+import numpy as np
+import pytest
+
+from scalescope.analyze.model.bootstrap import (
+    block_length,
+    gain_interval,
+    period_of,
+    resampled_means,
+)
 
 
 def _reference(measured: np.ndarray, fixed: np.ndarray, paired: bool, seed: int = 49,
@@ -74,16 +82,29 @@ def test_unpaired_interval_is_the_plain_loops() -> None:
                        _reference(measured, fixed, paired=False))  # fmt: skip
 
 
-def test_blocks_draw_as_one_resample_at_a_time(monkeypatch) -> None:
-    import scalescope.analyze.model.bootstrap as bootstrap
+def test_block_sums_are_the_resampled_steps_means() -> None:
+    """The means read from block sums are those of the steps the blocks hold (circular,
+    the last block cut to n steps), one resample at a time."""
+    values = np.random.default_rng(4).normal(10, 3, 23)
+    for length in (1, 4, 5):
+        got = resampled_means(values, np.random.default_rng(5), 50, length)
+        rng, blocks = np.random.default_rng(5), -(-23 // length)
+        for mean in got:
+            starts = rng.integers(0, 23, size=blocks)
+            picks = [(int(b) + j) % 23 for b in starts for j in range(length)][:23]
+            assert mean == pytest.approx(values[picks].mean())
 
-    values = np.arange(30.0)
-    for period in (1, 4):
-        whole = resampled_means(values, np.random.default_rng(5), 100, period)
-        monkeypatch.setattr(bootstrap, "MAX_DRAWS", 70)  # 2 resamples a batch
-        batched = resampled_means(values, np.random.default_rng(5), 100, period)
-        monkeypatch.undo()
-        assert np.array_equal(batched, whole)
+
+def test_a_long_run_is_resampled_in_at_most_500_blocks_quickly() -> None:
+    assert block_length(300) == 1 and block_length(300, 5) == 5
+    assert block_length(10_000) == 20 and block_length(10_000, 3) == 21
+    rng = np.random.default_rng(6)
+    measured = 40 + rng.normal(0, 3, 10_000)
+    fixed = measured - 10 + rng.normal(0, 1, 10_000)
+    started = time.perf_counter()
+    low, high = gain_interval(measured, fixed, paired=True)
+    assert time.perf_counter() - started < 0.5
+    assert low < 10.0 < high and high - low < 0.2
 
 
 def test_covers_the_true_gain_about_95_percent() -> None:

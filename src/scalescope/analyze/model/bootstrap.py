@@ -23,26 +23,33 @@ import numpy as np
 RESAMPLES = 1000
 SEED = 49
 LEVEL = 0.95
-MAX_DRAWS = 4_000_000
-"""Indices drawn at once: a long run's resamples are drawn in blocks under this bound."""
+MAX_BLOCKS = 500
+"""A resample is at most this many blocks: a long run's steps are resampled in blocks of
+``ceil(n / 500)`` (a multiple of a cost's period), so that its interval costs the same as a
+500-step run's (steps a few apart are alike anyway: a slow phase lasts)."""
+
+
+def block_length(n: int, period: int = 1) -> int:
+    """The steps a block holds: ``period``, or the least multiple of it that leaves at most
+    ``MAX_BLOCKS`` blocks."""
+    period = max(period, 1)
+    return period * max(1, math.ceil(math.ceil(n / MAX_BLOCKS) / period))
 
 
 def resampled_means(
-    values: np.ndarray, rng: np.random.Generator, resamples: int, period: int = 1
+    values: np.ndarray, rng: np.random.Generator, resamples: int, length: int = 1
 ) -> np.ndarray:
     """The means of ``resamples`` resamples of ``values`` (n of them, with replacement):
-    ``ceil(n / period)`` circular blocks of ``period`` steps each, cut to n (``period`` 1:
-    single steps), drawn a batch of resamples at a time (the same draws as one at a time)."""
+    ``ceil(n / length)`` circular blocks of ``length`` steps each, the last cut so that a
+    resample has n steps (``length`` 1: single steps). Each block's sum is read from the
+    cumulative sums, so a resample costs its blocks, not its steps."""
     n = values.size
-    blocks = math.ceil(n / period)
-    out = np.empty(resamples)
-    batch = max(1, MAX_DRAWS // max(blocks * period, 1))
-    for start in range(0, resamples, batch):
-        stop = min(start + batch, resamples)
-        starts = rng.integers(0, n, size=(stop - start, blocks))
-        picks = (starts[:, :, None] + np.arange(period)).reshape(stop - start, -1)[:, :n] % n
-        out[start:stop] = values[picks].mean(axis=1)
-    return out
+    blocks = math.ceil(n / length)
+    last = n - (blocks - 1) * length
+    ring = np.concatenate([[0.0], np.cumsum(np.concatenate([values, values[: length - 1]]))])
+    whole, cut = ring[length : length + n] - ring[:n], ring[last : last + n] - ring[:n]
+    starts = rng.integers(0, n, size=(resamples, blocks))
+    return (whole[starts[:, :-1]].sum(axis=1) + cut[starts[:, -1]]) / n
 
 
 def period_of(gains: np.ndarray) -> int:
@@ -73,10 +80,12 @@ def gain_interval(
     rng = np.random.default_rng(seed)
     if paired:
         gains = measured_ms - fixed_ms
-        means = resampled_means(gains, rng, resamples, period_of(gains))
+        length = block_length(gains.size, period_of(gains))
+        means = resampled_means(gains, rng, resamples, length)
     else:
-        means = resampled_means(measured_ms, rng, resamples) - resampled_means(
-            fixed_ms, rng, resamples
+        a, b = measured_ms, fixed_ms
+        means = resampled_means(a, rng, resamples, block_length(a.size)) - resampled_means(
+            b, rng, resamples, block_length(b.size)
         )
     tail = 100.0 * (1.0 - level) / 2.0
     low, high = np.percentile(means, (tail, 100.0 - tail))
