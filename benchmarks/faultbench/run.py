@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import traceml
 from alerts import alert_delay_s
@@ -159,27 +160,38 @@ def keep(run_dir: Path, dest: Path) -> None:
     shutil.copytree(run_dir, dest / "run")
 
 
-MEASURED_FIELDS = ("measured_ms", "spread_ms", "gain_ok")
-"""What a rescore keeps: the gains measured when the runs were recorded."""
-INTERVAL_FIELDS = ("gain_low_ms", "gain_high_ms", "interval_ok", "interval_width_ms",
-                   "interval_width_pct", "alert_s", "alert_ok")  # fmt: skip
-"""Also kept: judged against the measured gain, or by the live run."""
+MEASURED_FIELDS = ("measured_ms", "spread_ms", "gain_ok", "alert_s", "alert_ok")
+"""What a rescore keeps: the gains measured when the runs were recorded, and the live alert."""
 
 
 def rescore(recorded: Path) -> int:
     """The recorded subset's verdicts scored again (a change meant to move them); the gains
-    measured when they were recorded are kept."""
+    measured when they were recorded are kept, and the predicted gain's interval, from the
+    recorded run, is judged against them."""
+    fixes = {c.name: c.fixed for c in matrix(49)}  # a case's cause to fix, by its name
     for path in sorted(recorded.glob("*/truth.json")):
         doc = json.loads(path.read_text())
         case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
-        verdict = Recording.load(path.parent / "run").verdict
-        now = score(case, verdict, doc["score"]["predicted_ms"], [])
-        kept = {k: doc["score"][k] for k in (*MEASURED_FIELDS, *INTERVAL_FIELDS)
-                if k in doc["score"]}  # fmt: skip
-        doc["score"] = asdict(now) | kept
+        rec = Recording.load(path.parent / "run")
+        doc["score"] = rescored(case, rec, doc["score"], fixes.get(case.name, case.fixed))
         path.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"{doc['case']}: {now.named}, {'pass' if now.passed else 'fail'}", file=sys.stderr)
+        print(f"{doc['case']}: {doc['score']['named']}, "
+              f"{'pass' if doc['score']['passed'] else 'fail'}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None) -> dict:
+    """A recorded case's score by this code: its verdict, the recorded predicted gain with
+    the interval the what-if gives it now, the recorded measurements kept."""
+    again = predicted_ms(rec, cause)
+    low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
+    predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
+    now = asdict(score(case, rec.verdict, predicted, []))
+    kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
+    measured = was.get("measured_ms")
+    if now["gain_low_ms"] is not None and measured is not None:
+        now["interval_ok"] = now["gain_low_ms"] <= measured <= now["gain_high_ms"]
+    return now | kept
 
 
 def main() -> int:

@@ -229,3 +229,14 @@ def test_a_tuning_run_never_writes_the_held_out_doc(monkeypatch) -> None:
     assert run.doc_path(run.parse()) == run.HELD_OUT_DOC
     monkeypatch.setattr(sys, "argv", ["run.py"])
     assert run.doc_path(run.parse()).name == "accuracy.md"
+
+
+def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain() -> None:
+    from run import rescored
+
+    folder = RUNS.parent / "faultbench" / "gpt-rank0-eval"
+    doc = json.loads((folder / "truth.json").read_text())
+    c = Case(doc["case"], "recorded", folder, (), (), Truth(**doc["truth"]))
+    now = rescored(c, Recording.load(folder / "run"), doc["score"], "phase:eval")
+    assert now["gain_low_ms"] < now["measured_ms"] < now["gain_high_ms"]
+    assert now["interval_ok"] and now["measured_ms"] == doc["score"]["measured_ms"]
