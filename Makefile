@@ -3,7 +3,8 @@
 # make gpu-check: the GPU and many-core checks on a lent machine (docs/gpu.md).
 # make bench: every benchmark in a row (30-45 min, not CI), written to docs/benchmarks.md.
 # make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md;
-#   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv.
+#   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv;
+#   FAULTBENCH_ARGS=--held-out: the held-out seeds, once, thresholds frozen (docs/accuracy-heldout.md).
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -96,7 +97,7 @@ gpu-check:
 bench: $(STAMP) native
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
-# FAULTBENCH_ARGS: e.g. --quick, --pairs 3, --seed 7.
+# FAULTBENCH_ARGS: e.g. --quick, --pairs 3, --seed 7 (tuning), --held-out (scored once).
 faultbench: $(STAMP) native
 	$(PY) benchmarks/faultbench/run.py $(FAULTBENCH_ARGS)
 

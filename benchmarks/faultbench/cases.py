@@ -26,6 +26,13 @@ CLEAR_MS = (30.0, 50.0)
 """A clear fault sleeps this long a step (drawn in the range): 3x and more the no-fault
 jitter of a 2-rank ddp_train step on 2 cores (~2-5 ms of its ~40 ms)."""
 MARGINAL_MS = (4.0, 8.0)
+MIDRUN_SCALE = 150
+MIDRUN_AFTER = 300
+"""The mid-run case's onset is drawn as the matrix's (a third to a half of its steps) and
+scaled 150x, and it runs 300 steps past it: the launcher's live slowdown watch
+(analyze/watch/slowdown.py, a read every 0.5 s) learns its baseline over 3 s of warm-up then
+12 reads and 20 steps before the onset (1,500-2,100 steps of ~8 ms alone on 2 cores, ~12 s
+or more), and needs 5 reads of the fault to confirm it (300 steps of ~50 ms: ~15 s)."""
 CLASSES = {
     "STRAGGLER": "straggler",
     "NODE_STRAGGLER": "straggler",
@@ -113,10 +120,11 @@ def ddp_cases(rng: random.Random, steps: int) -> list[Case]:
             )
             truth = Truth(f"rank:{rank}", "straggler", size)
             out.append(Case(f"ddp-{where}-{size}", "ddp", DDP_TRAIN, base, fault, truth))
-    onset = rng.randrange(steps // 3, steps // 2)
+    onset = rng.randrange(steps // 3, steps // 2) * MIDRUN_SCALE
     rank, ms = rng.choice((0, 1)), _sleep(rng, "clear")
     midrun = ("--sleep-rank", str(rank), "--sleep-s", f"{ms / 1e3:g}", "--sleep-from", str(onset))
-    out.append(Case("ddp-forward-midrun", "ddp", DDP_TRAIN, base, midrun,
+    long = ("--steps", str(onset + MIDRUN_AFTER), *base[2:])
+    out.append(Case("ddp-forward-midrun", "ddp", DDP_TRAIN, long, midrun,
                     Truth(f"rank:{rank}", "straggler", "clear"), since=onset))  # fmt: skip
     two = ("--sleep-rank", "1", "--sleep-s", f"{_sleep(rng, 'clear') / 1e3:g}",
            f"--also-sleep=2:{_sleep(rng, 'marginal') / 1e3:g}")  # fmt: skip

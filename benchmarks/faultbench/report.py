@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from alerts import ALERT_WITHIN_S
 from cases import Case
 from score import CaseScore, ToolCell, Totals
 
@@ -49,6 +50,20 @@ def _beside(scores: list[CaseScore]) -> list[str]:
     return [line, *(f"  - {name}: {cell.words}" for name, cell in cells)]
 
 
+def _interval(s: CaseScore) -> str:
+    """``12.1-14.0: yes``: the gain's 95 % interval and whether it holds the measured gain."""
+    if s.gain_low_ms is None or s.gain_high_ms is None:
+        return "n/a"
+    return f"{s.gain_low_ms:,.1f}-{s.gain_high_ms:,.1f}: {_flag(s.interval_ok)}"
+
+
+def _alert(s: CaseScore) -> str:
+    """A mid-run case's live alert: ``4.2 s: yes``, ``none: **no**``; ``n/a`` elsewhere."""
+    if s.alert_ok is None:
+        return "n/a"
+    return f"{'none' if s.alert_s is None else f'{s.alert_s:.1f} s'}: {_flag(s.alert_ok)}"
+
+
 def row(case: Case, s: CaseScore) -> str:
     measured = _ms(s.measured_ms) + (f" (±{s.spread_ms / 2:,.1f})" if s.spread_ms else "")
     truth = "none" if s.truth == "none" else f"{s.truth}, {s.cause}, {s.size}"
@@ -60,8 +75,52 @@ def row(case: Case, s: CaseScore) -> str:
     result = f"skip: {s.skipped}" if s.skipped else ("pass" if s.passed else "**fail**")
     return (f"| {case.name} | {case.layout} | {truth} | {s.named} | {_flag(s.culprit_ok)} | "
             f"{_flag(s.cause_ok)} | {_ms(s.predicted_ms)} | {measured} | {_flag(s.gain_ok)} | "
-            f"{result}{': ' + alarms if alarms else ''} | "
+            f"{_interval(s)} | {_alert(s)} | {result}{': ' + alarms if alarms else ''} | "
             f"{_tool(s.traceml)} |")  # fmt: skip
+
+
+HEADER = (
+    "| case | layout | truth | named | culprit | class | predicted (ms/step) | "
+    "measured (ms/step) | gain holds | gain 95 % CI (ms/step): holds | live alert | result | "
+    "TraceML |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+)
+
+
+def tables(cases: list[Case], scores: list[CaseScore], meta: dict[str, Any]) -> list[str]:
+    """The cases' table, one a seed, each headed by the seed its cases were drawn from
+    (held-out: ``run.py --held-out``'s frozen list; tuning: ``--seed``)."""
+    by_name = {c.name: c for c in cases}  # a case's name and layout are the same every seed
+    which = "held-out: scored once, thresholds frozen" if meta.get("held_out") else "tuning"
+    out: list[str] = []
+    for seed in dict.fromkeys(meta["seed"] if s.seed is None else s.seed for s in scores):
+        out += [f"### Seed {seed} ({which})", "", *HEADER]
+        out += [row(by_name[s.case], s) for s in scores
+                if (meta["seed"] if s.seed is None else s.seed) == seed]  # fmt: skip
+        out.append("")
+    return out
+
+
+def totals_lines(total: Totals) -> list[str]:
+    return [
+        f"- clear faults whose culprit is named first: {_pct(total.clear_culprit_pct)} "
+        "(target: all);",
+        f"- fault cases passed (culprit and class, or a quiet marginal): {_pct(total.cause_pct)} "
+        "(target: >= 95 %);",
+        f"- causes costed on no-fault runs: {total.no_fault_false_alarms} (target: 0);",
+        f"- what-if gain: median error {_pct(total.gain_median_error_pct)} (target: <= 10 %), "
+        f"within tolerance in {_pct(total.gain_within_pct)} of the cases;",
+        f"- the gain's 95 % bootstrap interval holds the measured gain in "
+        f"{_pct(total.interval_holds_pct)} of the fault cases (target: >= 90 %); its median "
+        f"width {_ms(total.interval_median_width_ms)} ms/step "
+        f"({_pct1(total.interval_median_width_pct)} of the step);",
+        f"- mid-run cases whose live alert named the culprit within {ALERT_WITHIN_S:.0f} s of "
+        f"the onset: {_pct(total.alerts_ok_pct)}.",
+    ]
+
+
+def _pct1(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} %"
 
 
 RECORDED = Path(__file__).resolve().parents[2] / "tests" / "data" / "faultbench"
@@ -97,9 +156,25 @@ def recorded_section(folder: Path) -> list[str]:
     ]
 
 
+def _seeds(meta: dict[str, Any]) -> str:
+    seeds = meta["seed"]
+    return ", ".join(map(str, seeds)) if isinstance(seeds, list) else str(seeds)
+
+
+def _held_out(meta: dict[str, Any]) -> list[str]:
+    """What a held-out table is: drawn from seeds no threshold was tuned on, scored once."""
+    if not meta.get("held_out"):
+        return []
+    return [
+        "**Held out**: the matrix drawn from `run.py`'s `HELD_OUT_SEEDS`, which no threshold "
+        "or case was tuned on, scored once with the thresholds frozen (`run.py --held-out`); "
+        "tuning runs (`--seed`) write docs/accuracy.md and never this file.",
+        "",
+    ]
+
+
 def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Totals,
               meta: dict[str, Any]) -> None:  # fmt: skip
-    by_name = {c.name: c for c in cases}
     lines = [
         "# Accuracy: the fault matrix",
         "",
@@ -113,9 +188,10 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "training loop is not installed says `skip: <why>`: neither passed nor failed, and "
         "left out of the totals.",
         "",
-        f"Run {meta['date']}: seed {meta['seed']}, {meta['pairs']} pair(s) a case, "
+        f"Run {meta['date']}: seed {_seeds(meta)}, {meta['pairs']} pair(s) a case, "
         f"{meta['steps']} steps, {total.cases} cases.",
         "",
+        *_held_out(meta),
         "- culprit: the verdict's top cause names the planted rank or stage (top-1);",
         "- class: its cause class (`cases.CLASSES`);",
         "- predicted: the what-if's gain of fixing the planted cause on the planted run (where "
@@ -126,23 +202,19 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "verdict costs nothing but the job's own communication, and that cost holds (by the "
         "same rule) against the job run a third time without it (`--no-sync`: each rank "
         "trains alone);",
+        "- gain 95 % CI: the predicted gain's percentile bootstrap interval over the planted "
+        "run's steps (`Fix.gain_low_ms`-`gain_high_ms`, docs/report-schema.md; a stage's: the "
+        "verdict's range of its cost), and whether it holds the measured gain;",
+        f"- live alert (mid-run cases): seconds from the onset step's start on the culprit rank "
+        f"to the launcher's first slowdown alert naming it (`alerts.jsonl`); it holds within "
+        f"{ALERT_WITHIN_S:.0f} s;",
         "- TraceML: what TraceML names on the same planted arm, and whether it passes by the "
         "same rules.",
         "",
-        "| case | layout | truth | named | culprit | class | predicted (ms/step) | "
-        "measured (ms/step) | gain holds | result | TraceML |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-        *(row(by_name[s.case], s) for s in scores),
-        "",
+        *tables(cases, scores, meta),
         "## Totals",
         "",
-        f"- clear faults whose culprit is named first: {_pct(total.clear_culprit_pct)} "
-        "(target: all);",
-        f"- fault cases passed (culprit and class, or a quiet marginal): {_pct(total.cause_pct)} "
-        "(target: >= 95 %);",
-        f"- causes costed on no-fault runs: {total.no_fault_false_alarms} (target: 0);",
-        f"- what-if gain: median error {_pct(total.gain_median_error_pct)} (target: <= 10 %), "
-        f"within tolerance in {_pct(total.gain_within_pct)} of the cases.",
+        *totals_lines(total),
         "",
         *recorded_section(RECORDED),
         "## Beside the tools users would pick instead",

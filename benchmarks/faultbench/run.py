@@ -21,17 +21,23 @@ import tempfile
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import traceml
+from alerts import alert_delay_s
 from cases import QUICK, Case, Truth, matrix
 from report import write_doc
-from score import CaseScore, Measured, score, skip, totals
+from score import CaseScore, Measured, Predicted, score, skip, totals
 
 from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.recording import Recording
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+HELD_OUT_SEEDS = (4901, 4902, 4903)
+"""The held-out matrix's seeds (``--held-out``): never used to tune a threshold or a case;
+scored once, with the thresholds frozen, into its own files, which no tuning run writes."""
+HELD_OUT_DOC = ROOT / "docs" / "accuracy-heldout.md"
 
 
 def parse() -> argparse.Namespace:
@@ -41,7 +47,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--pairs", type=int, default=1, help="interleaved planted/clean pairs")
     p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     p.add_argument("--cases", default="", help="comma-separated case names")
-    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "accuracy.md")
+    p.add_argument("--doc", type=Path, help="default: docs/accuracy.md, or "
+                   "docs/accuracy-heldout.md with --held-out")  # fmt: skip
+    p.add_argument("--held-out", action="store_true",
+                   help=f"draw the matrix from the held-out seeds {HELD_OUT_SEEDS} (scored "
+                   "once, thresholds frozen) instead of --seed")  # fmt: skip
     p.add_argument("--keep", type=Path, help="keep the runs here")
     p.add_argument(
         "--rescore",
@@ -86,9 +96,10 @@ def own_step_ms(case: Case, folder: Path) -> float:
     return 1e3 * statistics.fmean(steps[first:])
 
 
-def predicted_ms(rec: Recording, cause: str | None) -> float | None:
-    """The what-if's gain of fixing the truth's cause on the planted run; where the what-if
-    takes no such cause (``stage:N``), the verdict's own cost of the cause naming it."""
+def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
+    """The what-if's gain of fixing the truth's cause on the planted run, with its 95 %
+    bootstrap interval; where the what-if takes no such cause (``stage:N``), the verdict's
+    own cost of the cause naming it, with its range."""
     if cause is None:
         return None
     found = rec.analysis.whatif
@@ -97,22 +108,33 @@ def predicted_ms(rec: Recording, cause: str | None) -> float | None:
         try:
             asked = rec.what_if([cause])
         except ValueError:
-            return verdict_cost_ms(rec.verdict, cause)
+            return verdict_cost(rec.verdict, cause)
         fix = asked.fixes[0] if asked is not None and asked.fixes else None
-    return fix.gain_ms if fix is not None else None
+    return Predicted(fix.gain_ms, fix.gain_low_ms, fix.gain_high_ms) if fix is not None else None
 
 
-def verdict_cost_ms(verdict: Verdict, culprit: str) -> float | None:
+def verdict_cost(verdict: Verdict, culprit: str) -> Predicted | None:
     named = (c for c in verdict.causes
              if c.culprit and f"{c.culprit.kind}:{c.culprit.name}" == culprit)  # fmt: skip
     cause = next(named, None)
-    return cause.cost.ms_per_step if cause is not None and cause.cost else None
+    if cause is None or cause.cost is None:
+        return None
+    return Predicted(cause.cost.ms_per_step, cause.cost.low_ms, cause.cost.high_ms)
+
+
+def median_prediction(predictions: list[Predicted | None]) -> Predicted | None:
+    """The pairs' median prediction (the lower of the middle two), its interval with it."""
+    known = sorted((p for p in predictions if p is not None), key=lambda p: p.ms)
+    return known[(len(known) - 1) // 2] if known else None
 
 
 def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
     if case.needs and importlib.util.find_spec(case.needs) is None:
         return skip(case, f"{case.needs} is not installed")
-    measured, alone, predictions, first = [], [], [], None
+    measured: list[Measured] = []
+    alone: list[Measured] = []
+    predictions: list[Predicted | None] = []
+    first, alert_s = None, None
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
         folders = {p: run_arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p)
@@ -126,9 +148,10 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
         predictions.append(predicted_ms(rec, case.fixed))
         if first is None and record is not None:
             keep(folders[True] / "run", record / case.name)
+        if first is None and case.since > 0:
+            alert_s = alert_delay_s(folders[True] / "run", case.truth.culprit, case.since)
         first = first or rec.verdict
-    known = [p for p in predictions if p is not None]
-    scored = score(case, first, statistics.median(known) if known else None, measured, alone)
+    scored = score(case, first, median_prediction(predictions), measured, alert_s, alone)
     if record is not None:
         truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored)}
         (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
@@ -142,46 +165,76 @@ def keep(run_dir: Path, dest: Path) -> None:
     shutil.copytree(run_dir, dest / "run")
 
 
+MEASURED_FIELDS = ("measured_ms", "spread_ms", "gain_ok", "alert_s", "alert_ok")
+"""What a rescore keeps: the gains measured when the runs were recorded, and the live alert."""
+
+
 def rescore(recorded: Path) -> int:
     """The recorded subset's verdicts scored again (a change meant to move them); the gains
-    measured when they were recorded are kept."""
+    measured when they were recorded are kept, and the predicted gain's interval, from the
+    recorded run, is judged against them."""
+    fixes = {c.name: c.fixed for c in matrix(49)}  # a case's cause to fix, by its name
     for path in sorted(recorded.glob("*/truth.json")):
         doc = json.loads(path.read_text())
         case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
-        verdict = Recording.load(path.parent / "run").verdict
-        now = score(case, verdict, doc["score"]["predicted_ms"], [])
-        kept = {k: doc["score"][k] for k in ("measured_ms", "spread_ms", "gain_ok")}
-        doc["score"] = asdict(now) | kept
+        rec = Recording.load(path.parent / "run")
+        doc["score"] = rescored(case, rec, doc["score"], fixes.get(case.name, case.fixed))
         path.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"{doc['case']}: {now.named}, {'pass' if now.passed else 'fail'}", file=sys.stderr)
+        print(f"{doc['case']}: {doc['score']['named']}, "
+              f"{'pass' if doc['score']['passed'] else 'fail'}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None) -> dict:
+    """A recorded case's score by this code: its verdict, the recorded predicted gain with
+    the interval the what-if gives it now, the recorded measurements kept."""
+    again = predicted_ms(rec, cause)
+    low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
+    predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
+    now = asdict(score(case, rec.verdict, predicted, []))
+    kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
+    measured = was.get("measured_ms")
+    if now["gain_low_ms"] is not None and measured is not None:
+        now["interval_ok"] = now["gain_low_ms"] <= measured <= now["gain_high_ms"]
+    return now | kept
 
 
 def main() -> int:
     args = parse()
     if args.rescore is not None:
         return rescore(args.rescore)
-    cases = matrix(args.seed, args.steps)
+    out = doc_path(args)
+    seeds = HELD_OUT_SEEDS if args.held_out else (args.seed,)
     chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
-    cases = [c for c in cases if chosen is None or c.name in chosen]
+    drawn = [(seed, c) for seed in seeds for c in matrix(seed, args.steps)
+             if chosen is None or c.name in chosen]  # fmt: skip
     scores = []
     launcher = traceml.install() if args.traceml else None
     with tempfile.TemporaryDirectory() as tmp:
-        work = args.keep or Path(tmp)
-        for n, case in enumerate(cases, 1):
-            print(f"[{n}/{len(cases)}] {case.name}", file=sys.stderr, flush=True)
-            scored = run_case(case, args.pairs, work, args.record)
+        for n, (seed, case) in enumerate(drawn, 1):
+            print(f"[{n}/{len(drawn)}] {case.name} (seed {seed})", file=sys.stderr, flush=True)
+            work = (args.keep or Path(tmp)) / (f"seed-{seed}" if args.held_out else "")
+            scored = replace(run_case(case, args.pairs, work, args.record), seed=seed)
             if launcher is not None:
                 scored = replace(scored, traceml=traceml.run_case(case, work, launcher))
             scores.append(scored)
     total = totals(scores)
-    doc = {"date": date.today().isoformat(), "seed": args.seed, "pairs": args.pairs,
-           "steps": args.steps, "cases": [asdict(s) for s in scores],
-           "totals": asdict(total)}  # fmt: skip
-    args.doc.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-    write_doc(args.doc, cases, scores, total, doc)
-    print(f"wrote {args.doc} and {args.doc.with_suffix('.json')}", file=sys.stderr)
+    doc = {"date": date.today().isoformat(), "seed": list(seeds) if args.held_out else args.seed,
+           "held_out": args.held_out, "pairs": args.pairs, "steps": args.steps,
+           "cases": [asdict(s) for s in scores], "totals": asdict(total)}  # fmt: skip
+    out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_doc(out, [c for _, c in drawn], scores, total, doc)
+    print(f"wrote {out} and {out.with_suffix('.json')}", file=sys.stderr)
     return 0 if all(s.passed or s.skipped for s in scores) else 1
+
+
+def doc_path(args: argparse.Namespace) -> Path:
+    """Where the table goes: a held-out run's own file; a tuning run never writes it."""
+    if args.held_out:
+        return args.doc or HELD_OUT_DOC
+    if args.doc is not None and args.doc.resolve() == HELD_OUT_DOC.resolve():
+        sys.exit(f"{HELD_OUT_DOC.name} is the held-out matrix's: only --held-out writes it")
+    return args.doc or ROOT / "docs" / "accuracy.md"
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
-"""A case's score: what the verdict named against the truth, and the what-if's predicted gain
-against the gain measured by re-runs without the fault. Pure: the runner hands it the
-planted run's verdict, the what-if's gain of the truth's culprit and the pairs' measurements."""
+"""A case's score: what the verdict named against the truth, the what-if's predicted gain
+against the gain measured by re-runs without the fault, whether the gain's 95 % bootstrap
+interval holds the measured gain, and, on a mid-run case, how soon the live alert named the
+culprit. Pure: the runner hands it the planted run's verdict, the what-if's gain of the
+truth's culprit (with its interval), the pairs' measurements and the alert's delay."""
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from alerts import ALERT_WITHIN_S
 from cases import CLASSES, Case
 
 from scalescope.analyze.verdict import Verdict
@@ -72,6 +76,31 @@ class CaseScore:
     failed, and left out of the totals."""
     traceml: ToolCell | None = None
     """TraceML's cell on the same case (``run.py --traceml``); None when not asked."""
+    gain_low_ms: float | None = None
+    gain_high_ms: float | None = None
+    """The predicted gain's 95 % bootstrap interval over the steps (``Fix.gain_low_ms``; a
+    stage's: the verdict's range of its cost)."""
+    interval_ok: bool | None = None
+    """Whether the interval holds the measured gain; None without either."""
+    interval_width_ms: float | None = None
+    interval_width_pct: float | None = None
+    """The interval's width, ms and % of the planted run's step by the script's clock."""
+    alert_s: float | None = None
+    """A mid-run case: seconds from the onset step's start on the culprit rank to the first
+    live alert naming it; None when none did (or not a mid-run case)."""
+    alert_ok: bool | None = None
+    """A mid-run case: an alert named the culprit within ``ALERT_WITHIN_S``; else None."""
+    seed: int | None = None
+    """The seed its case was drawn from (``run.py``; None: the run's one seed)."""
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """The what-if's gain of fixing the truth's cause on a planted run, and its interval."""
+
+    ms: float
+    low_ms: float | None = None
+    high_ms: float | None = None
 
 
 def skip(case: Case, why: str) -> CaseScore:
@@ -89,10 +118,45 @@ def named(verdict: Verdict) -> str:
     return f"{who} ({CLASSES.get(top.code, top.code)})"
 
 
-def score(case: Case, verdict: Verdict, predicted_ms: float | None,
-          pairs: list[Measured], alone: list[Measured] = ()) -> CaseScore:  # fmt: skip
-    """``alone``: on a no-fault case, each pair's run against the same job without its
-    communication (``Case.alone``)."""
+def score(case: Case, verdict: Verdict, predicted: Predicted | float | None,
+          pairs: list[Measured], alert_s: float | None = None,
+          alone: list[Measured] = ()) -> CaseScore:  # fmt: skip
+    """The case's score (``predicted``: a bare gain where no interval is known; ``alert_s``:
+    the live alert's delay on a mid-run case; ``alone``: on a no-fault case, each pair's
+    run against the same job without its communication, ``Case.alone``)."""
+    if not isinstance(predicted, Predicted):
+        predicted = None if predicted is None else Predicted(predicted)
+    plain = _plain(case, verdict, predicted.ms if predicted else None, pairs, list(alone))
+    if plain.culprit_ok is None:
+        return plain
+    step = statistics.median(p.planted_ms for p in pairs) if pairs else None
+    return replace(plain, **_interval(predicted, plain.measured_ms, step),
+                   **_alert(case, alert_s))  # fmt: skip
+
+
+def _interval(predicted: Predicted | None, measured: float | None,
+              step: float | None) -> dict[str, Any]:  # fmt: skip
+    """The interval's fields of a case's score."""
+    if predicted is None or predicted.low_ms is None or predicted.high_ms is None:
+        return {}
+    low, high = predicted.low_ms, predicted.high_ms
+    return {
+        "gain_low_ms": low, "gain_high_ms": high,
+        "interval_ok": None if measured is None else low <= measured <= high,
+        "interval_width_ms": high - low,
+        "interval_width_pct": 100.0 * (high - low) / step if step else None,
+    }  # fmt: skip
+
+
+def _alert(case: Case, alert_s: float | None) -> dict[str, Any]:
+    """A mid-run case's alert fields: passed when an alert named the culprit in time."""
+    if case.since <= 0:
+        return {}
+    return {"alert_s": alert_s, "alert_ok": alert_s is not None and alert_s <= ALERT_WITHIN_S}
+
+
+def _plain(case: Case, verdict: Verdict, predicted_ms: float | None,
+           pairs: list[Measured], alone: list[Measured]) -> CaseScore:  # fmt: skip
     truth = case.truth
     top = verdict.top
     culprit = f"{top.culprit.kind}:{top.culprit.name}" if top and top.culprit else None
@@ -100,7 +164,7 @@ def score(case: Case, verdict: Verdict, predicted_ms: float | None,
     gains = [p.gain_ms for p in pairs]
     measured = statistics.median(gains) if gains else None
     if truth.culprit is None:
-        return _no_fault(case, verdict, predicted_ms, gains, list(alone))
+        return _no_fault(case, verdict, predicted_ms, gains, alone)
     culprit_ok, cause_ok = culprit == truth.culprit, cause == truth.cause
     quiet = truth.size == "marginal" and top is None
     step = statistics.median(p.planted_ms for p in pairs) if pairs else None
@@ -148,6 +212,13 @@ class Totals:
     no_fault_false_alarms: int
     gain_median_error_pct: float | None
     gain_within_pct: float | None
+    interval_holds_pct: float | None = None
+    """Fault cases whose gain's 95 % interval holds the measured gain (target: >= 90 %)."""
+    interval_median_width_ms: float | None = None
+    interval_median_width_pct: float | None = None
+    """The intervals' median width, ms and % of the step."""
+    alerts_ok_pct: float | None = None
+    """Mid-run cases whose live alert named the culprit within ``ALERT_WITHIN_S``."""
 
 
 def totals(scores: list[CaseScore]) -> Totals:
@@ -157,6 +228,10 @@ def totals(scores: list[CaseScore]) -> Totals:
     errors = [abs(s.predicted_ms - s.measured_ms) / abs(s.measured_ms) * 100 for s in faulty
               if s.predicted_ms is not None and s.measured_ms]  # fmt: skip
     judged = [s.gain_ok for s in faulty if s.gain_ok is not None]
+    held = [s.interval_ok for s in faulty if s.interval_ok is not None]
+    widths = [s.interval_width_ms for s in faulty if s.interval_width_ms is not None]
+    width_pcts = [s.interval_width_pct for s in faulty if s.interval_width_pct is not None]
+    alerted = [s.alert_ok for s in faulty if s.alert_ok is not None]
     return Totals(
         cases=len(scores),
         clear_culprit_pct=_pct([bool(s.culprit_ok) for s in clear]),
@@ -164,6 +239,10 @@ def totals(scores: list[CaseScore]) -> Totals:
         no_fault_false_alarms=sum(len(s.costed_on_no_fault) for s in scores),
         gain_median_error_pct=statistics.median(errors) if errors else None,
         gain_within_pct=_pct(judged),
+        interval_holds_pct=_pct(held),
+        interval_median_width_ms=statistics.median(widths) if widths else None,
+        interval_median_width_pct=statistics.median(width_pcts) if width_pcts else None,
+        alerts_ok_pct=_pct(alerted),
     )
 
 

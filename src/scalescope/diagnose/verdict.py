@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from scalescope.analyze.model.whatif import WhatIf
+from scalescope.analyze.model.whatif import Fix, WhatIf
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
 from scalescope.diagnose.findings import Finding
@@ -19,7 +19,8 @@ wait standing for what a fix buys) is known to a factor of 2 either way."""
 IDR_PER_SIGMA = 2.563
 """The 10th-90th percentile range of a normal spread, in standard deviations."""
 SPREAD_SIGMAS = 2.0
-"""A replayed gain's range: this many standard errors of the replayed mean either side."""
+"""The verdict's noise: this many standard errors of the replayed mean either side (a
+replayed gain's range is its fix's bootstrap interval where the what-if has one)."""
 PIPELINE_CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
 """Causes whose culprit is the stage that bounds the pipeline, whichever stage idles."""
 
@@ -95,9 +96,26 @@ def _cost(f: Finding, analysis: RunAnalysis) -> Cost | None:
     if ms is None:
         return None
     if f.basis.startswith("replayed"):
-        spread = noise_ms(analysis.whatif, replayed_cause(f, analysis)) or 0.0
-        return Cost(ms, max(ms - spread, 0.0), ms + spread, True, f.share_pct, f.since_step)
+        low, high = replayed_range(ms, analysis.whatif, replayed_cause(f, analysis))
+        return Cost(ms, low, high, True, f.share_pct, f.since_step)
     return Cost(ms, ms / ESTIMATE_FACTOR, ms * ESTIMATE_FACTOR, False, f.share_pct)
+
+
+def replayed_range(ms: float, whatif: WhatIf | None, cause: str | None) -> tuple[float, float]:
+    """The range a replayed cost ``ms`` is known to: its fix's 95 % bootstrap interval of the
+    gain over the steps (bootstrap.py), not below 0 and holding ``ms``; where the what-if has
+    no interval for it, ``noise_ms`` of the fix's steps either side."""
+    fix = _fix(whatif, cause)
+    if fix is None or fix.gain_low_ms is None or fix.gain_high_ms is None:
+        spread = noise_ms(whatif, cause) or 0.0
+        return max(ms - spread, 0.0), ms + spread
+    return max(min(fix.gain_low_ms, ms), 0.0), max(fix.gain_high_ms, ms)
+
+
+def _fix(whatif: WhatIf | None, cause: str | None) -> Fix | None:
+    if whatif is None or cause is None:
+        return None
+    return next((f for f in whatif.fixes if f.cause == cause), None)
 
 
 def culprit(f: Finding, analysis: RunAnalysis) -> Culprit | None:

@@ -104,3 +104,13 @@ def test_a_mid_run_cause_is_costed_per_step_since_its_onset():
     assert fix.since_step == 12
     assert fix.gain_ms == pytest.approx(50.0, abs=1.0)
     assert fix.gain_pct == pytest.approx(100 * 50.0 / (OWN_MS + 50.0 + TRANSFER_MS), abs=1.0)
+
+
+def test_a_mid_run_gains_interval_holds_its_gain_and_is_narrow():
+    """The gain's 95 % bootstrap interval (bootstrap.py; the steps since the onset and the
+    steps before it resampled apart) holds the gain and is a few ms wide, not the steps'
+    spread; an always-slow rank's (the same steps, paired) too."""
+    for fix in (rank1_fix(grid(ONSET)), rank1_fix(grid(WARM_UP_ALL), warmup_steps=3)):
+        assert fix.gain_low_ms is not None and fix.gain_high_ms is not None
+        assert fix.gain_low_ms <= fix.gain_ms <= fix.gain_high_ms
+        assert fix.gain_high_ms - fix.gain_low_ms < 0.2 * fix.gain_ms

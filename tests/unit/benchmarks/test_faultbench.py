@@ -14,11 +14,13 @@ import pytest
 from recorded_runs import RUNS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "faultbench"))
-from cases import QUICK, Case, Truth, matrix  # noqa: E402
+from alerts import alert_delay_s, names  # noqa: E402
+from cases import MIDRUN_AFTER, MIDRUN_SCALE, QUICK, Case, Truth, matrix  # noqa: E402
 from report import write_doc  # noqa: E402
-from score import Measured, score, totals  # noqa: E402
+from score import Measured, Predicted, score, totals  # noqa: E402
 
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict  # noqa: E402
+from scalescope.analyze.watch.slowdown_alerts import read_alerts  # noqa: E402
 from scalescope.diagnose.recording import Recording  # noqa: E402
 
 PLANTED = Path(__file__).resolve().parents[3] / "benchmarks" / "faultbench" / "planted.py"
@@ -71,16 +73,16 @@ def test_a_no_fault_runs_own_communication_passes_only_where_its_measure_holds()
     comm = Cause("COMM_LATENCY", "communication latency", "exposed", None,
                  Cost(4.0, 3.0, 5.0, True))  # fmt: skip
     said = Verdict("bottleneck", (comm,))
-    held = score(case(None), said, None, [Measured(8, 8)], [Measured(8.0, 4.3)])
+    held = score(case(None), said, None, [Measured(8, 8)], alone=[Measured(8.0, 4.3)])
     assert held.passed and held.confirmed and not held.costed_on_no_fault
     assert held.alone_ms == pytest.approx(3.7)
-    off = score(case(None), said, None, [Measured(8, 8)], [Measured(8.0, 7.0)])
+    off = score(case(None), said, None, [Measured(8, 8)], alone=[Measured(8.0, 7.0)])
     assert not off.passed and off.costed_on_no_fault and not off.confirmed
     unmeasured = score(case(None), said, None, [Measured(8, 8)])
     assert not unmeasured.passed
     rank = Verdict("bottleneck", (comm, replace(comm, code="STRAGGLER",
                                                 culprit=Culprit("rank", "1"))))  # fmt: skip
-    assert not score(case(None), rank, None, [Measured(8, 8)], [Measured(8.0, 4.3)]).passed
+    assert not score(case(None), rank, None, [Measured(8, 8)], alone=[Measured(8.0, 4.3)]).passed
 
 
 @pytest.mark.parametrize("name, culprit", [("straggler_forward_2", "rank:1"),
@@ -165,9 +167,92 @@ def test_a_case_whose_loop_is_not_installed_is_skipped_not_failed(tmp_path) -> N
 
 
 def test_a_cause_the_what_if_cannot_take_is_predicted_by_the_verdicts_own_cost() -> None:
-    from run import verdict_cost_ms
+    from run import median_prediction, verdict_cost
 
     bubble = verdict("stage:0", code="PIPELINE_BUBBLE", ms=5.0)
-    assert verdict_cost_ms(bubble, "stage:0") == 5.0
-    assert verdict_cost_ms(bubble, "stage:1") is None
-    assert verdict_cost_ms(verdict(None), "stage:0") is None
+    assert verdict_cost(bubble, "stage:0") == Predicted(5.0, 4.0, 6.0)  # with its range
+    assert verdict_cost(bubble, "stage:1") is None
+    assert verdict_cost(verdict(None), "stage:0") is None
+    picks = [Predicted(3.0, 1.0, 4.0), None, Predicted(1.0, 0.0, 2.0), Predicted(2.0, 1.5, 3.0)]
+    assert median_prediction(picks) == Predicted(2.0, 1.5, 3.0) and not median_prediction([])
+
+
+def test_the_gains_interval_is_judged_against_the_measured_gain_and_totalled() -> None:
+    pairs = [Measured(70.0, 40.0), Measured(72.0, 41.0)]  # measured 30.5, step 71
+    held = score(case("rank:1"), verdict("rank:1"), Predicted(29.0, 27.0, 31.0), pairs)
+    assert held.interval_ok and held.interval_width_ms == 4.0
+    assert held.interval_width_pct == pytest.approx(100 * 4.0 / 71.0)
+    missed = score(case("rank:1"), verdict("rank:1"), Predicted(25.0, 24.0, 26.0), pairs)
+    assert missed.interval_ok is False and missed.interval_width_ms == 2.0
+    bare = score(case("rank:1"), verdict("rank:1"), 29.0, pairs)
+    assert bare.interval_ok is None and bare.gain_low_ms is None
+    t = totals([held, missed, bare, score(case(None), verdict(None), None, pairs)])
+    assert t.interval_holds_pct == 50.0 and t.interval_median_width_ms == 3.0
+    assert t.interval_median_width_pct == pytest.approx(100 * 3.0 / 71.0)
+
+
+def test_a_mid_run_case_scores_its_live_alert_within_15_s() -> None:
+    mid = replace(case("rank:1"), since=240)
+    pairs = [Measured(80.0, 40.0)]
+    assert score(mid, verdict("rank:1"), 40.0, pairs, alert_s=4.2).alert_ok
+    late = score(mid, verdict("rank:1"), 40.0, pairs, alert_s=16.0)
+    assert late.alert_ok is False and late.alert_s == 16.0
+    assert score(mid, verdict("rank:1"), 40.0, pairs, alert_s=None).alert_ok is False
+    steady = score(case("rank:1"), verdict("rank:1"), 40.0, pairs, alert_s=None)
+    assert steady.alert_ok is None and totals([late, steady]).alerts_ok_pct == 0.0
+
+
+def test_the_recorded_mid_run_slowdowns_alert_names_rank_2_seconds_after_its_onset() -> None:
+    """tests/data/runs/slowdown_rank: rank 2 slowed from step 220; the onset alert (rank 2,
+    since step 216) came 2.4 s after step 220 began on rank 2."""
+    run_dir = RUNS / "slowdown_rank" / "run"
+    (alert,) = [a for a in read_alerts(run_dir) if a.event == "onset"]
+    assert names(alert, "rank:2") and not names(alert, "rank:1")
+    assert not names(alert, "stage:2")
+    assert alert_delay_s(run_dir, "rank:2", 220) == pytest.approx(2.45, abs=0.01)
+    assert alert_delay_s(run_dir, "rank:1", 220) is None
+    assert alert_delay_s(run_dir, "rank:2", 10**6) is None  # no such step
+
+
+def test_the_mid_run_case_runs_long_enough_for_the_live_watch() -> None:
+    for seed in range(4):
+        mid = {c.name: c for c in matrix(seed)}["ddp-forward-midrun"]
+        assert int(_flag(mid.fault, "--sleep-from")) == mid.since >= 10 * MIDRUN_SCALE
+        assert _flag(mid.args, "--steps") == str(mid.since + MIDRUN_AFTER)
+
+
+def test_the_doc_shows_the_interval_the_alert_and_each_tables_seed(tmp_path) -> None:
+    mid = replace(case("rank:1"), since=240)
+    s = replace(score(mid, verdict("rank:1"), Predicted(29.0, 27.0, 31.0),
+                      [Measured(70.0, 40.0)], alert_s=3.25), seed=4901)  # fmt: skip
+    doc = tmp_path / "accuracy-heldout.md"
+    meta = {"date": "d", "seed": [4901], "held_out": True, "pairs": 1, "steps": 30}
+    write_doc(doc, [mid], [s], totals([s]), meta)
+    text = doc.read_text()
+    assert "### Seed 4901 (held-out: scored once, thresholds frozen)" in text
+    assert "| 30.0 | yes | 27.0-31.0: yes | 3.2 s: yes | pass |" in text
+    assert "holds the measured gain in 100 % of the fault cases" in text
+    assert "within 15 s of the onset: 100 %" in text and "**Held out**" in text
+
+
+def test_a_tuning_run_never_writes_the_held_out_doc(monkeypatch) -> None:
+    import run
+
+    monkeypatch.setattr(sys, "argv", ["run.py", "--doc", str(run.HELD_OUT_DOC)])
+    with pytest.raises(SystemExit, match="held-out"):
+        run.doc_path(run.parse())
+    monkeypatch.setattr(sys, "argv", ["run.py", "--held-out"])
+    assert run.doc_path(run.parse()) == run.HELD_OUT_DOC
+    monkeypatch.setattr(sys, "argv", ["run.py"])
+    assert run.doc_path(run.parse()).name == "accuracy.md"
+
+
+def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain() -> None:
+    from run import rescored
+
+    folder = RUNS.parent / "faultbench" / "gpt-rank0-eval"
+    doc = json.loads((folder / "truth.json").read_text())
+    c = Case(doc["case"], "recorded", folder, (), (), Truth(**doc["truth"]))
+    now = rescored(c, Recording.load(folder / "run"), doc["score"], "phase:eval")
+    assert now["gain_low_ms"] < now["measured_ms"] < now["gain_high_ms"]
+    assert now["interval_ok"] and now["measured_ms"] == doc["score"]["measured_ms"]

@@ -186,14 +186,22 @@ def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, prev) -> Play
             raise ReplayRefused(f"step {int(grid.steps[s])}: its collectives wait on each other")
 
 
-def predict(grid: StepGrid, label: str, rows: np.ndarray | None = None) -> Prediction:
+def predict(grid: StepGrid, label: str, rows: np.ndarray | slice | None = None) -> Prediction:
     """The replay summed up over ``rows`` of the grid (default: all): the step is the
     median over ranks, then over steps."""
+    return predict_steps(grid, label, rows)[0]
+
+
+def predict_steps(
+    grid: StepGrid, label: str, rows: np.ndarray | slice | None = None
+) -> tuple[Prediction, np.ndarray]:
+    """``predict``, and its steps (ms, the median over ranks of each of ``rows``): what a
+    gain's bootstrap interval resamples (bootstrap.py)."""
     played = replay(grid)
     rows = slice(None) if rows is None else rows
     per_step = np.median(played.step_ns[rows], axis=1) / 1e6
     low, high = np.percentile(per_step, PERCENTILES)
-    return Prediction(
+    prediction = Prediction(
         label=label,
         step_ms=float(np.median(per_step)),
         mean_ms=float(np.mean(per_step)),
@@ -201,3 +209,4 @@ def predict(grid: StepGrid, label: str, rows: np.ndarray | None = None) -> Predi
         high_ms=float(high),
         wait_ms_per_rank=tuple(float(w) for w in played.wait_ns[rows].mean(axis=0) / 1e6),
     )
+    return prediction, per_step

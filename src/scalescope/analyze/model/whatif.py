@@ -13,9 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.model.bootstrap import gain_interval
 from scalescope.analyze.model.causes import apply_fix, candidate_causes, phases_named
 from scalescope.analyze.model.pacing import at_own_median, ideal, slow_ranks
-from scalescope.analyze.model.replay import Prediction, ReplayTimes, predict, replay
+from scalescope.analyze.model.replay import (
+    Prediction,
+    ReplayTimes,
+    predict,
+    predict_steps,
+    replay,
+)
 from scalescope.analyze.model.step_grid import StepGrid, build_grid
 from scalescope.analyze.ranks.clocks import ClockAlignment
 from scalescope.events import Run
@@ -36,6 +43,10 @@ class Fix:
     note: str = ""
     since_step: int | None = None
     """The step its cause began at, where it began mid-run: the gain is per step since."""
+    gain_low_ms: float | None = None
+    gain_high_ms: float | None = None
+    """The gain's 95 % bootstrap interval over the steps (bootstrap.py): how well the mean
+    gain is known, the verdict's range of its cost. None where no steps were resampled."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,7 @@ def what_if_of(
     the model refuses is one entry of ``refused``; ReplayRefused when not even the steps as
     measured can be replayed."""
     rows, none_measured = measured_rows(grid, warmup_steps)
-    base = predict(grid, "as measured", rows)
+    base, base_steps = predict_steps(grid, "as measured", rows)
     samples = float(np.median(grid.samples[rows].sum(axis=1)))
     chosen = causes is None
     if causes is None:
@@ -123,15 +134,16 @@ def what_if_of(
     for cause in causes:
         try:
             fixed, note, before = apply_fix(grid, cause, hosts, rows)
-            after = predict(fixed, cause, rows if before is None else before)
+            after, after_steps = predict_steps(fixed, cause, rows if before is None else before)
         except ValueError as exc:
             refused.append((cause, str(exc)))
             continue
-        since, measured = _since(grid, rows, before, base)
+        since, measured, measured_steps = _since(grid, rows, before, (base, base_steps))
         gain = measured.mean_ms - after.mean_ms
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
         pct = 100.0 * gain / measured.mean_ms if measured.mean_ms > 0 else 0.0
-        fixes.append(Fix(cause, after, gain, pct, rate, note, since))
+        low, high = gain_interval(measured_steps, after_steps, paired=before is None)
+        fixes.append(Fix(cause, after, gain, pct, rate, note, since, low, high))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
     ideal_step = predict(ideal(grid, hosts, rows), "ideal", rows)
@@ -148,17 +160,18 @@ def what_if_of(
 
 
 def _since(
-    grid: StepGrid, rows: np.ndarray, before: slice | None, base: Prediction
-) -> tuple[int | None, Prediction]:
+    grid: StepGrid, rows: np.ndarray, before: slice | None, base: tuple[Prediction, np.ndarray]
+) -> tuple[int | None, Prediction, np.ndarray]:
     """For a cause that began mid-run (``before``: the rows it is judged by), its first step
-    and the measured steps since it replayed: what the fix is counted against, so that the
-    steps before it, which it did not slow, do not dilute its cost. Else None and ``base``."""
+    and the measured steps since it replayed (and their steps, ms): what the fix is counted
+    against, so that the steps before it, which it did not slow, do not dilute its cost.
+    Else None and ``base``."""
     if before is None:
-        return None, base
+        return None, *base
     since = rows & (np.arange(grid.shape[0]) >= before.stop)
     if not since.any():
-        return None, base
-    return int(grid.steps[before.stop]), predict(grid, "as measured", since)
+        return None, *base
+    return int(grid.steps[before.stop]), *predict_steps(grid, "as measured", since)
 
 
 def every_cause_replayed(result: WhatIf | None) -> WhatIf | None:

@@ -1,0 +1,92 @@
+"""A fix's gain known to a range: the 95 % percentile bootstrap interval of the gain over the
+measured steps (issue 49). The gain is a mean of steps, so its uncertainty is that of a mean:
+the steps resampled with replacement, the gain computed again on each resample. The steps'
+10th-90th percentile is their spread, not how well the mean is known.
+
+Paired where the fix is replayed on the steps it is counted against (each step's gain is its
+replay as measured less its replay with the fix: the steps' common jitter cancels); unpaired
+where a mid-run cause's fix is judged by the steps before its onset (the two sets resampled
+apart). The seed is fixed, so that a report is the same each time it is written.
+
+A cost every k steps (an evaluation, a checkpoint) comes as often in every window of k steps:
+resampling single steps would draw it 0 to 2k times in n steps, a spread the run never had.
+Where the paired gains' large steps recur at a period (``period_of``), whole blocks of that
+many steps are resampled (a circular block bootstrap), each holding the cost once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+RESAMPLES = 1000
+SEED = 49
+LEVEL = 0.95
+MAX_BLOCKS = 500
+"""A resample is at most this many blocks: a long run's steps are resampled in blocks of
+``ceil(n / 500)`` (a multiple of a cost's period), so that its interval costs the same as a
+500-step run's (steps a few apart are alike anyway: a slow phase lasts)."""
+
+
+def block_length(n: int, period: int = 1) -> int:
+    """The steps a block holds: ``period``, or the least multiple of it that leaves at most
+    ``MAX_BLOCKS`` blocks."""
+    period = max(period, 1)
+    return period * max(1, math.ceil(math.ceil(n / MAX_BLOCKS) / period))
+
+
+def resampled_means(
+    values: np.ndarray, rng: np.random.Generator, resamples: int, length: int = 1
+) -> np.ndarray:
+    """The means of ``resamples`` resamples of ``values`` (n of them, with replacement):
+    ``ceil(n / length)`` circular blocks of ``length`` steps each, the last cut so that a
+    resample has n steps (``length`` 1: single steps). Each block's sum is read from the
+    cumulative sums, so a resample costs its blocks, not its steps."""
+    n = values.size
+    blocks = math.ceil(n / length)
+    last = n - (blocks - 1) * length
+    ring = np.concatenate([[0.0], np.cumsum(np.concatenate([values, values[: length - 1]]))])
+    whole, cut = ring[length : length + n] - ring[:n], ring[last : last + n] - ring[:n]
+    starts = rng.integers(0, n, size=(resamples, blocks))
+    return (whole[starts[:, :-1]].sum(axis=1) + cut[starts[:, -1]]) / n
+
+
+def period_of(gains: np.ndarray) -> int:
+    """The period at which the largest per-step gains recur: the greatest common divisor of
+    the gaps between the steps above half-way from the median to the largest gain, when at
+    least 3 such steps are at least 2 apart (a cost every k steps); else 1."""
+    n = gains.size
+    if n < 6:
+        return 1
+    mid = float(np.median(gains))
+    big = np.flatnonzero(gains > mid + (float(gains.max()) - mid) / 2)
+    if big.size < 3 or gains.max() <= mid:
+        return 1
+    period = math.gcd(*(int(g) for g in np.diff(big)))
+    return period if 2 <= period <= n // 3 else 1
+
+
+def gain_interval(
+    measured_ms: np.ndarray, fixed_ms: np.ndarray, paired: bool,
+    resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
+) -> tuple[float, float]:  # fmt: skip
+    """The ``level`` percentile bootstrap interval of ``mean(measured) - mean(fixed)`` (ms).
+    ``paired``: the two are the same steps, resampled together (their per-step differences);
+    else each set is resampled on its own. (0, 0) when either set has no step."""
+    measured_ms, fixed_ms = np.asarray(measured_ms, float), np.asarray(fixed_ms, float)
+    if measured_ms.size == 0 or fixed_ms.size == 0:
+        return 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    if paired:
+        gains = measured_ms - fixed_ms
+        length = block_length(gains.size, period_of(gains))
+        means = resampled_means(gains, rng, resamples, length)
+    else:
+        a, b = measured_ms, fixed_ms
+        means = resampled_means(a, rng, resamples, block_length(a.size)) - resampled_means(
+            b, rng, resamples, block_length(b.size)
+        )
+    tail = 100.0 * (1.0 - level) / 2.0
+    low, high = np.percentile(means, (tail, 100.0 - tail))
+    return float(low), float(high)
