@@ -123,6 +123,42 @@ def _pct1(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} %"
 
 
+def _result(score: dict[str, Any]) -> str:
+    return "skip" if score.get("skipped") else ("pass" if score["passed"] else "fail")
+
+
+def against_previous(previous: dict[str, Any] | None, meta: dict[str, Any]) -> list[str]:
+    """The run this one replaces, beside it: the totals before and after, and each case whose
+    result moved, so that a change of a threshold (or of the product) shows the whole
+    matrix's move, not the cases it was meant for."""
+    if not previous or "totals" not in previous:
+        return []
+    before = {c["case"]: c for c in previous.get("cases", ())}
+    now = {c["case"]: c for c in meta["cases"]}
+    moved = [f"- {name}: {_result(before[name])} -> {_result(c)} ({c['named']})"
+             for name, c in now.items()
+             if name in before and _result(before[name]) != _result(c)]  # fmt: skip
+    new = sorted(set(now) - set(before))
+    rows = [f"| {key} | {_num(previous['totals'].get(key))} | {_num(value)} |"
+            for key, value in meta["totals"].items()]  # fmt: skip
+    return [
+        f"## Against the previous run ({previous.get('date', '?')}, seed "
+        f"{previous.get('seed', '?')})",
+        "",
+        "| total | before | after |",
+        "|---|---|---|",
+        *rows,
+        "",
+        *(moved or ["- no case common to both runs changed its result."]),
+        *([f"- new cases: {', '.join(new)}."] if new else []),
+        "",
+    ]
+
+
+def _num(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
 RECORDED = Path(__file__).resolve().parents[2] / "tests" / "data" / "faultbench"
 """The recorded subset CI checks (``run.py --record``; tests/recorded/)."""
 
@@ -174,7 +210,8 @@ def _held_out(meta: dict[str, Any]) -> list[str]:
 
 
 def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Totals,
-              meta: dict[str, Any]) -> None:  # fmt: skip
+              meta: dict[str, Any], previous: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """``previous``: the scores this run replaces (the JSON beside ``path``), shown beside."""
     lines = [
         "# Accuracy: the fault matrix",
         "",
@@ -216,6 +253,7 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "",
         *totals_lines(total),
         "",
+        *against_previous(previous, meta),
         *recorded_section(RECORDED),
         "## Beside the tools users would pick instead",
         "",

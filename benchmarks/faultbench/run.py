@@ -222,8 +222,10 @@ def main() -> int:
     doc = {"date": date.today().isoformat(), "seed": list(seeds) if args.held_out else args.seed,
            "held_out": args.held_out, "pairs": args.pairs, "steps": args.steps,
            "cases": [asdict(s) for s in scores], "totals": asdict(total)}  # fmt: skip
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-    write_doc(out, [c for _, c in drawn], scores, total, doc)
+    scores_file = out.with_suffix(".json")
+    previous = json.loads(scores_file.read_text()) if scores_file.exists() else None
+    scores_file.write_text(json.dumps(doc, indent=1) + "\n")
+    write_doc(out, [c for _, c in drawn], scores, total, doc, previous)
     print(f"wrote {out} and {out.with_suffix('.json')}", file=sys.stderr)
     return 0 if all(s.passed or s.skipped for s in scores) else 1
 

@@ -256,3 +256,23 @@ def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain
     now = rescored(c, Recording.load(folder / "run"), doc["score"], "phase:eval")
     assert now["gain_low_ms"] < now["measured_ms"] < now["gain_high_ms"]
     assert now["interval_ok"] and now["measured_ms"] == doc["score"]["measured_ms"]
+
+
+def test_the_doc_shows_the_run_it_replaces_and_the_cases_that_moved(tmp_path) -> None:
+    from dataclasses import asdict
+
+    c = case("rank:1")
+    passed = score(c, verdict("rank:1"), 29.0, [Measured(70.0, 40.0)])
+    failed = score(c, verdict("rank:0"), 29.0, [Measured(70.0, 40.0)])
+    meta = {"date": "2026-11-29", "seed": 1, "pairs": 1, "steps": 30,
+            "cases": [asdict(failed)], "totals": asdict(totals([failed]))}  # fmt: skip
+    before = {"date": "2026-11-28", "seed": 1, "cases": [asdict(passed)],
+              "totals": asdict(totals([passed]))}  # fmt: skip
+    doc = tmp_path / "accuracy.md"
+    write_doc(doc, [c], [failed], totals([failed]), meta, before)
+    text = doc.read_text()
+    assert "## Against the previous run (2026-11-28, seed 1)" in text
+    assert "| clear_culprit_pct | 100.0 | 0.0 |" in text
+    assert "- c: pass -> fail (rank:0 (straggler))" in text
+    write_doc(doc, [c], [failed], totals([failed]), meta)
+    assert "Against the previous run" not in doc.read_text()
