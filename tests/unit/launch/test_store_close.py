@@ -21,11 +21,11 @@ from scalescope.launch.channel.store import Channel, close_store
 from scalescope.live.store_view import StoreTop
 
 TRACE = ("Exception raised from", "Broken pipe", "failed on SocketImpl")
-KEY = b"k" * 32
+KEY, JOB = b"k" * 32, b"j" * 32
 
 
 def channel(store: TCPStore) -> Channel:
-    return Channel(store, key=KEY)
+    return Channel(store, key=KEY, job=JOB)
 
 
 def server() -> TCPStore:
@@ -36,7 +36,7 @@ def server() -> TCPStore:
 
 def relay_of(store: TCPStore, tmp_path: Path) -> Relay:
     """A relay of rank 1 (this process standing for it), connected to ``store``."""
-    relay = Relay("127.0.0.1", store.port, tmp_path, lambda: {1: os.getpid()}, 2, key=KEY)
+    relay = Relay("127.0.0.1", store.port, tmp_path, lambda: {1: os.getpid()}, 2, key=KEY, job=JOB)
     relay.start()
     deadline = time.monotonic() + 10
     while channel(store).world_size() != 2 and time.monotonic() < deadline:

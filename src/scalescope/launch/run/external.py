@@ -32,7 +32,7 @@ from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.seals import load_key
+from scalescope.launch.channel.seals import load_key, new_job_id
 from scalescope.launch.channel.store import STORE_OPTION, Channel, close_store
 from scalescope.launch.machine.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
@@ -143,18 +143,20 @@ def end_watching(task: Task, world: World, watch: HangWatch | None) -> None:
 
 
 def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
-    """The relay of this task's rank; on task 0 also the hang watch over the store."""
+    """The relay of this task's rank; on task 0 also the hang watch over the store, and the
+    job's id its relay publishes there (launch/channel/store.py)."""
     if world.master_addr is None or world.master_port is None or task.child is None:
         return None
     mine = {task.rank: task.child.pid}
+    job = new_job_id() if world.rank == 0 else b""
     task.relay = Relay(
         world.master_addr, world.master_port, task.run_dir, lambda: mine, world.world_size,
-        key=task.key,
+        key=task.key, job=job,
     )  # fmt: skip
     task.relay.start()
     if world.rank != 0:
         return None
-    channel = Channel(addr=world.master_addr, port=world.master_port, key=task.key)
+    channel = Channel(addr=world.master_addr, port=world.master_port, key=task.key, job=job)
     files = FileSource(task.run_dir, world.world_size)
     source = StoreSource(channel, world.world_size, files)
     try:
