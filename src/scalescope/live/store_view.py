@@ -72,7 +72,7 @@ class StoreTop:
 
     def frame(self) -> RenderableType:
         """The view; once the run ended, the last one, without asking a store about to close
-        (its owner closes it soon after: channel.store.close_store)."""
+        (its owner closes it soon after: channel.closing.close_store)."""
         if self._last is not None and self.ended:
             return self._last
         if self.channel.closing():

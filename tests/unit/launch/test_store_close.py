@@ -1,4 +1,4 @@
-"""The store's owner closes it politely (channel.store.close_store): it waits for the relays'
+"""The store's owner closes it politely (channel.closing.close_store): it waits for the relays'
 last words, asks the relays to ``close`` (sealed) and marks the store closing, and a relay or
 ``top --connect`` told so never asks the store again, so no C++ trace of torch's store client
 follows its end. Real TCPStores in this process; the owner's end is the server object
@@ -16,8 +16,9 @@ from pathlib import Path
 
 from torch.distributed import TCPStore
 
+from scalescope.launch.channel.closing import close_store
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.store import Channel, close_store
+from scalescope.launch.channel.store import Channel
 from scalescope.live.store_view import StoreTop
 
 TRACE = ("Exception raised from", "Broken pipe", "failed on SocketImpl")
