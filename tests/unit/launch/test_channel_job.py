@@ -19,7 +19,7 @@ import pytest
 from intruder import Intruder, payload
 from torch.distributed import TCPStore
 
-from scalescope.events.files import HANG_FILE, live_state_path, stack_path
+from scalescope.events.files import HANG_FILE, HANG_TEXT, live_state_path, stack_path
 from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import new_job_id
@@ -27,6 +27,7 @@ from scalescope.launch.channel.store import JOB_KEY, PREFIX, Channel
 from scalescope.launch.options.groups import HangOptions
 from scalescope.launch.watch import hang
 from scalescope.launch.watch.hang import HangWatch, StoreSource
+from scalescope.report.views.hang import render_hang
 
 KEY = b"k" * 32
 RANK = """
@@ -161,7 +162,7 @@ def test_the_hang_watch_stops_no_rank_while_one_is_unknown(
     wait_for(lambda: channel.states([0]) or None, "rank 0's state")
     if garbage:
         store.set(f"{PREFIX}live/1", b"garbage")
-    options = HangOptions(after_s=1.0, action="kill", slowdown_pct=0.0)
+    options = HangOptions(after_s=1.0, action="kill", slowdown_pct=0.0, render=render_hang)
     watch = HangWatch(tmp_path, 2, options, StoreSource(channel, 2))
     watch.start()
     try:
@@ -177,3 +178,10 @@ def test_the_hang_watch_stops_no_rank_while_one_is_unknown(
         relay.join(timeout=5)
     report = json.loads((tmp_path / HANG_FILE).read_text())
     assert (report["action"], report["unknown"]) == (("withheld", [1]) if garbage else ("kill", []))
+    text = (tmp_path / HANG_TEXT).read_text()
+    said = [
+        "rank(s) 1 unknown: their live state in the job's store did not open with this job's seal",
+        "the ranks were not stopped (--hang-action kill): some rank is unknown",
+    ]
+    assert [line in text for line in said] == [garbage, garbage], text
+    assert ("the ranks were stopped (--hang-action kill)" in text) is not garbage, text
