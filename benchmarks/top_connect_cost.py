@@ -1,8 +1,9 @@
 """What a frame of `scalescope top --connect` costs at 1,024 ranks: CPU seconds per frame.
 
-A TCPStore in this process holds 1,024 ranks' live states (256 bytes each, sealed, as the relays
-publish them), their hosts (16 nodes) and the world size; the view then draws ``--frames``
-frames into a string, and the median CPU time (user + system of this process, the store's
+A TCPStore in this process holds 1,024 ranks' live states (256 bytes each, sealed for the
+job, as the relays publish them), the job's id, their hosts (16 nodes) and the world size; the
+view (which learns the job's id there at each frame) then draws ``--frames`` frames into a
+string, and the median CPU time (user + system of this process, the store's
 server thread included) per frame is printed against the target of 0.5 s.
 
     .venv/bin/python benchmarks/top_connect_cost.py --ranks 1024 --frames 7
@@ -53,13 +54,15 @@ def main() -> None:
     args = parse()
     from torch.distributed import TCPStore
 
+    from scalescope.launch.channel.seals import new_job_id
     from scalescope.launch.channel.store import Channel
     from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=30))  # fmt: skip
     key = secrets.token_bytes(32)
-    channel = Channel(server, key=key)
+    channel = Channel(server, key=key, job=new_job_id())
+    channel.put_job()
     with tempfile.TemporaryDirectory() as tmp:
         for rank, raw in enumerate(published(args.ranks, Path(tmp))):
             channel.publish(rank, raw)

@@ -35,6 +35,7 @@ LIVE_UNIT_MODULES = frozenset(
         "test_topology.py",
         "test_live_view.py",
         "test_live_channel.py",
+        "test_channel_job.py",
     }
 )
 """Unit modules that start processes (ranks, a launcher, the CLI) besides tests/e2e."""

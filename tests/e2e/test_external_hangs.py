@@ -228,11 +228,13 @@ def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
 
 
 def ask_without_the_key(port: int) -> int:
-    """A kill and a stacks request through scalescope's own client, sealed with another key;
-    the stacks request's count."""
-    from scalescope.launch.channel.store import KILL, STACKS, Channel
+    """A kill and a stacks request through scalescope's own client, for the job's id and the
+    relays' sessions read from the store, sealed with another key; the stacks request's count."""
+    from intruder import Intruder
+
+    from scalescope.launch.channel.store import KILL, STACKS
 
     store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
-    intruder = Channel(store, key=b"o" * 32, warn=None)
+    intruder = Intruder(store)
     intruder.ask(KILL)
     return intruder.ask(STACKS)

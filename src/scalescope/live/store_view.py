@@ -61,15 +61,18 @@ class StoreTop:
                 if now > then:
                     rate = (state.steps_done - steps) / (now - then)
             self._before[rank] = (now, state.steps_done)
-            if rank not in self._hosts:
-                self._hosts[rank] = self.channel.host(rank)
             ended = self.channel.ended(rank) if any_ended else ""
-            out.append(StoreRank(state, self._hosts[rank], rate, ended))
+            out.append(StoreRank(state, self._host(rank), rate, ended))
         return out
+
+    def _host(self, rank: int) -> str:
+        if rank not in self._hosts:
+            self._hosts[rank] = self.channel.host(rank)
+        return self._hosts[rank]
 
     def frame(self) -> RenderableType:
         """The view; once the run ended, the last one, without asking a store about to close
-        (its owner closes it soon after: channel.store.close_store)."""
+        (its owner closes it soon after: channel.closing.close_store)."""
         if self._last is not None and self.ended:
             return self._last
         if self.channel.closing():
@@ -80,9 +83,9 @@ class StoreTop:
         ranks = self.ranks(now, world)
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         alert = self.channel.alert()
-        stall, refused = stall_words(ranks, now), len(self.channel.unsealed)
-        shown = StoreFrame(ranks=ranks, world=world, now=now, stall=stall, alert=alert,
-                           refused=refused)  # fmt: skip
+        unknown = [(r, self._host(r)) for r in sorted(self.channel.unknown)]
+        shown = StoreFrame(ranks=ranks, world=world, now=now, stall=stall_words(ranks, now),
+                           alert=alert, unknown=unknown)  # fmt: skip
         self._last = document_renderable(document(shown))
         return self._last
 

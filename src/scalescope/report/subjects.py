@@ -163,12 +163,12 @@ class StoreRank:
 @dataclass(frozen=True, kw_only=True)
 class StoreFrame:
     """One frame of ``top --connect`` (live/store_view.py): the ranks reporting, the hang
-    verdict (``stall``) once nothing progressed, the slowdown alert, and ``refused``: ranks
-    whose state is not sealed with this user's key."""
+    verdict (``stall``) once nothing progressed, the slowdown alert, and ``unknown``: ranks
+    (and their hosts) whose state did not open with this job's seal."""
 
     ranks: Sequence[StoreRank]
     world: int
     now: float
     stall: str | None = None
     alert: str | None = None
-    refused: int = 0
+    unknown: Sequence[tuple[int, str]] = ()

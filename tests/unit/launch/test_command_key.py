@@ -1,6 +1,7 @@
 """The user's key for the live channel: created 0600 on first use (one key however many tasks
 start at once), refused like ssh refuses a private key when others can read it or another
-user owns it, and a seal that does not open with another key, context or payload."""
+user owns it, when it is a symbolic link or its folder can be written by others or belongs to
+another user, and a seal that does not open with another key, context or payload."""
 
 from __future__ import annotations
 
@@ -55,6 +56,55 @@ def test_a_key_of_another_user_is_refused(key_file: Path, monkeypatch) -> None:
     monkeypatch.setattr(os, "getuid", lambda: key_file.stat().st_uid + 1)
     with pytest.raises(KeyFileError, match="belongs to another user"):
         load_key()
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o702, 0o1777])
+def test_a_key_in_a_folder_others_can_write_is_refused(key_file: Path, mode: int) -> None:
+    load_key()
+    key_file.parent.chmod(mode)
+    with pytest.raises(KeyFileError) as refused:
+        load_key()
+    folder = key_file.parent
+    assert str(refused.value) == (
+        f"the key's folder {folder} can be written by others (mode {mode:04o}): chmod go-w {folder}"
+    )
+    key_file.unlink()
+    with pytest.raises(KeyFileError, match="can be written by others"):
+        load_key()
+    assert not key_file.exists(), "no key created where others could swap it"
+
+
+def test_a_key_in_a_folder_of_another_user_is_refused(key_file: Path, monkeypatch) -> None:
+    load_key()
+    uid = key_file.stat().st_uid
+    real = os.stat
+
+    def stat_as(path, *args, **kwargs):  # noqa: ANN001, ANN202
+        info = real(path, *args, **kwargs)
+        if str(path) != str(key_file.parent):
+            return info
+        return os.stat_result((info.st_mode, info.st_ino, info.st_dev, info.st_nlink,
+                               uid + 1, *tuple(info)[5:10]))  # fmt: skip
+
+    monkeypatch.setattr(os, "stat", stat_as)
+    with pytest.raises(KeyFileError, match=r"the key's folder .* belongs to another user \(uid"):
+        load_key()
+
+
+def test_a_symlinked_key_is_refused(key_file: Path, tmp_path: Path) -> None:
+    load_key()
+    real = tmp_path / "elsewhere"
+    key_file.rename(real)
+    key_file.symlink_to(real)
+    with pytest.raises(KeyFileError) as refused:
+        load_key()
+    assert str(refused.value).startswith(
+        f"the key file {key_file} is a symbolic link, which scalescope does not follow"
+    )
+    real.unlink()
+    with pytest.raises(KeyFileError, match="is a symbolic link"):
+        load_key()  # dangling: not created through it either
+    assert not real.exists()
 
 
 def test_a_short_key_and_no_key_are_refused(key_file: Path) -> None:

@@ -1,7 +1,8 @@
 """Who may act on a job through its store (launch/channel/store.py), on a real TCPStore on
 127.0.0.1 with a real relay beside a real process for a rank: a sealed stacks request is
 answered and the stacks are gone once read; a kill or stacks request without the key, or a
-replayed one, changes nothing and is logged; a forged or replayed live state is not believed."""
+replayed one, or one for another session or job, changes nothing and is logged; a forged or
+replayed live state makes the rank unknown."""
 
 from __future__ import annotations
 
@@ -15,15 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from intruder import OTHER_KEY, Intruder
 from torch.distributed import TCPStore
 
 from scalescope.events.files import stack_path
 from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.seals import request_context, seal
+from scalescope.launch.channel.seals import job_context, request_name, seal
 from scalescope.launch.channel.store import KILL, STACKS, Channel
 
-KEY, OTHER = b"k" * 32, b"o" * 32
+KEY, OTHER, JOB = b"k" * 32, OTHER_KEY, b"j" * 32
 RANK = """
 import faulthandler, signal, sys, time
 faulthandler.register(signal.SIGUSR2, file=open(sys.argv[1], "a"), all_threads=True)
@@ -63,7 +65,7 @@ def job(tmp_path: Path) -> Iterator[Job]:
     path.parent.mkdir(parents=True)
     rank = subprocess.Popen([sys.executable, "-c", RANK, str(path)], stdout=subprocess.PIPE)
     assert rank.stdout is not None and rank.stdout.readline() == b"ready\n"
-    relay = Relay("127.0.0.1", server.port, tmp_path, lambda: {0: rank.pid}, 1, key=KEY)
+    relay = Relay("127.0.0.1", server.port, tmp_path, lambda: {0: rank.pid}, 1, key=KEY, job=JOB)
     relay.start()
     try:
         wait_for(lambda: relay.index >= 0, "relay registered")
@@ -82,7 +84,7 @@ def log(capsys: pytest.CaptureFixture[str], seen: list[str]) -> str:
 
 
 def test_a_sealed_stacks_request_is_answered_and_the_stacks_removed_once_read(job: Job) -> None:
-    watcher = Channel(job.server, key=KEY)
+    watcher = Channel(job.server, key=KEY, job=JOB)
     count = watcher.ask(STACKS)
     text = wait_for(lambda: watcher.stack(0, count), "stacks")
     assert "waiting_for_a_request" in text
@@ -91,7 +93,7 @@ def test_a_sealed_stacks_request_is_answered_and_the_stacks_removed_once_read(jo
 
 def test_a_request_without_the_key_changes_nothing_and_is_logged(job: Job, capsys) -> None:
     seen: list[str] = []
-    intruder = Channel(job.server, key=OTHER, warn=None)
+    intruder = Intruder(job.server)
     for what in (KILL, STACKS):
         intruder.ask(what)
         line = f"scalescope: ignored a {what} request in the job's store: not sealed"
@@ -105,7 +107,7 @@ def test_a_request_without_the_key_changes_nothing_and_is_logged(job: Job, capsy
 
 
 def test_a_replayed_request_and_one_for_another_session_are_ignored(job: Job, capsys) -> None:
-    watcher = Channel(job.server, key=KEY)
+    watcher = Channel(job.server, key=KEY, job=JOB)
     first = watcher.ask(STACKS)
     wait_for(lambda: watcher.stack(0, first), "first stacks")
     replay = bytes(job.server.get(job.request_key(STACKS)))
@@ -116,10 +118,13 @@ def test_a_replayed_request_and_one_for_another_session_are_ignored(job: Job, ca
     job.server.add("scalescope/asked", 1)
     line = f"ignored a stacks request of count {first} in the job's store: a replay ({second} done)"
     wait_for(lambda: line in log(capsys, seen), "replay logged")
-    job.server.set(job.request_key(KILL), seal(KEY, request_context(b"another-job", KILL), b"9"))
-    job.server.add("scalescope/asked", 1)
     line = "ignored a kill request in the job's store: not sealed"
-    wait_for(lambda: line in log(capsys, seen), "kill for another session logged")
+    other_session = job_context(JOB, request_name(b"another-session", KILL))
+    other_job = job_context(b"another-job", request_name(job.relay.session, KILL))
+    for n, context in enumerate((other_session, other_job), start=1):
+        job.server.set(job.request_key(KILL), seal(KEY, context, b"%d" % (90 + n)))
+        job.server.add("scalescope/asked", 1)
+        wait_for(lambda n=n: log(capsys, seen).count(line) == n, f"kill {n} logged")
     assert not job.server.check([f"scalescope/stack/0/{first}"]), "no second answer"
     assert job.rank.poll() is None
 
@@ -133,23 +138,25 @@ def state_bytes(folder: Path, steps: int, ago_s: float) -> bytes:
     return path.read_bytes()
 
 
-def test_a_forged_or_replayed_live_state_is_not_believed(tmp_path: Path) -> None:
+def test_a_forged_or_replayed_live_state_makes_the_rank_unknown(tmp_path: Path) -> None:
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=10))  # fmt: skip
-    relay, said = Channel(server, key=KEY), []
-    reader = Channel(server, key=KEY, warn=said.append)
+    relay, said = Channel(server, key=KEY, job=JOB), []
+    reader = Channel(server, key=KEY, job=JOB, warn=said.append)
     old = state_bytes(tmp_path, 3, ago_s=5.0)
     relay.publish(0, old)
     relay.publish(0, state_bytes(tmp_path, 7, ago_s=1.0))
-    assert reader.states([0])[0].steps_done == 7
-    Channel(server, key=OTHER).publish(0, state_bytes(tmp_path, 99, ago_s=0.0))
-    assert reader.states([0])[0].steps_done == 7 and reader.unsealed == {0}
+    assert reader.states([0])[0].steps_done == 7 and reader.unknown == set()
+    Channel(server, key=OTHER, job=JOB).publish(0, state_bytes(tmp_path, 99, ago_s=0.0))
+    assert reader.states([0]) == {} and reader.unknown == {0}
     relay.publish(0, old)  # an older sealed value copied back
-    assert reader.states([0])[0].steps_done == 7 and reader.unsealed == set()
+    assert reader.states([0]) == {} and reader.unknown == {0}
+    relay.publish(0, state_bytes(tmp_path, 8, ago_s=0.0))
+    assert reader.states([0])[0].steps_done == 8 and reader.unknown == set()
     assert [s.split(":")[0] for s in said] == [
         "ignored rank 0's live state in the job's store",
         "ignored an older live state of rank 0 in the job's store",
     ]
-    newcomer = Channel(server, key=KEY, warn=None)
-    Channel(server, key=OTHER).publish(1, state_bytes(tmp_path, 99, ago_s=0.0))
-    assert list(newcomer.states([0, 1])) == [0] and newcomer.unsealed == {1}
+    newcomer = Channel(server, key=KEY, job=JOB, warn=None)
+    Channel(server, key=OTHER, job=JOB).publish(1, state_bytes(tmp_path, 99, ago_s=0.0))
+    assert list(newcomer.states([0, 1])) == [0] and newcomer.unknown == {1}

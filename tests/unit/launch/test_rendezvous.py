@@ -111,7 +111,7 @@ def test_one_node_falls_back_to_the_next_port_when_the_derived_one_is_taken():
 
 
 def test_given_address_and_port_are_kept_and_hosted_by_rank_0s_scalescope():
-    """So the store outlives the ranks (channel.store.close_store); _meet_both connects to it."""
+    """So the store outlives the ranks (channel.closing.close_store); _meet_both connects to it."""
     port = free_port()
     job = unique_job()
     worlds = [

@@ -1,4 +1,4 @@
-"""The store's owner closes it politely (channel.store.close_store): it waits for the relays'
+"""The store's owner closes it politely (channel.closing.close_store): it waits for the relays'
 last words, asks the relays to ``close`` (sealed) and marks the store closing, and a relay or
 ``top --connect`` told so never asks the store again, so no C++ trace of torch's store client
 follows its end. Real TCPStores in this process; the owner's end is the server object
@@ -16,16 +16,17 @@ from pathlib import Path
 
 from torch.distributed import TCPStore
 
+from scalescope.launch.channel.closing import close_store
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.store import Channel, close_store
+from scalescope.launch.channel.store import Channel
 from scalescope.live.store_view import StoreTop
 
 TRACE = ("Exception raised from", "Broken pipe", "failed on SocketImpl")
-KEY = b"k" * 32
+KEY, JOB = b"k" * 32, b"j" * 32
 
 
 def channel(store: TCPStore) -> Channel:
-    return Channel(store, key=KEY)
+    return Channel(store, key=KEY, job=JOB)
 
 
 def server() -> TCPStore:
@@ -36,7 +37,7 @@ def server() -> TCPStore:
 
 def relay_of(store: TCPStore, tmp_path: Path) -> Relay:
     """A relay of rank 1 (this process standing for it), connected to ``store``."""
-    relay = Relay("127.0.0.1", store.port, tmp_path, lambda: {1: os.getpid()}, 2, key=KEY)
+    relay = Relay("127.0.0.1", store.port, tmp_path, lambda: {1: os.getpid()}, 2, key=KEY, job=JOB)
     relay.start()
     deadline = time.monotonic() + 10
     while channel(store).world_size() != 2 and time.monotonic() < deadline:

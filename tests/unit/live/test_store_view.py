@@ -13,7 +13,7 @@ from scalescope.report.subjects import StoreFrame, StoreRank
 from scalescope.report.views.live_store import MAX_ROWS
 
 NOW = 1_000.0
-KEY = b"k" * 32
+KEY, JOB = b"k" * 32, b"j" * 32
 
 
 def state(rank: int, steps: int = 7, seq: int = 41, inside: bool = True, **kw) -> LiveState:
@@ -73,7 +73,7 @@ def test_the_watchs_alert_reaches_top_connect_through_the_store():
     from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    channel = Channel(server, key=KEY)
+    channel = Channel(server, key=KEY, job=JOB)
     channel.put_world(1)
     top = StoreTop(Channel(TCPStore("127.0.0.1", server.port, is_master=False), key=KEY))
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
@@ -102,12 +102,17 @@ def test_top_connect_needs_the_key_and_shows_no_state_it_cannot_check(tmp_path, 
         raise AssertionError("top --connect ran without a key")
     assert not (tmp_path / "key").exists(), "a new key would check nothing"
     key = load_key()
-    Channel(server, key=key).put_world(2)
+    owner = Channel(server, key=key, job=JOB)
+    owner.put_job()
+    owner.put_world(2)
+    owner.put_host(1, "node7")
     client = TCPStore("127.0.0.1", server.port, is_master=False)
     top = StoreTop(Channel(client, key=key, warn=None))
-    Channel(server, key=b"o" * 32).publish(1, b"\0" * 256)
+    Channel(server, key=b"o" * 32, job=JOB).publish(1, b"\0" * 256)
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(top.frame())
     out = console.export_text()
     assert "0 of 2 ranks reporting" in out
-    assert "1 rank(s) not shown: their state is not sealed with this user's key" in out
+    assert "1 rank(s) unknown: their state in the store did not open with this job's seal" in out
+    rows = [[c.strip() for c in row.split("│")[:3]] for row in out.splitlines() if "│" in row]
+    assert rows == [["1", "node7", "unknown"]], out

@@ -14,7 +14,7 @@ from torch.distributed import TCPStore
 from scalescope.events import RunMeta
 from scalescope.events.files import live_state_path
 from scalescope.events.live_state_writer import LiveStateWriter
-from scalescope.launch.channel.seals import load_key
+from scalescope.launch.channel.seals import load_key, new_job_id
 from scalescope.launch.channel.store import STORE_OPTION, Channel
 from scalescope.live.run_view import LiveTop
 
@@ -40,7 +40,9 @@ def run_dir_with(tmp_path: Path, store: str) -> tuple[Path, RunMeta]:
 def test_another_nodes_ranks_come_from_the_store(tmp_path) -> None:
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=10))  # fmt: skip
-    Channel(server, key=load_key()).publish(1, state_bytes(tmp_path, 1, 7))
+    owner = Channel(server, key=load_key(), job=new_job_id())
+    owner.put_job()
+    owner.publish(1, state_bytes(tmp_path, 1, 7))
     run_dir, meta = run_dir_with(tmp_path, f"127.0.0.1:{server.port}")
     states = LiveTop(run_dir).live_states(meta, time.time())
     assert {r: s.steps_done for r, s in states.items()} == {0: 5, 1: 7}

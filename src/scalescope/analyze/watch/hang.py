@@ -91,6 +91,11 @@ class HangReport:
     ranks: tuple[RankHang, ...]
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
     action: str = "report"
+    """``report``, ``kill`` (the ranks were stopped) or ``withheld`` (``--hang-action kill``,
+    but some rank's state was ``unknown``)."""
+    unknown: tuple[int, ...] = ()
+    """Ranks whose live state in the job's store did not open with the job's seal
+    (launch/channel/store.py): what they were doing is not known."""
 
 
 def hang_threshold_s(median_step_s: float | None, floor_s: float = MIN_HANG_S) -> float:

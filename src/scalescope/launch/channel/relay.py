@@ -1,7 +1,8 @@
 """Beside the ranks of one node: their live states relayed into the job's store, and the
 watcher's requests back to them (a flush through the state file, SIGUSR2 for the stacks, a
 stop), each honoured only when sealed for this relay's session (launch/channel/store.py says
-what travels there and why it is sealed).
+what travels there and why it is sealed). Every seal covers the job's id: the relay of the end
+that owns the job's channel is given it and publishes it; the others learn it from the store.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import psutil
 from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import STACK_SIGNAL, parse_live_state, request_flush
 from scalescope.events.run import read_rank_meta
-from scalescope.launch.channel.seals import NOT_SEALED, request_context, unseal
+from scalescope.launch.channel.seals import NOT_SEALED, request_name
 from scalescope.launch.channel.store import (
     CLOSE,
     FLUSH,
@@ -33,13 +34,18 @@ from scalescope.launch.channel.store import (
 from scalescope.launch.process.stopping import stop_processes
 
 FINISH_WAIT_S = 3.0
+JOB_CHECK_S = 5.0
+"""How often a relay reads the job's id again: the owner's puts its own back when another
+was written there, a relay that learnt another one follows."""
 
 
 class Relay(threading.Thread):
     """Beside the ranks of this node: their states to the store, and the watcher's requests
     to them (a flush through the state file, SIGUSR2 for the stacks, a stop), each honoured
-    only when sealed with ``key`` for this relay's session and not seen before. ``ranks``
-    says which ranks run here, by pid; it is asked again at every poll (ranks start late)."""
+    only when sealed with ``key`` for this job and this relay's session and not seen before.
+    ``ranks`` says which ranks run here, by pid; it is asked again at every poll (ranks start
+    late). ``job``: the job's id, given to the owner of the job's channel, which publishes it;
+    the other relays learn it from the store before they publish anything."""
 
     def __init__(
         self,
@@ -50,9 +56,11 @@ class Relay(threading.Thread):
         world_size: int = 0,
         *,
         key: bytes,
+        job: bytes = b"",
     ) -> None:
         super().__init__(daemon=True, name="scalescope-live-relay")
         self.addr, self.port, self.world, self.key = addr, port, world_size, key
+        self.job, self.owner = job, bool(job)
         self.run_dir, self.ranks = Path(run_dir), ranks
         self.done = threading.Event()
         self.channel: Channel | None = None
@@ -67,15 +75,45 @@ class Relay(threading.Thread):
 
     def run(self) -> None:
         with contextlib.suppress(Exception):  # no store (it ended with rank 0): nothing to relay
-            self.channel = Channel(addr=self.addr, port=self.port, key=self.key)
-            self.index = self.channel.register(self.session.decode())
+            channel = self.channel = Channel(
+                addr=self.addr, port=self.port, key=self.key, job=self.job
+            )
+            if self.owner:
+                channel.put_job()
+            elif not self._learn_job(channel):
+                return
+            self.index = channel.register(self.session)
             if self.world:
-                self.channel.put_world(self.world)
+                channel.put_world(self.world)
+            checked = time.monotonic()
             while not self.done.wait(RELAY_POLL_S):
-                self._publish(self.channel)
-                self._answer(self.channel)
+                if time.monotonic() - checked >= JOB_CHECK_S:
+                    checked = time.monotonic()
+                    self._check_job(channel)
+                self._publish(channel)
+                self._answer(channel)
                 if self.closed:
                     return
+
+    def _learn_job(self, channel: Channel) -> bool:
+        """Wait for the job's id its owner publishes; False when asked to stop first."""
+        while not channel.learn_job():
+            if self.done.wait(RELAY_POLL_S):
+                return False
+        self.job = channel.job
+        return True
+
+    def _check_job(self, channel: Channel) -> None:
+        """The owner puts its id back; another relay follows a changed one, and seals its
+        session and states again under it."""
+        if self.owner:
+            channel.keep_job()
+            return
+        before = channel.job
+        if channel.learn_job() and channel.job != before:
+            self.job = channel.job
+            channel.put_session(self.index, self.session)
+            self._last = {}
 
     def _publish(self, channel: Channel) -> None:
         for rank, pid in self.ranks().items():
@@ -136,7 +174,7 @@ class Relay(threading.Thread):
         value = channel.request(self.index, what)
         if value is None:
             return None
-        payload = unseal(self.key, request_context(self.session, what), value)
+        payload = channel.unseal(request_name(self.session, what), value)
         count = int(payload) if payload is not None and payload.isdigit() else None
         honoured = self._honoured[what]
         if count is not None and count > honoured:
@@ -177,6 +215,8 @@ class Relay(threading.Thread):
         self.done.set()
         self.join(timeout=wait_s)
         if self.channel is None or not self.channel.connected or self.closed or self.is_alive():
+            return
+        if not self.job:  # the job's id never came: nothing here would open
             return
         channel = self.channel
 

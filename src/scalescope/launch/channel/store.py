@@ -12,31 +12,34 @@ for flushes, stacks and stops through requests the relays poll; a relay answers 
 rank, on its own node. This module holds those keys (:class:`Channel`) and the store's end.
 
 Whoever reaches the store's port can read and write these keys, so what acts on the job or
-what the watcher believes is sealed with the user's key (launch/channel/seals.py):
+what the watcher believes is sealed with the user's key (launch/channel/seals.py), and every
+seal covers the job's id besides the value's name: the end that owns the job's channel (the
+launcher of node 0, task 0 under srun or mpirun) makes it at random and publishes it, sealed;
+the other relays, and ``top``, learn it there (:meth:`Channel.learn_job`). The owner puts it
+back when another is found there, and a relay that learnt another one follows (its states are
+unknown to the watcher until then). So:
 
+- a relay's session id is sealed with its index;
 - a request (flush, stacks, stop) is written to each relay on its own key, with an HMAC over
   that relay's session id (random, published when it connects: no two jobs nor relays share
   one, and nothing has to agree across nodes), the request and a count; a relay honours a
   count above the last it honoured, and ignores (and logs) anything else;
 - a relay writes a rank's stacks only in answer to such a request, sealed, and the reader
   deletes them once read;
-- a rank's live state is sealed with its rank; a reader ignores an unsealed one, and one older
-  than the state of that rank it already has (a replay).
+- a rank's live state is sealed with its rank. A value that does not open (garbage, a forgery,
+  another job's state), or one older than the state of that rank already read (a replay),
+  makes the rank's state *unknown* (:attr:`Channel.unknown`), not its last state: someone
+  without the key can hide a rank's state, never stand for it. The hang watch never stops
+  ranks while one is unknown, and ``top`` shows the rank as unknown.
 
 The world's size, the hosts, the ranks' ends and the slowdown alert are not sealed: they name
 things, and no request follows from them.
 
-The store dies with its owner (rank 0's scalescope process, launch/world/rendezvous.py), and a
-client's request to a closed store prints a C++ trace (``Broken pipe``) in the job's output.
-So the owner closes it politely (:func:`close_store`): it waits until every relay said how its
-rank ended (its last request), then asks every relay to ``close`` (sealed, as the other
-requests) and marks the store closing for ``top --connect``: a relay that is asked says it
-left, and asks nothing more.
+The owner closes the store politely: launch/channel/closing.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import sys
 import time
@@ -45,20 +48,22 @@ from datetime import timedelta
 from typing import Any
 
 from scalescope.events.live_state import LiveState, parse_live_state
-from scalescope.launch.channel.seals import NOT_SEALED, request_context, seal, unseal
+from scalescope.launch.channel.seals import (
+    JOB_CONTEXT,
+    NOT_SEALED,
+    job_context,
+    request_name,
+    seal,
+    unseal,
+)
 
 PREFIX = "scalescope/"
+JOB_KEY = f"{PREFIX}job"
 RELAY_POLL_S = 0.25
 CONNECT_S = 600.0
 """How long a relay waits for the store: rank 0's process may create it at its
 ``init_process_group``, after its imports."""
 OP_TIMEOUT = timedelta(seconds=10)
-ENDS_WAIT_S = 10.0
-"""How long the store's owner waits for the relays' last words before it closes the store: a
-rank may end some seconds after rank 0 (its rank file, its interpreter's exit)."""
-LEAVE_WAIT_S = 5.0
-"""After the ``close`` request: how long the owner waits for the relays still polling to say
-they left (a busy machine may not run one for a while)."""
 FLUSH, STACKS, KILL, CLOSE = "flush", "stacks", "kill", "close"
 REQUESTS = (FLUSH, STACKS, KILL, CLOSE)
 MAX_LOGGED = 20
@@ -129,7 +134,8 @@ def say(text: str) -> None:
 class Channel:
     """The ``scalescope/`` keys of one job's store; connected at first use (which waits for
     the server) when given an address instead of a store. ``key`` seals and checks what acts
-    (module docstring); ``warn`` says, once each, what was ignored for want of it."""
+    (module docstring), for the job ``job`` (learnt from the store when not given: ``top``);
+    ``warn`` says, once each, what was ignored for want of it."""
 
     def __init__(
         self,
@@ -138,14 +144,20 @@ class Channel:
         port: int = 0,
         *,
         key: bytes,
+        job: bytes = b"",
         warn: Callable[[str], None] | None = say,
     ) -> None:
         self._store, self.addr, self.port, self.key = store, addr, port, key
+        self.job = job
+        """The job's id every seal here covers; b"" until learnt (then nothing opens)."""
+        self.follows = not job
+        """Not given the job's id: ``states`` learns it from the store first."""
         self.warn = warn
         self.refused: set[str] = set()
         """What was ignored (each said once)."""
-        self.unsealed: set[int] = set()
-        """The ranks whose state at the last ``states`` was not sealed with ``key``."""
+        self.unknown: set[int] = set()
+        """The ranks whose state at the last ``states`` did not open with this job's seal, or
+        was a replay: what they are doing is not known."""
         self._accepted: dict[int, LiveState] = {}
 
     @property
@@ -171,14 +183,56 @@ class Channel:
     def connected(self) -> bool:
         return self._store is not None
 
+    def seal(self, name: bytes, payload: bytes) -> bytes:
+        return seal(self.key, job_context(self.job, name), payload)
+
+    def unseal(self, name: bytes, value: bytes) -> bytes | None:
+        """The payload of a value sealed for this job under ``name``; None otherwise (and
+        before the job's id is known)."""
+        return unseal(self.key, job_context(self.job, name), value) if self.job else None
+
+    def put_job(self) -> None:
+        """Publish the job's id, sealed, for the ends that were not given it."""
+        self.store.set(JOB_KEY, seal(self.key, JOB_CONTEXT, self.job))
+
+    def stored_job(self) -> bytes | None:
+        """The job's id in the store when sealed with this user's key; None otherwise."""
+        if not self.store.check([JOB_KEY]):
+            return None
+        value = bytes(self.store.get(JOB_KEY))
+        job = unseal(self.key, JOB_CONTEXT, value)
+        if job is None:
+            self.refuse("the job's id", NOT_SEALED, value)
+        return job
+
+    def learn_job(self) -> bool:
+        """Follow the job's id published in the store: whether one is known. A changed id
+        forgets the states read under the last one (their freshness says nothing now)."""
+        job = self.stored_job()
+        if job is not None and job != self.job:
+            self.job, self._accepted = job, {}
+        return bool(self.job)
+
+    def keep_job(self) -> bool:
+        """The owner's check that the store holds its job's id; put back (and said) when
+        not: the relays that learnt another follow it back. Whether it had to be put back."""
+        if self.stored_job() == self.job:
+            return False
+        self.refuse("another job's id", "this job's is put back")
+        self.put_job()
+        return True
+
     def publish(self, rank: int, raw: bytes) -> None:
-        self.store.set(f"{PREFIX}live/{rank}", seal(self.key, b"live:%d:" % rank, raw))
+        self.store.set(f"{PREFIX}live/{rank}", self.seal(b"live:%d:" % rank, raw))
 
     def states(self, ranks: list[int]) -> dict[int, LiveState]:
-        """The states of ``ranks`` that have published one, sealed (``_state``)."""
+        """The states of ``ranks`` that have published one and that open with this job's
+        seal; the others are ``unknown`` (``_state``)."""
+        if self.follows:
+            self.learn_job()
         keys = [f"{PREFIX}live/{r}" for r in ranks]
         present = self._present(list(zip(ranks, keys, strict=True)))
-        self.unsealed = set()
+        self.unknown = set()
         if not present:
             return {}
         values = self.store.multi_get([k for _, k in present])
@@ -196,38 +250,52 @@ class Channel:
         return [(i, k) for i, k in pairs if self.store.check([k])]
 
     def _state(self, rank: int, value: bytes) -> LiveState | None:
-        """The rank's state in ``value``; when that is not sealed, or older than the last
-        one read (a replay), the last one read: what someone without the key writes can
-        neither show a rank nor hide it."""
+        """The rank's state in ``value``; None, and the rank unknown, when that does not open
+        with this job's seal or is older than the last one read (a replay): the last state
+        would freeze the rank, and the hang watch could act on it. A sealed value that is
+        not a state (only the job's relay writes one) leaves the last one."""
         last = self._accepted.get(rank)
-        raw = unseal(self.key, b"live:%d:" % rank, value)
+        raw = self.unseal(b"live:%d:" % rank, value)
         if raw is None:
-            self.unsealed.add(rank)
+            self.unknown.add(rank)
             self.refuse(f"rank {rank}'s live state", NOT_SEALED)
-            return last
+            return None
         state = parse_live_state(rank, raw)
         if state is None:
             return last
         if last is not None and freshness(state) < freshness(last):
+            self.unknown.add(rank)
             self.refuse(f"an older live state of rank {rank}", "a replay")
-            return last
+            return None
         self._accepted[rank] = state
         return state
 
-    def register(self, session: str) -> int:
+    def register(self, session: bytes) -> int:
         """A relay's index, its session id published for the watcher to seal requests to."""
         index = int(self.store.add(f"{PREFIX}relays", 1)) - 1
-        self.store.set(f"{PREFIX}relay/{index}", session.encode())
+        self.put_session(index, session)
         return index
 
+    def put_session(self, index: int, session: bytes) -> None:
+        """Sealed with its index: no one can name a session of their own (or another job's
+        relay's) for the watcher to seal requests to."""
+        self.store.set(f"{PREFIX}relay/{index}", self.seal(b"relay:%d:" % index, session))
+
     def sessions(self) -> list[tuple[int, bytes]]:
-        """Each registered relay's index and session id."""
+        """Each registered relay's index and session id, those sealed for this job."""
         count = int(self.store.add(f"{PREFIX}relays", 0))
         present = self._present([(i, f"{PREFIX}relay/{i}") for i in range(count)])
         if not present:
             return []
         values = self.store.multi_get([k for _, k in present])
-        return [(i, bytes(v)) for (i, _), v in zip(present, values, strict=True)]
+        out = []
+        for (index, _), value in zip(present, values, strict=True):
+            session = self.unseal(b"relay:%d:" % index, bytes(value))
+            if session is None:
+                self.refuse(f"relay {index}'s session", NOT_SEALED, bytes(value))
+            else:
+                out.append((index, session))
+        return out
 
     def ask(self, what: str) -> int:
         """Ask every relay for ``what`` (flush, stacks, kill), sealed to each one's session;
@@ -236,7 +304,7 @@ class Channel:
         sessions = self.sessions()
         if sessions:
             keys = [f"{PREFIX}ask/{i}/{what}" for i, _ in sessions]
-            values = [seal(self.key, request_context(s, what), b"%d" % count) for _, s in sessions]
+            values = [self.seal(request_name(s, what), b"%d" % count) for _, s in sessions]
             self.store.multi_set(keys, values)
         self.store.add(f"{PREFIX}asked", 1)
         return count
@@ -251,8 +319,8 @@ class Channel:
         return bytes(self.store.get(key)) if self.store.check([key]) else None
 
     def put_stack(self, rank: int, count: int, text: str) -> None:
-        context = b"stack:%d:%d:" % (rank, count)
-        self.store.set(f"{PREFIX}stack/{rank}/{count}", seal(self.key, context, text.encode()))
+        name = b"stack:%d:%d:" % (rank, count)
+        self.store.set(f"{PREFIX}stack/{rank}/{count}", self.seal(name, text.encode()))
 
     def stack(self, rank: int, count: int) -> str | None:
         """Rank ``rank``'s stacks in answer to request ``count``, deleted once read; None
@@ -262,7 +330,7 @@ class Channel:
             return None
         value = bytes(self.store.get(key))
         self.store.delete_key(key)
-        text = unseal(self.key, b"stack:%d:%d:" % (rank, count), value)
+        text = self.unseal(b"stack:%d:%d:" % (rank, count), value)
         if text is None:
             self.refuse(f"rank {rank}'s stacks", NOT_SEALED)
             return None
@@ -316,26 +384,3 @@ class Channel:
     def ended(self, rank: int) -> str:
         key = f"{PREFIX}ended/{rank}"
         return bytes(self.store.get(key)).decode() if self.store.check([key]) else ""
-
-
-def close_store(
-    channel: Channel, ranks: int, wait_s: float = ENDS_WAIT_S, leave_s: float = LEAVE_WAIT_S
-) -> int:
-    """What the store's owner does before it closes the store: wait (at most ``wait_s``) until
-    the relays said how each of ``ranks`` ranks ended, then ask them to ``close``; wait (at
-    most ``leave_s``) until the relays whose ranks run on said they left, and one poll more
-    for a ``top --connect`` frame under way. The number of ranks whose end was heard."""
-    heard = 0
-    with contextlib.suppress(Exception):  # a store that already failed: nothing to protect
-        deadline = time.monotonic() + wait_s
-        while (heard := channel.ended_count()) < ranks and time.monotonic() < deadline:
-            time.sleep(0.05)
-        channel.mark_closing()
-        channel.ask(CLOSE)
-        deadline = time.monotonic() + leave_s
-        while heard < ranks and time.monotonic() < deadline:
-            time.sleep(0.05)
-            if channel.left_count() + (heard := channel.ended_count()) >= ranks:
-                break
-        time.sleep(RELAY_POLL_S)
-    return heard

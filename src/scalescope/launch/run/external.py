@@ -9,7 +9,7 @@ the start. Rank 0 writes run.json; every rank writes its own rank file.
 Beside its rank, each task's scalescope relays the rank's live state to the job's store, and
 task 0's watches the whole world there for hangs (launch/channel/store.py, launch/watch/hang.py).
 Task 0's hosts that store (rendezvous.meet) and, once its rank ended, keeps it until every
-relay said how its rank ended (channel.store.close_store): no relay's request meets a closed
+relay said how its rank ended (channel.closing.close_store): no relay's request meets a closed
 store, which would print torch's C++ trace in the job's output.
 A SIGTERM or SIGINT (mpirun, srun, a scheduler) is passed to the rank; a rank still alive
 ``STOP_GRACE_S`` later (blocked in C++, where its Python handler never runs) is asked to
@@ -31,9 +31,10 @@ from pathlib import Path
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
+from scalescope.launch.channel.closing import close_store
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.seals import load_key
-from scalescope.launch.channel.store import STORE_OPTION, Channel, close_store
+from scalescope.launch.channel.seals import load_key, new_job_id
+from scalescope.launch.channel.store import STORE_OPTION, Channel
 from scalescope.launch.machine.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.stopping import kill_family
@@ -126,7 +127,7 @@ def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, sp
 def end_watching(task: Task, world: World, watch: HangWatch | None) -> None:
     """The rank ended: the watch's last figures, the relay's last words and, on the task that
     hosts the store (task 0 under rendezvous.meet), the other relays' last words before the
-    store closes with this process (channel.store.close_store)."""
+    store closes with this process (channel.closing.close_store)."""
     if watch is not None:
         watch.done.set()
         if watch.metrics is not None:
@@ -143,18 +144,20 @@ def end_watching(task: Task, world: World, watch: HangWatch | None) -> None:
 
 
 def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
-    """The relay of this task's rank; on task 0 also the hang watch over the store."""
+    """The relay of this task's rank; on task 0 also the hang watch over the store, and the
+    job's id its relay publishes there (launch/channel/store.py)."""
     if world.master_addr is None or world.master_port is None or task.child is None:
         return None
     mine = {task.rank: task.child.pid}
+    job = new_job_id() if world.rank == 0 else b""
     task.relay = Relay(
         world.master_addr, world.master_port, task.run_dir, lambda: mine, world.world_size,
-        key=task.key,
+        key=task.key, job=job,
     )  # fmt: skip
     task.relay.start()
     if world.rank != 0:
         return None
-    channel = Channel(addr=world.master_addr, port=world.master_port, key=task.key)
+    channel = Channel(addr=world.master_addr, port=world.master_port, key=task.key, job=job)
     files = FileSource(task.run_dir, world.world_size)
     source = StoreSource(channel, world.world_size, files)
     try:

@@ -21,7 +21,7 @@ from scalescope.events.run import (
     write_json_atomic,
 )
 from scalescope.launch.channel.relay import Relay, node_ranks
-from scalescope.launch.channel.seals import load_key
+from scalescope.launch.channel.seals import load_key, new_job_id
 from scalescope.launch.channel.store import STORE_OPTION, Channel, split_address
 from scalescope.launch.machine.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
@@ -235,10 +235,11 @@ def uses_store(options: LaunchOptions) -> bool:
 
 def node_relay(options: LaunchOptions, run_dir: Path, key: bytes) -> Relay:
     """This node's ranks' live states to the rendezvous store, where node 0's watch reads
-    every rank's (launch/channel/store.py)."""
+    every rank's (launch/channel/store.py); node 0's relay publishes the job's id there."""
     host, port = split_address(options.rdzv_endpoint or "")
     ranks = functools.partial(node_ranks, run_dir)
-    relay = Relay(host, port, run_dir, ranks, options.world_size, key=key)
+    job = new_job_id() if options.node_rank == 0 else b""
+    relay = Relay(host, port, run_dir, ranks, options.world_size, key=key, job=job)
     relay.start()
     return relay
 
@@ -249,7 +250,7 @@ def store_source(options: LaunchOptions, relay: Relay | None) -> StoreSource | N
     if relay is None or options.node_rank != 0:
         return None
     files = FileSource(relay.run_dir, options.world_size)
-    channel = Channel(addr=relay.addr, port=relay.port, key=relay.key)
+    channel = Channel(addr=relay.addr, port=relay.port, key=relay.key, job=relay.job)
     return StoreSource(channel, options.world_size, files)
 
 

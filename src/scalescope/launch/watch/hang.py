@@ -94,6 +94,10 @@ class FileSource:
     def states(self) -> dict[int, LiveState]:
         return read_live_states(self.run_dir, self.world_size)
 
+    def unknown(self) -> set[int]:
+        """None: this user's files are not sealed, and need not be."""
+        return set()
+
     def flush(self, states: dict[int, LiveState]) -> None:
         """Ask the ranks whose files this node has (and whose process runs here) to flush."""
         mine = self.states()
@@ -141,6 +145,12 @@ class StoreSource:
     def states(self) -> dict[int, LiveState]:
         stored = self.channel.states(list(range(self.world_size)))
         return fresher_states(stored, self.files.states() if self.files else {})
+
+    def unknown(self) -> set[int]:
+        """The ranks whose state in the store did not open with the job's seal at the last
+        ``states``, and that no file here shows either."""
+        here = self.files.states() if self.files else {}
+        return {r for r in self.channel.unknown if r not in here}
 
     def flush(self, states: dict[int, LiveState]) -> None:
         if self.files is not None:
@@ -272,6 +282,13 @@ class HangWatch(threading.Thread):
             self.metrics.latest.observe(self.source.states())
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
+        """Flush, stacks, hang.json; the ranks stopped with ``--hang-action kill`` only when
+        every rank's state is known: one whose state someone without the key hid may be
+        the rank that is not stuck."""
+        unknown = tuple(sorted(self.source.unknown()))
+        action = self.options.action
+        if action == "kill" and unknown:
+            action = "withheld"
         self.source.flush(states)
         stacks = self.source.stacks()
         now = time.time()
@@ -282,7 +299,7 @@ class HangWatch(threading.Thread):
             ranks.append(replace(hang, stack=stacks.get(rank, ""), host=self.source.host(rank)))
         report = HangReport(
             detected_at=now, idle_s=idle, hang_after_s=threshold, source="live",
-            ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=self.options.action,
+            ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=action, unknown=unknown,
         )  # fmt: skip
         self.report = report
         if self.metrics is not None:
@@ -292,7 +309,7 @@ class HangWatch(threading.Thread):
             text = self.options.render(report)
             (self.run_dir / HANG_TEXT).write_text(text + "\n")
             print(text, file=sys.stderr, flush=True)
-        if self.options.action == "kill":
+        if action == "kill":
             self.killed = True
             self.source.stop()
             if not self.done.wait(LAUNCHER_GRACE_S) and self.on_stuck is not None:

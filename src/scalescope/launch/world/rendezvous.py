@@ -24,7 +24,7 @@ others cannot learn of a change, so rank 0 stops with an error asking for ``--ma
 A port given or agreed (rules 1 and 3) is hosted the same way (:func:`at_port`), but under
 torchrun, whose agent hosts it already. The store then lives in rank 0's scalescope process,
 not in its rank: it outlives every rank, and closes only after the relays of the ranks' live
-states said how their ranks ended (launch/channel/store.py's ``close_store``).
+states said how their ranks ended (launch/channel/closing.py).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def meet(
 def at_port(world: World, env: Mapping[str, str]) -> Iterator[World]:
     """A port given or agreed: rank 0's scalescope hosts the store there too, so the store
     outlives the ranks and closes only once every relay said how its rank ended
-    (channel.store.close_store); not where torch's agent hosts it already (torchrun)."""
+    (channel.closing.close_store); not where torch's agent hosts it already (torchrun)."""
     if world.source == "torchrun" or env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
         yield world
         return

@@ -62,8 +62,15 @@ def hang_lines(report: HangReport, stacks: str = "all") -> list[str]:
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
+    if report.unknown:
+        lines.append(
+            f"  rank(s) {', '.join(map(str, report.unknown))} unknown: their live state in the "
+            "job's store did not open with this job's seal"
+        )
     if report.action == "kill":
         lines.append("  the ranks were stopped (--hang-action kill)")
+    elif report.action == "withheld":
+        lines.append("  the ranks were not stopped (--hang-action kill): some rank is unknown")
     for r in report.ranks if stacks != "none" else ():
         if r.stack:
             text = r.stack if stacks == "all" else main_stack(r.stack)

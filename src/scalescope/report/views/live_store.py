@@ -56,9 +56,12 @@ def _collective(s: LiveState, now: float) -> str:
     return text + (f" {fmt_seconds(now - since)}" if since else "")
 
 
-def rank_rows(ranks: list[StoreRank], now: float) -> Table:
-    shown = sorted(ranks, key=lambda r: _interest(r, now))[:MAX_ROWS]
-    rows = tuple(
+def rank_rows(ranks: list[StoreRank], now: float, unknown: list[tuple[int, str]]) -> Table:
+    """The unknown ranks first (nothing about them can be believed), then the known ones
+    worth showing."""
+    rows = [(str(rank), host or "?", "unknown", "-", "-", "-", "-") for rank, host in unknown]
+    shown = sorted(ranks, key=lambda r: _interest(r, now))[: max(MAX_ROWS - len(rows), 0)]
+    rows += [
         (
             str(r.state.rank),
             r.host or "?",
@@ -69,17 +72,18 @@ def rank_rows(ranks: list[StoreRank], now: float) -> Table:
             _collective(r.state, now),
         )
         for r in shown
-    )
-    return Table("", STORE_COLUMNS, rows, frame="inner")
+    ]
+    return Table("", STORE_COLUMNS, tuple(rows[:MAX_ROWS]), frame="inner")
 
 
 def store_top_document(
     ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
-    alert: str | None = None, refused: int = 0,
+    alert: str | None = None, unknown: list[tuple[int, str]] | None = None,
 ) -> Document:  # fmt: skip
     """How many ranks report and their steps, the rows worth showing, the ranks starting and
-    the hang verdict (``stall``, live/store_view.py) once nothing progressed; ``refused``:
-    ranks whose state in the store is not sealed with this user's key."""
+    the hang verdict (``stall``, live/store_view.py) once nothing progressed; ``unknown``:
+    the ranks (and hosts) whose state in the store did not open with this job's seal."""
+    unknown = unknown or []
     steps = [r.state.steps_done for r in ranks]
     hosts = {r.host for r in ranks if r.host}
     rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
@@ -91,24 +95,28 @@ def store_top_document(
     blocks: list[Block] = [Line(head, style="bold")]
     if alert:
         blocks.append(Line(alert, style=alert_style(alert)))
-    blocks.append(rank_rows(ranks, now))
-    if len(ranks) > MAX_ROWS:
-        told = f"{MAX_ROWS} of {len(ranks)} ranks shown: ended, stuck longest, fewest steps"
+    blocks.append(rank_rows(ranks, now, unknown))
+    if len(ranks) + len(unknown) > MAX_ROWS:
+        told = (
+            f"{MAX_ROWS} of {len(ranks) + len(unknown)} ranks shown: unknown, ended, stuck "
+            "longest, fewest steps"
+        )
         blocks.append(Line(told))
     starting = [r for r in ranks if _status(r, now).startswith("starting")]
     if starting:
         blocks.append(Line(f"{len(starting)} rank(s) still starting"))
     if stall is not None:
         blocks.append(Line(stall, style="red"))
-    if refused:
+    if unknown:
         blocks.append(Line(
-            f"{refused} rank(s) not shown: their state is not sealed with this user's key "
-            "(another user's job, or another key file: SCALESCOPE_KEY_FILE)", style="red",
+            f"{len(unknown)} rank(s) unknown: their state in the store did not open with this "
+            "job's seal (written without this user's key, another job's, or another key file: "
+            "SCALESCOPE_KEY_FILE)", style="red",
         ))  # fmt: skip
     return Document("scalescope top --connect", tuple(blocks))
 
 
 def frame_document(frame: StoreFrame) -> Document:
     return store_top_document(
-        list(frame.ranks), frame.world, frame.now, frame.stall, frame.alert, frame.refused
+        list(frame.ranks), frame.world, frame.now, frame.stall, frame.alert, list(frame.unknown)
     )
