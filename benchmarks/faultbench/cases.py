@@ -13,6 +13,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cases_synthetic import Synthetic
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "scripts"
 DDP_TRAIN = SCRIPTS / "ddp_train.py"
@@ -78,6 +82,9 @@ class Case:
     needs: str = ""
     """A module the script imports (an installed training loop); without it the case is
     skipped, neither passed nor failed."""
+    synthetic: Synthetic | None = None
+    """A generated run (cases_synthetic.py): no script is run, the runner generates both arms
+    from this (synthetic.py)."""
 
     @property
     def fixed(self) -> str | None:
@@ -170,9 +177,11 @@ def rank_only_cases(steps: int) -> list[Case]:
 
 
 def matrix(seed: int, steps: int = 30) -> list[Case]:
+    from cases_synthetic import synthetic_cases  # it imports Case from here
+
     rng = random.Random(seed)
     return [*ddp_cases(rng, steps), *rank_only_cases(steps), *layout_cases(rng, steps),
-            *loop_cases(rng, steps)]  # fmt: skip
+            *loop_cases(rng, steps), *synthetic_cases(rng, steps)]  # fmt: skip
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",

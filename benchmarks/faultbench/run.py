@@ -22,6 +22,7 @@ from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
 
+import synthetic
 import traceml
 from cases import QUICK, Case, Truth, matrix
 from report import write_doc
@@ -86,7 +87,8 @@ def own_step_ms(case: Case, folder: Path) -> float:
 
 def predicted_ms(rec: Recording, cause: str | None) -> float | None:
     """The what-if's gain of fixing the truth's cause on the planted run; where the what-if
-    takes no such cause (``stage:N``), the verdict's own cost of the cause naming it."""
+    takes no such cause (``stage:N``) or replays no step (a 3d layout's run), the verdict's
+    own cost of the cause naming it."""
     if cause is None:
         return None
     found = rec.analysis.whatif
@@ -96,7 +98,9 @@ def predicted_ms(rec: Recording, cause: str | None) -> float | None:
             asked = rec.what_if([cause])
         except ValueError:
             return verdict_cost_ms(rec.verdict, cause)
-        fix = asked.fixes[0] if asked is not None and asked.fixes else None
+        if asked is None:
+            return verdict_cost_ms(rec.verdict, cause)
+        fix = asked.fixes[0] if asked.fixes else None
     return fix.gain_ms if fix is not None else None
 
 
@@ -107,17 +111,27 @@ def verdict_cost_ms(verdict: Verdict, culprit: str) -> float | None:
     return cause.cost.ms_per_step if cause is not None and cause.cost else None
 
 
+def arm(case: Case, folder: Path, planted: bool, pair: int) -> Path:
+    """One arm: the script run through scalescope, or a synthetic case's run generated (pair
+    ``pair``'s noise seed)."""
+    if case.synthetic is not None:
+        return synthetic.run_arm(case, folder, planted, pair)
+    return run_arm(case, folder, planted)
+
+
+def step_ms(case: Case, folder: Path) -> float:
+    return synthetic.step_ms(case, folder) if case.synthetic else own_step_ms(case, folder)
+
+
 def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
     if case.needs and importlib.util.find_spec(case.needs) is None:
         return skip(case, f"{case.needs} is not installed")
     measured, predictions, first = [], [], None
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
-        folders = {p: run_arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p)
+        folders = {p: arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p, i)
                    for p in order}  # fmt: skip
-        measured.append(
-            Measured(own_step_ms(case, folders[True]), own_step_ms(case, folders[False]))
-        )
+        measured.append(Measured(step_ms(case, folders[True]), step_ms(case, folders[False])))
         rec = Recording.load(folders[True] / "run")
         predictions.append(predicted_ms(rec, case.fixed))
         if first is None and record is not None:
