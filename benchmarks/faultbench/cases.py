@@ -5,7 +5,8 @@ A case is a script, its arguments, the fault's arguments and the truth: the culp
 fault's size class (``clear``: at least 3x the no-fault jitter's cost; ``marginal``: where "no
 bottleneck" also passes). The faulty rank, the sleep's size and a mid-run onset are drawn
 from the seed, so that nothing is tuned to one draw. The fault's arguments never reach the
-recorded command line: the run starts ``planted.py CASE_FILE`` (runner.py).
+recorded command line: the run starts ``planted.py CASE_FILE`` (runner.py). Besides them,
+synthetic cases of 1,024 generated ranks (cases_synthetic.py, run by synthetic.py).
 """
 
 from __future__ import annotations
