@@ -108,6 +108,8 @@ SLOW_COMPUTE = 1.3
 SLOW_LINK = 4.0
 PLANTS = ("slow_node", "slow_rank", "slow_link", "hang", "heavy_stage")
 PLANTS_3D = ("heavy_stage",)
+ONSET_PLANTS = ("slow_node", "slow_rank", "slow_link")
+"""The plants that can begin mid-run (``Plant.from_step``)."""
 HANG_ERROR = "stopped by scalescope after a hang (--hang-action kill); stopped by SIGTERM"
 
 # The rows of one step (the ddp layout appends them in this order).
@@ -159,6 +161,9 @@ class Plant:
     (slow link: 4) or the heavy stage's blocks against the others' (1.5)."""
     at_step: int | None = None
     """hang: the step the rank never starts (default: the middle of the run)."""
+    from_step: int = 0
+    """A slow node, rank or link from this step on (the steps before run as without it), as
+    a fault that begins mid-run does; 0: from the start."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,8 @@ class Truth:
     mesh: Mesh | None = None
     """The 3d layout's (pp, dp, tp) and microbatches."""
     heavy_stage: int | None = None
+    from_step: int = 0
+    """The step the plant begins at (0: from the start)."""
     blocks: tuple[int, ...] = ()
     """The 3d layout: blocks per stage."""
 
@@ -224,6 +231,16 @@ class Factors:
     world_link: float = 1.0
     """Divides the world group's bandwidth: its ring crosses every link."""
     layout: str = "ddp"
+    from_step: int = 0
+    """The steps before this one run with ``clean``'s factors (a plant's onset)."""
+
+    def at(self, step: int) -> Factors:
+        """The factors of ``step``: before the onset, those without the plant."""
+        return self if step >= self.from_step else self.clean()
+
+    def clean(self) -> Factors:
+        ones = np.ones(len(self.compute))
+        return Factors(ones, ones, 1.0, self.layout)
 
 
 def hostnames(ranks: int) -> tuple[str, ...]:
@@ -335,7 +352,7 @@ def simulate(
     t = 500 * MS + rng.uniform(0, 20 * MS, ranks)  # the ranks reach their first step apart
     prev_end = np.zeros(ranks)
     for s in range(run_steps):
-        start[s], dur[s], wait = _step(rng, t, prev_end, f, ranks)
+        start[s], dur[s], wait = _step(rng, t, prev_end, f.at(s), ranks)
         if s >= WARMUP_STEPS:
             wait_ns += wait
         prev_end = start[s, AR2] + dur[s, AR2]
@@ -371,6 +388,18 @@ def plan(
         raise ValueError(f"unknown plant {p.kind!r}; one of {', '.join(PLANTS)}")
     if p.kind in PLANTS_3D:
         raise ValueError(f"a {p.kind} plant needs the 3d layout")
+    if p.from_step and p.kind not in ONSET_PLANTS:
+        raise ValueError(f"only {', '.join(ONSET_PLANTS)} can begin mid-run (from_step)")
+    if not 0 <= p.from_step < max(steps, 1):
+        raise ValueError(f"from_step {p.from_step} is not within the run's {steps} steps")
+    f, truth = _planted(p, ranks, steps, seed, layout)
+    return replace(f, from_step=p.from_step), replace(truth, from_step=p.from_step)
+
+
+def _planted(p: Plant, ranks: int, steps: int, seed: int, layout: str) -> tuple[Factors, Truth]:
+    """``plan``'s factors and truth of a known plant, from the start."""
+    names = hostnames(ranks)
+    f = Factors(np.ones(ranks), np.ones(ranks), layout=layout)
     pick = np.random.default_rng(seed + 1_000_003)
     if p.kind == "slow_link":
         if len(names) < 2:
@@ -414,6 +443,8 @@ def plan_3d(plant: Plant | str | None, ranks: int, steps: int, seed: int, mesh: 
             mesh, None, 1.0)))  # fmt: skip
     if p.kind not in PLANTS_3D:
         raise ValueError(f"the 3d layout plants only {', '.join(PLANTS_3D)} (got {p.kind!r})")
+    if p.from_step:
+        raise ValueError("a heavy stage is heavy from the start (no from_step)")
     pick = np.random.default_rng(seed + 1_000_003)
     stage = p.target if p.target is not None else int(pick.integers(0, mesh.pp))
     if not 0 <= stage < mesh.pp:
@@ -710,15 +741,20 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=64)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--plant", choices=PLANTS)
+    p.add_argument("--target", type=int, help="the plant's node, rank or stage (Plant.target)")
+    p.add_argument("--factor", type=float, help="the plant's size (Plant.factor)")
+    p.add_argument("--from-step", type=int, default=0, help="the plant begins at this step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--layout", choices=LAYOUTS, default="ddp")
     p.add_argument("--pp", type=int, default=4, help="3d layout: pipeline stages")
     p.add_argument("--tp", type=int, default=8, help="3d layout: tensor-parallel ranks")
     p.add_argument("--micro", type=int, default=8, help="3d layout: microbatches a step")
     args = p.parse_args()
+    plant = Plant(args.plant, args.target, args.factor, from_step=args.from_step)
     try:
-        truth = write_run(args.path, args.ranks, args.steps, args.plant, args.seed,
-                          layout=args.layout, pp=args.pp, tp=args.tp, micro=args.micro)  # fmt: skip
+        truth = write_run(args.path, args.ranks, args.steps, plant if args.plant else None,
+                          args.seed, layout=args.layout, pp=args.pp, tp=args.tp,
+                          micro=args.micro)  # fmt: skip
     except ValueError as exc:
         p.error(str(exc))
     where = truth.slow_node or truth.slow_ranks or truth.slow_link or truth.hang_rank

@@ -5,7 +5,8 @@ A case is a script, its arguments, the fault's arguments and the truth: the culp
 fault's size class (``clear``: at least 3x the no-fault jitter's cost; ``marginal``: where "no
 bottleneck" also passes). The faulty rank, the sleep's size and a mid-run onset are drawn
 from the seed, so that nothing is tuned to one draw. The fault's arguments never reach the
-recorded command line: the run starts ``planted.py CASE_FILE`` (runner.py).
+recorded command line: the run starts ``planted.py CASE_FILE`` (runner.py). Besides them,
+synthetic cases of 1,024 generated ranks (cases_synthetic.py, run by synthetic.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cases_synthetic import Synthetic
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "scripts"
 DDP_TRAIN = SCRIPTS / "ddp_train.py"
@@ -90,6 +95,9 @@ class Case:
     (``--no-sync``). A job has costs of its own besides noise (a small model's exposed
     all-reduce): a cost the verdict claims for its communication is judged against this
     arm's gain, as a fault's against its clean arm, and passes only where it holds."""
+    synthetic: Synthetic | None = None
+    """A generated run (cases_synthetic.py): no script is run, the runner generates both arms
+    from this (synthetic.py)."""
 
     @property
     def fixed(self) -> str | None:
@@ -183,9 +191,11 @@ def rank_only_cases(steps: int) -> list[Case]:
 
 
 def matrix(seed: int, steps: int = 30) -> list[Case]:
+    from cases_synthetic import synthetic_cases  # it imports Case from here
+
     rng = random.Random(seed)
     return [*ddp_cases(rng, steps), *rank_only_cases(steps), *layout_cases(rng, steps),
-            *loop_cases(rng, steps)]  # fmt: skip
+            *loop_cases(rng, steps), *synthetic_cases(rng, steps)]  # fmt: skip
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",

@@ -23,6 +23,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import synthetic
 import traceml
 from alerts import alert_delay_s
 from cases import QUICK, Case, Truth, matrix
@@ -98,8 +99,8 @@ def own_step_ms(case: Case, folder: Path) -> float:
 
 def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
     """The what-if's gain of fixing the truth's cause on the planted run, with its 95 %
-    bootstrap interval; where the what-if takes no such cause (``stage:N``), the verdict's
-    own cost of the cause naming it, with its range."""
+    bootstrap interval; where the what-if takes no such cause (``stage:N``) or replays no
+    step (a 3d layout's run), the verdict's own cost of the cause naming it, with its range."""
     if cause is None:
         return None
     found = rec.analysis.whatif
@@ -109,7 +110,9 @@ def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
             asked = rec.what_if([cause])
         except ValueError:
             return verdict_cost(rec.verdict, cause)
-        fix = asked.fixes[0] if asked is not None and asked.fixes else None
+        if asked is None:
+            return verdict_cost(rec.verdict, cause)
+        fix = asked.fixes[0] if asked.fixes else None
     return Predicted(fix.gain_ms, fix.gain_low_ms, fix.gain_high_ms) if fix is not None else None
 
 
@@ -128,6 +131,18 @@ def median_prediction(predictions: list[Predicted | None]) -> Predicted | None:
     return known[(len(known) - 1) // 2] if known else None
 
 
+def arm(case: Case, folder: Path, planted: bool, pair: int) -> Path:
+    """One arm: the script run through scalescope, or a synthetic case's run generated (pair
+    ``pair``'s noise seed)."""
+    if case.synthetic is not None:
+        return synthetic.run_arm(case, folder, planted, pair)
+    return run_arm(case, folder, planted)
+
+
+def step_ms(case: Case, folder: Path) -> float:
+    return synthetic.step_ms(case, folder) if case.synthetic else own_step_ms(case, folder)
+
+
 def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
     if case.needs and importlib.util.find_spec(case.needs) is None:
         return skip(case, f"{case.needs} is not installed")
@@ -137,10 +152,10 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
     first, alert_s = None, None
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
-        folders = {p: run_arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p)
+        folders = {p: arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p, i)
                    for p in order}  # fmt: skip
-        planted_ms = own_step_ms(case, folders[True])
-        measured.append(Measured(planted_ms, own_step_ms(case, folders[False])))
+        planted_ms = step_ms(case, folders[True])
+        measured.append(Measured(planted_ms, step_ms(case, folders[False])))
         if case.alone:
             solo = run_arm(case, work / f"{case.name}-{i}-alone", False, case.alone)
             alone.append(Measured(planted_ms, own_step_ms(case, solo)))

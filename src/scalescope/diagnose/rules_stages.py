@@ -21,6 +21,10 @@ BOUND_RATIO = 1.25
 """A stage computing this many times the idlest stage's time per microbatch bounds the
 pipeline: the idlest stage's bubble is its wait for that stage, and that stage the cause."""
 BUBBLE_BASIS = "estimate: the step less the theory's bubble at twice the microbatches"
+BOUND_BASIS = (
+    "estimate: the {schedule} schedule replayed with {bound} computing as the other stages' "
+    "median per microbatch, against it replayed as measured"
+)
 REPLICA_CODES = frozenset({"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"})
 """Findings that compare ranks as replicas doing the same work."""
 
@@ -68,7 +72,10 @@ class PipelineBubbleRule:
     """A stage idles ``BUBBLE_PCT`` or more of its step. Saving: the bubble's theory at twice
     the microbatches, taken off the step (the measured bubble beyond the theory is left).
     Where another stage bounds the pipeline (``bounding``), the finding names that stage and
-    its rank: the idlest stage only waits for it."""
+    its rank: the idlest stage only waits for it, and the saving is what the bound stage
+    costs (``PipelineAnalysis.bound_gain_ms``: the schedule replayed with it computing as the
+    others), the fix the finding names first, not the microbatches' (a 1.75x stage of four
+    costs ~3x what doubling the microbatches buys)."""
 
     name = "pipeline bubble"
 
@@ -82,21 +89,31 @@ class PipelineBubbleRule:
         f = _idlest(pipe)
         if f.bubble_pct < BUBBLE_PCT:
             return None
-        better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
-        saved = max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0)
-        no_theory = zero_bubble(pipe.schedule)
         bound = bounding(pipe, f)
+        saved, basis = _bubble_saving(pipe, bound)
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
             summary=_bubble_summary(pipe, f, bound),
             share_pct=round(f.bubble_pct, 1),
-            saved_ms_per_step=None if no_theory else round(saved, 2),
+            saved_ms_per_step=None if saved is None else round(saved, 2),
             evidence=_bubble_evidence(pipe, f, bound),
             remedies=_bound_remedies(f, bound) + _bubble_remedies(pipe),
             rank=f.rank if bound is None else bound.rank,
-            basis="" if no_theory else BUBBLE_BASIS,
+            basis=basis,
         )
+
+
+def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float | None, str]:
+    """The finding's saving and its basis: the bound stage's cost where one bounds the
+    pipeline and the schedule was replayed; else the theory's bubble at twice the
+    microbatches (none under a zero-bubble schedule, whose theory has no bubble)."""
+    if bound is not None and pipe.bound_gain_ms is not None:
+        return pipe.bound_gain_ms, BOUND_BASIS.format(schedule=pipe.schedule, bound=bound.label)
+    if zero_bubble(pipe.schedule):
+        return None, ""
+    better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
+    return max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0), BUBBLE_BASIS
 
 
 def _bubble_summary(pipe: PipelineAnalysis, idle: StageFigures, bound: StageFigures | None) -> str:

@@ -302,3 +302,15 @@ def test_a_bubble_of_equal_stages_names_the_idlest_stage(tmp_path):
     assert bubble.summary.startswith(f"stage {idlest.stage} idles")
     assert bubble.rank == idlest.rank and "bound" not in bubble.summary
     assert not bubble.remedies[0].startswith("even the stages")
+
+
+def test_the_bound_stage_costs_what_its_compute_evened_replays(pipeline_run):
+    """Stage 1 computes 27 ms a microbatch, stage 0 9 ms: 1F1B replayed with stage 1 at the
+    others' median (9 ms): 3 x 9 + 18 + stage 0's optimizer 1 = 46 ms against 118 ms now, so
+    stage 1 costs 72 ms a step. The bubble's finding names stage 1: its saving is that cost,
+    not what twice the microbatches would take off the bubble (200 x (20 - 11.1) % = 18 ms)."""
+    analysis = analysed(pipeline_run)
+    assert analysis.pipeline.bound_gain_ms == pytest.approx(72.0)
+    bubble = {f.code: f for f in diagnose_run(pipeline_run, analysis).findings}["PIPELINE_BUBBLE"]
+    assert bubble.saved_ms_per_step == pytest.approx(72.0)
+    assert "stage 1 computing as the other stages' median" in bubble.basis

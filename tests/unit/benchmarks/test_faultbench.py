@@ -16,12 +16,15 @@ from recorded_runs import RUNS
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "faultbench"))
 from alerts import alert_delay_s, names  # noqa: E402
 from cases import MIDRUN_AFTER, MIDRUN_SCALE, QUICK, Case, Truth, matrix  # noqa: E402
+from cases_synthetic import RANKS, Synthetic, synthetic_case  # noqa: E402
 from report import write_doc  # noqa: E402
+from run import run_case  # noqa: E402
 from score import Measured, Predicted, score, totals  # noqa: E402
 
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict  # noqa: E402
 from scalescope.analyze.watch.slowdown_alerts import read_alerts  # noqa: E402
 from scalescope.diagnose.recording import Recording  # noqa: E402
+from synthetic_run import Plant  # noqa: E402
 
 PLANTED = Path(__file__).resolve().parents[3] / "benchmarks" / "faultbench" / "planted.py"
 
@@ -276,3 +279,24 @@ def test_the_doc_shows_the_run_it_replaces_and_the_cases_that_moved(tmp_path) ->
     assert "- c: pass -> fail (rank:0 (straggler))" in text
     write_doc(doc, [c], [failed], totals([failed]), meta)
     assert "Against the previous run" not in doc.read_text()
+
+
+def test_the_synthetic_cases_are_drawn_at_1024_ranks_named_as_the_verdict_names() -> None:
+    cases = [c for c in matrix(1) if c.synthetic is not None]
+    assert len(cases) >= 8 and all(c.ranks == RANKS for c in cases)
+    culprits = {c.name: c.truth.culprit for c in cases}
+    assert culprits["syn-none-0"] is None and culprits["syn-none-1"] is None
+    assert culprits["syn-node-clear"].startswith("node:node")
+    assert culprits["syn-link-clear"].startswith("link:node") and "," in culprits["syn-link-clear"]
+    assert culprits["syn-stage-clear"].startswith("stage:")
+    midrun = next(c for c in cases if c.name == "syn-rank-midrun")
+    assert midrun.since == midrun.synthetic.plant.from_step > 0
+
+
+def test_a_small_synthetic_case_runs_through_the_runner_and_names_its_plant(tmp_path) -> None:
+    """16 ranks x 12 steps, one rank 30 % slower: generated with and without it from one noise
+    seed, the verdict names the rank and the what-if's gain is the regenerated run's."""
+    spec = Synthetic(16, 12, seed=5, plant=Plant("slow_rank", 5, 1.3))
+    scored = run_case(synthetic_case("syn-small", spec, "clear"), 1, tmp_path)
+    assert scored.passed and scored.named == "rank:5 (straggler)", scored
+    assert scored.measured_ms > 10 and scored.gain_ok, scored

@@ -345,6 +345,38 @@ def test_the_moves_replayed_step_is_the_run_regenerated_with_the_block_moved(
     assert move.gain_ms == pytest.approx(truth.step_ms - moved.step_ms, rel=0.05)
 
 
+def test_a_plant_from_mid_run_leaves_the_steps_before_it_as_without_it(tmp_path):
+    """``Plant.from_step``: the same noise seed draws the same jitter, so the steps before
+    the onset are the clean run's to the nanosecond, and the slow rank's after it are longer."""
+
+    def forward_ns(plant: Plant | None, name: str) -> np.ndarray:
+        write_run(tmp_path / name, 16, 12, plant, seed=1)
+        e = load_run(tmp_path / name).events
+        mine = (
+            (e.rank == 5) & (e.kind == int(Kind.PHASE)) & (np.array(e.names(e.name)) == "forward")
+        )
+        return e.dur_ns[mine]
+
+    planted = forward_ns(Plant("slow_rank", 5, 1.3, from_step=6), "planted")
+    clean = forward_ns(None, "clean")
+    assert (planted[:6] == clean[:6]).all()
+    assert (planted[6:] > 1.2 * clean[6:]).all()
+    with pytest.raises(ValueError, match="can begin mid-run"):
+        write_run(tmp_path / "hang", 16, 12, Plant("hang", 5, from_step=3))
+
+
+def test_the_bound_stage_s_cost_is_the_run_regenerated_without_it(heavy_3d, tmp_path):
+    """The heavy stage (6 blocks against 4) costs what the same run generated with 4 blocks
+    saves (within 5 %): the bubble's finding names that stage, and that is its saving."""
+    truth, run, analysis = heavy_3d
+    clean = write_run(tmp_path / "run", RANKS_3D, STEPS_3D, seed=4, layout="3d", pp=PP, tp=TP,
+                      micro=MICRO_3D)  # fmt: skip
+    gain = truth.step_ms - clean.step_ms
+    assert analysis.pipeline.bound_gain_ms == pytest.approx(gain, rel=0.05)
+    bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
+    assert bubble.saved_ms_per_step == pytest.approx(gain, rel=0.05)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -31,7 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.layouts.block_move import BlockMove, propose_move, stage_costs
+from scalescope.analyze.layouts.block_move import (
+    BlockMove,
+    evened_gain,
+    propose_move,
+    stage_costs,
+)
 from scalescope.analyze.layouts.p2p import P2PAnalysis
 from scalescope.analyze.layouts.schedule_replay import zero_bubble
 from scalescope.analyze.layouts.stage_figures import MeasuredSteps, StageFigures, stage_figures
@@ -54,6 +59,9 @@ class PipelineAnalysis:
     step_ms: float
     """The mean of the ranks' measured steps."""
     move: BlockMove | None
+    bound_gain_ms: float | None = None
+    """The step the bound stage costs: the schedule replayed without its extra compute
+    (``evened_gain``); None where the schedule is not replayed (interleaved stages)."""
 
     @property
     def pipeline_ranks(self) -> int:
@@ -110,6 +118,7 @@ def analyze_pipeline(
         bound_stage=max(costs, key=lambda s: costs[s]),
         step_ms=step_ms,
         move=propose_move(figures, m, step_ms, schedule, p2p) if chunks == 1 else None,
+        bound_gain_ms=evened_gain(figures, m, schedule, p2p) if chunks == 1 else None,
     )
 
 
