@@ -32,6 +32,11 @@ def main() -> None:
         help="train from a DataLoader with an optimizer (the tp pair loads the same batches, "
         "the dp pair its own shards); when rank 0's steps ended (s) to FACTS/steps.json",
     )  # fmt: skip
+    p.add_argument("--sleep-rank", type=int, default=-1, help="this rank is slow in forward")
+    p.add_argument("--sleep-s", type=float, default=0.0, help="by this much a step")
+    p.add_argument(
+        "--step-log", default="", help="with --loader: JSON list of rank 0's step times (s)"
+    )
     args = p.parse_args()
     dist.init_process_group("gloo")
     world = dist.get_world_size()
@@ -44,6 +49,8 @@ def main() -> None:
     dp, tp = mesh.get_group(0), mesh.get_group(1)
     torch.manual_seed(0)
     model = nn.Linear(64, 64)
+    if dist.get_rank() == args.sleep_rank and args.sleep_s > 0:
+        model.register_forward_pre_hook(lambda *_: time.sleep(args.sleep_s))
     if args.loader:
         train_from_loader(args, model, mesh, dp, tp)
     for _ in range(0 if args.loader else args.steps):
@@ -65,7 +72,7 @@ def train_from_loader(args, model, mesh, dp, tp) -> None:
         data, num_replicas=mesh.size(0), rank=mesh.get_local_rank(0), shuffle=False
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    ends = []
+    ends = [time.perf_counter()]
     for (x,) in DataLoader(data, batch_size=16, sampler=sampler):
         hidden = model(x)
         dist.all_reduce(hidden.detach(), group=tp)
@@ -76,7 +83,10 @@ def train_from_loader(args, model, mesh, dp, tp) -> None:
         opt.zero_grad(set_to_none=True)
         ends.append(time.perf_counter())
     if args.facts and dist.get_rank() == 0:
-        Path(args.facts, "steps.json").write_text(json.dumps(ends))
+        Path(args.facts, "steps.json").write_text(json.dumps(ends[1:]))
+    if args.step_log and dist.get_rank() == 0:
+        steps = [b - a for a, b in zip(ends, ends[1:], strict=False)]
+        Path(args.step_log).write_text(json.dumps(steps))
 
 
 if __name__ == "__main__":
