@@ -30,9 +30,13 @@ WORKERS = 2
 INPUT_FACTOR = (3.0, 4.0)
 """A slow input's batch costs this many clear sleeps in one worker: with ``WORKERS`` workers
 the rank waits for its batch by about ``factor / WORKERS`` clear sleeps less its compute."""
-GC_OBJECTS = (150_000, 250_000)
-"""Reference cycles a step the collecting rank builds (~10-20 ms a step on these cores), each
-collection of ``every`` steps' worth taking ~100 ms and more."""
+GC_OBJECTS = (6_000, 12_000)
+"""Reference cycles a step the collecting rank builds (a few ms a step on 2 busy cores), each
+collection of ``every`` steps' worth (and of the heap) taking ~100-200 ms: ~20-40 ms a step
+in all (30k a step: ~100 ms a step, ~400 ms a collection)."""
+HOG_BATCH = 512
+"""The shared-core case's batch (both arms): a rank busy computing most of its step, that a
+busy process on its core slows (a rank mostly waiting gets its core back on waking)."""
 CHECKPOINT_MB = (30.0, 60.0)
 """A rank-0 checkpoint's extra weights: torch.save of ~40 MB takes tens of ms."""
 ALLREDUCE_ELEMENTS = (200_000, 400_000)
@@ -130,11 +134,12 @@ def host_cases(rng: random.Random, steps: int) -> list[Case]:
     shared with a busy process (each rank pinned to its own core in both arms)."""
     base = ("--steps", str(steps), "--step-log", "steps.json")
     rank, every = _rank(rng), rng.randrange(4, 7)
-    objects = rng.randrange(*GC_OBJECTS, 10_000)
+    objects = rng.randrange(*GC_OBJECTS, 1000)
     pause = ("--gc-rank", str(rank), "--gc-every", str(every), "--gc-objects", str(objects))
     gc = Case("ddp-gc-pause", "ddp", DDP_TRAIN, base, pause, _straggler(rank))
     hogged = _rank(rng)
-    hog = Case("ddp-shared-core", "ddp (a rank a core)", DDP_TRAIN, (*base, "--pin-cores"),
+    pinned = (*base, "--pin-cores", "--batch-size", str(HOG_BATCH))
+    hog = Case("ddp-shared-core", "ddp (a rank a core)", DDP_TRAIN, pinned,
                ("--hog-rank", str(hogged)), _straggler(hogged))  # fmt: skip
     return [gc, hog]
 

@@ -245,10 +245,12 @@ class Garbage:
 
 
 def pin(rank: int) -> int:
-    """Pins this rank to one core of those it may use: RANK mod their count."""
+    """Pins this rank, every thread of it (gloo's, torch's), to one core of those it may use:
+    RANK mod their count. Threads started later inherit it."""
     cores = sorted(os.sched_getaffinity(0))
     core = cores[rank % len(cores)]
-    os.sched_setaffinity(0, {core})
+    for task in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(task), {core})
     return core
 
 
