@@ -31,9 +31,9 @@ INPUT_FACTOR = (3.0, 4.0)
 """A slow input's batch costs this many clear sleeps in one worker: with ``WORKERS`` workers
 the rank waits for its batch by about ``factor / WORKERS`` clear sleeps less its compute."""
 GC_OBJECTS = (6_000, 12_000)
-"""Reference cycles a step the collecting rank builds (a few ms a step on 2 busy cores), each
-collection of ``every`` steps' worth (and of the heap) taking ~100-200 ms: ~20-40 ms a step
-in all (30k a step: ~100 ms a step, ~400 ms a collection)."""
+"""Reference cycles a step the collecting rank builds (a few ms a step). Its collection is a
+full one, as a loop's own ``gc.collect()`` is: the whole heap of a torch process, ~100 ms
+alone and several times that on 2 busy cores, so that the pause is clear at any size drawn."""
 HOG_BATCH = 512
 """The shared-core case's batch (both arms): a rank busy computing most of its step, that a
 busy process on its core slows (a rank mostly waiting gets its core back on waking)."""
