@@ -92,12 +92,24 @@ def fsdp_cases(rng: random.Random, steps: int) -> list[Case]:
 
 def mesh_cases(rng: random.Random, steps: int) -> list[Case]:
     """A data x tensor-parallel mesh by hand (mesh_train.py: its tp pair all-reduces the
-    activations, its dp group the gradients); 2 ranks make it 1x2 (dp 1, tp 2): 4 ranks on 2
-    cores would be oversubscribed, and the placement, not the rank, the cause."""
+    activations, its dp group the gradients), and FSDP2 x TP (torch's ``parallelize_module``
+    over tp, ``fully_shard`` over dp). 2 ranks make the mesh 1x2 (dp 1, tp 2): 4 ranks on 2
+    cores would be oversubscribed, and the placement, not the rank, the cause; with dp 1,
+    FSDP2's gathers are a single rank's (the tp dimension carries the traffic)."""
     rank, fault = _slow(rng, "clear")
-    base = ("--steps", str(steps), "--loader", "--step-log", "steps.json")
-    return [Case("mesh-tp-clear", "dp x tp mesh (1x2)", MESH_TRAIN, base, fault,
-                 _straggler(rank))]  # fmt: skip
+    return [Case("mesh-tp-clear", "dp x tp mesh (1x2, by hand)", MESH_TRAIN,
+                 _mesh_base(steps), fault, _straggler(rank))]  # fmt: skip
+
+
+def fsdp_tp_cases(rng: random.Random, steps: int) -> list[Case]:
+    """FSDP2 x TP on the same 1x2 mesh (drawn last: the cases before keep their draws)."""
+    rank, fault = _slow(rng, "clear")
+    return [Case("fsdp-tp-clear", "fsdp2 x tp mesh (1x2)", MESH_TRAIN,
+                 (*_mesh_base(steps), "--fsdp-tp"), fault, _straggler(rank))]  # fmt: skip
+
+
+def _mesh_base(steps: int) -> tuple[str, ...]:
+    return ("--steps", str(steps), "--loader", "--step-log", "steps.json")
 
 
 def deepspeed_cases(rng: random.Random, steps: int) -> list[Case]:
@@ -158,4 +170,5 @@ def layout_more_cases(rng: random.Random, steps: int) -> list[Case]:
     """Every case of this module, drawn in a fixed order from ``rng``."""
     return [*worker_cases(rng, steps), *fsdp_cases(rng, steps), *mesh_cases(rng, steps),
             *deepspeed_cases(rng, steps), *rank_zero_cases(rng, steps),
-            *host_cases(rng, steps), *comm_cases(rng, steps)]  # fmt: skip
+            *host_cases(rng, steps), *comm_cases(rng, steps),
+            *fsdp_tp_cases(rng, steps)]  # fmt: skip
