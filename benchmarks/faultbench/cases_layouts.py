@@ -37,6 +37,10 @@ alone and several times that on 2 busy cores, so that the pause is clear at any 
 HOG_BATCH = 512
 """The shared-core case's batch (both arms): a rank busy computing most of its step, that a
 busy process on its core slows (a rank mostly waiting gets its core back on waking)."""
+HOGS = 2
+"""Busy-loop processes on the hogged rank's core: one alone took the rank from 63 to 84-114
+ms a step run by hand, but 60 to 63 ms in one matrix run, where other jobs' processes share
+both cores too (the scheduler's fair share of a core split more ways); two take more of it."""
 CHECKPOINT_MB = (30.0, 60.0)
 """A rank-0 checkpoint's extra weights: torch.save of ~40 MB takes tens of ms."""
 ALLREDUCE_ELEMENTS = (200_000, 400_000)
@@ -152,7 +156,7 @@ def host_cases(rng: random.Random, steps: int) -> list[Case]:
     hogged = _rank(rng)
     pinned = (*base, "--pin-cores", "--batch-size", str(HOG_BATCH))
     hog = Case("ddp-shared-core", "ddp (a rank a core)", DDP_TRAIN, pinned,
-               ("--hog-rank", str(hogged)), _straggler(hogged))  # fmt: skip
+               ("--hog-rank", str(hogged), "--hogs", str(HOGS)), _straggler(hogged))  # fmt: skip
     return [gc, hog]
 
 

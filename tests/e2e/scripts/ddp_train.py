@@ -79,9 +79,10 @@ def parse() -> argparse.Namespace:
         "--hog-rank",
         type=int,
         default=-1,
-        help="this rank starts a busy-loop process on its own core (with --pin-cores: the "
-        "rank's core shared), killed at the end",
+        help="this rank starts --hogs busy-loop processes on its own core (with --pin-cores: "
+        "the rank's core shared), killed at the end",
     )
+    p.add_argument("--hogs", type=int, default=1)
     p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
@@ -268,7 +269,7 @@ def main() -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     core = pin(rank) if args.pin_cores else None
-    hogging = hog(core) if rank == args.hog_rank else None
+    hogging = [hog(core) for _ in range(args.hogs)] if rank == args.hog_rank else []
     also_rank, _, also_s = args.also_sleep.partition(":")
     seconds = float(also_s) if also_rank and rank == int(also_rank) else 0.0
     delay = Delay(args.sleep_s if rank == args.sleep_rank else seconds)
@@ -281,9 +282,9 @@ def main() -> None:
     try:
         steps = train(args, ddp, delay, rank, world)
     finally:
-        if hogging is not None:
-            hogging.kill()
-            hogging.wait()
+        for process in hogging:
+            process.kill()
+            process.wait()
     if rank == 0 and args.facts:
         write_facts(args.facts, net, ddp, world)
     if rank == args.sleep_rank and args.sleep_log:
