@@ -1,13 +1,13 @@
 """More layouts and faults for the matrix (issue 49): DDP with DataLoader workers, FSDP2 slow
-in backward and optimizer and cut into small units, a data x tensor-parallel mesh, DeepSpeed
-ZeRO-2 and ZeRO-3, a rank-0 checkpoint, a garbage collector's pause, a core shared with a
-busy process, exposed communication and two faults at once.
+in backward and optimizer and cut into small units, a data x tensor-parallel mesh by hand and
+FSDP2 x TP, DeepSpeed ZeRO-2 and ZeRO-3, a rank-0 checkpoint, a garbage collector's pause, a
+core shared with busy processes, exposed communication and two faults at once.
 
 Each fault's rank, size and period are drawn from the seed, as in cases.py; the truth is what
 a user would want named: the rank whose slowness the others wait for (a slow input on one rank
 is that rank's straggling: ``INPUT_BOUND`` names no rank), the phase of rank-only work, and
-for exposed communication the what-if's own fix, ``comm:hidden`` (its verdict has no rank).
-"""
+for exposed communication (and FSDP units too small, whose cost is their collectives') the
+what-if's own fix, ``comm:hidden`` (their findings name no rank)."""
 
 from __future__ import annotations
 
