@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -39,6 +40,9 @@ HELD_OUT_SEEDS = (4901, 4902, 4903)
 """The held-out matrix's seeds (``--held-out``): never used to tune a threshold or a case;
 scored once, with the thresholds frozen, into its own files, which no tuning run writes."""
 HELD_OUT_DOC = ROOT / "docs" / "accuracy-heldout.md"
+BESIDE = {"deepspeed": (Path(sys.prefix) / "deepspeed", ROOT / ".venv" / "deepspeed")}
+"""Training loops installed beside the venv, not in it (``make test``: ``.venv/deepspeed``):
+a case that needs one finds it there, and its ranks get that folder on their path."""
 
 
 def parse() -> argparse.Namespace:
@@ -82,8 +86,28 @@ def run_arm(case: Case, folder: Path, planted: bool, extra: tuple[str, ...] = ()
     cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(case.ranks), *case.launch,
            "--run-dir", "run", "--warmup-steps", str(case.warmup_steps), "--no-report",
            str(HERE / "planted.py"), "arm.json"]  # fmt: skip
-    subprocess.run(cmd, cwd=folder, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, cwd=folder, check=True, stdout=subprocess.DEVNULL, env=arm_env(case))
     return folder
+
+
+def beside(case: Case) -> Path | None:
+    """The folder beside the venv that holds the module the case needs, if any."""
+    return next((d for d in BESIDE.get(case.needs, ()) if (d / case.needs).is_dir()), None)
+
+
+def arm_env(case: Case) -> dict[str, str] | None:
+    """The ranks' environment: this one, with the folder of a loop installed beside the
+    venv first on the path (None: this one as it is)."""
+    folder = beside(case)
+    if folder is None:
+        return None
+    path = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def missing(case: Case) -> bool:
+    """Whether the module the case needs is neither installed nor beside the venv."""
+    return bool(case.needs) and beside(case) is None and not importlib.util.find_spec(case.needs)
 
 
 def own_step_ms(case: Case, folder: Path) -> float:
@@ -144,7 +168,7 @@ def step_ms(case: Case, folder: Path) -> float:
 
 
 def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
-    if case.needs and importlib.util.find_spec(case.needs) is None:
+    if missing(case):
         return skip(case, f"{case.needs} is not installed")
     measured: list[Measured] = []
     alone: list[Measured] = []

@@ -6,9 +6,12 @@ It knows nothing of scalescope. It writes the facts the tests check the probe ag
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import torch
@@ -65,6 +68,29 @@ def parse() -> argparse.Namespace:
         help="a second rank that sleeps, as long as given, where and from when --sleep-where "
         "and --sleep-from say (two causes at once)",
     )
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument(
+        "--gc-rank",
+        type=int,
+        default=-1,
+        help="this rank builds --gc-objects reference cycles a step and collects them every "
+        "--gc-every steps (a garbage collector's periodic pause)",
+    )
+    p.add_argument("--gc-every", type=int, default=5)
+    p.add_argument("--gc-objects", type=int, default=50_000)
+    p.add_argument(
+        "--pin-cores",
+        action="store_true",
+        help="each rank pinned to core RANK (mod the cores it may use)",
+    )
+    p.add_argument(
+        "--hog-rank",
+        type=int,
+        default=-1,
+        help="this rank starts --hogs busy-loop processes on its own core (with --pin-cores: "
+        "the rank's core shared), killed at the end",
+    )
+    p.add_argument("--hogs", type=int, default=1)
     p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     p.add_argument("--ready-file", default="")
     p.add_argument("--facts", default="")
@@ -77,7 +103,10 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-WHERE = ("data", "forward", "backward", "optimizer", "outside")
+WHERE = ("data", "forward", "backward", "optimizer", "outside", "getitem")
+"""``getitem``: in the dataset's ``__getitem__`` (in the loader's workers, with ``--workers``),
+the batch's sleep spread over its samples; from the first step (``--sleep-from`` and
+``--sleep-every`` do not reach the workers)."""
 
 
 class Delay:
@@ -131,9 +160,23 @@ def sleep_then(delay: Delay):
     return hook
 
 
-def loader(args: argparse.Namespace, world: int, delay: Delay | None) -> DataLoader:
+class SlowSamples(TensorDataset):
+    """Each sample sleeps ``seconds`` first: a slow decode or augmentation."""
+
+    def __init__(self, seconds: float, *tensors: torch.Tensor) -> None:
+        super().__init__(*tensors)
+        self.seconds = seconds
+
+    def __getitem__(self, index: int) -> tuple:
+        time.sleep(self.seconds)
+        return super().__getitem__(index)
+
+
+def loader(
+    args: argparse.Namespace, world: int, delay: Delay | None, per_sample: float = 0.0
+) -> DataLoader:
     n = args.steps * args.batch_size * world
-    data = TensorDataset(torch.randn(n, 64), torch.randint(0, 10, (n,)))
+    data = SlowSamples(per_sample, torch.randn(n, 64), torch.randint(0, 10, (n,)))
 
     def collate(batch: list) -> object:
         if delay is not None:
@@ -141,7 +184,11 @@ def loader(args: argparse.Namespace, world: int, delay: Delay | None) -> DataLoa
         return default_collate(batch)
 
     return DataLoader(
-        data, batch_size=args.batch_size, sampler=DistributedSampler(data), collate_fn=collate
+        data,
+        batch_size=args.batch_size,
+        sampler=DistributedSampler(data),
+        collate_fn=collate,
+        num_workers=args.workers,
     )
 
 
@@ -160,7 +207,9 @@ def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: in
         opt.register_step_pre_hook(delay)
     steps, last = [], time.perf_counter()
     delay.active = due(args, 0)
-    for step, (x, y) in enumerate(loader(args, world, where["data"])):
+    per_sample = delay.seconds / args.batch_size if where["getitem"] else 0.0
+    garbage = Garbage(args.gc_objects if rank == args.gc_rank else 0, args.gc_every)
+    for step, (x, y) in enumerate(loader(args, world, where["data"], per_sample)):
         if rank == args.fail_rank and step == args.fail_step:
             raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
         if args.ready_file and step == 2 and rank == 0:
@@ -181,7 +230,46 @@ def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: in
             delay()
         if args.user_allreduce:
             dist.all_reduce(torch.ones(args.user_allreduce, dtype=torch.float64))
+        garbage.step(step)
     return steps
+
+
+class Garbage:
+    """Reference cycles built every step and collected every ``every`` steps: the pause of a
+    garbage collector that a loop keeping dicts of tensors' metadata causes (automatic
+    collection off, as a loop that calls ``gc.collect`` itself turns it)."""
+
+    def __init__(self, objects: int, every: int) -> None:
+        self.objects, self.every = objects, every
+        if objects:
+            gc.disable()
+
+    def step(self, step: int) -> None:
+        if not self.objects:
+            return
+        for _ in range(self.objects):
+            node: dict = {}
+            node["self"] = node
+        if step % self.every == self.every - 1:
+            gc.collect()
+
+
+def pin(rank: int) -> int:
+    """Pins this rank, every thread of it (gloo's, torch's), to one core of those it may use:
+    RANK mod their count. Threads started later inherit it."""
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[rank % len(cores)]
+    for task in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(task), {core})
+    return core
+
+
+def hog(core: int | None) -> subprocess.Popen:
+    """A busy-loop process on ``core`` (any core when None): the rank's core shared."""
+    spin = "import os, sys\nif len(sys.argv) > 1: os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    spin += "while True: pass\n"
+    extra = [] if core is None else [str(core)]
+    return subprocess.Popen([sys.executable, "-c", spin, *extra])
 
 
 def main() -> None:
@@ -189,6 +277,8 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
+    core = pin(rank) if args.pin_cores else None
+    hogging = [hog(core) for _ in range(args.hogs)] if rank == args.hog_rank else []
     also_rank, _, also_s = args.also_sleep.partition(":")
     seconds = float(also_s) if also_rank and rank == int(also_rank) else 0.0
     delay = Delay(args.sleep_s if rank == args.sleep_rank else seconds)
@@ -198,7 +288,12 @@ def main() -> None:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    steps = train(args, ddp, delay, rank, world)
+    try:
+        steps = train(args, ddp, delay, rank, world)
+    finally:
+        for process in hogging:
+            process.kill()
+            process.wait()
     if rank == 0 and args.facts:
         write_facts(args.facts, net, ddp, world)
     if rank == args.sleep_rank and args.sleep_log:

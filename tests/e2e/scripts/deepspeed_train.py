@@ -53,6 +53,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=6, help="optimizer steps")
     p.add_argument("--micro-batch", type=int, default=32)
     p.add_argument("--accumulation", type=int, default=1)
+    p.add_argument("--sleep-rank", type=int, default=-1, help="this rank is slow in forward")
+    p.add_argument("--sleep-s", type=float, default=0.0, help="by this much a micro-batch")
+    p.add_argument("--step-log", default="", help="JSON list of rank 0's optimizer steps (s)")
     return p.parse_args()
 
 
@@ -69,19 +72,26 @@ def main() -> None:
     skip_shm_build()
     deepspeed.init_distributed(dist_backend="gloo")
     model = build_model()
+    if dist.get_rank() == args.sleep_rank and args.sleep_s > 0:
+        model.register_forward_pre_hook(lambda *_: time.sleep(args.sleep_s))
     engine, _opt, _loader, _sched = deepspeed.initialize(
         model=model, model_parameters=model.parameters(), config=config(args)
     )
     g = torch.Generator().manual_seed(1 + dist.get_rank())
     micro_steps = args.steps * args.accumulation
     samples, start = 0, time.perf_counter()
-    for _ in range(micro_steps):
+    steps, last = [], start
+    for micro in range(micro_steps):
         x = torch.randn(args.micro_batch, IN, generator=g)
         y = torch.randint(0, CLASSES, (args.micro_batch,), generator=g)
         loss = nn.functional.cross_entropy(engine(x), y)
         engine.backward(loss)
         engine.step()
         samples += x.shape[0]
+        if (micro + 1) % args.accumulation == 0:
+            now = time.perf_counter()
+            steps.append(now - last)
+            last = now
     elapsed = time.perf_counter() - start
     if dist.get_rank() == 0:
         out = {
@@ -90,6 +100,9 @@ def main() -> None:
             "step_ms": elapsed * 1e3 / args.steps,
         }
         print(json.dumps(out), flush=True)
+        if args.step_log:
+            with open(args.step_log, "w") as f:
+                json.dump(steps, f)
     dist.destroy_process_group()
 
 

@@ -57,11 +57,21 @@ def build_model() -> Net:
     return Net()
 
 
-def shard(model: Net, reshard_after_forward: bool) -> None:
+UNITS = ("block", "layer", "root")
+"""How the model is cut into FSDP units: each block then the root (the default), each layer
+(every Linear and LayerNorm: many small units) then the root, or the root alone."""
+
+
+def shard(model: Net, reshard_after_forward: bool, units: str = "block") -> None:
     from torch.distributed.fsdp import fully_shard
 
-    for block in model.blocks:
-        fully_shard(block, reshard_after_forward=reshard_after_forward)
+    if units == "layer":
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.LayerNorm)):
+                fully_shard(module, reshard_after_forward=reshard_after_forward)
+    elif units == "block":
+        for block in model.blocks:
+            fully_shard(block, reshard_after_forward=reshard_after_forward)
     fully_shard(model, reshard_after_forward=reshard_after_forward)
 
 
@@ -77,8 +87,16 @@ def parse() -> argparse.Namespace:
     p.add_argument("--dtensor", action="store_true")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if any")
     p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: by device")
+    p.add_argument("--units", choices=UNITS, default="block", help="the FSDP units")
     p.add_argument("--sleep-rank", type=int, default=-1, help="this rank is slow in forward")
     p.add_argument("--sleep-s", type=float, default=0.0, help="by this much a step")
+    p.add_argument(
+        "--sleep-where",
+        choices=("forward", "backward", "optimizer"),
+        default="forward",
+        help="where the slow rank sleeps: before forward, at the start of backward (a hook "
+        "on the loss), before the optimizer step (a pre-hook)",
+    )
     p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     return p.parse_args()
 
@@ -124,10 +142,13 @@ def main() -> None:
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     model = build_model().to(device)
-    shard(model, reshard_after_forward=not args.no_reshard)
-    if dist.get_rank() == args.sleep_rank and args.sleep_s:
-        slow_forward(model, args.sleep_s)
+    shard(model, reshard_after_forward=not args.no_reshard, units=args.units)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    slow = dist.get_rank() == args.sleep_rank and args.sleep_s > 0
+    if slow and args.sleep_where == "forward":
+        slow_forward(model, args.sleep_s)
+    if slow and args.sleep_where == "optimizer":
+        opt.register_step_pre_hook(lambda *_: time.sleep(args.sleep_s))
     g = torch.Generator().manual_seed(1)
     data = TensorDataset(
         torch.randn(512, 16, generator=g), torch.randint(0, CLASSES, (512,), generator=g)
@@ -138,6 +159,8 @@ def main() -> None:
         while step < args.steps:
             for x, y in loader:
                 loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+                if slow and args.sleep_where == "backward":
+                    loss.register_hook(lambda g: time.sleep(args.sleep_s) or g)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
