@@ -51,6 +51,10 @@ CLASSES = {
     "SLOW_LINK": "link",
     "COMM_LATENCY": "communication",
     "COMM_BANDWIDTH": "communication",
+    "FSDP_SMALL_UNITS": "communication",
+    "FSDP_EXPOSED_GATHER": "communication",
+    "ZERO3_PARAM_GATHER": "communication",
+    "ZERO_EXCHANGE": "communication",
     "OVERSUBSCRIBED": "placement",
 }
 """The cause class of a finding's code; a code not listed is its own class."""

@@ -13,7 +13,7 @@ from typing import Any
 from alerts import ALERT_WITHIN_S
 from cases import CLASSES, Case
 
-from scalescope.analyze.verdict import Verdict
+from scalescope.analyze.verdict import Cause, Verdict
 
 GAIN_TOLERANCE = 0.20
 """A predicted gain within 20 % of the measured one, or within 5 % of the step, holds."""
@@ -110,11 +110,24 @@ def skip(case: Case, why: str) -> CaseScore:
                      None, None, None, None, skipped=why)  # fmt: skip
 
 
+JOB_COMMUNICATION = "comm:hidden"
+"""The culprit of a communication cause that names no rank, link or dimension: the job's
+own communication, as the what-if names its fix (no transfer time)."""
+
+
+def culprit_of(cause: Cause) -> str | None:
+    """``kind:name`` of the cause's culprit; a communication cause without one blames the
+    job's communication (``JOB_COMMUNICATION``)."""
+    if cause.culprit is not None:
+        return f"{cause.culprit.kind}:{cause.culprit.name}"
+    return JOB_COMMUNICATION if CLASSES.get(cause.code) == "communication" else None
+
+
 def named(verdict: Verdict) -> str:
     top = verdict.top
     if top is None:
         return "no bottleneck" if verdict.state == "no bottleneck" else verdict.state
-    who = f"{top.culprit.kind}:{top.culprit.name}" if top.culprit else "(no culprit)"
+    who = culprit_of(top) or "(no culprit)"
     return f"{who} ({CLASSES.get(top.code, top.code)})"
 
 
@@ -159,7 +172,7 @@ def _plain(case: Case, verdict: Verdict, predicted_ms: float | None,
            pairs: list[Measured], alone: list[Measured]) -> CaseScore:  # fmt: skip
     truth = case.truth
     top = verdict.top
-    culprit = f"{top.culprit.kind}:{top.culprit.name}" if top and top.culprit else None
+    culprit = culprit_of(top) if top else None
     cause = CLASSES.get(top.code, top.code) if top else None
     gains = [p.gain_ms for p in pairs]
     measured = statistics.median(gains) if gains else None

@@ -300,3 +300,12 @@ def test_a_small_synthetic_case_runs_through_the_runner_and_names_its_plant(tmp_
     scored = run_case(synthetic_case("syn-small", spec, "clear"), 1, tmp_path)
     assert scored.passed and scored.named == "rank:5 (straggler)", scored
     assert scored.measured_ms > 10 and scored.gain_ok, scored
+
+
+def test_a_communication_cause_without_a_culprit_blames_the_jobs_communication() -> None:
+    comm = Cause("FSDP_SMALL_UNITS", "small units", "gathers", None, Cost(9.0, 8.0, 10.0, True))
+    exposed = case("comm:hidden", cause="communication")
+    s = score(exposed, Verdict("bottleneck", (comm,)), 9.0, [Measured(50.0, 41.0)])
+    assert s.passed and s.named == "comm:hidden (communication)"
+    other = replace(comm, code="INPUT_BOUND")
+    assert not score(exposed, Verdict("bottleneck", (other,)), 9.0, [Measured(50.0, 41.0)]).passed
