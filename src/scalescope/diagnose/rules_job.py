@@ -151,9 +151,28 @@ def pause_hang_after(longest_s: float, default_s: float) -> str:
     return remedy("pause_within_default", default=default_s, longest=longest_s)
 
 
+SHARD_DIMS = ("tp", "cp", "ep", "pp")
+"""Mesh dimensions whose ranks hold different parts of one model (tensor, context, expert,
+pipeline parallel): they exchange activations, not gradients, and are no replicas."""
+
+
+def holds_model_shards(ranks: dict) -> bool:
+    """Whether the ranks share a group a DeviceMesh named as a model-parallel dimension, or
+    hold pipeline stages: with tensor parallelism alone (a dp x tp mesh of dp 1) no gradient
+    is ever exchanged, and rightly."""
+    for meta in ranks.values():
+        if getattr(meta, "pipeline", None) is not None:
+            return True
+        groups = (getattr(meta, "groups", None) or {}).values()
+        if any(g.dim in SHARD_DIMS and len(g.ranks) > 1 for g in groups):
+            return True
+    return False
+
+
 class ReplicasRule:
     """World size > 1, optimizer steps recorded, no gradient exchange of any kind (DDP's
-    buckets, FSDP's reduce-scatters) and fewer bytes moved than the parameters stepped."""
+    buckets, FSDP's reduce-scatters) and fewer bytes moved than the parameters stepped;
+    never where the ranks hold shards of one model (``holds_model_shards``)."""
 
     name = "independent replicas"
 
@@ -163,7 +182,7 @@ class ReplicasRule:
     def evaluate(self, ctx: DiagnosisInput) -> Finding | None:
         a = ctx.analysis
         steps = [m.steps for m in ctx.ranks.values() if m.steps]
-        if a.world_size < 2 or not steps or not a.probe:
+        if a.world_size < 2 or not steps or not a.probe or holds_model_shards(ctx.ranks):
             return None
         coll = a.collectives
         if coll is not None and any(tag_kind(o.tag) in GRADIENT_EXCHANGE for o in coll.ops):

@@ -37,6 +37,21 @@ def test_gradients_all_reduced_by_hand_are_data_parallel():
     assert diagnose(replicas_input(small)).findings[0].code == "INDEPENDENT_REPLICAS"
 
 
+def test_tensor_parallel_ranks_exchange_no_gradients_and_are_no_replicas():
+    """A dp x tp mesh of dp 1 (the fault matrix's fsdp-tp case): the two ranks hold halves
+    of one model, all-reduce activations and never gradients."""
+    from scalescope.events.run import GroupMeta
+
+    small = (TagPerStep("user", 2, 16, 1),)
+    ctx = replicas_input(small)
+    tp = {"1": GroupMeta(ranks=[0, 1], dim="tp"), "2": GroupMeta(ranks=[0], dim="dp")}
+    ctx.ranks.update({r: msgspec.structs.replace(m, groups=tp) for r, m in ctx.ranks.items()})
+    assert "INDEPENDENT_REPLICAS" not in [f.code for f in diagnose(ctx).findings]
+    lone = {"1": GroupMeta(ranks=[0], dim="tp"), "2": GroupMeta(ranks=[0, 1], dim="dp")}
+    ctx.ranks.update({r: msgspec.structs.replace(m, groups=lone) for r, m in ctx.ranks.items()})
+    assert diagnose(ctx).findings[0].code == "INDEPENDENT_REPLICAS"
+
+
 def test_unknown_optimizer_abstains():
     codes = [f.code for f in diagnose(replicas_input((), params=None)).findings]
     assert "INDEPENDENT_REPLICAS" not in codes
