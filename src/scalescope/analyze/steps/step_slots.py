@@ -77,11 +77,22 @@ class StepSlots:
         so a rank kept waiting in forward's buffer broadcast does not look slow in forward."""
         if phase == OTHER:
             covered = sum(self.phase_ns[p] for p in PHASES)
-            raw = np.maximum(self.dur_ns - covered, 0.0)
-        else:
-            raw = self.phase_ns[phase]
+            return np.maximum(self.dur_ns - covered - self._waits_in_other(), 0.0)
+        raw = self.phase_ns[phase]
         wait = self.sync_wait_ns.get(phase)
         return raw if wait is None else np.maximum(raw - wait, 0.0)
+
+    def _waits_in_other(self) -> np.ndarray:
+        """Per slot: the waiting in collectives issued outside every phase, and the part of
+        a phase's waiting that outlasts the phase. A collective issued in forward whose wait
+        comes after forward ends (a tensor-parallel all-reduce that DTensor issues
+        asynchronously and waits for later) waits in the time outside the phases: left in a
+        phase that could not hold it, it counted as the waiting rank's own busy time."""
+        out = np.zeros(len(self.keys))
+        for phase, wait in self.sync_wait_ns.items():
+            raw = self.phase_ns.get(phase) if phase != OTHER else None
+            out += wait if raw is None else np.maximum(wait - raw, 0.0)
+        return out
 
     def blocking_wait_ns(self) -> np.ndarray:
         """Per slot: waiting in blocking collectives issued outside backward and comm_wait
