@@ -34,9 +34,11 @@ GC_OBJECTS = (6_000, 12_000)
 """Reference cycles a step the collecting rank builds (a few ms a step). Its collection is a
 full one, as a loop's own ``gc.collect()`` is: the whole heap of a torch process, ~100 ms
 alone and several times that on 2 busy cores, so that the pause is clear at any size drawn."""
-HOG_BATCH = 512
-"""The shared-core case's batch (both arms): a rank busy computing most of its step, that a
-busy process on its core slows (a rank mostly waiting gets its core back on waking)."""
+HOG_JOB = ("--width", "1024", "--batch-size", "128")
+"""The shared-core case's job (both arms): a rank busy computing most of its step, that a
+busy process on its core slows (a rank mostly waiting gets its core back on waking). A
+small model with a large batch (512) was input-bound instead: collating its batch took most
+of the step, and the verdict rightly named the job's input before the hogged rank."""
 HOGS = 2
 """Busy-loop processes on the hogged rank's core: one alone took the rank from 63 to 84-114
 ms a step run by hand, but 60 to 63 ms in one matrix run, where other jobs' processes share
@@ -154,7 +156,7 @@ def host_cases(rng: random.Random, steps: int) -> list[Case]:
     pause = ("--gc-rank", str(rank), "--gc-every", str(every), "--gc-objects", str(objects))
     gc = Case("ddp-gc-pause", "ddp", DDP_TRAIN, base, pause, _straggler(rank))
     hogged = _rank(rng)
-    pinned = (*base, "--pin-cores", "--batch-size", str(HOG_BATCH))
+    pinned = (*base, "--pin-cores", *HOG_JOB)
     hog = Case("ddp-shared-core", "ddp (a rank a core)", DDP_TRAIN, pinned,
                ("--hog-rank", str(hogged), "--hogs", str(HOGS)), _straggler(hogged))  # fmt: skip
     return [gc, hog]
