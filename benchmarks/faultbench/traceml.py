@@ -163,6 +163,10 @@ def run_case(case: Case, work: Path, launcher: Path | str) -> ToolCell:
     """TraceML's cell for one case: what it names, or why it could not run, in one line."""
     if isinstance(launcher, str):
         return cannot(launcher)
+    if case.synthetic is not None:
+        return cannot("a generated run: there is no job for TraceML to run")
+    if case.needs == "deepspeed":
+        return cannot("DeepSpeed is not installed in TraceML's own environment")
     try:
         return judge(case, read(run_arm(case, work / f"{case.name}-traceml", launcher)))
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as err:
