@@ -170,9 +170,11 @@ def rank_only_cases(steps: int) -> list[Case]:
 
 
 def matrix(seed: int, steps: int = 30) -> list[Case]:
+    from cases_pipeline import pipeline_cases  # it builds on this module's Case
+
     rng = random.Random(seed)
     return [*ddp_cases(rng, steps), *rank_only_cases(steps), *layout_cases(rng, steps),
-            *loop_cases(rng, steps)]  # fmt: skip
+            *loop_cases(rng, steps), *pipeline_cases(rng, steps)]  # fmt: skip
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",

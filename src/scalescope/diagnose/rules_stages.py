@@ -31,7 +31,8 @@ def different_stages(ctx: DiagnosisInput) -> bool:
     return pipe is not None and len({f.stage for f in pipe.ranks}) > 1
 
 
-def _idlest(pipe: PipelineAnalysis) -> StageFigures:
+def idlest(pipe: PipelineAnalysis) -> StageFigures:
+    """The rank idle the largest share of its step: the bubble finding's subject."""
     return max(pipe.ranks, key=lambda f: f.bubble_pct)
 
 
@@ -65,10 +66,11 @@ def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
 
 
 class PipelineBubbleRule:
-    """A stage idles ``BUBBLE_PCT`` or more of its step. Saving: the bubble's theory at twice
-    the microbatches, taken off the step (the measured bubble beyond the theory is left).
-    Where another stage bounds the pipeline (``bounding``), the finding names that stage and
-    its rank: the idlest stage only waits for it."""
+    """A stage idles ``BUBBLE_PCT`` or more of its step. Where another stage bounds the
+    pipeline (``bounding``), the finding names that stage and its rank (the idlest stage only
+    waits for it), and its saving is the schedule replayed with that stage at its peers' pace;
+    else the schedule replayed with twice the microbatches (``_bubble_saving``). None under a
+    zero-bubble schedule: the replay does not split its backward."""
 
     name = "pipeline bubble"
 
@@ -79,13 +81,12 @@ class PipelineBubbleRule:
         pipe = ctx.analysis.pipeline
         if pipe is None or not pipe.ranks:
             return None
-        f = _idlest(pipe)
+        f = idlest(pipe)
         if f.bubble_pct < BUBBLE_PCT:
             return None
-        better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
-        saved = max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0)
         no_theory = zero_bubble(pipe.schedule)
         bound = bounding(pipe, f)
+        saved, basis = _bubble_saving(pipe, bound)
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
@@ -95,8 +96,24 @@ class PipelineBubbleRule:
             evidence=_bubble_evidence(pipe, f, bound),
             remedies=_bound_remedies(f, bound) + _bubble_remedies(pipe),
             rank=f.rank if bound is None else bound.rank,
-            basis="" if no_theory else BUBBLE_BASIS,
+            basis="" if no_theory else basis,
         )
+
+
+def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float, str]:
+    """The replayed gain of the bound stage at its peers' pace, or (none bounding) of twice
+    the microbatches (analyze/layouts/stage_fixes.py); the theory's estimate where the
+    schedule could not be replayed."""
+    fix = pipe.paced if bound is not None else pipe.doubled
+    if fix is not None:
+        what = (f"{bound.label} at its peers' pace per microbatch" if bound is not None
+                else f"{2 * pipe.microbatches} microbatches")  # fmt: skip
+        return max(fix.gain_ms, 0.0), (
+            f"replayed: the {pipe.schedule} schedule with {what} against its replay now "
+            f"({fix.replay_error_pct:+.0f}% off the measured step)"
+        )
+    better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
+    return max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0), BUBBLE_BASIS
 
 
 def _bubble_summary(pipe: PipelineAnalysis, idle: StageFigures, bound: StageFigures | None) -> str:

@@ -54,7 +54,8 @@ def stage_costs(figures: tuple[StageFigures, ...]) -> dict[int, float]:
     return out
 
 
-def _busiest(figures: tuple[StageFigures, ...]) -> dict[int, StageFigures]:
+def busiest_per_stage(figures: tuple[StageFigures, ...]) -> dict[int, StageFigures]:
+    """Each stage's rank of the largest compute per microbatch."""
     out: dict[int, StageFigures] = {}
     for f in figures:
         if (
@@ -115,7 +116,7 @@ def propose_move(
     """The move of border blocks from the bound stage to a neighbour whose replayed step is
     the shortest; None when none shortens it, without block costs, or where the stages are
     not 0 … p − 1 each on its own ranks."""
-    busiest = _busiest(figures)
+    busiest = busiest_per_stage(figures)
     p, m = len(busiest), max(microbatches, 1)
     if p < 2 or sorted(busiest) != list(range(p)):
         return None

@@ -35,6 +35,12 @@ from scalescope.analyze.layouts.block_move import BlockMove, propose_move, stage
 from scalescope.analyze.layouts.p2p import P2PAnalysis
 from scalescope.analyze.layouts.schedule_replay import zero_bubble
 from scalescope.analyze.layouts.stage_figures import MeasuredSteps, StageFigures, stage_figures
+from scalescope.analyze.layouts.stage_fixes import (
+    ReplayedFix,
+    at_peers_pace,
+    pipeline_replay,
+    twice_the_microbatches,
+)
 from scalescope.events import EventTable, Kind
 from scalescope.events.run import PipelineMeta
 
@@ -54,6 +60,10 @@ class PipelineAnalysis:
     step_ms: float
     """The mean of the ranks' measured steps."""
     move: BlockMove | None
+    paced: ReplayedFix | None = None
+    """The bound stage at its peers' pace, replayed (analyze/layouts/stage_fixes.py)."""
+    doubled: ReplayedFix | None = None
+    """Twice the microbatches of the same batch, replayed."""
 
     @property
     def pipeline_ranks(self) -> int:
@@ -100,6 +110,8 @@ def analyze_pipeline(
     costs = stage_costs(figures)
     step_ms = sum(f.step_ms for f in figures) / len(figures)
     theory = 0.0 if zero_bubble(schedule) else theory_bubble_pct(stages // chunks, m, chunks)
+    bound = max(costs, key=lambda s: costs[s])
+    replay = pipeline_replay(figures, m, step_ms, schedule, chunks, p2p)
     return PipelineAnalysis(
         stages=stages,
         microbatches=m,
@@ -107,9 +119,11 @@ def analyze_pipeline(
         chunks_per_rank=chunks,
         theory_bubble_pct=theory,
         ranks=figures,
-        bound_stage=max(costs, key=lambda s: costs[s]),
+        bound_stage=bound,
         step_ms=step_ms,
         move=propose_move(figures, m, step_ms, schedule, p2p) if chunks == 1 else None,
+        paced=at_peers_pace(replay, bound) if replay is not None else None,
+        doubled=twice_the_microbatches(replay) if replay is not None else None,
     )
 
 
