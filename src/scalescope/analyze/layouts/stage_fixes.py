@@ -3,8 +3,9 @@
 
 - a stage at its peers' pace: its forward and backward per microbatch set to the median of
   the other stages' (the gain of removing its extra work);
-- twice the microbatches over the same batch: each forward and backward half as long, each
-  action's own time and each message's transfer as measured (a microbatch's fixed costs stay).
+- twice the microbatches over the same batch: each forward and backward half as long, and
+  each rank's own time per step as measured, spread over twice the actions; each message's
+  transfer as measured (a message's fixed cost stays).
 
 Both steps come from the same replay, so its error against the measured step cancels in the
 gain; a formula ((m + p − 1) slots of the slowest stage) leaves out the transfers, each
@@ -111,7 +112,8 @@ def at_peers_pace(replay: PipelineReplay, stage: int) -> ReplayedFix | None:
 
 
 def twice_the_microbatches(replay: PipelineReplay) -> ReplayedFix | None:
-    """The step over 2m microbatches of the same batch: each forward and backward halved."""
-    halved = tuple(replace(t, forward_ms=t.forward_ms / 2, backward_ms=t.backward_ms / 2)
-                   for t in replay.rank_times)  # fmt: skip
+    """The step over 2m microbatches of the same batch: each forward, backward and action's
+    own time halved."""
+    halved = tuple(replace(t, forward_ms=t.forward_ms / 2, backward_ms=t.backward_ms / 2,
+                           own_ms=t.own_ms / 2) for t in replay.rank_times)  # fmt: skip
     return replay.fixed(halved, 2 * replay.microbatches)
