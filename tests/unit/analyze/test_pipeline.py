@@ -302,3 +302,19 @@ def test_a_bubble_of_equal_stages_names_the_idlest_stage(tmp_path):
     assert bubble.summary.startswith(f"stage {idlest.stage} idles")
     assert bubble.rank == idlest.rank and "bound" not in bubble.summary
     assert not bubble.remedies[0].startswith("even the stages")
+
+
+def test_a_bubble_no_stage_bounds_is_the_schedules_and_costs_twice_the_microbatches(tmp_path):
+    """The verdict names the schedule, not the stage computing most (noise would pick it),
+    and its cost is the schedule replayed over twice the microbatches."""
+    even = {0: 4, 1: 4}
+    rows = {0: [stage_rows(0, even)], 1: [stage_rows(1, even)]}
+    run = make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+    analysis = analysed(run)
+    diagnosis = diagnose_run(run, analysis)
+    bubble = {f.code: f for f in diagnosis.findings}["PIPELINE_BUBBLE"]
+    assert bubble.basis.startswith(f"replayed: the Schedule1F1B schedule with {2 * MICRO} micro")
+    assert bubble.saved_ms_per_step == pytest.approx(analysis.pipeline.doubled.gain_ms, abs=0.01)
+    (cause,) = [c for c in diagnosis.verdict.causes if c.code == "PIPELINE_BUBBLE"]
+    assert (cause.culprit.kind, cause.culprit.name) == ("schedule", "Schedule1F1B")
+    assert cause.culprit.words == "the Schedule1F1B schedule" and cause.cost.replayed
