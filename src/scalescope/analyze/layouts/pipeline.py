@@ -23,6 +23,10 @@ microbatch) gives blocks at its border to a neighbour, k at a time, costed by th
 measured forward + backward; the schedule is replayed (analyze/layouts/schedule_replay.py)
 with the measured times before and after each move, and the shortest replayed step wins.
 The measured figures per stage are analyze/layouts/stage_figures.py's.
+
+Costs (analyze/layouts/stage_fixes.py): the schedule replayed with the bound stage at its
+peers' pace (``paced``) and over twice the microbatches (``doubled``), each against the replay
+with the measured times.
 """
 
 from __future__ import annotations
