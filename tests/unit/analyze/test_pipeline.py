@@ -318,3 +318,20 @@ def test_a_bubble_no_stage_bounds_is_the_schedules_and_costs_twice_the_microbatc
     (cause,) = [c for c in diagnosis.verdict.causes if c.code == "PIPELINE_BUBBLE"]
     assert (cause.culprit.kind, cause.culprit.name) == ("schedule", "Schedule1F1B")
     assert cause.culprit.words == "the Schedule1F1B schedule" and cause.cost.replayed
+
+
+@pytest.mark.parametrize(("at", "order"), [((1, 3, 100, 110), "gpipe"), ((1, 50, 60, 110), "1f1b")])
+def test_a_hand_written_chains_order_is_read_from_its_first_stage(tmp_path, at, order):
+    """Both forwards of stage 0 before its first backward: GPipe; a backward between them:
+    1F1B (the order its stages' costs are replayed in)."""
+    from scalescope.analyze.layouts.pipeline import _chain_order
+
+    names = ("forward", "forward", "backward", "backward") if order == "gpipe" else (
+        "forward", "backward", "forward", "backward")  # fmt: skip
+    rows = {r: [chain_rows(r, 2)] for r in (0, 1)}
+    rows[0][0] = [r for r in rows[0][0] if r[2] != "forward"]
+    for s in range(STEPS):
+        phases = zip(names, at, strict=True)
+        rows[0][0] += [row(s, Kind.PHASE, n, s * STEP_MS + t, 1) for n, t in phases]
+    run = make_run(tmp_path, rows, world_size=2)
+    assert _chain_order(run.events, {0: 0, 1: 1}, 2, 1) == order

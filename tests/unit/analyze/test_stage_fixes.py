@@ -37,16 +37,15 @@ def test_a_heavy_first_stage_under_gpipe_costs_its_extra_m_times_not_m_plus_p_mi
     """Stage 0 forwards in 10 ms, stage 1 in 1 (backwards 1 ms): stage 1 follows stage 0's
     forwards, then both backwards run back to back: 35 ms. At its peer's pace: 8 ms. The
     27 ms gain is m x 9 ms; (m + p - 1) x 9 would say 36."""
-    replay = pipeline_replay(figures([(10.0, 1.0), (1.0, 1.0)], 3), 3, 35.0, "ScheduleGPipe")
+    replay = pipeline_replay(figures([(10.0, 1.0), (1.0, 1.0)], 3), 3, 35.0, "gpipe")
     fix = at_peers_pace(replay, 0)
     assert (fix.replayed_step_ms, fix.fixed_step_ms) == (pytest.approx(35.0), pytest.approx(8.0))
     assert fix.gain_ms == pytest.approx(27.0) and fix.replay_error_pct == pytest.approx(0.0)
 
 
-@pytest.mark.parametrize("schedule", ["ScheduleGPipe", "Schedule1F1B"])
-def test_the_paced_stage_is_replayed_as_if_it_computed_as_its_peer(schedule):
-    order = "gpipe" if schedule == "ScheduleGPipe" else "1f1b"
-    replay = pipeline_replay(figures([(2.0, 4.0), (7.0, 9.0)], 4), 4, 80.0, schedule)
+@pytest.mark.parametrize("order", ["gpipe", "1f1b"])
+def test_the_paced_stage_is_replayed_as_if_it_computed_as_its_peer(order):
+    replay = pipeline_replay(figures([(2.0, 4.0), (7.0, 9.0)], 4), 4, 80.0, order)
     fix = at_peers_pace(replay, 1)
     before = replay_step(order, [StageTimes(2.0, 4.0), StageTimes(7.0, 9.0)], 4)
     assert fix.replayed_step_ms == pytest.approx(before)
@@ -55,7 +54,7 @@ def test_the_paced_stage_is_replayed_as_if_it_computed_as_its_peer(schedule):
 
 
 def test_a_stage_is_paced_at_the_median_of_the_others():
-    replay = pipeline_replay(figures([(1.0, 1.0), (3.0, 3.0), (9.0, 9.0)], 4), 4, 0.0, "1F1B")
+    replay = pipeline_replay(figures([(1.0, 1.0), (3.0, 3.0), (9.0, 9.0)], 4), 4, 0.0, "1f1b")
     fix = at_peers_pace(replay, 2)
     even = [StageTimes(1.0, 1.0), StageTimes(3.0, 3.0), StageTimes(2.0, 2.0)]
     assert fix.fixed_step_ms == pytest.approx(replay_step("1f1b", even, 4))
@@ -65,7 +64,7 @@ def test_an_interleaved_rank_is_split_between_its_stages_and_paced_as_a_whole():
     """2 ranks of 2 stages each (rank r holds stages r and r + 2): rank 1's 8 + 8 ms per
     microbatch are 4 + 4 in each of its stages."""
     replay = pipeline_replay(figures([(2.0, 2.0), (8.0, 8.0)], 4, held=2), 4, 0.0,
-                             "ScheduleInterleaved1F1B", chunks=2)  # fmt: skip
+                             "interleaved", chunks=2)  # fmt: skip
     fix = at_peers_pace(replay, 1)
     light, heavy = StageTimes(1.0, 1.0), StageTimes(4.0, 4.0)
     now = replay_step("interleaved", [light, heavy, light, heavy], 4, 2)
@@ -77,20 +76,20 @@ def test_an_interleaved_rank_is_split_between_its_stages_and_paced_as_a_whole():
 def test_twice_the_microbatches_halves_each_action_and_doubles_them():
     """Equal stages of 1 + 2 ms a microbatch, 2 microbatches: (m + p - 1) x 3 = 9 ms; over 4
     microbatches of half the work, 5 x 1.5 = 7.5 ms."""
-    replay = pipeline_replay(figures([(1.0, 2.0), (1.0, 2.0)], 2), 2, 9.0, "ScheduleGPipe")
+    replay = pipeline_replay(figures([(1.0, 2.0), (1.0, 2.0)], 2), 2, 9.0, "gpipe")
     fix = twice_the_microbatches(replay)
     assert (fix.replayed_step_ms, fix.fixed_step_ms) == (pytest.approx(9.0), pytest.approx(7.5))
 
 
 def test_no_replay_without_a_chain_of_stages():
-    assert pipeline_replay(figures([(1.0, 1.0)], 2), 2, 5.0, "ScheduleGPipe") is None
+    assert pipeline_replay(figures([(1.0, 1.0)], 2), 2, 5.0, "gpipe") is None
     gap = tuple(f if f.rank == 0 else StageFigures(**{**f.__dict__, "stage": 2})
                 for f in figures([(1.0, 1.0), (2.0, 2.0)], 2))  # fmt: skip
-    assert pipeline_replay(gap, 2, 5.0, "ScheduleGPipe") is None
+    assert pipeline_replay(gap, 2, 5.0, "gpipe") is None
 
 
 def test_an_interleaved_order_torch_refuses_is_no_fix():
     """5 microbatches on 2 ranks: not a multiple of the interleaved schedule's 2 rounds."""
     replay = pipeline_replay(figures([(1.0, 1.0), (4.0, 4.0)], 5, held=2), 5, 0.0,
-                             "ScheduleInterleaved1F1B", chunks=2)  # fmt: skip
+                             "interleaved", chunks=2)  # fmt: skip
     assert at_peers_pace(replay, 1) is None

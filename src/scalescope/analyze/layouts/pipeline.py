@@ -37,7 +37,7 @@ import numpy as np
 
 from scalescope.analyze.layouts.block_move import BlockMove, propose_move, stage_costs
 from scalescope.analyze.layouts.p2p import P2PAnalysis
-from scalescope.analyze.layouts.schedule_replay import zero_bubble
+from scalescope.analyze.layouts.schedule_replay import schedule_order, zero_bubble
 from scalescope.analyze.layouts.stage_figures import MeasuredSteps, StageFigures, stage_figures
 from scalescope.analyze.layouts.stage_fixes import (
     ReplayedFix,
@@ -115,7 +115,9 @@ def analyze_pipeline(
     step_ms = sum(f.step_ms for f in figures) / len(figures)
     theory = 0.0 if zero_bubble(schedule) else theory_bubble_pct(stages // chunks, m, chunks)
     bound = max(costs, key=lambda s: costs[s])
-    replay = pipeline_replay(figures, m, step_ms, schedule, chunks, p2p)
+    order = (_chain_order(events, of_rank, m, warmup) if schedule == "inferred"
+             else schedule_order(schedule, chunks))  # fmt: skip
+    replay = pipeline_replay(figures, m, step_ms, order, chunks, p2p)
     return PipelineAnalysis(
         stages=stages,
         microbatches=m,
@@ -138,6 +140,24 @@ def _forwards_per_step(events: EventTable, rank: int, warmup: int) -> int:
     rows = rows.select(rows.name == events.symbols.id_of("forward"))
     hit, _ = measured.rows_in(rows)
     return max(round(int(hit.sum()) / max(int(measured.count[0]), 1)), 1)
+
+
+def _chain_order(events: EventTable, of_rank: dict[int, int], m: int, warmup: int) -> str:
+    """A hand-written chain's order: ``gpipe`` where the first stage runs all of a measured
+    step's ``m`` forwards before its first backward, else ``1f1b``."""
+    first = min(of_rank, key=of_rank.__getitem__)
+    fwd, bwd = events.symbols.id_of("forward"), events.symbols.id_of("backward")
+    phases = (events.name == fwd) | (events.name == bwd)
+    rows = events.select(
+        (events.kind == Kind.PHASE) & (events.rank == first) & (events.step >= warmup) & phases
+    )
+    if len(rows) == 0:
+        return "1f1b"
+    step = int(rows.step.min())
+    mine = rows.select(rows.step == step)
+    names = mine.name[np.argsort(mine.start_ns, kind="stable")]
+    before = int(np.argmax(names == bwd)) if (names == bwd).any() else len(names)
+    return "gpipe" if before >= m else "1f1b"
 
 
 def infer_chain(events: EventTable, p2p: P2PAnalysis | None, warmup: int) -> dict[int, int] | None:

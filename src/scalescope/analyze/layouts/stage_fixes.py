@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from scalescope.analyze.layouts.block_move import busiest_per_stage, stage_times
 from scalescope.analyze.layouts.p2p import P2PAnalysis
-from scalescope.analyze.layouts.schedule_replay import StageTimes, replay_step, schedule_order
+from scalescope.analyze.layouts.schedule_replay import StageTimes, replay_step
 from scalescope.analyze.layouts.stage_figures import StageFigures
 
 
@@ -83,18 +83,18 @@ def pipeline_replay(
     figures: tuple[StageFigures, ...],
     microbatches: int,
     step_ms: float,
-    schedule: str,
+    order: str,
     chunks: int = 1,
     p2p: P2PAnalysis | None = None,
 ) -> PipelineReplay | None:
-    """The replay's inputs from each stage's busiest rank; None unless the ranks hold stages
+    """The replay's inputs from each stage's busiest rank, run in ``order`` (``gpipe``,
+    ``1f1b``, ``interleaved``: ``schedule_order``); None unless the ranks hold stages
     0 … p − 1 (an interleaved rank by its first stage), p ≥ 2."""
     busiest = busiest_per_stage(figures)
     p, m = len(busiest), max(microbatches, 1)
     if p < 2 or sorted(busiest) != list(range(p)):
         return None
     times = tuple(stage_times(busiest[s], m, p2p) for s in range(p))
-    order = schedule_order(schedule, chunks)
     return PipelineReplay(order, times, m, max(chunks, 1), step_ms)
 
 
