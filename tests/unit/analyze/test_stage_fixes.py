@@ -9,6 +9,7 @@ import pytest
 from scalescope.analyze.layouts.schedule_replay import StageTimes, replay_step
 from scalescope.analyze.layouts.stage_figures import StageFigures
 from scalescope.analyze.layouts.stage_fixes import (
+    PipelineReplay,
     at_peers_pace,
     pipeline_replay,
     twice_the_microbatches,
@@ -93,3 +94,17 @@ def test_an_interleaved_order_torch_refuses_is_no_fix():
     replay = pipeline_replay(figures([(1.0, 1.0), (4.0, 4.0)], 5, held=2), 5, 0.0,
                              "interleaved", chunks=2)  # fmt: skip
     assert at_peers_pace(replay, 1) is None
+
+
+def test_a_paced_stage_keeps_no_more_own_time_than_its_peers():
+    """Stage 1's host time around its actions grew with its extra work (3 ms an action
+    against its peer's 1): paced, it has its peer's; a stage whose own time is the shorter
+    keeps it."""
+    heavy = (StageTimes(1.0, 1.0, own_ms=1.0), StageTimes(5.0, 1.0, own_ms=3.0))
+    fix = at_peers_pace(PipelineReplay("gpipe", heavy, 4, 1, 0.0), 1)
+    even = [StageTimes(1.0, 1.0, own_ms=1.0)] * 2
+    assert fix.fixed_step_ms == pytest.approx(replay_step("gpipe", even, 4))
+    light = (StageTimes(1.0, 1.0, own_ms=3.0), StageTimes(5.0, 1.0, own_ms=1.0))
+    kept = at_peers_pace(PipelineReplay("gpipe", light, 4, 1, 0.0), 1)
+    mine = [StageTimes(1.0, 1.0, own_ms=3.0), StageTimes(1.0, 1.0, own_ms=1.0)]
+    assert kept.fixed_step_ms == pytest.approx(replay_step("gpipe", mine, 4))
