@@ -38,10 +38,10 @@ def heavy_stage(rng: random.Random, steps: int, schedule: str, size: str) -> Cas
 
 def few_microbatches(steps: int) -> Case:
     """2 microbatches of a batch whose clean arm splits it into 4 (the fix the bubble's
-    finding prices: twice the microbatches). No stage bounds the pipeline, so no stage is
-    the culprit: the stage computing most would be named by noise. The truth is the
-    schedule, the culprit a bubble no stage bounds is given (diagnose/verdict.py), its cost
-    the schedule replayed over twice the microbatches."""
+    finding prices: twice the microbatches). The stages are equal, so none is the culprit:
+    the one computing most would be named by noise. The truth is the schedule, the culprit
+    the verdict gives a bubble that no stage bounds (diagnose/verdict.py), its cost the
+    schedule replayed over twice the microbatches."""
     planted = ("--micro", "2")
     return Case("pp-gpipe-few-microbatches", "pipeline (GPipe, 2 ranks)", PP_TRAIN,
                 (*_base(steps, "gpipe"), *BUBBLE_SHAPE), planted,

@@ -4,8 +4,8 @@ stage 1), trained with GPipe or 1F1B over ``--micro`` microbatches; ``--schedule
 rank holds two stages (rank and rank + world), the blocks split evenly between the
 2 x world stages, trained with Interleaved1F1B; ``--schedule zero-bubble`` likewise with
 InterleavedZeroBubble (its backward split into the inputs' and the weights' gradients).
-``--heavy-stage S --sleep-ms X``: stage S (under an interleaved schedule every stage of rank
-S's) sleeps X ms in each microbatch's forward, outside its blocks (a forward pre-hook on the
+``--heavy-stage S --sleep-ms X``: stage S (under an interleaved schedule, every stage rank S
+holds) sleeps X ms in each microbatch's forward, outside its blocks (a forward pre-hook on the
 stage's module: extra work no block move carries). ``--step-log``: rank 0's step times (s),
 JSON. It knows nothing of scalescope. It prints its own clock's figures as one line:
 
