@@ -217,9 +217,10 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "",
         "Written by `benchmarks/faultbench/run.py` (`make faultbench`); the scores are in "
         "`docs/accuracy.json`. Each case plants a fault in a real CPU job (2 or 3 ranks on 2 "
-        "cores, gloo: DDP, FSDP2, a 2-stage pipeline, and DDP through Lightning's and the "
-        "Hugging Face Trainer's own loops) and runs it again without the fault, the two arms "
-        "interleaved; the planted arm is the scored run. The fault never stands in the "
+        "cores, gloo: DDP, FSDP2, 2-stage pipelines (hand-written GPipe; GPipe, 1F1B and "
+        "interleaved 1F1B through torch.distributed.pipelining), and DDP through Lightning's "
+        "and the Hugging Face Trainer's own loops) and runs it again without the fault, the two "
+        "arms interleaved; the planted arm is the scored run. The fault never stands in the "
         "recorded command line (`planted.py ARM.json`). The faulty rank or stage, the size and "
         "the onset are drawn from the seed; no case has a threshold of its own. A case whose "
         "training loop is not installed says `skip: <why>`: neither passed nor failed, and "

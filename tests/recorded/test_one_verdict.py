@@ -64,7 +64,9 @@ def test_the_pipeline_names_its_bound_stage_beside_cpu_placement(tmp_path: Path)
     assert set(named) == {"OVERSUBSCRIBED", "PIPELINE_BUBBLE"}
     stage = named["PIPELINE_BUBBLE"].culprit
     assert (stage.kind, stage.name, stage.ranks) == ("stage", "2", (2,))
-    assert not named["PIPELINE_BUBBLE"].cost.replayed, "an estimate, and marked as one"
+    cost = named["PIPELINE_BUBBLE"].cost
+    assert cost.replayed, "the schedule replayed with stage 2 at its peers' pace"
+    assert 40 <= cost.ms_per_step <= 50, "its 15 ms sleep in each of 3 forwards: ~45 ms/step"
     for shown in (terminal, page, top):
         assert "stage 2 (rank 2)" in shown and "CPU placement" in shown
     assert "straggler       rank 2 causes 100% of the waiting" in terminal

@@ -14,11 +14,12 @@ hung (its cause first), a run recorded without the probe, a run with no step to 
 
 @dataclass(frozen=True)
 class Culprit:
-    """Who or what the cause is in: ``rank``, ``node``, ``link``, ``stage`` or ``dim``."""
+    """Who or what the cause is in: ``rank``, ``node``, ``link``, ``stage``, ``dim`` or
+    ``schedule`` (a pipeline's bubble that no stage bounds: its microbatches)."""
 
     kind: str
     name: str
-    """``2``, ``node-a``, ``node-a,node-b``, ``2``, ``tp``."""
+    """``2``, ``node-a``, ``node-a,node-b``, ``2``, ``tp``, ``ScheduleGPipe``."""
     ranks: tuple[int, ...] = ()
 
     @property
@@ -26,6 +27,8 @@ class Culprit:
         if self.kind == "stage":
             held = ", ".join(map(str, self.ranks))
             return f"stage {self.name} (rank {held})" if self.ranks else f"stage {self.name}"
+        if self.kind == "schedule":
+            return f"the {self.name} schedule"
         return f"dim {self.name}" if self.kind == "dim" else f"{self.kind} {self.name}"
 
 

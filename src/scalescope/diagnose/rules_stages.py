@@ -21,10 +21,6 @@ BOUND_RATIO = 1.25
 """A stage computing this many times the idlest stage's time per microbatch bounds the
 pipeline: the idlest stage's bubble is its wait for that stage, and that stage the cause."""
 BUBBLE_BASIS = "estimate: the step less the theory's bubble at twice the microbatches"
-BOUND_BASIS = (
-    "estimate: the {schedule} schedule replayed with {bound} computing as the other stages' "
-    "median per microbatch, against it replayed as measured"
-)
 REPLICA_CODES = frozenset({"STRAGGLER", "NODE_STRAGGLER", "LOAD_IMBALANCE", "INDEPENDENT_REPLICAS"})
 """Findings that compare ranks as replicas doing the same work."""
 
@@ -35,7 +31,8 @@ def different_stages(ctx: DiagnosisInput) -> bool:
     return pipe is not None and len({f.stage for f in pipe.ranks}) > 1
 
 
-def _idlest(pipe: PipelineAnalysis) -> StageFigures:
+def idlest(pipe: PipelineAnalysis) -> StageFigures:
+    """The rank idle the largest share of its step: the bubble finding's subject."""
     return max(pipe.ranks, key=lambda f: f.bubble_pct)
 
 
@@ -69,13 +66,11 @@ def _bubble_remedies(pipe: PipelineAnalysis) -> tuple[str, ...]:
 
 
 class PipelineBubbleRule:
-    """A stage idles ``BUBBLE_PCT`` or more of its step. Saving: the bubble's theory at twice
-    the microbatches, taken off the step (the measured bubble beyond the theory is left).
-    Where another stage bounds the pipeline (``bounding``), the finding names that stage and
-    its rank: the idlest stage only waits for it, and the saving is what the bound stage
-    costs (``PipelineAnalysis.bound_gain_ms``: the schedule replayed with it computing as the
-    others), the fix the finding names first, not the microbatches' (a 1.75x stage of four
-    costs ~3x what doubling the microbatches buys)."""
+    """A stage idles ``BUBBLE_PCT`` or more of its step. Where another stage bounds the
+    pipeline (``bounding``), the finding names that stage and its rank (the idlest stage only
+    waits for it), and its saving is the schedule replayed with that stage at its peers' pace;
+    else the schedule replayed with twice the microbatches (``_bubble_saving``). None under a
+    zero-bubble schedule: the replay does not split its backward."""
 
     name = "pipeline bubble"
 
@@ -86,9 +81,10 @@ class PipelineBubbleRule:
         pipe = ctx.analysis.pipeline
         if pipe is None or not pipe.ranks:
             return None
-        f = _idlest(pipe)
+        f = idlest(pipe)
         if f.bubble_pct < BUBBLE_PCT:
             return None
+        no_theory = zero_bubble(pipe.schedule)
         bound = bounding(pipe, f)
         saved, basis = _bubble_saving(pipe, bound)
         return Finding(
@@ -96,22 +92,26 @@ class PipelineBubbleRule:
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
             summary=_bubble_summary(pipe, f, bound),
             share_pct=round(f.bubble_pct, 1),
-            saved_ms_per_step=None if saved is None else round(saved, 2),
+            saved_ms_per_step=None if no_theory else round(saved, 2),
             evidence=_bubble_evidence(pipe, f, bound),
             remedies=_bound_remedies(f, bound) + _bubble_remedies(pipe),
             rank=f.rank if bound is None else bound.rank,
-            basis=basis,
+            basis="" if no_theory else basis,
         )
 
 
-def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float | None, str]:
-    """The finding's saving and its basis: the bound stage's cost where one bounds the
-    pipeline and the schedule was replayed; else the theory's bubble at twice the
-    microbatches (none under a zero-bubble schedule, whose theory has no bubble)."""
-    if bound is not None and pipe.bound_gain_ms is not None:
-        return pipe.bound_gain_ms, BOUND_BASIS.format(schedule=pipe.schedule, bound=bound.label)
-    if zero_bubble(pipe.schedule):
-        return None, ""
+def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float, str]:
+    """The replayed gain of the bound stage at its peers' pace, or (none bounding) of twice
+    the microbatches (analyze/layouts/stage_fixes.py); the theory's estimate where the
+    schedule could not be replayed."""
+    fix = pipe.paced if bound is not None else pipe.doubled
+    if fix is not None:
+        what = (f"{bound.label} at its peers' pace per microbatch" if bound is not None
+                else f"{2 * pipe.microbatches} microbatches")  # fmt: skip
+        return max(fix.gain_ms, 0.0), (
+            f"replayed: the {pipe.schedule} schedule with {what} against its replay now "
+            f"({fix.replay_error_pct:+.0f}% off the measured step)"
+        )
     better = theory_bubble_pct(pipe.pipeline_ranks, 2 * pipe.microbatches, pipe.chunks_per_rank)
     return max(pipe.step_ms * (pipe.theory_bubble_pct - better) / 100, 0.0), BUBBLE_BASIS
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 
+from scalescope.analyze.layouts.pipeline import PipelineAnalysis
 from scalescope.analyze.model.whatif import Fix, WhatIf
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
 from scalescope.diagnose.findings import Finding
 from scalescope.diagnose.replayed import replayed_cause
+from scalescope.diagnose.rules_stages import bounding, idlest
 
 ESTIMATE_FACTOR = 2.0
 """A cost that was not replayed (a rule's estimate, or a measured part such as run-queue
@@ -123,8 +125,7 @@ def culprit(f: Finding, analysis: RunAnalysis) -> Culprit | None:
     replayed fix names (``replayed_cause``), its rank, else its mesh dimension."""
     pipe = analysis.pipeline
     if f.code in PIPELINE_CODES and pipe is not None:
-        held = tuple(s.rank for s in pipe.ranks if s.stage == pipe.bound_stage)
-        return Culprit("stage", str(pipe.bound_stage), held)
+        return _pipeline_culprit(f, pipe)
     kind, _, name = (replayed_cause(f, analysis) or "").partition(":")
     if kind == "node":
         return Culprit("node", name, tuple(s.rank for s in analysis.ranks if s.hostname == name))
@@ -133,3 +134,13 @@ def culprit(f: Finding, analysis: RunAnalysis) -> Culprit | None:
     if f.rank is not None:
         return Culprit("rank", str(f.rank), (f.rank,))
     return Culprit("dim", f.dim) if f.dim else None
+
+
+def _pipeline_culprit(f: Finding, pipe: PipelineAnalysis) -> Culprit:
+    """The bound stage; for a bubble no stage bounds (the finding names the idlest stage,
+    ``rules_stages.bounding``), the schedule: its microbatches are the cause, and no stage's
+    is (the one computing most would be named by noise)."""
+    if f.code == "PIPELINE_BUBBLE" and bounding(pipe, idlest(pipe)) is None:
+        return Culprit("schedule", pipe.schedule, tuple(s.rank for s in pipe.ranks))
+    held = tuple(s.rank for s in pipe.ranks if s.stage == pipe.bound_stage)
+    return Culprit("stage", str(pipe.bound_stage), held)

@@ -4,7 +4,10 @@ stage 1), trained with GPipe or 1F1B over ``--micro`` microbatches; ``--schedule
 rank holds two stages (rank and rank + world), the blocks split evenly between the
 2 x world stages, trained with Interleaved1F1B; ``--schedule zero-bubble`` likewise with
 InterleavedZeroBubble (its backward split into the inputs' and the weights' gradients).
-It knows nothing of scalescope. It prints its own clock's figures as one line:
+``--heavy-stage S --sleep-ms X``: stage S (under an interleaved schedule, every stage rank S
+holds) sleeps X ms in each microbatch's forward, outside its blocks (a forward pre-hook on the
+stage's module: extra work no block move carries). ``--step-log``: rank 0's step times (s),
+JSON. It knows nothing of scalescope. It prints its own clock's figures as one line:
 
     PP_CLOCK samples_per_s=... step_ms=... compute_ms=...
 
@@ -15,6 +18,7 @@ per step, by perf_counter around each microbatch's chunk, summed).
 """
 
 import argparse
+import json
 import time
 
 import torch
@@ -63,6 +67,15 @@ def timed(stage: PipelineStage, spent: list[float]) -> None:
         setattr(stage, name, chunk)
 
 
+def heavy(module: nn.Module, sleep_ms: float) -> None:
+    """``module`` sleeps ``sleep_ms`` before each forward."""
+
+    def sleep(_module: nn.Module, _args: tuple) -> None:
+        time.sleep(sleep_ms / 1e3)
+
+    module.register_forward_pre_hook(sleep)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--schedule", choices=sorted(SCHEDULES), default="gpipe")
@@ -73,6 +86,9 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--sleep-ms", type=float, default=0.0)
+    p.add_argument("--heavy-stage", type=int, default=-1, help="the rank whose stages sleep")
+    p.add_argument("--step-log", default="", help="JSON list of rank 0's step times (s)")
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -93,6 +109,9 @@ def main() -> None:
         stages = [PipelineStage(module, rank, world, torch.device("cpu"))]
     for stage in stages:
         timed(stage, spent)
+    if rank == args.heavy_stage and args.sleep_ms:
+        for m in module if args.schedule in INTERLEAVED else [module]:
+            heavy(m, args.sleep_ms)
     held = stages if args.schedule in INTERLEAVED else stages[0]
     schedule = SCHEDULES[args.schedule](held, args.micro, loss_fn=nn.functional.mse_loss)
     opt = torch.optim.SGD(module.parameters(), lr=1e-3)
@@ -118,6 +137,9 @@ def main() -> None:
         f"step_ms={step_s * 1e3:.3f} compute_ms={sum(compute) / len(compute) * 1e3:.3f}",
         flush=True,
     )
+    if rank == 0 and args.step_log:
+        with open(args.step_log, "w") as f:
+            json.dump(times, f)
     dist.destroy_process_group()
 
 

@@ -310,7 +310,40 @@ def test_the_bound_stage_costs_what_its_compute_evened_replays(pipeline_run):
     stage 1 costs 72 ms a step. The bubble's finding names stage 1: its saving is that cost,
     not what twice the microbatches would take off the bubble (200 x (20 - 11.1) % = 18 ms)."""
     analysis = analysed(pipeline_run)
-    assert analysis.pipeline.bound_gain_ms == pytest.approx(72.0)
+    assert analysis.pipeline.paced.gain_ms == pytest.approx(72.0)
     bubble = {f.code: f for f in diagnose_run(pipeline_run, analysis).findings}["PIPELINE_BUBBLE"]
     assert bubble.saved_ms_per_step == pytest.approx(72.0)
-    assert "stage 1 computing as the other stages' median" in bubble.basis
+    assert "stage 1 at its peers' pace per microbatch" in bubble.basis
+
+
+def test_a_bubble_no_stage_bounds_is_the_schedules_and_costs_twice_the_microbatches(tmp_path):
+    """The verdict names the schedule, not the stage computing most (noise would pick it),
+    and its cost is the schedule replayed over twice the microbatches."""
+    even = {0: 4, 1: 4}
+    rows = {0: [stage_rows(0, even)], 1: [stage_rows(1, even)]}
+    run = make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+    analysis = analysed(run)
+    diagnosis = diagnose_run(run, analysis)
+    bubble = {f.code: f for f in diagnosis.findings}["PIPELINE_BUBBLE"]
+    assert bubble.basis.startswith(f"replayed: the Schedule1F1B schedule with {2 * MICRO} micro")
+    assert bubble.saved_ms_per_step == pytest.approx(analysis.pipeline.doubled.gain_ms, abs=0.01)
+    (cause,) = [c for c in diagnosis.verdict.causes if c.code == "PIPELINE_BUBBLE"]
+    assert (cause.culprit.kind, cause.culprit.name) == ("schedule", "Schedule1F1B")
+    assert cause.culprit.words == "the Schedule1F1B schedule" and cause.cost.replayed
+
+
+@pytest.mark.parametrize(("at", "order"), [((1, 3, 100, 110), "gpipe"), ((1, 50, 60, 110), "1f1b")])
+def test_a_hand_written_chains_order_is_read_from_its_first_stage(tmp_path, at, order):
+    """Both forwards of stage 0 before its first backward: GPipe; a backward between them:
+    1F1B (the order its stages' costs are replayed in)."""
+    from scalescope.analyze.layouts.pipeline import _chain_order
+
+    names = ("forward", "forward", "backward", "backward") if order == "gpipe" else (
+        "forward", "backward", "forward", "backward")  # fmt: skip
+    rows = {r: [chain_rows(r, 2)] for r in (0, 1)}
+    rows[0][0] = [r for r in rows[0][0] if r[2] != "forward"]
+    for s in range(STEPS):
+        phases = zip(names, at, strict=True)
+        rows[0][0] += [row(s, Kind.PHASE, n, s * STEP_MS + t, 1) for n, t in phases]
+    run = make_run(tmp_path, rows, world_size=2)
+    assert _chain_order(run.events, {0: 0, 1: 1}, 2, 1) == order

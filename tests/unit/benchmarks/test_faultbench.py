@@ -142,6 +142,22 @@ def test_the_layouts_and_loops_carry_their_truths_drawn_from_the_seed() -> None:
     assert len(drawn) > 1 and len(QUICK) <= 8
 
 
+def test_the_pipelines_are_two_ranks_with_the_stage_or_the_schedule_as_truth() -> None:
+    """Each unequal stage's truth is the stage that sleeps; too few microbatches is the
+    schedule's, its clean arm the same batch in twice the microbatches."""
+    for seed in range(4):
+        cases = {c.name: c for c in matrix(seed) if c.name.startswith("pp-")}
+        assert all(c.ranks == 2 and "--step-log" in c.args for c in cases.values())
+        for name in ("pp-gpipe-stage-clear", "pp-1f1b-stage-clear",
+                     "pp-interleaved-stage-clear", "pp-gpipe-stage-marginal"):  # fmt: skip
+            c = cases[name]
+            assert c.truth.culprit == f"stage:{_flag(c.fault, '--heavy-stage')}"
+            assert c.truth.cause == "pipeline stage" and "--heavy-stage" not in c.args
+        few = cases["pp-gpipe-few-microbatches"]
+        assert few.truth.culprit == "schedule:ScheduleGPipe"
+        assert (_flag(few.args, "--micro"), _flag(few.fault, "--micro")) == ("4", "2")
+
+
 def test_a_periodic_stall_sleeps_in_every_kth_step_only() -> None:
     sys.path.insert(0, str(PLANTED.parents[2] / "tests" / "e2e" / "scripts"))
     from argparse import Namespace

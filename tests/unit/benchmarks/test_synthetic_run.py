@@ -372,7 +372,7 @@ def test_the_bound_stage_s_cost_is_the_run_regenerated_without_it(heavy_3d, tmp_
     clean = write_run(tmp_path / "run", RANKS_3D, STEPS_3D, seed=4, layout="3d", pp=PP, tp=TP,
                       micro=MICRO_3D)  # fmt: skip
     gain = truth.step_ms - clean.step_ms
-    assert analysis.pipeline.bound_gain_ms == pytest.approx(gain, rel=0.05)
+    assert analysis.pipeline.paced.gain_ms == pytest.approx(gain, rel=0.05)
     bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
     assert bubble.saved_ms_per_step == pytest.approx(gain, rel=0.05)
 

@@ -16,7 +16,6 @@ changes only the first term."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, replace
 
 from scalescope.analyze.layouts.p2p import P2PAnalysis
@@ -55,7 +54,8 @@ def stage_costs(figures: tuple[StageFigures, ...]) -> dict[int, float]:
     return out
 
 
-def _busiest(figures: tuple[StageFigures, ...]) -> dict[int, StageFigures]:
+def busiest_per_stage(figures: tuple[StageFigures, ...]) -> dict[int, StageFigures]:
+    """Each stage's rank of the largest compute per microbatch."""
     out: dict[int, StageFigures] = {}
     for f in figures:
         if (
@@ -106,39 +106,6 @@ def _moved(times: list[StageTimes], source: int, target: int, blocks: tuple[Bloc
     return out
 
 
-def evened_gain(
-    figures: tuple[StageFigures, ...],
-    microbatches: int,
-    schedule: str,
-    p2p: P2PAnalysis | None = None,
-) -> float | None:
-    """What the bound stage costs a step: the schedule replayed as measured less replayed
-    with the bound stage's forward and backward per microbatch at the other stages' median
-    (its own time, transfers and optimizer as they are). This is the gain of the fix the
-    bound stage's finding names (lighten it), where more microbatches only shrink the
-    bubble around it and a block move only shares its work with a neighbour. None where
-    ``propose_move`` replays nothing (stages not 0 … p − 1 each on its own ranks)."""
-    busiest = _busiest(figures)
-    p, m = len(busiest), max(microbatches, 1)
-    if p < 2 or sorted(busiest) != list(range(p)):
-        return None
-    costs = stage_costs(figures)
-    bound = max(costs, key=lambda s: costs[s])
-    times = [stage_times(busiest[s], m, p2p) for s in range(p)]
-    others = [t for s, t in enumerate(times) if s != bound]
-    evened = list(times)
-    evened[bound] = replace(
-        times[bound],
-        forward_ms=statistics.median(t.forward_ms for t in others),
-        backward_ms=statistics.median(t.backward_ms for t in others),
-    )
-    order = schedule_order(schedule, 1)
-    try:
-        return max(replay_step(order, times, m) - replay_step(order, evened, m), 0.0)
-    except ValueError:
-        return None
-
-
 def propose_move(
     figures: tuple[StageFigures, ...],
     microbatches: int,
@@ -149,7 +116,7 @@ def propose_move(
     """The move of border blocks from the bound stage to a neighbour whose replayed step is
     the shortest; None when none shortens it, without block costs, or where the stages are
     not 0 … p − 1 each on its own ranks."""
-    busiest = _busiest(figures)
+    busiest = busiest_per_stage(figures)
     p, m = len(busiest), max(microbatches, 1)
     if p < 2 or sorted(busiest) != list(range(p)):
         return None

@@ -23,6 +23,10 @@ microbatch) gives blocks at its border to a neighbour, k at a time, costed by th
 measured forward + backward; the schedule is replayed (analyze/layouts/schedule_replay.py)
 with the measured times before and after each move, and the shortest replayed step wins.
 The measured figures per stage are analyze/layouts/stage_figures.py's.
+
+Costs (analyze/layouts/stage_fixes.py): the schedule replayed with the bound stage at its
+peers' pace (``paced``) and over twice the microbatches (``doubled``), each against the replay
+with the measured times.
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ import numpy as np
 
 from scalescope.analyze.layouts.block_move import (
     BlockMove,
-    evened_gain,
     propose_move,
     stage_costs,
 )
 from scalescope.analyze.layouts.p2p import P2PAnalysis
-from scalescope.analyze.layouts.schedule_replay import zero_bubble
+from scalescope.analyze.layouts.schedule_replay import schedule_order, zero_bubble
 from scalescope.analyze.layouts.stage_figures import MeasuredSteps, StageFigures, stage_figures
+from scalescope.analyze.layouts.stage_fixes import (
+    ReplayedFix,
+    at_peers_pace,
+    pipeline_replay,
+    twice_the_microbatches,
+)
 from scalescope.events import EventTable, Kind
 from scalescope.events.run import PipelineMeta
 
@@ -59,9 +68,10 @@ class PipelineAnalysis:
     step_ms: float
     """The mean of the ranks' measured steps."""
     move: BlockMove | None
-    bound_gain_ms: float | None = None
-    """The step the bound stage costs: the schedule replayed without its extra compute
-    (``evened_gain``); None where the schedule is not replayed (interleaved stages)."""
+    paced: ReplayedFix | None = None
+    """The bound stage at its peers' pace, replayed (analyze/layouts/stage_fixes.py)."""
+    doubled: ReplayedFix | None = None
+    """Twice the microbatches of the same batch, replayed."""
 
     @property
     def pipeline_ranks(self) -> int:
@@ -108,6 +118,10 @@ def analyze_pipeline(
     costs = stage_costs(figures)
     step_ms = sum(f.step_ms for f in figures) / len(figures)
     theory = 0.0 if zero_bubble(schedule) else theory_bubble_pct(stages // chunks, m, chunks)
+    bound = max(costs, key=lambda s: costs[s])
+    order = (_chain_order(events, of_rank, m, warmup) if schedule == "inferred"
+             else schedule_order(schedule, chunks))  # fmt: skip
+    replay = pipeline_replay(figures, m, step_ms, order, chunks, p2p)
     return PipelineAnalysis(
         stages=stages,
         microbatches=m,
@@ -115,10 +129,11 @@ def analyze_pipeline(
         chunks_per_rank=chunks,
         theory_bubble_pct=theory,
         ranks=figures,
-        bound_stage=max(costs, key=lambda s: costs[s]),
+        bound_stage=bound,
         step_ms=step_ms,
         move=propose_move(figures, m, step_ms, schedule, p2p) if chunks == 1 else None,
-        bound_gain_ms=evened_gain(figures, m, schedule, p2p) if chunks == 1 else None,
+        paced=at_peers_pace(replay, bound) if replay is not None else None,
+        doubled=twice_the_microbatches(replay) if replay is not None else None,
     )
 
 
@@ -129,6 +144,24 @@ def _forwards_per_step(events: EventTable, rank: int, warmup: int) -> int:
     rows = rows.select(rows.name == events.symbols.id_of("forward"))
     hit, _ = measured.rows_in(rows)
     return max(round(int(hit.sum()) / max(int(measured.count[0]), 1)), 1)
+
+
+def _chain_order(events: EventTable, of_rank: dict[int, int], m: int, warmup: int) -> str:
+    """A hand-written chain's order: ``gpipe`` where the first stage runs all of a measured
+    step's ``m`` forwards before its first backward, else ``1f1b``."""
+    first = min(of_rank, key=of_rank.__getitem__)
+    fwd, bwd = events.symbols.id_of("forward"), events.symbols.id_of("backward")
+    phases = (events.name == fwd) | (events.name == bwd)
+    rows = events.select(
+        (events.kind == Kind.PHASE) & (events.rank == first) & (events.step >= warmup) & phases
+    )
+    if len(rows) == 0:
+        return "1f1b"
+    step = int(rows.step.min())
+    mine = rows.select(rows.step == step)
+    names = mine.name[np.argsort(mine.start_ns, kind="stable")]
+    before = int(np.argmax(names == bwd)) if (names == bwd).any() else len(names)
+    return "gpipe" if before >= m else "1f1b"
 
 
 def infer_chain(events: EventTable, p2p: P2PAnalysis | None, warmup: int) -> dict[int, int] | None:

@@ -1,0 +1,126 @@
+"""What a pipeline's stage or schedule costs, by replaying the schedule
+(analyze/layouts/schedule_replay.py) with the measured times and again with the cause fixed:
+
+- a stage at its peers' pace: its forward and backward per microbatch set to the median of
+  the other stages', and its own time per action (outside phases and waits) to theirs where
+  its own is longer (the gain of removing its extra work: the host time around a slow
+  stage's microbatches grew with it, 8 to 21 ms a step on a 2-rank interleaved run whose
+  stage slept 44 ms, and left as measured the replay said 46 ms against 65 measured);
+- twice the microbatches over the same batch: each forward and backward half as long, and
+  each rank's own time per step as measured, spread over twice the actions; each message's
+  transfer as measured (a message's fixed cost stays).
+
+Both steps come from the same replay, so its error against the measured step cancels in the
+gain; a formula ((m + p − 1) slots of the slowest stage) leaves out the transfers, each
+rank's own time and the optimizer, and was 5 ms against 46 ms measured on a 2-stage GPipe
+run of one heavy stage.
+
+A rank that holds v stages (interleaved schedules) is one entry of the figures: its times
+are split evenly between its stages, and it is set to its peers' pace as a whole.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from scalescope.analyze.layouts.block_move import busiest_per_stage, stage_times
+from scalescope.analyze.layouts.p2p import P2PAnalysis
+from scalescope.analyze.layouts.schedule_replay import StageTimes, replay_step
+from scalescope.analyze.layouts.stage_figures import StageFigures
+
+
+@dataclass(frozen=True)
+class ReplayedFix:
+    """The schedule replayed with the measured times and with one cause fixed."""
+
+    replayed_step_ms: float
+    fixed_step_ms: float
+    replay_error_pct: float
+    """The replay with the measured times against the measured step (%)."""
+
+    @property
+    def gain_ms(self) -> float:
+        return self.replayed_step_ms - self.fixed_step_ms
+
+
+@dataclass(frozen=True)
+class PipelineReplay:
+    """The measured times of each rank's stage(s) as the replay takes them."""
+
+    order: str
+    rank_times: tuple[StageTimes, ...]
+    """Per pipeline rank (its first stage's index), all of its stages together."""
+    microbatches: int
+    chunks: int
+    step_ms: float
+
+    def step(self, rank_times: tuple[StageTimes, ...], microbatches: int) -> float:
+        """The replayed step of ``rank_times``, each rank's split between its chunks."""
+        p, v = len(rank_times), self.chunks
+        stages = [_chunk(rank_times[s % p], v) for s in range(p * v)]
+        return replay_step(self.order, stages, microbatches, v)
+
+    def fixed(self, rank_times: tuple[StageTimes, ...], microbatches: int) -> ReplayedFix | None:
+        """The replay now and with ``rank_times`` over ``microbatches``; None where the
+        order deadlocks or refuses the microbatches."""
+        try:
+            now = self.step(self.rank_times, self.microbatches)
+            after = self.step(rank_times, microbatches)
+        except ValueError:
+            return None
+        error = 100 * (now - self.step_ms) / self.step_ms if self.step_ms else 0.0
+        return ReplayedFix(now, after, error)
+
+
+def _chunk(t: StageTimes, chunks: int) -> StageTimes:
+    """One of a rank's ``chunks`` stages: its share of the rank's compute, own time and
+    optimizer (its actions are ``chunks`` times as many)."""
+    if chunks == 1:
+        return t
+    return replace(t, forward_ms=t.forward_ms / chunks, backward_ms=t.backward_ms / chunks,
+                   own_ms=t.own_ms / chunks, optimizer_ms=t.optimizer_ms / chunks)  # fmt: skip
+
+
+def pipeline_replay(
+    figures: tuple[StageFigures, ...],
+    microbatches: int,
+    step_ms: float,
+    order: str,
+    chunks: int = 1,
+    p2p: P2PAnalysis | None = None,
+) -> PipelineReplay | None:
+    """The replay's inputs from each stage's busiest rank, run in ``order`` (``gpipe``,
+    ``1f1b``, ``interleaved``: ``schedule_order``); None unless the ranks hold stages
+    0 … p − 1 (an interleaved rank by its first stage), p ≥ 2."""
+    busiest = busiest_per_stage(figures)
+    p, m = len(busiest), max(microbatches, 1)
+    if p < 2 or sorted(busiest) != list(range(p)):
+        return None
+    times = tuple(stage_times(busiest[s], m, p2p) for s in range(p))
+    return PipelineReplay(order, times, m, max(chunks, 1), step_ms)
+
+
+def at_peers_pace(replay: PipelineReplay, stage: int) -> ReplayedFix | None:
+    """The step with ``stage``'s forward and backward per microbatch at the median of the
+    other stages', its own time per action at most theirs."""
+    others = [t for s, t in enumerate(replay.rank_times) if s != stage]
+    if stage >= len(replay.rank_times) or not others:
+        return None
+    mine = replay.rank_times[stage]
+    paced = replace(
+        mine,
+        forward_ms=statistics.median(t.forward_ms for t in others),
+        backward_ms=statistics.median(t.backward_ms for t in others),
+        own_ms=min(mine.own_ms, statistics.median(t.own_ms for t in others)),
+    )
+    times = tuple(paced if s == stage else t for s, t in enumerate(replay.rank_times))
+    return replay.fixed(times, replay.microbatches)
+
+
+def twice_the_microbatches(replay: PipelineReplay) -> ReplayedFix | None:
+    """The step over 2m microbatches of the same batch: each forward, backward and action's
+    own time halved."""
+    halved = tuple(replace(t, forward_ms=t.forward_ms / 2, backward_ms=t.backward_ms / 2,
+                           own_ms=t.own_ms / 2) for t in replay.rank_times)  # fmt: skip
+    return replay.fixed(halved, 2 * replay.microbatches)

@@ -1,0 +1,110 @@
+"""analyze/layouts/stage_fixes.py: a stage's cost is the schedule replayed with the stage at
+its peers' pace, and a bubble's the schedule replayed over twice the microbatches, on
+hand-built stages (GPipe, 1F1B, interleaved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalescope.analyze.layouts.schedule_replay import StageTimes, replay_step
+from scalescope.analyze.layouts.stage_figures import StageFigures
+from scalescope.analyze.layouts.stage_fixes import (
+    PipelineReplay,
+    at_peers_pace,
+    pipeline_replay,
+    twice_the_microbatches,
+)
+
+
+def figures(
+    per_microbatch: list[tuple[float, float]], m: int, held: int = 1
+) -> tuple[StageFigures, ...]:
+    """One rank a stage, forward and backward per microbatch (ms, all its stages together);
+    ``held`` stages a rank (stage r and r + p)."""
+    p = len(per_microbatch)
+    out = []
+    for rank, (fwd, bwd) in enumerate(per_microbatch):
+        out.append(StageFigures(
+            rank=rank, stage=rank, step_ms=100.0, forward_ms=fwd * m, backward_ms=bwd * m,
+            optimizer_ms=0.0, transfer_ms=0.0, wait_ms=0.0, bubble_ms=0.0, bubble_pct=0.0,
+            forward_ms_per_microbatch=fwd, backward_ms_per_microbatch=bwd,
+            peak_memory_bytes=None,
+            held=tuple(rank + c * p for c in range(held)) if held > 1 else (),
+        ))  # fmt: skip
+    return tuple(out)
+
+
+def test_a_heavy_first_stage_under_gpipe_costs_its_extra_m_times_not_m_plus_p_minus_1():
+    """Stage 0 forwards in 10 ms, stage 1 in 1 (backwards 1 ms): stage 1 follows stage 0's
+    forwards, then both backwards run back to back: 35 ms. At its peer's pace: 8 ms. The
+    27 ms gain is m x 9 ms; (m + p - 1) x 9 would say 36."""
+    replay = pipeline_replay(figures([(10.0, 1.0), (1.0, 1.0)], 3), 3, 35.0, "gpipe")
+    fix = at_peers_pace(replay, 0)
+    assert (fix.replayed_step_ms, fix.fixed_step_ms) == (pytest.approx(35.0), pytest.approx(8.0))
+    assert fix.gain_ms == pytest.approx(27.0) and fix.replay_error_pct == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("order", ["gpipe", "1f1b"])
+def test_the_paced_stage_is_replayed_as_if_it_computed_as_its_peer(order):
+    replay = pipeline_replay(figures([(2.0, 4.0), (7.0, 9.0)], 4), 4, 80.0, order)
+    fix = at_peers_pace(replay, 1)
+    before = replay_step(order, [StageTimes(2.0, 4.0), StageTimes(7.0, 9.0)], 4)
+    assert fix.replayed_step_ms == pytest.approx(before)
+    assert fix.fixed_step_ms == pytest.approx(replay_step(order, [StageTimes(2.0, 4.0)] * 2, 4))
+    assert fix.replay_error_pct == pytest.approx(100 * (before - 80.0) / 80.0)
+
+
+def test_a_stage_is_paced_at_the_median_of_the_others():
+    replay = pipeline_replay(figures([(1.0, 1.0), (3.0, 3.0), (9.0, 9.0)], 4), 4, 0.0, "1f1b")
+    fix = at_peers_pace(replay, 2)
+    even = [StageTimes(1.0, 1.0), StageTimes(3.0, 3.0), StageTimes(2.0, 2.0)]
+    assert fix.fixed_step_ms == pytest.approx(replay_step("1f1b", even, 4))
+
+
+def test_an_interleaved_rank_is_split_between_its_stages_and_paced_as_a_whole():
+    """2 ranks of 2 stages each (rank r holds stages r and r + 2): rank 1's 8 + 8 ms per
+    microbatch are 4 + 4 in each of its stages."""
+    replay = pipeline_replay(figures([(2.0, 2.0), (8.0, 8.0)], 4, held=2), 4, 0.0,
+                             "interleaved", chunks=2)  # fmt: skip
+    fix = at_peers_pace(replay, 1)
+    light, heavy = StageTimes(1.0, 1.0), StageTimes(4.0, 4.0)
+    now = replay_step("interleaved", [light, heavy, light, heavy], 4, 2)
+    assert fix.replayed_step_ms == pytest.approx(now)
+    assert fix.fixed_step_ms == pytest.approx(replay_step("interleaved", [light] * 4, 4, 2))
+    assert fix.gain_ms > 0
+
+
+def test_twice_the_microbatches_halves_each_action_and_doubles_them():
+    """Equal stages of 1 + 2 ms a microbatch, 2 microbatches: (m + p - 1) x 3 = 9 ms; over 4
+    microbatches of half the work, 5 x 1.5 = 7.5 ms."""
+    replay = pipeline_replay(figures([(1.0, 2.0), (1.0, 2.0)], 2), 2, 9.0, "gpipe")
+    fix = twice_the_microbatches(replay)
+    assert (fix.replayed_step_ms, fix.fixed_step_ms) == (pytest.approx(9.0), pytest.approx(7.5))
+
+
+def test_no_replay_without_a_chain_of_stages():
+    assert pipeline_replay(figures([(1.0, 1.0)], 2), 2, 5.0, "gpipe") is None
+    gap = tuple(f if f.rank == 0 else StageFigures(**{**f.__dict__, "stage": 2})
+                for f in figures([(1.0, 1.0), (2.0, 2.0)], 2))  # fmt: skip
+    assert pipeline_replay(gap, 2, 5.0, "gpipe") is None
+
+
+def test_an_interleaved_order_torch_refuses_is_no_fix():
+    """5 microbatches on 2 ranks: not a multiple of the interleaved schedule's 2 rounds."""
+    replay = pipeline_replay(figures([(1.0, 1.0), (4.0, 4.0)], 5, held=2), 5, 0.0,
+                             "interleaved", chunks=2)  # fmt: skip
+    assert at_peers_pace(replay, 1) is None
+
+
+def test_a_paced_stage_keeps_no_more_own_time_than_its_peers():
+    """Stage 1's host time around its actions grew with its extra work (3 ms an action
+    against its peer's 1): paced, it has its peer's; a stage whose own time is the shorter
+    keeps it."""
+    heavy = (StageTimes(1.0, 1.0, own_ms=1.0), StageTimes(5.0, 1.0, own_ms=3.0))
+    fix = at_peers_pace(PipelineReplay("gpipe", heavy, 4, 1, 0.0), 1)
+    even = [StageTimes(1.0, 1.0, own_ms=1.0)] * 2
+    assert fix.fixed_step_ms == pytest.approx(replay_step("gpipe", even, 4))
+    light = (StageTimes(1.0, 1.0, own_ms=3.0), StageTimes(5.0, 1.0, own_ms=1.0))
+    kept = at_peers_pace(PipelineReplay("gpipe", light, 4, 1, 0.0), 1)
+    mine = [StageTimes(1.0, 1.0, own_ms=3.0), StageTimes(1.0, 1.0, own_ms=1.0)]
+    assert kept.fixed_step_ms == pytest.approx(replay_step("gpipe", mine, 4))
