@@ -196,13 +196,15 @@ def rank_only_cases(steps: int) -> list[Case]:
 
 def matrix(seed: int, steps: int = 30) -> list[Case]:
     from cases_layouts import layout_more_cases  # they import this module's pieces
+    from cases_loops import loop_more_cases
     from cases_pipeline import pipeline_cases
     from cases_synthetic import synthetic_cases
 
     rng = random.Random(seed)
     return [*ddp_cases(rng, steps), *rank_only_cases(steps), *layout_cases(rng, steps),
             *loop_cases(rng, steps), *layout_more_cases(rng, steps),
-            *pipeline_cases(rng, steps), *synthetic_cases(rng, steps)]  # fmt: skip
+            *pipeline_cases(rng, steps), *synthetic_cases(rng, steps),
+            *loop_more_cases(rng, steps)]  # fmt: skip
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",

@@ -325,3 +325,13 @@ def test_a_communication_cause_without_a_culprit_blames_the_jobs_communication()
     assert s.passed and s.named == "comm:hidden (communication)"
     other = replace(comm, code="INPUT_BOUND")
     assert not score(exposed, Verdict("bottleneck", (other,)), 9.0, [Measured(50.0, 41.0)]).passed
+
+
+def test_the_matrix_holds_40_cases_a_quarter_of_its_real_jobs_through_installed_loops() -> None:
+    for seed in (1, 49):
+        cases = matrix(seed)
+        real = [c for c in cases if c.synthetic is None]
+        loops = [c for c in real if c.needs in ("pytorch_lightning", "transformers", "deepspeed")]
+        assert len(cases) >= 40 and 4 * len(loops) >= len(real), (len(cases), len(loops))
+        sizes = {c.truth.size for c in cases}
+        assert {"clear", "marginal", "none"} <= sizes
