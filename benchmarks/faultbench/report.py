@@ -217,14 +217,17 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "",
         "Written by `benchmarks/faultbench/run.py` (`make faultbench`); the scores are in "
         "`docs/accuracy.json`. Each case plants a fault in a real CPU job (2 or 3 ranks on 2 "
-        "cores, gloo: DDP, FSDP2, 2-stage pipelines (hand-written GPipe; GPipe, 1F1B and "
-        "interleaved 1F1B through torch.distributed.pipelining), and DDP through Lightning's "
-        "and the Hugging Face Trainer's own loops) and runs it again without the fault, the two "
-        "arms interleaved; the planted arm is the scored run. The fault never stands in the "
-        "recorded command line (`planted.py ARM.json`). The faulty rank or stage, the size and "
-        "the onset are drawn from the seed; no case has a threshold of its own. A case whose "
-        "training loop is not installed says `skip: <why>`: neither passed nor failed, and "
-        "left out of the totals.",
+        "cores, gloo: DDP with and without DataLoader workers, FSDP2, a tensor-parallel mesh and "
+        "FSDP2 x TP, 2-stage pipelines (hand-written GPipe; GPipe, 1F1B and interleaved 1F1B "
+        "through torch.distributed.pipelining), DeepSpeed's engine at ZeRO-1, 2 and 3, and DDP "
+        "through Lightning's and the Hugging Face Trainer's own loops) and runs it again without "
+        "the fault, the two arms interleaved; the planted arm is the scored run. The fault never "
+        "stands in the recorded command line (`planted.py ARM.json`). Synthetic cases "
+        "(`syn-*`) are 1,024-rank runs of the generator (benchmarks/synthetic_run.py): the "
+        "planted run and the same run regenerated without the plant, from one noise seed. The "
+        "faulty rank, node, link or stage, the size and the onset are drawn from the seed; no "
+        "case has a threshold of its own. A case whose training loop is not installed says "
+        "`skip: <why>`: neither passed nor failed, and left out of the totals.",
         "",
         f"Run {meta['date']}: seed {_seeds(meta)}, {meta['pairs']} pair(s) a case, "
         f"{meta['steps']} steps, {total.cases} cases.",
