@@ -136,6 +136,12 @@ BENCHES = (
     bench("slowdown_live_12", "slowdown_live.py", "--runs 10 --change 0.12", 11.0),
     bench("pipeline_move", "accuracy/pipeline_move.py", "--repeats 3", 1.5),
     bench("mpirun_clean_ends", "mpirun_clean_ends.py", "--runs 20", 6.0),
+    bench(
+        "faultbench_quick",
+        "faultbench/run.py",
+        f"--quick --pairs 2 --doc {ROOT / 'docs' / 'accuracy-quick.md'}",
+        15.0,
+    ),  # fmt: skip
 )
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
 HEAVY_MINUTES = 25.0
