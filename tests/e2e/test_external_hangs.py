@@ -34,8 +34,8 @@ def gone(pids: list[int]) -> bool:
     return not still_running(pids)
 
 
-def rank_waits(run_dir: Path, seconds: float) -> bool:
-    zero = read_live_states(run_dir, 2).get(0)
+def rank_waits(run_dir: Path, seconds: float, ranks: int = 2) -> bool:
+    zero = read_live_states(run_dir, ranks).get(0)
     return bool(zero and zero.in_collective and time.time() - zero.entered_s > seconds)
 
 
@@ -238,3 +238,44 @@ def ask_without_the_key(port: int) -> int:
     intruder = Intruder(store)
     intruder.ask(KILL)
     return intruder.ask(STACKS)
+
+
+@no_mpirun
+def test_one_relay_relays_every_rank_of_a_node(tmp_path):
+    """mpirun, 3 ranks on one node: one relay session in the job's store (the task of local
+    rank 0), every rank's state in `top --connect`, every rank's stacks in hang.json through
+    that relay, and every rank's end recorded once the watch stopped them."""
+    from test_launch_cluster import free_port
+
+    port = free_port()
+    script = Path(sys.executable).with_name("scalescope")
+    proc = subprocess.Popen(
+        [*MPIRUN[:-1], "3", "-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={port}",
+         str(script), "run", "--oversubscribe", "--run-dir", "run", "--hang-after", "20",
+         "--hang-action", "kill", "--no-report", str(HANG_TRAIN), "--mode", "host", "--at", "3"],
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    try:
+        wait_until(lambda: proc.poll() is not None or rank_waits(run_dir, 1.0, 3),
+                   what="rank 0 waiting")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1]
+        store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+        relays = int(store.add("scalescope/relays", 0))
+        view = subprocess.run(
+            [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=tmp_path,
+            env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert "3 of 3 ranks reporting" in view.stdout, view.stdout + view.stderr
+    assert relays == 1, "one relay for the node's 3 ranks"
+    hang = json.loads((run_dir / "hang.json").read_text())
+    stacks = {r["rank"]: r["stack"] for r in hang["ranks"]}
+    assert all("hang_train.py" in stacks[r] for r in (0, 1, 2)), err
+    run = load_run(run_dir)
+    assert all(run.ranks[r].status != "running" for r in (0, 1, 2)), err
+    assert "Broken pipe" not in err, err

@@ -201,6 +201,10 @@ class Relay(threading.Thread):
                     return f.read().decode("utf-8", "replace")
         return ""
 
+    def pids(self) -> dict[int, int]:
+        """The ranks relayed so far, by pid."""
+        return dict(self._pids)
+
     def statuses(self) -> dict[int, str]:
         """How each rank of this node ended, as its rank file says."""
         out = {}
