@@ -226,6 +226,16 @@ class Channel:
     def publish(self, rank: int, raw: bytes) -> None:
         self.store.set(f"{PREFIX}live/{rank}", self.seal(b"live:%d:" % rank, raw))
 
+    def publish_many(self, states: dict[int, bytes]) -> None:
+        """Ranks' raw live states, each sealed with its rank: one request for a node's."""
+        if len(states) == 1:
+            [(rank, raw)] = states.items()
+            self.publish(rank, raw)
+            return
+        keys = [f"{PREFIX}live/{rank}" for rank in states]
+        values = [self.seal(b"live:%d:" % rank, raw) for rank, raw in states.items()]
+        self.store.multi_set(keys, values)
+
     def states(self, ranks: list[int]) -> dict[int, LiveState]:
         """The states of ``ranks`` that have published one and that open with this job's
         seal; the others are ``unknown`` (``_state``)."""
