@@ -22,14 +22,14 @@ lives. If it dies (killed, out of memory), the kernel drops the lock and the nex
 task that polls it (every ``TAKEOVER_CHECK_S``, a local system call, not the store) relays
 the node from then on, so that the other ranks' states and ends still reach the store. A
 relay that ends before all of its node's ranks did leaves the lock's file in place, so
-that a sibling whose rank runs on takes over the same way.
+that a sibling whose rank runs on takes over the same way (not once the store's owner asked
+the relays to close: the store is about to go).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import os
 import socket
@@ -136,6 +136,7 @@ class NodeRelay:
         self.run_dir, self.token, self.ranks, self.make = Path(run_dir), token, ranks, make
         self.path = lock_path(token)
         self.relay: Relay | None = None
+        self._found: dict[int, int] = {}
         self._fd: int | None = None
         self._done = threading.Event()
         self._standby: threading.Thread | None = None
@@ -151,8 +152,15 @@ class NodeRelay:
         self._standby.start()
 
     def _relay(self) -> None:
-        self.relay = self.make(functools.partial(sibling_ranks, self.run_dir, self.token))
+        self.relay = self.make(self.node_ranks)
         self.relay.start()
+
+    def node_ranks(self) -> dict[int, int]:
+        """The node's ranks, by pid; the run directory is no longer read once all were
+        found (a directory shared by thousands of ranks would be read four times a second)."""
+        if len(self._found) < self.ranks:
+            self._found = sibling_ranks(self.run_dir, self.token)
+        return self._found
 
     def _stand_by(self) -> None:
         while not self._done.wait(TAKEOVER_CHECK_S):
@@ -179,7 +187,7 @@ class NodeRelay:
             ended = wait_for_siblings(relay, self.run_dir, wait_s)
             relay.finish()
         if self._fd is not None:
-            if relay is not None and ended and len(relay.pids()) >= self.ranks:
+            if relay is not None and (relay.closed or (ended and len(relay.pids()) >= self.ranks)):
                 with contextlib.suppress(OSError):
                     self.path.unlink()
             os.close(self._fd)
