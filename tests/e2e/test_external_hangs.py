@@ -240,6 +240,7 @@ def ask_without_the_key(port: int) -> int:
     return intruder.ask(STACKS)
 
 
+@pytest.mark.heavy
 @no_mpirun
 def test_one_relay_relays_every_rank_of_a_node(tmp_path):
     """mpirun, 3 ranks on one node: one relay session in the job's store (the task of local
