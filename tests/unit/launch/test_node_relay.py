@@ -131,3 +131,8 @@ def test_the_relay_waits_for_a_siblings_end(tmp_path, status) -> None:
     assert ended == {"all": True}
     sibling.kill()
     sibling.wait()
+
+
+def test_the_tasks_own_rank_is_relayed_where_no_environment_can_be_read(tmp_path) -> None:
+    node = NodeRelay(tmp_path, secrets.token_hex(8), 2, FakeRelay, own={5: 4321})
+    assert node.node_ranks() == {5: 4321}

@@ -162,7 +162,8 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
     def make(ranks: Callable[[], dict[int, int]]) -> Relay:
         return Relay(addr, port, task.run_dir, ranks, world.world_size, key=task.key, job=job)
 
-    task.node = NodeRelay(task.run_dir, node_token(world), world.local_world_size, make)
+    own = {task.rank: task.child.pid}
+    task.node = NodeRelay(task.run_dir, node_token(world), world.local_world_size, make, own)
     task.node.start(world.local_rank)
     if world.rank != 0:
         return None

@@ -124,7 +124,8 @@ def take(path: Path) -> int | None:
 class NodeRelay:
     """This task's part in relaying its node of ``ranks`` ranks: the relay itself (local
     rank 0, or a sibling whose relay died), or a standby that polls the relay's lock.
-    ``make`` builds the relay for a callable of the node's ranks."""
+    ``make`` builds the relay for a callable of the node's ranks; ``own``: this task's rank
+    and its pid, relayed even where the siblings' environments cannot be read (hidepid)."""
 
     def __init__(
         self,
@@ -132,8 +133,10 @@ class NodeRelay:
         token: str,
         ranks: int,
         make: Callable[[Callable[[], dict[int, int]]], Relay],
+        own: dict[int, int] | None = None,
     ) -> None:
         self.run_dir, self.token, self.ranks, self.make = Path(run_dir), token, ranks, make
+        self.own = own or {}
         self.path = lock_path(token)
         self.relay: Relay | None = None
         self._found: dict[int, int] = {}
@@ -159,7 +162,7 @@ class NodeRelay:
         """The node's ranks, by pid; the run directory is no longer read once all were
         found (a directory shared by thousands of ranks would be read four times a second)."""
         if len(self._found) < self.ranks:
-            self._found = sibling_ranks(self.run_dir, self.token)
+            self._found = self.own | sibling_ranks(self.run_dir, self.token)
         return self._found
 
     def _stand_by(self) -> None:
