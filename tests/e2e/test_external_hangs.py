@@ -34,8 +34,8 @@ def gone(pids: list[int]) -> bool:
     return not still_running(pids)
 
 
-def rank_waits(run_dir: Path, seconds: float) -> bool:
-    zero = read_live_states(run_dir, 2).get(0)
+def rank_waits(run_dir: Path, seconds: float, ranks: int = 2) -> bool:
+    zero = read_live_states(run_dir, ranks).get(0)
     return bool(zero and zero.in_collective and time.time() - zero.entered_s > seconds)
 
 
@@ -238,3 +238,98 @@ def ask_without_the_key(port: int) -> int:
     intruder = Intruder(store)
     intruder.ask(KILL)
     return intruder.ask(STACKS)
+
+
+@pytest.mark.heavy
+@no_mpirun
+def test_one_relay_relays_every_rank_of_a_node(tmp_path):
+    """mpirun, 3 ranks on one node: one relay session in the job's store (the task of local
+    rank 0), every rank's state in `top --connect`, every rank's stacks in hang.json through
+    that relay, and every rank's end recorded once the watch stopped them."""
+    from test_launch_cluster import free_port
+
+    port = free_port()
+    script = Path(sys.executable).with_name("scalescope")
+    proc = subprocess.Popen(
+        [*MPIRUN[:-1], "3", "-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={port}",
+         str(script), "run", "--oversubscribe", "--run-dir", "run", "--hang-after", "20",
+         "--hang-action", "kill", "--no-report", str(HANG_TRAIN), "--mode", "host", "--at", "3"],
+        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    try:
+        wait_until(lambda: proc.poll() is not None or rank_waits(run_dir, 1.0, 3),
+                   what="rank 0 waiting")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1]
+        store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+        relays = int(store.add("scalescope/relays", 0))
+        view = subprocess.run(
+            [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=tmp_path,
+            env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert "3 of 3 ranks reporting" in view.stdout, view.stdout + view.stderr
+    assert relays == 1, "one relay for the node's 3 ranks"
+    hang = json.loads((run_dir / "hang.json").read_text())
+    stacks = {r["rank"]: r["stack"] for r in hang["ranks"]}
+    assert all("hang_train.py" in stacks[r] for r in (0, 1, 2)), err
+    run = load_run(run_dir)
+    assert all(run.ranks[r].status != "running" for r in (0, 1, 2)), err
+    assert "Broken pipe" not in err, err
+
+
+@pytest.mark.heavy
+def test_two_nodes_of_two_ranks_have_one_relay_each(tmp_path):
+    """srun's variables for 2 nodes x 2 tasks, each node its own host name (a UTS namespace
+    per task): one relay session per node in the job's store, all 4 ranks in `top --connect`,
+    rank 3's stacks (node b's second rank) through node b's relay, and every rank's end."""
+    import os
+
+    from test_launch_cluster import free_port
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("a host name per node needs unshare --uts as root")
+    port, job = free_port(), unique_job()
+    procs = []
+    for rank in range(4):
+        node = rank // 2
+        env = slurm_env(rank, 4, "nodea,nodeb", job) | {
+            "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": str(node),
+            "SLURM_LOCALID": str(rank % 2), "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+            "SLURM_TASKS_PER_NODE": "2(x2)", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+        }  # fmt: skip
+        procs.append(subprocess.Popen(
+            ["unshare", "--uts", "sh", "-c", f'hostname node{"ab"[node]} && exec "$@"', "sh",
+             *CLI, "run", "--oversubscribe", "--run-dir", "run", "--hang-after", "20",
+             "--hang-action", "kill", "--no-report", str(HANG_TRAIN), "--mode", "host",
+             "--rank", "3", "--at", "3"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))  # fmt: skip
+    run_dir = tmp_path / "run"
+    try:
+        wait_until(lambda: any(p.poll() is not None for p in procs)
+                   or rank_waits(run_dir, 1.0, 4), what="rank 0 waiting")  # fmt: skip
+        store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+        relays = int(store.add("scalescope/relays", 0))
+        view = subprocess.run(
+            [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=tmp_path,
+            env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=30)
+    assert relays == 2, "one relay per node"
+    assert "4 of 4 ranks reporting on 2 node(s)" in view.stdout, view.stdout + view.stderr
+    hang = json.loads((run_dir / "hang.json").read_text())
+    stacks = {r["rank"]: r["stack"] for r in hang["ranks"]}
+    assert "hang_train.py" in stacks[3], errors[2]
+    run = load_run(run_dir)
+    assert all(run.ranks[r].status != "running" for r in range(4)), errors[0]
+    assert not any("Broken pipe" in e for e in errors), errors

@@ -201,5 +201,7 @@ def test_two_nodes_in_two_namespaces(two_hosts, tmp_path, backend):
         )
     outputs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
+    for node, (_, err) in enumerate(outputs):
+        assert "Broken pipe" not in err, f"node {node}: {err}"
     check_world_of_two(tmp_path / "run", "elastic")
     assert (tmp_path / "run" / "nodes" / "node-0001.json").exists()

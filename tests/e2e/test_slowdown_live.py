@@ -150,6 +150,9 @@ def test_the_last_push_holds_the_reports_steps_and_samples(slowed):
     assert bodies, "nothing was pushed at the end"
     final = parse(bodies[-1])
     assert final["scalescope_steps"] == dict.fromkeys(range(4), float(STEPS))
+    assert final["scalescope_step"] == final["scalescope_steps"], "the step gauge"
+    said = bodies[-1]
+    assert "scalescope_world_size{" in said and "scalescope_watch_up{job=" in said
     for r in report["steps"]["ranks"]:
         pushed = final["scalescope_samples"][r["rank"]] / STEPS
         assert pushed == r["samples"] / r["num_steps"]

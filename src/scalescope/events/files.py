@@ -33,6 +33,8 @@ HANG_FILE = "hang.json"
 ALERTS_FILE = "alerts.jsonl"
 """The slowdowns the watch saw while the run trained, one per line
 (analyze.watch.slowdown_alerts.Alert)."""
+WATCHES_FILE = "watches.json"
+"""The launcher's watches that stopped on an error, and why (events/watch_stops.py)."""
 HANG_TEXT = "hang.txt"
 """The same for people, with every thread's stack of every rank."""
 LIVE_DIR = "live"

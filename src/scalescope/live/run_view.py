@@ -25,6 +25,7 @@ from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
 from scalescope.events.tail import RunTail
+from scalescope.events.watch_stops import read_stops, stop_line
 from scalescope.launch.channel.seals import load_key
 from scalescope.launch.channel.store import (
     STORE_OPTION,
@@ -209,8 +210,9 @@ class LiveTop:
             self.update_finding(now)
         self.ended = not running
         output = last_output(self.run_dir) if self.show_output else ()
+        stopped = [stop_line(w, e) for w, e in read_stops(self.run_dir).items()]
         extras = LiveExtras(finding=self.finding, output=output, note=self.note,
-                            alert=self.alerts.latest())  # fmt: skip
+                            alert=self.alerts.latest(), stopped=stopped)  # fmt: skip
         return document_renderable(document(LiveFrame(snapshot=snap, extras=extras)))
 
     def analyse(self, meta: RunMeta, metas: dict[int, RankMeta | None], now: float) -> None:

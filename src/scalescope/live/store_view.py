@@ -12,6 +12,7 @@ from rich.console import RenderableType
 from scalescope.analyze.watch.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import verdict_line
 from scalescope.events.units import fmt_seconds
+from scalescope.events.watch_stops import stop_line
 from scalescope.launch.channel.seals import load_key
 from scalescope.launch.channel.store import Channel, connect
 from scalescope.report.media.terminal import document_renderable
@@ -84,8 +85,9 @@ class StoreTop:
         self.ended = bool(ranks) and len(ranks) == world and all(r.ended for r in ranks)
         alert = self.channel.alert()
         unknown = [(r, self._host(r)) for r in sorted(self.channel.unknown)]
+        stopped = [stop_line(w, e) for w, e in self.channel.watch_stops().items()]
         shown = StoreFrame(ranks=ranks, world=world, now=now, stall=stall_words(ranks, now),
-                           alert=alert, unknown=unknown)  # fmt: skip
+                           alert=alert, unknown=unknown, stopped=stopped)  # fmt: skip
         self._last = document_renderable(document(shown))
         return self._last
 

@@ -139,6 +139,8 @@ class LiveExtras:
     note: str = ""
     alert: str | None = None
     """The slowdown watch's open alert (or its last recovery), as its message."""
+    stopped: Sequence[str] = ()
+    """A sentence per watch of the launcher that stopped on an error (events/watch_stops.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,3 +174,5 @@ class StoreFrame:
     stall: str | None = None
     alert: str | None = None
     unknown: Sequence[tuple[int, str]] = ()
+    stopped: Sequence[str] = ()
+    """A sentence per watch of the store's owner that stopped on an error."""

@@ -96,6 +96,48 @@ def test_an_open_slowdown_and_a_hang_are_gauges(tmp_path: Path) -> None:
     assert got[key("scalescope_slowdown_alerts_total", job="job1")] == 1
 
 
+def test_the_step_world_and_ranks_reporting_are_gauges(tmp_path: Path) -> None:
+    """Each rank's step; per node its slowest rank's; the world's size beside the ranks read."""
+    write_states(tmp_path)
+    endpoint = MetricsEndpoint("job1", HOSTS.get, world_size=4)
+    endpoint.latest.observe(read_live_states(tmp_path, 3))
+    got = samples(endpoint)
+    for rank, host in HOSTS.items():
+        assert got[key("scalescope_step", job="job1", rank=str(rank), Hostname=host)] == rank + 2
+    assert got[key("scalescope_world_size", job="job1")] == 4
+    assert got[key("scalescope_ranks_reporting", job="job1")] == 3
+    per_node = samples(MetricsEndpoint("job1", HOSTS.get, per="node", world_size=4))
+    assert key("scalescope_step", job="job1", Hostname="n0") not in per_node, "no state yet"
+    node = MetricsEndpoint("job1", HOSTS.get, per="node", world_size=4)
+    node.latest.observe(read_live_states(tmp_path, 3))
+    got = samples(node)
+    assert got[key("scalescope_step", job="job1", Hostname="n0")] == 2, "its slowest rank"
+    assert got[key("scalescope_step", job="job1", Hostname="n1")] == 4
+
+
+def test_an_open_slowdowns_change_is_a_ratio(tmp_path: Path) -> None:
+    endpoint = MetricsEndpoint("job1", HOSTS.get)
+    onset = Alert("onset", 1, "rank", (2,), ("n1",), "forward", "compute", 38.0, 90.0, 100.0,
+                  138.0, 50, 60, 1.0, "slowdown: ...")  # fmt: skip
+    endpoint.latest.alerted((onset,))
+    change = key("scalescope_slowdown_change_ratio", job="job1", subject="rank",
+                 phase="forward", category="compute")  # fmt: skip
+    assert samples(endpoint)[change] == pytest.approx(0.38)
+    endpoint.latest.alerted((onset, replace(onset, event="recovery")))
+    assert change not in samples(endpoint), "gone once it recovered"
+
+
+def test_a_watch_stopped_on_an_error_is_down(tmp_path: Path) -> None:
+    endpoint = MetricsEndpoint("job1", HOSTS.get)
+    assert not any(name == "scalescope_watch_up" for name, _ in samples(endpoint))
+    endpoint.latest.watching("hang")
+    endpoint.latest.watching("slowdown")
+    endpoint.latest.watching("slowdown", up=False)
+    got = samples(endpoint)
+    assert got[key("scalescope_watch_up", job="job1", watch="hang")] == 1
+    assert got[key("scalescope_watch_up", job="job1", watch="slowdown")] == 0
+
+
 def test_a_re_baselined_slowdown_is_no_longer_open(tmp_path: Path) -> None:
     endpoint = MetricsEndpoint("job1", HOSTS.get)
     onset = Alert("onset", 1, "rank", (2,), ("n1",), "forward", "compute", 38.0, 90.0, 100.0,

@@ -298,3 +298,13 @@ def test_the_rank_table_has_a_place_column_only_with_places() -> None:
     assert [c.name for c in table.columns][:3] == ["rank", "place", "status"]
     assert [row[1] for row in table.rows] == ["stages 0, 2 · stride 2: 1", "-"]
     assert all(len(styles) == len(table.columns) for styles in table.cell_styles)
+
+
+def test_a_watch_stopped_on_an_error_is_a_line_of_the_frame(tmp_path: Path) -> None:
+    from scalescope.events.watch_stops import record_stop
+
+    top = LiveTop(write_run(tmp_path))
+    assert "watch stopped" not in render(top.frame(), width=200)
+    record_stop(top.run_dir, "slowdown", "ValueError: nan")
+    text = render(top.frame(), width=200)
+    assert "the slowdown watch stopped on an error (ValueError: nan)" in text

@@ -120,11 +120,14 @@ class Relay(threading.Thread):
             if rank not in self._pids:
                 channel.put_host(rank, socket.gethostname())
             self._pids[rank] = pid
+        changed = {}
         for rank in self._pids:
             raw = self._read(rank)
             if raw and raw != self._last.get(rank):
-                channel.publish(rank, raw)
-                self._last[rank] = raw
+                changed[rank] = raw
+        if changed:
+            channel.publish_many(changed)
+            self._last.update(changed)
 
     def _read(self, rank: int) -> bytes:
         try:
@@ -200,6 +203,10 @@ class Relay(threading.Thread):
                     f.seek(size)
                     return f.read().decode("utf-8", "replace")
         return ""
+
+    def pids(self) -> dict[int, int]:
+        """The ranks relayed so far, by pid."""
+        return dict(self._pids)
 
     def statuses(self) -> dict[int, str]:
         """How each rank of this node ended, as its rank file says."""

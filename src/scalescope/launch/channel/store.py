@@ -32,8 +32,8 @@ unknown to the watcher until then). So:
   without the key can hide a rank's state, never stand for it. The hang watch never stops
   ranks while one is unknown, and ``top`` shows the rank as unknown.
 
-The world's size, the hosts, the ranks' ends and the slowdown alert are not sealed: they name
-things, and no request follows from them.
+The world's size, the hosts, the ranks' ends, the slowdown alert and a watch's stop are not
+sealed: they name things, and no request follows from them.
 
 The owner closes the store politely: launch/channel/closing.py.
 """
@@ -66,6 +66,7 @@ CONNECT_S = 600.0
 OP_TIMEOUT = timedelta(seconds=10)
 FLUSH, STACKS, KILL, CLOSE = "flush", "stacks", "kill", "close"
 REQUESTS = (FLUSH, STACKS, KILL, CLOSE)
+WATCHES = ("hang", "slowdown")
 MAX_LOGGED = 20
 """Ignored requests or states said at most this often (someone may write many)."""
 DEFAULT_RDZV_PORT = 29400
@@ -225,6 +226,16 @@ class Channel:
     def publish(self, rank: int, raw: bytes) -> None:
         self.store.set(f"{PREFIX}live/{rank}", self.seal(b"live:%d:" % rank, raw))
 
+    def publish_many(self, states: dict[int, bytes]) -> None:
+        """Ranks' raw live states, each sealed with its rank: one request for a node's."""
+        if len(states) == 1:
+            [(rank, raw)] = states.items()
+            self.publish(rank, raw)
+            return
+        keys = [f"{PREFIX}live/{rank}" for rank in states]
+        values = [self.seal(b"live:%d:" % rank, raw) for rank, raw in states.items()]
+        self.store.multi_set(keys, values)
+
     def states(self, ranks: list[int]) -> dict[int, LiveState]:
         """The states of ``ranks`` that have published one and that open with this job's
         seal; the others are ``unknown`` (``_state``)."""
@@ -358,6 +369,19 @@ class Channel:
     def alert(self) -> str | None:
         key = f"{PREFIX}alert"
         return bytes(self.store.get(key)).decode() if self.store.check([key]) else None
+
+    def put_watch_stop(self, watch: str, error: str) -> None:
+        """A watch of the store's owner stopped on ``error`` (events/watch_stops.py)."""
+        self.store.set(f"{PREFIX}stopped/{watch}", error.encode())
+
+    def watch_stops(self) -> dict[str, str]:
+        """The watches that stopped, with their errors, for ``top --connect``."""
+        keys = {w: f"{PREFIX}stopped/{w}" for w in WATCHES}
+        return {
+            w: bytes(self.store.get(k)).decode("utf-8", "replace")
+            for w, k in keys.items()
+            if self.store.check([k])
+        }
 
     def put_ended(self, rank: int, status: str) -> None:
         self.store.set(f"{PREFIX}ended/{rank}", status.encode())

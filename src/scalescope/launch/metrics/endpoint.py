@@ -12,9 +12,16 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
   ``…_bytes_per_second`` (algbw) and ``…_bus_bytes_per_second`` (nccl-tests' factor for the
   group's size), labelled ``op``, ``group`` and ``dim`` (its mesh dimension or role,
   launch/metrics/labels.py);
+- ``scalescope_step``, a gauge of the steps each rank has done (per node, its slowest rank's);
+- ``scalescope_world_size`` (the ranks the run has) and ``scalescope_ranks_reporting`` (those
+  whose live state the watch read last): fewer reporting than the world is a rank that has
+  not started, or whose state is unknown;
 - ``scalescope_slowdown_alerts_total``, ``scalescope_slowdown_active{subject,phase,category}``
-  (1 while a slowdown is open, launch/watch/slowdown.py) and ``scalescope_hang`` (1 once the
-  hang watch named a hang);
+  (1 while a slowdown is open, launch/watch/slowdown.py) with
+  ``scalescope_slowdown_change_ratio`` (the job's step since its onset against the baseline:
+  0.25 is 25 % slower), and ``scalescope_hang`` (1 once the hang watch named a hang);
+- ``scalescope_watch_up{watch="hang"|"slowdown"}``: 1 while that watch runs, 0 once it stopped
+  on an error (launch/watch/hang.py ``watch_stopped``): its silence then says nothing;
 - labels ``job`` (the run's id), ``rank``, ``Hostname`` and ``gpu`` (DCGM exporter's names,
   so that the two join); ``--metrics-per node`` sums the ranks of each node instead (``rank``
   and ``gpu`` then absent), for very large jobs; ``auto`` (the default) does so beyond
@@ -56,6 +63,10 @@ from scalescope.launch.metrics.text import (
     prometheus_text,
 )
 
+CHANGE_HELP = (
+    "An open slowdown's change: the job's step since its onset against the baseline "
+    "(0.25: 25 % slower)"
+)
 PER_RANK_UP_TO = 256
 """``--metrics-per auto``: series per rank up to this many ranks, per node beyond."""
 
@@ -71,6 +82,8 @@ class Latest:
         self.ops: OpsSeen = {}
         self.alerts: tuple[Alert, ...] = ()
         self.hang = False
+        self.watches: dict[str, bool] = {}
+        """Each watch feeding this endpoint, and whether it still runs."""
         self.version = 0
         """Raised at each change: a scrape between two reads reuses the last text."""
         self.lock = threading.Lock()
@@ -94,12 +107,20 @@ class Latest:
         with self.lock:
             self.hang, self.version = True, self.version + 1
 
+    def watching(self, name: str, up: bool = True) -> None:
+        """``name``'s watch runs (``up``), or stopped on an error."""
+        with self.lock:
+            self.watches[name], self.version = up, self.version + 1
+
 
 class RunCollector:
     """The families of a scrape or a push, from ``Latest``."""
 
-    def __init__(self, job: str, latest: Latest, labels: RankLabels, per: str = "rank") -> None:
+    def __init__(
+        self, job: str, latest: Latest, labels: RankLabels, per: str = "rank", world_size: int = 0
+    ) -> None:
         self.job, self.latest, self.labels, self.wanted = job, latest, labels, per
+        self.world_size = world_size
         self._text: dict[bool, tuple[int, bytes]] = {}
 
     @property
@@ -122,8 +143,31 @@ class RunCollector:
         with self.latest.lock:
             states, alerts, hang = self.latest.states, self.latest.alerts, self.latest.hang
             ops = {rank: dict(seen) for rank, seen in self.latest.ops.items()}
+            watches = dict(self.latest.watches)
         rows = self.rows(states, ops)
-        return [*emit(rows), *self.alert_families(alerts, hang)]
+        return [
+            *self.world_families(len(states)), *emit(rows), *self.alert_families(alerts, hang),
+            *self.watch_families(watches),
+        ]  # fmt: skip
+
+    def world_families(self, reporting: int) -> list[Family]:
+        job = self.labels.job_text
+        out = []
+        if self.world_size:
+            world = Family(PREFIX + "world_size", GAUGE, "Ranks in the run")
+            world.add(job, self.world_size)
+            out.append(world)
+        seen = Family(PREFIX + "ranks_reporting", GAUGE, "Ranks whose live state was read last")
+        seen.add(job, reporting)
+        return [*out, seen]
+
+    def watch_families(self, watches: dict[str, bool]) -> list[Family]:
+        up = Family(
+            PREFIX + "watch_up", GAUGE, "1 while the watch runs, 0 once it stopped on an error"
+        )
+        for name, running in sorted(watches.items()):
+            up.add(joined(self.labels.job_text, label_text((("watch", name),))), int(running))
+        return [up] if watches else []
 
     def rows(self, states: Mapping[int, LiveState], ops: OpsSeen) -> Rows:
         shown, labels, hosts = [], [], []
@@ -146,14 +190,16 @@ class RunCollector:
         onsets = Family(PREFIX + "slowdown_alerts", COUNTER, "Slowdowns named")
         onsets.add(job, sum(1 for a in alerts if a.event == "onset"))
         active = Family(PREFIX + "slowdown_active", GAUGE, "1 while a slowdown is open")
+        change = Family(PREFIX + "slowdown_change_ratio", GAUGE, CHANGE_HELP)
         recovered = {a.id for a in alerts if a.event in CLOSING}
         for a in alerts:
             if a.event == "onset" and a.id not in recovered:
                 what = (("subject", a.subject), ("phase", a.phase), ("category", a.category))
                 active.add(joined(job, label_text(what)), 1)
+                change.add(joined(job, label_text(what)), a.change_pct / 100)
         hung = Family(PREFIX + "hang", GAUGE, "1 once the watch named a hang")
         hung.add(job, int(hang))
-        return [onsets, active, hung]
+        return [onsets, active, change, hung]
 
 
 class MetricsEndpoint:
@@ -167,7 +213,7 @@ class MetricsEndpoint:
     ) -> None:  # fmt: skip
         self.latest = Latest()
         labels = RankLabels(job, host, run_dir, world_size, gpus)
-        self.collector = RunCollector(job, self.latest, labels, per)
+        self.collector = RunCollector(job, self.latest, labels, per, world_size)
         self.job, self.port, self.addr = job, port, addr
         self.push_url, self.push_every_s = push, push_every_s
         self._server: Any = None

@@ -2,9 +2,9 @@
 their families of samples (launch/metrics/text.py): each family's values formatted in one
 pass, so that a scrape of 1,024 ranks' series costs milliseconds.
 
-Per node (``--metrics-per node``) the counters are the sums of the node's ranks, and the
-per-op gauges the means of its ranks' by op and mesh dimension (by group where a group's
-dimension is not known).
+Per node (``--metrics-per node``) the counters are the sums of the node's ranks, the step
+gauge its slowest rank's, and the per-op gauges the means of its ranks' by op and mesh
+dimension (by group where a group's dimension is not known).
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ OP_GAUGES = (
 )  # fmt: skip
 
 
+STEP_HELP = (
+    "Steps done: the step a rank is in, from 0 (per node: its slowest rank's); "
+    "steps_total's rate() is the speed"
+)
+
+
 class OpRow(NamedTuple):
     """One op series: its row (rank or node), op, group, dimension, size and bandwidths."""
 
@@ -61,6 +67,8 @@ class Rows:
     """rows x COUNTERS: steps, step seconds, samples, collective seconds."""
     phase_s: np.ndarray
     """rows x TOTAL_PHASES, seconds."""
+    step: np.ndarray
+    """Per row, the steps done: a rank's, or the fewest of a node's ranks (its slowest)."""
     ops: list[OpRow] = field(default_factory=list)
 
 
@@ -78,7 +86,7 @@ def rank_rows(states: Sequence[LiveState], labels: list[str]) -> Rows:
         [[s.totals.phase_ns[p] for p in TOTAL_PHASES] for s in states],
         dtype=np.float64,
     ).reshape(n, len(TOTAL_PHASES))
-    return Rows(labels, counters, phases / 1e9)
+    return Rows(labels, counters, phases / 1e9, counters[:, 0].copy())
 
 
 def op_rows(row: int, seen: dict[tuple[str, str], tuple[int, float]],
@@ -106,10 +114,13 @@ def node_rows(rows: Rows, hosts: list[str], job_text: str) -> Rows:
     n = len(names)
 
     def total(values: np.ndarray) -> np.ndarray:
-        return np.stack([np.bincount(of, weights=c, minlength=n) for c in values.T], 1)
+        sums = [np.bincount(of, weights=c, minlength=n) for c in values.T]
+        return np.stack(sums, 1).reshape(n, values.shape[1])
 
     labels = [joined(job_text, label_text((("Hostname", h),))) for h in names]
-    merged = Rows(labels, total(rows.counters).reshape(n, -1), total(rows.phase_s).reshape(n, -1))
+    slowest = np.full(n, np.inf)
+    np.minimum.at(slowest, of, rows.step)
+    merged = Rows(labels, total(rows.counters), total(rows.phase_s), slowest)
     merged.ops = node_ops(rows.ops, of)
     return merged
 
@@ -145,6 +156,9 @@ def emit(rows: Rows) -> list[Family]:
             tail = f',phase="{phase}"'
             phases.extend([labels + tail for labels in rows.labels], column)
     out.append(phases)
+    step = Family(PREFIX + "step", GAUGE, STEP_HELP)
+    step.extend(rows.labels, rows.step)
+    out.append(step)
     if rows.ops:
         out.extend(op_families(rows))
     return out

@@ -6,12 +6,14 @@ refused for a bad option answers in half a second instead of the ~2 s torch take
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -144,6 +146,33 @@ def launch_config(options: LaunchOptions) -> LaunchConfig:
         values["log_line_prefix_template"] = "[rank ${rank}] "
     known = {f.name for f in dataclasses.fields(LaunchConfig)}
     return LaunchConfig(**{k: v for k, v in values.items() if k in known})
+
+
+@contextlib.contextmanager
+def rendezvous_kept() -> Iterator[list[Any]]:
+    """The rendezvous handlers torch's launcher makes, kept until the block ends.
+
+    On the node whose launcher hosts the rendezvous store (node 0), the store lives in its
+    handler, which ``launch`` drops as it returns: the relays' and the watch's next request
+    (this node's, or another node's still ending) then met a closed store, and torch printed
+    its C++ trace (``sendBytes failed ... Broken pipe``) in the job's output. Kept, the store
+    lives until the launcher closed its channel politely (launch/channel/closing.py).
+    """
+    import torch.distributed.elastic.rendezvous.registry as registry
+
+    made = registry.get_rendezvous_handler
+    kept: list[Any] = []
+
+    def keeping(params: Any) -> Any:
+        kept.append(made(params))
+        return kept[-1]
+
+    registry.get_rendezvous_handler = keeping
+    try:
+        yield kept
+    finally:
+        registry.get_rendezvous_handler = made
+        kept.clear()
 
 
 def launch(options: LaunchOptions, rank_argv: list[str]) -> LaunchResult:

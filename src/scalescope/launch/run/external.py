@@ -6,7 +6,8 @@ the rank to its share of the node (unless the launcher already bound it), and ru
 bootstrap in a child process, so OpenMP and an allocator preload see their variables from
 the start. Rank 0 writes run.json; every rank writes its own rank file.
 
-Beside its rank, each task's scalescope relays the rank's live state to the job's store, and
+Beside its rank, the task of each node's local rank 0 relays the node's ranks' live states to
+the job's store (launch/run/node_relay.py: one poller per node; the other tasks stand by), and
 task 0's watches the whole world there for hangs (launch/channel/store.py, launch/watch/hang.py).
 Task 0's hosts that store (rendezvous.meet) and, once its rank ended, keeps it until every
 relay said how its rank ended (channel.closing.close_store): no relay's request meets a closed
@@ -25,19 +26,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
-from scalescope.launch.channel.closing import close_store
+from scalescope.launch.channel.closing import ENDS_WAIT_S, close_store
 from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import load_key, new_job_id
 from scalescope.launch.channel.store import STORE_OPTION, Channel
 from scalescope.launch.machine.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.stopping import kill_family
+from scalescope.launch.run.node_relay import NODE_ENV, NodeRelay, node_token
 from scalescope.launch.run.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
 from scalescope.launch.watch.hang import FileSource, HangWatch, StoreSource, metrics_endpoint
 from scalescope.launch.world.rendezvous import meet
@@ -79,7 +82,8 @@ def rank_plan(mapping: MappingOptions, world: World) -> RankPlan:
 
 
 def child_env(world: World, plan: RankPlan) -> dict[str, str]:
-    return {**os.environ, **world.torch_env(), **plan.env}
+    """The rank's variables, and the token that tells its node's relay it is one of its own."""
+    return {**os.environ, **world.torch_env(), **plan.env, NODE_ENV: node_token(world)}
 
 
 STOP_GRACE_S = 5.0
@@ -96,7 +100,8 @@ class Task:
     run_dir: Path
     rank: int
     child: subprocess.Popen | None = None
-    relay: Relay | None = None
+    node: NodeRelay | None = None
+    """This task's part in relaying its node: the relay (local rank 0) or a standby."""
     stopped_by: int | None = None
     key: bytes = b""
     """The user's key, sealing what travels through the job's store (launch/channel/seals.py)."""
@@ -125,36 +130,41 @@ def run_child(argv: list[str], env: dict[str, str], task: Task, world: World, sp
 
 
 def end_watching(task: Task, world: World, watch: HangWatch | None) -> None:
-    """The rank ended: the watch's last figures, the relay's last words and, on the task that
-    hosts the store (task 0 under rendezvous.meet), the other relays' last words before the
-    store closes with this process (channel.closing.close_store)."""
+    """The rank ended: the watch's last figures, the node relay's last words once its node's
+    ranks ended and, on the task that hosts the store (task 0 under rendezvous.meet), the
+    other relays' last words before the store closes with this process
+    (channel.closing.close_store)."""
     if watch is not None:
         watch.done.set()
         if watch.metrics is not None:
             watch.metrics_final()
             watch.metrics.close()
-    if task.relay is None:
+    began = time.monotonic()
+    relay = task.node.end() if task.node is not None else None
+    if relay is None:
         return
-    task.relay.finish()
-    channel = task.relay.channel
+    channel = relay.channel
     if world.rank == 0 and world.agent_store and channel is not None and channel.connected:
         if watch is not None:
             watch.join(timeout=WATCH_END_S)
-        close_store(channel, world.world_size)
+        left = ENDS_WAIT_S - (time.monotonic() - began)  # the wait for the node's ranks counts
+        close_store(channel, world.world_size, wait_s=max(left, 0.5))
 
 
 def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
-    """The relay of this task's rank; on task 0 also the hang watch over the store, and the
-    job's id its relay publishes there (launch/channel/store.py)."""
-    if world.master_addr is None or world.master_port is None or task.child is None:
+    """This task's part in relaying its node; on task 0 also the hang watch over the store,
+    and the job's id its relay publishes there (launch/channel/store.py)."""
+    addr, port = world.master_addr, world.master_port
+    if addr is None or port is None or task.child is None:
         return None
-    mine = {task.rank: task.child.pid}
     job = new_job_id() if world.rank == 0 else b""
-    task.relay = Relay(
-        world.master_addr, world.master_port, task.run_dir, lambda: mine, world.world_size,
-        key=task.key, job=job,
-    )  # fmt: skip
-    task.relay.start()
+
+    def make(ranks: Callable[[], dict[int, int]]) -> Relay:
+        return Relay(addr, port, task.run_dir, ranks, world.world_size, key=task.key, job=job)
+
+    own = {task.rank: task.child.pid}
+    task.node = NodeRelay(task.run_dir, node_token(world), world.local_world_size, make, own)
+    task.node.start(world.local_rank)
     if world.rank != 0:
         return None
     channel = Channel(addr=world.master_addr, port=world.master_port, key=task.key, job=job)

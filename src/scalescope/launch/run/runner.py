@@ -20,12 +20,18 @@ from scalescope.events.run import (
     status_of_ranks,
     write_json_atomic,
 )
+from scalescope.launch.channel.closing import close_store
 from scalescope.launch.channel.relay import Relay, node_ranks
 from scalescope.launch.channel.seals import load_key, new_job_id
 from scalescope.launch.channel.store import STORE_OPTION, Channel, split_address
 from scalescope.launch.machine.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
-from scalescope.launch.process.local import LaunchOptions, LaunchResult, launch
+from scalescope.launch.process.local import (
+    LaunchOptions,
+    LaunchResult,
+    launch,
+    rendezvous_kept,
+)
 from scalescope.launch.watch.hang import (
     LAUNCHER_GRACE_S,
     NODE_DEFER_S,
@@ -39,6 +45,9 @@ from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
 
 HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
+WATCH_END_S = 5.0
+"""How long node 0's launcher waits for its hang watch's last read of the store before
+closing it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,15 +207,11 @@ def execute(spec: RunSpec) -> RunOutcome:
     watch.on_stuck = lambda: end_stuck_launch(meta, run_dir, meta_file)
     if spec.probe:
         watch.start()
-    try:
-        result = launch(options, rank_argv(spec, run_dir))
-    finally:
-        watch.done.set()
-        if relay is not None:
-            relay.finish()
-        if endpoint is not None:
-            watch.metrics_final()
-            endpoint.close()
+    with rendezvous_kept():
+        try:
+            result = launch(options, rank_argv(spec, run_dir))
+        finally:
+            end_watching(watch, relay, spec.launch)
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
         result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
@@ -218,6 +223,25 @@ def execute(spec: RunSpec) -> RunOutcome:
             f"{exc.strerror}; what the ranks recorded is kept (scalescope report {run_dir})"
         ) from None
     return RunOutcome(run_dir, meta, exit_code_of(result))
+
+
+def end_watching(watch: HangWatch, relay: Relay | None, options: LaunchOptions) -> None:
+    """The ranks ended: the watch's last figures and the relay's last words, then, on node 0,
+    whose launcher hosts the rendezvous store (kept alive by ``rendezvous_kept``), the other
+    nodes' relays' last words before the store closes (channel.closing.close_store)."""
+    watch.done.set()
+    if relay is not None:
+        relay.finish()
+    if watch.metrics is not None:
+        watch.metrics_final()
+        watch.metrics.close()
+    if relay is None or options.node_rank != 0:
+        return
+    channel = relay.channel
+    if channel is not None and channel.connected and not relay.closed:
+        if watch.ident is not None:
+            watch.join(timeout=WATCH_END_S)
+        close_store(channel, options.world_size)
 
 
 def build_native_hooks() -> None:

@@ -44,6 +44,7 @@ from scalescope.events.live_state import (
 from scalescope.events.run import events_path, read_rank_meta, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
+from scalescope.events.watch_stops import record_stop
 from scalescope.launch.channel.store import (
     FLUSH,
     KILL,
@@ -224,6 +225,10 @@ class HangWatch(threading.Thread):
             self.slowdown = SlowdownWatch(
                 self.run_dir, self.source.host, options.slowdown_pct, options.on_slowdown
             )
+        if metrics is not None:
+            metrics.latest.watching("hang")
+            if self.slowdown is not None:
+                metrics.latest.watching("slowdown")
         self.on_stuck: Callable[[], None] | None = None
         """Called when the launcher has not returned ``LAUNCHER_GRACE_S`` after the ranks
         were killed: it must record the run's end and exit the process."""
@@ -238,6 +243,12 @@ class HangWatch(threading.Thread):
         return hang_threshold_s(self._median) + self.defer_s
 
     def run(self) -> None:
+        try:
+            self.watch()
+        except Exception as exc:  # said where its silence would be read as "no hang"
+            self.watch_stopped("hang", exc)
+
+    def watch(self) -> None:
         while not self.done.wait(POLL_S):
             try:
                 states = self.source.states()
@@ -265,7 +276,7 @@ class HangWatch(threading.Thread):
             alerts = self.slowdown.observe(time.time(), states)
         except Exception as exc:  # never the hang watch's end; said once, then off
             self.slowdown = None
-            print(f"scalescope: the slowdown watch stopped: {exc!r}", file=sys.stderr)
+            self.watch_stopped("slowdown", exc)
             return
         if alerts and self.metrics is not None:
             self.metrics.latest.alerted(tuple(self.slowdown.alerts))
@@ -273,6 +284,19 @@ class HangWatch(threading.Thread):
         for alert in alerts if channel is not None else ():
             with suppress(Exception):  # the store gone with rank 0: the files still have it
                 channel.put_alert(alert.message)
+
+    def watch_stopped(self, name: str, exc: Exception) -> None:
+        """``name``'s watch stopped on ``exc``: said in the log, the run directory, the
+        store (``top``) and the metrics (events/watch_stops.py)."""
+        error = f"{type(exc).__name__}: {exc}"
+        print(f"scalescope: the {name} watch stopped: {exc!r}", file=sys.stderr, flush=True)
+        record_stop(self.run_dir, name, error)
+        if self.metrics is not None:
+            self.metrics.latest.watching(name, up=False)
+        channel = getattr(self.source, "channel", None)
+        if channel is not None:
+            with suppress(Exception):  # the store gone: the file and the metrics have it
+                channel.put_watch_stop(name, error)
 
     def metrics_final(self) -> None:
         """The states as the ranks left them, for the endpoint's last push."""

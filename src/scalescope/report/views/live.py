@@ -204,6 +204,7 @@ def live_document(snap: LiveSnapshot, extras: LiveExtras = LiveExtras()) -> Docu
     blocks: list[Block] = [*header(snap, extras)]
     if extras.alert:
         blocks.append(Line(extras.alert, style=alert_style(extras.alert)))
+    blocks += [Line(text, style="bold red") for text in extras.stopped]
     blocks.append(rank_table(shown, snap.straggler, snap.places))
     blocks += [*_many_ranks(snap, len(shown)), legend()]
     blocks += [

@@ -79,6 +79,7 @@ def rank_rows(ranks: list[StoreRank], now: float, unknown: list[tuple[int, str]]
 def store_top_document(
     ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
     alert: str | None = None, unknown: list[tuple[int, str]] | None = None,
+    stopped: list[str] | None = None,
 ) -> Document:  # fmt: skip
     """How many ranks report and their steps, the rows worth showing, the ranks starting and
     the hang verdict (``stall``, live/store_view.py) once nothing progressed; ``unknown``:
@@ -95,6 +96,7 @@ def store_top_document(
     blocks: list[Block] = [Line(head, style="bold")]
     if alert:
         blocks.append(Line(alert, style=alert_style(alert)))
+    blocks += [Line(text, style="bold red") for text in stopped or ()]
     blocks.append(rank_rows(ranks, now, unknown))
     if len(ranks) + len(unknown) > MAX_ROWS:
         told = (
@@ -118,5 +120,6 @@ def store_top_document(
 
 def frame_document(frame: StoreFrame) -> Document:
     return store_top_document(
-        list(frame.ranks), frame.world, frame.now, frame.stall, frame.alert, list(frame.unknown)
-    )
+        list(frame.ranks), frame.world, frame.now, frame.stall, frame.alert,
+        list(frame.unknown), list(frame.stopped),
+    )  # fmt: skip
