@@ -162,8 +162,9 @@ def _interval(predicted: Predicted | None, measured: float | None,
 
 
 def _alert(case: Case, alert_s: float | None) -> dict[str, Any]:
-    """A mid-run case's alert fields: passed when an alert named the culprit in time."""
-    if case.since <= 0:
+    """A mid-run case's alert fields: passed when an alert named the culprit in time. A
+    generated run (``Case.synthetic``) had no launcher watching it: no alert is judged."""
+    if case.since <= 0 or case.synthetic is not None:
         return {}
     return {"alert_s": alert_s, "alert_ok": alert_s is not None and alert_s <= ALERT_WITHIN_S}
 

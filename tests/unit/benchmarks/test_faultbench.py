@@ -335,3 +335,10 @@ def test_the_matrix_holds_40_cases_a_quarter_of_its_real_jobs_through_installed_
         assert len(cases) >= 40 and 4 * len(loops) >= len(real), (len(cases), len(loops))
         sizes = {c.truth.size for c in cases}
         assert {"clear", "marginal", "none"} <= sizes
+
+
+def test_a_generated_mid_run_case_has_no_live_alert_to_judge() -> None:
+    spec = Synthetic(16, 12, seed=5, plant=Plant("slow_rank", 5, 1.3))
+    generated = replace(synthetic_case("syn-mid", spec, "clear"), since=6)
+    scored = score(generated, verdict("rank:5"), 10.0, [Measured(50.0, 40.0)], alert_s=None)
+    assert scored.alert_ok is None and scored.alert_s is None
