@@ -69,6 +69,13 @@ def test_a_cost_every_k_steps_is_resampled_in_blocks_of_k() -> None:
     assert low <= gains.mean() <= high
 
 
+def test_a_checkpoint_of_uneven_saves_every_6_steps_has_its_period() -> None:
+    """The fault matrix's gpt-rank0-checkpoint: saves of 106, 149, 30 and 33 ms."""
+    gains = np.zeros(26)
+    gains[2::6] = (106.5, 149.4, 29.6, 32.9)
+    assert period_of(gains) == 6
+
+
 def test_noise_and_a_steady_gain_have_no_period() -> None:
     assert period_of(np.full(20, 3.0)) == 1
     assert period_of(np.array([0, 9, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 9, 0, 0, 0], float)) == 1

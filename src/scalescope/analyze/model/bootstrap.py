@@ -53,14 +53,18 @@ def resampled_means(
 
 
 def period_of(gains: np.ndarray) -> int:
-    """The period at which the largest per-step gains recur: the greatest common divisor of
-    the gaps between the steps above half-way from the median to the largest gain, when at
-    least 3 such steps are at least 2 apart (a cost every k steps); else 1."""
+    """The period at which the large per-step gains recur: the greatest common divisor of
+    the gaps between the steps above the median by 3 robust deviations and by a tenth of the
+    largest excess, when at least 3 such steps are at least 2 apart (a cost every k steps);
+    else 1. A checkpoint every 6 steps whose saves took 30 to 150 ms has each one in: half-way
+    to the largest kept only 2 of 4, and the steps were resampled one by one, the interval
+    1-27 ms for a 12 ms cost."""
     n = gains.size
     if n < 6:
         return 1
     mid = float(np.median(gains))
-    big = np.flatnonzero(gains > mid + (float(gains.max()) - mid) / 2)
+    spread = 1.4826 * float(np.median(np.abs(gains - mid)))
+    big = np.flatnonzero(gains > mid + max(3 * spread, (float(gains.max()) - mid) / 10))
     if big.size < 3 or gains.max() <= mid:
         return 1
     period = math.gcd(*(int(g) for g in np.diff(big)))
