@@ -113,21 +113,45 @@ def cannot(reason: str) -> ToolCell:
     return ToolCell("not run", reason, None, None, False)
 
 
+LOOPS = ("pytorch_lightning", "transformers", "accelerate")
+"""The installed training loops the cases run through (the Trainer needs accelerate), put in
+TraceML's venv at this project's versions: without them its Lightning and Trainer cases
+ended at their imports."""
+
+
 def install() -> Path | str:
     """TraceML's launcher in its own venv (made once), or why it cannot be had, in one line."""
     launcher = VENV / "bin" / "traceml"
-    if launcher.exists():
-        return launcher
-    steps = (
+    steps = [] if launcher.exists() else [
         [sys.executable, "-m", "venv", "--clear", str(VENV)],
         [str(VENV / "bin" / "pip"), "install", "-q", f"torch=={_torch()}", PACKAGE],
-    )
+    ]  # fmt: skip
+    loops = _loops()
+    if loops:
+        steps.append([str(VENV / "bin" / "pip"), "install", "-q", *loops])
     for cmd in steps:
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             return f"cannot install {PACKAGE}: {' '.join(cmd[:3])} failed: {last}"
     return launcher if launcher.exists() else f"{PACKAGE} installed no `traceml` launcher"
+
+
+def _loops() -> list[str]:
+    """``name==version`` of each of ``LOOPS`` installed here and missing from TraceML's venv."""
+    from importlib import metadata
+
+    python = VENV / "bin" / "python"
+    out = []
+    for name in LOOPS:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        probe = [str(python), "-c", f"import {name}"]
+        if not python.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
+            out.append(f"{name.replace('_', '-')}=={version}")
+    return out
 
 
 def _torch() -> str:
