@@ -462,7 +462,7 @@ def test_the_live_channel_stays_in_launchs_layer(graph: dict[str, set[str]]) -> 
     launcher reads them, so they stay in launch's layer (live/, above report/, only uses them)."""
     channel = {m for m in graph if m.startswith("scalescope.launch.channel.")}
     assert {"relay", "seals", "store"} <= {m.rpartition(".")[2] for m in channel}
-    assert graph["scalescope.launch.watch.hang"] & channel
+    assert graph["scalescope.launch.watch.sources"] & channel
 
 
 def rooms(graph: dict[str, set[str]], layer: str) -> dict[str, set[str]]:

@@ -25,8 +25,9 @@ from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import new_job_id
 from scalescope.launch.channel.store import JOB_KEY, PREFIX, Channel
 from scalescope.launch.options.groups import HangOptions
-from scalescope.launch.watch import hang
-from scalescope.launch.watch.hang import HangWatch, StoreSource
+from scalescope.launch.watch import sources
+from scalescope.launch.watch.hang import HangWatch
+from scalescope.launch.watch.sources import StoreSource
 from scalescope.report.views.hang import render_hang
 
 KEY = b"k" * 32
@@ -154,7 +155,7 @@ def rank(tmp_path: Path) -> Iterator[subprocess.Popen]:
 def test_the_hang_watch_stops_no_rank_while_one_is_unknown(
     tmp_path: Path, rank: subprocess.Popen, garbage: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hang, "ANSWER_WAIT_S", 0.5)  # the rank answers no flush: no need to wait
+    monkeypatch.setattr(sources, "ANSWER_WAIT_S", 0.5)  # the rank answers no flush: no need to wait
     store, job = server(), new_job_id()
     relay = Relay("127.0.0.1", store.port, tmp_path, lambda: {0: rank.pid}, 2, key=KEY, job=job)
     relay.start()

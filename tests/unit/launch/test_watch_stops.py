@@ -14,7 +14,8 @@ from scalescope.events.watch_stops import read_stops, record_stop, stop_line
 from scalescope.launch.channel.store import Channel
 from scalescope.launch.metrics.endpoint import MetricsEndpoint
 from scalescope.launch.options.groups import HangOptions
-from scalescope.launch.watch.hang import FileSource, HangWatch
+from scalescope.launch.watch.hang import HangWatch
+from scalescope.launch.watch.sources import FileSource
 from scalescope.live.store_view import StoreTop
 from scalescope.report.media.terminal import document_renderable
 from scalescope.report.renderers import document

@@ -42,7 +42,8 @@ from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.stopping import kill_family
 from scalescope.launch.run.node_relay import NODE_ENV, NodeRelay, node_token
 from scalescope.launch.run.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
-from scalescope.launch.watch.hang import FileSource, HangWatch, StoreSource, metrics_endpoint
+from scalescope.launch.watch.hang import HangWatch, metrics_endpoint
+from scalescope.launch.watch.sources import FileSource, StoreSource
 from scalescope.launch.world.rendezvous import meet
 from scalescope.launch.world.variables import World
 

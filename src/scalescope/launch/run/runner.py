@@ -35,12 +35,11 @@ from scalescope.launch.process.local import (
 from scalescope.launch.watch.hang import (
     LAUNCHER_GRACE_S,
     NODE_DEFER_S,
-    FileSource,
     HangOptions,
     HangWatch,
-    StoreSource,
     metrics_endpoint,
 )
+from scalescope.launch.watch.sources import FileSource, StoreSource
 from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
 
