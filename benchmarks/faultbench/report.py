@@ -110,7 +110,7 @@ def totals_lines(total: Totals) -> list[str]:
         f"- causes costed on no-fault runs: {total.no_fault_false_alarms} (target: 0);",
         f"- what-if gain: median error {_pct(total.gain_median_error_pct)} (target: <= 10 %), "
         f"within tolerance in {_pct(total.gain_within_pct)} of the cases;",
-        f"- the gain's 95 % bootstrap interval holds the measured gain in "
+        f"- the gain's 95 % re-run interval holds the measured gain in "
         f"{_pct(total.interval_holds_pct)} of the fault cases (target: >= 90 %); its median "
         f"width {_ms(total.interval_median_width_ms)} ms/step "
         f"({_pct1(total.interval_median_width_pct)} of the step);",
@@ -243,9 +243,11 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "verdict costs nothing but the job's own communication, and that cost holds (by the "
         "same rule) against the job run a third time without it (`--no-sync`: each rank "
         "trains alone);",
-        "- gain 95 % CI: the predicted gain's percentile bootstrap interval over the planted "
-        "run's steps (`Fix.gain_low_ms`-`gain_high_ms`, docs/report-schema.md; a stage's: the "
-        "verdict's range of its cost), and whether it holds the measured gain;",
+        "- gain 95 % CI: what a re-run without the cause would measure, by the what-if "
+        "(`Fix.rerun_low_ms`-`rerun_high_ms`, docs/report-schema.md: the planted run's steps "
+        "as measured and as fixed resampled apart, 1,000 times, with the replay's own error, "
+        "`bootstrap.MODEL_ERROR` of the gain, either side; a stage's: the verdict's range of "
+        "its cost), and whether it holds the measured gain;",
         f"- live alert (mid-run cases): seconds from the onset step's start on the culprit rank "
         f"to the launcher's first slowdown alert naming it (`alerts.jsonl`); it holds within "
         f"{ALERT_WITHIN_S:.0f} s;",

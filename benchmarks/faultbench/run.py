@@ -138,7 +138,11 @@ def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
         if asked is None:
             return verdict_cost(rec.verdict, cause)
         fix = asked.fixes[0] if asked.fixes else None
-    return Predicted(fix.gain_ms, fix.gain_low_ms, fix.gain_high_ms) if fix is not None else None
+    if fix is None:
+        return None
+    if fix.rerun_low_ms is not None and fix.rerun_high_ms is not None:
+        return Predicted(fix.gain_ms, fix.rerun_low_ms, fix.rerun_high_ms)
+    return Predicted(fix.gain_ms, fix.gain_low_ms, fix.gain_high_ms)
 
 
 def verdict_cost(verdict: Verdict, culprit: str) -> Predicted | None:

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from scalescope.analyze.model.bootstrap import (
+    MODEL_ERROR,
     block_length,
     gain_interval,
     period_of,
+    rerun_interval,
     resampled_means,
 )
 
@@ -87,6 +89,22 @@ def test_unpaired_interval_is_the_plain_loops() -> None:
     measured, fixed = 70 + rng.normal(0, 4, 15), 40 + rng.normal(0, 2, 10)
     assert np.allclose(gain_interval(measured, fixed, paired=False),
                        _reference(measured, fixed, paired=False))  # fmt: skip
+
+
+def test_a_reruns_interval_is_the_unpaired_one_widened_by_the_model_error() -> None:
+    """The steps resampled apart (the plain loop's unpaired interval), and MODEL_ERROR of
+    the gain either side: wider than the paired interval, whose common jitter cancels."""
+    rng = np.random.default_rng(5)
+    fixed = 40 + rng.normal(0, 3, 24)
+    measured = fixed + 10 + rng.normal(0, 0.3, 24)
+    gain = float(measured.mean() - fixed.mean())
+    low, high = rerun_interval(measured, fixed, gain)
+    ref = _reference(measured, fixed, paired=False)
+    assert low == pytest.approx(ref[0] - MODEL_ERROR * gain)
+    assert high == pytest.approx(ref[1] + MODEL_ERROR * gain)
+    paired = gain_interval(measured, fixed, paired=True)
+    assert low < paired[0] < gain < paired[1] < high
+    assert rerun_interval(measured, np.array([]), gain) == (0.0, 0.0)
 
 
 def test_block_sums_are_the_resampled_steps_means() -> None:

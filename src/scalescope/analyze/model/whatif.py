@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.model.bootstrap import gain_interval
+from scalescope.analyze.model.bootstrap import gain_interval, period_of, rerun_interval
 from scalescope.analyze.model.causes import apply_fix, candidate_causes, phases_named
 from scalescope.analyze.model.pacing import at_own_median, ideal, slow_ranks
 from scalescope.analyze.model.replay import (
@@ -47,6 +47,11 @@ class Fix:
     gain_high_ms: float | None = None
     """The gain's 95 % bootstrap interval over the steps (bootstrap.py): how well the mean
     gain is known, the verdict's range of its cost. None where no steps were resampled."""
+    rerun_low_ms: float | None = None
+    rerun_high_ms: float | None = None
+    """What a re-run without the cause would measure against this run, 95 %
+    (``bootstrap.rerun_interval``: the steps resampled apart, the replay's own error added):
+    the range the fault matrix holds the measured gain to."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,8 @@ def what_if_of(
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
         pct = 100.0 * gain / measured.mean_ms if measured.mean_ms > 0 else 0.0
         low, high = gain_interval(measured_steps, after_steps, paired=before is None)
-        fixes.append(Fix(cause, after, gain, pct, rate, note, since, low, high))
+        rerun = rerun_of(measured_steps, after_steps, gain, paired=before is None)
+        fixes.append(Fix(cause, after, gain, pct, rate, note, since, low, high, *rerun))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
     ideal_step = predict(ideal(grid, hosts, rows), "ideal", rows)
@@ -157,6 +163,15 @@ def what_if_of(
         ideal=ideal_step, refused=tuple(refused), steady=steady,
         jitter_ms=base.mean_ms - steady.mean_ms, beyond_spread=beyond,
     )  # fmt: skip
+
+
+def rerun_of(
+    measured_ms: np.ndarray, fixed_ms: np.ndarray, gain_ms: float, paired: bool
+) -> tuple[float, float]:
+    """``bootstrap.rerun_interval``, in blocks of the period of the per-step gains where the
+    fix is replayed on the steps it is counted against (a cost every k steps)."""
+    period = period_of(np.asarray(measured_ms) - np.asarray(fixed_ms)) if paired else 1
+    return rerun_interval(measured_ms, fixed_ms, gain_ms, period)
 
 
 def _since(
