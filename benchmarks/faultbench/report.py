@@ -232,6 +232,7 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         f"Run {meta['date']}: seed {_seeds(meta)}, {meta['pairs']} pair(s) a case, "
         f"{meta['steps']} steps, {total.cases} cases.",
         "",
+        *([meta["note"], ""] if meta.get("note") else []),
         *_held_out(meta),
         "- culprit: the verdict's top cause names the planted rank or stage (top-1);",
         "- class: its cause class (`cases.CLASSES`);",

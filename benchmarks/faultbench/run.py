@@ -32,6 +32,7 @@ from cases import QUICK, Case, Truth, matrix
 from report import write_doc
 from score import CaseScore, Measured, Predicted, Totals, score, skip, totals
 
+from scalescope.analyze.model.bootstrap import MODEL_ERROR
 from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.recording import Recording
 
@@ -151,7 +152,11 @@ def verdict_cost(verdict: Verdict, culprit: str) -> Predicted | None:
     cause = next(named, None)
     if cause is None or cause.cost is None:
         return None
-    return Predicted(cause.cost.ms_per_step, cause.cost.low_ms, cause.cost.high_ms)
+    cost = cause.cost
+    if not cost.replayed:  # an estimate's range is its factor of 2 already
+        return Predicted(cost.ms_per_step, cost.low_ms, cost.high_ms)
+    margin = MODEL_ERROR * abs(cost.ms_per_step)  # the replay's own error, as a fix's re-run's
+    return Predicted(cost.ms_per_step, cost.low_ms - margin, cost.high_ms + margin)
 
 
 def median_prediction(predictions: list[Predicted | None]) -> Predicted | None:
