@@ -269,6 +269,11 @@ def test_a_tuning_run_never_writes_the_held_out_doc(monkeypatch) -> None:
     assert run.doc_path(run.parse()) == run.HELD_OUT_DOC
     monkeypatch.setattr(sys, "argv", ["run.py"])
     assert run.doc_path(run.parse()).name == "accuracy.md"
+    monkeypatch.setattr(sys, "argv", ["run.py", "--held-out", "--held-out-seeds", "1"])
+    assert run.held_out_seeds(run.parse()) == run.HELD_OUT_SEEDS[:1]
+    monkeypatch.setattr(sys, "argv", ["run.py", "--held-out", "--held-out-seeds", "0"])
+    with pytest.raises(SystemExit, match="must be 1 to 3"):
+        run.held_out_seeds(run.parse())
 
 
 def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain() -> None:
