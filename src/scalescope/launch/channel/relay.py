@@ -246,6 +246,12 @@ def node_ranks(run_dir: Path) -> dict[int, int]:
     from this one (a run directory other nodes share holds their ranks too, and a pid of
     theirs may exist here as another process, or as theirs where the "nodes" share a pid
     namespace)."""
+    return live_ranks(run_dir, _descends)
+
+
+def live_ranks(run_dir: Path, ours: Callable[[int], bool]) -> dict[int, int]:
+    """The ranks whose live state file is in ``run_dir`` and whose process ``ours`` keeps,
+    by pid (a file that does not read is passed over: a rank writing it, or none)."""
     out = {}
     for path in live_dir(run_dir).glob("rank-*.state"):
         try:
@@ -253,7 +259,7 @@ def node_ranks(run_dir: Path) -> dict[int, int]:
             state = parse_live_state(rank, path.read_bytes())
         except (OSError, ValueError):
             continue
-        if state is not None and _descends(state.pid):
+        if state is not None and ours(state.pid):
             out[rank] = state.pid
     return out
 

@@ -42,10 +42,8 @@ from pathlib import Path
 
 import psutil
 
-from scalescope.events.files import live_dir
-from scalescope.events.live_state import parse_live_state
 from scalescope.events.run import read_rank_meta
-from scalescope.launch.channel.relay import Relay
+from scalescope.launch.channel.relay import Relay, live_ranks
 from scalescope.launch.world.variables import World
 
 NODE_ENV = "SCALESCOPE_NODE_RELAY"
@@ -69,16 +67,7 @@ def lock_path(token: str) -> Path:
 
 def sibling_ranks(run_dir: Path, token: str) -> dict[int, int]:
     """The ranks of this node, by pid: live-state files whose process carries ``token``."""
-    out = {}
-    for path in live_dir(run_dir).glob("rank-*.state"):
-        try:
-            rank = int(path.stem.removeprefix("rank-"))
-            state = parse_live_state(rank, path.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if state is not None and _token_of(state.pid) == token:
-            out[rank] = state.pid
-    return out
+    return live_ranks(run_dir, lambda pid: _token_of(pid) == token)
 
 
 _TOKENS: dict[int, str | None] = {}
