@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from intruder import Intruder, payload
 from torch.distributed import TCPStore
+from waiting import wait_for
 
 from scalescope.events.files import HANG_FILE, HANG_TEXT, live_state_path, stack_path
 from scalescope.events.live_state_writer import LiveStateWriter
@@ -63,15 +64,6 @@ def write_state(path: Path, steps: int, ago_s: float = 0.0) -> bytes:
 
 def state_bytes(folder: Path, steps: int, ago_s: float = 0.0) -> bytes:
     return write_state(folder / f"state-{steps}-{ago_s}", steps, ago_s)
-
-
-def wait_for(found: Callable[[], Any], what: str, seconds: float = 15.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if (value := found()) is not None and value is not False:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {seconds} s")
 
 
 def test_garbage_and_forgeries_make_a_rank_unknown_not_its_last_state(tmp_path: Path) -> None:
@@ -130,7 +122,7 @@ def test_a_relay_not_given_the_jobs_id_learns_it_from_the_store(tmp_path: Path) 
         time.sleep(0.6)
         assert relay.index == -1 and not store.check([f"{PREFIX}live/1"]), "waits for the id"
         watcher = owner(store)
-        states = wait_for(lambda: watcher.states([1]) or None, "rank 1's state")
+        states = wait_for(lambda: watcher.states([1]) or None, "rank 1's state", seconds=15.0)
         assert states[1].steps_done == 3 and relay.job == watcher.job
         assert watcher.sessions() == [(relay.index, relay.session)]
     finally:
@@ -160,7 +152,7 @@ def test_the_hang_watch_stops_no_rank_while_one_is_unknown(
     relay = Relay("127.0.0.1", store.port, tmp_path, lambda: {0: rank.pid}, 2, key=KEY, job=job)
     relay.start()
     channel = Channel(store, key=KEY, job=job, warn=None)
-    wait_for(lambda: channel.states([0]) or None, "rank 0's state")
+    wait_for(lambda: channel.states([0]) or None, "rank 0's state", seconds=15.0)
     if garbage:
         store.set(f"{PREFIX}live/1", b"garbage")
     options = HangOptions(after_s=1.0, action="kill", slowdown_pct=0.0, render=render_hang)
@@ -172,7 +164,7 @@ def test_the_hang_watch_stops_no_rank_while_one_is_unknown(
             time.sleep(1.0)  # a kill would have reached the relay's next poll
             assert not watch.killed and rank.poll() is None, "a rank was stopped"
         else:
-            wait_for(lambda: rank.poll() is not None, "the rank stopped")
+            wait_for(lambda: rank.poll() is not None, "the rank stopped", seconds=15.0)
     finally:
         watch.done.set()
         relay.done.set()

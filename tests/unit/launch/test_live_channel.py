@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from intruder import OTHER_KEY, Intruder
 from torch.distributed import TCPStore
+from waiting import wait_for
 
 from scalescope.events.files import stack_path
 from scalescope.events.live_state_writer import LiveStateWriter
@@ -46,15 +47,6 @@ class Job:
 
     def request_key(self, what: str) -> str:
         return f"scalescope/ask/{self.relay.index}/{what}"
-
-
-def wait_for(found: Callable[[], Any], what: str, seconds: float = 10.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if (value := found()) is not None and value is not False:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {seconds} s")
 
 
 @pytest.fixture
