@@ -78,19 +78,20 @@ def period_of(gains: np.ndarray) -> int:
 
 
 def gain_interval(
-    measured_ms: np.ndarray, fixed_ms: np.ndarray, paired: bool,
+    measured_ms: np.ndarray, fixed_ms: np.ndarray, paired: bool, period: int | None = None,
     resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
 ) -> tuple[float, float]:  # fmt: skip
     """The ``level`` percentile bootstrap interval of ``mean(measured) - mean(fixed)`` (ms).
-    ``paired``: the two are the same steps, resampled together (their per-step differences);
-    else each set is resampled on its own. (0, 0) when either set has no step."""
+    ``paired``: the two are the same steps, resampled together (their per-step differences,
+    in blocks of ``period``: found from them when not given); else each set is resampled on
+    its own. (0, 0) when either set has no step."""
     measured_ms, fixed_ms = np.asarray(measured_ms, float), np.asarray(fixed_ms, float)
     if measured_ms.size == 0 or fixed_ms.size == 0:
         return 0.0, 0.0
     rng = np.random.default_rng(seed)
     if paired:
         gains = measured_ms - fixed_ms
-        length = block_length(gains.size, period_of(gains))
+        length = block_length(gains.size, period_of(gains) if period is None else period)
         means = resampled_means(gains, rng, resamples, length)
     else:
         a, b = measured_ms, fixed_ms

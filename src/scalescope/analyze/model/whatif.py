@@ -147,8 +147,10 @@ def what_if_of(
         gain = measured.mean_ms - after.mean_ms
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
         pct = 100.0 * gain / measured.mean_ms if measured.mean_ms > 0 else 0.0
-        low, high = gain_interval(measured_steps, after_steps, paired=before is None)
-        rerun = rerun_of(measured_steps, after_steps, gain, paired=before is None)
+        paired = before is None
+        period = period_of(np.asarray(measured_steps) - np.asarray(after_steps)) if paired else 1
+        low, high = gain_interval(measured_steps, after_steps, paired, period)
+        rerun = rerun_interval(measured_steps, after_steps, gain, period)
         fixes.append(Fix(cause, after, gain, pct, rate, note, since, low, high, *rerun))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
@@ -163,15 +165,6 @@ def what_if_of(
         ideal=ideal_step, refused=tuple(refused), steady=steady,
         jitter_ms=base.mean_ms - steady.mean_ms, beyond_spread=beyond,
     )  # fmt: skip
-
-
-def rerun_of(
-    measured_ms: np.ndarray, fixed_ms: np.ndarray, gain_ms: float, paired: bool
-) -> tuple[float, float]:
-    """``bootstrap.rerun_interval``, in blocks of the period of the per-step gains where the
-    fix is replayed on the steps it is counted against (a cost every k steps)."""
-    period = period_of(np.asarray(measured_ms) - np.asarray(fixed_ms)) if paired else 1
-    return rerun_interval(measured_ms, fixed_ms, gain_ms, period)
 
 
 def _since(
