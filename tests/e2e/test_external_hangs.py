@@ -240,6 +240,17 @@ def ask_without_the_key(port: int) -> int:
     return intruder.ask(STACKS)
 
 
+def relays_and_view(tmp_path: Path, port: int) -> tuple[int, subprocess.CompletedProcess]:
+    """The relay sessions the job's store counted, and one frame of `top --connect` to it."""
+    store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+    relays = int(store.add("scalescope/relays", 0))
+    view = subprocess.run(
+        [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=tmp_path,
+        env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return relays, view
+
+
 @pytest.mark.heavy
 @no_mpirun
 def test_one_relay_relays_every_rank_of_a_node(tmp_path):
@@ -261,12 +272,7 @@ def test_one_relay_relays_every_rank_of_a_node(tmp_path):
         wait_until(lambda: proc.poll() is not None or rank_waits(run_dir, 1.0, 3),
                    what="rank 0 waiting")  # fmt: skip
         assert proc.poll() is None, proc.communicate()[1]
-        store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
-        relays = int(store.add("scalescope/relays", 0))
-        view = subprocess.run(
-            [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=tmp_path,
-            env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        relays, view = relays_and_view(tmp_path, port)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -313,12 +319,7 @@ def test_two_nodes_of_two_ranks_have_one_relay_each(tmp_path):
     try:
         wait_until(lambda: any(p.poll() is not None for p in procs)
                    or rank_waits(run_dir, 1.0, 4), what="rank 0 waiting")  # fmt: skip
-        store = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
-        relays = int(store.add("scalescope/relays", 0))
-        view = subprocess.run(
-            [*CLI, "top", "--connect", f"127.0.0.1:{port}", "--once"], cwd=tmp_path,
-            env=cli_env() | {"COLUMNS": "200"}, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        relays, view = relays_and_view(tmp_path, port)
         errors = [p.communicate(timeout=120)[1] for p in procs]
     finally:
         for p in procs:
