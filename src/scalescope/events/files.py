@@ -72,3 +72,18 @@ def live_state_path(run_dir: Path, rank: int) -> Path:
 def stack_path(run_dir: Path, rank: int) -> Path:
     """Where the rank's Python stacks go when it is sent ``STACK_SIGNAL`` (faulthandler)."""
     return live_dir(run_dir) / f"rank-{rank:05d}.stack"
+
+
+def ring_name(rank: int) -> str:
+    """The rank's flight recorder: its last full rows (events/flight_ring.py)."""
+    return f"rank-{rank:05d}.ring"
+
+
+def ring_path(run_dir: Path, rank: int) -> Path:
+    return live_dir(run_dir) / ring_name(rank)
+
+
+def window_events_path(run_dir: Path, step: int, rank: int) -> Path:
+    """A rank's rows of a window its ring kept (a slowdown's baseline and onset), written by
+    the launcher in the events schema."""
+    return Path(run_dir) / EVENTS_DIR / f"window-{step:06d}-rank-{rank:05d}.arrows"

@@ -138,6 +138,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--no-probe", action="store_true")
     parser.add_argument("--flush-every", type=int, default=20)
+    parser.add_argument("--ring-rows", type=int, default=None)
     parser.add_argument("--report-bindings", action="store_true")
     parser.add_argument("-m", dest="module", action="store_true")
     parser.add_argument("target")
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_probe:
         from scalescope.probe.install import Probe
 
-        probe = Probe(args.run_dir, meta.rank, args.flush_every, live).install()
+        probe = Probe(args.run_dir, meta.rank, args.flush_every, live, args.ring_rows).install()
         probe.recorder.before_flush.append(groups_publisher(args.run_dir, meta, probe))
         defer_signals_while_flushing(probe.recorder)
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)

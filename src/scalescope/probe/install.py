@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from scalescope.events.flight_ring import DEFAULT_ROWS
 from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.events.run import events_path
 from scalescope.probe import dispatched, group_hooks, native
@@ -18,6 +19,7 @@ from scalescope.probe.ddp import DDPPatch
 from scalescope.probe.deepspeed import DeepSpeedPatch
 from scalescope.probe.deepspeed_pipe import DeepSpeedPipePatch
 from scalescope.probe.dispatched import DispatchedCollectives
+from scalescope.probe.flight_ring import open_ring
 from scalescope.probe.fsdp import FSDPPatch
 from scalescope.probe.fsdp_knobs import FSDPKnobs
 from scalescope.probe.functional import FunctionalCollectives
@@ -78,9 +80,16 @@ class Probe:
         rank: int,
         flush_every_steps: int = 20,
         live: LiveStateWriter | None = None,
+        ring_rows: int | None = None,
     ) -> None:
-        """``live``: the rank's live state file when the bootstrap opened it already."""
+        """``live``: the rank's live state file when the bootstrap opened it already;
+        ``ring_rows``: the flight recorder's rows (0: none; None: DEFAULT_ROWS)."""
         self.recorder = Recorder(events_path(run_dir, rank), rank, flush_every_steps)
+        self.ring = open_ring(
+            run_dir, rank, DEFAULT_ROWS if ring_rows is None else ring_rows, self.recorder.errors
+        )
+        if self.ring is not None:
+            self.recorder.sink = self.ring.append
         self.collectives = CollectiveWrapper(self.recorder)
         self.way = collectives_way(self.recorder.errors)
         self.group_hooks = (
@@ -185,6 +194,9 @@ class Probe:
         self._resolve_device_times()
         self.live.close()
         self.recorder.close()
+        if self.ring is not None:
+            self.recorder.sink = None
+            self.ring.close()
 
     def _resolve_device_times(self) -> None:
         """The last steps' CUDA events, waited for once at the end (else their collectives

@@ -147,6 +147,9 @@ class LiveProbe:
     def _watch(self) -> None:
         orphaned = 0
         while not self._stop.wait(POLL_S):
+            recorder = self.recorder
+            if recorder is not None and recorder.sink is not None and recorder.row_sources:
+                recorder.collect()  # the C++ hooks' finished rows reach the ring within POLL_S
             made, answered = self.writer.requests()
             if made > answered and self.recorder is not None:
                 self.recorder.flush()

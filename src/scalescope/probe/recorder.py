@@ -79,6 +79,9 @@ class Recorder:
         self.on_step: Callable[[int], None] | None = None
         """Told the step number each time a step ends."""
         self.live: LiveStateWriter | None = None
+        self.sink: Callable[[list], None] | None = None
+        """Told each row as it completes (the flight recorder, probe/flight_ring.py): a
+        collective at its completion, the C++ hooks' rows as ``collect`` takes them."""
         self.group_slot: Callable[[str], int] = lambda label: 0
         """A group label's time slot in the live state (probe/collectives.py
         ``GroupNames.live_slot``)."""
@@ -101,6 +104,8 @@ class Recorder:
             self.step_start_ns = start_ns
         row = [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, "", -1]
         self.rows.append(row)
+        if self.sink is not None:
+            self.sink(row)
         if self.live is not None:
             self.live.phase(OUTSIDE, end_ns)
             self.live.add_phase(name, end_ns - start_ns)
@@ -147,6 +152,8 @@ class Recorder:
     def completed(self, row: list, end_ns: int) -> None:
         """A collective's row is done at ``end_ns`` (called from any thread)."""
         row[_DONE] = end_ns - row[3]
+        if self.sink is not None:
+            self.sink(row)
         self.left(row, end_ns)
 
     def left(self, row: list, end_ns: int) -> None:
@@ -166,6 +173,8 @@ class Recorder:
         ]  # fmt: skip
         with self._lock:
             self.rows.append(row)
+        if self.sink is not None:
+            self.sink(row)
 
     def end_step(self, end_ns: int) -> None:
         for hook in self.before_step_end:
@@ -189,11 +198,16 @@ class Recorder:
         with self._lock:  # the watch thread may be taking the rows for a flush
             self.rows.append(step_row)
         peak = self.memory.read_and_reset()
+        step_rows = [step_row]
         if peak is not None:
+            step_rows.append(
+                [self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1]
+            )
             with self._lock:
-                self.rows.append(
-                    [self.step, Kind.MEMORY, peak[0], start, 0, peak[1], 0, "", "", -1, "", -1]
-                )
+                self.rows.append(step_rows[-1])
+        if self.sink is not None:
+            for row in step_rows:
+                self.sink(row)
         self.step += 1
         self.step_start_ns = end_ns
         if self.on_step is not None:
@@ -216,6 +230,10 @@ class Recorder:
         if taken:
             with self._lock:
                 self.rows.extend(taken)
+            if self.sink is not None:
+                for row in taken:
+                    if row[_DONE] is not None:
+                        self.sink(row)
 
     def flush(self, final: bool = False) -> None:
         """Write completed rows; on ``final`` write incomplete collectives with dur_ns -1."""

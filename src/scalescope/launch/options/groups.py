@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from scalescope.events.flight_ring import DEFAULT_ROWS
 from scalescope.launch.options.fields import HTML, RUN_DIR, group, option
 
 if TYPE_CHECKING:
@@ -119,6 +120,9 @@ class Recording:
     """Where to record (default: scalescope_runs/…)."""
     no_probe: bool = option("--no-probe", default=False, panel=RECORDING)
     """Run without instrumentation (for A/B)."""
+    ring_rows: int = option("--ring-rows", default=DEFAULT_ROWS, panel=RECORDING, min=0)
+    """Rows each rank's flight recorder keeps (its last calls, read after a kill, a crash
+    or a hang; 80 B a row); 0: none."""
 
 
 @dataclass(frozen=True, kw_only=True)

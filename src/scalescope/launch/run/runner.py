@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scalescope.events.files import LOGS_DIR, RUN_FILE, meta_file_name, rank_meta_path
+from scalescope.events.flight_ring import DEFAULT_ROWS
 from scalescope.events.run import (
     RunMeta,
     read_rank_meta,
@@ -62,6 +63,8 @@ class RunSpec:
     report_bindings: bool = False
     run_dir: Path | None = None
     probe: bool = True
+    ring_rows: int = DEFAULT_ROWS
+    """Rows of each rank's flight recorder (0: none)."""
     warmup_steps: int = 1
     workload: str = "script"
     options: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +108,8 @@ def rank_argv(spec: RunSpec, run_dir: Path) -> list[str]:
         argv.append("--no-probe")
     if spec.report_bindings:
         argv.append("--report-bindings")
+    if spec.probe and spec.ring_rows != DEFAULT_ROWS:
+        argv += ["--ring-rows", str(spec.ring_rows)]
     if spec.is_module:
         argv.append("-m")
     return [*argv, "--", spec.target, *spec.args]
