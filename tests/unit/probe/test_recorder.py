@@ -134,3 +134,28 @@ def test_a_stop_signal_during_a_flush_is_raised_once_the_rows_are_written(tmp_pa
     rec.close()
     table = _load(path)
     assert table.step[table.kind == Kind.STEP].tolist() == [0, 1]
+
+
+def test_the_sink_gets_each_row_as_it_completes(tmp_path):
+    """The flight recorder's feed: phases, waits, steps at once; a collective at its
+    completion, never before; the C++ hooks' rows as ``collect`` takes them (finished ones)."""
+    rec = Recorder(tmp_path / "e.arrows", rank=0, flush_every_steps=100)
+    sunk: list[tuple] = []
+    rec.sink = lambda row: sunk.append(tuple(row))
+    native = [
+        [0, Kind.COLLECTIVE, "broadcast", 10, 5, 8, 2, "float32", "1", 0, "user", -1],
+        [0, Kind.COLLECTIVE, "broadcast", 20, None, 8, 2, "float32", "1", 1, "user", -1],
+    ]
+    rec.row_sources.append(lambda final: native if not final else [])
+    row = rec.collective("all_reduce", 64, 16, "float32", "0", "user", 100)
+    assert sunk == []
+    rec.phase("forward", 150, 400)
+    rec.completed(row, 450)
+    rec.collect()
+    rec.end_step(500)
+    names = [(r[2], r[4]) for r in sunk]
+    assert names[:4] == [("forward", 250), ("all_reduce", 350), ("broadcast", 5), ("step", 350)]
+    assert ("broadcast", None) not in names
+    rec.close()
+    written = _load(tmp_path / "e.arrows")
+    assert set(written.strings("name")) == {r[2] for r in sunk}, "every name the file holds"
