@@ -16,6 +16,8 @@ import pyarrow as pa
 from scalescope.events.files import NODES_DIR, RUN_FILE, events_path, rank_meta_path
 from scalescope.events.memory import release_memory
 from scalescope.events.reader import StreamRead, read_event_stream
+from scalescope.events.ring_rows import recover
+from scalescope.events.schema import ARROW_SCHEMA
 from scalescope.events.table import EventTable, SymbolTable
 
 RUN_SCHEMA = "scalescope.run/1"
@@ -309,10 +311,17 @@ def load_run(run_dir: Path) -> Run:
         name = paths[rank].name
         if read is None:
             problems.append(f"rank {rank}: event file {name} is missing")
-            continue
-        if read.problem:
+        elif read.problem:
             problems.append(f"rank {rank}: {name} {read.problem}; kept {read.batches} batches")
-        pending.append(read.table)
+        table = read.table if read is not None else ARROW_SCHEMA.empty_table()
+        if rank not in ranks or ranks[rank].status != "completed":  # rows since its last flush
+            recovered = recover(run_dir, rank, table)
+            problems += [recovered.note] if recovered.note else []
+            if recovered.table.num_rows:
+                table = pa.concat_tables([table, recovered.table])
+        if table.num_rows == 0 and read is None:
+            continue
+        pending.append(table)
         if len(pending) == CONVERT_EVERY:
             tables.append(_converted(pending, symbols))
     if pending:

@@ -22,6 +22,9 @@ _DUR = 4
 class CudaTimings:
     def __init__(self) -> None:
         self.pending: list[tuple[list, Any, Any]] = []
+        self.on_resolved: Any = None
+        """Told each row once its device time is in (the recorder's ``done``: the flight
+        recorder takes a collective's row then)."""
 
     def start(self) -> Any:
         event = torch.cuda.Event(enable_timing=True)
@@ -57,6 +60,8 @@ class CudaTimings:
                 end.synchronize()
             if end.query():
                 row[_DUR] = int(start.elapsed_time(end) * 1e6)
+                if self.on_resolved is not None:
+                    self.on_resolved(row)
             else:
                 still.append((row, start, end))
         self.pending = still

@@ -170,6 +170,8 @@ class DDPPatch:
             result = original(process_group, tensors, buffer_size, *args, **kwargs)
             end = time.perf_counter_ns()
             share_rows(rows, start, end)
+            for row in rows:
+                recorder.done(row)
             if rows:
                 recorder.left(rows[-1], end)
             return result

@@ -122,6 +122,7 @@ class Probe:
         self.mesh = MeshNames(self.collectives.groups)
         self.clock = ClockHooks()
         self.recorder.before_flush.append(self.collectives.cuda.resolve)
+        self.collectives.cuda.on_resolved = self.recorder.done
         self.recorder.before_flush.append(self.phases.cuda.resolve)
         offset = time.time_ns() - time.perf_counter_ns()
         self.live = LiveProbe(run_dir, rank, os.getpid(), offset, live)

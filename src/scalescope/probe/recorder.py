@@ -156,6 +156,11 @@ class Recorder:
             self.sink(row)
         self.left(row, end_ns)
 
+    def done(self, row: list) -> None:
+        """A row whose duration its caller set (DDP's shared broadcast, a device's time)."""
+        if self.sink is not None:
+            self.sink(row)
+
     def left(self, row: list, end_ns: int) -> None:
         """The host left a collective (its duration may be resolved later, on a device)."""
         live = self.live
