@@ -99,6 +99,24 @@ def test_host_hang_verdict_names_the_rank_and_the_collective(host_hang):
     assert "rank 1 is in host work (outside the recorded phases) since step 6" in text
 
 
+def test_host_hang_lists_each_ranks_last_calls_from_its_flight_recorder(host_hang):
+    """Both ranks last completed the user all_reduce after their 6th optimizer step (the step
+    numbered 6 begins there), one before the call rank 0 waits in: the rings say what the
+    live states' single call cannot."""
+    hang, text = host_hang["hang"], host_hang["proc"].stderr
+    seq = hang["verdicts"][0]["seq"]
+    for r in hang["ranks"]:
+        last = r["last_calls"][0]
+        assert (last["op"], last["group"], last["seq"], last["step"]) == ("all_reduce", "0",
+                                                                          seq - 1, 6)  # fmt: skip
+        assert last["dur_s"] is not None and r["ring_note"] == ""
+        assert [c["seq"] for c in r["last_calls"]] == list(range(seq - 1, seq - 6, -1))
+        assert (
+            f"rank {r['rank']}'s last calls (flight recorder, latest first): all_reduce "
+            f"#{seq - 1} (group 0, " in text
+        )
+
+
 def test_host_hang_stacks_show_where_each_rank_is(host_hang):
     ranks = {r["rank"]: r for r in host_hang["hang"]["ranks"]}
     sleep_line = next(

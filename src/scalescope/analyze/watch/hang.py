@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from scalescope.analyze.watch.ring_calls import RingCall
 from scalescope.events import Kind, Run
 from scalescope.events.files import HANG_FILE
 from scalescope.events.live_state import OUTSIDE, LiveState
@@ -54,6 +55,11 @@ class RankHang:
     stack: str = ""
     host: str = ""
     """The node it runs on ("" when unknown)."""
+    last_calls: tuple[RingCall, ...] = ()
+    """Its flight recorder's last collectives, the latest first (none when its ring could
+    not be read here: another node's rank under srun or mpirun, a run without rings)."""
+    ring_note: str = ""
+    """Why its ring was not read, when it could not be ("" otherwise)."""
 
 
 @dataclass(frozen=True)

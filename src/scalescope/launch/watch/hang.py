@@ -32,7 +32,9 @@ from scalescope.analyze.watch.hang import (
     rank_hang,
     verdicts,
 )
+from scalescope.analyze.watch.ring_calls import RingCall, last_calls
 from scalescope.events.files import HANG_FILE, HANG_TEXT
+from scalescope.events.flight_ring import RingError, read_rank_ring
 from scalescope.events.live_state import (
     LiveState,
 )
@@ -198,7 +200,9 @@ class HangWatch(threading.Thread):
         for rank, state in sorted(states.items()):
             ended = self.source.ended(rank, state)
             hang = rank_hang(state, now, alive=not ended, ended=ended)
-            ranks.append(replace(hang, stack=stacks.get(rank, ""), host=self.source.host(rank)))
+            calls, note = ring_calls(self.run_dir, rank)
+            ranks.append(replace(hang, stack=stacks.get(rank, ""), host=self.source.host(rank),
+                                 last_calls=calls, ring_note=note))  # fmt: skip
         report = HangReport(
             detected_at=now, idle_s=idle, hang_after_s=threshold, source="live",
             ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=action, unknown=unknown,
@@ -216,6 +220,16 @@ class HangWatch(threading.Thread):
             self.source.stop()
             if not self.done.wait(LAUNCHER_GRACE_S) and self.on_stuck is not None:
                 self.on_stuck()
+
+
+def ring_calls(run_dir: Path, rank: int) -> tuple[tuple[RingCall, ...], str]:
+    """The rank's last calls from its ring in this node's run directory, and why not when
+    its file is there but cannot be read (none and no note: no file here)."""
+    try:
+        ring = read_rank_ring(run_dir, rank)
+    except RingError as exc:
+        return (), str(exc)
+    return (last_calls(ring) if ring is not None else ()), ""
 
 
 def progress_times(states: dict[int, LiveState]) -> list[float]:

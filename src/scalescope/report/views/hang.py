@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scalescope.analyze.watch.hang import HangReport
 from scalescope.diagnose.hang_words import verdict_line
-from scalescope.events.units import fmt_bytes_brief, fmt_seconds
+from scalescope.events.units import fmt_bytes_brief, fmt_ms, fmt_seconds
 
 
 def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
@@ -30,6 +30,25 @@ def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
             )
         ]
     return rows
+
+
+def ring_lines(report: HangReport) -> list[str]:
+    """Each rank's last calls from its flight recorder, the latest first."""
+    lines = []
+    for r in report.ranks:
+        if r.ring_note:
+            lines.append(f"  rank {r.rank}: flight recorder not read ({r.ring_note})")
+        if not r.last_calls:
+            continue
+        calls = [
+            f"{c.op} #{c.seq} (group {c.group}, {fmt_bytes_brief(c.nbytes)}, step {c.step}, "
+            + ("not completed)" if c.dur_s is None else f"{fmt_ms(c.dur_s * 1e3, 2)} ms)")
+            for c in r.last_calls
+        ]
+        lines.append(
+            f"  rank {r.rank}'s last calls (flight recorder, latest first): " + "; ".join(calls)
+        )
+    return lines
 
 
 LAUNCH_FRAMES = ("<frozen runpy>", "scalescope/probe/bootstrap.py")
@@ -62,6 +81,7 @@ def hang_lines(report: HangReport, stacks: str = "all") -> list[str]:
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
+    lines += ring_lines(report)
     if report.unknown:
         lines.append(
             f"  rank(s) {', '.join(map(str, report.unknown))} unknown: their live state in the "
