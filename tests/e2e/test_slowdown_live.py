@@ -26,6 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import DDP_TRAIN, cli_env, scalescope
 from scalescope.analyze.watch.slowdown_alerts import read_alerts
+from scalescope.events.files import events_path, window_events_path
+from scalescope.events.reader import read_event_stream
+from scalescope.events.schema import ROW_FIELDS
 
 pytestmark = pytest.mark.live
 
@@ -117,6 +120,29 @@ def test_the_watch_names_the_rank_and_the_phase_while_it_trains(slowed):
     assert alert.since_step <= alert.detected_step and FROM < alert.detected_step <= STEPS
     assert alert.now_ms > alert.baseline_ms * 1.1
     assert f"scalescope: {alert.message}" in proc.stderr
+
+
+def test_each_ranks_ring_rows_of_the_baseline_and_the_onset_are_kept(slowed):
+    """At the onset the launcher copies every rank's flight recorder rows of the onset and
+    of the baseline before it (at least the detector's 20 steps) into window files: the
+    steps before the onset hold exactly the rank's rows of those steps."""
+    tmp, proc, *_ = slowed
+    (alert, *_) = named(read_alerts(tmp / "run"))
+    first = max(0, alert.since_step - max(20, alert.detected_step - alert.since_step))
+    assert f"steps {first}-{alert.detected_step} of 4 ranks kept" in proc.stderr
+    for rank in range(4):
+        path = window_events_path(tmp / "run", alert.since_step, rank)
+        window = read_event_stream(path).table.drop_columns(["rank"]).to_pylist()
+        steps = {r["step"] for r in window}
+        assert min(steps) == first and max(steps) <= alert.detected_step
+        full = read_event_stream(events_path(tmp / "run", rank)).table.to_pylist()
+
+        def before(rows):
+            return sorted(
+                tuple(r[c] for c in ROW_FIELDS) for r in rows if r["step"] < alert.since_step
+            )
+
+        assert before(window) == before([r for r in full if r["step"] >= first]), rank
 
 
 def test_the_hook_gets_each_alert_as_json(slowed):

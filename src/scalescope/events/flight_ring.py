@@ -105,6 +105,13 @@ class RingRead:
             for i in range(len(r))
         ]  # fmt: skip
 
+    def window(self, first_step: int, last_step: int) -> RingRead:
+        """The same ring with only the rows of steps ``first_step`` to ``last_step``."""
+        step = self.records["step"]
+        kept = self.records[(step >= first_step) & (step <= last_step)]
+        return RingRead(self.rank, self.pid, self.wall_minus_perf_ns, kept, self.strings,
+                        self.written, self.dropped)  # fmt: skip
+
     @property
     def steps(self) -> tuple[int, int] | None:
         """The first and last step of its rows (None: no rows)."""

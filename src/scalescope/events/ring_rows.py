@@ -1,6 +1,7 @@
 """A ring's rows in the events schema: the rows a rank's event stream lacks (a rank killed
-between two flushes) for ``load_run``, and a window of steps for a file of its own (the
-launcher's copy at a slowdown alert)."""
+between two flushes) for ``load_run``, and a window of steps in files of their own (the
+launcher's copy at a slowdown alert: the baseline before the onset and the onset, for the
+what-if to replay)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from scalescope.events.flight_ring import RingError, RingRead, read_rank_ring
+from scalescope.events.files import live_dir, window_events_path
+from scalescope.events.flight_ring import RingError, RingRead, read_rank_ring, read_ring
 from scalescope.events.schema import ARROW_SCHEMA, ROW_FIELDS
 from scalescope.events.writer import EventWriter
 
@@ -65,13 +67,28 @@ def recover(run_dir: Path, rank: int, written: pa.Table) -> Recovered:
     return Recovered(rows_table(rank, rows), note)
 
 
-def write_window(ring: RingRead, first_step: int, last_step: int, path: Path) -> int:
-    """The ring's rows of steps ``first_step`` to ``last_step`` into an event stream at
-    ``path``; the rows written."""
-    rows = [r for r in ring.rows() if first_step <= r[0] <= last_step]
-    writer = EventWriter(path, ring.rank)
-    try:
-        writer.write(rows)
-    finally:
-        writer.close()
-    return len(rows)
+@dataclass(frozen=True)
+class Windows:
+    """What ``write_windows`` kept: rows by rank, and the rings it could not read."""
+
+    rows: dict[int, int]
+    notes: list[str]
+
+
+def write_windows(run_dir: Path, first_step: int, last_step: int, named: int) -> Windows:
+    """Each ring of the run's live folder (this node's ranks): its rows of steps
+    ``first_step`` to ``last_step`` into ``events/window-<named>-rank-N.arrows``."""
+    kept, notes = {}, []
+    for path in sorted(live_dir(run_dir).glob("rank-*.ring")):
+        try:
+            ring = read_ring(path).window(first_step, last_step)
+        except RingError as exc:
+            notes.append(str(exc))
+            continue
+        writer = EventWriter(window_events_path(run_dir, named, ring.rank), ring.rank)
+        try:
+            writer.write(ring.rows())
+        finally:
+            writer.close()
+        kept[ring.rank] = len(ring.records)
+    return Windows(kept, notes)

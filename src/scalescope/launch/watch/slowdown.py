@@ -23,6 +23,7 @@ from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
 from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState
+from scalescope.events.ring_rows import write_windows
 
 HOSTS_EVERY_S = 10.0
 """How often the ranks whose node is not known yet are asked again (a rank names its host
@@ -60,8 +61,31 @@ class SlowdownWatch:
         with open(self.run_dir / ALERTS_FILE, "a") as f:
             f.write(line + "\n")
         print(f"scalescope: {alert.message}", file=sys.stderr, flush=True)
+        if alert.event == "onset":
+            self.keep_window(alert)
         if self.command:
             self._run_hook(line)
+
+    def keep_window(self, alert: Alert) -> None:
+        """Each ring's rows of the onset and of as many steps before it (at least the
+        detector's baseline) into ``events/window-<onset step>-rank-N.arrows``."""
+        span = max(self.detector.config.baseline_steps, alert.detected_step - alert.since_step)
+        first = max(0, alert.since_step - span)
+        try:
+            kept = write_windows(self.run_dir, first, alert.detected_step, alert.since_step)
+        except OSError as exc:  # a full disk: the alert stands without its rows
+            print(f"scalescope: slowdown {alert.id}: window not kept: {exc}", file=sys.stderr)
+            return
+        for note in kept.notes:
+            print(f"scalescope: slowdown {alert.id}: flight recorder not read ({note})",
+                  file=sys.stderr)  # fmt: skip
+        if kept.rows:
+            print(
+                f"scalescope: slowdown {alert.id}: steps {first}-{alert.detected_step} of "
+                f"{len(kept.rows)} ranks kept from their flight recorders "
+                f"({sum(kept.rows.values())} rows) in events/window-{alert.since_step:06d}-*",
+                file=sys.stderr, flush=True,
+            )  # fmt: skip
 
     def _run_hook(self, line: str) -> None:
         env = {**os.environ, "SCALESCOPE_ALERT": line, "SCALESCOPE_RUN_DIR": str(self.run_dir)}
