@@ -81,7 +81,8 @@ class Recorder:
         self.live: LiveStateWriter | None = None
         self.sink: Callable[[list], None] | None = None
         """Told each row as it completes (the flight recorder, probe/flight_ring.py): a
-        collective at its completion, the C++ hooks' rows as ``collect`` takes them."""
+        collective at its completion, the C++ hooks' rows as ``collect`` takes them (at each
+        step's end, and from the live watch thread twice a second)."""
         self.group_slot: Callable[[str], int] = lambda label: 0
         """A group label's time slot in the live state (probe/collectives.py
         ``GroupNames.live_slot``)."""
@@ -223,6 +224,8 @@ class Recorder:
             self.live.step(self.step, end_ns)
             self.live.add_step(end_ns - start, samples)
         self.loader_samples = self.forward_samples = 0
+        if self.sink is not None and self.row_sources:
+            self.collect()  # the C++ hooks' rows of the step into the ring (the flush's work)
         if (
             self.step % self.flush_every_steps == 0
             or end_ns - self._last_flush_ns > self.flush_every_ns

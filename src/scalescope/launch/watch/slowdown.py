@@ -83,7 +83,7 @@ class SlowdownWatch:
             print(
                 f"scalescope: slowdown {alert.id}: steps {first}-{alert.detected_step} of "
                 f"{len(kept.rows)} ranks kept from their flight recorders "
-                f"({sum(kept.rows.values())} rows) in events/window-{alert.since_step:06d}-*",
+                f"({sum(kept.rows.values()):,} rows) in events/window-{alert.since_step:06d}-*",
                 file=sys.stderr, flush=True,
             )  # fmt: skip
 
