@@ -14,9 +14,10 @@ import pytest
 from conftest import DDP_TRAIN, scalescope, start_scalescope
 from scalescope.events import Kind, load_run
 from scalescope.events.files import events_path, ring_path
-from scalescope.events.flight_ring import read_rank_ring
+from scalescope.events.flight_ring import file_size, read_rank_ring
 from scalescope.events.reader import read_event_stream
 from scalescope.events.ring_rows import missing_rows
+from scalescope.launch.run.runner import RunSpec, rank_argv
 from scalescope.probe.install import WAY_VARIABLE
 
 
@@ -115,3 +116,23 @@ def test_a_damaged_ring_is_a_note_and_the_report_goes_on(tmp_path):
     report = scalescope("report", "run", cwd=tmp_path)
     assert report.returncode == 0, report.stderr[-2000:]
     assert "flight recorder not read" in report.stdout + report.stderr
+
+
+def test_a_negative_ring_size_is_refused_before_any_rank_starts(cli_in_process, tmp_path):
+    proc = cli_in_process("run", "-n", "2", "--ring-rows", "-1", str(DDP_TRAIN))
+    assert proc.returncode == 2
+    assert "--ring-rows" in proc.stderr and not (tmp_path / "scalescope_runs").exists()
+
+
+def test_the_ring_size_reaches_the_ranks_and_0_writes_none(tmp_path):
+    spec = RunSpec(target=str(DDP_TRAIN), ring_rows=100)
+    argv = rank_argv(spec, tmp_path)
+    assert argv[argv.index("--ring-rows") + 1] == "100"
+    assert "--ring-rows" not in rank_argv(RunSpec(target=str(DDP_TRAIN)), tmp_path)
+    for rows, size in ((100, file_size(100)), (0, None)):
+        run = tmp_path / f"rows-{rows}"
+        done = scalescope("run", "-n", "1", "--run-dir", run, "--no-report", "--ring-rows",
+                          rows, DDP_TRAIN, "--steps", "3", cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        path = ring_path(run, 0)
+        assert (path.stat().st_size if path.exists() else None) == size
