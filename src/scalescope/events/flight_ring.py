@@ -120,36 +120,63 @@ class RingRead:
         return int(self.records["step"].min()), int(self.records["step"].max())
 
 
-def parse_ring(raw: bytes, name: str = "ring", written_after: int | None = None) -> RingRead:
-    """A ring from its bytes; ``RingError`` (one line, naming ``name``) when they are not one.
-    ``written_after``: the rows counter read again once the bytes were read (a live writer
-    may have overwritten the oldest records meanwhile: those are dropped)."""
-    if len(raw) < HEADER_SIZE:
-        raise RingError(f"{name}: {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte header")
+@dataclass(frozen=True)
+class _Header:
+    slots: int
+    rank: int
+    pid: int
+    offset: int
+    strings: int
+    written: int
+
+    @property
+    def strings_at(self) -> int:
+        return HEADER_SIZE + self.slots * RECORD.itemsize
+
+
+def _header(head: bytes, name: str, size: int) -> _Header:
+    """The header of a file of ``size`` bytes, checked; ``RingError`` when it is not one."""
+    if size < HEADER_SIZE or len(head) < HEADER_SIZE:
+        raise RingError(f"{name}: {size} bytes, shorter than its {HEADER_SIZE}-byte header")
     magic, slots, rec, ssize, nstrings, rank, pid, offset, strings, written = HEADER.unpack_from(
-        raw
+        head
     )
     if magic != MAGIC:
         raise RingError(f"{name}: not a flight recorder ring (magic {magic!r})")
     if rec != RECORD.itemsize or ssize != STRING_SIZE or slots < 2 or nstrings < 2:
         raise RingError(f"{name}: unknown layout (record {rec} B, string {ssize} B)")
-    size = HEADER_SIZE + slots * rec + nstrings * ssize
-    if len(raw) < size:
-        raise RingError(f"{name}: {len(raw)} bytes, its header says {size} (truncated)")
+    whole = HEADER_SIZE + slots * rec + nstrings * ssize
+    if size < whole:
+        raise RingError(f"{name}: {size} bytes, its header says {whole} (truncated)")
     if not 0 <= strings <= nstrings or written < 0:
         raise RingError(f"{name}: counters out of range ({strings} strings, {written} rows)")
-    records = np.frombuffer(raw, RECORD, count=slots, offset=HEADER_SIZE).copy()
-    table = np.frombuffer(raw, f"S{ssize}", count=strings, offset=HEADER_SIZE + slots * rec)
-    after = max(written, written_after or 0)
-    expected = np.arange(max(0, after - slots + 1), written, dtype=np.int64)
-    taken = records[expected % slots]
+    return _Header(slots, rank, pid, offset, strings, written)
+
+
+def _ring(h: _Header, expected: np.ndarray, taken: np.ndarray, table: bytes) -> RingRead:
+    """The records ``taken`` from the slots of the rows ``expected``: those whose index is
+    the expected one (the others were cut short or overwritten)."""
     kept = taken[taken["index"] == expected]
-    texts = [s.rstrip(b"\0").decode("utf-8", "replace") for s in table.tolist()]
-    held = written - max(0, written - slots + 1)
+    names = np.frombuffer(table, f"S{STRING_SIZE}", count=h.strings).tolist()
+    texts = [t.rstrip(b"\0").decode("utf-8", "replace") for t in names]
     return RingRead(
-        rank=rank, pid=pid, wall_minus_perf_ns=offset, records=kept, strings=texts,
-        written=written, dropped=held - len(kept),
+        rank=h.rank, pid=h.pid, wall_minus_perf_ns=h.offset, records=kept, strings=texts,
+        written=h.written, dropped=len(expected) - len(kept),
     )  # fmt: skip
+
+
+def parse_ring(raw: bytes, name: str = "ring", written_after: int | None = None) -> RingRead:
+    """A ring from its bytes; ``RingError`` (one line, naming ``name``) when they are not one.
+    ``written_after``: the rows counter read again once the bytes were read (a live writer
+    may have overwritten the oldest records meanwhile: those are dropped)."""
+    h = _header(raw, name, len(raw))
+    after = max(h.written, written_after or 0)
+    expected = np.arange(max(0, h.written - h.slots + 1), h.written, dtype=np.int64)
+    records = np.frombuffer(raw, RECORD, count=h.slots, offset=HEADER_SIZE)
+    taken = records[expected % h.slots]
+    taken["index"][expected < after - h.slots + 1] = -1  # overwritten while read
+    table = raw[h.strings_at : h.strings_at + h.strings * STRING_SIZE]
+    return _ring(h, expected, taken, table)
 
 
 def read_ring(path: Path) -> RingRead:
@@ -162,6 +189,29 @@ def read_ring(path: Path) -> RingRead:
         raise RingError(f"{Path(path).name}: {exc.strerror or exc}") from None
     after = struct.unpack("<q", again)[0] if len(again) == 8 else None
     return parse_ring(raw, Path(path).name, after)
+
+
+def read_ring_tail(path: Path, count: int) -> RingRead:
+    """The last ``count`` rows of a ring, read alone (a few reads of the file, whatever its
+    size: what a hang's report reads of each rank); ``RingError`` as ``read_ring``."""
+    name = Path(path).name
+    try:
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            h = _header(os.pread(fd, HEADER_SIZE, 0), name, os.fstat(fd).st_size)
+            first = max(0, h.written - h.slots + 1, h.written - count)
+            expected = np.arange(first, h.written, dtype=np.int64)
+            at, n = first % h.slots, len(expected)
+            size = RECORD.itemsize
+            raw = os.pread(fd, min(n, h.slots - at) * size, HEADER_SIZE + at * size)
+            raw += os.pread(fd, max(0, at + n - h.slots) * size, HEADER_SIZE)
+            table = os.pread(fd, h.strings * STRING_SIZE, h.strings_at)
+            (after,) = struct.unpack("<q", os.pread(fd, 8, WRITTEN_AT))
+    except OSError as exc:
+        raise RingError(f"{name}: {exc.strerror or exc}") from None
+    taken = np.frombuffer(raw, RECORD).copy()
+    taken["index"][expected < after - h.slots + 1] = -1
+    return _ring(h, expected, taken, table)
 
 
 def read_rank_ring(run_dir: Path, rank: int) -> RingRead | None:

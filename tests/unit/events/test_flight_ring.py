@@ -18,6 +18,7 @@ from scalescope.events.flight_ring import (
     parse_ring,
     read_rank_ring,
     read_ring,
+    read_ring_tail,
 )
 from scalescope.events.schema import Kind
 from scalescope.probe.flight_ring import RingWriter, open_ring
@@ -149,3 +150,22 @@ def test_a_file_that_is_not_a_ring_is_one_line(tmp_path, damage, says):
 def test_a_missing_file_is_one_line(tmp_path):
     with pytest.raises(RingError, match=r"^gone.ring: No such file"):
         read_ring(tmp_path / "gone.ring")
+
+
+def test_the_tail_is_the_last_rows_read_alone(tmp_path):
+    ring = _ring(tmp_path, 6)
+    for i in range(10):
+        ring.append(_row(i, group=f"g{i % 3}"))
+    path = tmp_path / "r.ring"
+    whole = read_ring(path).rows()
+    for count in (1, 3, 6, 50):  # slot 10 % 7 = 3: the last 3 rows wrap around the end
+        assert read_ring_tail(path, count).rows() == whole[-count:]
+    raw = bytearray(path.read_bytes())
+    at = HEADER_SIZE + (9 % ring.slots) * RECORD.itemsize
+    raw[at + RECORD.itemsize - 8 : at + RECORD.itemsize] = struct.pack("<q", 2)  # not row 9
+    path.write_bytes(bytes(raw))
+    tail = read_ring_tail(path, 3)
+    assert [r[9] for r in tail.rows()] == [7, 8] and tail.dropped == 1
+    path.write_bytes(bytes(raw[:500]))
+    with pytest.raises(RingError, match="truncated"):
+        read_ring_tail(path, 3)

@@ -33,8 +33,8 @@ from scalescope.analyze.watch.hang import (
     verdicts,
 )
 from scalescope.analyze.watch.ring_calls import RingCall, last_calls
-from scalescope.events.files import HANG_FILE, HANG_TEXT
-from scalescope.events.flight_ring import RingError, read_rank_ring
+from scalescope.events.files import HANG_FILE, HANG_TEXT, ring_path
+from scalescope.events.flight_ring import RingError, read_ring_tail
 from scalescope.events.live_state import (
     LiveState,
 )
@@ -52,6 +52,9 @@ POLL_S = 0.5
 NODE_DEFER_S = 10.0
 """How much later than node 0's watch the other nodes' watches act."""
 MEDIAN_EVERY_S = 10.0
+TAIL_ROWS = 256
+"""The rows of each rank's ring a hang's report reads (the last calls are among them): a
+few reads of its file, not its 5 MiB."""
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
 rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
@@ -225,11 +228,13 @@ class HangWatch(threading.Thread):
 def ring_calls(run_dir: Path, rank: int) -> tuple[tuple[RingCall, ...], str]:
     """The rank's last calls from its ring in this node's run directory, and why not when
     its file is there but cannot be read (none and no note: no file here)."""
+    path = ring_path(run_dir, rank)
+    if not path.is_file():
+        return (), ""
     try:
-        ring = read_rank_ring(run_dir, rank)
+        return last_calls(read_ring_tail(path, TAIL_ROWS)), ""
     except RingError as exc:
         return (), str(exc)
-    return (last_calls(ring) if ring is not None else ()), ""
 
 
 def progress_times(states: dict[int, LiveState]) -> list[float]:
