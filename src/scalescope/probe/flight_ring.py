@@ -60,6 +60,9 @@ class RingWriter:
         self._string(OVERFLOW)
         self.written = 0
         self._lock = threading.Lock()
+        self.errors: list[str] = []
+        """Where a row that could not be written is said (the recorder's errors)."""
+        self.failed = 0
 
     def _string(self, text: str) -> int:
         """The id of ``text``, written into the table (and counted) the first time."""
@@ -78,39 +81,41 @@ class RingWriter:
         return sid
 
     def append(self, row: Sequence) -> None:
-        """One row (the recorder's list or tuple) into the next slot, then counted."""
+        """One row (the recorder's list or tuple) into the next slot, then counted; a row
+        that cannot be packed is left out and said once in ``errors`` (never raised into the
+        training loop that completed it)."""
         ids = self._ids
-        with self._lock:
-            m = self._map
-            if m is None:
-                return
-            name, dtype, group, tag = row[2], row[7], row[8], row[10]
-            n = ids.get(name)
-            if n is None:
-                n = self._string(name)
-            d = ids.get(dtype)
-            if d is None:
-                d = self._string(dtype)
-            g = ids.get(group)
-            if g is None:
-                g = self._string(group)
-            t = ids.get(tag)
-            if t is None:
-                t = self._string(tag)
-            i = self.written
-            dur = row[4]
-            _RECORD.pack_into(
-                m, HEADER_SIZE + (i % self.slots) * 80, row[3], -1 if dur is None else dur,
-                row[5], row[6], row[9], row[0], row[11] if len(row) > 11 else -1, n, d, g, t,
-                row[1], i,
-            )  # fmt: skip
-            self.written = i + 1
-            _Q.pack_into(m, WRITTEN_AT, i + 1)
-
-    def extend(self, rows: Sequence[Sequence]) -> None:
-        for row in rows:
-            if row[4] is not None:
-                self.append(row)
+        try:
+            with self._lock:
+                m = self._map
+                if m is None:
+                    return
+                name, dtype, group, tag = row[2], row[7], row[8], row[10]
+                n = ids.get(name)
+                if n is None:
+                    n = self._string(name)
+                d = ids.get(dtype)
+                if d is None:
+                    d = self._string(dtype)
+                g = ids.get(group)
+                if g is None:
+                    g = self._string(group)
+                t = ids.get(tag)
+                if t is None:
+                    t = self._string(tag)
+                i = self.written
+                dur = row[4]
+                _RECORD.pack_into(
+                    m, HEADER_SIZE + (i % self.slots) * 80, row[3], -1 if dur is None else dur,
+                    row[5], row[6], row[9], row[0], row[11] if len(row) > 11 else -1, n, d, g,
+                    t, row[1], i,
+                )  # fmt: skip
+                self.written = i + 1
+                _Q.pack_into(m, WRITTEN_AT, i + 1)
+        except (struct.error, TypeError, ValueError, AttributeError, IndexError) as exc:
+            self.failed += 1
+            if self.failed == 1:
+                self.errors.append(f"flight recorder: a row left out ({exc}): {list(row)!r}")
 
     def close(self) -> None:
         """Unmap; later appends (a collective completing on another thread) go nowhere. The
@@ -130,8 +135,11 @@ def open_ring(
         return None
     offset = time.time_ns() - time.perf_counter_ns()
     try:
-        return RingWriter(ring_path(run_dir, rank), rank, rows, os.getpid(), offset)
+        ring = RingWriter(ring_path(run_dir, rank), rank, rows, os.getpid(), offset)
     except (OSError, ValueError) as exc:
         if errors is not None:
             errors.append(f"flight recorder not opened: {exc}")
         return None
+    if errors is not None:
+        ring.errors = errors
+    return ring

@@ -169,3 +169,17 @@ def test_the_tail_is_the_last_rows_read_alone(tmp_path):
     path.write_bytes(bytes(raw[:500]))
     with pytest.raises(RingError, match="truncated"):
         read_ring_tail(path, 3)
+
+
+def test_a_row_that_cannot_be_packed_is_left_out_and_said_once(tmp_path):
+    errors: list[str] = []
+    ring = open_ring(tmp_path, 0, rows=4, errors=errors)
+    ring.append(_row(0))
+    bad = _row(1)
+    bad[5] = 1 << 70  # bytes beyond int64
+    ring.append(bad)
+    ring.append(bad)
+    ring.append(_row(2))
+    assert [r[9] for r in read_rank_ring(tmp_path, 0).rows()] == [0, 2]
+    assert ring.failed == 2 and len(errors) == 1
+    assert errors[0].startswith("flight recorder: a row left out (")
