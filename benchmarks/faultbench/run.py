@@ -75,7 +75,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--held-out-seeds", type=int, default=len(HELD_OUT_SEEDS), metavar="N",
                    help="with --held-out: the first N of its seeds (one seed is one whole "
                    "matrix, ~40 minutes on 2 cores)")  # fmt: skip
-    p.add_argument("--keep", type=Path, help="keep the runs here")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the runs here; a case's whole pairs "
+        "already there are reused (a stopped run resumes, a noisy truth gets more)",
+    )
     p.add_argument(
         "--rescore",
         type=Path,
@@ -203,7 +208,9 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
     ``MAX_PAIRS``), then scored from their folders."""
     if missing(case):
         return skip(case, f"{case.needs} is not installed")
-    measured: list[Measured] = []
+    measured = [Measured(step_ms(case, pair_folder(work, case, i, True)),
+                         step_ms(case, pair_folder(work, case, i, False)))
+                for i in range(kept_pairs(case, work))]  # fmt: skip
     while len(measured) < pairs or (
         len(measured) < MAX_PAIRS and case.truth.culprit and too_noisy(measured)
     ):
@@ -214,6 +221,34 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
         if case.alone:
             run_arm(case, work / f"{case.name}-{i}-alone", False, case.alone)
     return score_folders(case, work, len(measured), record)
+
+
+def kept_pairs(case: Case, work: Path) -> int:
+    """How many of the case's first pairs ``work`` holds whole (``--keep`` of a run that
+    stopped, or one to add pairs to): a run resumes after them; a pair left half-made is
+    removed, to run again."""
+    n = 0
+    while all(complete(case, f) for f in arm_folders(work, case, n)):
+        n += 1
+    for folder in arm_folders(work, case, n):
+        shutil.rmtree(folder, ignore_errors=True)
+    return n
+
+
+def arm_folders(work: Path, case: Case, pair: int) -> list[Path]:
+    alone = [work / f"{case.name}-{pair}-alone"] if case.alone else []
+    return [pair_folder(work, case, pair, True), pair_folder(work, case, pair, False), *alone]
+
+
+def complete(case: Case, folder: Path) -> bool:
+    """Whether an arm's folder holds its run and the script's clock."""
+    if not (folder / "run").is_dir():
+        return False
+    try:
+        step_ms(case, folder) if not folder.name.endswith("alone") else own_step_ms(case, folder)
+    except (OSError, ValueError, KeyError, statistics.StatisticsError):
+        return False
+    return True
 
 
 def pair_folder(work: Path, case: Case, pair: int, planted: bool) -> Path:

@@ -5,6 +5,7 @@ verdicts built by hand and on recorded runs."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict, replace
@@ -357,6 +358,9 @@ def test_the_runner_adds_pairs_while_the_truth_is_too_noisy(monkeypatch, tmp_pat
     scored = run_case(synthetic_case("syn-small", spec, "clear"), 2, tmp_path)
     assert len(list(tmp_path.glob("syn-small-*-planted"))) == pairs
     assert scored.noisy == (pairs == 7) and (scored.gain_ok is None) == scored.noisy
+    shutil.rmtree(tmp_path / f"syn-small-{pairs - 1}-clean")  # a run stopped mid-pair
+    again = run_case(synthetic_case("syn-small", spec, "clear"), 2, tmp_path)
+    assert len(list(tmp_path.glob("syn-small-*-planted"))) == pairs and again == scored
 
 
 def test_a_kept_run_is_rescored_from_its_folders_beside_the_doc_before(tmp_path) -> None:
