@@ -96,7 +96,7 @@ BENCHES = (
     bench("comm_vs_raw", "comm_vs_raw.py", "--pairs 3 --iters 100 --warmup 10", 1.5),
     bench("ingest_vs_hta", "ingest_vs_hta.py", "--size-mb 50", 0.5),
     bench("shards_vs_folder", "shards_vs_folder.py", "--images 1000 --rounds 2 --timed 512", 1.5),
-    bench("probe_overhead", "probe_overhead.py", "--pairs 3 --steps 20", 4.5),
+    bench("probe_overhead", "probe_overhead.py", "--pairs 11 --steps 12", 12.0),
     bench("collective_cost", "collective_cost.py", "--blocks 21 --calls 500", 1.5),
     bench("top_overhead", "top_overhead.py", "--pairs 2 --steps 30", 4.0),
     bench("top_connect_cost", "top_connect_cost.py", "--ranks 1024 --frames 7", 0.5),
