@@ -25,6 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import netns
 import synthetic
 import traceml
 from alerts import alert_delay_s
@@ -196,6 +197,8 @@ def arm(case: Case, folder: Path, planted: bool, pair: int) -> Path:
     ``pair``'s noise seed)."""
     if case.synthetic is not None:
         return synthetic.run_arm(case, folder, planted, pair)
+    if case.netns is not None:
+        return netns.run_arm(case, folder, planted)
     return run_arm(case, folder, planted)
 
 
@@ -208,6 +211,8 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
     ``MAX_PAIRS``), then scored from their folders."""
     if missing(case):
         return skip(case, f"{case.needs} is not installed")
+    if case.netns is not None and netns.unavailable():
+        return skip(case, netns.unavailable())
     measured = [Measured(step_ms(case, pair_folder(work, case, i, True)),
                          step_ms(case, pair_folder(work, case, i, False)))
                 for i in range(kept_pairs(case, work))]  # fmt: skip

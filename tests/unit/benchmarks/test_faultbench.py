@@ -388,6 +388,21 @@ def test_a_kept_run_is_rescored_from_its_folders_beside_the_doc_before(tmp_path)
         rescore_kept(keep, out, "why", {small.name: small})
 
 
+def test_the_multi_host_cases_throttle_a_drawn_link_out_of_the_command_line() -> None:
+    """Three namespaced hosts, one rank each; the throttled pair and its rate are drawn from
+    the seed, and the truth names that pair's hosts as the verdict names a link."""
+    drawn = [{c.name: c for c in matrix(seed)} for seed in range(8)]
+    for cases in drawn:
+        for size in ("clear", "marginal"):
+            c = cases[f"netns-link-{size}"]
+            a, b = c.netns.pair
+            assert c.ranks == c.netns.hosts == 3 and c.truth.size == size
+            assert c.truth.culprit == f"link:{','.join(sorted((f'host{a}', f'host{b}')))}"
+            assert c.netns.rate not in " ".join(c.args) and "--throttle" not in c.args
+    assert len({(d["netns-link-clear"].netns.pair, d["netns-link-clear"].netns.rate)
+                for d in drawn}) > 1  # fmt: skip
+
+
 def test_a_communication_cause_without_a_culprit_blames_the_jobs_communication() -> None:
     comm = Cause("FSDP_SMALL_UNITS", "small units", "gathers", None, Cost(9.0, 8.0, 10.0, True))
     exposed = case("comm:hidden", cause="communication")
