@@ -228,14 +228,14 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
     return score_folders(case, work, len(measured), record)
 
 
-def kept_pairs(case: Case, work: Path) -> int:
+def kept_pairs(case: Case, work: Path, tidy: bool = True) -> int:
     """How many of the case's first pairs ``work`` holds whole (``--keep`` of a run that
-    stopped, or one to add pairs to): a run resumes after them; a pair left half-made is
-    removed, to run again."""
+    stopped, or one to add pairs to): a run resumes after them; ``tidy``: a pair left
+    half-made is removed, to run again."""
     n = 0
     while all(complete(case, f) for f in arm_folders(work, case, n)):
         n += 1
-    for folder in arm_folders(work, case, n):
+    for folder in arm_folders(work, case, n) if tidy else ():
         shutil.rmtree(folder, ignore_errors=True)
     return n
 
@@ -324,22 +324,23 @@ def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None)
 
 
 def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None = None) -> int:
-    """The doc's cases scored again from their kept folders with this code (a change meant
-    to move them; TraceML's cells kept); the doc before is shown beside it. ``drawn``: the
-    cases by name (default: the doc's seed's matrix)."""
+    """The doc's matrix scored again from its kept folders with this code (a change meant to
+    move them; TraceML's cells kept; a case added since, from the pairs run into KEEP for
+    it), the doc before beside it. ``drawn``: the cases by name (default: the doc's seed's
+    matrix)."""
     previous = json.loads(out.with_suffix(".json").read_text())
     if previous["held_out"]:
         sys.exit("the held-out matrix is scored once: run --held-out again instead")
     if drawn is None:
         drawn = {c.name: c for c in matrix(previous["seed"], previous["steps"])}
+    cells = {c["case"]: c.get("traceml") for c in previous["cases"]}
     scores = []
-    for was in previous["cases"]:
-        case = drawn[was["case"]]
-        pairs = sum(1 for _ in keep.glob(f"{case.name}-*-planted"))
-        if was["skipped"] or pairs == 0:
-            scores.append(skip(case, was["skipped"] or f"no kept run in {keep}"))
+    for case in drawn.values():
+        pairs = kept_pairs(case, keep, tidy=False)
+        if pairs == 0:
+            scores.append(skip(case, f"no kept run in {keep}"))
             continue
-        cell = ToolCell(**was["traceml"]) if was.get("traceml") else None
+        cell = ToolCell(**cells[case.name]) if cells.get(case.name) else None
         scores.append(replace(score_folders(case, keep, pairs), traceml=cell))
     total = totals(scores)
     doc = {**previous, "date": date.today().isoformat(), "note": note or previous.get("note"),
