@@ -139,6 +139,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-probe", action="store_true")
     parser.add_argument("--flush-every", type=int, default=20)
     parser.add_argument("--report-bindings", action="store_true")
+    parser.add_argument("--record", choices=("full", "summary"), default="full")
     parser.add_argument("-m", dest="module", action="store_true")
     parser.add_argument("target")
     parser.add_argument("args", nargs=argparse.REMAINDER)
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_probe:
         from scalescope.probe.install import Probe
 
-        probe = Probe(args.run_dir, meta.rank, args.flush_every, live).install()
+        probe = Probe(args.run_dir, meta.rank, args.flush_every, live, args.record).install()
         probe.recorder.before_flush.append(groups_publisher(args.run_dir, meta, probe))
         defer_signals_while_flushing(probe.recorder)
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)
