@@ -15,12 +15,13 @@ written in full: they are what a hang's analysis reads.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from scalescope.events.schema import Kind
 from scalescope.probe.windows import Windows
 
-FOLDED = (int(Kind.COLLECTIVE), int(Kind.WAIT))
+COLLECTIVE, SUMMARY = int(Kind.COLLECTIVE), int(Kind.SUMMARY)
+FOLDED = (COLLECTIVE, int(Kind.WAIT))
 MIXED = "*"
 """A summary's dtype or tag where its calls' differ (after the common ``prefix:``)."""
 WAIT_PREFIX = "wait:"
@@ -33,12 +34,11 @@ def size_class(nbytes: int) -> int:
     return int(nbytes).bit_length() - 1 if nbytes > 0 else -1
 
 
-def joined(values: Iterable[str]) -> str:
+def joined(distinct: Set[str]) -> str:
     """The calls' common value; else their common ``prefix:`` and ``*`` (FSDP's
     ``unshard:blocks.0``, ``unshard:blocks.1`` -> ``unshard:*``); else ``*``."""
-    distinct = set(values)
     if len(distinct) == 1:
-        return distinct.pop()
+        return next(iter(distinct))
     prefixes = {v.split(":", 1)[0] for v in distinct if ":" in v}
     if len(prefixes) == 1 and all(":" in v for v in distinct):
         return f"{prefixes.pop()}:{MIXED}"
@@ -48,21 +48,28 @@ def joined(values: Iterable[str]) -> str:
 def fold_step(step: int, start_ns: int, rows: Iterable[tuple]) -> list[tuple]:
     """One step's COLLECTIVE and WAIT rows as SUMMARY rows, in the order of each key's first
     call. ``start_ns``: the step's start (its STEP row's). A call that never completed
-    (``dur_ns`` -1) counts as a call of no time."""
-    keyed: dict[tuple, list[tuple]] = defaultdict(list)
+    (``dur_ns`` -1) counts as a call of no time. One pass, a list of sums per key: this runs
+    at every flush over every call (~1.5 us a call)."""
+    sums: dict[tuple, list] = {}
     for row in rows:
-        name = row[2] if row[1] == Kind.COLLECTIVE else WAIT_PREFIX + row[2]
-        keyed[(row[8], name, size_class(row[5]), row[11])].append(row)
-    out = []
-    for (group, name, klass, peer), calls in keyed.items():
-        out.append((
-            step, int(Kind.SUMMARY), name,
-            sum(r[3] for r in calls) - start_ns * len(calls),
-            sum(max(r[4], 0) for r in calls),
-            sum(r[5] for r in calls), len(calls),
-            joined(r[7] for r in calls), group, klass, joined(r[10] for r in calls), peer,
-        ))  # fmt: skip
-    return out
+        name = row[2] if row[1] == COLLECTIVE else WAIT_PREFIX + row[2]
+        nbytes = row[5]
+        key = (row[8], name, nbytes.bit_length() - 1 if nbytes > 0 else -1, row[11])
+        acc = sums.get(key)
+        if acc is None:
+            sums[key] = [row[3], max(row[4], 0), nbytes, 1, {row[7]}, {row[10]}]
+        else:
+            acc[0] += row[3]
+            acc[1] += max(row[4], 0)
+            acc[2] += nbytes
+            acc[3] += 1
+            acc[4].add(row[7])
+            acc[5].add(row[10])
+    return [
+        (step, SUMMARY, name, offsets - start_ns * n, dur, nbytes, n, joined(dtypes), group,
+         klass, joined(tags), peer)
+        for (group, name, klass, peer), (offsets, dur, nbytes, n, dtypes, tags) in sums.items()
+    ]  # fmt: skip
 
 
 class StepSummaries:

@@ -23,10 +23,10 @@ def test_size_class_is_floor_log2_of_a_calls_bytes():
 
 
 def test_a_differing_tag_keeps_its_common_prefix():
-    assert joined(["gradients", "gradients"]) == "gradients"
-    assert joined(["unshard:blocks.0", "unshard:blocks.1"]) == "unshard:*"
-    assert joined(["unshard:a", "reduce_grads:a"]) == "*"
-    assert joined(["unshard:a", "user"]) == "*"
+    assert joined({"gradients"}) == "gradients"
+    assert joined({"unshard:blocks.0", "unshard:blocks.1"}) == "unshard:*"
+    assert joined({"unshard:a", "reduce_grads:a"}) == "*"
+    assert joined({"unshard:a", "user"}) == "*"
 
 
 def test_fold_sums_each_key_and_offsets_from_the_step_start():
