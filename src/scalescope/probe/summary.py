@@ -49,7 +49,7 @@ def fold_step(step: int, start_ns: int, rows: Iterable[tuple]) -> list[tuple]:
     """One step's COLLECTIVE and WAIT rows as SUMMARY rows, in the order of each key's first
     call. ``start_ns``: the step's start (its STEP row's). A call that never completed
     (``dur_ns`` -1) counts as a call of no time. One pass, a list of sums per key: this runs
-    at every flush over every call (~1.5 us a call)."""
+    at every flush over every call (~2 us a call, docs/probe.md)."""
     sums: dict[tuple, list] = {}
     for row in rows:
         name = row[2] if row[1] == COLLECTIVE else WAIT_PREFIX + row[2]
