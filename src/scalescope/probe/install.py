@@ -84,15 +84,17 @@ class Probe:
         flush_every_steps: int = 20,
         live: LiveStateWriter | None = None,
         record: str = FULL,
+        warmup_steps: int = 1,
     ) -> None:
         """``live``: the rank's live state file when the bootstrap opened it already;
-        ``record``: full (every call's row) or summary (probe/summary.py)."""
+        ``record``: full (every call's row) or summary (probe/summary.py), whose first
+        window holds the ``warmup_steps`` and 8 steps more."""
         summary = record == SUMMARY
         self.recorder = Recorder(
             events_path(run_dir, rank), rank, flush_every_steps, compression=COMPRESSION[summary]
         )
         if summary:
-            self.recorder.fold = StepSummaries(windows_from_env())
+            self.recorder.fold = StepSummaries(windows_from_env(warmup_steps))
         self.collectives = CollectiveWrapper(self.recorder)
         self.way = collectives_way(self.recorder.errors)
         self.group_hooks = (

@@ -8,8 +8,9 @@ so every step has its summary and the windows check it exactly.
 
 Summary rows add up: a call that completes after its step's summary was written (an async
 collective waited on a step later) gets a row of its own with the same key, and a reader sums
-the rows of one key. Rows of a step that never ended (the last, on a crash or a hang) are
-written in full: they are what a hang's analysis reads.
+the rows of one key. Rows of a step that never ended (the last, on a crash or a hang) and
+calls that never completed are written in full, not summarised: they are what a hang's
+analysis reads.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def joined(distinct: Set[str]) -> str:
 def fold_step(step: int, start_ns: int, rows: Iterable[tuple]) -> list[tuple]:
     """One step's COLLECTIVE and WAIT rows as SUMMARY rows, in the order of each key's first
     call. ``start_ns``: the step's start (its STEP row's). A call that never completed
-    (``dur_ns`` -1) counts as a call of no time. One pass, a list of sums per key: this runs
+    (``dur_ns`` -1) would count as a call of no time (StepSummaries writes it in full
+    instead). One pass, a list of sums per key: this runs
     at every flush over every call (~2 us a call, docs/probe.md)."""
     sums: dict[tuple, list] = {}
     for row in rows:
@@ -91,8 +93,10 @@ class StepSummaries:
                 out.append(row)
                 continue
             step = row[0]
-            if self.windows.full(step):
+            if self.windows.full(step) or row[4] < 0:
                 out.append(row)
+            if row[4] < 0:  # never completed (the final flush): what a hang's analysis reads
+                continue
             (ready if step in self.starts else self.held)[step].append(row)
         for step in [s for s in self.held if s in self.starts]:
             ready[step].extend(self.held.pop(step))

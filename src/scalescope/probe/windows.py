@@ -51,6 +51,14 @@ def parse_windows(text: str) -> Windows:
     return Windows(first, every, width)
 
 
-def windows_from_env() -> Windows:
+FIRST_MEASURED = 8
+"""Measured steps the first window holds past the warm-up (at least 10 steps in all)."""
+
+
+def windows_from_env(warmup_steps: int = 1) -> Windows:
+    """The windows ``WINDOWS_VARIABLE`` gives, else the default ones with the first window
+    past a long warm-up (``--warmup-steps``)."""
     text = os.environ.get(WINDOWS_VARIABLE, "")
-    return parse_windows(text) if text else Windows()
+    if text:
+        return parse_windows(text)
+    return Windows(first=max(Windows.first, warmup_steps + FIRST_MEASURED))

@@ -9,7 +9,7 @@ from scalescope.events import EventTable, Kind, SymbolTable
 from scalescope.events.reader import read_event_stream
 from scalescope.probe.recorder import Recorder
 from scalescope.probe.summary import StepSummaries, fold_step, joined, size_class
-from scalescope.probe.windows import Windows, parse_windows
+from scalescope.probe.windows import WINDOWS_VARIABLE, Windows, parse_windows, windows_from_env
 
 C, W = int(Kind.COLLECTIVE), int(Kind.WAIT)
 
@@ -56,6 +56,14 @@ def test_windows_are_the_first_steps_and_width_every_k():
     assert parse_windows("10:100:4") == Windows(10, 100, 4)
 
 
+def test_the_first_window_reaches_past_a_long_warm_up(monkeypatch):
+    monkeypatch.delenv(WINDOWS_VARIABLE, raising=False)
+    assert windows_from_env(1) == Windows(10, 100, 4)
+    assert windows_from_env(20) == Windows(28, 100, 4)
+    monkeypatch.setenv(WINDOWS_VARIABLE, "3:10:2")
+    assert windows_from_env(20) == Windows(3, 10, 2)
+
+
 @pytest.mark.parametrize("text", ["10:100", "a:b:c", "1:0:0", "1:4:5", "-1:4:1"])
 def test_bad_windows_are_one_line(text):
     with pytest.raises(ValueError, match="FIRST:EVERY:WIDTH|record windows need"):
@@ -89,6 +97,15 @@ def test_a_step_that_never_ended_is_written_in_full_at_the_end():
     fold = StepSummaries(Windows(first=0, every=100, width=0))
     assert fold([call(5, 10, 5, 64)]) == []
     assert fold([], final=True) == [call(5, 10, 5, 64)]
+
+
+def test_a_call_that_never_completed_is_written_in_full_not_summarised():
+    fold = StepSummaries(Windows(first=0, every=100, width=0))
+    hung = call(5, 60, -1, 64)
+    out = fold([step_row(5, 0, 100), call(5, 10, 5, 64), hung], final=True)
+    assert hung in out
+    (summary,) = [r for r in out if r[1] == Kind.SUMMARY]
+    assert summary[6] == 1  # the completed call alone
 
 
 def test_the_recorder_writes_summaries_outside_the_windows(tmp_path):
