@@ -93,6 +93,9 @@ def test_cross_rank_figures_equal_the_full_runs(runs):
         assert x.busy_ms_per_step == pytest.approx(y.busy_ms_per_step)
         assert x.lateness_ms_per_step == pytest.approx(y.lateness_ms_per_step)
     assert [w.wait_ms_per_step for w in b.ranks] == pytest.approx([3.0, 0.0])
+    assert b.overlap.comm_ms_per_step == pytest.approx(a.overlap.comm_ms_per_step)
+    assert b.overlap.hidden_ms_per_step == pytest.approx(a.overlap.hidden_ms_per_step)
+    assert a.overlap.comm_ms_per_step > 0
 
 
 def test_two_calls_of_a_cell_arrive_at_their_mean():
