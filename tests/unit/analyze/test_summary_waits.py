@@ -14,6 +14,7 @@ from analyze_runs import coll_row, make_run, phase_row, step_row
 from scalescope.analyze.cross_rank import analyze_cross_rank
 from scalescope.analyze.model.whatif import what_if
 from scalescope.analyze.ranks.summary_waits import summarised_steps, summary_waits
+from scalescope.analyze.steps.rank_split import rank_splits
 from scalescope.events import Kind
 from scalescope.probe.summary import fold_step
 
@@ -96,6 +97,13 @@ def test_cross_rank_figures_equal_the_full_runs(runs):
     assert b.overlap.comm_ms_per_step == pytest.approx(a.overlap.comm_ms_per_step)
     assert b.overlap.hidden_ms_per_step == pytest.approx(a.overlap.hidden_ms_per_step)
     assert a.overlap.comm_ms_per_step > 0
+
+
+def test_each_ranks_time_in_collectives_counts_the_summarised_steps(runs):
+    full, summary = runs
+    a, b = rank_splits(full.events, 1), rank_splits(summary.events, 1)
+    assert [x.collective_s for x in b] == pytest.approx([x.collective_s for x in a])
+    assert [x.collective_s for x in a] == pytest.approx([0.0225, 0.0075])  # 5 steps x 4.5, 1.5 ms
 
 
 def test_two_calls_of_a_cell_arrive_at_their_mean():
