@@ -14,6 +14,7 @@ from analyze_runs import coll_row, make_run, phase_row, step_row
 from scalescope.analyze.cross_rank import analyze_cross_rank
 from scalescope.analyze.model.whatif import what_if
 from scalescope.analyze.ranks.summary_waits import summarised_steps, summary_waits
+from scalescope.analyze.steps.pauses import analyze_pauses
 from scalescope.analyze.steps.rank_split import rank_splits
 from scalescope.events import Kind
 from scalescope.probe.summary import fold_step
@@ -141,3 +142,32 @@ def test_the_whatif_replays_the_windows_and_names_them(runs):
     result = what_if(summary, 1)
     assert result.windows == (1, 2)
     assert any("3 step(s) recorded as summaries" in why for why in result.left_out)
+
+
+def stalled(tmp_path, summary: bool):
+    """8 steps of 20 ms but step 6 (2 s): rank 1 stalls in forward, rank 0 waits 1.9 s in
+    the all-reduce for it: a straggler's step, not the job's pause; steps 3-7 summarised."""
+    rows = {}
+    for rank in (0, 1):
+        out, t = [], BASE
+        for step in range(8):
+            long = step == 6
+            dur = 2_000 * MS if long else PERIOD
+            fwd = (1_950 if long and rank == 1 else 8) * MS
+            arrive = t + fwd
+            end = t + (1_960 if long else 9) * MS
+            call = coll_row(step, "all_reduce", arrive, end - arrive, 4096, step)
+            out += [phase_row(step, "forward", t, fwd), step_row(step, t, dur, 8)]
+            if not summary or step < 3:
+                out.append(call)
+            if summary:
+                out += [r[:11] for r in fold_step(step, t, [(*call, -1)])]
+            t += dur
+        rows[rank] = [out]
+    return make_run(tmp_path, rows, world_size=2)
+
+
+def test_a_stall_the_others_waited_for_is_no_pause_in_summaries(tmp_path):
+    full, summary = stalled(tmp_path, False), stalled(tmp_path, True)
+    assert analyze_pauses(full.events, 1) is None
+    assert analyze_pauses(summary.events, 1) is None
