@@ -13,6 +13,7 @@ from analyze_runs import coll_row, make_run, phase_row, step_row
 
 from scalescope.analyze.cross_rank import analyze_cross_rank
 from scalescope.analyze.model.whatif import what_if
+from scalescope.analyze.ranks.groups import process_groups
 from scalescope.analyze.ranks.summary_waits import summarised_steps, summary_waits
 from scalescope.analyze.steps.pauses import analyze_pauses
 from scalescope.analyze.steps.rank_split import rank_splits
@@ -42,13 +43,13 @@ def rank_rows(rank: int, step: int) -> tuple[list, list]:
     return own, colls
 
 
-def recorded(tmp_path, summary: bool):
+def recorded(tmp_path, summary: bool, window: tuple[int, ...] = WINDOW):
     rows = {}
     for rank in (0, 1):
         out = []
         for step in range(STEPS):
             own, colls = rank_rows(rank, step)
-            if not summary or step in WINDOW:
+            if not summary or step in window:
                 out += colls
             if summary:
                 out += [r[:11] for r in fold_step(step, BASE + step * PERIOD, [
@@ -69,6 +70,12 @@ def test_steps_without_full_rows_are_the_summarised_ones(runs):
     full, summary = runs
     assert summarised_steps(full.events).tolist() == []
     assert summarised_steps(summary.events).tolist() == [3, 4, 5]
+
+
+def test_a_group_seen_in_summaries_only_is_a_group(tmp_path):
+    run = recorded(tmp_path, summary=True, window=())
+    assert len(run.events.of_kind(Kind.COLLECTIVE)) == 0
+    assert [(g.label, g.ranks) for g in process_groups(run)] == [("0", (0, 1))]
 
 
 def test_the_estimate_of_one_call_cells_is_exact(runs):
