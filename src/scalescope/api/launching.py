@@ -46,6 +46,7 @@ def launch_spec(config: LaunchConfig, nproc_per_node: int | None, **spec: Any) -
         run_dir=config.recording.run_dir,
         probe=not config.recording.no_probe,
         report_bindings=config.recording.report_bindings,
+        record=config.recording.record,
         command=["scalescope", *sys.argv[1:]],
         **spec,
     )

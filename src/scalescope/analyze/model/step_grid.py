@@ -37,6 +37,7 @@ from scalescope.analyze.model.step_match import by_step_rank_issue, regular_step
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, aligned_start_ns
 from scalescope.analyze.ranks.groups import dim_lookup, dims_of, process_groups
 from scalescope.analyze.ranks.matching import p2p_channels
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.events import EventTable, Kind, Run
 from scalescope.events.tags import GRADIENTS, tag_kind
 
@@ -81,6 +82,9 @@ class StepGrid:
     phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
     """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
     time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
+    summarised: int = 0
+    """Steps left out because they hold summaries only (``--record summary``): ``steps``
+    are then the windows recorded in full."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -103,6 +107,8 @@ def _step_rows(events: EventTable, steps: np.ndarray | None) -> EventTable:
     return rows.select(np.sort(first)) if len(first) < len(rows) else rows
 
 
+SUMMARISED = "{} step(s) recorded as summaries (--record summary): the full-row windows replayed"
+
 PHASES_KEPT = ("data", "to_device", "eval", "checkpoint")
 """The phases ``phase_ns`` holds unless asked for others: input waits and work beside
 training, the phases the what-if tries as causes by itself."""
@@ -118,7 +124,9 @@ def build_grid(
     events = run.events
     clocks = clocks if clocks is not None else align_clocks(run)
     step_rows = _step_rows(events, steps)
-    left_first: list[str] = []
+    summarised = summarised_steps(events)
+    step_rows = step_rows.select(~np.isin(step_rows.step, summarised))
+    left_first = [SUMMARISED.format(len(summarised))] if len(summarised) else []
     recorded = np.unique(step_rows.step)
     if last is not None and len(recorded) > last:
         step_rows = step_rows.select(step_rows.step >= recorded[-last])
@@ -141,7 +149,8 @@ def build_grid(
     if len(kept) == 0:
         return None, left or ["no step with collectives"]
     grid = _grid(events, clocks, step_rows, colls, ranks, kept, phases)
-    return replace(grid, dims=_dims(run, colls, grid.group_symbol)), left
+    dims = _dims(run, colls, grid.group_symbol)
+    return replace(grid, dims=dims, summarised=len(summarised)), left
 
 
 def _dims(run: Run, colls: EventTable, group: np.ndarray) -> np.ndarray:

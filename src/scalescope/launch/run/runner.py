@@ -42,6 +42,7 @@ from scalescope.launch.watch.hang import (
 from scalescope.launch.watch.sources import FileSource, StoreSource
 from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
+from scalescope.probe.windows import DEFAULT_LEVEL, SUMMARY
 
 HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
 WATCH_END_S = 5.0
@@ -62,6 +63,8 @@ class RunSpec:
     report_bindings: bool = False
     run_dir: Path | None = None
     probe: bool = True
+    record: str = DEFAULT_LEVEL
+    """full or summary (probe/windows.py): what each rank writes."""
     warmup_steps: int = 1
     workload: str = "script"
     options: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +108,8 @@ def rank_argv(spec: RunSpec, run_dir: Path) -> list[str]:
         argv.append("--no-probe")
     if spec.report_bindings:
         argv.append("--report-bindings")
+    if spec.record != DEFAULT_LEVEL or spec.record == SUMMARY:
+        argv += ["--record", spec.record, "--warmup-steps", str(spec.warmup_steps)]
     if spec.is_module:
         argv.append("-m")
     return [*argv, "--", spec.target, *spec.args]
