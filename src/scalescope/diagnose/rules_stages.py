@@ -87,6 +87,8 @@ class PipelineBubbleRule:
         no_theory = zero_bubble(pipe.schedule)
         bound = bounding(pipe, f)
         saved, basis = _bubble_saving(pipe, bound)
+        loses = _more_microbatches_lose(pipe, bound)
+        remedies = _bubble_remedies(pipe) if loses is None else loses
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
@@ -94,10 +96,29 @@ class PipelineBubbleRule:
             share_pct=round(f.bubble_pct, 1),
             saved_ms_per_step=None if no_theory else round(saved, 2),
             evidence=_bubble_evidence(pipe, f, bound),
-            remedies=_bound_remedies(f, bound) + _bubble_remedies(pipe),
+            remedies=_bound_remedies(f, bound) + remedies,
             rank=f.rank if bound is None else bound.rank,
+            level="warning" if loses is None else "info",
             basis="" if no_theory else basis,
         )
+
+
+def _more_microbatches_lose(
+    pipe: PipelineAnalysis, bound: StageFigures | None
+) -> tuple[str, ...] | None:
+    """Where no stage bounds the pipeline and the schedule replayed over twice the
+    microbatches is no shorter (each microbatch's fixed costs, analyze/layouts/stage_fixes.py,
+    outweigh the bubble it takes off), the remedies that say so, and the finding is
+    information: its change is no gain. None otherwise."""
+    fix = pipe.doubled
+    if bound is not None or fix is None or fix.gain_ms > 0 or zero_bubble(pipe.schedule):
+        return None
+    m = pipe.microbatches
+    return (
+        remedy("microbatch_costs", m=2 * m, now=m, after=fix.fixed_step_ms,
+               before=fix.replayed_step_ms, schedule=pipe.schedule),
+        remedy("zero_bubble"),
+    )  # fmt: skip
 
 
 def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float, str]:
