@@ -47,6 +47,7 @@ from score import (
 from scalescope.analyze.model.bootstrap import MODEL_ERROR
 from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.recording import Recording
+from scalescope.diagnose.verdict import noise_ms
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -162,9 +163,9 @@ def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
         try:
             asked = rec.what_if([cause])
         except ValueError:
-            return verdict_cost(rec.verdict, cause)
+            return verdict_cost(rec.verdict, cause) or schedule_cost(rec, cause)
         if asked is None:
-            return verdict_cost(rec.verdict, cause)
+            return verdict_cost(rec.verdict, cause) or schedule_cost(rec, cause)
         fix = asked.fixes[0] if asked.fixes else None
     if fix is None:
         return None
@@ -184,6 +185,18 @@ def verdict_cost(verdict: Verdict, culprit: str) -> Predicted | None:
         return Predicted(cost.ms_per_step, cost.low_ms, cost.high_ms)
     margin = MODEL_ERROR * abs(cost.ms_per_step)  # the replay's own error, as a fix's re-run's
     return Predicted(cost.ms_per_step, cost.low_ms - margin, cost.high_ms + margin)
+
+
+def schedule_cost(rec: Recording, cause: str) -> Predicted | None:
+    """A schedule's microbatches the verdict does not name (the bubble's doubled replay gains
+    nothing): that replay's gain all the same, with the steps' noise and the replay's own
+    error either side, so that a fix the run's own times say would lose is scored too."""
+    pipe = rec.analysis.pipeline
+    if not cause.startswith("schedule:") or pipe is None or pipe.doubled is None:
+        return None
+    gain = pipe.doubled.gain_ms
+    margin = (noise_ms(rec.analysis.whatif) or 0.0) + MODEL_ERROR * abs(gain)
+    return Predicted(gain, gain - margin, gain + margin)
 
 
 def median_prediction(predictions: list[Predicted | None]) -> Predicted | None:
