@@ -13,8 +13,8 @@
   forward and backward outside the stage's blocks (its wrapper and hooks). Halving the own
   time per action, as this replay did, promised a 2-rank GPipe job (hidden 512, batch 256,
   2 microbatches) 4.6-4.9 ms a step where re-runs with 4 microbatches were 3.1-3.3 ms
-  slower (docs/accuracy.md): its own time was 1.6-2.2 ms an action at 2 microbatches and
-  1.7-1.9 ms at 4 in the same job, a cost per action, not per sample.
+  slower (docs/accuracy.md): its own time was 0.8-0.9 ms an action at 2 microbatches and
+  0.5-0.8 ms at 4 in the same job, a cost per action, not per sample.
 
 Both steps come from the same replay, so its error against the measured step cancels in the
 gain; a formula ((m + p − 1) slots of the slowest stage) leaves out the transfers, each
