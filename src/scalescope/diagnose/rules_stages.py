@@ -87,7 +87,7 @@ class PipelineBubbleRule:
         no_theory = zero_bubble(pipe.schedule)
         bound = bounding(pipe, f)
         saved, basis = _bubble_saving(pipe, bound)
-        loses = _more_microbatches_lose(pipe, bound)
+        loses = _more_microbatches_lose(pipe, bound, _noise_ms(ctx))
         remedies = _bubble_remedies(pipe) if loses is None else loses
         return Finding(
             code="PIPELINE_BUBBLE",
@@ -104,21 +104,29 @@ class PipelineBubbleRule:
 
 
 def _more_microbatches_lose(
-    pipe: PipelineAnalysis, bound: StageFigures | None
+    pipe: PipelineAnalysis, bound: StageFigures | None, noise_ms: float
 ) -> tuple[str, ...] | None:
     """Where no stage bounds the pipeline and the schedule replayed over twice the
-    microbatches is no shorter (each microbatch's fixed costs, analyze/layouts/stage_fixes.py,
-    outweigh the bubble it takes off), the remedies that say so, and the finding is
-    information: its change is no gain. None otherwise."""
+    microbatches is no shorter by more than the steps' noise (each microbatch's fixed costs,
+    analyze/layouts/stage_fixes.py, take back what the smaller bubble gives), the remedies
+    that say so, and the finding is information: its change is no gain. None otherwise."""
     fix = pipe.doubled
-    if bound is not None or fix is None or fix.gain_ms > 0 or zero_bubble(pipe.schedule):
+    if bound is not None or fix is None or fix.gain_ms > noise_ms or zero_bubble(pipe.schedule):
         return None
     m = pipe.microbatches
     return (
         remedy("microbatch_costs", m=2 * m, now=m, after=fix.fixed_step_ms,
-               before=fix.replayed_step_ms, schedule=pipe.schedule),
+               before=fix.replayed_step_ms, schedule=pipe.schedule, noise=noise_ms),
         remedy("zero_bubble"),
     )  # fmt: skip
+
+
+def _noise_ms(ctx: DiagnosisInput) -> float:
+    """The steps' noise the verdict holds a replayed gain to (diagnose/verdict.py), 0 where
+    no step was replayed."""
+    from scalescope.diagnose.verdict import noise_ms  # the verdict imports this module
+
+    return noise_ms(ctx.analysis.whatif) or 0.0
 
 
 def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float, str]:

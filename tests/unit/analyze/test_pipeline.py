@@ -4,6 +4,8 @@ inferred from a chain of sends and recvs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
@@ -354,6 +356,20 @@ def test_a_bubble_more_microbatches_would_lengthen_is_information(tmp_path):
     assert bubble.remedies[0].startswith(f"keep {MICRO} microbatches: the Schedule1F1B")
     assert not any(r.startswith("split the batch") for r in bubble.remedies)
     assert diagnosis.verdict.state == "no bottleneck"
+
+
+def test_more_microbatches_are_no_gain_within_the_steps_noise(pipeline_run):
+    """Twice the microbatches replayed 0.5 ms shorter: within a noise of 1 ms the finding says
+    to keep them (the verdict's range of the gain would reach 0), beyond 0.1 ms it does not;
+    a bound stage's bubble is that stage's, whatever the doubled replay says."""
+    from scalescope.analyze.layouts.stage_fixes import ReplayedFix
+    from scalescope.diagnose.rules_stages import _more_microbatches_lose
+
+    pipe = dataclasses.replace(analysed(pipeline_run).pipeline, doubled=ReplayedFix(10.0, 9.5, 0.0))
+    kept = _more_microbatches_lose(pipe, None, 1.0)
+    assert kept is not None and "takes 9.5 ms a step against 10.0 ms" in kept[0]
+    assert _more_microbatches_lose(pipe, None, 0.1) is None
+    assert _more_microbatches_lose(pipe, pipe.ranks[0], 1.0) is None
 
 
 @pytest.mark.parametrize(("at", "order"), [((1, 3, 100, 110), "gpipe"), ((1, 50, 60, 110), "1f1b")])
