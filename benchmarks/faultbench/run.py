@@ -46,8 +46,8 @@ from score import (
 
 from scalescope.analyze.model.bootstrap import MODEL_ERROR
 from scalescope.analyze.verdict import Verdict
+from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.recording import Recording
-from scalescope.diagnose.verdict import noise_ms
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

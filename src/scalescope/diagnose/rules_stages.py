@@ -9,6 +9,7 @@ from scalescope.analyze.layouts.pipeline import PipelineAnalysis, theory_bubble_
 from scalescope.analyze.layouts.schedule_replay import zero_bubble
 from scalescope.analyze.layouts.stage_figures import StageFigures
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.rules_input import DiagnosisInput
 
 BUBBLE_PCT = 15.0
@@ -124,8 +125,6 @@ def _more_microbatches_lose(
 def _noise_ms(ctx: DiagnosisInput) -> float:
     """The steps' noise the verdict holds a replayed gain to (diagnose/verdict.py), 0 where
     no step was replayed."""
-    from scalescope.diagnose.verdict import noise_ms  # the verdict imports this module
-
     return noise_ms(ctx.analysis.whatif) or 0.0
 
 
