@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cases_netns import Netns
     from cases_synthetic import Synthetic
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "scripts"
@@ -102,6 +103,9 @@ class Case:
     synthetic: Synthetic | None = None
     """A generated run (cases_synthetic.py): no script is run, the runner generates both arms
     from this (synthetic.py)."""
+    netns: Netns | None = None
+    """A multi-host case (cases_netns.py): each rank on a host of its own, a network
+    namespace; the planted arm's fault is the path it throttles (netns.py), not arguments."""
 
     @property
     def fixed(self) -> str | None:
@@ -197,6 +201,7 @@ def rank_only_cases(steps: int) -> list[Case]:
 def matrix(seed: int, steps: int = 30) -> list[Case]:
     from cases_layouts import layout_more_cases  # they import this module's pieces
     from cases_loops import loop_more_cases
+    from cases_netns import netns_cases
     from cases_pipeline import pipeline_cases
     from cases_synthetic import synthetic_cases
 
@@ -204,7 +209,7 @@ def matrix(seed: int, steps: int = 30) -> list[Case]:
     return [*ddp_cases(rng, steps), *rank_only_cases(steps), *layout_cases(rng, steps),
             *loop_cases(rng, steps), *layout_more_cases(rng, steps),
             *pipeline_cases(rng, steps), *synthetic_cases(rng, steps),
-            *loop_more_cases(rng, steps)]  # fmt: skip
+            *loop_more_cases(rng, steps), *netns_cases(rng, steps)]  # fmt: skip
 
 
 QUICK = ("ddp-none-0", "ddp-forward-clear", "ddp-backward-clear", "ddp-data-marginal",

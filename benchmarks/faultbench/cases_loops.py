@@ -1,14 +1,15 @@
 """More cases through installed training loops (issue 49: at least a quarter of the real
 jobs' cases run through the Hugging Face Trainer, Lightning or DeepSpeed's engine, not only
-scripts written here): a marginal slow rank under Lightning's and the Trainer's loops, and a
+scripts written here): a marginal slow rank under Lightning's and the Trainer's loops, a
 slow rank under DeepSpeed's engine at ZeRO-1 and with gradient accumulation, clear and
-marginal. Drawn after every other case, so that adding them moved no earlier draw."""
+marginal, and the Trainer's loop with no fault. Drawn after every other case, so that adding
+them moved no earlier draw."""
 
 from __future__ import annotations
 
 import random
 
-from cases import HF_TRAINER, LIGHTNING, Case
+from cases import HF_TRAINER, LIGHTNING, Case, Truth
 from cases_layouts import DEEPSPEED_TRAIN, _slow, _straggler
 
 
@@ -47,5 +48,12 @@ def engine_cases(rng: random.Random, steps: int) -> list[Case]:
     return out
 
 
+def quiet_loop_case(steps: int) -> Case:
+    """The Trainer's loop with no fault: its own jitter and costs, never a rank's."""
+    base = ("--steps", str(steps), "--eval-every", str(steps), "--step-log", "steps.json")
+    return Case("hf-none", "ddp (transformers)", HF_TRAINER, base, (), Truth(None, "none", "none"),
+                needs="transformers", alone=("--no-sync",))  # fmt: skip
+
+
 def loop_more_cases(rng: random.Random, steps: int) -> list[Case]:
-    return [*trainer_cases(rng, steps), *engine_cases(rng, steps)]
+    return [*trainer_cases(rng, steps), *engine_cases(rng, steps), quiet_loop_case(steps)]

@@ -25,15 +25,28 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import netns
 import synthetic
 import traceml
 from alerts import alert_delay_s
 from cases import QUICK, Case, Truth, matrix
 from report import write_doc
-from score import CaseScore, Measured, Predicted, Totals, score, skip, totals
+from score import (
+    MAX_PAIRS,
+    CaseScore,
+    Measured,
+    Predicted,
+    ToolCell,
+    Totals,
+    score,
+    skip,
+    too_noisy,
+    totals,
+)
 
 from scalescope.analyze.model.bootstrap import MODEL_ERROR
 from scalescope.analyze.verdict import Verdict
+from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.recording import Recording
 
 HERE = Path(__file__).resolve().parent
@@ -51,7 +64,9 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=49, help="draws the faulty rank, size, onset")
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--pairs", type=int, default=1, help="interleaved planted/clean pairs")
+    p.add_argument("--pairs", type=int, default=1,
+                   help="interleaved planted/clean pairs (a fault case whose truth is too "
+                   f"noisy gets more, up to {MAX_PAIRS})")  # fmt: skip
     p.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     p.add_argument("--cases", default="", help="comma-separated case names")
     p.add_argument("--doc", type=Path, help="default: docs/accuracy.md, or "
@@ -62,7 +77,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--held-out-seeds", type=int, default=len(HELD_OUT_SEEDS), metavar="N",
                    help="with --held-out: the first N of its seeds (one seed is one whole "
                    "matrix, ~40 minutes on 2 cores)")  # fmt: skip
-    p.add_argument("--keep", type=Path, help="keep the runs here")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the runs here; a case's whole pairs "
+        "already there are reused (a stopped run resumes, a noisy truth gets more)",
+    )
     p.add_argument(
         "--rescore",
         type=Path,
@@ -75,6 +95,11 @@ def parse() -> argparse.Namespace:
         help="keep each case's first planted run here, with "
         "its truth and score (tests/data/faultbench: the recorded subset CI checks)",
     )
+    p.add_argument("--rescore-kept", type=Path, metavar="KEEP",
+                   help="score the whole run kept in KEEP (--keep) again with this code, each "
+                   "case from its folders there (gains re-read by the script's clock), into "
+                   "--doc (default docs/accuracy.md), and stop")  # fmt: skip
+    p.add_argument("--note", default="", help="with --rescore-kept: the doc's note on why")
     p.add_argument("--traceml", action="store_true",
                    help="also run each case's planted arm under TraceML (installed on first use "
                    f"in {traceml.VENV})")  # fmt: skip
@@ -138,9 +163,9 @@ def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
         try:
             asked = rec.what_if([cause])
         except ValueError:
-            return verdict_cost(rec.verdict, cause)
+            return verdict_cost(rec.verdict, cause) or schedule_cost(rec, cause)
         if asked is None:
-            return verdict_cost(rec.verdict, cause)
+            return verdict_cost(rec.verdict, cause) or schedule_cost(rec, cause)
         fix = asked.fixes[0] if asked.fixes else None
     if fix is None:
         return None
@@ -162,6 +187,18 @@ def verdict_cost(verdict: Verdict, culprit: str) -> Predicted | None:
     return Predicted(cost.ms_per_step, cost.low_ms - margin, cost.high_ms + margin)
 
 
+def schedule_cost(rec: Recording, cause: str) -> Predicted | None:
+    """A schedule's microbatches the verdict does not name (the bubble's doubled replay gains
+    nothing): that replay's gain all the same, with the steps' noise and the replay's own
+    error either side, so that a fix the run's own times say would lose is scored too."""
+    pipe = rec.analysis.pipeline
+    if not cause.startswith("schedule:") or pipe is None or pipe.doubled is None:
+        return None
+    gain = pipe.doubled.gain_ms
+    margin = (noise_ms(rec.analysis.whatif) or 0.0) + MODEL_ERROR * abs(gain)
+    return Predicted(gain, gain - margin, gain + margin)
+
+
 def median_prediction(predictions: list[Predicted | None]) -> Predicted | None:
     """The pairs' median prediction (the lower of the middle two), its interval with it."""
     known = sorted((p for p in predictions if p is not None), key=lambda p: p.ms)
@@ -173,6 +210,8 @@ def arm(case: Case, folder: Path, planted: bool, pair: int) -> Path:
     ``pair``'s noise seed)."""
     if case.synthetic is not None:
         return synthetic.run_arm(case, folder, planted, pair)
+    if case.netns is not None:
+        return netns.run_arm(case, folder, planted)
     return run_arm(case, folder, planted)
 
 
@@ -181,30 +220,76 @@ def step_ms(case: Case, folder: Path) -> float:
 
 
 def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> CaseScore:
+    """The case's pairs run in ``work`` (more while a fault's truth is too noisy, up to
+    ``MAX_PAIRS``), then scored from their folders."""
     if missing(case):
         return skip(case, f"{case.needs} is not installed")
-    measured: list[Measured] = []
-    alone: list[Measured] = []
-    predictions: list[Predicted | None] = []
-    first, alert_s = None, None
-    for i in range(pairs):
+    if case.netns is not None and netns.unavailable():
+        return skip(case, netns.unavailable())
+    measured = [Measured(step_ms(case, pair_folder(work, case, i, True)),
+                         step_ms(case, pair_folder(work, case, i, False)))
+                for i in range(kept_pairs(case, work))]  # fmt: skip
+    while len(measured) < pairs or (
+        len(measured) < MAX_PAIRS and case.truth.culprit and too_noisy(measured)
+    ):
+        i = len(measured)
         order = (True, False) if i % 2 == 0 else (False, True)
-        folders = {p: arm(case, work / f"{case.name}-{i}-{'planted' if p else 'clean'}", p, i)
-                   for p in order}  # fmt: skip
-        planted_ms = step_ms(case, folders[True])
-        measured.append(Measured(planted_ms, step_ms(case, folders[False])))
+        folders = {p: arm(case, pair_folder(work, case, i, p), p, i) for p in order}
+        measured.append(Measured(step_ms(case, folders[True]), step_ms(case, folders[False])))
         if case.alone:
-            solo = run_arm(case, work / f"{case.name}-{i}-alone", False, case.alone)
-            alone.append(Measured(planted_ms, own_step_ms(case, solo)))
-        rec = Recording.load(folders[True] / "run")
-        predictions.append(predicted_ms(rec, case.fixed))
-        if first is None and record is not None:
-            keep(folders[True] / "run", record / case.name)
-        if first is None and case.since > 0:
-            alert_s = alert_delay_s(folders[True] / "run", case.truth.culprit, case.since)
-        first = first or rec.verdict
-    scored = score(case, first, median_prediction(predictions), measured, alert_s, alone)
+            run_arm(case, work / f"{case.name}-{i}-alone", False, case.alone)
+    return score_folders(case, work, len(measured), record)
+
+
+def kept_pairs(case: Case, work: Path, tidy: bool = True) -> int:
+    """How many of the case's first pairs ``work`` holds whole (``--keep`` of a run that
+    stopped, or one to add pairs to): a run resumes after them; ``tidy``: a pair left
+    half-made is removed, to run again."""
+    n = 0
+    while all(complete(case, f) for f in arm_folders(work, case, n)):
+        n += 1
+    for folder in arm_folders(work, case, n) if tidy else ():
+        shutil.rmtree(folder, ignore_errors=True)
+    return n
+
+
+def arm_folders(work: Path, case: Case, pair: int) -> list[Path]:
+    alone = [work / f"{case.name}-{pair}-alone"] if case.alone else []
+    return [pair_folder(work, case, pair, True), pair_folder(work, case, pair, False), *alone]
+
+
+def complete(case: Case, folder: Path) -> bool:
+    """Whether an arm's folder holds its run and the script's clock."""
+    if not (folder / "run").is_dir():
+        return False
+    try:
+        step_ms(case, folder) if not folder.name.endswith("alone") else own_step_ms(case, folder)
+    except (OSError, ValueError, KeyError, statistics.StatisticsError):
+        return False
+    return True
+
+
+def pair_folder(work: Path, case: Case, pair: int, planted: bool) -> Path:
+    return work / f"{case.name}-{pair}-{'planted' if planted else 'clean'}"
+
+
+def score_folders(case: Case, work: Path, pairs: int, record: Path | None = None) -> CaseScore:
+    """The case scored from its ``pairs`` pairs' folders in ``work`` (as run, or kept by
+    ``--keep``): the first planted run's verdict and live alert, the pairs' median
+    prediction, their measured gains by the script's clock, and the alone arms'."""
+    planted = [pair_folder(work, case, i, True) for i in range(pairs)]
+    measured = [Measured(step_ms(case, f), step_ms(case, pair_folder(work, case, i, False)))
+                for i, f in enumerate(planted)]  # fmt: skip
+    alone = [Measured(m.planted_ms, own_step_ms(case, work / f"{case.name}-{i}-alone"))
+             for i, m in enumerate(measured) if case.alone]  # fmt: skip
+    runs = [Recording.load(f / "run") for f in planted]
+    predictions = [predicted_ms(rec, case.fixed) for rec in runs]
+    alert_s = (alert_delay_s(planted[0] / "run", case.truth.culprit, case.since)
+               if case.since > 0 else None)  # fmt: skip
+    scored = score(case, runs[0].verdict, median_prediction(predictions), measured, alert_s,
+                   alone)  # fmt: skip
     if record is not None:
+        keep(planted[0] / "run", record / case.name)
         truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored)}
         (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return scored
@@ -217,7 +302,7 @@ def keep(run_dir: Path, dest: Path) -> None:
     shutil.copytree(run_dir, dest / "run")
 
 
-MEASURED_FIELDS = ("measured_ms", "spread_ms", "gain_ok", "alert_s", "alert_ok")
+MEASURED_FIELDS = ("measured_ms", "spread_ms", "gain_ok", "alert_s", "alert_ok", "noisy")
 """What a rescore keeps: the gains measured when the runs were recorded, and the live alert."""
 
 
@@ -251,11 +336,41 @@ def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None)
     return now | kept
 
 
+def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None = None) -> int:
+    """The doc's matrix scored again from its kept folders with this code (a change meant to
+    move them; TraceML's cells kept; a case added since, from the pairs run into KEEP for
+    it), the doc before beside it. ``drawn``: the cases by name (default: the doc's seed's
+    matrix)."""
+    previous = json.loads(out.with_suffix(".json").read_text())
+    if previous["held_out"]:
+        sys.exit("the held-out matrix is scored once: run --held-out again instead")
+    if drawn is None:
+        drawn = {c.name: c for c in matrix(previous["seed"], previous["steps"])}
+    cells = {c["case"]: c.get("traceml") for c in previous["cases"]}
+    scores = []
+    for case in drawn.values():
+        pairs = kept_pairs(case, keep, tidy=False)
+        if pairs == 0:
+            scores.append(skip(case, f"no kept run in {keep}"))
+            continue
+        cell = ToolCell(**cells[case.name]) if cells.get(case.name) else None
+        scores.append(replace(score_folders(case, keep, pairs), traceml=cell))
+    total = totals(scores)
+    doc = {**previous, "date": date.today().isoformat(), "note": note or previous.get("note"),
+           "cases": [asdict(s) for s in scores], "totals": asdict(total)}  # fmt: skip
+    out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_doc(out, [drawn[s.case] for s in scores], scores, total, doc, previous)
+    print(f"rescored {out} from {keep}", file=sys.stderr)
+    return 0
+
+
 def main() -> int:
     args = parse()
     if args.rescore is not None:
         return rescore(args.rescore)
     out = doc_path(args)
+    if args.rescore_kept is not None:
+        return rescore_kept(args.rescore_kept, out, args.note)
     seeds = held_out_seeds(args) if args.held_out else (args.seed,)
     chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
     drawn = [(seed, c) for seed in seeds for c in matrix(seed, args.steps)

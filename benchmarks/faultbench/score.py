@@ -18,6 +18,10 @@ from scalescope.analyze.verdict import Cause, Verdict
 GAIN_TOLERANCE = 0.20
 """A predicted gain within 20 % of the measured one, or within 5 % of the step, holds."""
 STEP_TOLERANCE = 0.05
+MAX_PAIRS = 7
+"""The most pairs a case's truth gets (``run.py`` adds pairs while it is too noisy)."""
+MEDIAN_SE = 1.2533
+"""The standard error of a median of n normal draws is ~1.2533 sd / sqrt(n)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,10 @@ class CaseScore:
     """A mid-run case: an alert named the culprit within ``ALERT_WITHIN_S``; else None."""
     seed: int | None = None
     """The seed its case was drawn from (``run.py``; None: the run's one seed)."""
+    noisy: bool = False
+    """The truth is too noisy to judge a gain by: its median's standard error over the pairs
+    exceeds the tolerance after ``MAX_PAIRS`` pairs (or the pairs run). Its gain is never
+    judged as holding: it counts against the gains within tolerance."""
 
 
 @dataclass(frozen=True)
@@ -182,24 +190,26 @@ def _plain(case: Case, verdict: Verdict, predicted_ms: float | None,
     culprit_ok, cause_ok = culprit == truth.culprit, cause == truth.cause
     quiet = truth.size == "marginal" and top is None
     step = statistics.median(p.planted_ms for p in pairs) if pairs else None
-    gain_ok = _gain_ok(predicted_ms, measured, step)
+    noisy = too_noisy(pairs)
+    gain_ok = None if noisy else _gain_ok(predicted_ms, measured, step)
     return CaseScore(
         case.name, truth.culprit, truth.cause, truth.size, named(verdict), culprit_ok, cause_ok,
         quiet or (culprit_ok and cause_ok), predicted_ms, measured, _spread(gains), gain_ok,
+        noisy=noisy,
     )  # fmt: skip
 
 
 def _no_fault(case: Case, verdict: Verdict, predicted_ms: float | None, gains: list[float],
               alone: list[Measured]) -> CaseScore:  # fmt: skip
     """Every cost the verdict claims is a false alarm, but the job's communication where
-    its cost holds against the gain measured without it."""
+    the gain measured without it holds its cost (``_holds``)."""
     comm = statistics.median(p.gain_ms for p in alone) if alone else None
     step = statistics.median(p.planted_ms for p in alone) if alone else None
     confirmed, costed = [], []
     for c in verdict.causes:
         own = c.culprit is None and CLASSES.get(c.code) == "communication"
         ms = c.cost.ms_per_step if c.cost else None
-        (confirmed if own and _gain_ok(ms, comm, step) else costed).append(c.short)
+        (confirmed if own and _holds(ms, comm, step) else costed).append(c.short)
     measured = statistics.median(gains) if gains else None
     return CaseScore(case.name, "none", "none", "none", named(verdict), None, None,
                      not costed, predicted_ms, measured, _spread(gains), None, tuple(costed),
@@ -209,8 +219,32 @@ def _no_fault(case: Case, verdict: Verdict, predicted_ms: float | None, gains: l
 def _gain_ok(predicted: float | None, measured: float | None, step: float | None) -> bool | None:
     if predicted is None or measured is None or step is None:
         return None
-    error = abs(predicted - measured)
-    return error <= GAIN_TOLERANCE * abs(measured) or error <= STEP_TOLERANCE * step
+    return abs(predicted - measured) <= _tolerance(measured, step)
+
+
+def _tolerance(measured: float, step: float) -> float:
+    return max(GAIN_TOLERANCE * abs(measured), STEP_TOLERANCE * step)
+
+
+def _holds(claimed: float | None, measured: float | None, step: float | None) -> bool:
+    """A no-fault run's communication cost is there when the job without its communication
+    gains at least the claimed cost, within the tolerance: a cost under the measured one is
+    real, only lower (its error is the gain column's question, not a false alarm)."""
+    if claimed is None or measured is None or step is None:
+        return False
+    return claimed <= measured + _tolerance(measured, step)
+
+
+def too_noisy(pairs: list[Measured]) -> bool:
+    """Whether the pairs' median gain is too uncertain to judge a prediction by: its standard
+    error (``MEDIAN_SE`` sd / sqrt(n)) exceeds the tolerance around it. One pair has no
+    spread to tell, and is judged as it is."""
+    if len(pairs) < 2:
+        return False
+    gains = [p.gain_ms for p in pairs]
+    step = statistics.median(p.planted_ms for p in pairs)
+    error = MEDIAN_SE * statistics.stdev(gains) / len(gains) ** 0.5
+    return error > _tolerance(statistics.median(gains), step)
 
 
 def _spread(values: list[float]) -> float | None:
@@ -233,6 +267,8 @@ class Totals:
     """The intervals' median width, ms and % of the step."""
     alerts_ok_pct: float | None = None
     """Mid-run cases whose live alert named the culprit within ``ALERT_WITHIN_S``."""
+    noisy_truths: int = 0
+    """Fault cases whose truth stayed too noisy to judge the gain by (counted as missing it)."""
 
 
 def totals(scores: list[CaseScore]) -> Totals:
@@ -241,7 +277,7 @@ def totals(scores: list[CaseScore]) -> Totals:
     faulty = [s for s in scores if s.culprit_ok is not None]
     errors = [abs(s.predicted_ms - s.measured_ms) / abs(s.measured_ms) * 100 for s in faulty
               if s.predicted_ms is not None and s.measured_ms]  # fmt: skip
-    judged = [s.gain_ok for s in faulty if s.gain_ok is not None]
+    judged = [bool(s.gain_ok) for s in faulty if s.gain_ok is not None or s.noisy]
     held = [s.interval_ok for s in faulty if s.interval_ok is not None]
     widths = [s.interval_width_ms for s in faulty if s.interval_width_ms is not None]
     width_pcts = [s.interval_width_pct for s in faulty if s.interval_width_pct is not None]
@@ -257,6 +293,7 @@ def totals(scores: list[CaseScore]) -> Totals:
         interval_median_width_ms=statistics.median(widths) if widths else None,
         interval_median_width_pct=statistics.median(width_pcts) if width_pcts else None,
         alerts_ok_pct=_pct(alerted),
+        noisy_truths=sum(s.noisy for s in faulty),
     )
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.columns.sorting import index_in
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.analyze.steps.step_slots import StepSlots, overlap_per_slot
 from scalescope.events import Run
 
@@ -28,7 +30,8 @@ class Overlap:
 
 
 def comm_overlap(run: Run, slots: StepSlots) -> Overlap | None:
-    """Per-rank means over measured steps, averaged over the ranks with measured steps."""
+    """Per-rank means over measured steps, averaged over the ranks with measured steps; the
+    calls' figures on a run recorded as summaries over its windows recorded in full."""
     per_slot = overlap_per_slot(run.events, slots)
     if per_slot is None:
         return None
@@ -38,7 +41,11 @@ def comm_overlap(run: Run, slots: StepSlots) -> Overlap | None:
     def mean_ms(per: np.ndarray) -> float:
         return float(slots.per_rank_mean(per)[has_steps].mean()) / 1e6
 
-    comm_ms, hidden_ms = mean_ms(comm), mean_ms(hidden)
+    in_full = _full_slots(run, slots)
+    if in_full is None:
+        comm_ms, hidden_ms = mean_ms(comm), mean_ms(hidden)
+    else:  # the gradients' calls are rows in the windows only (--record summary)
+        comm_ms, hidden_ms = _mean_over(slots, in_full, comm), _mean_over(slots, in_full, hidden)
     least = slots.least_over_ranks(slots.phase_ns["comm_wait"])
     return Overlap(
         comm_ms_per_step=comm_ms,
@@ -47,3 +54,18 @@ def comm_overlap(run: Run, slots: StepSlots) -> Overlap | None:
         hidden_pct=100.0 * hidden_ms / comm_ms if comm_ms > 0 else 0.0,
         exposed_transfer_ms_per_step=float(least.mean()) / 1e6 if len(least) else None,
     )
+
+
+def _full_slots(run: Run, slots: StepSlots) -> np.ndarray | None:
+    """Per slot, whether its step holds every call's row; None on a run recorded in full."""
+    summarised = summarised_steps(run.events)
+    return ~np.isin(slots.step, summarised) if len(summarised) else None
+
+
+def _mean_over(slots: StepSlots, kept: np.ndarray, per_slot: np.ndarray) -> float:
+    """Per-rank means (ms) over the ``kept`` slots, averaged over the ranks that have one."""
+    idx = index_in(slots.ranks, slots.rank[kept])
+    total = np.bincount(idx, weights=per_slot[kept], minlength=len(slots.ranks))
+    count = np.bincount(idx, minlength=len(slots.ranks))
+    has = count > 0
+    return float((total[has] / count[has]).mean()) / 1e6 if has.any() else 0.0

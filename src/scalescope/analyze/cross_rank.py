@@ -56,7 +56,14 @@ from scalescope.analyze.ranks.matching import (
     match_collectives,
     wait_stats,
 )
+from scalescope.analyze.ranks.summary_waits import summary_waits
 from scalescope.analyze.stage_lateness import StageJudging, judge_stages, judged_lateness
+from scalescope.analyze.steps.beyond_step import (
+    BEYOND_SHARE_PCT,
+    BEYOND_STEP,
+    WaitBeyondStep,
+    waits_beyond_step,
+)
 from scalescope.analyze.steps.extra_work import (
     ExtraWork,
     LatenessPattern,
@@ -73,9 +80,13 @@ from scalescope.analyze.steps.step_slots import (
     sync_waits,
     with_sync_waits,
 )
+from scalescope.analyze.summarised import RankSums, rank_sums, summary_sync
 from scalescope.events import EventTable, Run
 
 __all__ = [
+    "BEYOND_SHARE_PCT",
+    "BEYOND_STEP",
+    "WaitBeyondStep",
     "DOMINANT_MIN_RANKS",
     "STRAGGLER_MIN_NS",
     "STRAGGLER_MIN_STEP_PCT",
@@ -130,52 +141,6 @@ class RankWaits:
     """Added: its share of the lateness of all ranks (0 when no rank was ever late)."""
     stage: int | None = None
     """Added: its pipeline stage; None off a pipeline."""
-
-
-@dataclass(frozen=True)
-class WaitBeyondStep:
-    """A rank whose waits in collectives, by the aligned clocks, mostly last longer than the
-    steps they lie in: impossible in one job (a collective is issued and completed inside
-    its step), so its timeline and the others' do not fit together (clocks not aligned,
-    ranks of different runs)."""
-
-    rank: int
-    share_pct: float
-    """Its matched collectives of measured steps that waited more than 1.5 steps, %."""
-    wait_ms_per_step: float
-    step_ms: float
-
-
-BEYOND_STEP = 1.5
-"""A wait this many times its step: more than an asynchronous collective finishing in the
-next step could show."""
-BEYOND_SHARE_PCT = 25.0
-"""Share of a rank's collectives waiting beyond their step for its timeline to be wrong."""
-
-
-def waits_beyond_step(
-    waits: tuple[RankWaits, ...], slots: StepSlots, m: Matched | None, inst_ok: np.ndarray
-) -> tuple[WaitBeyondStep, ...]:
-    """Every rank whose collectives mostly wait longer than their steps last, worst first.
-
-    Per collective, not per step: asynchronous gradient buckets wait at the same time, so
-    their summed waits may exceed a step in a real run."""
-    if m is None or len(slots.keys) == 0:
-        return ()
-    rows = np.flatnonzero(inst_ok[m.inst])
-    slot = slots.slot_of(m.rank[rows], m.step[rows])
-    rows, slot = rows[slot >= 0], slot[slot >= 0]
-    beyond = m.wait_ns[rows] > BEYOND_STEP * slots.dur_ns[slot]
-    total = _per_rank(slots.ranks, m.rank[rows])
-    over = _per_rank(slots.ranks, m.rank[rows][beyond])
-    share = 100.0 * over / np.maximum(total, 1)
-    step_ms = slots.per_rank_mean(slots.dur_ns) / 1e6
-    out = [
-        WaitBeyondStep(w.rank, float(share[i]), w.wait_ms_per_step, float(step_ms[i]))
-        for i, w in enumerate(waits)
-        if total[i] and share[i] > BEYOND_SHARE_PCT
-    ]
-    return tuple(sorted(out, key=lambda w: -w.share_pct))
 
 
 @dataclass(frozen=True)
@@ -248,27 +213,31 @@ def _rank_waits(
     coll_ok: np.ndarray | None = None,
     p2p: SyncWaits | None = None,
     staged: StageJudging | None = None,
+    sums: RankSums | None = None,
 ) -> tuple[RankWaits, ...]:
     """Figures of every rank of ``slots.ranks``, all ranks at once. Waits are those of the
     instances of ``coll_ok`` (default ``inst_ok``) and the sends' and recvs' of ``p2p``;
-    lateness on a pipeline as ``staged`` judges it."""
+    lateness on a pipeline as ``staged`` judges it; ``sums``: the summarised steps'."""
     ranks = slots.ranks
     steps = slots.steps_per_rank().astype(np.float64)
     busy = slots.own_ms_per_step(OWN_PHASES)
     stages = staged.layout.of(ranks) if staged else np.full(len(ranks), -1)
     stage = [int(s) if s >= 0 else None for s in stages]
-    if m is None:
+    if m is None and sums is None:
         return tuple(
             RankWaits(int(r), 0, 0.0, 0.0, 0.0, float(b), stage=s)
             for r, b, s in zip(ranks, busy, stage, strict=True)
         )
-    rows = inst_ok[m.inst]  # rows of measured instances
-    took_part = _per_rank(ranks, m.rank[rows])
-    waited = (coll_ok if coll_ok is not None else inst_ok)[m.inst]
-    wait_ns = _per_rank(ranks, m.rank[waited], m.wait_ns[waited].astype(np.float64))
+    took_part, wait_ns, clear, last_count, late_ns = _matched_sums(
+        ranks, m, inst_ok, coll_ok, staged
+    )
     if p2p is not None:
         wait_ns = wait_ns + _per_rank(ranks, p2p.rank, p2p.wait_ns)
-    clear, last_count, late_ns = judged_lateness(ranks, m, inst_ok, staged)
+    if sums is not None:  # the summarised steps' estimates (summarised.py)
+        wait_ns = wait_ns + sums.wait_ns
+        if staged is None:
+            clear, last_count = clear + sums.clear, last_count + sums.late_count
+            late_ns = late_ns + sums.late_ns
     late_total = float(late_ns.sum())
     per_step = np.where(steps > 0, 1e6 * steps, np.inf)  # ns per rank-step -> ms per step
     return tuple(
@@ -286,6 +255,24 @@ def _rank_waits(
         )
         for i in range(len(ranks))
     )
+
+
+def _matched_sums(
+    ranks: np.ndarray,
+    m: Matched | None,
+    inst_ok: np.ndarray,
+    coll_ok: np.ndarray | None,
+    staged: StageJudging | None,
+) -> tuple[np.ndarray, ...]:
+    """Per rank: matched instances, wait (ns), clearly-last instances, times last, lateness."""
+    if m is None:
+        zero = np.zeros(len(ranks))
+        return zero, zero, zero, zero, zero
+    rows = inst_ok[m.inst]  # rows of measured instances
+    took_part = _per_rank(ranks, m.rank[rows])
+    waited = (coll_ok if coll_ok is not None else inst_ok)[m.inst]
+    wait_ns = _per_rank(ranks, m.rank[waited], m.wait_ns[waited].astype(np.float64))
+    return took_part, wait_ns, *judged_lateness(ranks, m, inst_ok, staged)
 
 
 def _straggler(
@@ -357,15 +344,16 @@ def analyze_cross_rank(
     tie_ns = tie_tolerance_ns(clocks, TIE_FLOOR_NS)
     slots = slots if slots is not None else measured_slots(run.events, warmup_steps)
     m = match_collectives(run.events, clocks, tie_ns)
+    est = summary_waits(run.events, clocks, tie_ns)
     inst_ok = _measured_instances(m, slots) if m is not None else np.zeros(0, dtype=bool)
     sides = sides if sides is not None else pair_p2p(run.events, clocks)
     coll_ok = inst_ok & ~_p2p_instances(run.events, m, sides)
     sync = sync_waits(run.events, slots, m, coll_ok) if m is not None else None
     p2p_sync = p2p_sync_waits(run.events, slots, sides) if sides is not None else None
-    sync = joined(sync, p2p_sync)
+    sync = joined(joined(sync, p2p_sync), summary_sync(run.events, slots, est))
     staged = judge_stages(run, warmup_steps, slots, sides, m, sync, tie_ns, pipeline)
     slots = with_sync_waits(run.events, slots, sync)
-    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync, staged)
+    waits = _rank_waits(slots, m, inst_ok, coll_ok, p2p_sync, staged, rank_sums(slots, est))
     bound = staged.layout.bound_stage if staged is not None else None
     straggler = _straggler(waits, slots, run.events, sync, bound)
     return CrossRankAnalysis(

@@ -47,6 +47,7 @@ def launch_spec(config: LaunchConfig, nproc_per_node: int | None, **spec: Any) -
         probe=not config.recording.no_probe,
         report_bindings=config.recording.report_bindings,
         ring_rows=config.recording.ring_rows,
+        record=config.recording.record,
         command=["scalescope", *sys.argv[1:]],
         **spec,
     )

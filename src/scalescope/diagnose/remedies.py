@@ -9,6 +9,11 @@ REMEDIES: dict[str, str] = {
     "more_microbatches_ds": "split the batch into {m} microbatches instead of {now} "
     "(gradient_accumulation_steps, with train_micro_batch_size_per_gpu halved to keep the "
     "batch): the bubble's theory falls to {pct:.0f}%",
+    "microbatch_costs": "keep {now} microbatches: the {schedule} schedule replayed with {m} "
+    "takes {after:.1f} ms a step against {before:.1f} ms with {now}, no shorter beyond the "
+    "steps' noise (±{noise:.1f} ms): each microbatch's fixed costs (the host's work per "
+    "forward and backward, a transfer per message, the stage's work outside its blocks) take "
+    "back what the smaller bubble gives",
     "interleaved": "hold {v} stages per rank with an interleaved schedule "
     "(ScheduleInterleaved1F1B): the bubble's theory falls to {pct:.0f}%",
     "zero_bubble_left": "the zero-bubble schedule leaves no bubble in theory: what is left is "

@@ -9,6 +9,7 @@ from scalescope.analyze.layouts.pipeline import PipelineAnalysis, theory_bubble_
 from scalescope.analyze.layouts.schedule_replay import zero_bubble
 from scalescope.analyze.layouts.stage_figures import StageFigures
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.rules_input import DiagnosisInput
 
 BUBBLE_PCT = 15.0
@@ -87,6 +88,8 @@ class PipelineBubbleRule:
         no_theory = zero_bubble(pipe.schedule)
         bound = bounding(pipe, f)
         saved, basis = _bubble_saving(pipe, bound)
+        loses = _more_microbatches_lose(pipe, bound, _noise_ms(ctx))
+        remedies = _bubble_remedies(pipe) if loses is None else loses
         return Finding(
             code="PIPELINE_BUBBLE",
             bottleneck=bottleneck("PIPELINE_BUBBLE"),
@@ -94,10 +97,35 @@ class PipelineBubbleRule:
             share_pct=round(f.bubble_pct, 1),
             saved_ms_per_step=None if no_theory else round(saved, 2),
             evidence=_bubble_evidence(pipe, f, bound),
-            remedies=_bound_remedies(f, bound) + _bubble_remedies(pipe),
+            remedies=_bound_remedies(f, bound) + remedies,
             rank=f.rank if bound is None else bound.rank,
+            level="warning" if loses is None else "info",
             basis="" if no_theory else basis,
         )
+
+
+def _more_microbatches_lose(
+    pipe: PipelineAnalysis, bound: StageFigures | None, noise_ms: float
+) -> tuple[str, ...] | None:
+    """Where no stage bounds the pipeline and the schedule replayed over twice the
+    microbatches is no shorter by more than the steps' noise (each microbatch's fixed costs,
+    analyze/layouts/stage_fixes.py, take back what the smaller bubble gives), the remedies
+    that say so, and the finding is information: its change is no gain. None otherwise."""
+    fix = pipe.doubled
+    if bound is not None or fix is None or fix.gain_ms > noise_ms or zero_bubble(pipe.schedule):
+        return None
+    m = pipe.microbatches
+    return (
+        remedy("microbatch_costs", m=2 * m, now=m, after=fix.fixed_step_ms,
+               before=fix.replayed_step_ms, schedule=pipe.schedule, noise=noise_ms),
+        remedy("zero_bubble"),
+    )  # fmt: skip
+
+
+def _noise_ms(ctx: DiagnosisInput) -> float:
+    """The steps' noise the verdict holds a replayed gain to (diagnose/verdict.py), 0 where
+    no step was replayed."""
+    return noise_ms(ctx.analysis.whatif) or 0.0
 
 
 def _bubble_saving(pipe: PipelineAnalysis, bound: StageFigures | None) -> tuple[float, str]:

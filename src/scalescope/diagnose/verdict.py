@@ -5,24 +5,18 @@ without the probe."""
 
 from __future__ import annotations
 
-import math
-
 from scalescope.analyze.layouts.pipeline import PipelineAnalysis
 from scalescope.analyze.model.whatif import Fix, WhatIf
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
 from scalescope.diagnose.findings import Finding
+from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.replayed import replayed_cause
 from scalescope.diagnose.rules_stages import bounding, idlest
 
 ESTIMATE_FACTOR = 2.0
 """A cost that was not replayed (a rule's estimate, or a measured part such as run-queue
 wait standing for what a fix buys) is known to a factor of 2 either way."""
-IDR_PER_SIGMA = 2.563
-"""The 10th-90th percentile range of a normal spread, in standard deviations."""
-SPREAD_SIGMAS = 2.0
-"""The verdict's noise: this many standard errors of the replayed mean either side (a
-replayed gain's range is its fix's bootstrap interval where the what-if has one)."""
 PIPELINE_CODES = ("PIPELINE_BUBBLE", "STAGE_IMBALANCE")
 """Causes whose culprit is the stage that bounds the pipeline, whichever stage idles."""
 
@@ -74,19 +68,6 @@ def _within_noise(cause: Cause) -> bool:
     cause."""
     cost = cause.cost
     return cost is not None and cost.replayed and cost.low_ms <= 0
-
-
-def noise_ms(whatif: WhatIf | None, cause: str | None = None) -> float | None:
-    """``SPREAD_SIGMAS`` standard errors of the mean step (ms) the replay of ``cause``'s fix
-    leaves (default: the steps as measured): what a replayed gain must exceed to be more
-    than the step-to-step spread. The fix's own steps, because a cause's spread (work every
-    k steps) is the cause, not noise."""
-    if whatif is None or whatif.steps < 2:
-        return None
-    fix = next((f for f in whatif.fixes if f.cause == cause), None)
-    steps = fix.prediction if fix is not None else whatif.replayed
-    sigma = max(steps.high_ms - steps.low_ms, 0.0) / IDR_PER_SIGMA
-    return SPREAD_SIGMAS * sigma / math.sqrt(whatif.steps)
 
 
 def _cause(f: Finding, analysis: RunAnalysis) -> Cause:

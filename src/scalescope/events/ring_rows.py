@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from scalescope.events.files import live_dir, window_events_path
 from scalescope.events.flight_ring import RingError, RingRead, read_rank_ring, read_ring
-from scalescope.events.schema import ARROW_SCHEMA, ROW_FIELDS
+from scalescope.events.schema import ARROW_SCHEMA, ROW_FIELDS, Kind
 from scalescope.events.writer import EventWriter
 
 KEY = ("step", "kind", "name", "start_ns", "group", "seq", "tag", "peer")
@@ -41,12 +41,14 @@ def rows_table(rank: int, rows: list[tuple]) -> pa.Table:
 
 
 def missing_rows(ring: RingRead, written: pa.Table) -> list[tuple]:
-    """The ring's rows whose key no row of ``written`` (the rank's stream) holds. Only rows
-    from the stream's last step but one on are looked at (a flush writes every completed
-    row; those it held back complete within a step): a ring is 65,536 rows, and a job killed
-    whole has as many rings as ranks."""
-    if written.num_rows:
-        ring = ring.window(pc.max(written["step"]).as_py() - 1, np.iinfo(np.int32).max)
+    """The ring's rows of the steps after the last one the stream (``written``) ended, less
+    those it holds already (a flush on request can land inside a step). Earlier steps are
+    left as written: at ``--record summary`` their calls are in SUMMARY rows, which full rows
+    would count twice. Only those rows become Python rows: a ring is 65,536 rows, and a job
+    killed whole has as many rings as ranks."""
+    ended = written.filter(pc.equal(written["kind"], int(Kind.STEP)))["step"]
+    if len(ended):
+        ring = ring.window(pc.max(ended).as_py() + 1, np.iinfo(np.int32).max)
     rows = ring.rows()
     if not rows:
         return []

@@ -22,6 +22,11 @@ class Kind(IntEnum):
     WAIT = 4
     """The host blocked in ``Work.wait`` of a send or receive: op, group, peer; ``seq`` is
     the op's index among this rank's ops of that name with that peer on that group."""
+    SUMMARY = 5
+    """A step's calls of one (group, op, size class, peer) folded into one row (``--record
+    summary``, probe/summary.py): ``nbytes`` their bytes, ``count`` the calls, ``dur_ns`` their
+    time in the call, ``start_ns`` their arrivals' offsets from the step's start, summed;
+    ``seq`` the size class (floor(log2(bytes per call)), -1 for no bytes); docs/schema.md."""
 
 
 PHASES = ("data", "to_device", "forward", "backward", "comm_wait", "optimizer")
@@ -88,18 +93,19 @@ ARROW_SCHEMA = pa.schema(
         ("tag", pa.string()),
         ("peer", pa.int32()),
     ],
-    metadata={"scalescope.schema": "events/2"},
+    metadata={"scalescope.schema": "events/3"},
 )
 
 NO_PEER = -1
 """The ``peer`` of a row that has none (all but send, recv and their waits)."""
 
 V1_SCHEMA = pa.schema(list(ARROW_SCHEMA)[:-1], metadata={"scalescope.schema": "events/1"})
-"""``events/1``: the same columns without ``peer`` (files written before it existed)."""
+"""``events/1``: the same columns without ``peer`` (files written before it existed).
+``events/2`` has the columns of ``events/3``, without SUMMARY rows: both load as they are."""
 
 
 def upgraded(table: pa.Table) -> pa.Table:
-    """An ``events/1`` table with ``peer`` -1 on every row; an ``events/2`` one as it is."""
+    """An ``events/1`` table with ``peer`` -1 on every row; a later one as it is."""
     if "peer" in table.column_names:
         return table
     peer = pa.array(np.full(table.num_rows, NO_PEER, dtype=np.int32))

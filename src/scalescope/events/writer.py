@@ -24,12 +24,15 @@ class EventWriter:
     file system (an fsync on a parallel file system can take many milliseconds).
     """
 
-    def __init__(self, path: Path, rank: int) -> None:
+    def __init__(self, path: Path, rank: int, compression: str | None = None) -> None:
+        """``compression``: each batch's buffers compressed (``zstd``: ~5x smaller, ~1 ms a
+        batch of 2,000 rows); Arrow's readers decompress them as they read."""
         self.path = Path(path)
         self.rank = rank
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._sink = pa.OSFile(str(self.path), "wb")
-        self._writer = pa.ipc.new_stream(self._sink, ARROW_SCHEMA)
+        options = pa.ipc.IpcWriteOptions(compression=compression)
+        self._writer = pa.ipc.new_stream(self._sink, ARROW_SCHEMA, options=options)
         self._sink.flush()
         self.rows_written = 0
 

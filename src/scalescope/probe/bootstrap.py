@@ -33,6 +33,7 @@ from scalescope.events.run import (
 )
 from scalescope.probe.binding import Binding, apply_placement, format_cpulist
 from scalescope.probe.schedstat import runqueue_wait_s, thread_waits
+from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -140,6 +141,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--flush-every", type=int, default=20)
     parser.add_argument("--ring-rows", type=int, default=None)
     parser.add_argument("--report-bindings", action="store_true")
+    parser.add_argument("--record", choices=LEVELS, default=DEFAULT_LEVEL)
+    parser.add_argument("--warmup-steps", type=int, default=1)
     parser.add_argument("-m", dest="module", action="store_true")
     parser.add_argument("target")
     parser.add_argument("args", nargs=argparse.REMAINDER)
@@ -211,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_probe:
         from scalescope.probe.install import Probe
 
-        probe = Probe(args.run_dir, meta.rank, args.flush_every, live, args.ring_rows).install()
+        probe = Probe(
+            args.run_dir, meta.rank, args.flush_every, live, args.record, args.warmup_steps,
+            args.ring_rows,
+        ).install()
         probe.recorder.before_flush.append(groups_publisher(args.run_dir, meta, probe))
         defer_signals_while_flushing(probe.recorder)
         probe.live.on_orphaned = lambda: _end_orphan(args.run_dir, meta, probe)

@@ -30,6 +30,11 @@ from scalescope.probe.p2p import P2PWaits
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.pipeline import PipelineProbe
 from scalescope.probe.recorder import Recorder
+from scalescope.probe.summary import StepSummaries
+from scalescope.probe.windows import FULL, SUMMARY, windows_from_env
+
+COMPRESSION = {False: None, True: "zstd"}
+"""The event file's batches at ``--record full`` (as ever) and at ``summary``."""
 
 WAY_VARIABLE = "SCALESCOPE_COLLECTIVES"
 """Which way the probe sees collectives, instead of its own choice: ``hooks`` (torch's
@@ -80,11 +85,20 @@ class Probe:
         rank: int,
         flush_every_steps: int = 20,
         live: LiveStateWriter | None = None,
+        record: str = FULL,
+        warmup_steps: int = 1,
         ring_rows: int | None = None,
     ) -> None:
         """``live``: the rank's live state file when the bootstrap opened it already;
-        ``ring_rows``: the flight recorder's rows (0: none; None: DEFAULT_ROWS)."""
-        self.recorder = Recorder(events_path(run_dir, rank), rank, flush_every_steps)
+        ``record``: full (every call's row) or summary (probe/summary.py), whose first
+        window holds the ``warmup_steps`` and 8 steps more; ``ring_rows``: the flight
+        recorder's rows (0: none; None: DEFAULT_ROWS)."""
+        summary = record == SUMMARY
+        self.recorder = Recorder(
+            events_path(run_dir, rank), rank, flush_every_steps, compression=COMPRESSION[summary]
+        )
+        if summary:
+            self.recorder.fold = StepSummaries(windows_from_env(warmup_steps))
         self.ring = open_ring(
             run_dir, rank, DEFAULT_ROWS if ring_rows is None else ring_rows, self.recorder.errors
         )

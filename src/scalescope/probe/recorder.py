@@ -47,9 +47,14 @@ class Recorder:
     """
 
     def __init__(
-        self, events_file: Path, rank: int, flush_every_steps: int = 20, flush_every_s: float = 5
+        self,
+        events_file: Path,
+        rank: int,
+        flush_every_steps: int = 20,
+        flush_every_s: float = 5,
+        compression: str | None = None,
     ) -> None:
-        self.writer = EventWriter(events_file, rank)
+        self.writer = EventWriter(events_file, rank, compression)
         self.rank = rank
         self.step = 0
         self.step_start_ns: int | None = None
@@ -74,6 +79,9 @@ class Recorder:
         self.row_sources: list[Callable[[bool], list[list]]] = []
         """Rows kept elsewhere (the C++ hooks'), taken at each flush: the finished ones, all
         on the final flush."""
+        self.fold: Callable[[list[tuple], bool], list[tuple]] | None = None
+        """At ``--record summary``: the completed rows in, the rows to write out
+        (probe/summary.py ``StepSummaries``); None writes every row as it is."""
         self.before_step_end: list[Callable[[], None]] = []
         """Called as a step ends, before its row is written (samples still counting)."""
         self.on_step: Callable[[int], None] | None = None
@@ -270,6 +278,8 @@ class Recorder:
                     self._steps_flushed = max(self._steps_flushed, row[0] + 1)
         with self._lock:
             self.rows[:0] = pending
+        if self.fold is not None:
+            done = self.fold(done, final)
         try:
             self.writer.write(done)
         except Exception as exc:  # never break training because recording failed

@@ -51,10 +51,10 @@ class Net(nn.Module):
         return self.head(x)
 
 
-def build_model() -> Net:
+def build_model(depth: int = DEPTH) -> Net:
     """The unsharded model: the units are each block, then the root (embed and head)."""
     torch.manual_seed(0)
-    return Net()
+    return Net(depth=depth)
 
 
 UNITS = ("block", "layer", "root")
@@ -88,6 +88,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if any")
     p.add_argument("--backend", choices=("gloo", "nccl"), default=None, help="default: by device")
     p.add_argument("--units", choices=UNITS, default="block", help="the FSDP units")
+    p.add_argument("--depth", type=int, default=DEPTH, help="blocks (--units layer: 3 units each)")
     p.add_argument("--sleep-rank", type=int, default=-1, help="this rank is slow in forward")
     p.add_argument("--sleep-s", type=float, default=0.0, help="by this much a step")
     p.add_argument(
@@ -141,7 +142,7 @@ def main() -> None:
     if cuda:
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         torch.cuda.set_device(device)
-    model = build_model().to(device)
+    model = build_model(args.depth).to(device)
     shard(model, reshard_after_forward=not args.no_reshard, units=args.units)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     slow = dist.get_rank() == args.sleep_rank and args.sleep_s > 0

@@ -4,7 +4,8 @@ every ``--eval-every`` steps on every rank. The Trainer is unmodified: accelerat
 DataLoaders, the model (DDP) and the optimizer; batches are dicts of tensors. Prints its own
 clock's training samples/s (from the end of the first training step to the end of the last,
 evaluation included). ``--sleep-rank`` and ``--sleep-s``: a callback makes that rank slow in
-each training forward; ``--step-log``: a callback writes rank 0's step times (s), JSON. It
+each training forward; ``--step-log``: a callback writes rank 0's step times (s), JSON;
+``--no-sync``: each rank trains alone, with no communication (the fault matrix's third arm). It
 knows nothing of scalescope: under a launcher the Trainer reads RANK/WORLD_SIZE from the
 environment."""
 
@@ -108,7 +109,12 @@ def main() -> None:
     p.add_argument("--sleep-rank", type=int, default=-1)
     p.add_argument("--sleep-s", type=float, default=0.0)
     p.add_argument("--step-log", default="")
+    p.add_argument("--no-sync", action="store_true", help="each rank trains alone")
     args = p.parse_args()
+    first = int(os.environ.get("RANK", "0")) == 0
+    if args.no_sync:
+        for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"):
+            os.environ.pop(name, None)
     torch.manual_seed(0)
     config = GPT2Config(
         n_layer=2, n_embd=64, n_head=2, vocab_size=VOCAB, n_positions=CONTEXT,
@@ -119,14 +125,15 @@ def main() -> None:
         output_dir=args.out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=args.batch_size, eval_strategy="steps",
         eval_steps=args.eval_every, logging_steps=10_000, report_to=[], use_cpu=True,
-        ddp_backend="gloo", dataloader_num_workers=0, disable_tqdm=True, learning_rate=1e-3,
-        save_strategy="no",
+        ddp_backend=None if args.no_sync else "gloo", dataloader_num_workers=0,
+        disable_tqdm=True, learning_rate=1e-3, save_strategy="no",
     )  # fmt: skip
     clock = OwnClock(args.batch_size)
     trainer = Trainer(
         model=model, args=targs, train_dataset=Tokens(args.batch_size * args.steps * 2, 1),
         eval_dataset=Tokens(args.batch_size * 2 * 4, 2),
-        callbacks=[clock, SlowForward(args.sleep_rank, args.sleep_s), StepLog(args.step_log)],
+        callbacks=[clock, SlowForward(args.sleep_rank, args.sleep_s),
+                   StepLog(args.step_log if first else "")],
     )  # fmt: skip
     trainer.train()
 

@@ -4,6 +4,8 @@ inferred from a chain of sends and recvs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from analysed import analysed  # noqa: E402
 from analyze_runs import make_run
@@ -47,13 +49,16 @@ def stage_rows(rank: int, blocks: dict[int, int] = BLOCKS) -> list[tuple]:
     return out
 
 
-def meta(rank: int, stage: int | None = None, world: int = 2) -> RankMeta:
-    """Rank ``rank`` of ``world``, holding ``stage`` (its rank by default) of 2."""
+def meta(
+    rank: int, stage: int | None = None, world: int = 2, blocks_of: dict[int, int] = BLOCKS
+) -> RankMeta:
+    """Rank ``rank`` of ``world``, holding ``stage`` (its rank by default) of 2, its blocks
+    ``blocks_of[stage]``."""
     stage = rank if stage is None else stage
     blocks = [
         BlockMeta(name=str(i), forward_ns=[BLOCK_FWD_MS * MS] * STEPS,
                   backward_ns=[BLOCK_BWD_MS * MS] * STEPS)
-        for i in range(BLOCKS[stage])
+        for i in range(blocks_of[stage])
     ]  # fmt: skip
     pipe = PipelineMeta(stage=stage, stages=2, stages_held=[stage], schedule="Schedule1F1B",
                         microbatches=MICRO, blocks=blocks)  # fmt: skip
@@ -295,7 +300,8 @@ def test_a_bubble_of_equal_stages_names_the_idlest_stage(tmp_path):
     the schedule's: the finding names the idlest stage, as before."""
     even = {0: 4, 1: 4}
     rows = {0: [stage_rows(0, even)], 1: [stage_rows(1, even)]}
-    run = make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+    metas = {r: meta(r, blocks_of=even) for r in (0, 1)}
+    run = make_run(tmp_path, rows, world_size=2, rank_files=metas)
     analysis = analysed(run)
     bubble = {f.code: f for f in diagnose_run(run, analysis).findings}["PIPELINE_BUBBLE"]
     idlest = max(analysis.pipeline.ranks, key=lambda f: f.bubble_pct)
@@ -321,7 +327,8 @@ def test_a_bubble_no_stage_bounds_is_the_schedules_and_costs_twice_the_microbatc
     and its cost is the schedule replayed over twice the microbatches."""
     even = {0: 4, 1: 4}
     rows = {0: [stage_rows(0, even)], 1: [stage_rows(1, even)]}
-    run = make_run(tmp_path, rows, world_size=2, rank_files={r: meta(r) for r in (0, 1)})
+    metas = {r: meta(r, blocks_of=even) for r in (0, 1)}
+    run = make_run(tmp_path, rows, world_size=2, rank_files=metas)
     analysis = analysed(run)
     diagnosis = diagnose_run(run, analysis)
     bubble = {f.code: f for f in diagnosis.findings}["PIPELINE_BUBBLE"]
@@ -330,6 +337,39 @@ def test_a_bubble_no_stage_bounds_is_the_schedules_and_costs_twice_the_microbatc
     (cause,) = [c for c in diagnosis.verdict.causes if c.code == "PIPELINE_BUBBLE"]
     assert (cause.culprit.kind, cause.culprit.name) == ("schedule", "Schedule1F1B")
     assert cause.culprit.words == "the Schedule1F1B schedule" and cause.cost.replayed
+
+
+def test_a_bubble_more_microbatches_would_lengthen_is_information(tmp_path):
+    """Equal stages whose forwards and backwards lie mostly outside their one timed block
+    (work per call, as a pre-hook's: 4.5 of each forward's 6 ms): replayed over 8
+    microbatches the step is longer, so the finding is information that says to keep 4,
+    proposes no more microbatches, and the verdict names no bottleneck."""
+    even = {0: 4, 1: 4}
+    rows = {0: [stage_rows(0, even)], 1: [stage_rows(1, even)]}
+    metas = {r: meta(r, blocks_of={0: 1, 1: 1}) for r in (0, 1)}
+    run = make_run(tmp_path, rows, world_size=2, rank_files=metas)
+    analysis = analysed(run)
+    assert analysis.pipeline.doubled.gain_ms < 0
+    diagnosis = diagnose_run(run, analysis)
+    bubble = {f.code: f for f in diagnosis.findings}["PIPELINE_BUBBLE"]
+    assert bubble.level == "info" and bubble.saved_ms_per_step == 0.0
+    assert bubble.remedies[0].startswith(f"keep {MICRO} microbatches: the Schedule1F1B")
+    assert not any(r.startswith("split the batch") for r in bubble.remedies)
+    assert diagnosis.verdict.state == "no bottleneck"
+
+
+def test_more_microbatches_are_no_gain_within_the_steps_noise(pipeline_run):
+    """Twice the microbatches replayed 0.5 ms shorter: within a noise of 1 ms the finding says
+    to keep them (the verdict's range of the gain would reach 0), beyond 0.1 ms it does not;
+    a bound stage's bubble is that stage's, whatever the doubled replay says."""
+    from scalescope.analyze.layouts.stage_fixes import ReplayedFix
+    from scalescope.diagnose.rules_stages import _more_microbatches_lose
+
+    pipe = dataclasses.replace(analysed(pipeline_run).pipeline, doubled=ReplayedFix(10.0, 9.5, 0.0))
+    kept = _more_microbatches_lose(pipe, None, 1.0)
+    assert kept is not None and "takes 9.5 ms a step against 10.0 ms" in kept[0]
+    assert _more_microbatches_lose(pipe, None, 0.1) is None
+    assert _more_microbatches_lose(pipe, pipe.ranks[0], 1.0) is None
 
 
 @pytest.mark.parametrize(("at", "order"), [((1, 3, 100, 110), "gpipe"), ((1, 50, 60, 110), "1f1b")])

@@ -1,13 +1,18 @@
 """analyze/layouts/stage_fixes.py: a stage's cost is the schedule replayed with the stage at
 its peers' pace, and a bubble's the schedule replayed over twice the microbatches, on
-hand-built stages (GPipe, 1F1B, interleaved)."""
+hand-built stages (GPipe, 1F1B, interleaved); twice the microbatches keep each
+microbatch's fixed costs (host time an action, a transfer a message, the work outside the
+blocks)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from scalescope.analyze.layouts.block_move import stage_times
 from scalescope.analyze.layouts.schedule_replay import StageTimes, replay_step
-from scalescope.analyze.layouts.stage_figures import StageFigures
+from scalescope.analyze.layouts.stage_figures import BlockCost, StageFigures
 from scalescope.analyze.layouts.stage_fixes import (
     PipelineReplay,
     at_peers_pace,
@@ -108,3 +113,34 @@ def test_a_paced_stage_keeps_no_more_own_time_than_its_peers():
     kept = at_peers_pace(PipelineReplay("gpipe", light, 4, 1, 0.0), 1)
     mine = [StageTimes(1.0, 1.0, own_ms=3.0), StageTimes(1.0, 1.0, own_ms=1.0)]
     assert kept.fixed_step_ms == pytest.approx(replay_step("gpipe", mine, 4))
+
+
+def test_twice_the_microbatches_keeps_each_microbatchs_fixed_costs():
+    """Equal GPipe stages of 1 + 2 ms a microbatch, 1 ms of host time an action and 0.5 ms a
+    message, 2 microbatches. Twice the microbatches halves only the blocks' work: the host's
+    1 ms an action and the message's 0.5 ms stay, and so does each forward's 0.5 ms outside
+    the stage's blocks (its wrapper): each forward 0.5 + 0.25, each backward 1."""
+    stage = StageTimes(1.0, 2.0, own_ms=1.0, recv_ms=0.5, forward_call_ms=0.5)
+    fix = twice_the_microbatches(PipelineReplay("gpipe", (stage, stage), 2, 1, 0.0))
+    after = StageTimes(0.75, 1.0, own_ms=1.0, recv_ms=0.5, forward_call_ms=0.5)
+    assert fix.replayed_step_ms == pytest.approx(replay_step("gpipe", [stage] * 2, 2))
+    assert fix.fixed_step_ms == pytest.approx(replay_step("gpipe", [after] * 2, 4))
+
+
+def test_twice_the_microbatches_lose_where_fixed_costs_outweigh_the_bubble():
+    """2 ms of host time an action against 1 + 1 ms of compute a microbatch: 4 microbatches
+    add 8 actions' host time on each rank and take 1 ms of compute off the bubble."""
+    stage = StageTimes(1.0, 1.0, own_ms=2.0)
+    fix = twice_the_microbatches(PipelineReplay("gpipe", (stage, stage), 2, 1, 0.0))
+    assert fix.gain_ms < 0
+
+
+def test_a_forward_outside_the_blocks_is_a_cost_per_call():
+    """A stage timed 3 ms a forward over 2 microbatches whose blocks took 4 ms a step: 1 ms
+    of each forward lies outside them (a pre-hook's work), none of its backward; without
+    block times nothing is known to be fixed."""
+    (f,) = figures([(3.0, 2.0)], 2)[:1]
+    blocks = (BlockCost("0", 4.0, 4.0),)
+    t = stage_times(dataclasses.replace(f, blocks=blocks), 2, None)
+    assert (t.forward_call_ms, t.backward_call_ms) == (pytest.approx(1.0), 0.0)
+    assert (stage_times(f, 2, None).forward_call_ms) == 0.0

@@ -5,9 +5,10 @@ verdicts built by hand and on recorded runs."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,80 @@ def test_a_small_synthetic_case_runs_through_the_runner_and_names_its_plant(tmp_
     scored = run_case(synthetic_case("syn-small", spec, "clear"), 1, tmp_path)
     assert scored.passed and scored.named == "rank:5 (straggler)", scored
     assert scored.measured_ms > 10 and scored.gain_ok, scored
+
+
+def test_a_truth_too_noisy_is_never_judged_and_counts_against_the_gains() -> None:
+    """Gains 30 and 50 ms/step: their median's standard error (12.5 ms) exceeds the tolerance
+    (20 % of 40 ms): the prediction is not judged, and the totals count it as a miss."""
+    noisy = [Measured(70.0, 40.0), Measured(90.0, 40.0)]
+    s = score(case("rank:1"), verdict("rank:1"), 40.0, noisy)
+    assert s.noisy and s.gain_ok is None and s.passed and s.spread_ms == 20.0
+    quiet = score(case("rank:1"), verdict("rank:1"), 30.0, [Measured(70.0, 40.0),
+                                                          Measured(72.0, 41.0)])  # fmt: skip
+    assert not quiet.noisy and quiet.gain_ok
+    t = totals([s, quiet])
+    assert t.gain_within_pct == 50.0 and t.noisy_truths == 1
+
+
+@pytest.mark.parametrize("planted, pairs", [((70.0, 90.0, 80.0), 3), ((60.0, 100.0), 7)])
+def test_the_runner_adds_pairs_while_the_truth_is_too_noisy(monkeypatch, tmp_path, planted,
+                                                            pairs) -> None:  # fmt: skip
+    """The planted arm's clock (the script's, here given) decides: a third pair that settles
+    the median stops there; gains that keep swinging stop at seven pairs, too noisy."""
+    import run
+
+    def clock(c, folder: Path) -> float:
+        pair = int(folder.name.split("-")[-2])
+        return planted[pair % len(planted)] if folder.name.endswith("planted") else 40.0
+
+    monkeypatch.setattr(run, "step_ms", clock)
+    spec = Synthetic(16, 12, seed=5, plant=Plant("slow_rank", 5, 1.3))
+    scored = run_case(synthetic_case("syn-small", spec, "clear"), 2, tmp_path)
+    assert len(list(tmp_path.glob("syn-small-*-planted"))) == pairs
+    assert scored.noisy == (pairs == 7) and (scored.gain_ok is None) == scored.noisy
+    shutil.rmtree(tmp_path / f"syn-small-{pairs - 1}-clean")  # a run stopped mid-pair
+    again = run_case(synthetic_case("syn-small", spec, "clear"), 2, tmp_path)
+    assert len(list(tmp_path.glob("syn-small-*-planted"))) == pairs and again == scored
+
+
+def test_a_kept_run_is_rescored_from_its_folders_beside_the_doc_before(tmp_path) -> None:
+    """``run.py --rescore-kept``: the case's pairs re-read from the kept folders (the same
+    measured gain), its verdict and prediction by this code, the doc before beside it; the
+    held-out matrix is never rescored."""
+    from run import rescore_kept
+
+    small = synthetic_case(
+        "syn-small", Synthetic(16, 12, seed=5, plant=Plant("slow_rank", 5, 1.3)), "clear"
+    )
+    keep, out = tmp_path / "keep", tmp_path / "acc.md"
+    scored = run_case(small, 2, keep)
+    doc = {"date": "2026-11-28", "seed": 49, "held_out": False, "pairs": 2, "steps": 12,
+           "cases": [asdict(replace(scored, named="rank:0 (straggler)", passed=False))],
+           "totals": asdict(totals([scored]))}  # fmt: skip
+    out.with_suffix(".json").write_text(json.dumps(doc))
+    assert rescore_kept(keep, out, "why", {small.name: small}) == 0
+    again = json.loads(out.with_suffix(".json").read_text())
+    assert again["note"] == "why" and again["cases"][0]["named"] == "rank:5 (straggler)"
+    assert again["cases"][0]["measured_ms"] == scored.measured_ms and again["cases"][0]["passed"]
+    assert "syn-small" in out.read_text()
+    out.with_suffix(".json").write_text(json.dumps({**doc, "held_out": True}))
+    with pytest.raises(SystemExit, match="scored once"):
+        rescore_kept(keep, out, "why", {small.name: small})
+
+
+def test_the_multi_host_cases_throttle_a_drawn_link_out_of_the_command_line() -> None:
+    """Three namespaced hosts, one rank each; the throttled pair and its rate are drawn from
+    the seed, and the truth names that pair's hosts as the verdict names a link."""
+    drawn = [{c.name: c for c in matrix(seed)} for seed in range(8)]
+    for cases in drawn:
+        for size in ("clear", "marginal"):
+            c = cases[f"netns-link-{size}"]
+            a, b = c.netns.pair
+            assert c.ranks == c.netns.hosts == 3 and c.truth.size == size
+            assert c.truth.culprit == f"link:{','.join(sorted((f'host{a}', f'host{b}')))}"
+            assert c.netns.rate not in " ".join(c.args) and "--throttle" not in c.args
+    assert len({(d["netns-link-clear"].netns.pair, d["netns-link-clear"].netns.rate)
+                for d in drawn}) > 1  # fmt: skip
 
 
 def test_a_communication_cause_without_a_culprit_blames_the_jobs_communication() -> None:

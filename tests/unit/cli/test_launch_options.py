@@ -120,6 +120,12 @@ def test_a_bad_value_is_one_line_naming_its_flag(args: list[str], message: str) 
     assert done.output.strip() == f"error: {message}"
 
 
+def test_a_bad_record_level_is_one_line() -> None:
+    done = CliRunner().invoke(app, ["run", "--record", "partial", "t.py"])
+    assert done.exit_code == 2
+    assert done.output.strip() == "error: --record must be full or summary, got 'partial'"
+
+
 def test_help_shows_the_groups_in_their_own_panels() -> None:
     done = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "120"})
     assert done.exit_code == 0

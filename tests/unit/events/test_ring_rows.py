@@ -15,6 +15,7 @@ def _rows(steps: range) -> list[list]:
         out.append([step, Kind.PHASE, "forward", 100 * step, 40, 0, 0, "", "", -1, "", -1])
         out.append([step, Kind.COLLECTIVE, "all_reduce", 100 * step + 50, 9, 16, 4, "float32",
                     "0", step, "gradients", -1])  # fmt: skip
+        out.append([step, Kind.STEP, "step", 100 * step, 99, 0, 8, "", "", -1, "", -1])
     return out
 
 
@@ -27,13 +28,27 @@ def _ring(tmp_path, rank: int, steps: range) -> None:
 
 def test_recover_keeps_only_the_rows_the_stream_lacks(tmp_path):
     _ring(tmp_path, 1, range(10))
-    written = rows_table(1, [tuple(r) for r in _rows(range(7))])
-    got = recover(tmp_path, 1, written)
-    assert got.note == "rank 1: 6 rows recovered from its flight recorder (steps 7-9)"
+    written = [tuple(r) for r in _rows(range(7))] + [tuple(_rows(range(7, 8))[0])]
+    got = recover(tmp_path, 1, rows_table(1, written))  # step 7's forward written already
+    assert got.note == "rank 1: 8 rows recovered from its flight recorder (steps 7-9)"
     assert got.table.schema == ARROW_SCHEMA
-    assert got.table["step"].to_pylist() == [7, 7, 8, 8, 9, 9]
+    assert got.table["step"].to_pylist() == [7, 7, 8, 8, 8, 9, 9, 9]
     assert recover(tmp_path, 1, rows_table(1, [tuple(r) for r in _rows(range(10))])).note is None
     assert recover(tmp_path, 4, ARROW_SCHEMA.empty_table()).note is None, "no ring: nothing"
+
+
+def test_steps_written_as_summaries_get_no_full_rows(tmp_path):
+    """At --record summary a step's calls are in a SUMMARY row: the ring's full rows of the
+    steps the stream ended would count them twice."""
+    _ring(tmp_path, 1, range(10))
+    summarised = []
+    for row in _rows(range(6)):
+        if row[1] == Kind.COLLECTIVE:
+            row = [row[0], Kind.SUMMARY, "all_reduce", row[3], row[4], 16, 1, "float32", "0",
+                   -1, "", -1]  # fmt: skip
+        summarised.append(tuple(row))
+    got = recover(tmp_path, 1, rows_table(1, summarised))
+    assert got.note == "rank 1: 12 rows recovered from its flight recorder (steps 6-9)"
 
 
 def test_a_device_time_in_the_stream_is_still_the_same_row(tmp_path):
@@ -58,8 +73,8 @@ def test_windows_of_each_ring_and_a_note_for_a_bad_one(tmp_path):
     _ring(tmp_path, 1, range(30))
     (live_dir(tmp_path) / "rank-00002.ring").write_bytes(b"junk")
     kept = write_windows(tmp_path, 10, 14, named=12)
-    assert kept.rows == {0: 10, 1: 10}
+    assert kept.rows == {0: 15, 1: 15}
     assert kept.notes == ["rank-00002.ring: 4 bytes, shorter than its 128-byte header"]
     table = read_event_stream(window_events_path(tmp_path, 12, 1)).table
-    assert table["step"].to_pylist() == [s for s in range(10, 15) for _ in (0, 1)]
+    assert table["step"].to_pylist() == [s for s in range(10, 15) for _ in (0, 1, 2)]
     assert set(table["rank"].to_pylist()) == {1}

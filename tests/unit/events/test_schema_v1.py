@@ -33,7 +33,7 @@ def write_v1(path: Path, rank: int, batches: list[list[tuple]]) -> None:
 
 def test_the_v1_schema_is_the_current_one_without_peer() -> None:
     assert V1_SCHEMA.metadata[b"scalescope.schema"] == b"events/1"
-    assert ARROW_SCHEMA.metadata[b"scalescope.schema"] == b"events/2"
+    assert ARROW_SCHEMA.metadata[b"scalescope.schema"] == b"events/3"
     assert ARROW_SCHEMA.names == [*V1_SCHEMA.names, "peer"]
 
 

@@ -16,6 +16,7 @@ from scalescope.analyze.columns.grouping import group_by, rank_calls
 from scalescope.analyze.columns.slot_index import STEP_BITS, measured_steps, slot_lookup, step_key
 from scalescope.analyze.columns.sorting import distinct, index_in
 from scalescope.analyze.ranks.groups import dim_lookup
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.tags import REDUCE_GRADS, ROOT_UNIT, UNSHARD, tag_kind, tag_unit
 
@@ -228,8 +229,12 @@ def _sizes(done: EventTable, world_size: int) -> list[SizeStats]:
 
 
 def _per_step(done: EventTable, events: EventTable, warmup_steps: int) -> list[TagPerStep]:
-    """Bytes and calls per measured step of each rank, averaged over ranks with such steps."""
+    """Bytes and calls per measured step of each rank, averaged over ranks with such steps;
+    on a run recorded as summaries, over its windows recorded in full."""
     steps = measured_steps(events, warmup_steps).rows
+    summarised = summarised_steps(events)
+    if len(summarised):
+        steps = steps.select(~np.isin(steps.step, summarised))
     measured = distinct(step_key(steps.rank, steps.step))
     ranks, num_steps = np.unique(measured >> STEP_BITS, return_counts=True)
     if len(ranks) == 0:

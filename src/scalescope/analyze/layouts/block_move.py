@@ -85,7 +85,17 @@ def stage_times(f: StageFigures, microbatches: int, p2p: P2PAnalysis | None) -> 
         own_ms=own,
         recv_ms=recv_ms / count if count else 0.0,
         optimizer_ms=f.optimizer_ms,
+        forward_call_ms=_outside_blocks(f.forward_ms_per_microbatch, f, m, forward=True),
+        backward_call_ms=_outside_blocks(f.backward_ms_per_microbatch, f, m, forward=False),
     )
+
+
+def _outside_blocks(per_microbatch: float, f: StageFigures, m: int, forward: bool) -> float:
+    """A forward's (backward's) time per microbatch outside ``f``'s blocks; 0 without them."""
+    if not f.blocks:
+        return 0.0
+    blocks = sum(b.forward_ms if forward else b.backward_ms for b in f.blocks) / m
+    return max(per_microbatch - blocks, 0.0)
 
 
 def _border_blocks(f: StageFigures, toward_next: bool, k: int) -> tuple[BlockCost, ...]:

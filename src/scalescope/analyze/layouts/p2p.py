@@ -24,6 +24,7 @@ import numpy as np
 
 from scalescope.analyze.columns.sorting import index_in, packed, sort_order
 from scalescope.analyze.ranks.clocks import ClockAlignment, aligned_start_ns
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.analyze.steps.step_slots import StepSlots, SyncWaits, phase_at
 from scalescope.events import EventTable, Kind
 
@@ -309,7 +310,7 @@ def analyze_p2p(events: EventTable, sides: P2PSides, slots: StepSlots) -> P2PAna
         pairs=sides.pairs,
         unpaired=sides.unpaired,
         peers=_peer_totals(events, sides, keep),
-        ranks=_rank_figures(sides, keep, slots),
+        ranks=_rank_figures(sides, keep, slots, summarised_steps(events)),
     )
 
 
@@ -350,12 +351,18 @@ def _peer_totals(events: EventTable, sides: P2PSides, keep: np.ndarray) -> tuple
     )
 
 
-def _rank_figures(sides: P2PSides, keep: np.ndarray, slots: StepSlots) -> tuple[RankP2P, ...]:
+def _rank_figures(
+    sides: P2PSides, keep: np.ndarray, slots: StepSlots, summarised: np.ndarray
+) -> tuple[RankP2P, ...]:
     """Per rank with pairs in measured steps, all ranks at once (a bincount over the slots'
-    ranks, not a mask per rank: a 1,024-rank pipeline has millions of sides)."""
+    ranks, not a mask per rank: a 1,024-rank pipeline has millions of sides). On a run
+    recorded as summaries (``summarised``: its steps without full rows), per window step."""
     ranks = slots.ranks
     idx = index_in(ranks, sides.rank[keep])
     steps = np.maximum(slots.steps_per_rank(), 1).astype(np.float64)
+    if len(summarised):
+        full = index_in(ranks, slots.rank[~np.isin(slots.step, summarised)])
+        steps = np.maximum(np.bincount(full, minlength=len(ranks)), 1).astype(np.float64)
 
     def per_step(values: np.ndarray) -> np.ndarray:
         weights = values[keep].astype(np.float64)

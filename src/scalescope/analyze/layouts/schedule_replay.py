@@ -52,6 +52,11 @@ class StageTimes:
     recv_ms: float = 0.0
     """Per message into the stage (activations or gradients): its transfer."""
     optimizer_ms: float = 0.0
+    forward_call_ms: float = 0.0
+    backward_call_ms: float = 0.0
+    """Of ``forward_ms`` and ``backward_ms``: the stage's time outside its blocks per call
+    (its wrapper, its hooks, work a pre-hook adds), which a smaller microbatch does not
+    shrink; 0 where no block was timed."""
 
 
 Action = tuple[bool, int, int]

@@ -6,9 +6,15 @@
   its own is longer (the gain of removing its extra work: the host time around a slow
   stage's microbatches grew with it, 8 to 21 ms a step on a 2-rank interleaved run whose
   stage slept 44 ms, and left as measured the replay said 46 ms against 65 measured);
-- twice the microbatches over the same batch: each forward and backward half as long, and
-  each rank's own time per step as measured, spread over twice the actions; each message's
-  transfer as measured (a message's fixed cost stays).
+- twice the microbatches over the same batch: each forward's and backward's work in its
+  blocks half as long; what a microbatch costs whatever its size as measured, twice as
+  often: each action's own time (the host's work per microbatch: the schedule's loop, its
+  sends and recvs posted, the batch split), each message's transfer, and the time of each
+  forward and backward outside the stage's blocks (its wrapper and hooks). Halving the own
+  time per action, as this replay did, promised a 2-rank GPipe job (hidden 512, batch 256,
+  2 microbatches) 4.6-4.9 ms a step where re-runs with 4 microbatches were 3.1-3.3 ms
+  slower (docs/accuracy.md): its own time was 0.8-0.9 ms an action at 2 microbatches and
+  0.5-0.8 ms at 4 in the same job, a cost per action, not per sample.
 
 Both steps come from the same replay, so its error against the measured step cancels in the
 gain; a formula ((m + p − 1) slots of the slowest stage) leaves out the transfers, each
@@ -79,7 +85,9 @@ def _chunk(t: StageTimes, chunks: int) -> StageTimes:
     if chunks == 1:
         return t
     return replace(t, forward_ms=t.forward_ms / chunks, backward_ms=t.backward_ms / chunks,
-                   own_ms=t.own_ms / chunks, optimizer_ms=t.optimizer_ms / chunks)  # fmt: skip
+                   own_ms=t.own_ms / chunks, optimizer_ms=t.optimizer_ms / chunks,
+                   forward_call_ms=t.forward_call_ms / chunks,
+                   backward_call_ms=t.backward_call_ms / chunks)  # fmt: skip
 
 
 def pipeline_replay(
@@ -119,8 +127,21 @@ def at_peers_pace(replay: PipelineReplay, stage: int) -> ReplayedFix | None:
 
 
 def twice_the_microbatches(replay: PipelineReplay) -> ReplayedFix | None:
-    """The step over 2m microbatches of the same batch: each forward, backward and action's
-    own time halved."""
-    halved = tuple(replace(t, forward_ms=t.forward_ms / 2, backward_ms=t.backward_ms / 2,
-                           own_ms=t.own_ms / 2) for t in replay.rank_times)  # fmt: skip
+    """The step over 2m microbatches of the same batch: the work in each forward's and
+    backward's blocks halved; each action's own time, each message's transfer and each
+    call's time outside the blocks as measured (a cost per microbatch)."""
+    halved = tuple(
+        replace(
+            t,
+            forward_ms=_halved(t.forward_ms, t.forward_call_ms),
+            backward_ms=_halved(t.backward_ms, t.backward_call_ms),
+        )  # fmt: skip
+        for t in replay.rank_times
+    )
     return replay.fixed(halved, 2 * replay.microbatches)
+
+
+def _halved(per_call: float, fixed: float) -> float:
+    """A call's time at half the microbatch: its fixed part whole, the rest halved."""
+    fixed = min(fixed, per_call)
+    return fixed + (per_call - fixed) / 2

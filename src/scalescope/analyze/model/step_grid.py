@@ -33,10 +33,12 @@ import numpy as np
 
 from scalescope.analyze.columns.sorting import sort_order
 from scalescope.analyze.layouts.p2p import waited_ends
+from scalescope.analyze.model.phase_parts import phase_parts
 from scalescope.analyze.model.step_match import by_step_rank_issue, regular_steps
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, aligned_start_ns
 from scalescope.analyze.ranks.groups import dim_lookup, dims_of, process_groups
 from scalescope.analyze.ranks.matching import p2p_channels
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.events import EventTable, Kind, Run
 from scalescope.events.tags import GRADIENTS, tag_kind
 
@@ -81,6 +83,9 @@ class StepGrid:
     phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
     """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
     time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
+    summarised: int = 0
+    """Steps left out because they hold summaries only (``--record summary``): ``steps``
+    are then the windows recorded in full."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -103,6 +108,8 @@ def _step_rows(events: EventTable, steps: np.ndarray | None) -> EventTable:
     return rows.select(np.sort(first)) if len(first) < len(rows) else rows
 
 
+SUMMARISED = "{} step(s) recorded as summaries (--record summary): the full-row windows replayed"
+
 PHASES_KEPT = ("data", "to_device", "eval", "checkpoint")
 """The phases ``phase_ns`` holds unless asked for others: input waits and work beside
 training, the phases the what-if tries as causes by itself."""
@@ -118,7 +125,9 @@ def build_grid(
     events = run.events
     clocks = clocks if clocks is not None else align_clocks(run)
     step_rows = _step_rows(events, steps)
-    left_first: list[str] = []
+    summarised = summarised_steps(events)
+    step_rows = step_rows.select(~np.isin(step_rows.step, summarised))
+    left_first = [SUMMARISED.format(len(summarised))] if len(summarised) else []
     recorded = np.unique(step_rows.step)
     if last is not None and len(recorded) > last:
         step_rows = step_rows.select(step_rows.step >= recorded[-last])
@@ -141,7 +150,8 @@ def build_grid(
     if len(kept) == 0:
         return None, left or ["no step with collectives"]
     grid = _grid(events, clocks, step_rows, colls, ranks, kept, phases)
-    return replace(grid, dims=_dims(run, colls, grid.group_symbol)), left
+    dims = _dims(run, colls, grid.group_symbol)
+    return replace(grid, dims=dims, summarised=len(summarised)), left
 
 
 def _dims(run: Run, colls: EventTable, group: np.ndarray) -> np.ndarray:
@@ -190,7 +200,7 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
     after_join = np.where(joins, np.maximum(js, latest), release[:, :, -1])
     starts = np.concatenate([before, release[:, :, -1:], after_join[:, :, None]], axis=2)
     ends = np.concatenate([issue, js[:, :, None], t1[:, :, None]], axis=2)
-    parts = _phase_parts(events, clocks, steps, ranks, starts, ends, phases)
+    parts = phase_parts(events, clocks, steps, ranks, starts, ends, phases)
     return StepGrid(
         steps=steps, ranks=ranks, group=group[0], work_ns=work, blocking=blocking,
         transfer_ns=transfer, prejoin_ns=prejoin, post_ns=post, joins=joins, gap_ns=gap,
@@ -225,33 +235,6 @@ def _waited_for(events, colls, issue: np.ndarray, done: np.ndarray) -> np.ndarra
     hit = waited[at] == key
     by_wait = issue + (end[at] - colls.start_ns)
     return np.where(hit & (by_wait >= issue), np.minimum(done, by_wait), done)
-
-
-def _phase_parts(events, clocks, steps, ranks, starts, ends, names) -> dict[str, np.ndarray]:
-    """Per phase of ``names`` recorded: its rows' overlap with each part of each rank's step
-    (``starts``, ``ends``: (steps, ranks, parts) on the common clock)."""
-    phases = events.of_kind(Kind.PHASE)
-    wanted = [n for n in names if events.symbols.id_of(n) >= 0]
-    if not wanted or len(phases) == 0:
-        return {}
-    phases = phases.select(np.isin(phases.name, [events.symbols.id_of(n) for n in wanted]))
-    phases = phases.select(np.isin(phases.step, steps) & np.isin(phases.rank, ranks))
-    begin = aligned_start_ns(phases, clocks).astype(np.float64)
-    finish = begin + phases.dur_ns
-    at = (np.searchsorted(steps, phases.step), np.searchsorted(ranks, phases.rank))
-    out = {}
-    for name in wanted:
-        rows = phases.where("name", name)
-        if not rows.any():
-            continue
-        where = (at[0][rows], at[1][rows])
-        parts = np.zeros(starts.shape)
-        for j in range(starts.shape[2]):
-            lo = np.maximum(begin[rows], starts[:, :, j][where])
-            hi = np.minimum(finish[rows], ends[:, :, j][where])
-            np.add.at(parts[:, :, j], where, np.maximum(hi - lo, 0.0))
-        out[name] = parts
-    return out
 
 
 def _arrivals(issue: np.ndarray, done: np.ndarray, group: np.ndarray) -> np.ndarray:

@@ -79,6 +79,9 @@ class WhatIf:
     beyond_spread: tuple[str, ...] = ()
     """``rank:N`` and ``node:HOST`` of the ranks and nodes slower than their peers beyond the
     steps' spread (``slow_ranks``): the only ranks and nodes that are causes."""
+    windows: tuple[int, ...] = ()
+    """The steps replayed, where the run recorded the others as summaries (``--record
+    summary``: only its full-row windows can be replayed); () for a run recorded in full."""
 
     @property
     def slowdown(self) -> float | None:
@@ -164,6 +167,7 @@ def what_if_of(
         collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
         ideal=ideal_step, refused=tuple(refused), steady=steady,
         jitter_ms=base.mean_ms - steady.mean_ms, beyond_spread=beyond,
+        windows=tuple(int(s) for s in grid.steps[rows]) if grid.summarised else (),
     )  # fmt: skip
 
 

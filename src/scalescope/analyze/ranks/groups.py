@@ -58,8 +58,10 @@ def process_groups(run: Run) -> tuple[ProcessGroup, ...]:
 
 
 def _recorded_members(run: Run) -> dict[str, set[int]]:
-    """Per group label of the collective rows: the ranks that recorded rows on it."""
-    colls = run.events.of_kind(Kind.COLLECTIVE)
+    """Per group label of the collective rows (and of ``--record summary``'s SUMMARY rows: a
+    group used outside the windows only): the ranks that recorded rows on it."""
+    ev = run.events
+    colls = ev.select((ev.kind == int(Kind.COLLECTIVE)) | (ev.kind == int(Kind.SUMMARY)))
     out: dict[str, set[int]] = {}
     for group, rank in group_by(colls.group, colls.rank).keys.tolist():
         out.setdefault(str(colls.symbols[int(group)]), set()).add(int(rank))

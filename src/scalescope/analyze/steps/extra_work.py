@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.columns.sorting import distinct, index_in
+from scalescope.analyze.steps.extra_spans import whole_work
 from scalescope.analyze.steps.step_slots import OWN_PHASES, StepSlots
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import EXTRA_PHASES
@@ -84,34 +85,23 @@ def period_of(steps: tuple[int, ...]) -> int | None:
 def _per_slot(events: EventTable, slots: StepSlots, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Per slot: the kind's time (ns) and bytes.
 
-    Its time is the span from its first row's start to its last row's end in the slot, less
-    the other phases inside that span: an evaluation is recorded as its forwards and the
-    batches fetched for them, and the host work between them (the loss, ``.item()``, the
-    loop) is part of it too; the sum of its rows alone left that out (6-7 % of a small
-    model's evaluation, benchmarks/accuracy/rank_only_work.py). Never less than that sum.
+    Its time is its span less the other phases inside it (extra_spans.py: an evaluation's
+    host work between its forwards is part of it; the sum of its rows alone left 6-13 % of
+    a small model's evaluation out). Never less than that sum.
     """
     phases = events.of_kind(Kind.PHASE)
     mine = phases.where("name", kind)
+    n = len(slots.keys)
+    spans = whole_work(phases.rank, phases.step, phases.start_ns,
+                       phases.start_ns + phases.dur_ns, mine)  # fmt: skip
+    at = slots.slot_of(spans.rank, spans.step)
+    ok = at >= 0
+    span = np.bincount(at[ok], weights=((spans.end - spans.start) * spans.sign)[ok], minlength=n)
     rows = phases.select(mine)
     slot = slots.slot_of(rows.rank, rows.step)
     ok = slot >= 0
-    n = len(slots.keys)
-    start = rows.start_ns[ok].astype(np.float64)
-    end = start + rows.dur_ns[ok]
     own = np.bincount(slot[ok], weights=rows.dur_ns[ok].astype(np.float64), minlength=n)
     nbytes = np.bincount(slot[ok], weights=rows.nbytes[ok].astype(np.float64), minlength=n)
-    first, last = np.full(n, np.inf), np.full(n, -np.inf)
-    np.minimum.at(first, slot[ok], start)
-    np.maximum.at(last, slot[ok], end)
-    span = np.where(last > first, last - first, 0.0)
-    rest = phases.select(~mine)
-    at = slots.slot_of(rest.rank, rest.step)
-    inside = at >= 0
-    inside[inside] = span[at[inside]] > 0
-    if inside.any():
-        lo = np.maximum(rest.start_ns[inside].astype(np.float64), first[at[inside]])
-        hi = np.minimum((rest.start_ns + rest.dur_ns)[inside].astype(np.float64), last[at[inside]])
-        span -= np.bincount(at[inside], weights=np.maximum(hi - lo, 0.0), minlength=n)
     return np.maximum(span, own), nbytes
 
 

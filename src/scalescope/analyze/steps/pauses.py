@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.columns.sorting import distinct
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.schema import EXTRA_PHASES
 
@@ -64,8 +65,14 @@ def _step_table(events: EventTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def _longest_waits(events: EventTable, steps: list[int], world: int) -> np.ndarray:
     """[pause, rank]: the rank's longest collective in that step (ns), in one pass
-    (``steps`` sorted)."""
+    (``steps`` sorted). A step recorded as summaries (``--record summary``) has its calls'
+    time per group, op and size class instead: the longest of those sums."""
     rows = events.of_kind(Kind.COLLECTIVE)
+    summarised = summarised_steps(events)
+    if len(summarised):
+        summaries = events.of_kind(Kind.SUMMARY)
+        summaries = summaries.select(np.isin(summaries.step, summarised))
+        rows = EventTable.concat([rows, summaries])
     mine = np.isin(rows.step, steps) & (rows.dur_ns > 0) & (rows.rank < world)
     out = np.zeros((len(steps), world), dtype=np.int64)
     at = np.searchsorted(steps, rows.step[mine])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalescope.analyze.columns.slot_index import measured_steps
+from scalescope.analyze.ranks.summary_waits import summarised_steps
 from scalescope.events import EventTable, Kind
 from scalescope.events.suite import RankSplit
 
@@ -47,13 +48,26 @@ def _window(mine: EventTable, steps: EventTable) -> tuple[int, int, int]:
     return int(starts.min()), int((starts + durs).max()), 0
 
 
+def _summarised_ns(mine: EventTable, steps: EventTable, summarised: np.ndarray) -> float:
+    """A rank's time in collectives of its measured steps recorded as summaries (``--record
+    summary``): their calls' time summed (calls of one step overlap little but DDP's
+    buckets, whose union the windows measure)."""
+    if len(summarised) == 0:
+        return 0.0
+    rows = mine.of_kind(Kind.SUMMARY)
+    inside = np.isin(rows.step, summarised) & np.isin(rows.step, steps.step)
+    return float(rows.dur_ns[inside].sum())
+
+
 def rank_splits(events: EventTable, warmup_steps: int) -> tuple[RankSplit, ...]:
     """One RankSplit per rank that recorded events, in rank order."""
     measured = measured_steps(events, warmup_steps).rows
+    summarised = summarised_steps(events)
     splits = []
     for rank in events.ranks():
         mine = events.select(events.rank == rank)
-        lo, hi, num_steps = _window(mine, measured.select(measured.rank == rank))
+        steps = measured.select(measured.rank == rank)
+        lo, hi, num_steps = _window(mine, steps)
         colls = mine.of_kind(Kind.COLLECTIVE)
         data = mine.of_kind(Kind.PHASE)
         data = data.select(data.where("name", "data"))
@@ -64,7 +78,8 @@ def rank_splits(events: EventTable, warmup_steps: int) -> tuple[RankSplit, ...]:
                 rank=rank,
                 steps=num_steps,
                 window_s=(hi - lo) / 1e9,
-                collective_s=union_ns(c_start, c_end) / 1e9,
+                collective_s=(union_ns(c_start, c_end) + _summarised_ns(mine, steps, summarised))
+                / 1e9,
                 data_s=float((d_end - d_start).sum()) / 1e9,
             )
         )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from scalescope.events.flight_ring import DEFAULT_ROWS
 from scalescope.launch.options.fields import HTML, RUN_DIR, group, option
+from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
 if TYPE_CHECKING:
     from scalescope.analyze.watch.hang import HangReport
@@ -123,6 +124,14 @@ class Recording:
     ring_rows: int = option("--ring-rows", default=DEFAULT_ROWS, panel=RECORDING, min=0)
     """Rows each rank's flight recorder keeps (its last calls, read after a kill, a crash
     or a hang; 80 B a row); 0: none."""
+    record: str = option("--record", default=DEFAULT_LEVEL, panel=RECORDING, metavar="LEVEL")
+    """full: a row per collective call (every step replayable); summary: per step and
+    (group, op, size class) the calls' count, bytes and time (~1-2 KB a rank-step), with every
+    call's row for the first 10 steps and 4 steps in every 100 (the what-if replays those)."""
+
+    def __post_init__(self) -> None:
+        if self.record not in LEVELS:
+            raise ValueError(f"--record must be full or summary, got {self.record!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,6 +43,7 @@ from scalescope.launch.watch.hang import (
 from scalescope.launch.watch.sources import FileSource, StoreSource
 from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
+from scalescope.probe.windows import DEFAULT_LEVEL, SUMMARY
 
 HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
 WATCH_END_S = 5.0
@@ -65,6 +66,8 @@ class RunSpec:
     probe: bool = True
     ring_rows: int = DEFAULT_ROWS
     """Rows of each rank's flight recorder (0: none)."""
+    record: str = DEFAULT_LEVEL
+    """full or summary (probe/windows.py): what each rank writes."""
     warmup_steps: int = 1
     workload: str = "script"
     options: dict[str, Any] = field(default_factory=dict)
@@ -110,6 +113,8 @@ def rank_argv(spec: RunSpec, run_dir: Path) -> list[str]:
         argv.append("--report-bindings")
     if spec.probe and spec.ring_rows != DEFAULT_ROWS:
         argv += ["--ring-rows", str(spec.ring_rows)]
+    if spec.record != DEFAULT_LEVEL or spec.record == SUMMARY:
+        argv += ["--record", spec.record, "--warmup-steps", str(spec.warmup_steps)]
     if spec.is_module:
         argv.append("-m")
     return [*argv, "--", spec.target, *spec.args]
