@@ -117,13 +117,17 @@ class RingWriter:
             if self.failed == 1:
                 self.errors.append(f"flight recorder: a row left out ({exc}): {list(row)!r}")
 
-    def close(self) -> None:
-        """Unmap; later appends (a collective completing on another thread) go nowhere. The
-        file stays: it is what a reader finds after the rank ended."""
+    def close(self, remove: bool = False) -> None:
+        """Unmap; later appends (a collective completing on another thread) go nowhere.
+        ``remove``: the rank ended cleanly and its stream holds every row, so the file goes
+        (a run directory keeps the rings of the ranks that did not: a kill, a crash, a full
+        disk)."""
         with self._lock:
             current, self._map = self._map, None
         if current is not None:
             current.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
 
 
 def open_ring(

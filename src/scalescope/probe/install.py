@@ -36,6 +36,10 @@ from scalescope.probe.windows import FULL, SUMMARY, windows_from_env
 COMPRESSION = {False: None, True: "zstd"}
 """The event file's batches at ``--record full`` (as ever) and at ``summary``."""
 
+STREAM_ERRORS = ("event write failed", "event file close failed")
+"""The recorder's errors that leave rows out of the event stream (probe/recorder.py): the ring
+is kept then; after a clean end its rows are all in the stream and the file is removed."""
+
 WAY_VARIABLE = "SCALESCOPE_COLLECTIVES"
 """Which way the probe sees collectives, instead of its own choice: ``hooks`` (torch's
 process-group hooks), ``dispatcher`` (the c10d ops intercepted in C++: a torch without hooks
@@ -211,7 +215,7 @@ class Probe:
         self.recorder.close()
         if self.ring is not None:
             self.recorder.sink = None
-            self.ring.close()
+            self.ring.close(remove=not any(e.startswith(STREAM_ERRORS) for e in self.errors))
 
     def _resolve_device_times(self) -> None:
         """The last steps' CUDA events, waited for once at the end (else their collectives

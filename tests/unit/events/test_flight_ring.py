@@ -183,3 +183,10 @@ def test_a_row_that_cannot_be_packed_is_left_out_and_said_once(tmp_path):
     assert [r[9] for r in read_rank_ring(tmp_path, 0).rows()] == [0, 2]
     assert ring.failed == 2 and len(errors) == 1
     assert errors[0].startswith("flight recorder: a row left out (")
+
+
+def test_a_clean_end_removes_the_file(tmp_path):
+    kept, gone = open_ring(tmp_path, 0, rows=4), open_ring(tmp_path, 1, rows=4)
+    kept.close()
+    gone.close(remove=True)
+    assert kept.path.exists() and not gone.path.exists()

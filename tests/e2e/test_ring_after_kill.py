@@ -117,6 +117,7 @@ def _check_ring_against_stream(run_dir: Path, ring_rows: list[tuple]) -> list[tu
 def test_a_sigkilled_ranks_ring_holds_its_rows_and_the_report_recovers_them(killed):
     run_dir, ring_rows = killed
     assert ring_path(run_dir, 1).stat().st_size == file_size(RING_ROWS)
+    assert not ring_path(run_dir, 0).exists(), "rank 0 ended by itself: its stream has all"
     full = _check_ring_against_stream(run_dir, ring_rows)
     run = load_run(run_dir)
     assert run.meta.ranks["1"].status == "killed"
