@@ -215,7 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         from scalescope.probe.install import Probe
 
         probe = Probe(
-            args.run_dir, meta.rank, args.flush_every, live, args.record, args.warmup_steps,
+            args.run_dir,
+            meta.rank,
+            args.flush_every,
+            live,
+            args.record,
+            args.warmup_steps,
             args.ring_rows,
         ).install()
         probe.recorder.before_flush.append(groups_publisher(args.run_dir, meta, probe))
