@@ -1,17 +1,19 @@
 """The verdict of a run analysed from its node files (analyze/scale/): the same ``Verdict``
 every surface renders, in the findings' own words (diagnose/findings.py).
 
-Causes: a slow link (``SLOW_LINK``), a late node (``NODE_STRAGGLER``) and a late rank
-(``STRAGGLER``), costed by their own estimates (marked as such, with the diagnosis' range:
-``ESTIMATE_FACTOR``); the costliest first, two when their ranges overlap. A late node or rank
-at an end of a slow link is the link's consequence (it waits for the link's bytes, which its
-busy time counts; a transfer never waits for a late rank) and is folded into it. Nothing late
-and no slow link: "no bottleneck".
+Causes: a slow link (``SLOW_LINK``, costed by its own estimate, marked as one, with the
+diagnosis' range ``ESTIMATE_FACTOR``), a late node (``NODE_STRAGGLER``) and a late rank
+(``STRAGGLER``), costed by the what-if at scale (analyze/scale/node_replay.py: its node at
+the median node's pace over the sampled steps); the costliest first, two when their ranges
+overlap. A late node or rank at an end of a slow link is the link's consequence (it waits
+for the link's bytes, which its busy time counts; a transfer never waits for a late rank) and
+is folded into it. Nothing late and no slow link: "no bottleneck".
 """
 
 from __future__ import annotations
 
 from scalescope.analyze.scale.late_nodes import LateNode
+from scalescope.analyze.scale.node_replay import NodeGain
 from scalescope.analyze.scale.slow_links import ScaleLink
 from scalescope.analyze.scale.summary import ScaleAnalysis
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict
@@ -45,25 +47,31 @@ def link_causes(links: list[ScaleLink], step_ms: float) -> list[Cause]:
     return out
 
 
-def _gain(late: LateNode) -> float:
-    """What the others wait for it: its lateness at the step's last collective; its busy
-    excess where that is not positive."""
-    return late.lateness_ms if late.lateness_ms > 0 else late.excess_ms
+def _replayed(late: LateNode, gains: dict[int, NodeGain], step_ms: float) -> Cost:
+    """Its node's what-if (nodes as units: node_replay.py), else its own estimate."""
+    g = gains.get(late.node)
+    if g is None or g.gain_ms <= 0:
+        return _cost(late.excess_ms, step_ms)
+    share = 100 * g.gain_ms / step_ms if step_ms > 0 else None
+    return Cost(g.gain_ms, g.low_ms, g.high_ms, True, share)
 
 
-def late_causes(nodes: list[LateNode], ranks: list[LateNode], step_ms: float) -> list[Cause]:
+def late_causes(
+    nodes: list[LateNode], ranks: list[LateNode], gains: dict[int, NodeGain], step_ms: float
+) -> list[Cause]:
     out = []
     for n in nodes:
         share = 100 * n.excess_ms / step_ms if step_ms > 0 else 0.0
         words = summary("NODE_STRAGGLER", host=n.host, n=len(n.ranks), share=share)
         out.append(Cause("NODE_STRAGGLER", bottleneck("NODE_STRAGGLER"), words,
-                         Culprit("node", n.host, n.ranks), _cost(_gain(n), step_ms)))  # fmt: skip
+                         Culprit("node", n.host, n.ranks),
+                         _replayed(n, gains, step_ms)))  # fmt: skip
     for r in ranks:
         share = 100 * r.excess_ms / step_ms if step_ms > 0 else 0.0
         words = summary("STRAGGLER", rank=r.ranks[0], where=f" (on {r.host})", share=share)
         out.append(Cause("STRAGGLER", bottleneck("STRAGGLER"), words,
                          Culprit("rank", str(r.ranks[0]), r.ranks),
-                         _cost(_gain(r), step_ms)))  # fmt: skip
+                         _replayed(r, gains, step_ms)))  # fmt: skip
     return out
 
 
@@ -75,7 +83,7 @@ def scale_verdict(a: ScaleAnalysis) -> Verdict:
     link_hosts = {h for link in a.links for h in link.hosts}
     nodes = [n for n in a.late_nodes if n.host not in link_hosts]
     ranks = [r for r in a.late_ranks if r.host not in link_hosts]
-    causes = link_causes(a.links, step) + late_causes(nodes, ranks, step)
+    causes = link_causes(a.links, step) + late_causes(nodes, ranks, a.gains, step)
     if not causes:
         return Verdict("no bottleneck", note="no node, rank or link slower than its peers "
                        "beyond the steps' spread (node files)", source=SOURCE)  # fmt: skip

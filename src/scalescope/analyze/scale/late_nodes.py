@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.model.peers import slower_than_peers
+from scalescope.analyze.scale.node_replay import last_arrivals
 from scalescope.analyze.scale.scan import NodeScan
 
 NODE_SHARE = 0.5
@@ -76,14 +77,9 @@ def node_figures(s: NodeScan) -> NodeFigures:
 
 
 def _lateness(s: NodeScan) -> np.ndarray:
-    if not s.keys:
-        return np.zeros_like(s.node_step_ns)
-    keys = list(s.keys.values())
-    last_key = np.stack([k.latest for k in keys]).argmax(axis=0)  # per sampled step
-    arrive = np.stack([k.arrive_max for k in keys])  # (keys, nodes, steps)
-    at = np.take_along_axis(arrive, last_key[None, None, :], axis=0)[0].astype(np.float64)
+    at = last_arrivals(s)
     with np.errstate(all="ignore"):
-        return (at - np.nanmedian(at, axis=0)[None, :]) / 1e6
+        return at - np.nanmedian(at, axis=0)[None, :]
 
 
 def _most_often(lasts: list[np.ndarray], nodes: int) -> np.ndarray:

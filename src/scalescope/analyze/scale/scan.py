@@ -150,16 +150,20 @@ def _add_colls(s: NodeScan, node: int, size: int, t: pa.Table, link_steps: np.nd
     hit, at = _slots(step, s.steps)
     rows = np.flatnonzero(wide & hit)
     places = at[np.flatnonzero(wide[hit])]
-    for row, slot in zip(rows.tolist(), places.tolist(), strict=True):
-        key = (glabels[gcode[row]], olabels[ocode[row]], int(cls[row]))
+    combo = (gcode[rows].astype(np.int64) * len(olabels) + ocode[rows]) * 256 + cls[rows] + 1
+    for code in np.unique(combo).tolist():
+        mine = combo == code
+        r, slot = rows[mine], places[mine]
+        key = (glabels[code // 256 // len(olabels)], olabels[code // 256 % len(olabels)],
+               code % 256 - 1)  # fmt: skip
         k = s.keys.get(key)
         if k is None:
             k = s.keys[key] = KeyArrays.empty(len(s.manifest.nodes), len(s.steps))
-        k.calls[node, slot] = col["calls"][row]
-        k.arrive_sum[node, slot] = col["arrive_sum_ns"][row]
-        k.arrive_max[node, slot] = col["arrive_max_ns"][row]
-        k.last_rank[node, slot] = col["last_rank"][row]
-        k.latest[slot] = max(k.latest[slot], col["arrive_max_ns"][row])
+        k.calls[node, slot] = col["calls"][r]
+        k.arrive_sum[node, slot] = col["arrive_sum_ns"][r]
+        k.arrive_max[node, slot] = col["arrive_max_ns"][r]
+        k.last_rank[node, slot] = col["last_rank"][r]
+        np.maximum.at(k.latest, slot, col["arrive_max_ns"][r].astype(np.float64))
     part = ~wide & np.isin(step, link_steps)
     if part.any():
         _add_links(s, node, part, gcode, glabels, ocode, olabels, cls, step, col)

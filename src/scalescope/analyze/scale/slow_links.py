@@ -48,26 +48,27 @@ def _per_group(c: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     order = np.lexsort((c["transfer_ns"], inst))
     inst, tr = inst[order], c["transfer_ns"][order]
     first = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
-    per_inst = tr[first]  # sorted ascending within an instance: its least
+    per_inst = tr[first]  # ascending within an instance: its least
     inst_key = key[order][first]
     order2 = np.lexsort((per_inst, inst_key))
-    k2, v2 = inst_key[order2], per_inst[order2]
+    k2, v2 = inst_key[order2], per_inst[order2].astype(np.float64)
     starts = np.flatnonzero(np.r_[True, k2[1:] != k2[:-1]])
-    ends = np.r_[starts[1:], len(k2)]
-    median = np.array([np.median(v2[a:b]) for a, b in zip(starts, ends, strict=True)])
+    n = np.diff(np.r_[starts, len(k2)])
+    median = (v2[starts + (n - 1) // 2] + v2[starts + n // 2]) / 2
     keys = k2[starts]
-    at = np.searchsorted(np.sort(key), keys)
     by_key = np.argsort(key, kind="stable")
-    nbytes = c["bytes_per_call"][by_key][at]
-    spans = _spans(key, c["node"], keys)
-    return keys, median, nbytes, spans
+    nbytes = c["bytes_per_call"][by_key][np.searchsorted(key[by_key], keys)]
+    return keys, median, nbytes, _spans(key, c["node"], keys)
 
 
 def _spans(key: np.ndarray, node: np.ndarray, keys: np.ndarray) -> list[tuple[int, ...]]:
-    pairs = np.unique(np.stack([key, node]), axis=1)
-    split = np.searchsorted(pairs[0], keys)
-    ends = np.r_[split[1:], pairs.shape[1]]
-    return [tuple(int(n) for n in pairs[1, a:b]) for a, b in zip(split, ends, strict=True)]
+    """Per group of ``keys``, the nodes that hold it."""
+    width = int(node.max()) + 1
+    pairs = np.unique(key * width + node)
+    owner, held = pairs // width, pairs % width
+    split = np.searchsorted(owner, keys)
+    ends = np.r_[split[1:], len(pairs)]
+    return [tuple(held[a:b].tolist()) for a, b in zip(split, ends, strict=True)]
 
 
 def slow_links(s: NodeScan) -> list[ScaleLink]:

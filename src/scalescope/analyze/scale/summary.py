@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from scalescope.analyze.scale.late_nodes import LateNode, late_nodes, node_figures
+from scalescope.analyze.scale.node_replay import NodeGain, node_gains
 from scalescope.analyze.scale.scan import scan
 from scalescope.analyze.scale.slow_links import ScaleLink, slow_links
 from scalescope.events.files import events_path
@@ -56,6 +57,9 @@ class ScaleAnalysis:
     links: list[ScaleLink] = field(default_factory=list)
     rank_files: tuple[int, ...] = ()
     """The ranks whose rank files are in the run (their detail: ``report --rank``)."""
+    gains: dict[int, NodeGain] = field(default_factory=dict)
+    """The late nodes' (and late ranks' nodes') what-if: the sampled steps replayed with
+    the node at the median node's pace (node_replay.py), by node index."""
 
     @property
     def rank_steps_range(self) -> tuple[int, int]:
@@ -96,8 +100,10 @@ def analyse_node_files(run_dir: Path) -> ScaleAnalysis:
     with np.errstate(invalid="ignore", divide="ignore"):
         step_ms = s.rank_step_ns / s.rank_steps / 1e6
         busy = np.nanmean(figures.busy_ms, axis=1) if figures.busy_ms.size else np.zeros(0)
+    late = {n.node for n in nodes + ranks}
+    gains = {g.node: g for g in node_gains(s) if g.node in late}
     kept = tuple(sorted(int(k) for k in meta.ranks if events_path(run_dir, int(k)).is_file()))
     return ScaleAnalysis(Path(run_dir), manifest.world_size,
                          tuple(e.host for e in manifest.nodes), warmup, len(s.steps),
                          s.rank_steps, step_ms, busy, nodes, ranks, slow_links(s),
-                         kept)  # fmt: skip
+                         kept, gains)  # fmt: skip
