@@ -5,7 +5,7 @@ fresh child process: its wall time and peak resident memory (issue 50, item 3).
 
 The three queries the analysis at scale needs of the node files (analyze/scale/):
 - per node and step, the mean step time of its ranks (``steps`` files);
-- per node and step, the slowest rank (the rank of the longest step);
+- per node and step, the slowest rank (the rank of the longest step; of a tie, the lowest);
 - per subgroup (group, op, size class of the calls that only some of a node's ranks make:
   pipeline pairs), the transfer per byte: sum of transfer_min_ns over sum of bytes per call.
 
@@ -22,6 +22,7 @@ interpreter, then in ``~/.cache/scalescope/engines-venv`` (``python -m venv`` th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -54,7 +55,6 @@ def run_pyarrow(run: Path) -> dict:
     """Batches of at most BATCH_ROWS rows, reduced into dense (node, step) arrays; the
     subgroups' sums per batch by pyarrow's group_by, added up by key."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
@@ -67,24 +67,23 @@ def run_pyarrow(run: Path) -> dict:
     total, count = np.zeros(cells), np.zeros(cells, np.int64)
     best, best_rank = np.full(cells, -1, np.int64), np.full(cells, -1, np.int64)
     steps = ds.dataset(_paths(run, "steps"), format="ipc")
-    for b in steps.to_batches(columns=["rank", "step", "dur_ns"], batch_size=BATCH_ROWS):
+    for b in _bounded(steps.to_batches(columns=["rank", "step", "dur_ns"])):
         rank, step, dur = (b.column(i).to_numpy() for i in range(3))
         key = node_of[rank] * n_steps + step
         total += np.bincount(key, dur.astype(np.float64), minlength=cells)
         count += np.bincount(key, minlength=cells)
-        order = np.lexsort((dur, key))
+        order = np.lexsort((-rank, dur, key))  # the longest step; of a tie, the lowest rank
         k, d, r = key[order], dur[order], rank[order]
         last = np.flatnonzero(np.r_[k[1:] != k[:-1], True])
         better = d[last] > best[k[last]]
         best[k[last][better]], best_rank[k[last][better]] = d[last][better], r[last][better]
     colls = ds.dataset(_paths(run, "colls"), format="ipc")
     sub: dict[tuple, list[float]] = {}
-    scan = colls.to_batches(columns=["group", "op", "size_class", "calls", "bytes",
-                                     "transfer_min_ns"], filter=pc.field("ranks") < size,
-                            batch_size=BATCH_ROWS)  # fmt: skip
-    for b in scan:
+    wanted = ["group", "op", "size_class", "calls", "bytes", "transfer_min_ns"]
+    scan = colls.to_batches(columns=wanted, filter=pc.field("ranks") < size)
+    for b in _bounded(scan):
         per_call = pc.divide(pc.cast(b.column("bytes"), "float64"), b.column("calls"))
-        tbl = pa.Table.from_batches([b]).append_column("per_call", per_call)
+        tbl = b.append_column("per_call", per_call)
         agg = tbl.group_by(["group", "op", "size_class"]).aggregate(
             [("transfer_min_ns", "sum"), ("per_call", "sum")]).to_pydict()  # fmt: skip
         for g, o, c, tr, pb in zip(agg["group"], agg["op"], agg["size_class"],
@@ -101,6 +100,22 @@ def run_pyarrow(run: Path) -> dict:
                    {k: v[0] / v[1] for k, v in sub.items()})  # fmt: skip
 
 
+def _bounded(batches):
+    """The scan's batches (a node file's chunk: a few hundred rows) gathered into tables of
+    about BATCH_ROWS rows: reducing each small batch alone costs more than reading it."""
+    import pyarrow as pa
+
+    held, rows = [], 0
+    for b in batches:
+        held.append(b)
+        rows += b.num_rows
+        if rows >= BATCH_ROWS:
+            yield pa.Table.from_batches(held).combine_chunks()
+            held, rows = [], 0
+    if held:
+        yield pa.Table.from_batches(held).combine_chunks()
+
+
 def run_polars(run: Path) -> dict:
     import polars as pl
 
@@ -109,7 +124,8 @@ def run_polars(run: Path) -> dict:
     steps = pl.scan_ipc(_paths(run, "steps")).select("rank", "step", "dur_ns").join(node, on="rank")
     per = steps.group_by("node", "step").agg(
         pl.col("dur_ns").sum().alias("total"), pl.len().alias("count"),
-        pl.col("rank").sort_by("dur_ns").last().alias("slowest"),
+        pl.col("rank").sort_by(["dur_ns", "rank"], descending=[True, False]).first()
+        .alias("slowest"),
     ).collect(engine="streaming")  # fmt: skip
     colls = (pl.scan_ipc(_paths(run, "colls")).filter(pl.col("ranks") < size)
              .group_by("group", "op", "size_class")
@@ -136,8 +152,9 @@ def run_duckdb(run: Path) -> dict:
     colls_ds = ds.dataset(_paths(run, "colls"), format="ipc")  # noqa: F841
     per = con.execute(
         "SELECT n.node * 1000000 + s.step AS k, sum(s.dur_ns), count(*), "
-        "arg_max(s.rank, s.dur_ns) FROM steps_ds s JOIN node_tbl n USING (rank) "
-        "GROUP BY n.node, s.step").fetchall()  # fmt: skip
+        f"arg_max(s.rank, s.dur_ns * {1 << 20} - s.rank) "
+        "FROM steps_ds s JOIN node_tbl n USING (rank) GROUP BY n.node, s.step"
+    ).fetchall()  # fmt: skip
     sub = con.execute(
         f'SELECT "group", op, size_class, sum(transfer_min_ns) / sum(bytes / calls) '
         f"FROM colls_ds WHERE ranks < {size} GROUP BY ALL").fetchall()  # fmt: skip
@@ -151,7 +168,9 @@ def _digest(total: dict, count: dict, slowest: dict, per_byte: dict) -> dict:
     return {
         "node_steps": len(keys),
         "mean_step_ms": sum(total.values()) / max(sum(count.values()), 1) / 1e6,
-        "slowest": [int(slowest[k]) for k in keys],
+        "slowest": hashlib.sha256(
+            ",".join(str(int(slowest[k])) for k in keys).encode()
+        ).hexdigest(),
         "subgroups": len(per_byte),
         "per_byte_max": max(per_byte.values(), default=0.0),
         "per_byte_sum": sum(per_byte.values()),
@@ -182,11 +201,13 @@ def interpreter(engine: str) -> str | None:
 
 def measure(engine: str, run: Path, python: str) -> dict:
     """The engine in a fresh child: its figures, wall time and peak RSS (MiB)."""
-    proc = subprocess.Popen([python, __file__, "--child", engine, "--run", str(run)],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
-    _, status, usage = os.wait4(proc.pid, 0)
-    out = proc.stdout.read()
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen([python, __file__, "--child", engine, "--run", str(run)],
+                                stdout=log)  # fmt: skip
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        out = log.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{engine} failed (exit {proc.returncode})")
     figures = json.loads(out.strip().splitlines()[-1])
