@@ -96,6 +96,18 @@ def test_report_says_it_was_analysed_from_node_files(runs, tmp_path):
     assert data["verdict"]["causes"][0]["culprit"]["name"] == truth.slow_node
 
 
+def test_report_json_of_a_slow_link(runs, tmp_path):
+    run, truth = runs["slow_link"]
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["report", str(run), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["verdict"]["causes"][0]["code"] == "SLOW_LINK"
+    assert {tuple(sorted(x["hosts"])) for x in data["slow_links"]} == {
+        tuple(sorted(truth.slow_link))
+    }
+
+
 def test_report_of_a_run_with_a_missing_node_file_is_one_line(runs, tmp_path):
     import shutil
 

@@ -88,7 +88,8 @@ def slow_links(s: NodeScan) -> list[ScaleLink]:
     slow &= (median >= SLOW_RATIO * peer) & (median - peer >= FLOOR_NS)
     out = [ScaleLink(tuple(s.manifest.nodes[n].host for n in spans[i]),
                      labels[int(keys[i] // 256 // 64)], ops[int(op[i])], int(cls[i]),
-                     median[i] / 1e6, peer[i] / 1e6, int(peers[i]), float(nbytes[i]))
+                     float(median[i] / 1e6), float(peer[i] / 1e6), int(peers[i]),
+                     float(nbytes[i]))
            for i in np.flatnonzero(slow)]  # fmt: skip
     return sorted(out, key=lambda x: -x.ratio)
 
