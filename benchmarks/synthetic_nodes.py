@@ -143,14 +143,14 @@ def _reduce(c: Chunk, keys: list[list[Key]], nodes: int) -> dict[str, np.ndarray
     n_steps, _, ranks = c.start.shape
     step_start = c.start[:, STEP, :]
     out: dict[str, list[np.ndarray]] = {}
+    d_all, t_all = c.end - c.start, c.end - c.arrive
+    a_all = c.arrive - step_start[:, None, :]
     for j in range(len(keys[0])):
         rows = keys[0][j].rows
         local = np.array([k[j].local for k in keys])  # (nodes, width)
         rank = np.arange(nodes)[:, None] * RANKS_PER_NODE + local
         pick = (slice(None), list(rows))
-        dur = _take(c.end - c.start, pick, rank)
-        tr = _take(c.end - c.arrive, pick, rank)
-        arr = _take(c.arrive - step_start[:, None, :], pick, rank)
+        dur, tr, arr = (_take(x, pick, rank) for x in (d_all, t_all, a_all))
         nbytes = np.array([TEMPLATE[r][2] for r in rows], np.int64)
         last = arr.argmax(axis=2)
         cols = {"ranks": np.full((n_steps, nodes), local.shape[1]),
