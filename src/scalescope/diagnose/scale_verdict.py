@@ -1,13 +1,14 @@
 """The verdict of a run analysed from its node files (analyze/scale/): the same ``Verdict``
 every surface renders, in the findings' own words (diagnose/findings.py).
 
-Causes: a slow link (``SLOW_LINK``, costed by its own estimate, marked as one, with the
-diagnosis' range ``ESTIMATE_FACTOR``), a late node (``NODE_STRAGGLER``) and a late rank
-(``STRAGGLER``), costed by the what-if at scale (analyze/scale/node_replay.py: its node at
-the median node's pace over the sampled steps); the costliest first, two when their ranges
-overlap. A late node or rank at an end of a slow link is the link's consequence (it waits
-for the link's bytes, which its busy time counts; a transfer never waits for a late rank) and
-is folded into it. Nothing late and no slow link: "no bottleneck".
+Causes: a slow link (``SLOW_LINK``), a late node (``NODE_STRAGGLER``) and a late rank
+(``STRAGGLER``), each costed by an estimate, marked as one, with the diagnosis' range
+(``ESTIMATE_FACTOR``): a link by its groups' excess transfer, a node or rank by the what-if at
+scale (analyze/scale/node_replay.py: its node at the median node's pace over the sampled
+steps). The costliest first, two when their ranges overlap. A late node or rank at an end of
+a slow link is the link's consequence (it waits for the link's bytes, which its busy time
+counts; a transfer never waits for a late rank) and is folded into it. Nothing late and no
+slow link: "no bottleneck".
 """
 
 from __future__ import annotations
@@ -48,12 +49,11 @@ def link_causes(links: list[ScaleLink], step_ms: float) -> list[Cause]:
 
 
 def _replayed(late: LateNode, gains: dict[int, NodeGain], step_ms: float) -> Cost:
-    """Its node's what-if (nodes as units: node_replay.py), else its own estimate."""
+    """Its node's what-if (nodes as units: node_replay.py), else its busy excess; marked an
+    estimate with the diagnosis' range: the node replay missed 29 % of the full replay's gain
+    at 1,024 ranks (docs/many-ranks.md), more than its interval over the steps says."""
     g = gains.get(late.node)
-    if g is None or g.gain_ms <= 0:
-        return _cost(late.excess_ms, step_ms)
-    share = 100 * g.gain_ms / step_ms if step_ms > 0 else None
-    return Cost(g.gain_ms, g.low_ms, g.high_ms, True, share)
+    return _cost(g.gain_ms if g is not None and g.gain_ms > 0 else late.excess_ms, step_ms)
 
 
 def late_causes(
