@@ -45,6 +45,8 @@ class KeyArrays:
     """One node-wide key's figures, (nodes, sampled steps)."""
 
     calls: np.ndarray
+    call_sum: np.ndarray
+    """Time in the calls (issue to completion), summed over the node's ranks."""
     arrive_sum: np.ndarray
     arrive_max: np.ndarray
     last_rank: np.ndarray
@@ -55,8 +57,8 @@ class KeyArrays:
     def empty(cls, nodes: int, steps: int) -> KeyArrays:
         shape = (nodes, steps)
         return cls(np.zeros(shape, np.int32), np.zeros(shape, np.float64),
-                   np.full(shape, np.nan, np.float32), np.full(shape, -1, np.int32),
-                   np.full(steps, -np.inf))  # fmt: skip
+                   np.zeros(shape, np.float64), np.full(shape, np.nan, np.float32),
+                   np.full(shape, -1, np.int32), np.full(steps, -np.inf))  # fmt: skip
 
 
 @dataclass
@@ -145,7 +147,8 @@ def _add_colls(s: NodeScan, node: int, size: int, t: pa.Table, link_steps: np.nd
     cls = t.column("size_class").to_numpy()
     step = t.column("step").to_numpy()
     wide = t.column("ranks").to_numpy() == size
-    names = ("calls", "arrive_sum_ns", "arrive_max_ns", "last_rank", "transfer_min_ns", "bytes")
+    names = ("calls", "call_sum_ns", "arrive_sum_ns", "arrive_max_ns", "last_rank",
+             "transfer_min_ns", "bytes")  # fmt: skip
     col = {n: t.column(n).to_numpy() for n in names}
     hit, at = _slots(step, s.steps)
     rows = np.flatnonzero(wide & hit)
@@ -160,6 +163,7 @@ def _add_colls(s: NodeScan, node: int, size: int, t: pa.Table, link_steps: np.nd
         if k is None:
             k = s.keys[key] = KeyArrays.empty(len(s.manifest.nodes), len(s.steps))
         k.calls[node, slot] = col["calls"][r]
+        k.call_sum[node, slot] = col["call_sum_ns"][r]
         k.arrive_sum[node, slot] = col["arrive_sum_ns"][r]
         k.arrive_max[node, slot] = col["arrive_max_ns"][r]
         k.last_rank[node, slot] = col["last_rank"][r]
