@@ -50,7 +50,7 @@ def link_causes(links: list[ScaleLink], step_ms: float) -> list[Cause]:
 
 def _replayed(late: LateNode, gains: dict[int, NodeGain], step_ms: float) -> Cost:
     """Its node's what-if (nodes as units: node_replay.py), else its busy excess; marked an
-    estimate with the diagnosis' range: the node replay missed 29 % of the full replay's gain
+    estimate with the diagnosis' range: the node replay missed 14 % of the full replay's gain
     at 1,024 ranks (docs/many-ranks.md), more than its interval over the steps says."""
     g = gains.get(late.node)
     return _cost(g.gain_ms if g is not None and g.gain_ms > 0 else late.excess_ms, step_ms)
