@@ -89,6 +89,12 @@ BENCHES = (
         default=False,
     ),  # fmt: skip
     bench("analyze_speed_3d", "analyze_speed_3d.py", "--repeats 3", 4.0),
+    bench("analyze_scale", "analyze_scale.py", "--ranks 4096", 3.0),
+    bench("analyze_scale_16384", "analyze_scale.py", "--ranks 16384", 8.0, default=False),
+    bench("analyze_scale_full", "analyze_scale.py", "--ranks 16384 --full", 15.0, default=False),
+    bench("engines_node_files", "engines_node_files.py", "--ranks 4096", 3.0),
+    bench("node_replay_error", "node_replay_error.py", "--ranks 1024", 2.0),
+    bench("node_replay_error_4096", "node_replay_error.py", "--ranks 4096", 8.0, default=False),
     bench("api_load", "api_load.py", "--ranks 1024 --steps 1000", 2.0),
     bench("html_size", "html_size.py", "", 0.3),
     bench("live_state_cost", "live_state_cost.py", "--steps 10000 --repeats 5", 0.3),

@@ -749,12 +749,25 @@ def main() -> None:
     p.add_argument("--pp", type=int, default=4, help="3d layout: pipeline stages")
     p.add_argument("--tp", type=int, default=8, help="3d layout: tensor-parallel ranks")
     p.add_argument("--micro", type=int, default=8, help="3d layout: microbatches a step")
+    p.add_argument("--node-files", action="store_true",
+                   help="node files of every node, rank files of sampled ranks only "
+                        "(synthetic_nodes.py)")  # fmt: skip
+    p.add_argument("--sample-every", type=int, default=64,
+                   help="--node-files: rank files of local rank 0 of every Nth node and the "
+                        "planted ranks; 0: every rank")  # fmt: skip
     args = p.parse_args()
     plant = Plant(args.plant, args.target, args.factor, from_step=args.from_step)
     try:
-        truth = write_run(args.path, args.ranks, args.steps, plant if args.plant else None,
-                          args.seed, layout=args.layout, pp=args.pp, tp=args.tp,
-                          micro=args.micro)  # fmt: skip
+        if args.node_files:
+            from synthetic_nodes import write_scale_run
+
+            truth = write_scale_run(args.path, args.ranks, args.steps,
+                                    plant if args.plant else None, args.seed, args.layout,
+                                    args.sample_every)  # fmt: skip
+        else:
+            truth = write_run(args.path, args.ranks, args.steps,
+                              plant if args.plant else None, args.seed, layout=args.layout,
+                              pp=args.pp, tp=args.tp, micro=args.micro)  # fmt: skip
     except ValueError as exc:
         p.error(str(exc))
     where = truth.slow_node or truth.slow_ranks or truth.slow_link or truth.hang_rank

@@ -26,6 +26,8 @@ from netns_hosts import (  # noqa: E402
 )
 from ports import free_port  # noqa: E402
 
+from scalescope.probe.windows import DEFAULT_LEVEL  # noqa: E402
+
 PLANTED = Path(__file__).resolve().parent / "planted.py"
 TIMEOUT_S = 600
 
@@ -66,4 +68,5 @@ def node_cmd(case: Case, node: int, endpoint: str, address: str) -> list[str]:
     return [sys.executable, "-m", "scalescope.cli", "run", "--nnodes", str(case.netns.hosts),
             "--node-rank", str(node), "-n", "1", "--rdzv-endpoint", endpoint,
             "--local-addr", address, "--run-dir", "run", "--warmup-steps",
-            str(case.warmup_steps), "--no-report", str(PLANTED), "arm.json"]  # fmt: skip
+            str(case.warmup_steps), "--record", os.environ.get("FAULTBENCH_LEVEL", DEFAULT_LEVEL),
+            "--no-report", str(PLANTED), "arm.json"]  # fmt: skip

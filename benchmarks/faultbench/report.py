@@ -238,7 +238,8 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "`skip: <why>`: neither passed nor failed, and left out of the totals.",
         "",
         f"Run {meta['date']}: seed {_seeds(meta)}, {meta['pairs']} pair(s) a case, "
-        f"{meta['steps']} steps, {total.cases} cases.",
+        f"{meta['steps']} steps, {total.cases} cases, the probe at `--record "
+        f"{meta.get('level', 'full')}`.",
         "",
         *([meta["note"], ""] if meta.get("note") else []),
         *_held_out(meta),

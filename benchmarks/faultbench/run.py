@@ -48,9 +48,12 @@ from scalescope.analyze.model.bootstrap import MODEL_ERROR
 from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.recording import Recording
+from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+LEVEL_VARIABLE = "FAULTBENCH_LEVEL"
+"""The arms' ``--record`` level (``--level``), for every runner of an arm (netns.py too)."""
 HELD_OUT_SEEDS = (4901, 4902, 4903)
 """The held-out matrix's seeds (``--held-out``): never used to tune a threshold or a case;
 scored once, with the thresholds frozen, into its own files, which no tuning run writes."""
@@ -100,6 +103,9 @@ def parse() -> argparse.Namespace:
                    "case from its folders there (gains re-read by the script's clock), into "
                    "--doc (default docs/accuracy.md), and stop")  # fmt: skip
     p.add_argument("--note", default="", help="with --rescore-kept: the doc's note on why")
+    p.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL,
+                   help="what the probe records (scalescope run --record): the matrix at "
+                   "summary must score as at full")  # fmt: skip
     p.add_argument("--traceml", action="store_true",
                    help="also run each case's planted arm under TraceML (installed on first use "
                    f"in {traceml.VENV})")  # fmt: skip
@@ -115,6 +121,7 @@ def run_arm(case: Case, folder: Path, planted: bool, extra: tuple[str, ...] = ()
     (folder / "arm.json").write_text(json.dumps(arm))
     cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(case.ranks), *case.launch,
            "--run-dir", "run", "--warmup-steps", str(case.warmup_steps), "--no-report",
+           "--record", os.environ.get(LEVEL_VARIABLE, DEFAULT_LEVEL),
            str(HERE / "planted.py"), "arm.json"]  # fmt: skip
     subprocess.run(cmd, cwd=folder, check=True, stdout=subprocess.DEVNULL, env=arm_env(case))
     return folder
@@ -366,6 +373,7 @@ def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None
 
 def main() -> int:
     args = parse()
+    os.environ[LEVEL_VARIABLE] = args.level
     if args.rescore is not None:
         return rescore(args.rescore)
     out = doc_path(args)
@@ -388,6 +396,7 @@ def main() -> int:
     total = totals(scores)
     doc = {"date": date.today().isoformat(), "seed": list(seeds) if args.held_out else args.seed,
            "held_out": args.held_out, "pairs": args.pairs, "steps": args.steps,
+           "level": args.level,
            "cases": [asdict(s) for s in scores], "totals": asdict(total)}  # fmt: skip
     scores_file = out.with_suffix(".json")
     previous = json.loads(scores_file.read_text()) if scores_file.exists() else None

@@ -110,6 +110,8 @@ def report(command: ReportCommand) -> None:
     if c.run_dir.is_file() or (c.run_dir / SUITE_FILE).is_file():
         report_suite(c.run_dir, c.json_file or c.html or c.timeline)
         return
+    if report_from_node_files(c):
+        return
     files = ReportFiles(json=c.json_file, html=c.html, timeline=c.timeline, steps=c.steps,
                         ranks=c.ranks)  # fmt: skip
     thresholds = diagnosis_thresholds(c.threshold, c.baseline)
@@ -117,10 +119,47 @@ def report(command: ReportCommand) -> None:
         recording = load(c.run_dir, thresholds)
         recording.print_report()
         written = recording.write(files)
+        if c.rank is not None:
+            print_rank(c.run_dir, c.rank)
     except (RunDirError, RankSpecError) as exc:
         raise CommandError(str(exc)) from None
     for path in written:
         err.print(f"wrote {path}")
+
+
+def print_rank(run_dir: Path, rank: int) -> None:
+    from scalescope.diagnose.scale_recording import rank_detail
+
+    for line in rank_detail(run_dir, rank).lines:
+        report_console().print(line, highlight=False, markup=False)
+
+
+def report_from_node_files(c: ReportCommand) -> bool:
+    """A run analysed from its node files (analyze/scale/): its report, its JSON, and the
+    rank asked for; False for any other run."""
+    from scalescope.analyze.scale.summary import from_node_files
+    from scalescope.diagnose.scale_recording import ScaleRecording
+    from scalescope.events.node_file import NodeFileError
+    from scalescope.report.renderers import render
+    from scalescope.report.subjects import ScaleReport
+
+    try:
+        if not from_node_files(c.run_dir):
+            return False
+        if c.html or c.timeline or c.threshold or c.baseline:
+            raise CommandError(f"{c.run_dir} is analysed from node files: no --html, "
+                               "--timeline, --threshold or --baseline yet")  # fmt: skip
+        recording = ScaleRecording(c.run_dir)
+        subject = ScaleReport(analysis=recording.analysis, verdict=recording.verdict)
+        report_console().print(render(subject, "text"), highlight=False, markup=False)
+        if c.rank is not None:
+            print_rank(c.run_dir, c.rank)
+    except (RunDirError, NodeFileError) as exc:
+        raise CommandError(str(exc)) from None
+    if c.json_file is not None:
+        c.json_file.write_bytes(render(subject, "json"))
+        err.print(f"wrote {c.json_file}")
+    return True
 
 
 def report_study_dir(

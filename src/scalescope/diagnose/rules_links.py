@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scalescope.analyze.comm.collectives import bus_factor
+from scalescope.analyze.model.link_fix import bound_by_link
 from scalescope.analyze.ranks.links import LinkAnalysis, SlowLink
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.replayed import COMM_CODES
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times, share_pct
 from scalescope.diagnose.rules_ranks import node_of_late_ranks
 from scalescope.events.units import fmt_bytes_significant
@@ -170,16 +172,38 @@ def _late_host(ctx: DiagnosisInput, f: Finding) -> str | None:
     return meta.hostname if meta is not None and meta.hostname else None
 
 
+def _bound_collective(ctx: DiagnosisInput, link: SlowLink) -> str | None:
+    """Why the run's exposed communication is the slow link's, when the run's largest
+    collective over every rank moves its bytes at the link's pace (``bound_by_link``): its
+    ring or tree crosses the link, and the link's fix (the what-if's ``link:``) speeds it up;
+    None otherwise."""
+    world = world_busbw(ctx)
+    if world is None or not bound_by_link(world[1], link.gbps, link.peers_gbps):
+        return None
+    what, busbw = world
+    return (
+        f"explained by SLOW_LINK: the {what} over every rank moves {busbw:.1f} GB/s (bus "
+        f"bandwidth), the slow link's pace ({link.gbps:.1f} GB/s), not its peers' "
+        f"({link.peers_gbps:.1f} GB/s): its ring or tree crosses the link {_where(link)}"
+    )
+
+
 def explained_by_links(ctx: DiagnosisInput, findings: list[Finding]) -> list[Finding]:
     """A straggler, a late node or a load imbalance whose rank (or node) sits at an end of a
     slow link, costing at most LINK_EXPLAINS times what the link does, is the link's
-    consequence: ``info``, without a saving, "explained by SLOW_LINK"."""
+    consequence: ``info``, without a saving, "explained by SLOW_LINK". So is exposed
+    communication (COMM_*) where the run's largest collective moves its bytes at the slow
+    link's pace: the link's fix is its fix (``_bound_collective``)."""
     la = ctx.analysis.links
     slow = any(f.code == "SLOW_LINK" and f.level == "warning" for f in findings)
     if la is None or not la.slow or not slow:
         return findings
+    bound = _bound_collective(ctx, la.slow[0])
     out = []
     for f in findings:
+        if f.code in COMM_CODES and f.level == "warning" and bound is not None:
+            out.append(replace(f, level="info", saved_ms_per_step=None, basis=bound))
+            continue
         host = _late_host(ctx, f) if f.code in LATE_CODES and f.level == "warning" else None
         links = [s for s in la.slow if host is not None and host in s.hosts]
         cost = sum(s.cost_ms_per_step for s in links)

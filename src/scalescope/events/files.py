@@ -14,6 +14,10 @@ RUN_FILE = "run.json"
 RANK_DIR = "ranks"
 EVENTS_DIR = "events"
 NODES_DIR = "nodes"
+NODE_EVENTS_DIR = "node_events"
+"""Each node's summaries of its ranks' rows, per window of steps (events/node_file.py)."""
+NODE_MANIFEST = "nodes.json"
+"""In NODE_EVENTS_DIR: the window's length and each node's host and ranks."""
 WORKLOAD_FILE = "workload.json"
 """What a built-in workload records of itself (model, batch, options)."""
 BENCH_FILE = "bench.json"
@@ -50,6 +54,12 @@ def rank_meta_path(run_dir: Path, rank: int) -> Path:
 
 def events_path(run_dir: Path, rank: int) -> Path:
     return Path(run_dir) / EVENTS_DIR / f"rank-{rank:05d}.arrows"
+
+
+def node_file_path(run_dir: Path, first_step: int, node: int, table: str) -> Path:
+    """A node's file of one window (``table``: ``steps`` or ``colls``), Arrow IPC."""
+    window = Path(run_dir) / NODE_EVENTS_DIR / f"w{first_step:06d}"
+    return window / f"node-{node:05d}.{table}.arrow"
 
 
 def meta_file_name(node_rank: int) -> str:

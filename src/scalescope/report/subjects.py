@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze.pipeline_step import PipelineStep
     from scalescope.analyze.rank_steps import RankStepGrid
     from scalescope.analyze.runs.compare import RunComparison
+    from scalescope.analyze.scale.summary import ScaleAnalysis
+    from scalescope.analyze.verdict import Verdict
     from scalescope.bench.shard_manifest import Manifest
     from scalescope.data.speed import Ratio, Speed
     from scalescope.data.stage import StageResult
@@ -176,3 +178,11 @@ class StoreFrame:
     unknown: Sequence[tuple[int, str]] = ()
     stopped: Sequence[str] = ()
     """A sentence per watch of the store's owner that stopped on an error."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleReport:
+    """A run analysed from its node files and its verdict (report/views/scale.py)."""
+
+    analysis: ScaleAnalysis
+    verdict: Verdict

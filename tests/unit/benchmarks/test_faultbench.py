@@ -156,7 +156,7 @@ def test_the_pipelines_are_two_ranks_with_the_stage_or_the_schedule_as_truth() -
             assert c.truth.cause == "pipeline stage" and "--heavy-stage" not in c.args
         few = cases["pp-gpipe-few-microbatches"]
         assert few.truth.culprit == "schedule:ScheduleGPipe"
-        assert (_flag(few.args, "--micro"), _flag(few.fault, "--micro")) == ("4", "2")
+        assert (_flag(few.args, "--micro"), _flag(few.fault, "--micro")) == ("2", "1")
 
 
 def test_a_periodic_stall_sleeps_in_every_kth_step_only() -> None:

@@ -54,10 +54,26 @@ def test_a_slow_link_is_named_with_its_two_hosts(slow_link):
     assert 3.5 <= evidence["ratio"] <= 4.3, "the planted link moves its bytes 4x slower"
     assert f.remedies[0].count("node002,node003") == 1, "nccl-tests between the two hosts"
     assert any("NCCL_IB_HCA" in r and "NCCL_SOCKET_IFNAME" in r for r in f.remedies)
-    # cost: 3 extra transfers of the activations per step (the pairs run side by side)
+    # its groups' own cost: 3 extra transfers of the activations per step (side by side)
     extra_ms = (truth.factor - 1) * ACTIVATION_BYTES / 12.5 / 1e6
-    assert f.saved_ms_per_step == pytest.approx(extra_ms, rel=0.15)
-    assert f.share_pct == pytest.approx(100 * f.saved_ms_per_step / truth.step_ms, rel=0.1)
+    assert evidence["cost"] == pytest.approx(extra_ms, rel=0.15)
+    assert f.share_pct == pytest.approx(100 * evidence["cost"] / truth.step_ms, rel=0.1)
+
+
+def test_the_links_saving_is_replayed_and_the_verdict_names_it(slow_link, tmp_path):
+    """The saving is the what-if's fix of the link, the all-reduces over every rank that
+    cross it included: what the same run regenerated without the plant gains (within 20 %);
+    the exposed communication those all-reduces leave is the link's, not a cause beside it."""
+    truth, a, found = slow_link
+    clean = write_run(tmp_path / "clean", RANKS, STEPS, None, seed=2, layout="pipeline")
+    f = found["SLOW_LINK"]
+    assert f.basis.startswith("replayed without it: the link node002-node003")
+    assert f.saved_ms_per_step == pytest.approx(truth.step_ms - clean.step_ms, rel=0.2)
+    comm = [g for code, g in found.items() if code.startswith("COMM_")]
+    assert comm and all(g.level == "info" and g.saved_ms_per_step is None for g in comm)
+    assert all(g.basis.startswith("explained by SLOW_LINK") for g in comm)
+    culprit = diagnose_run(a.run, a).verdict.culprit
+    assert culprit is not None and culprit.words == "link node002,node003"
 
 
 def test_the_link_s_groups_are_the_pairs_between_its_nodes(slow_link):
@@ -159,3 +175,12 @@ def test_a_straggler_at_an_end_of_the_link_is_its_consequence(rank, cost_ms, exp
     assert (late.level == "info") is explained
     assert ("explained by SLOW_LINK" in late.basis) is explained
     assert (late.saved_ms_per_step is None) is explained
+
+
+def test_exposed_communication_stays_a_cause_where_no_collective_moves_at_the_links_pace():
+    """No collective over every rank was matched here (no cross-rank analysis): nothing says
+    that the link bound it, and the exposed communication keeps its own saving."""
+    ctx = context(link(("node001", "node002")))
+    comm = Finding("COMM_BANDWIDTH", "communication bandwidth", "exposed", 13.0, 16.0, (), ())
+    kept = explained_by_links(ctx, [SlowLinkRule().evaluate(ctx), comm])[1]
+    assert kept.level == "warning" and kept.saved_ms_per_step == 16.0

@@ -5,18 +5,21 @@ is named."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from scalescope.analyze.model.fixes import fix_ranks, rank_index, scaled, without_phase
-from scalescope.analyze.model.pacing import ideal, link_classes, slow_ranks
+from scalescope.analyze.model.link_fix import ideal_with_links, without_link
+from scalescope.analyze.model.pacing import slow_links, slow_ranks
 from scalescope.analyze.model.step_grid import StepGrid
 from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE, tag_kind
 
 TOP_RANKS = 3
 """Ranks tried one at a time by ``what_if``: of those slower than their peers beyond the
 steps' spread (``slow_ranks``), the ones with the most own time per step."""
+TOP_LINKS = 2
+"""Slow links tried one at a time by ``what_if``: the two that lose most."""
 CAUSES_HELP = (
     "rank:N, node:HOST, link:HOST,HOST (or link:HOST, inside it), phase:NAME (data, forward, "
     "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
@@ -65,7 +68,7 @@ def apply_fix(
         if kind in ("rank", "node"):
             ranks += _ranks_of(part, kind, value, hosts)
         elif kind == "link":
-            grid = without_link(grid, part, value, hosts)
+            grid = without_link(grid, part, _check_link(part, value, hosts), hosts)
             links.append(value)
         elif kind == "phase":
             phases.append(_phase_of(grid, part, value))
@@ -77,7 +80,7 @@ def apply_fix(
             raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
     notes, rows = [], None
     if whole:
-        grid = ideal(grid, hosts, rows)
+        grid = ideal_with_links(grid, hosts, rows)
         notes.append(IDEAL_NOTE)
     if ranks:
         grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
@@ -158,33 +161,14 @@ def _phase_of(grid: StepGrid, part: str, name: str) -> str:
     return name
 
 
-def without_link(grid: StepGrid, part: str, value: str, hosts: dict[int, str]) -> StepGrid:
-    """Transfers over the link between two nodes (or inside one) as fast as over the others:
-    each transfer of a group smaller than the world that spans exactly ``value``'s nodes
-    takes at most the median, step by step, of the groups of its shape (op, size, ranks,
-    nodes spanned) elsewhere, as analyze/ranks/links.py compares them. Collectives over all ranks
-    cross every link: that is ``comm:X``."""
-    ends = frozenset(h for h in value.split(",") if h)
+def _check_link(part: str, value: str, hosts: dict[int, str]) -> str:
+    """``value`` of ``link:HOST,HOST`` (or ``link:HOST``), each a node some rank ran on."""
+    ends = {h for h in value.split(",") if h}
     if not 1 <= len(ends) <= 2:
         raise ValueError(f"bad cause {part!r}: link:HOST,HOST (two nodes) or link:HOST")
     for end in sorted(ends):
         _ranks_of(part, "node", end, hosts)
-    if grid.op_names is None or grid.nbytes is None:
-        raise ValueError(f"bad cause {part!r}: the model has no message sizes")
-    cls, on_link, subgroup = link_classes(grid, hosts, ends)
-    if not on_link.any():
-        raise ValueError(
-            f"no group smaller than the world ran over the link {value!r}: a link is told "
-            "apart only where groups of the same shape cross other links"
-        )
-    transfer = grid.transfer_ns.copy()
-    for c in np.unique(cls[on_link]):
-        mine, peers = on_link & (cls == c), ~on_link & subgroup & (cls == c)
-        if not peers.any():
-            raise ValueError(f"the link {value!r}: no other group of the same shape to pace it")
-        pace = np.median(grid.transfer_ns[:, peers], axis=1, keepdims=True)
-        transfer[:, mine] = np.minimum(transfer[:, mine], pace)
-    return replace(grid, transfer_ns=transfer)
+    return value
 
 
 def _ranks_of(part: str, kind: str, value: str, hosts: dict[int, str]) -> list[int]:
@@ -214,9 +198,10 @@ def candidate_causes(
 ) -> list[str]:
     """The node and the ranks slower than their peers beyond the steps' spread over ``rows``
     (``slow_ranks``; the node with the most own time per step, the ranks with the most),
-    input waits and rank-only work (when they take 5 % of the own time), exposed transfers,
-    and the first two of these together. A rank within the spread is no candidate: fixing
-    it would only take its jitter away (the what-if's ``jitter_ms``)."""
+    input waits and rank-only work (when they take 5 % of the own time), the links whose
+    groups transfer slower than the others of their shape beyond the spread (``slow_links``),
+    exposed transfers, and the first two of these together. A rank within the spread is no
+    candidate: fixing it would only take its jitter away (the what-if's ``jitter_ms``)."""
     own = grid.own_ns().mean(axis=0)
     slow, slow_nodes = slow_ranks(grid, hosts, rows)
     causes = []
@@ -230,6 +215,8 @@ def candidate_causes(
     for name in CANDIDATE_PHASES:
         if name in grid.phase_ns and grid.phase_ns[name].sum() >= PHASE_CANDIDATE_SHARE * own_total:
             causes.append(ALIASES.get(name, f"phase:{name}"))
+    links = slow_links(grid, hosts, rows)[:TOP_LINKS]
+    causes += [f"link:{','.join(ends)}" for ends in links]
     if grid.transfer_ns.any():
         causes.append("comm:hidden")
     if len(causes) >= 2:

@@ -51,15 +51,32 @@ def _shapes(grid: StepGrid, hosts: dict[int, str]) -> _Shapes:
     return _Shapes(inst, cls, tuple(frozenset(spans[i]) for i in range(len(size))), size)
 
 
-def link_classes(
-    grid: StepGrid, hosts: dict[int, str], ends: frozenset[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (rank, collective): its class, whether its group spans exactly ``ends``, whether
-    that group is smaller than the world."""
+@dataclass(frozen=True)
+class LinkShapes:
+    """Per (rank, collective) of a model, against a link's ends (``link_classes``)."""
+
+    cls: np.ndarray
+    """Its class (op, size, ranks, nodes spanned)."""
+    on_link: np.ndarray
+    """Its group is smaller than the world and spans exactly the link's ends."""
+    subgroup: np.ndarray
+    """Its group is smaller than the world."""
+    crosses: np.ndarray
+    """Its group holds ranks on both ends and is not one of the link's own groups: a ring or
+    a tree over it may have the link on its path."""
+    size: np.ndarray
+    """The number of ranks of its group."""
+
+
+def link_classes(grid: StepGrid, hosts: dict[int, str], ends: frozenset[str]) -> LinkShapes:
+    """The model's collectives against the link between ``ends`` (or inside one host)."""
     sh = _shapes(grid, hosts)
-    on = np.array([spans == ends for spans in sh.spans])
+    exact = np.array([spans == ends for spans in sh.spans])
+    both = np.array([ends <= spans for spans in sh.spans])
     subgroup = sh.size < len(grid.ranks)
-    return sh.cls[sh.inst], (on & subgroup)[sh.inst], subgroup[sh.inst]
+    on = exact & subgroup
+    return LinkShapes(sh.cls[sh.inst], on[sh.inst], subgroup[sh.inst],
+                      (both & ~on)[sh.inst], sh.size[sh.inst])  # fmt: skip
 
 
 def rank_totals(grid: StepGrid) -> np.ndarray:
@@ -150,6 +167,28 @@ def typical_transfers(
     slow = slow_groups(grid, sh, rows)
     scale = np.where(slow & (mean > typical), typical / np.where(mean > 0, mean, 1.0), 1.0)
     return grid.transfer_ns * scale[sh.inst]
+
+
+def slow_links(
+    grid: StepGrid, hosts: dict[int, str], rows: np.ndarray | None = None
+) -> list[tuple[str, ...]]:
+    """The links (the one or two hosts their groups span) of the groups smaller than the world
+    slower than their class beyond the steps' spread (``slow_groups``), the one whose groups
+    lose most transfer time per step against their class's typical group first."""
+    sh = _shapes(grid, hosts)
+    slow = slow_groups(grid, sh, rows) & (sh.size < len(grid.ranks))
+    if not slow.any():
+        return []
+    mean = np.bincount(sh.inst.ravel(), grid.transfer_ns.mean(axis=0).ravel(), len(sh.size))
+    mean /= sh.size
+    excess: dict[tuple[str, ...], float] = {}
+    for i in np.flatnonzero(slow):
+        if "" in sh.spans[i] or len(sh.spans[i]) > 2:
+            continue
+        typical = np.median(mean[sh.cls == sh.cls[i]])
+        key = tuple(sorted(sh.spans[i]))
+        excess[key] = excess.get(key, 0.0) + float(mean[i] - typical)
+    return sorted(excess, key=lambda k: -excess[k])
 
 
 def slow_groups(grid: StepGrid, sh: _Shapes, rows: np.ndarray | None = None) -> np.ndarray:

@@ -9,6 +9,7 @@ from functools import partial
 
 import numpy as np
 
+from scalescope.analyze.model.batches import held_at
 from scalescope.analyze.model.step_grid import (
     StepGrid,
     aligned,
@@ -76,11 +77,12 @@ def replay(grid: StepGrid, keep_times: bool = False) -> Replayed:
     )  # fmt: skip
     inst = instances(grid.group)
     prev = previous_on_group(grid.group)  # the collective a rank queues behind
+    held = held_at(grid.waits_with, n_k)  # a batch's ops waited for at its last
     if aligned(inst):
         members = [[inst[:, k] == i for i in np.unique(inst[:, k])] for k in range(n_k)]
-        play = partial(_collectives_in_place, grid, members=members, prev=prev)
+        play = partial(_collectives_in_place, grid, members=members, prev=prev, held=held)
     else:
-        play = partial(_collectives_in_any_place, grid, inst=inst, prev=prev)
+        play = partial(_collectives_in_any_place, grid, inst=inst, prev=prev, held=held)
     for s in range(n_s):
         cursor, waited, issue, done = play(s, start)
         ready = cursor + grid.prejoin_ns[s]
@@ -111,9 +113,19 @@ def _queued(issue: np.ndarray, done: np.ndarray, prev: np.ndarray) -> np.ndarray
     return arrival
 
 
-def _collectives_in_place(grid: StepGrid, s: int, start, members, prev) -> Played:
+def _held(done: np.ndarray, held: list[tuple[int, np.ndarray]], n_r: int) -> np.ndarray:
+    """Per rank, the latest completion of the ops it waits for at this place besides its
+    own (-inf: none; NaN: one has not completed yet)."""
+    out = np.full(n_r, -np.inf)
+    for j, ranks in held:
+        out = np.where(ranks, np.maximum(out, done[:, j]), out)
+    return out
+
+
+def _collectives_in_place(grid: StepGrid, s: int, start, members, prev, held) -> Played:
     """Step ``s``'s collectives in order, each at the same place of its members' steps
-    (``members``: per place, the ranks of each instance there)."""
+    (``members``: per place, the ranks of each instance there; ``held``: per place, the
+    earlier ops of a batch waited for there)."""
     n_r, n_k = grid.group.shape
     cursor, waited = start.copy(), np.zeros(n_r)
     issue, done = np.empty((n_r, n_k)), np.empty((n_r, n_k))
@@ -124,8 +136,9 @@ def _collectives_in_place(grid: StepGrid, s: int, start, members, prev) -> Playe
             done[m, k] = arrival[m].max()
         done[:, k] += grid.transfer_ns[s, :, k]
         blocking = grid.blocking[s, :, k]
-        cursor = np.where(blocking, done[:, k], issue[:, k])
-        waited += np.where(blocking, done[:, k] - issue[:, k], 0.0)
+        resume = np.maximum(done[:, k], _held(done, held[k], n_r))
+        cursor = np.where(blocking, resume, issue[:, k])
+        waited += cursor - issue[:, k]
     return cursor, waited, issue, done
 
 
@@ -152,7 +165,7 @@ class _Completions:
         return self.order[begin + np.arange(lens.sum())], np.repeat(self.last[full], lens)
 
 
-def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, prev) -> Played:
+def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, prev, held) -> Played:
     """Step ``s``'s collectives where an instance may sit at different places of its members'
     steps (a send and its receive): sweeps over the places until every rank is past its
     last collective; a rank goes past a blocking one once all its instance has arrived."""
@@ -175,9 +188,10 @@ def _collectives_in_any_place(grid: StepGrid, s: int, start, inst, prev) -> Play
                 flat, last = completions.arrive(fresh * n_k + k, arrival[fresh, k])
                 rows, cols = np.divmod(flat, n_k)
                 done[rows, cols] = last + transfer[rows, cols]
-            go = here & ~np.isnan(arrival[:, k]) & (~blocking[:, k] | ~np.isnan(done[:, k]))
-            cursor[go] = np.where(blocking[go, k], done[go, k], issue[go, k])
-            waited[go] += np.where(blocking[go, k], done[go, k] - issue[go, k], 0.0)
+            resume = np.maximum(done[:, k], _held(done, held[k], n_r))
+            go = here & ~np.isnan(arrival[:, k]) & (~blocking[:, k] | ~np.isnan(resume))
+            cursor[go] = np.where(blocking[go, k], resume[go], issue[go, k])
+            waited[go] += cursor[go] - issue[go, k]
             at[go] = k + 1
         left = int(np.isnan(done).sum())
         if (at == n_k).all() and left == 0:

@@ -33,6 +33,7 @@ import numpy as np
 
 from scalescope.analyze.columns.sorting import sort_order
 from scalescope.analyze.layouts.p2p import waited_ends
+from scalescope.analyze.model.batches import batch_waits, held_release
 from scalescope.analyze.model.phase_parts import phase_parts
 from scalescope.analyze.model.step_match import by_step_rank_issue, regular_steps
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, aligned_start_ns
@@ -80,6 +81,9 @@ class StepGrid:
     group_symbol: np.ndarray | None = None
     """(ranks, collectives): its group's symbol (``group`` holds a send's or recv's channel
     instead)."""
+    waits_with: np.ndarray | None = None
+    """(ranks, collectives): for a send or recv the rank went on from, the place of the last
+    op of its batch, where the rank waits for the whole batch (batches.py); -1 elsewhere."""
     phase_ns: dict[str, np.ndarray] = field(default_factory=dict)
     """(steps, ranks, collectives + 2): each phase's time inside each part of a rank's own
     time: before each collective, before the join, after it (``phase:NAME`` removes it)."""
@@ -185,7 +189,9 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
 
     tags = _names(colls.symbols, colls.tag.reshape(shape)[0])
     blocking = blocking_of(issue, done, t1, joins, group[0], issued_async(tags))
-    release = np.where(blocking, done, issue)
+    op_names = _names(colls.symbols, colls.name.reshape(shape)[0])
+    waits = batch_waits(issue, blocking, op_names)
+    release = held_release(np.where(blocking, done, issue), done, waits)
     before = np.concatenate([t0[:, :, None], release[:, :, :-1]], axis=2)
     work = np.maximum(issue - before, 0.0)
     latest = done.max(axis=2)
@@ -207,11 +213,12 @@ def _grid(events, clocks, step_rows, colls, ranks, steps, phases) -> StepGrid:
         step_ns=srows.dur_ns.reshape(n_s, n_r).astype(np.float64),
         samples=srows.count.reshape(n_s, n_r).astype(np.float64),
         ops=tuple(colls.symbols[int(i)] for i in colls.name.reshape(shape)[0, 0]),
-        op_names=_names(colls.symbols, colls.name.reshape(shape)[0]),
+        op_names=op_names,
         nbytes=colls.nbytes.reshape(shape)[0],
         tags=tags,
         phase_ns=parts,
         group_symbol=colls.group.reshape(shape)[0],
+        waits_with=waits,
     )  # fmt: skip
 
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from scalescope.analyze.model.bootstrap import gain_interval, period_of, rerun_interval
 from scalescope.analyze.model.causes import apply_fix, candidate_causes, phases_named
-from scalescope.analyze.model.pacing import at_own_median, ideal, slow_ranks
+from scalescope.analyze.model.link_fix import ideal_with_links
+from scalescope.analyze.model.pacing import at_own_median, slow_ranks
 from scalescope.analyze.model.replay import (
     Prediction,
     ReplayTimes,
@@ -157,7 +158,7 @@ def what_if_of(
         fixes.append(Fix(cause, after, gain, pct, rate, note, since, low, high, *rerun))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
-    ideal_step = predict(ideal(grid, hosts, rows), "ideal", rows)
+    ideal_step = predict(ideal_with_links(grid, hosts, rows), "ideal", rows)
     slow, slow_nodes = slow_ranks(grid, hosts, rows)
     steady = predict(at_own_median(grid, rows, keep=slow), "steady", rows)
     beyond = (*(f"node:{h}" for h in slow_nodes), *(f"rank:{int(r)}" for r in grid.ranks[slow]))

@@ -49,6 +49,9 @@ class ReportCommand(ReportOutputs):
     run_dir: Path = argument()
     """A run directory written by run or bench, a study directory of scale, or a suite
     directory of suite (or its suite.json)."""
+    rank: int | None = option("--rank", min=0)
+    """Also print rank N's detail, read from its rank file alone (a run analysed from node
+    files keeps rank files of sampled ranks only)."""
 
 
 @dataclass(frozen=True, kw_only=True)
