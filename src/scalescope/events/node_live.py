@@ -27,6 +27,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from scalescope.events.files import NODE_EVENTS_DIR, events_path, node_file_path
 from scalescope.events.node_file import (
@@ -60,16 +61,42 @@ def part_path(run_dir: Path, node: int) -> Path:
     return Path(run_dir) / NODE_EVENTS_DIR / PARTS_DIR / f"node-{node:05d}.json"
 
 
+class Labels:
+    """Group and op names as codes, one coding for the node (a string is coded once)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def codes(self, column: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
+        """The codes of ``column``'s ``rows``, through Arrow's dictionary encoding (the
+        strings are compared in C++, each distinct one looked up here once)."""
+        encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
+        names = encoded.dictionary.to_pylist()
+        local = np.array([self._code(str(n)) for n in names], np.int64)
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        return local[indices[rows]] if len(local) else np.zeros(int(rows.sum()), np.int64)
+
+    def _code(self, name: str) -> int:
+        code = self._codes.get(name)
+        if code is None:
+            code = self._codes[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+
 @dataclass
 class RankFollow:
     """One rank's file read so far, and its rows of the windows not yet written."""
 
     tail: StreamTail
-    last_end: dict[str, int] = field(default_factory=dict)
-    """Per group, its last call's completion (its issue when it never completed)."""
+    labels: Labels
+    last_end: dict[int, int] = field(default_factory=dict)
+    """Per group code, its last call's completion (its issue when it never completed)."""
     steps: list[pa.Table] = field(default_factory=list)
     calls: list[dict[str, np.ndarray]] = field(default_factory=list)
-    """Completed calls, their arrival on the rank's clock (the step start is taken later)."""
+    """Completed calls (group and op as ``labels``' codes), their arrival on the rank's
+    clock (the step start is taken when their window is written)."""
     starts: dict[int, int] = field(default_factory=dict)
     """Step -> its start, for the steps not yet written."""
     last_step: int = -1
@@ -100,8 +127,8 @@ class RankFollow:
     def _calls(self, t: pa.Table, is_call: np.ndarray, col: dict[str, np.ndarray]) -> None:
         if not is_call.any():
             return
-        group = t.column("group").to_numpy(zero_copy_only=False)[is_call].astype(str)
-        name = t.column("name").to_numpy(zero_copy_only=False)[is_call].astype(str)
+        group = self.labels.codes(t.column("group"), is_call)
+        name = self.labels.codes(t.column("name"), is_call)
         start, dur = col["start_ns"][is_call], col["dur_ns"][is_call]
         done = dur >= 0
         arrive = self._arrivals(group, start, np.where(done, start + dur, start))
@@ -113,18 +140,15 @@ class RankFollow:
     def _arrivals(self, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Each call's arrival: its issue, or its group's previous call's completion (that
         call read now or in an earlier batch); the groups' last completions kept."""
-        labels, code = np.unique(group, return_inverse=True)
-        code = code.ravel()
-        order = np.lexsort((np.arange(len(code)), code))
-        g, s, e = code[order], start[order], end[order]
+        order = np.argsort(group, kind="stable")
+        g, s, e = group[order], start[order], end[order]
         first = np.r_[True, g[1:] != g[:-1]]
         prev = np.r_[NO_END, e[:-1]]
-        prev[first] = [self.last_end.get(str(labels[c]), NO_END) for c in g[first]]
+        prev[first] = [self.last_end.get(c, NO_END) for c in g[first].tolist()]
         arrive = np.empty_like(start)
         arrive[order] = np.maximum(s, prev)
         last = np.r_[g[1:] != g[:-1], True]
-        for c, value in zip(g[last].tolist(), e[last].tolist(), strict=True):
-            self.last_end[str(labels[c])] = value
+        self.last_end.update(zip(g[last].tolist(), e[last].tolist(), strict=True))
         return arrive
 
     def take(self, first: int, last: int) -> tuple[pa.Table, dict[str, np.ndarray]]:
@@ -150,15 +174,13 @@ class RankFollow:
         return steps.filter(pa.array(inside)), picked
 
 
-def window_calls(parts: dict[int, dict[str, np.ndarray]]) -> Calls:
-    """The node's calls of one window, its ranks' together (node_stats.node_calls' coding)."""
+def window_calls(parts: dict[int, dict[str, np.ndarray]], labels: Labels) -> Calls:
+    """The node's calls of one window, its ranks' together, coded by ``labels``."""
     ranks = [np.full(len(c["step"]), r, np.int32) for r, c in parts.items()]
     cat = {n: np.concatenate([c[n] for c in parts.values()]) for n in CALL_FIELDS}
-    groups, gcode = np.unique(cat["group"].astype(str), return_inverse=True)
-    ops, ocode = np.unique(cat["op"].astype(str), return_inverse=True)
-    return Calls(np.concatenate(ranks), cat["step"], gcode.ravel(), ocode.ravel(),
-                 cat["nbytes"], cat["dur_ns"], cat["arrive_ns"], cat["transfer_ns"],
-                 [str(g) for g in groups], [str(o) for o in ops])  # fmt: skip
+    return Calls(np.concatenate(ranks), cat["step"], cat["group"], cat["op"], cat["nbytes"],
+                 cat["dur_ns"], cat["arrive_ns"], cat["transfer_ns"], labels.names,
+                 labels.names)  # fmt: skip
 
 
 @dataclass
@@ -175,11 +197,13 @@ class NodeFollower:
     ranks: dict[int, RankFollow] = field(default_factory=dict)
     written: list[int] = field(default_factory=list)
     next_first: int = 0
+    labels: Labels = field(default_factory=Labels)
 
     def add_ranks(self, ranks: list[int]) -> None:
         for rank in ranks:
             if rank not in self.ranks:
-                self.ranks[rank] = RankFollow(StreamTail(events_path(self.run_dir, rank)))
+                self.ranks[rank] = RankFollow(StreamTail(events_path(self.run_dir, rank)),
+                                              self.labels)  # fmt: skip
 
     def poll(self) -> list[int]:
         """Read what the ranks appended; write every window all of them passed. The
@@ -214,7 +238,8 @@ class NodeFollower:
         steps = pa.concat_tables([s for s, _ in taken.values()])
         order = np.lexsort((steps.column("rank").to_numpy(), steps.column("step").to_numpy()))
         steps = steps.take(pa.array(order))
-        colls = collective_stats(window_calls({r: c for r, (_, c) in taken.items()})) if \
+        colls = collective_stats(window_calls({r: c for r, (_, c) in taken.items()},
+                                              self.labels)) if \
             taken else COLLS_SCHEMA.empty_table()  # fmt: skip
         for table, data in (("steps", steps), ("colls", colls)):
             write_node_table(node_file_path(self.run_dir, first, self.node, table), table, data)

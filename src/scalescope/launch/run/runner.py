@@ -74,6 +74,8 @@ class RunSpec:
     launcher: str = ""
     """Who started this launcher, when not the user (e.g. slurm+elastic: one task per node)."""
     hang: HangOptions = field(default_factory=HangOptions)
+    node_files: bool = True
+    """Each node's relay writes its node files as the ranks pass each window (node_files.py)."""
 
     def __post_init__(self) -> None:
         if self.is_module:
@@ -208,7 +210,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     if spec.probe:
         build_native_hooks()
     relay = node_relay(spec.launch, run_dir, key) if key else None
-    files = node_files(spec.launch, run_dir, steps) if spec.probe else None
+    files = node_files(spec.launch, run_dir, steps) if spec.probe and spec.node_files else None
     defer = NODE_DEFER_S if relay is not None and spec.launch.node_rank != 0 else 0.0
     source = store_source(spec.launch, relay)
     watch = HangWatch(run_dir, spec.launch.world_size, spec.hang, source, defer, endpoint)
