@@ -53,6 +53,7 @@ def assert_same_as_built(run_dir: Path, tmp: Path) -> list[int]:
     return live.windows
 
 
+@pytest.mark.heavy
 def test_a_run_writes_the_node_files_its_rank_files_give(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run(

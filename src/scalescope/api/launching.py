@@ -47,6 +47,7 @@ def launch_spec(config: LaunchConfig, nproc_per_node: int | None, **spec: Any) -
         probe=not config.recording.no_probe,
         report_bindings=config.recording.report_bindings,
         record=config.recording.record,
+        node_files=not config.recording.no_node_files,
         command=["scalescope", *sys.argv[1:]],
         **spec,
     )
