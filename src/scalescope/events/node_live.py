@@ -228,7 +228,8 @@ class NodeFollower:
         done = []
         while self.next_first <= last:
             done.append(self._write_window())
-        self.write_part(ended=True)
+        if self.written or read_parts(self.run_dir):  # a run of no step has no node files
+            self.write_part(ended=True)
         return done
 
     def _write_window(self) -> int:

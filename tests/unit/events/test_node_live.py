@@ -123,6 +123,9 @@ def test_the_manifest_lists_windows_every_node_wrote_or_ended_before(tmp_path):
 
 def test_no_part_no_manifest(tmp_path):
     assert merge_manifest(tmp_path) is None
+    follower = NodeFollower(tmp_path, 0, 10, 2, 2)
+    follower.add_ranks([0, 1])  # ranks that never wrote a step (nor their files)
+    assert follower.finish() == [] and follower.poll() == []
     assert not (tmp_path / "node_events" / "nodes.json").exists()
     assert NodePart(entry=NodeEntry(node=0, host="h", ranks=[0]), window_steps=1, world_size=1,
                     windows=[]).ended is False  # fmt: skip
