@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,8 @@ class NodePart(msgspec.Struct, kw_only=True):
     world_size: int
     windows: list[int]
     ended: bool = False
+    cpu_s: float = 0.0
+    """The CPU time the node's relay spent on its node files so far (what they cost)."""
 
 
 def part_path(run_dir: Path, node: int) -> Path:
@@ -198,6 +201,8 @@ class NodeFollower:
     written: list[int] = field(default_factory=list)
     next_first: int = 0
     labels: Labels = field(default_factory=Labels)
+    cpu_s: float = 0.0
+    """CPU time of the thread(s) that polled and finished (``time.thread_time``)."""
 
     def add_ranks(self, ranks: list[int]) -> None:
         for rank in ranks:
@@ -208,6 +213,13 @@ class NodeFollower:
     def poll(self) -> list[int]:
         """Read what the ranks appended; write every window all of them passed. The
         windows written (their first steps)."""
+        began = time.thread_time()
+        try:
+            return self._poll()
+        finally:
+            self.cpu_s += time.thread_time() - began
+
+    def _poll(self) -> list[int]:
         for rank in sorted(self.ranks):
             self.ranks[rank].read(rank)
         if len(self.ranks) < self.expected:
@@ -222,12 +234,14 @@ class NodeFollower:
 
     def finish(self) -> list[int]:
         """The ranks ended (or crashed): the last windows, what was recorded."""
+        began = time.thread_time()
         for rank in sorted(self.ranks):
             self.ranks[rank].read(rank)
         last = max((f.last_step for f in self.ranks.values()), default=-1)
         done = []
         while self.next_first <= last:
             done.append(self._write_window())
+        self.cpu_s += time.thread_time() - began
         if self.written or read_parts(self.run_dir):  # a run of no step has no node files
             self.write_part(ended=True)
         return done
@@ -254,7 +268,7 @@ class NodeFollower:
     def write_part(self, ended: bool) -> None:
         part = NodePart(entry=self.entry(), window_steps=self.window_steps,
                         world_size=self.world_size, windows=list(self.written),
-                        ended=ended)  # fmt: skip
+                        ended=ended, cpu_s=round(self.cpu_s, 6))  # fmt: skip
         path = part_path(self.run_dir, self.node)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")

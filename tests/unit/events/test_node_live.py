@@ -23,7 +23,12 @@ from scalescope.events.node_file import (  # noqa: E402
     read_manifest,
     read_node_table,
 )
-from scalescope.events.node_live import NodeFollower, NodePart, merge_manifest  # noqa: E402
+from scalescope.events.node_live import (  # noqa: E402
+    NodeFollower,
+    NodePart,
+    merge_manifest,
+    read_parts,
+)
 from scalescope.events.node_stats import build_run_node_files  # noqa: E402
 from scalescope.events.reader import read_event_stream  # noqa: E402
 from scalescope.launch.run.node_files import WINDOW_ENV, window_steps  # noqa: E402
@@ -68,6 +73,8 @@ def replayed(tmp_path_factory):
         writers[r].close()
         sinks[r].close()
     follower.finish()
+    part = read_parts(dst)[0]
+    assert part.ended and part.windows == follower.written and part.cpu_s > 0
     return src, dst, seen
 
 

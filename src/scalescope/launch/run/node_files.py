@@ -13,7 +13,6 @@ import contextlib
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,8 +53,6 @@ class NodeFilesThread(threading.Thread):
                                      expected)  # fmt: skip
         self.done = threading.Event()
         self.failed: str | None = None
-        self.cpu_s = 0.0
-        """This thread's CPU time spent reading and writing (what the node files cost)."""
         self._lock = threading.Lock()
 
     def run(self) -> None:
@@ -68,13 +65,11 @@ class NodeFilesThread(threading.Thread):
         with self._lock:
             if len(self.follower.ranks) < self.follower.expected:
                 self.follower.add_ranks(self.ranks())
-            began = time.thread_time()
             try:
                 work()
             except (OSError, ValueError) as exc:
                 self.failed = str(exc)
                 print(f"scalescope: node files stopped: {exc}", file=sys.stderr, flush=True)
-            self.cpu_s += time.thread_time() - began
 
     def finish(self, wait_s: float = 10.0) -> None:
         """The node's ranks ended: the last windows and the node's part of the manifest."""
