@@ -107,7 +107,7 @@ def test_a_killed_rank_leaves_node_files_of_what_it_recorded(tmp_path):
             per_rank[rank] = per_rank.get(rank, 0) + 1
     warmup = load_meta(run_dir).warmup_steps
     counted = [recorded_steps(run_dir, r, warmup) for r in (0, 1)]
-    assert per_rank[1] >= 60 and per_rank[1] < 100_000, per_rank
+    assert 40 <= per_rank[1] < 100_000, per_rank  # up to its last flush (every 20 steps)
     (run_dir / "events" / "rank-00001.arrows").unlink()
     report = scalescope("report", run_dir, "--json", tmp_path / "r.json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr[-3000:]
