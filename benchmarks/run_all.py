@@ -108,6 +108,7 @@ BENCHES = (
     bench("top_overhead", "top_overhead.py", "--pairs 2 --steps 30", 4.0),
     bench("top_connect_cost", "top_connect_cost.py", "--ranks 1024 --frames 7", 0.5),
     bench("relay_polls", "relay_polls.py", "--ranks 8 --seconds 5", 0.3),
+    bench("node_files_cost", "node_files_cost.py", "--ranks 16 --steps 1000 --calls-x 36", 0.3),
     bench("record_size", "record_size.py", "--steps 200", 8.0),
     bench("top_speed", "top_speed.py", "--ranks 64,256,1024 --frames 6", 1.5),
     bench("threads_mapping", "threads_mapping.py", "--pairs 2 --steps 10", 2.5),

@@ -209,8 +209,28 @@ def test_report_of_the_run(recorded, tmp_path):
     assert grads[0]["nbytes_per_step"] == facts["trainable_bytes"]
 
 
+def test_node_files_written_live_equal_those_built_after(recorded, tmp_path):
+    """The launcher's node relay wrote the run's node files (one window of 500 steps: the
+    last, partial, written at the end) as build_run_node_files builds them afterwards."""
+    from scalescope.events.node_file import iter_node_tables, read_manifest
+    from scalescope.events.node_stats import build_run_node_files
+
+    run, _ = recorded
+    live = read_manifest(run.path)
+    built = build_run_node_files(run.path, live.window_steps, out=tmp_path)
+    assert live.windows == [0] and live.nodes[0].ranks == [0, 1]
+    for table in ("steps", "colls"):
+        ours = list(iter_node_tables(run.path, live, table))
+        theirs = list(iter_node_tables(tmp_path, built, table))
+        assert len(ours) == len(theirs) == 1 and ours[0][2].num_rows > 0
+        assert ours[0][2].equals(theirs[0][2]), table
+
+
 def test_report_with_a_missing_rank_file(damaged_copy, tmp_path):
+    """A run without node files (recorded before them, or with --no-node-files) reports
+    from the rank files it has; with them it is analysed from them (test_node_files_live)."""
     (damaged_copy / "events" / "rank-00001.arrows").unlink()
+    shutil.rmtree(damaged_copy / "node_events")
     proc = scalescope("report", damaged_copy, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "rank 1: event file rank-00001.arrows is missing" in proc.stdout

@@ -48,6 +48,7 @@ def launch_spec(config: LaunchConfig, nproc_per_node: int | None, **spec: Any) -
         report_bindings=config.recording.report_bindings,
         ring_rows=config.recording.ring_rows,
         record=config.recording.record,
+        node_files=not config.recording.no_node_files,
         command=["scalescope", *sys.argv[1:]],
         **spec,
     )

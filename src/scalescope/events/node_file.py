@@ -13,6 +13,7 @@ window as the window ends. events/node_stats.py builds them from the node's rank
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +96,7 @@ def has_node_files(run_dir: Path) -> bool:
 def write_manifest(run_dir: Path, manifest: NodeManifest) -> Path:
     path = manifest_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")  # nodes share it
     tmp.write_bytes(msgspec.json.format(msgspec.json.encode(manifest), indent=2))
     os.replace(tmp, path)
     return path

@@ -133,3 +133,14 @@ def test_help_shows_the_groups_in_their_own_panels() -> None:
         assert f"─ {panel} ─" in done.output
     assert "Ranks to start on this node (default: 1)." in done.output
     assert "Seconds without a finished step or collective on any rank" in done.output
+
+
+def test_no_node_files_reaches_the_run_spec(tmp_path) -> None:
+    from scalescope.api.launching import launch_spec
+    from scalescope.launch.options.groups import Recording
+
+    script = tmp_path / "t.py"
+    script.write_text("")
+    off = LaunchConfig(recording=Recording(no_node_files=True))
+    specs = [launch_spec(c, None, target=str(script)) for c in (LaunchConfig(), off)]
+    assert [s.node_files for s in specs] == [True, False]

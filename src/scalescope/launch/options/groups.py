@@ -129,6 +129,11 @@ class Recording:
     (group, op, size class) the calls' count, bytes and time (~1-2 KB a rank-step), with every
     call's row for the first 10 steps and 4 steps in every 100 (the what-if replays those)."""
 
+    no_node_files: bool = option("--no-node-files", default=False, panel=RECORDING)
+    """Write no node files: by default each node's relay writes, every 500 steps, its ranks'
+    step times and per-group collective statistics to RUN_DIR/node_events (what `report`
+    analyses a run of many ranks from; under 1 % of a core a node)."""
+
     def __post_init__(self) -> None:
         if self.record not in LEVELS:
             raise ValueError(f"--record must be full or summary, got {self.record!r}")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from scalescope.events.files import RUN_FILE, rank_meta_path
 from scalescope.events.live_state import read_live_state, request_flush
+from scalescope.events.node_live import merge_manifest
 from scalescope.events.run import RunMeta, read_rank_meta, write_json_atomic
 from scalescope.launch.channel.closing import ENDS_WAIT_S, close_store
 from scalescope.launch.channel.relay import Relay
@@ -40,6 +41,7 @@ from scalescope.launch.channel.store import STORE_OPTION, Channel
 from scalescope.launch.machine.topology import Topology, parse_cpulist, read_topology
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.stopping import kill_family
+from scalescope.launch.run.node_files import NodeFilesThread, start_node_files, window_steps
 from scalescope.launch.run.node_relay import NODE_ENV, NodeRelay, node_token
 from scalescope.launch.run.runner import RunSpec, check_new_run_dir, rank_argv, start_meta
 from scalescope.launch.watch.hang import HangWatch, metrics_endpoint
@@ -150,6 +152,7 @@ def end_watching(task: Task, world: World, watch: HangWatch | None) -> None:
             watch.join(timeout=WATCH_END_S)
         left = ENDS_WAIT_S - (time.monotonic() - began)  # the wait for the node's ranks counts
         close_store(channel, world.world_size, wait_s=max(left, 0.5))
+        merge_manifest(task.run_dir)  # every node's last part came before the close
 
 
 def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
@@ -164,7 +167,8 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
         return Relay(addr, port, task.run_dir, ranks, world.world_size, key=task.key, job=job)
 
     own = {task.rank: task.child.pid}
-    task.node = NodeRelay(task.run_dir, node_token(world), world.local_world_size, make, own)
+    files = node_files_maker(task.run_dir, world) if spec.node_files else None
+    task.node = NodeRelay(task.run_dir, node_token(world), world.local_world_size, make, own, files)
     task.node.start(world.local_rank)
     if world.rank != 0:
         return None
@@ -182,6 +186,21 @@ def start_watch(task: Task, world: World, spec: RunSpec) -> HangWatch | None:
     watch = HangWatch(task.run_dir, world.world_size, spec.hang, source, metrics=endpoint)
     watch.start()
     return watch
+
+
+def node_files_maker(
+    run_dir: Path, world: World
+) -> Callable[[Callable[[], list[int]]], NodeFilesThread]:
+    """What starts this node's files in the task that relays it: the node's index is the
+    launcher's, or the node's first rank over the ranks per node."""
+    node = world.node_rank
+    if node < 0:
+        node = (world.rank - world.local_rank) // max(world.local_world_size, 1)
+
+    def make(ranks: Callable[[], list[int]]) -> NodeFilesThread:
+        return start_node_files(run_dir, node, ranks, world.local_world_size, world.world_size)
+
+    return make
 
 
 def end_stopped_rank(task: Task) -> None:
@@ -221,6 +240,7 @@ def _ended_within(child: subprocess.Popen, seconds: float) -> bool:
 
 def execute_rank(spec: RunSpec, world: World) -> tuple[Path, int]:
     key = load_key() if spec.probe else b""  # a bad key file: said before any rank starts
+    window_steps()  # a bad window too
     with meet(world) as met:
         return _execute_met(spec, met, key)
 

@@ -24,6 +24,9 @@ the node from then on, so that the other ranks' states and ends still reach the 
 relay that ends before all of its node's ranks did leaves the lock's file in place, so
 that a sibling whose rank runs on takes over the same way (not once the store's owner asked
 the relays to close: the store is about to go).
+
+The relaying task also writes the node's node files (launch/run/node_files.py), window by
+window; a sibling that takes over starts them again from the ranks' files' beginning.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import psutil
 
 from scalescope.events.run import read_rank_meta
 from scalescope.launch.channel.relay import Relay, live_ranks
+from scalescope.launch.run.node_files import NodeFilesThread
 from scalescope.launch.world.variables import World
 
 NODE_ENV = "SCALESCOPE_NODE_RELAY"
@@ -123,9 +127,13 @@ class NodeRelay:
         ranks: int,
         make: Callable[[Callable[[], dict[int, int]]], Relay],
         own: dict[int, int] | None = None,
+        files: Callable[[Callable[[], list[int]]], NodeFilesThread] | None = None,
     ) -> None:
         self.run_dir, self.token, self.ranks, self.make = Path(run_dir), token, ranks, make
         self.own = own or {}
+        self.make_files = files
+        """Starts the node's files (run/node_files.py) for a callable of the node's ranks."""
+        self.files: NodeFilesThread | None = None
         self.path = lock_path(token)
         self.relay: Relay | None = None
         self._found: dict[int, int] = {}
@@ -146,6 +154,8 @@ class NodeRelay:
     def _relay(self) -> None:
         self.relay = self.make(self.node_ranks)
         self.relay.start()
+        if self.make_files is not None:
+            self.files = self.make_files(lambda: sorted(self.node_ranks()))
 
     def node_ranks(self) -> dict[int, int]:
         """The node's ranks, by pid; the run directory is no longer read once all were
@@ -177,6 +187,8 @@ class NodeRelay:
         relay, ended = self.relay, False
         if relay is not None:
             ended = wait_for_siblings(relay, self.run_dir, wait_s)
+            if self.files is not None:  # before the last words: node 0 merges after them
+                self.files.finish()
             relay.finish()
         if self._fd is not None:
             if relay is not None and (relay.closed or (ended and len(relay.pids()) >= self.ranks)):

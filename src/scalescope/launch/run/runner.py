@@ -15,6 +15,7 @@ from typing import Any
 
 from scalescope.events.files import LOGS_DIR, RUN_FILE, meta_file_name, rank_meta_path
 from scalescope.events.flight_ring import DEFAULT_ROWS
+from scalescope.events.node_live import merge_manifest
 from scalescope.events.run import (
     RunMeta,
     read_rank_meta,
@@ -33,6 +34,7 @@ from scalescope.launch.process.local import (
     launch,
     rendezvous_kept,
 )
+from scalescope.launch.run.node_files import NodeFilesThread, window_steps
 from scalescope.launch.watch.hang import (
     LAUNCHER_GRACE_S,
     NODE_DEFER_S,
@@ -75,6 +77,8 @@ class RunSpec:
     launcher: str = ""
     """Who started this launcher, when not the user (e.g. slurm+elastic: one task per node)."""
     hang: HangOptions = field(default_factory=HangOptions)
+    node_files: bool = True
+    """Each node's relay writes its node files as the ranks pass each window (node_files.py)."""
 
     def __post_init__(self) -> None:
         if self.is_module:
@@ -190,6 +194,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     plan = make_plan(spec.mapping, spec.launch.nproc_per_node)
     run_dir = Path(spec.run_dir or default_run_dir(spec))
     meta_file = meta_file_name(spec.launch.node_rank)
+    steps = window_steps()
     check_new_run_dir(run_dir, meta_file)
     options = with_log_dir(spec.launch, run_dir)
     meta = start_meta(spec, run_dir, plan)
@@ -210,6 +215,7 @@ def execute(spec: RunSpec) -> RunOutcome:
     if spec.probe:
         build_native_hooks()
     relay = node_relay(spec.launch, run_dir, key) if key else None
+    files = node_files(spec.launch, run_dir, steps) if spec.probe and spec.node_files else None
     defer = NODE_DEFER_S if relay is not None and spec.launch.node_rank != 0 else 0.0
     source = store_source(spec.launch, relay)
     watch = HangWatch(run_dir, spec.launch.world_size, spec.hang, source, defer, endpoint)
@@ -220,7 +226,13 @@ def execute(spec: RunSpec) -> RunOutcome:
         try:
             result = launch(options, rank_argv(spec, run_dir))
         finally:
+            if files is not None:
+                files.finish()
             end_watching(watch, relay, spec.launch)
+            if files is not None and spec.launch.node_rank == 0 and spec.launch.nnodes > 1:
+                merge_manifest(
+                    run_dir
+                )  # the other nodes' last parts arrived before the store closed
     if watch.killed and result.status == "completed":  # the ranks' SIGTERM exits can read as done
         result = LaunchResult("failed", result.exit_codes)
     finish_meta(meta, run_dir, result, hang_killed=watch.killed)
@@ -275,6 +287,21 @@ def node_relay(options: LaunchOptions, run_dir: Path, key: bytes) -> Relay:
     relay = Relay(host, port, run_dir, ranks, options.world_size, key=key, job=job)
     relay.start()
     return relay
+
+
+def node_files(options: LaunchOptions, run_dir: Path, steps: int) -> NodeFilesThread:
+    """This node's node files, written as its ranks pass each window (run/node_files.py):
+    on one node every rank is this node's; on several, those whose process descends from
+    this launcher."""
+    if options.nnodes == 1:
+        ranks = functools.partial(list, range(options.world_size))
+    else:
+        ranks = functools.partial(lambda d: sorted(node_ranks(d)), run_dir)
+    thread = NodeFilesThread(
+        run_dir, options.node_rank, ranks, options.nproc_per_node, options.world_size, steps
+    )
+    thread.start()
+    return thread
 
 
 def store_source(options: LaunchOptions, relay: Relay | None) -> StoreSource | None:
