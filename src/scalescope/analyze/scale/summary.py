@@ -23,7 +23,8 @@ from scalescope.events.run import load_meta
 
 RANKS_FROM_NODE_FILES = 4096
 """Beyond this many ranks a run with node files is analysed from them (4,096 ranks' rows
-took 5.5 GiB: docs/many-ranks.md)."""
+took 5.5 GiB: docs/many-ranks.md); below, only when most of its rank files are missing (a
+sampled run): a run that lost a rank's file reports from the others', in detail."""
 
 
 def from_node_files(run_dir: Path) -> bool:
@@ -33,7 +34,8 @@ def from_node_files(run_dir: Path) -> bool:
     meta = load_meta(run_dir)
     if meta.world_size > RANKS_FROM_NODE_FILES:
         return True
-    return any(not events_path(run_dir, r).is_file() for r in range(meta.world_size))
+    present = sum(events_path(run_dir, r).is_file() for r in range(meta.world_size))
+    return 2 * present < meta.world_size
 
 
 @dataclass(frozen=True)
