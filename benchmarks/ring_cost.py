@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from live_state_cost import driven_s
 from results import record
 from scalescope.events.schema import Kind
 from scalescope.probe.flight_ring import RingWriter
@@ -74,28 +75,11 @@ def step_s(tmp: Path, steps: int, ring: bool, tag: str) -> float:
     rec = Recorder(tmp / f"{tag}.arrows", 0, flush_every_steps=10**9, flush_every_s=1e9)
     writer = RingWriter(tmp / f"{tag}.ring", 0, 65_536, 1, 0) if ring else None
     rec.sink = writer.append if writer is not None else None
-    clock = time.perf_counter_ns
-    start = time.perf_counter()
-    for _ in range(steps):
-        for name in ("data", "forward", "backward"):
-            t = clock()
-            rec.enter_phase(name, t)
-            if name == "backward":
-                for nbytes in (1 << 20, 25 << 20, 20 << 20):
-                    row = rec.collective("all_reduce", nbytes, nbytes // 4, "float32", "0",
-                                         "gradients", clock())  # fmt: skip
-                    rec.completed(row, clock())
-            rec.phase(name, t, clock())
-        t = clock()
-        rec.enter_phase("optimizer", t)
-        rec.phase("optimizer", t, clock())
-        rec.end_step(clock())
-        rec.rows.clear()
-    elapsed = time.perf_counter() - start
+    per_step = driven_s(rec, steps)
     rec.close()
     if writer is not None:
         writer.close()
-    return elapsed / steps
+    return per_step
 
 
 def main() -> None:

@@ -295,26 +295,15 @@ def test_two_nodes_of_two_ranks_have_one_relay_each(tmp_path):
     rank 3's stacks (node b's second rank) through node b's relay, and every rank's end."""
     import os
 
-    from test_launch_cluster import free_port
+    from test_launch_cluster import free_port, two_node_task
 
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("a host name per node needs unshare --uts as root")
     port, job = free_port(), unique_job()
-    procs = []
-    for rank in range(4):
-        node = rank // 2
-        env = slurm_env(rank, 4, "nodea,nodeb", job) | {
-            "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": str(node),
-            "SLURM_LOCALID": str(rank % 2), "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
-            "SLURM_TASKS_PER_NODE": "2(x2)", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-        }  # fmt: skip
-        procs.append(subprocess.Popen(
-            ["unshare", "--uts", "sh", "-c", f'hostname node{"ab"[node]} && exec "$@"', "sh",
-             *CLI, "run", "--oversubscribe", "--run-dir", "run", "--hang-after", "20",
-             "--hang-action", "kill", "--no-report", str(HANG_TRAIN), "--mode", "host",
-             "--rank", "3", "--at", "3"],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))  # fmt: skip
+    argv = [*CLI, "run", "--oversubscribe", "--run-dir", "run", "--hang-after", "20",
+            "--hang-action", "kill", "--no-report", str(HANG_TRAIN), "--mode", "host",
+            "--rank", "3", "--at", "3"]  # fmt: skip
+    procs = [two_node_task(rank, job, port, argv, cwd=tmp_path) for rank in range(4)]
     run_dir = tmp_path / "run"
     try:
         wait_until(lambda: any(p.poll() is not None for p in procs)

@@ -43,6 +43,20 @@ def slurm_env(rank: int, ntasks: int, nodelist: str, job_id: str) -> dict[str, s
     }
 
 
+def two_node_task(rank: int, job_id: str, port: int, argv: list[str], **popen) -> subprocess.Popen:
+    """Task ``rank`` of an srun step of 2 nodes x 2 tasks (``nodea``, ``nodeb``), started
+    with its node's host name (``unshare --uts``, as root) and ``argv`` after it."""
+    node = rank // 2
+    env = slurm_env(rank, 4, "nodea,nodeb", job_id) | {
+        "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": str(node),
+        "SLURM_LOCALID": str(rank % 2), "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+        "SLURM_TASKS_PER_NODE": "2(x2)", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    } | popen.pop("env", {})  # fmt: skip
+    named = ["unshare", "--uts", "sh", "-c", f'hostname node{"ab"[node]} && exec "$@"', "sh"]
+    return subprocess.Popen([*named, *argv], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)  # fmt: skip
+
+
 def check_world_of_two(run_dir: Path, launcher: str) -> None:
     run = load_run(run_dir)
     assert run.meta.launcher == launcher

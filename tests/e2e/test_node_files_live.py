@@ -150,26 +150,15 @@ def test_a_bad_window_refuses_the_run_in_one_line(tmp_path, monkeypatch):
 def test_two_srun_nodes_write_their_files_and_one_manifest(tmp_path):
     """srun's variables for 2 nodes x 2 tasks, a host name per node (unshare --uts): each
     node's relaying task writes its node's files, and the manifest names both nodes."""
-    from test_launch_cluster import free_port, slurm_env, unique_job
+    from test_launch_cluster import free_port, two_node_task, unique_job
 
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("a host name per node needs unshare --uts as root")
     port, job = free_port(), unique_job()
-    procs = []
-    for rank in range(4):
-        node = rank // 2
-        env = slurm_env(rank, 4, "nodea,nodeb", job) | {
-            "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_NODEID": str(node),
-            "SLURM_LOCALID": str(rank % 2), "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
-            "SLURM_TASKS_PER_NODE": "2(x2)", "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port), WINDOW_ENV: str(WINDOW),
-        }  # fmt: skip
-        procs.append(subprocess.Popen(
-            ["unshare", "--uts", "sh", "-c", f'hostname node{"ab"[node]} && exec "$@"', "sh",
-             sys.executable, "-m", "scalescope.cli", "run", "--oversubscribe", "--run-dir",
-             "run", "--no-report", str(DDP_TRAIN), "--steps", str(STEPS)],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))  # fmt: skip
+    argv = [sys.executable, "-m", "scalescope.cli", "run", "--oversubscribe", "--run-dir", "run",
+            "--no-report", str(DDP_TRAIN), "--steps", str(STEPS)]  # fmt: skip
+    procs = [two_node_task(rank, job, port, argv, cwd=tmp_path, env={WINDOW_ENV: str(WINDOW)})
+             for rank in range(4)]  # fmt: skip
     errors = [p.communicate(timeout=240)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
     assert assert_same_as_built(tmp_path / "run", tmp_path) == [0, 50, 100]
