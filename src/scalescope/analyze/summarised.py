@@ -15,8 +15,10 @@ import numpy as np
 
 from scalescope.analyze.columns.sorting import index_in
 from scalescope.analyze.ranks.summary_waits import SummaryWaits
-from scalescope.analyze.steps.step_slots import StepSlots, SyncWaits, phase_at
-from scalescope.events import EventTable
+from scalescope.analyze.steps.step_slots import StepSlots
+from scalescope.analyze.steps.summary_sync import measured_rows, summary_sync
+
+__all__ = ["RankSums", "rank_sums", "summary_sync"]
 
 
 @dataclass(frozen=True)
@@ -31,29 +33,11 @@ class RankSums:
     late_ns: np.ndarray
 
 
-def _measured(est: SummaryWaits, slots: StepSlots) -> tuple[np.ndarray, np.ndarray]:
-    slot = slots.slot_of(est.rank, est.step)
-    rows = np.flatnonzero(slot >= 0)
-    return rows, slot[rows]
-
-
-def summary_sync(events: EventTable, slots: StepSlots, est: SummaryWaits | None):
-    """The waits of blocking collectives (all but gradient buckets) of measured summarised
-    steps, as ``step_slots.SyncWaits``; None without a summary."""
-    if est is None:
-        return None
-    rows, slot = _measured(est, slots)
-    keep = est.tag[rows] != events.symbols.id_of("gradients")
-    rows, slot = rows[keep], slot[keep]
-    rank, start = est.rank[rows], est.local_arrival_ns[rows].astype(np.int64)
-    return SyncWaits(slot, rank, start, phase_at(events, rank, start), est.wait_ns[rows])
-
-
 def rank_sums(slots: StepSlots, est: SummaryWaits | None) -> RankSums | None:
     """Each rank's estimated waits and lateness over the measured summarised steps."""
     if est is None:
         return None
-    rows, _slot = _measured(est, slots)
+    rows, _slot = measured_rows(est, slots)
     at = index_in(slots.ranks, est.rank[rows])
     n = len(slots.ranks)
 

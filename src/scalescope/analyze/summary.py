@@ -23,6 +23,7 @@ from scalescope.analyze.model.causes import phases_named
 from scalescope.analyze.model.replay import ReplayRefused
 from scalescope.analyze.model.step_grid import build_grid
 from scalescope.analyze.model.whatif import WhatIf, hosts_of, what_if_of
+from scalescope.analyze.model.window_sample import with_run_sample
 from scalescope.analyze.nodes import NodeSummary, node_summaries
 from scalescope.analyze.part import part
 from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
@@ -355,6 +356,7 @@ def _what_if(
     grid, left = build_grid(run, last=last, phases=phases_named(None), clocks=clocks)
     if grid is None:
         return "; ".join(left)
+    grid = with_run_sample(grid, run, meta.warmup_steps, clocks)
     try:
         return what_if_of(grid, left, hosts_of(run), meta.warmup_steps, extra=extra)
     except ReplayRefused as exc:

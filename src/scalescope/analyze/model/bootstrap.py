@@ -122,3 +122,34 @@ def rerun_interval(
     low, high = np.percentile(a - b, (tail, 100.0 - tail))
     margin = MODEL_ERROR * abs(gain_ms)
     return float(low) - margin, float(high) + margin
+
+
+def _stratified_means(
+    values: np.ndarray, work: np.ndarray, share: float, rng: np.random.Generator, resamples: int
+) -> np.ndarray:
+    """Resampled means of ``values``, each stratum (``work``, the rest) resampled on its own,
+    their means weighed ``share`` and ``1 - share``."""
+    inside = resampled_means(values[work], rng, resamples)
+    outside = resampled_means(values[~work], rng, resamples)
+    return share * inside + (1.0 - share) * outside
+
+
+def stratified_intervals(
+    measured_ms: np.ndarray, fixed_ms: np.ndarray, work: np.ndarray, share: float,
+    gain_ms: float, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL,
+) -> tuple[float, float, float, float]:  # fmt: skip
+    """``gain_interval`` (paired) and ``rerun_interval`` of windows that sample a run in two
+    strata (model/window_sample.py): the steps resampled within their stratum, each
+    stratum's mean weighed by its ``share`` of the run. Both strata must hold a step."""
+    measured_ms, fixed_ms = np.asarray(measured_ms, float), np.asarray(fixed_ms, float)
+    tail = 100.0 * (1.0 - level) / 2.0
+    rng = np.random.default_rng(seed)
+    paired = _stratified_means(measured_ms - fixed_ms, work, share, rng, resamples)
+    low, high = np.percentile(paired, (tail, 100.0 - tail))
+    rng = np.random.default_rng(seed)
+    apart = _stratified_means(measured_ms, work, share, rng, resamples) - _stratified_means(
+        fixed_ms, work, share, rng, resamples
+    )
+    rerun_low, rerun_high = np.percentile(apart, (tail, 100.0 - tail))
+    margin = MODEL_ERROR * abs(gain_ms)
+    return float(low), float(high), float(rerun_low) - margin, float(rerun_high) + margin

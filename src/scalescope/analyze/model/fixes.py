@@ -33,13 +33,21 @@ def onset(grid: StepGrid, idx: np.ndarray) -> int | None:
     own = grid.own_ns()
     others = np.ones(len(grid.ranks), dtype=bool)
     others[idx] = False
-    if not others.any() or len(own) < 2 * ONSET_MIN_STEPS:
+    if not others.any():
         return None
     peers = np.median(own[:, others], axis=1)
     excess = own[:, idx].mean(axis=1) - peers
-    splits = range(ONSET_MIN_STEPS, len(own) - ONSET_MIN_STEPS + 1)
+    return level_shift(excess, peers, 0.05 * float(np.median(grid.step_ns)))
+
+
+def level_shift(excess: np.ndarray, peers: np.ndarray, floor: float) -> int | None:
+    """``onset`` of a series: the step (index) where ``excess`` (the ranks' own time above
+    their peers', step by step) shifts to a level that holds, above ``floor``, when the
+    peers' own time (``peers``) was no higher before it (a warm-up); None otherwise."""
+    if len(excess) < 2 * ONSET_MIN_STEPS:
+        return None
+    splits = range(ONSET_MIN_STEPS, len(excess) - ONSET_MIN_STEPS + 1)
     x = min(splits, key=lambda i: _spread(excess[:i]) + _spread(excess[i:]))
-    floor = 0.05 * float(np.median(grid.step_ns))
     warm_up = np.median(peers[:x]) > np.median(peers[x:]) + floor
     return x if _holds(excess[:x], excess[x:], floor) and not warm_up else None
 

@@ -93,6 +93,8 @@ def slow_ranks(
     rows = slice(None) if rows is None else rows
     total = rank_totals(grid)[rows]
     step = float(np.median(grid.step_ns[rows]))
+    if grid.sample is not None:  # --record summary: the summarised steps too (window_sample.py)
+        total = np.concatenate([total, grid.sample.own_ns])
     slow = slower_than_peers(total, step).slower
     host = [hosts.get(int(r), "") for r in grid.ranks]
     names = sorted(set(host))

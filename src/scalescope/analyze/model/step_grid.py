@@ -35,6 +35,7 @@ from scalescope.analyze.columns.sorting import sort_order
 from scalescope.analyze.layouts.p2p import waited_ends
 from scalescope.analyze.model.batches import batch_waits, held_release
 from scalescope.analyze.model.phase_parts import phase_parts
+from scalescope.analyze.model.run_sample import RunSample
 from scalescope.analyze.model.step_match import by_step_rank_issue, regular_steps
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks, aligned_start_ns
 from scalescope.analyze.ranks.groups import dim_lookup, dims_of, process_groups
@@ -90,6 +91,8 @@ class StepGrid:
     summarised: int = 0
     """Steps left out because they hold summaries only (``--record summary``): ``steps``
     are then the windows recorded in full."""
+    sample: RunSample | None = None
+    """What the summaries say of the measured steps left out (model/window_sample.py)."""
 
     @property
     def shape(self) -> tuple[int, int, int]:

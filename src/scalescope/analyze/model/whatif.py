@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalescope.analyze.model.bootstrap import gain_interval, period_of, rerun_interval
+from scalescope.analyze.model.bootstrap import (
+    gain_interval,
+    period_of,
+    rerun_interval,
+    stratified_intervals,
+)
 from scalescope.analyze.model.causes import apply_fix, candidate_causes, phases_named
 from scalescope.analyze.model.link_fix import ideal_with_links
 from scalescope.analyze.model.pacing import at_own_median, slow_ranks
@@ -24,8 +29,10 @@ from scalescope.analyze.model.replay import (
     predict_steps,
     replay,
 )
+from scalescope.analyze.model.run_gain import RunGain, rank_gain, work_gain
 from scalescope.analyze.model.step_grid import StepGrid, build_grid
-from scalescope.analyze.ranks.clocks import ClockAlignment
+from scalescope.analyze.model.window_sample import Strata, window_strata, with_run_sample
+from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks
 from scalescope.events import Run
 
 
@@ -119,9 +126,11 @@ def what_if(
     warm-up is seen beginning. None when the run gives no model (``build_grid``). ``last``:
     replay only the last that many steps (the report's bound on a long run's cost);
     ``clocks``: the run's alignment when the caller has it."""
+    clocks = clocks if clocks is not None else align_clocks(run)
     grid, left = build_grid(run, last=last, phases=phases_named(causes), clocks=clocks)
     if grid is None:
         return None
+    grid = with_run_sample(grid, run, warmup_steps, clocks)
     return what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra)
 
 
@@ -140,6 +149,7 @@ def what_if_of(
         found = candidate_causes(grid, hosts, rows=rows)
         causes = found + [c for c in dict.fromkeys(extra) if c not in found]
     fixes, refused = [], []
+    strata = window_strata(grid, rows)
     for cause in causes:
         try:
             fixed, note, before = apply_fix(grid, cause, hosts, rows)
@@ -148,14 +158,12 @@ def what_if_of(
             refused.append((cause, str(exc)))
             continue
         since, measured, measured_steps = _since(grid, rows, before, (base, base_steps))
-        gain = measured.mean_ms - after.mean_ms
         rate = samples / after.mean_ms * 1e3 if samples > 0 and after.mean_ms > 0 else None
-        pct = 100.0 * gain / measured.mean_ms if measured.mean_ms > 0 else 0.0
-        paired = before is None
-        period = period_of(np.asarray(measured_steps) - np.asarray(after_steps)) if paired else 1
-        low, high = gain_interval(measured_steps, after_steps, paired, period)
-        rerun = rerun_interval(measured_steps, after_steps, gain, period)
-        fixes.append(Fix(cause, after, gain, pct, rate, note, since, low, high, *rerun))
+        gain, pct, note, since, bounds = _gain(
+            grid, rows, cause, (measured, measured_steps), (after, after_steps), before is None,
+            strata, note, since,
+        )  # fmt: skip
+        fixes.append(Fix(cause, after, gain, pct, rate, note, since, *bounds))
     if chosen:
         fixes.sort(key=lambda f: -f.gain_ms)
     ideal_step = predict(ideal_with_links(grid, hosts, rows), "ideal", rows)
@@ -170,6 +178,61 @@ def what_if_of(
         jitter_ms=base.mean_ms - steady.mean_ms, beyond_spread=beyond,
         windows=tuple(int(s) for s in grid.steps[rows]) if grid.summarised else (),
     )  # fmt: skip
+
+
+def _gain(
+    grid: StepGrid, rows: np.ndarray, cause: str, measured: tuple[Prediction, np.ndarray],
+    after: tuple[Prediction, np.ndarray], paired: bool, strata: Strata | None, note: str,
+    since: int | None,
+) -> tuple[float, float, str, int | None, tuple[float, ...]]:  # fmt: skip
+    """A fix's gain (ms, % of the step as measured), note, onset and intervals (the gain's,
+    a re-run's): where the run was recorded as summaries, one rank's fix costed over the
+    run (run_gain.py) and the others' steps weighed by it (window_sample.py); else the
+    replayed steps' mean and their bootstrap."""
+    (base, measured_ms), (fixed, fixed_ms) = measured, after
+    whole = _over_the_run(grid, rows, cause, measured_ms, fixed_ms) if paired else None
+    if whole is not None:
+        pct = 100.0 * whole.gain_ms / base.mean_ms if base.mean_ms > 0 else 0.0
+        bounds = (whole.low_ms, whole.high_ms, whole.rerun_low_ms, whole.rerun_high_ms)
+        return whole.gain_ms, pct, whole.note or note, whole.since_step, bounds
+    if paired and strata is not None:
+        gain, pct, *weighed = _weighed(measured_ms, fixed_ms, strata)
+        return gain, pct, note, since, tuple(weighed)
+    gain = base.mean_ms - fixed.mean_ms
+    pct = 100.0 * gain / base.mean_ms if base.mean_ms > 0 else 0.0
+    period = period_of(np.asarray(measured_ms) - np.asarray(fixed_ms)) if paired else 1
+    low, high = gain_interval(measured_ms, fixed_ms, paired, period)
+    rerun = rerun_interval(measured_ms, fixed_ms, gain, period)
+    return gain, pct, note, since, (low, high, *rerun)
+
+
+def _over_the_run(
+    grid: StepGrid, rows: np.ndarray, cause: str, measured_ms: np.ndarray, fixed_ms: np.ndarray
+) -> RunGain | None:
+    """One rank's fix, or work beside training taken out, costed over the run where it was
+    recorded as summaries (run_gain.py); None for any other cause or a run recorded in
+    full."""
+    kind, _, value = cause.partition(":")
+    if grid.sample is not None and kind == "phase" and value in grid.sample.work_ns:
+        return work_gain(grid, rows, value, measured_ms, fixed_ms)
+    if grid.sample is None or kind != "rank" or not value.isdigit():
+        return None
+    i = int(np.searchsorted(grid.ranks, int(value)))
+    if i >= len(grid.ranks) or grid.ranks[i] != int(value):
+        return None
+    return rank_gain(grid, rows, i, measured_ms, fixed_ms)
+
+
+def _weighed(measured_ms: np.ndarray, fixed_ms: np.ndarray, strata: Strata) -> tuple[float, ...]:
+    """A fix's gain (ms and % of the step as measured) over windows that sample the run in
+    strata (window_sample.py): each step weighed by its stratum's share of the run; then its
+    bootstrap and re-run intervals, resampled within the strata."""
+    weights = strata.weights()
+    measured = float(weights @ np.asarray(measured_ms, float))
+    gain = measured - float(weights @ np.asarray(fixed_ms, float))
+    pct = 100.0 * gain / measured if measured > 0 else 0.0
+    bounds = stratified_intervals(measured_ms, fixed_ms, strata.work, strata.share, gain)
+    return gain, pct, *bounds
 
 
 def _since(

@@ -74,14 +74,16 @@ def _packed(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     return (rank.astype(np.int64) << 32) | (step.astype(np.int64) & 0xFFFFFFFF)
 
 
-def summarised(events: EventTable) -> EventTable:
-    """The SUMMARY rows of collectives (no send, recv or wait) in steps without full rows."""
+def summarised(events: EventTable, every_step: bool = False) -> EventTable:
+    """The SUMMARY rows of collectives (no send, recv or wait) in steps without full rows
+    (``every_step``: in the windows' steps too, whose summaries are written as well)."""
     rows = events.select(events.kind == int(Kind.SUMMARY))
     if len(rows) == 0:
         return rows
     waits = [i for i, s in enumerate(rows.symbols.strings) if s.startswith(WAIT_PREFIX)]
     keep = (rows.peer < 0) & ~np.isin(rows.name, waits)
-    keep &= ~np.isin(_packed(rows.rank, rows.step), full_steps(events))
+    if not every_step:
+        keep &= ~np.isin(_packed(rows.rank, rows.step), full_steps(events))
     return rows.select(keep)
 
 
@@ -95,11 +97,12 @@ def _step_starts(events: EventTable, clocks: tuple[ClockAlignment, ...]) -> tupl
 
 
 def summary_waits(
-    events: EventTable, clocks: tuple[ClockAlignment, ...], tie_ns: int
+    events: EventTable, clocks: tuple[ClockAlignment, ...], tie_ns: int, every_step: bool = False
 ) -> SummaryWaits | None:
     """The estimate of the module doc for every rank of every summarised-only cell shared by
-    two ranks or more; None when the run holds no such summary."""
-    rows = summarised(events)
+    two ranks or more (``every_step``: the windows' cells too, for a figure measured alike at
+    every step); None when the run holds no such summary."""
+    rows = summarised(events, every_step)
     if len(rows) == 0:
         return None
     cells = group_by(rows.rank, rows.step, rows.group, rows.name, rows.seq)  # late rows add up

@@ -1,0 +1,151 @@
+"""A rank's fix, or work beside training taken out, costed over the whole run where it was
+recorded as summaries (issue 50).
+
+The what-if replays the full-row windows only (probe/windows.py), but some figures are known
+at every measured step: each rank's own time (its phases less its waits in blocking
+collectives, estimated from the summaries, ``RunSample.every_own_ns``: at the windows' steps
+too, so that the windows and the others are measured alike) and the time of each kind of work
+beside training (``RunSample.work_ns``). What the replay's gain follows is one of them: a
+rank's excess over its median peer (in a synchronous job the others wait for it), the
+evaluation's or the checkpoint's time. So the windows' replayed gain is carried to the run as
+a ratio estimator: the gain per ms of that figure in the windows, times its mean over the
+run's steps. The replay still prices each ms (what the others lose of it); the summaries say
+how many there were. On gpt-rank0-eval the windows hold 2 evaluations in 8 steps, the run 4
+in 20, and the windows alone put the gain at 34 ms with a range down to 0 (the replay of the
+whole run: 18.7); carried, 20.8.
+
+Where the rank's excess began after the last window (a level shift of the run's series,
+``fixes.level_shift``), no window holds a step of it: as the replay judges a cause that began
+mid-run (``fixes.fix_ranks``), the steps before the onset are the run without it, and the
+gain is the mean step since the onset less theirs, here from every step's STEP rows
+(``RunGain.since_step``). A cost of 0 for a rank the summaries show slow since step 60,
+because the windows end at step 12, would say nothing of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalescope.analyze.model.bootstrap import (
+    LEVEL,
+    RESAMPLES,
+    SEED,
+    block_length,
+    gain_interval,
+    period_of,
+    rerun_interval,
+    resampled_means,
+)
+from scalescope.analyze.model.fixes import before_onset, level_shift
+from scalescope.analyze.model.peers import median_peer
+from scalescope.analyze.model.step_grid import StepGrid
+
+
+@dataclass(frozen=True)
+class RunGain:
+    gain_ms: float
+    low_ms: float
+    high_ms: float
+    rerun_low_ms: float
+    rerun_high_ms: float
+    since_step: int | None = None
+    """The step its excess began at, after every window; None otherwise."""
+    note: str = ""
+
+
+def excess_ms(total: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, ranks) of own time -> rank ``i``'s excess over its median peer and that
+    peer's own time, step by step (ms)."""
+    peer = total[np.arange(len(total)), median_peer(total)[:, i]]
+    return (total[:, i] - peer) / 1e6, peer / 1e6
+
+
+def rank_gain(
+    grid: StepGrid, rows: np.ndarray, i: int, measured_ms: np.ndarray, fixed_ms: np.ndarray
+) -> RunGain | None:
+    """Rank ``i`` (a column of ``grid``) at its peers' pace over the run (module doc), from
+    the windows' ``rows`` replayed as measured and fixed (ms, in the rows' order); None for
+    a run recorded in full, or where the windows hold no excess of it to carry."""
+    sample = grid.sample
+    if sample is None or len(sample.steps) == 0:
+        return None
+    excess, peer = excess_ms(sample.every_own_ns, i)
+    steps = sample.every_steps
+    windows = np.isin(steps, grid.steps[rows])
+    floor = 0.05 * float(np.median(grid.step_ns[rows])) / 1e6
+    shift = level_shift(excess, peer, floor)
+    if shift is not None and not windows[shift:].any():
+        step_ms = np.median(sample.every_step_ns, axis=1) / 1e6
+        return _since_onset(step_ms, shift, int(steps[shift]))
+    return carried(grid, rows, excess, measured_ms, fixed_ms)
+
+
+def work_gain(
+    grid: StepGrid, rows: np.ndarray, kind: str, measured_ms: np.ndarray, fixed_ms: np.ndarray
+) -> RunGain | None:
+    """Work beside training (``kind``: eval, checkpoint) taken out, over the run: the
+    windows' gain per ms of that work (on the rank that spends the most on it, step by
+    step) times the run's; None for a run recorded in full or windows without it."""
+    sample = grid.sample
+    if sample is None or kind not in sample.work_ns:
+        return None
+    return carried(grid, rows, sample.work_ns[kind] / 1e6, measured_ms, fixed_ms)
+
+
+def carried(
+    grid: StepGrid, rows: np.ndarray, run_x: np.ndarray, measured_ms: np.ndarray,
+    fixed_ms: np.ndarray,
+) -> RunGain | None:  # fmt: skip
+    """The windows' replayed gain carried to the run by ``run_x`` (ms per row of
+    ``RunSample.every_steps``, measured alike at every step); None where the windows hold
+    none of it."""
+    steps = grid.sample.every_steps if grid.sample is not None else np.zeros(0, np.int64)
+    replayed = np.isin(grid.steps[rows], steps)
+    x = run_x[np.searchsorted(steps, grid.steps[rows][replayed])]
+    if x.sum() <= 0:
+        return None
+    measured, fixed = (np.asarray(a, float)[replayed] for a in (measured_ms, fixed_ms))
+    return _ratio(measured, fixed, x, run_x)
+
+
+def _percentiles(values: np.ndarray) -> tuple[float, float]:
+    tail = 100.0 * (1.0 - LEVEL) / 2.0
+    low, high = np.nanpercentile(values, (tail, 100.0 - tail))
+    return float(low), float(high)
+
+
+def _ratio(measured: np.ndarray, fixed: np.ndarray, x: np.ndarray, run_x: np.ndarray) -> RunGain:
+    """The ratio estimator: the windows' gain per ms of excess ``x`` times the run's mean
+    excess ``run_x``; its interval the windows' steps resampled (gains and excess together)
+    and the run's excess resampled apart; a re-run's interval the windows' (``rerun_
+    interval``) moved to the run's gain."""
+    gains = measured - fixed
+    ratio = gains.sum() / x.sum()
+    gain = float(ratio * run_x.mean())
+    rng = np.random.default_rng(SEED)
+    pick = rng.integers(0, len(x), size=(RESAMPLES, len(x)))
+    drawn = x[pick].sum(axis=1)
+    ratios = np.where(drawn > 0, gains[pick].sum(axis=1) / np.where(drawn > 0, drawn, 1), np.nan)
+    blocks = block_length(len(run_x), period_of(run_x))  # a cost every k steps: k a block
+    low, high = _percentiles(ratios * resampled_means(run_x, rng, RESAMPLES, blocks))
+    window_gain = float(gains.mean())
+    rerun = rerun_interval(measured, fixed, window_gain)
+    moved = gain - window_gain
+    return RunGain(gain, low, high, rerun[0] + moved, rerun[1] + moved)
+
+
+def _since_onset(step_ms: np.ndarray, shift: int, since: int) -> RunGain:
+    """The mean step since the onset (row ``shift`` of the run's steps ``step_ms``, at step
+    ``since``) against the steps before it (``before_onset``, as the replay's onset judges
+    a fix), with the unpaired intervals of the replay's."""
+    after, before = step_ms[shift:], step_ms[before_onset(shift)]
+    gain = float(after.mean() - before.mean())
+    low, high = gain_interval(after, before, paired=False)
+    rerun = rerun_interval(after, before, gain)
+    note = (
+        f"began at step {since}, after the full-row windows: the steps since against "
+        "the steps before, from the summaries"
+    )
+    return RunGain(gain, low, high, *rerun, since, note)

@@ -1,0 +1,77 @@
+"""The what-if of a run recorded as summaries (``--record summary``) against the same run
+recorded in full, on hand-built 2-rank runs whose costs are known: each step both ranks
+compute 18 ms and meet in an all-reduce (1 ms of transfer); rank 1 computes 10 ms more at
+some steps. The windows hold steps 0-11 (warm-up 4), the run 30 steps
+(analyze/model/window_sample.py, run_gain.py)."""
+
+from __future__ import annotations
+
+import pytest
+from analyze_runs import coll_row, make_run, phase_row, step_row
+
+from scalescope.analyze.model.whatif import what_if
+from scalescope.probe.summary import fold_step
+
+MS = 1_000_000
+BASE, STEPS, WINDOW, WARMUP = 1_000 * MS, 30, 12, 4
+OWN, EXTRA, TRANSFER = 18 * MS, 10 * MS, MS
+
+
+def recorded(tmp_path, slow_at, summary: bool):
+    """The run, rank 1 slower by ``EXTRA`` at the steps ``slow_at`` says."""
+    rows: dict[int, list] = {0: [], 1: []}
+    t0 = BASE
+    for step in range(STEPS):
+        own = {0: OWN, 1: OWN + (EXTRA if slow_at(step) else 0)}
+        done = t0 + max(own.values()) + TRANSFER
+        for rank in (0, 1):
+            arrive = t0 + own[rank]
+            colls = [coll_row(step, "all_reduce", arrive, done - arrive, 4096, step, tag="sync")]
+            rows[rank] += [
+                phase_row(step, "forward", t0, own[rank] - 8 * MS),
+                phase_row(step, "backward", t0 + own[rank] - 8 * MS, 8 * MS),
+                step_row(step, t0, done + MS - t0, 8),
+            ]
+            if not summary or step < WINDOW:
+                rows[rank] += colls
+            if summary:
+                rows[rank] += [r[:11] for r in fold_step(step, t0, [(*c, -1) for c in colls])]
+        t0 = done + MS
+    return make_run(tmp_path, {r: [v] for r, v in rows.items()}, world_size=2,
+                    warmup_steps=WARMUP)  # fmt: skip
+
+
+def rank_fix(tmp_path, slow_at, summary: bool):
+    result = what_if(recorded(tmp_path, slow_at, summary), WARMUP, causes=["rank:1"])
+    return result, result.fixes[0]
+
+
+def test_a_rank_slow_every_other_step_is_costed_over_the_run(tmp_path) -> None:
+    """Late at every other step: over the windows' 8 measured steps alone the peer test
+    cannot tell it from noise; with the summarised steps' own time it can, and the replayed
+    gain per ms of its excess, carried to the run's excess, is the full run's gain."""
+    _full, a = rank_fix(tmp_path, lambda s: s % 2 == 0, summary=False)
+    result, b = rank_fix(tmp_path, lambda s: s % 2 == 0, summary=True)
+    assert result.windows == tuple(range(WARMUP, WINDOW))
+    assert "rank:1" in result.beyond_spread
+    assert a.gain_ms == pytest.approx(EXTRA / MS / 2, rel=0.05)
+    assert b.gain_ms == pytest.approx(a.gain_ms, rel=0.05)
+    assert 0 < b.gain_low_ms <= b.gain_ms <= b.gain_high_ms
+
+
+def test_a_rank_slow_after_the_windows_is_costed_from_the_summaries(tmp_path) -> None:
+    """Slow from step 20, after every window: the steps since against the steps before,
+    from every step's STEP rows, as the replay judges an onset in full rows."""
+    _full, a = rank_fix(tmp_path, lambda s: s >= 20, summary=False)
+    _result, b = rank_fix(tmp_path, lambda s: s >= 20, summary=True)
+    assert a.since_step == b.since_step == 20
+    assert b.gain_ms == pytest.approx(EXTRA / MS, rel=0.05)
+    assert b.gain_ms == pytest.approx(a.gain_ms, rel=0.05)
+    assert "after the full-row windows" in b.note
+
+
+def test_a_run_recorded_in_full_is_replayed_as_before(tmp_path) -> None:
+    """No summarised step: no sample, and the gain is the replay's alone."""
+    result, fix = rank_fix(tmp_path, lambda s: s % 2 == 0, summary=False)
+    assert result.windows == ()
+    assert fix.note == "at the pace of the other ranks"
