@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 from cases import Case, matrix
-from run import kept_pairs, pair_folder, rescore_kept
+from rescore import rescore_kept
+from run import kept_pairs, pair_folder
 
 from scalescope.events.files import events_path
 from scalescope.events.reader import read_event_stream

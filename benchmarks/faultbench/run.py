@@ -23,20 +23,18 @@ import tempfile
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 import netns
 import synthetic
 import traceml
 from alerts import alert_delay_s
-from cases import QUICK, Case, Truth, matrix
+from cases import QUICK, Case, matrix
+from predicted import median_prediction, predicted_ms
 from report import write_doc
 from score import (
     MAX_PAIRS,
     CaseScore,
     Measured,
-    Predicted,
-    ToolCell,
     Totals,
     score,
     skip,
@@ -44,9 +42,6 @@ from score import (
     totals,
 )
 
-from scalescope.analyze.model.bootstrap import MODEL_ERROR
-from scalescope.analyze.verdict import Verdict
-from scalescope.diagnose.noise import noise_ms
 from scalescope.diagnose.recording import Recording
 from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
@@ -158,60 +153,6 @@ def own_step_ms(case: Case, folder: Path) -> float:
     return 1e3 * statistics.fmean(steps[first:])
 
 
-def predicted_ms(rec: Recording, cause: str | None) -> Predicted | None:
-    """The what-if's gain of fixing the truth's cause on the planted run, with its 95 %
-    bootstrap interval; where the what-if takes no such cause (``stage:N``) or replays no
-    step (a 3d layout's run), the verdict's own cost of the cause naming it, with its range."""
-    if cause is None:
-        return None
-    found = rec.analysis.whatif
-    fix = next((f for f in found.fixes if f.cause == cause), None) if found else None
-    if fix is None:
-        try:
-            asked = rec.what_if([cause])
-        except ValueError:
-            return verdict_cost(rec.verdict, cause) or schedule_cost(rec, cause)
-        if asked is None:
-            return verdict_cost(rec.verdict, cause) or schedule_cost(rec, cause)
-        fix = asked.fixes[0] if asked.fixes else None
-    if fix is None:
-        return None
-    if fix.rerun_low_ms is not None and fix.rerun_high_ms is not None:
-        return Predicted(fix.gain_ms, fix.rerun_low_ms, fix.rerun_high_ms)
-    return Predicted(fix.gain_ms, fix.gain_low_ms, fix.gain_high_ms)
-
-
-def verdict_cost(verdict: Verdict, culprit: str) -> Predicted | None:
-    named = (c for c in verdict.causes
-             if c.culprit and f"{c.culprit.kind}:{c.culprit.name}" == culprit)  # fmt: skip
-    cause = next(named, None)
-    if cause is None or cause.cost is None:
-        return None
-    cost = cause.cost
-    if not cost.replayed:  # an estimate's range is its factor of 2 already
-        return Predicted(cost.ms_per_step, cost.low_ms, cost.high_ms)
-    margin = MODEL_ERROR * abs(cost.ms_per_step)  # the replay's own error, as a fix's re-run's
-    return Predicted(cost.ms_per_step, cost.low_ms - margin, cost.high_ms + margin)
-
-
-def schedule_cost(rec: Recording, cause: str) -> Predicted | None:
-    """A schedule's microbatches the verdict does not name (the bubble's doubled replay gains
-    nothing): that replay's gain all the same, with the steps' noise and the replay's own
-    error either side, so that a fix the run's own times say would lose is scored too."""
-    pipe = rec.analysis.pipeline
-    if not cause.startswith("schedule:") or pipe is None or pipe.doubled is None:
-        return None
-    gain = pipe.doubled.gain_ms
-    margin = (noise_ms(rec.analysis.whatif) or 0.0) + MODEL_ERROR * abs(gain)
-    return Predicted(gain, gain - margin, gain + margin)
-
-
-def median_prediction(predictions: list[Predicted | None]) -> Predicted | None:
-    """The pairs' median prediction (the lower of the middle two), its interval with it."""
-    known = sorted((p for p in predictions if p is not None), key=lambda p: p.ms)
-    return known[(len(known) - 1) // 2] if known else None
-
-
 def arm(case: Case, folder: Path, planted: bool, pair: int) -> Path:
     """One arm: the script run through scalescope, or a synthetic case's run generated (pair
     ``pair``'s noise seed)."""
@@ -309,71 +250,11 @@ def keep(run_dir: Path, dest: Path) -> None:
     shutil.copytree(run_dir, dest / "run")
 
 
-MEASURED_FIELDS = ("measured_ms", "spread_ms", "gain_ok", "alert_s", "alert_ok", "noisy")
-"""What a rescore keeps: the gains measured when the runs were recorded, and the live alert."""
-
-
-def rescore(recorded: Path) -> int:
-    """The recorded subset's verdicts scored again (a change meant to move them); the gains
-    measured when they were recorded are kept, and the predicted gain's interval, from the
-    recorded run, is judged against them."""
-    fixes = {c.name: c.fixed for c in matrix(49)}  # a case's cause to fix, by its name
-    for path in sorted(recorded.glob("*/truth.json")):
-        doc = json.loads(path.read_text())
-        case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
-        rec = Recording.load(path.parent / "run")
-        doc["score"] = rescored(case, rec, doc["score"], fixes.get(case.name, case.fixed))
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"{doc['case']}: {doc['score']['named']}, "
-              f"{'pass' if doc['score']['passed'] else 'fail'}", file=sys.stderr)  # fmt: skip
-    return 0
-
-
-def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None) -> dict:
-    """A recorded case's score by this code: its verdict, the recorded predicted gain with
-    the interval the what-if gives it now, the recorded measurements kept."""
-    again = predicted_ms(rec, cause)
-    low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
-    predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
-    now = asdict(score(case, rec.verdict, predicted, []))
-    kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
-    measured = was.get("measured_ms")
-    if now["gain_low_ms"] is not None and measured is not None:
-        now["interval_ok"] = now["gain_low_ms"] <= measured <= now["gain_high_ms"]
-    return now | kept
-
-
-def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None = None) -> int:
-    """The doc's matrix scored again from its kept folders with this code (a change meant to
-    move them; TraceML's cells kept; a case added since, from the pairs run into KEEP for
-    it), the doc before beside it. ``drawn``: the cases by name (default: the doc's seed's
-    matrix)."""
-    previous = json.loads(out.with_suffix(".json").read_text())
-    if previous["held_out"]:
-        sys.exit("the held-out matrix is scored once: run --held-out again instead")
-    if drawn is None:
-        drawn = {c.name: c for c in matrix(previous["seed"], previous["steps"])}
-    cells = {c["case"]: c.get("traceml") for c in previous["cases"]}
-    scores = []
-    for case in drawn.values():
-        pairs = kept_pairs(case, keep, tidy=False)
-        if pairs == 0:
-            scores.append(skip(case, f"no kept run in {keep}"))
-            continue
-        cell = ToolCell(**cells[case.name]) if cells.get(case.name) else None
-        scores.append(replace(score_folders(case, keep, pairs), traceml=cell))
-    total = totals(scores)
-    doc = {**previous, "date": date.today().isoformat(), "note": note or previous.get("note"),
-           "cases": [asdict(s) for s in scores], "totals": asdict(total)}  # fmt: skip
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-    write_doc(out, [drawn[s.case] for s in scores], scores, total, doc, previous)
-    print(f"rescored {out} from {keep}", file=sys.stderr)
-    return 0
-
-
 def main() -> int:
     args = parse()
     os.environ[LEVEL_VARIABLE] = args.level
+    from rescore import rescore, rescore_kept  # it scores with this module's folders
+
     if args.rescore is not None:
         return rescore(args.rescore)
     out = doc_path(args)

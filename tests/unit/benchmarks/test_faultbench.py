@@ -187,7 +187,7 @@ def test_a_case_whose_loop_is_not_installed_is_skipped_not_failed(tmp_path) -> N
 
 
 def test_a_cause_the_what_if_cannot_take_is_predicted_by_the_verdicts_own_cost() -> None:
-    from run import median_prediction, verdict_cost
+    from predicted import median_prediction, verdict_cost
 
     bubble = verdict("stage:0", code="PIPELINE_BUBBLE", ms=5.0)
     margin = 0.12 * 5.0  # the replay's own error (bootstrap.MODEL_ERROR) besides its range
@@ -278,7 +278,7 @@ def test_a_tuning_run_never_writes_the_held_out_doc(monkeypatch) -> None:
 
 
 def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain() -> None:
-    from run import rescored
+    from rescore import rescored
 
     folder = RUNS.parent / "faultbench" / "gpt-rank0-eval"
     doc = json.loads((folder / "truth.json").read_text())
@@ -367,7 +367,7 @@ def test_a_kept_run_is_rescored_from_its_folders_beside_the_doc_before(tmp_path)
     """``run.py --rescore-kept``: the case's pairs re-read from the kept folders (the same
     measured gain), its verdict and prediction by this code, the doc before beside it; the
     held-out matrix is never rescored."""
-    from run import rescore_kept
+    from rescore import rescore_kept
 
     small = synthetic_case(
         "syn-small", Synthetic(16, 12, seed=5, plant=Plant("slow_rank", 5, 1.3)), "clear"
