@@ -26,14 +26,9 @@ from scalescope.events.live_state import LiveState, read_live_states
 from scalescope.events.run import RankMeta, Run, RunMeta, rank_meta_path
 from scalescope.events.tail import RunTail
 from scalescope.events.watch_stops import read_stops, stop_line
+from scalescope.launch.channel.reach import connect, split_address
 from scalescope.launch.channel.seals import load_key
-from scalescope.launch.channel.store import (
-    STORE_OPTION,
-    Channel,
-    connect,
-    fresher_states,
-    split_address,
-)
+from scalescope.launch.channel.store import STORE_OPTION, Channel, fresher_states
 from scalescope.report.media.terminal import document_renderable
 from scalescope.report.renderers import document
 from scalescope.report.subjects import LiveExtras, LiveFrame

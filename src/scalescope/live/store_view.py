@@ -13,8 +13,9 @@ from scalescope.analyze.watch.hang import rank_hang, verdicts
 from scalescope.diagnose.hang_words import verdict_line
 from scalescope.events.units import fmt_seconds
 from scalescope.events.watch_stops import stop_line
+from scalescope.launch.channel.reach import connect
 from scalescope.launch.channel.seals import load_key
-from scalescope.launch.channel.store import Channel, connect
+from scalescope.launch.channel.store import Channel
 from scalescope.report.media.terminal import document_renderable
 from scalescope.report.renderers import document
 from scalescope.report.subjects import StoreFrame, StoreRank

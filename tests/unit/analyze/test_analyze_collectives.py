@@ -164,7 +164,7 @@ def test_ranks_that_made_different_counts_show_the_range_not_a_mean(tmp_path):
     from rich.console import Console
 
     from scalescope.report.media.terminal import rich_table
-    from scalescope.report.views.run import op_table
+    from scalescope.report.views.collectives import op_table
 
     def rows(n: int) -> list:
         return [[coll_row(s, "all_reduce", s * 1_000_000, 1000, 16, s, tag="user")]

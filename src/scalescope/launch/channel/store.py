@@ -40,14 +40,12 @@ The owner closes the store politely: launch/channel/closing.py.
 
 from __future__ import annotations
 
-import socket
 import sys
-import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from scalescope.events.live_state import LiveState, parse_live_state
+from scalescope.launch.channel.reach import connect
 from scalescope.launch.channel.seals import (
     JOB_CONTEXT,
     NOT_SEALED,
@@ -60,49 +58,14 @@ from scalescope.launch.channel.seals import (
 PREFIX = "scalescope/"
 JOB_KEY = f"{PREFIX}job"
 RELAY_POLL_S = 0.25
-CONNECT_S = 600.0
-"""How long a relay waits for the store: rank 0's process may create it at its
-``init_process_group``, after its imports."""
-OP_TIMEOUT = timedelta(seconds=10)
 FLUSH, STACKS, KILL, CLOSE = "flush", "stacks", "kill", "close"
 REQUESTS = (FLUSH, STACKS, KILL, CLOSE)
 WATCHES = ("hang", "slowdown")
 MAX_LOGGED = 20
 """Ignored requests or states said at most this often (someone may write many)."""
-DEFAULT_RDZV_PORT = 29400
-"""torchrun's port of a ``--rdzv-endpoint`` given without one."""
 STORE_OPTION = "live_store"
 """run.json's ``options`` key naming the store (HOST:PORT) where the live states are, so
 ``top RUN_DIR`` on another node reads them there."""
-
-
-def connect(addr: str, port: int, timeout_s: float = CONNECT_S) -> Any:
-    """A client of the job's TCPStore, waiting up to ``timeout_s`` for the server, in tries
-    of OP_TIMEOUT: a client keeps its constructor's timeout to reconnect later, and a store
-    that became unreachable must fail an operation in seconds, not minutes."""
-    from torch.distributed import TCPStore
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if not wait_for_port(addr, port, deadline):
-            raise RuntimeError(f"nothing listens at {addr}:{port}")
-        try:
-            return TCPStore(addr, port, is_master=False, timeout=OP_TIMEOUT, wait_for_workers=False)
-        except RuntimeError:  # DistNetworkError, DistStoreError: not there (yet)
-            if time.monotonic() >= deadline:
-                raise
-
-
-def wait_for_port(addr: str, port: int, deadline: float) -> bool:
-    """Until something listens at ``addr:port`` (or the deadline): a plain socket, so no
-    failed try of TCPStore's prints its warnings while rank 0 is still importing torch."""
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((addr, port), timeout=1.0):
-                return True
-        except OSError:
-            time.sleep(0.5)
-    return False
 
 
 def freshness(state: LiveState) -> float:
@@ -118,14 +81,6 @@ def fresher_states(one: dict[int, LiveState], other: dict[int, LiveState]) -> di
         if rank not in merged or freshness(state) > freshness(merged[rank]):
             merged[rank] = state
     return merged
-
-
-def split_address(text: str, default_port: int = DEFAULT_RDZV_PORT) -> tuple[str, int]:
-    """``HOST:PORT`` (or ``HOST``, with ``default_port``)."""
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        return text, default_port
-    return host, int(port)
 
 
 def say(text: str) -> None:

@@ -23,9 +23,10 @@ from scalescope.events.run import (
     write_json_atomic,
 )
 from scalescope.launch.channel.closing import close_store
+from scalescope.launch.channel.reach import split_address
 from scalescope.launch.channel.relay import Relay, node_ranks
 from scalescope.launch.channel.seals import load_key, new_job_id
-from scalescope.launch.channel.store import STORE_OPTION, Channel, split_address
+from scalescope.launch.channel.store import STORE_OPTION, Channel
 from scalescope.launch.machine.facts import hardware_facts, software_facts, thread_facts
 from scalescope.launch.placement.plan import MappingOptions, RankPlan, make_plan
 from scalescope.launch.process.local import (

@@ -25,6 +25,7 @@ from scalescope.report.media.html import block_html
 from scalescope.report.media.page import chart_html, page
 from scalescope.report.media.timeline import DEFAULT_NUM_STEPS, chrome_trace, default_steps
 from scalescope.report.subjects import ComparedRuns, RunReport
+from scalescope.report.views.collectives import size_table
 from scalescope.report.views.dashboard_ranks import (
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
@@ -40,7 +41,6 @@ from scalescope.report.views.run import (
     header_rows,
     problem_lines,
     report_heading,
-    size_table,
     throughput_rows,
 )
 from scalescope.report.views.run import hang_section as run_hang_section
