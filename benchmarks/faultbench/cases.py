@@ -11,6 +11,7 @@ synthetic cases of 1,024 generated ranks (cases_synthetic.py, run by synthetic.p
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,17 @@ CLASSES = {
     "OVERSUBSCRIBED": "placement",
 }
 """The cause class of a finding's code; a code not listed is its own class."""
+
+
+LEVEL_VARIABLE = "FAULTBENCH_LEVEL"
+"""The arms' ``scalescope run --record`` level (``run.py --level``), read by every runner of
+an arm (run.py, netns.py)."""
+
+
+def record_level() -> str:
+    from scalescope.probe.windows import DEFAULT_LEVEL
+
+    return os.environ.get(LEVEL_VARIABLE, DEFAULT_LEVEL)
 
 
 @dataclass(frozen=True)

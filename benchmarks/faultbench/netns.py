@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cases import Case
+from cases import Case, record_level
 from cases_netns import host_names
 
 HELPERS = Path(__file__).resolve().parents[2] / "tests" / "helpers"
@@ -25,8 +25,6 @@ from netns_hosts import (  # noqa: E402
     throttle_pair,
 )
 from ports import free_port  # noqa: E402
-
-from scalescope.probe.windows import DEFAULT_LEVEL  # noqa: E402
 
 PLANTED = Path(__file__).resolve().parent / "planted.py"
 TIMEOUT_S = 600
@@ -68,5 +66,5 @@ def node_cmd(case: Case, node: int, endpoint: str, address: str) -> list[str]:
     return [sys.executable, "-m", "scalescope.cli", "run", "--nnodes", str(case.netns.hosts),
             "--node-rank", str(node), "-n", "1", "--rdzv-endpoint", endpoint,
             "--local-addr", address, "--run-dir", "run", "--warmup-steps",
-            str(case.warmup_steps), "--record", os.environ.get("FAULTBENCH_LEVEL", DEFAULT_LEVEL),
+            str(case.warmup_steps), "--record", record_level(),
             "--no-report", str(PLANTED), "arm.json"]  # fmt: skip

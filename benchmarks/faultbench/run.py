@@ -28,7 +28,7 @@ import netns
 import synthetic
 import traceml
 from alerts import alert_delay_s
-from cases import QUICK, Case, matrix
+from cases import LEVEL_VARIABLE, QUICK, Case, matrix, record_level
 from predicted import median_prediction, predicted_ms
 from report import write_doc
 from score import (
@@ -47,8 +47,6 @@ from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-LEVEL_VARIABLE = "FAULTBENCH_LEVEL"
-"""The arms' ``--record`` level (``--level``), for every runner of an arm (netns.py too)."""
 HELD_OUT_SEEDS = (4901, 4902, 4903)
 """The held-out matrix's seeds (``--held-out``): never used to tune a threshold or a case;
 scored once, with the thresholds frozen, into its own files, which no tuning run writes."""
@@ -116,7 +114,7 @@ def run_arm(case: Case, folder: Path, planted: bool, extra: tuple[str, ...] = ()
     (folder / "arm.json").write_text(json.dumps(arm))
     cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(case.ranks), *case.launch,
            "--run-dir", "run", "--warmup-steps", str(case.warmup_steps), "--no-report",
-           "--record", os.environ.get(LEVEL_VARIABLE, DEFAULT_LEVEL),
+           "--record", record_level(),
            str(HERE / "planted.py"), "arm.json"]  # fmt: skip
     subprocess.run(cmd, cwd=folder, check=True, stdout=subprocess.DEVNULL, env=arm_env(case))
     return folder
