@@ -72,16 +72,23 @@ def main() -> None:
         for i in range(args.repeats):
             off.append(one_pass(Path(tmp), args.steps, False, f"off{i}"))
             on.append(one_pass(Path(tmp), args.steps, True, f"on{i}"))
-    a, b = statistics.median(off), statistics.median(on)
     print(f"recorder hot path per step, median of {args.repeats} x {args.steps} steps:")
-    print(f"  live state off: {a * 1e6:.1f} µs   on: {b * 1e6:.1f} µs   "
+    report_added("live state", "11 updates", off, on, args.steps)
+
+
+def report_added(what: str, per_step: str, off: list[float], on: list[float],
+                 steps: int) -> None:  # fmt: skip
+    """The medians of the driven step's seconds with ``what`` off and on, printed and recorded
+    as the time it adds per step (``per_step``: what it does in a step)."""
+    a, b = statistics.median(off), statistics.median(on)
+    print(f"  {what} off: {a * 1e6:.1f} µs   on: {b * 1e6:.1f} µs   "
           f"added: {(b - a) * 1e6:.1f} µs/step (ratio on/off {b / a:.2f})")  # fmt: skip
     for step_ms in (10, 100):
         print(f"  on a {step_ms} ms step: {(b - a) * 1e3 / step_ms * 100:.3f} % of the step")
     record(
-        "live state's added time per step of the recorder's hot path (11 updates)",
+        f"{what}'s added time per step of the recorder's hot path ({per_step})",
         (b - a) * 1e6, "µs", "", None,
-        f"off {a * 1e6:.1f} µs, on {b * 1e6:.1f} µs, median of {args.repeats} x {args.steps} "
+        f"off {a * 1e6:.1f} µs, on {b * 1e6:.1f} µs, median of {len(off)} x {steps} "
         f"steps; {100 * (b - a) / 0.1:.3f} % of a 100 ms step",
     )  # fmt: skip
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from live_state_cost import driven_s
+from live_state_cost import driven_s, report_added
 from results import record
 from scalescope.events.schema import Kind
 from scalescope.probe.flight_ring import RingWriter
@@ -92,26 +92,16 @@ def main() -> None:
             off.append(step_s(Path(tmp), args.steps, False, f"off{i}"))
             on.append(step_s(Path(tmp), args.steps, True, f"on{i}"))
     r, o = statistics.median(ring), statistics.median(own)
-    a, b = statistics.median(off), statistics.median(on)
     print(f"per row, median of {args.repeats} x {args.rows} rows:")
     print(f"  ring append: {r:.0f} ns   recorder's own append + completion: {o:.0f} ns   "
           f"(ratio ring/recorder {r / o:.2f}; target ring <= {TARGET_NS:.0f} ns)")  # fmt: skip
     print(f"recorder hot path per step (8 rows), median of {args.repeats} x {args.steps} steps:")
-    print(f"  ring off: {a * 1e6:.1f} µs   on: {b * 1e6:.1f} µs   "
-          f"added: {(b - a) * 1e6:.1f} µs/step (ratio on/off {b / a:.2f})")  # fmt: skip
-    for step_ms in (10, 100):
-        print(f"  on a {step_ms} ms step: {(b - a) * 1e3 / step_ms * 100:.3f} % of the step")
     record(
         "flight ring's cost per row appended", r, "ns", f"<= {TARGET_NS:.0f} ns", r <= TARGET_NS,
         f"recorder's own append + completion {o:.0f} ns (ratio {r / o:.2f}), median of "
         f"{args.repeats} x {args.rows} rows",
     )  # fmt: skip
-    record(
-        "flight ring's added time per step of the recorder's hot path (8 rows)",
-        (b - a) * 1e6, "µs", "", None,
-        f"off {a * 1e6:.1f} µs, on {b * 1e6:.1f} µs, median of {args.repeats} x {args.steps} "
-        f"steps; {100 * (b - a) / 0.1:.3f} % of a 100 ms step",
-    )  # fmt: skip
+    report_added("flight ring", "8 rows", off, on, args.steps)
 
 
 if __name__ == "__main__":
