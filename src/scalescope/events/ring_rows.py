@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from scalescope.events.files import live_dir, window_events_path
 from scalescope.events.flight_ring import RingError, RingRead, read_rank_ring, read_ring
 from scalescope.events.schema import ARROW_SCHEMA, ROW_FIELDS, Kind
-from scalescope.events.writer import EventWriter
+from scalescope.events.writer import EventWriter, rows_batch
 
 KEY = ("step", "kind", "name", "start_ns", "group", "seq", "tag", "peer")
 """What tells a row apart from every other of its rank (its duration aside: a device's time
@@ -34,10 +34,7 @@ class Recovered:
 
 def rows_table(rank: int, rows: list[tuple]) -> pa.Table:
     """Rows as the probe appends them (ROW_FIELDS) as an Arrow table of the events schema."""
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in ROW_FIELDS]
-    arrays = [pa.array([rank] * len(rows), pa.int32())]
-    arrays += [pa.array(col, ARROW_SCHEMA.field(i + 1).type) for i, col in enumerate(columns)]
-    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+    return pa.Table.from_batches([rows_batch(rank, rows)])
 
 
 def missing_rows(ring: RingRead, written: pa.Table) -> list[tuple]:

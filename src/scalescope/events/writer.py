@@ -39,14 +39,7 @@ class EventWriter:
     def write(self, rows: list[Row]) -> None:
         if not rows or self._writer is None:
             return
-        columns = list(zip(*rows, strict=True))
-        if len(columns) == len(ROW_FIELDS) - 1:
-            columns.append([NO_PEER] * len(rows))
-        arrays = [pa.array([self.rank] * len(rows), pa.int32())]
-        for i, _name in enumerate(ROW_FIELDS):
-            arrays.append(pa.array(columns[i], ARROW_SCHEMA.field(i + 1).type))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-        self._writer.write_batch(batch)
+        self._writer.write_batch(rows_batch(self.rank, rows))
         self._sink.flush()
         self.rows_written += len(rows)
 
@@ -62,3 +55,14 @@ class EventWriter:
             os.fsync(self._sink.fileno())
         finally:
             self._sink.close()
+
+
+def rows_batch(rank: int, rows: list[Row]) -> pa.RecordBatch:
+    """Rows as the probe appends them (``ROW_FIELDS``) as one batch of the events schema; rows
+    without ``peer`` get -1 there (all rows alike)."""
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in ROW_FIELDS]
+    if len(columns) == len(ROW_FIELDS) - 1:
+        columns.append([NO_PEER] * len(rows))
+    arrays = [pa.array([rank] * len(rows), pa.int32())]
+    arrays += [pa.array(col, ARROW_SCHEMA.field(i + 1).type) for i, col in enumerate(columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
