@@ -176,6 +176,15 @@ class LiveState:
         return bool(self.op) and self.entered_s is not None and self.left_s is None
 
     @property
+    def completed(self) -> tuple[int, float] | None:
+        """Its last collective's bytes and seconds from issue to completion, once it completed
+        having moved bytes (what the metrics' per-op gauges show); None otherwise."""
+        if self.left_s is None or self.entered_s is None or self.nbytes <= 0 or not self.op:
+            return None
+        seconds = self.left_s - self.entered_s
+        return (self.nbytes, seconds) if seconds > 0 else None
+
+    @property
     def last_progress_s(self) -> float | None:
         """The latest end of a step or of a collective (None before either)."""
         times = [t for t in (self.last_step_end_s, self.last_done_s) if t is not None]

@@ -164,6 +164,21 @@ class StoreRank:
     ended: str
 
 
+@dataclass(frozen=True)
+class StoreSummary:
+    """The head of a ``top --connect`` frame read from the nodes' records (where the rows
+    are only the ranks worth showing): how many ranks report, on how many nodes, their
+    steps, the slowest node's rate, how many are starting and have ended."""
+
+    reporting: int
+    nodes: int
+    steps_min: int
+    steps_max: int
+    steps_per_s: float | None
+    starting: int
+    ended: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoreFrame:
     """One frame of ``top --connect`` (live/store_view.py): the ranks reporting, the hang
@@ -178,6 +193,10 @@ class StoreFrame:
     unknown: Sequence[tuple[int, str]] = ()
     stopped: Sequence[str] = ()
     """A sentence per watch of the store's owner that stopped on an error."""
+    summary: StoreSummary | None = None
+    """From the nodes' records; None where every rank's state was read (the head is theirs)."""
+    unknown_nodes: Sequence[int] = ()
+    """The relays whose node record did not open with this job's seal."""
 
 
 @dataclass(frozen=True, kw_only=True)

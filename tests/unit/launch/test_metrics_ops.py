@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -203,3 +204,81 @@ def test_an_ops_series_waits_for_its_group_published_later(tmp_path, monkeypatch
     got = scrape(e, tmp_path)
     assert value(got, BYTES_PER_S, **rank_labels(1), op="all_reduce", group="9") == near(5e8)
     assert not [k for k in got if k[0] == BUS and ("group", "9") in k[1]]
+
+
+def node_records(run_dir: Path, hosts: tuple[str, ...] = ("node0", "node1")) -> list:
+    """The records the nodes' relays would publish of these state files (2 ranks a node)."""
+    from scalescope.launch.channel.node_record import node_record
+
+    states = read_live_states(run_dir, 4)
+    ops = {r: {(s.op, s.group): s.completed} for r, s in states.items() if s.completed}
+    made = []
+    for node, host in enumerate(("node0", "node1")):
+        if host in hosts:
+            mine = {r: s for r, s in states.items() if r // 2 == node}
+            made.append(node_record(host, 1.0, mine, ops))
+    return made
+
+
+def scrape_nodes(e: MetricsEndpoint, run_dir: Path, nodes) -> dict[tuple[str, tuple], float]:
+    e.latest.observe(read_live_states(run_dir, 4), nodes)
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(e.collector.text().decode())
+        for s in family.samples
+    }
+
+
+def same_series(got: dict, want: dict) -> None:
+    """The same series with the same values (sums in another order: to float rounding)."""
+    unknown = ("scalescope_node_records_unknown", (("job", "job-7"),))
+    assert sorted(set(got) - {unknown}) == sorted(want)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-9), key
+
+
+@pytest.mark.parametrize("hosts", [("node0", "node1"), ("node0",)])
+def test_per_node_from_the_nodes_records_the_same_series_as_from_their_ranks(run, hosts):
+    """Every node from its record, or node1 (no record: an older relay) from its ranks."""
+    from scalescope.launch.channel.node_record import NodesRead
+
+    run_dir, writers = run
+    collective(writers[1], "all_gather", "0", 3 * 10**6, 300 * MS, 4)
+    collective(writers[3], "barrier", "0", 8, 300 * MS, 1)
+    want = scrape(endpoint(run_dir, per="node"), run_dir)
+    records = NodesRead(tuple(node_records(run_dir, hosts)))
+    got = scrape_nodes(endpoint(run_dir, per="node"), run_dir, records)
+    same_series(got, want)
+    assert got[("scalescope_node_records_unknown", (("job", "job-7"),))] == 0
+    assert value(got, "scalescope_step", job="job-7", Hostname="node1") == 1
+    ahead = msgspec.structs.replace(records.records[0], steps_min=99)
+    got = scrape_nodes(endpoint(run_dir, per="node"), run_dir, NodesRead((ahead,)))
+    assert value(got, "scalescope_step", job="job-7", Hostname="node0") == 99, "the record's"
+
+
+def test_a_node_record_that_does_not_open_is_counted_and_its_ranks_read(run) -> None:
+    """Through the job's store: node1's record sealed with another key is unknown, counted in
+    ``scalescope_node_records_unknown``, and node1's series come from its ranks' states."""
+    from datetime import timedelta
+
+    from intruder import Intruder
+    from torch.distributed import TCPStore
+
+    from scalescope.launch.channel.store import Channel
+    from scalescope.launch.watch.sources import StoreSource
+
+    run_dir, _ = run
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                      timeout=timedelta(seconds=10))  # fmt: skip
+    owner = Channel(server, key=b"k" * 32, job=b"j" * 32)
+    owner.put_job()
+    [owner.register(b"s%d" % i) for i in range(2)]
+    node0, node1 = node_records(run_dir)
+    owner.publish_node(0, node0)
+    Intruder(server).publish_node(1, node1)
+    read = StoreSource(Channel(server, key=b"k" * 32, warn=None), 4).nodes()
+    assert (read.records, read.unknown) == ((node0,), (1,))
+    want = scrape(endpoint(run_dir, per="node"), run_dir)
+    got = scrape_nodes(endpoint(run_dir, per="node"), run_dir, read)
+    assert got.pop(("scalescope_node_records_unknown", (("job", "job-7"),))) == 1
+    same_series(got, want)

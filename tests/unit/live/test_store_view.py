@@ -3,9 +3,14 @@ stages of starting ranks, and the verdict once nothing progressed for 10 s."""
 
 from __future__ import annotations
 
+import time
+
+import msgspec
 from rich.console import Console
+from torch.distributed import TCPStore
 
 from scalescope.events.live_state import LiveState
+from scalescope.launch.channel.store import Channel
 from scalescope.live.store_view import parse_address, stall_words
 from scalescope.report.media.terminal import document_renderable
 from scalescope.report.renderers import document
@@ -116,3 +121,130 @@ def test_top_connect_needs_the_key_and_shows_no_state_it_cannot_check(tmp_path, 
     assert "1 rank(s) unknown: their state in the store did not open with this job's seal" in out
     rows = [[c.strip() for c in row.split("│")[:3]] for row in out.splitlines() if "│" in row]
     assert rows == [["1", "node7", "unknown"]], out
+
+
+class Reading(Channel):
+    """The view's channel, noting how many ranks' states each frame asked for."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.asked: list[int] = []
+
+    def states(self, ranks: list[int]):
+        self.asked.append(len(ranks))
+        return super().states(ranks)
+
+
+def published_job(tmp_path, ranks: int, per_node: int, stuck: int, since_s: float,
+                  stall: bool = False):  # fmt: skip
+    """A job's store with ``ranks`` ranks' sealed states (every rank 7 steps in, in
+    all_reduce #41 for 1 s; rank ``stuck`` in #40 for ``since_s``, its last step ended
+    ``since_s`` ago), and each node's record as its relay publishes it. With ``stall``, every
+    rank's step ended ``since_s`` ago and rank ``stuck`` left #40 then. The owner's channel,
+    and the raw state of each rank by node."""
+    from scalescope.events.live_state import parse_live_state
+    from scalescope.events.live_state_writer import LiveStateWriter
+    from scalescope.launch.channel.node_record import node_record
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    owner = Channel(server, key=KEY, job=JOB)
+    owner.put_job()
+    owner.put_world(ranks)
+    perf = time.perf_counter_ns()
+    offset = time.time_ns() - perf
+    nodes: dict[int, dict[int, bytes]] = {}
+    for rank in range(ranks):
+        w = LiveStateWriter(tmp_path / f"rank-{rank}.state", 1000 + rank, offset)
+        late = rank == stuck
+        w.step(7, perf - int((since_s if late or stall else 1.5) * 1e9))
+        w.enter("all_reduce", "0", 40 if late else 41, 9488,
+                perf - int((since_s if late else 1.0) * 1e9))  # fmt: skip
+        if late and stall:
+            w.leave("0", 40, perf - int((since_s - 0.1) * 1e9))
+        nodes.setdefault(rank // per_node, {})[rank] = (
+            tmp_path / f"rank-{rank}.state"
+        ).read_bytes()
+        w.close()
+    for node, raws in nodes.items():
+        index = owner.register(b"session-%d" % node)
+        owner.publish_many(raws)
+        states = {r: parse_live_state(r, raw) for r, raw in raws.items()}
+        owner.publish_node(index, node_record(f"node{node}", time.time(), states, {}))
+        for rank in raws:
+            owner.put_host(rank, f"node{node}")
+    return owner, nodes
+
+
+def frame_text(top) -> str:
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(top.frame())
+    return console.export_text()
+
+
+def viewer(owner) -> tuple:
+    from scalescope.live.store_view import StoreTop
+
+    port = owner.store.port
+    reading = Reading(TCPStore("127.0.0.1", port, is_master=False), key=KEY, warn=None)
+    return StoreTop(reading), reading
+
+
+def test_from_the_nodes_records_a_frame_reads_only_the_ranks_worth_a_row(tmp_path):
+    """512 ranks on 32 nodes, rank 37 behind in its collective: the head from the records,
+    the rows from the ranks the records name (at most 2 x 16), rank 37 first."""
+    owner, _ = published_job(tmp_path, 512, 16, stuck=37, since_s=3.0)
+    top, reading = viewer(owner)
+    out = frame_text(top)
+    assert "512 of 512 ranks reporting on 32 node(s); steps done 7 (slowest) to 7" in out
+    assert f"{MAX_ROWS} of 512 ranks shown" in out
+    rows = [[c.strip() for c in line.split("│")] for line in out.splitlines() if "│ node" in line]
+    assert rows[0][:3] == ["37", "node2", "running"] and "all_reduce #40" in rows[0][6]
+    assert len(rows) == MAX_ROWS
+    assert reading.asked[0] == 0, "no rank without a record"
+    assert MAX_ROWS <= reading.asked[1] <= 2 * MAX_ROWS, "only the ranks the records name"
+    out = frame_text(top)
+    assert "0.00 steps/s (slowest node)" in out and "record(s) unknown" not in out
+
+
+def test_a_few_nodes_records_show_the_rows_of_every_rank(tmp_path):
+    """64 ranks: every rank's state read for the rows, as without records."""
+    owner, _ = published_job(tmp_path, 64, 16, stuck=37, since_s=3.0)
+    top, reading = viewer(owner)
+    out = frame_text(top)
+    rows = [line for line in out.splitlines() if "│ node" in line]
+    assert len(rows) == MAX_ROWS and "37 " in rows[0]
+    assert reading.asked == [0, 64]
+
+
+def test_a_node_record_that_does_not_open_is_unknown_and_its_ranks_are_read(tmp_path):
+    from intruder import Intruder
+
+    from scalescope.launch.channel.node_record import node_record
+
+    owner, _ = published_job(tmp_path, 32, 16, stuck=20, since_s=3.0)
+    forged = node_record("node1", time.time() + 60, {16: state(16, steps=10**6)}, {})
+    Intruder(owner.store).publish_node(1, forged)
+    top, reading = viewer(owner)
+    out = frame_text(top)
+    assert "32 of 32 ranks reporting on 2 node(s)" in out
+    assert "steps done 7 (slowest) to 7" in out, "the forged record's steps are not believed"
+    assert "1 node record(s) unknown (relay 1): they did not open with this job's seal" in out
+    assert reading.asked[0] == 16, "node1's 16 ranks read one by one"
+
+
+def test_at_a_stall_every_rank_is_read_once_for_the_verdict(tmp_path):
+    """272 ranks on 17 nodes, none progressed for 25 s: the verdict from every rank's state,
+    read again only once a record changes."""
+    owner, _ = published_job(tmp_path, 272, 16, stuck=20, since_s=25.0, stall=True)
+    top, reading = viewer(owner)
+    out = frame_text(top)
+    assert "no progress for 25 s: rank 20 on node1 has not entered all_reduce #41" in out, out
+    assert reading.asked[-1] == 272
+    reading.asked.clear()
+    out = frame_text(top)
+    assert "rank 20 on node1 has not entered all_reduce #41" in out
+    assert 272 not in reading.asked, "the records did not change: the verdict stands"
+    again = owner.node_records()[1]
+    owner.publish_node(1, msgspec.structs.replace(again, at_s=again.at_s + 1))
+    frame_text(top)
+    assert reading.asked[-1] == 272, "a record changed: every rank read again"

@@ -19,8 +19,14 @@ from pathlib import Path
 import psutil
 
 from scalescope.events.files import live_dir, live_state_path, stack_path
-from scalescope.events.live_state import STACK_SIGNAL, parse_live_state, request_flush
+from scalescope.events.live_state import (
+    STACK_SIGNAL,
+    LiveState,
+    parse_live_state,
+    request_flush,
+)
 from scalescope.events.run import read_rank_meta
+from scalescope.launch.channel.node_record import node_record
 from scalescope.launch.channel.seals import NOT_SEALED, request_name
 from scalescope.launch.channel.store import (
     CLOSE,
@@ -72,6 +78,10 @@ class Relay(threading.Thread):
         self._asked = 0
         self._last: dict[int, bytes] = {}
         self._pids: dict[int, int] = {}
+        self._states: dict[int, LiveState] = {}
+        self._ops: dict[int, dict[tuple[str, str], tuple[int, float]]] = {}
+        """Per rank, the last completed collective of each op and group seen (its bytes and
+        seconds), for the node record's per-op sums."""
 
     def run(self) -> None:
         with contextlib.suppress(Exception):  # no store (it ended with rank 0): nothing to relay
@@ -113,7 +123,7 @@ class Relay(threading.Thread):
         if channel.learn_job() and channel.job != before:
             self.job = channel.job
             channel.put_session(self.index, self.session)
-            self._last = {}
+            self._last, self._states = {}, {}
 
     def _publish(self, channel: Channel) -> None:
         for rank, pid in self.ranks().items():
@@ -128,6 +138,21 @@ class Relay(threading.Thread):
         if changed:
             channel.publish_many(changed)
             self._last.update(changed)
+            self._publish_node(channel, changed)
+
+    def _publish_node(self, channel: Channel, changed: dict[int, bytes]) -> None:
+        """The node's record (launch/channel/node_record.py) from its ranks' states, after
+        those that changed."""
+        for rank, raw in changed.items():
+            state = parse_live_state(rank, raw)
+            if state is None:
+                continue
+            self._states[rank] = state
+            if (done := state.completed) is not None:
+                self._ops.setdefault(rank, {})[(state.op, state.group)] = done
+        record = node_record(socket.gethostname(), time.time(), self._states, self._ops)
+        if record is not None and self.index >= 0:
+            channel.publish_node(self.index, record)
 
     def _read(self, rank: int) -> bytes:
         try:

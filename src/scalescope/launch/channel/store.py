@@ -26,6 +26,11 @@ unknown to the watcher until then). So:
   count above the last it honoured, and ignores (and logs) anything else;
 - a relay writes a rank's stacks only in answer to such a request, sealed, and the reader
   deletes them once read;
+- a node's record (launch/channel/node_record.py: its ranks' states reduced by its relay, what
+  ``top --connect`` and the metrics read at every frame or scrape) is sealed with the relay's
+  index, and read like the states: one that does not open, or older than the last one read
+  of that relay, makes the node *unknown* (:attr:`Channel.unknown_nodes`), and its ranks are
+  read one by one;
 - a rank's live state is sealed with its rank. A value that does not open (garbage, a forgery,
   another job's state), or one older than the state of that rank already read (a replay),
   makes the rank's state *unknown* (:attr:`Channel.unknown`), not its last state: someone
@@ -45,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scalescope.events.live_state import LiveState, parse_live_state
+from scalescope.launch.channel.node_record import NodeRecord, decode, encode
 from scalescope.launch.channel.reach import connect
 from scalescope.launch.channel.seals import (
     JOB_CONTEXT,
@@ -115,6 +121,10 @@ class Channel:
         """The ranks whose state at the last ``states`` did not open with this job's seal, or
         was a replay: what they are doing is not known."""
         self._accepted: dict[int, LiveState] = {}
+        self.unknown_nodes: set[int] = set()
+        """The relays whose node record at the last ``node_records`` did not open with this
+        job's seal, or was a replay."""
+        self._records: dict[int, NodeRecord] = {}
 
     @property
     def store(self) -> Any:
@@ -166,7 +176,7 @@ class Channel:
         forgets the states read under the last one (their freshness says nothing now)."""
         job = self.stored_job()
         if job is not None and job != self.job:
-            self.job, self._accepted = job, {}
+            self.job, self._accepted, self._records = job, {}, {}
         return bool(self.job)
 
     def keep_job(self) -> bool:
@@ -235,6 +245,48 @@ class Channel:
             return None
         self._accepted[rank] = state
         return state
+
+    def publish_node(self, index: int, record: NodeRecord) -> None:
+        """Relay ``index``'s record of its node's ranks."""
+        self.store.set(f"{PREFIX}node/{index}", self.seal(b"node:%d:" % index, encode(record)))
+
+    def node_records(self) -> dict[int, NodeRecord]:
+        """Each relay's node record that opens with this job's seal, by relay index; the
+        others are ``unknown_nodes`` (``_record``). None of a relay that publishes none (an
+        older scalescope): its ranks are read one by one."""
+        if self.follows:
+            self.learn_job()
+        count = int(self.store.add(f"{PREFIX}relays", 0))
+        present = self._present([(i, f"{PREFIX}node/{i}") for i in range(count)])
+        self.unknown_nodes = set()
+        if not present:
+            return {}
+        values = self.store.multi_get([k for _, k in present])
+        out = {}
+        for (index, _), value in zip(present, values, strict=True):
+            record = self._record(index, bytes(value))
+            if record is not None:
+                out[index] = record
+        return out
+
+    def _record(self, index: int, value: bytes) -> NodeRecord | None:
+        """As ``_state`` for a rank: not sealed for this job, or older than the last read,
+        the node is unknown; sealed but not a record of this version, passed over."""
+        raw = self.unseal(b"node:%d:" % index, value)
+        if raw is None:
+            self.unknown_nodes.add(index)
+            self.refuse(f"relay {index}'s node record", NOT_SEALED)
+            return None
+        record = decode(raw)
+        if record is None:
+            return None
+        last = self._records.get(index)
+        if last is not None and record.at_s < last.at_s:
+            self.unknown_nodes.add(index)
+            self.refuse(f"an older node record of relay {index}", "a replay")
+            return None
+        self._records[index] = record
+        return record
 
     def register(self, session: bytes) -> int:
         """A relay's index, its session id published for the watcher to seal requests to."""

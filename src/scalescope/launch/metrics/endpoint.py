@@ -15,7 +15,8 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
 - ``scalescope_step``, a gauge of the steps each rank has done (per node, its slowest rank's);
 - ``scalescope_world_size`` (the ranks the run has) and ``scalescope_ranks_reporting`` (those
   whose live state the watch read last): fewer reporting than the world is a rank that has
-  not started, or whose state is unknown;
+  not started, or whose state is unknown; per node, ``scalescope_node_records_unknown``
+  (node records in the job's store that did not open with the job's seal);
 - ``scalescope_slowdown_alerts_total``, ``scalescope_slowdown_active{subject,phase,category}``
   (1 while a slowdown is open, launch/watch/slowdown.py) with
   ``scalescope_slowdown_change_ratio`` (the job's step since its onset against the baseline:
@@ -25,7 +26,9 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
 - labels ``job`` (the run's id), ``rank``, ``Hostname`` and ``gpu`` (DCGM exporter's names,
   so that the two join); ``--metrics-per node`` sums the ranks of each node instead (``rank``
   and ``gpu`` then absent), for very large jobs; ``auto`` (the default) does so beyond
-  PER_RANK_UP_TO ranks.
+  PER_RANK_UP_TO ranks. Per node, a node whose relay publishes its record in the job's store
+  (launch/channel/node_record.py) is read from it, not from its ranks' states
+  (launch/metrics/node_records.py).
 
 A scrape costs the watch's process the formatting of the states it already holds (no rank is
 asked anything), written by launch/metrics/text.py rather than by ``prometheus_client``,
@@ -43,8 +46,10 @@ from typing import Any
 
 from scalescope.analyze.watch.slowdown_alerts import CLOSING, Alert
 from scalescope.events.live_state import LiveState
+from scalescope.launch.channel.node_record import NodesRead
 from scalescope.launch.metrics.http import bind, push
 from scalescope.launch.metrics.labels import RankLabels
+from scalescope.launch.metrics.node_records import record_rows, uncovered_records
 from scalescope.launch.metrics.rows import (
     PREFIX,
     Rows,
@@ -67,6 +72,10 @@ CHANGE_HELP = (
     "An open slowdown's change: the job's step since its onset against the baseline "
     "(0.25: 25 % slower)"
 )
+NODES_UNKNOWN_HELP = (
+    "Node records in the job's store that did not open with the job's seal (written without "
+    "the user's key, another job's, a replay): their ranks are read one by one"
+)
 PER_RANK_UP_TO = 256
 """``--metrics-per auto``: series per rank up to this many ranks, per node beyond."""
 
@@ -79,6 +88,8 @@ class Latest:
 
     def __init__(self) -> None:
         self.states: Mapping[int, LiveState] = {}
+        self.nodes = NodesRead()
+        """The nodes' records read with the states (only through the job's store)."""
         self.ops: OpsSeen = {}
         self.alerts: tuple[Alert, ...] = ()
         self.hang = False
@@ -88,15 +99,14 @@ class Latest:
         """Raised at each change: a scrape between two reads reuses the last text."""
         self.lock = threading.Lock()
 
-    def observe(self, states: Mapping[int, LiveState]) -> None:
-        """One read of the watch: the states, and each rank's collective if it completed."""
+    def observe(self, states: Mapping[int, LiveState], nodes: NodesRead | None = None) -> None:
+        """One read of the watch: the states, the nodes' records, and each rank's collective
+        if it completed."""
         with self.lock:
-            self.states = states
+            self.states, self.nodes = states, nodes or NodesRead()
             for rank, s in states.items():
-                if s.left_s is not None and s.entered_s is not None and s.nbytes > 0 and s.op:
-                    seconds = s.left_s - s.entered_s
-                    if seconds > 0:
-                        self.ops.setdefault(rank, {})[(s.op, s.group)] = (s.nbytes, seconds)
+                if (done := s.completed) is not None:
+                    self.ops.setdefault(rank, {})[(s.op, s.group)] = done
             self.version += 1
 
     def alerted(self, alerts: tuple[Alert, ...]) -> None:
@@ -143,12 +153,26 @@ class RunCollector:
         with self.latest.lock:
             states, alerts, hang = self.latest.states, self.latest.alerts, self.latest.hang
             ops = {rank: dict(seen) for rank, seen in self.latest.ops.items()}
-            watches = dict(self.latest.watches)
-        rows = self.rows(states, ops)
+            watches, nodes = dict(self.latest.watches), self.latest.nodes
+        if (nodes.records or nodes.unknown) and self.per == "node":
+            records = nodes.records
+            rows = record_rows([*records, *uncovered_records(states, ops, self.labels, records)],
+                               self.labels)  # fmt: skip
+        else:
+            rows = self.rows(states, ops)
         return [
-            *self.world_families(len(states)), *emit(rows), *self.alert_families(alerts, hang),
-            *self.watch_families(watches),
+            *self.world_families(len(states)), *self.node_families(nodes), *emit(rows),
+            *self.alert_families(alerts, hang), *self.watch_families(watches),
         ]  # fmt: skip
+
+    def node_families(self, nodes: NodesRead) -> list[Family]:
+        """Per node, the records that did not open with the job's seal (their ranks' series
+        come from their states); none without records (a run on one node, older relays)."""
+        if not (nodes.records or nodes.unknown):
+            return []
+        unknown = Family(PREFIX + "node_records_unknown", GAUGE, NODES_UNKNOWN_HELP)
+        unknown.add(self.labels.job_text, len(nodes.unknown))
+        return [unknown]
 
     def world_families(self, reporting: int) -> list[Family]:
         job = self.labels.job_text

@@ -42,6 +42,7 @@ from scalescope.events.run import events_path, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
 from scalescope.events.watch_stops import record_stop
+from scalescope.launch.channel.node_record import NodesRead
 from scalescope.launch.metrics.endpoint import MetricsEndpoint
 from scalescope.launch.metrics.labels import visible_gpus
 from scalescope.launch.options.groups import HangOptions
@@ -139,7 +140,7 @@ class HangWatch(threading.Thread):
                 continue
             self.watch_speed(states)
             if self.metrics is not None:
-                self.metrics.latest.observe(states)
+                self.metrics.latest.observe(states, self.nodes())
             progress = progress_times(states)
             if not progress or max(progress) == self._reported_progress:
                 continue
@@ -186,7 +187,18 @@ class HangWatch(threading.Thread):
         if self.metrics is None:
             return
         with suppress(Exception):  # the store gone with rank 0: the last read stands
-            self.metrics.latest.observe(self.source.states())
+            self.metrics.latest.observe(self.source.states(), self.nodes())
+
+    def nodes(self) -> NodesRead:
+        """The nodes' records for the metrics per node where the source has them (the
+        store's); none when they cannot be read (the metrics then read the ranks' states)."""
+        read = getattr(self.source, "nodes", None)
+        if read is None or self.metrics is None or self.metrics.collector.per != "node":
+            return NodesRead()
+        try:
+            return read()
+        except Exception:  # the store went away with rank 0: the states read stand
+            return NodesRead()
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         """Flush, stacks, hang.json; the ranks stopped with ``--hang-action kill`` only when

@@ -19,6 +19,7 @@ from scalescope.events.live_state import (
     request_flush,
 )
 from scalescope.events.run import read_rank_meta
+from scalescope.launch.channel.node_record import NodesRead, current
 from scalescope.launch.channel.store import (
     FLUSH,
     KILL,
@@ -93,6 +94,12 @@ class StoreSource:
     def states(self) -> dict[int, LiveState]:
         stored = self.channel.states(list(range(self.world_size)))
         return fresher_states(stored, self.files.states() if self.files else {})
+
+    def nodes(self) -> NodesRead:
+        """The nodes' records the relays published (launch/channel/node_record.py), for
+        the metrics per node."""
+        records = current(self.channel.node_records())
+        return NodesRead(tuple(records.values()), tuple(sorted(self.channel.unknown_nodes)))
 
     def unknown(self) -> set[int]:
         """The ranks whose state in the store did not open with the job's seal at the last

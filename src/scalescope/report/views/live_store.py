@@ -4,8 +4,10 @@ The relays beside the ranks publish each rank's live state there (launch/channel
 and live/store_view.py's ``StoreTop`` polls them, so this view needs no run directory: steps
 done and their rate, the phase and the last collective of every rank, the stage of the ranks
 still starting, the node each runs on, and the hang verdict StoreTop gives once no rank has
-progressed for 10 s. At 1,024 ranks a frame is one multi_get of 288 KiB (sealed) and the 16
-ranks worth showing.
+progressed for 10 s. Where the relays publish their nodes' records
+(launch/channel/node_record.py), the head comes from the records and the rows are the ranks
+they name (each node's slowest and the one longest in a collective): at 16,384 ranks a frame
+reads 1,024 records, not 16,384 states.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from scalescope.events.live_state import LiveState
 from scalescope.events.units import fmt_bytes_brief, fmt_seconds
 from scalescope.report.document import Block, Column, Document, Line, Table
-from scalescope.report.subjects import StoreFrame, StoreRank
+from scalescope.report.subjects import StoreFrame, StoreRank, StoreSummary
 from scalescope.report.views.live import alert_style
 
 MAX_ROWS = 16
@@ -76,37 +78,56 @@ def rank_rows(ranks: list[StoreRank], now: float, unknown: list[tuple[int, str]]
     return Table("", STORE_COLUMNS, tuple(rows[:MAX_ROWS]), frame="inner")
 
 
+def ranks_summary(ranks: list[StoreRank], now: float) -> StoreSummary:
+    """The head of a frame that read every rank's state."""
+    steps = [r.state.steps_done for r in ranks]
+    rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
+    return StoreSummary(
+        reporting=len(ranks), nodes=len({r.host for r in ranks if r.host}),
+        steps_min=min(steps, default=0), steps_max=max(steps, default=0),
+        steps_per_s=min(rates) if rates else None,
+        starting=sum(_status(r, now).startswith("starting") for r in ranks),
+        ended=sum(bool(r.ended) for r in ranks),
+    )  # fmt: skip
+
+
+def head_line(summary: StoreSummary, world: int, records: bool) -> str:
+    """From the records (``records``), the rate is the slowest node's and the ranks ended
+    are counted (no row says so of every rank)."""
+    slowest = "slowest node" if records else "slowest rank"
+    rate = "" if summary.steps_per_s is None else f", {summary.steps_per_s:.2f} steps/s ({slowest})"
+    ended = f"; {summary.ended:,} ended" if summary.ended and records else ""
+    return (
+        f"{summary.reporting} of {world} ranks reporting on {summary.nodes or '?'} node(s); "
+        f"steps done {summary.steps_min:,} (slowest) to {summary.steps_max:,}{rate}{ended}"
+    )
+
+
 def store_top_document(
     ranks: list[StoreRank], world: int, now: float, stall: str | None = None,
     alert: str | None = None, unknown: list[tuple[int, str]] | None = None,
-    stopped: list[str] | None = None,
+    stopped: list[str] | None = None, summary: StoreSummary | None = None,
+    unknown_nodes: list[int] | None = None,
 ) -> Document:  # fmt: skip
     """How many ranks report and their steps, the rows worth showing, the ranks starting and
     the hang verdict (``stall``, live/store_view.py) once nothing progressed; ``unknown``:
-    the ranks (and hosts) whose state in the store did not open with this job's seal."""
+    the ranks (and hosts) whose state in the store did not open with this job's seal.
+    ``summary``: the head from the nodes' records (``ranks`` are then only those worth
+    showing), ``unknown_nodes`` the relays whose record did not open."""
     unknown = unknown or []
-    steps = [r.state.steps_done for r in ranks]
-    hosts = {r.host for r in ranks if r.host}
-    rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
-    rate = f", {min(rates):.2f} steps/s (slowest rank)" if rates else ""
-    head = (
-        f"{len(ranks)} of {world} ranks reporting on {len(hosts) or '?'} node(s); "
-        f"steps done {min(steps, default=0):,} (slowest) to {max(steps, default=0):,}{rate}"
-    )
-    blocks: list[Block] = [Line(head, style="bold")]
+    told = summary if summary is not None else ranks_summary(ranks, now)
+    blocks: list[Block] = [Line(head_line(told, world, summary is not None), style="bold")]
     if alert:
         blocks.append(Line(alert, style=alert_style(alert)))
     blocks += [Line(text, style="bold red") for text in stopped or ()]
     blocks.append(rank_rows(ranks, now, unknown))
-    if len(ranks) + len(unknown) > MAX_ROWS:
-        told = (
-            f"{MAX_ROWS} of {len(ranks) + len(unknown)} ranks shown: unknown, ended, stuck "
+    if told.reporting + len(unknown) > MAX_ROWS:
+        blocks.append(Line(
+            f"{MAX_ROWS} of {told.reporting + len(unknown)} ranks shown: unknown, ended, stuck "
             "longest, fewest steps"
-        )
-        blocks.append(Line(told))
-    starting = [r for r in ranks if _status(r, now).startswith("starting")]
-    if starting:
-        blocks.append(Line(f"{len(starting)} rank(s) still starting"))
+        ))  # fmt: skip
+    if told.starting:
+        blocks.append(Line(f"{told.starting} rank(s) still starting"))
     if stall is not None:
         blocks.append(Line(stall, style="red"))
     if unknown:
@@ -115,11 +136,18 @@ def store_top_document(
             "job's seal (written without this user's key, another job's, or another key file: "
             "SCALESCOPE_KEY_FILE)", style="red",
         ))  # fmt: skip
+    if unknown_nodes:
+        relays = ", ".join(map(str, unknown_nodes))
+        blocks.append(Line(
+            f"{len(unknown_nodes)} node record(s) unknown (relay {relays}): "
+            "they did not open with this job's seal (written without this user's key, another "
+            "job's, a replay); their ranks are read one by one", style="red",
+        ))  # fmt: skip
     return Document("scalescope top --connect", tuple(blocks))
 
 
 def frame_document(frame: StoreFrame) -> Document:
     return store_top_document(
         list(frame.ranks), frame.world, frame.now, frame.stall, frame.alert,
-        list(frame.unknown), list(frame.stopped),
+        list(frame.unknown), list(frame.stopped), frame.summary, list(frame.unknown_nodes),
     )  # fmt: skip
