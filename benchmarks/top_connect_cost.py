@@ -1,10 +1,13 @@
 """What a frame of `scalescope top --connect` costs at 1,024 ranks: CPU seconds per frame.
 
-A TCPStore in this process holds 1,024 ranks' live states (256 bytes each, sealed for the
-job, as the relays publish them), the job's id, their hosts (16 nodes) and the world size; the
+A TCPStore in this process holds 1,024 ranks' live states (sealed for the job, as the relays
+publish them), the job's id, their hosts (``--per-node`` ranks a node) and the world size; the
 view (which learns the job's id there at each frame) then draws ``--frames`` frames into a
-string, and the median CPU time (user + system of this process, the store's
-server thread included) per frame is printed against the target of 0.5 s.
+string, and the median CPU time (user + system of this process, the store's server thread
+included) per frame is printed against the target of 0.5 s. Twice, side by side: first from
+every rank's state (relays that publish no node record), then with each node's record
+(launch/channel/node_record.py) in the store beside the states, as today's relays publish
+them. Apart from it, what a relay spends making and sealing its node's record at each poll.
 
     .venv/bin/python benchmarks/top_connect_cost.py --ranks 1024 --frames 7
 """
@@ -12,6 +15,7 @@ server thread included) per frame is printed against the target of 0.5 s.
 from __future__ import annotations
 
 import argparse
+import resource
 import secrets
 import statistics
 import tempfile
@@ -30,6 +34,7 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", type=int, default=1024)
     p.add_argument("--frames", type=int, default=7)
+    p.add_argument("--per-node", type=int, default=16)
     return p.parse_args()
 
 
@@ -50,13 +55,44 @@ def published(ranks: int, folder: Path) -> list[bytes]:
     return raws
 
 
+def frames(channel, count: int) -> tuple[float, float]:
+    """The CPU seconds of a new view's first frame, and the median of the next ones."""
+    from scalescope.live.store_view import StoreTop
+
+    view = StoreTop(channel)
+    console = Console(file=open("/dev/null", "w"), width=160)  # noqa: SIM115
+    cpu = []
+    for _ in range(count):
+        start = time.process_time()
+        console.print(view.frame())
+        cpu.append(time.process_time() - start)
+    return cpu[0], statistics.median(cpu[1:]) if len(cpu) > 1 else cpu[0]
+
+
+def node_records(channel, raws: list[bytes], per_node: int) -> float:
+    """Each node's record published as its relay would; a relay's CPU µs per record (its
+    ranks' states parsed, reduced, encoded and sealed; the store's set not counted)."""
+    from scalescope.events.live_state import parse_live_state
+    from scalescope.launch.channel.node_record import encode, node_record
+
+    spent = 0.0
+    for node in range(0, len(raws), per_node):
+        index = channel.register(b"session-%d" % node)
+        start = time.process_time()
+        states = {r: parse_live_state(r, raws[r]) for r in range(node, node + per_node)}
+        made = node_record(f"node{node // per_node:04d}", time.time(), states, {})
+        channel.seal(b"node:%d:" % index, encode(made))
+        spent += time.process_time() - start
+        channel.publish_node(index, made)
+    return 1e6 * spent / max(len(raws) // per_node, 1)
+
+
 def main() -> None:
     args = parse()
     from torch.distributed import TCPStore
 
     from scalescope.launch.channel.seals import new_job_id
     from scalescope.launch.channel.store import Channel
-    from scalescope.live.store_view import StoreTop
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=30))  # fmt: skip
@@ -64,24 +100,33 @@ def main() -> None:
     channel = Channel(server, key=key, job=new_job_id())
     channel.put_job()
     with tempfile.TemporaryDirectory() as tmp:
-        for rank, raw in enumerate(published(args.ranks, Path(tmp))):
-            channel.publish(rank, raw)
-            channel.put_host(rank, f"node{rank // 64:02d}")
+        raws = published(args.ranks, Path(tmp))
+    for rank, raw in enumerate(raws):
+        channel.publish(rank, raw)
+        channel.put_host(rank, f"node{rank // args.per_node:04d}")
     channel.put_world(args.ranks)
-    client = Channel(TCPStore("127.0.0.1", server.port, is_master=False,
-                              timeout=timedelta(seconds=30)), key=key)  # fmt: skip
-    view = StoreTop(client)
-    console = Console(file=open("/dev/null", "w"), width=160)  # noqa: SIM115
-    cpu = []
-    for _ in range(args.frames):
-        start = time.process_time()
-        console.print(view.frame())
-        cpu.append(time.process_time() - start)
-    first, rest = cpu[0], statistics.median(cpu[1:]) if len(cpu) > 1 else cpu[0]
-    print(f"top --connect, {args.ranks} ranks: first frame {first:.3f} s CPU, then median "
-          f"{rest:.3f} s CPU per frame (target <= {TARGET_S} s)")  # fmt: skip
+
+    def client() -> Channel:
+        store = TCPStore("127.0.0.1", server.port, is_master=False, timeout=timedelta(seconds=30))
+        return Channel(store, key=key)
+
+    before = frames(client(), args.frames)
+    record_us = node_records(channel, raws, args.per_node)
+    first, rest = frames(client(), args.frames)
+    nodes = args.ranks // args.per_node
+    print(f"top --connect, {args.ranks} ranks ({nodes} nodes of {args.per_node}): from every "
+          f"rank's state first frame {before[0]:.3f} s CPU, then median {before[1]:.3f} s; "
+          f"from the node records first {first:.3f} s, then median {rest:.3f} s CPU per frame "
+          f"(target <= {TARGET_S} s); a relay's record {record_us:.0f} µs CPU")  # fmt: skip
+    print(
+        f"peak memory of this process (the store's server, the view or the endpoint, the "
+        f"states): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB"
+    )
     record("top --connect frame CPU", rest, "s", f"<= {TARGET_S}", rest <= TARGET_S,
-           f"{args.ranks} ranks, first frame {first:.3f} s")  # fmt: skip
+           f"{args.ranks} ranks, node records; first frame {first:.3f} s; from every rank's "
+           f"state {before[1]:.3f} s (first {before[0]:.3f} s)")  # fmt: skip
+    record("top --connect: a relay's node record CPU", record_us, "us", "", None,
+           f"{args.per_node} ranks a node")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -39,13 +39,17 @@ def rank_waits(run_dir: Path, seconds: float, ranks: int = 2) -> bool:
     return bool(zero and zero.in_collective and time.time() - zero.entered_s > seconds)
 
 
-def srun_tasks(tmp_path: Path, job: str, env: dict[str, str] | None = None) -> list:
-    """Two tasks of hang_train.py (rank 1 stops in host work at step 3) as srun starts them."""
+def srun_tasks(
+    tmp_path: Path, job: str, env: dict[str, str] | None = None, options: tuple[str, ...] = ()
+) -> list:
+    """Two tasks of hang_train.py (rank 1 stops in host work at step 3) as srun starts them,
+    with ``options`` to ``run``."""
     return [
         subprocess.Popen(
             [
                 *CLI,
                 "run",
+                *options,
                 "--run-dir",
                 "run",
                 "--hang-after",
@@ -193,14 +197,16 @@ def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
 @pytest.mark.heavy
 def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
     """`top --connect MASTER_ADDR:MASTER_PORT` with no run directory: both ranks, their
-    steps and collectives, and once nothing progressed for 10 s the verdict. Then a kill and
-    a stacks request without the key: no rank stops, no stacks, and the relays say so."""
+    steps and collectives, and once nothing progressed for 10 s the verdict, from the node's
+    record its relay published (which the metrics per node read too). Then a kill and a
+    stacks request without the key: no rank stops, no stacks, and the relays say so."""
     from test_launch_cluster import free_port
 
-    port = free_port()
+    port, metrics = free_port(), free_port()
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     job = unique_job()
-    procs = srun_tasks(tmp_path, job, env)
+    options = ("--metrics-port", str(metrics), "--metrics-per", "node")
+    procs = srun_tasks(tmp_path, job, env, options)
     try:
         wait_until(lambda: rank_waits(tmp_path / "run", 11.0), what="rank 0 waiting 11 s")
         elsewhere = tmp_path / "elsewhere"
@@ -213,6 +219,7 @@ def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
         assert "2 of 2 ranks reporting" in view.stdout
         assert "all_reduce #7" in view.stdout and "in it" in view.stdout
         assert "rank 1 has not entered all_reduce #7" in view.stdout
+        node_record_read(port, metrics)
         asked = ask_without_the_key(port)
         time.sleep(2.0)  # 8 polls of the relays
         assert not gone(rank_pids(tmp_path / "run")), "a kill without the key stops nothing"
@@ -225,6 +232,48 @@ def test_top_connects_to_the_jobs_store_from_anywhere(tmp_path):
             errors += p.communicate(timeout=30)[1]
     for what in ("kill", "stacks"):
         assert f"scalescope: ignored a {what} request in the job's store: not sealed" in errors
+
+
+def node_record_read(port: int, metrics: int) -> None:
+    """The node's record in the job's store: both ranks, 3 steps done, rank 0 in all_reduce
+    #7; `top --connect`'s frames from it; the metrics per node from it, none unknown."""
+    import socket
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    from rich.console import Console
+
+    from scalescope.launch.channel.seals import load_key
+    from scalescope.launch.channel.store import Channel
+    from scalescope.live.store_view import StoreTop
+
+    key = load_key(create=False)
+    channel = Channel(TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False),
+                      key=key, warn=None)  # fmt: skip
+    [record] = channel.node_records().values()
+    assert (record.ranks, record.host, record.steps_min, record.steps_max) == (
+        (0, 1), socket.gethostname(), 3, 3)  # fmt: skip
+    assert record.in_collective == 1 and record.oldest is not None
+    assert (record.oldest.rank, record.oldest.op, record.oldest.seq) == (0, "all_reduce", 7)
+    top = StoreTop(channel)
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    for _ in range(2):
+        console.print(top.frame())
+    out = console.export_text()
+    assert (
+        "2 of 2 ranks reporting on 1 node(s); steps done 3 (slowest) to 3, 0.00 steps/s "
+        "(slowest node)" in out
+    ), out
+    assert "rank 1 has not entered all_reduce #7" in out
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    samples = {
+        (s.name, s.labels.get("Hostname", "")): s.value
+        for family in text_string_to_metric_families(text) for s in family.samples
+    }  # fmt: skip
+    assert samples[("scalescope_step", socket.gethostname())] == 3, text
+    assert samples[("scalescope_steps_total", socket.gethostname())] == 6, "2 ranks x 3"
+    assert samples[("scalescope_node_records_unknown", "")] == 0
 
 
 def ask_without_the_key(port: int) -> int:
