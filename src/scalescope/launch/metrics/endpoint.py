@@ -152,9 +152,11 @@ class RunCollector:
     def families(self) -> list[Family]:
         with self.latest.lock:
             states, alerts, hang = self.latest.states, self.latest.alerts, self.latest.hang
-            ops = {rank: dict(seen) for rank, seen in self.latest.ops.items()}
             watches, nodes = dict(self.latest.watches), self.latest.nodes
-        if (nodes.records or nodes.unknown) and self.per == "node":
+            by_records = bool(nodes.records or nodes.unknown) and self.per == "node"
+            covered = {r for record in nodes.records for r in record.ranks} if by_records else ()
+            ops = {r: dict(seen) for r, seen in self.latest.ops.items() if r not in covered}
+        if by_records:
             records = nodes.records
             rows = record_rows([*records, *uncovered_records(states, ops, self.labels, records)],
                                self.labels)  # fmt: skip

@@ -6,6 +6,7 @@ did not open) come from their states, reduced here the same way."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -50,10 +51,16 @@ def record_rows(records: Sequence[NodeRecord], labels: RankLabels) -> Rows:
         counters[row] += (t.steps, t.step_ns / 1e9, t.samples, t.collective_ns / 1e9)  # type: ignore[union-attr]
         phases[row] += np.asarray(t.phase_ns, dtype=np.float64) / 1e9  # type: ignore[union-attr]
         step[row] = min(step[row], record.steps_min)
-    text = [joined(labels.job_text, label_text((("Hostname", h),))) for h in names]
+    text = [host_labels(labels.job_text, h) for h in names]
     rows = Rows(text, counters, phases, step)
     rows.ops = record_ops(having, index, labels)
     return rows
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def host_labels(job_text: str, host: str) -> str:
+    """A node's label text: made once per node."""
+    return joined(job_text, label_text((("Hostname", host),)))
 
 
 def record_ops(
