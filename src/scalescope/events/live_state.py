@@ -176,6 +176,11 @@ class LiveState:
         return bool(self.op) and self.entered_s is not None and self.left_s is None
 
     @property
+    def starting(self) -> bool:
+        """Not through its start yet: no step done, at a start stage other than ``running``."""
+        return bool(self.stage) and self.stage != "running" and self.steps_done == 0
+
+    @property
     def completed(self) -> tuple[int, float] | None:
         """Its last collective's bytes and seconds from issue to completion, once it completed
         having moved bytes (what the metrics' per-op gauges show); None otherwise."""

@@ -26,10 +26,12 @@ from scalescope.launch.channel.store import Channel, freshness
 from scalescope.report.media.terminal import document_renderable
 from scalescope.report.renderers import document
 from scalescope.report.subjects import StoreFrame, StoreRank, StoreSummary
-from scalescope.report.views.live_store import MAX_ROWS, ranks_summary
 
 CONNECT_WAIT_S = 5.0
 STALL_S = 10.0
+NAMED = 16
+"""Ranks named for the rows of each kind (longest in a collective, fewest steps): as many as a
+frame shows (report/views/live_store.py MAX_ROWS)."""
 ALL_ROWS_UP_TO = 256
 """Up to this many ranks the records cover, a frame reads all of their states for its rows
 (~5 ms): the rows are each rank's worth showing, not only those the records name."""
@@ -56,15 +58,15 @@ def verdict_words(ranks: list[StoreRank], now: float) -> str:
 
 
 def named_ranks(records: list[NodeRecord]) -> list[int]:
-    """The ranks the records name worth a row: the MAX_ROWS in a collective since the
-    earliest, and the MAX_ROWS with the fewest steps; every rank up to ALL_ROWS_UP_TO (the
+    """The ranks the records name worth a row: the NAMED in a collective since the
+    earliest, and the NAMED with the fewest steps; every rank up to ALL_ROWS_UP_TO (the
     rows then as when every state is read)."""
     ranks = sorted(r for record in records for r in record.ranks)
     if len(ranks) <= ALL_ROWS_UP_TO:
         return ranks
     inside = sorted((rec.oldest.entered_s, rec.oldest.rank) for rec in records if rec.oldest)
     fewest = sorted((rec.steps_min, rec.slowest) for rec in records)
-    return sorted({r for _, r in inside[:MAX_ROWS]} | {r for _, r in fewest[:MAX_ROWS]})
+    return sorted({r for _, r in inside[:NAMED]} | {r for _, r in fewest[:NAMED]})
 
 
 class StoreTop:
@@ -174,7 +176,7 @@ class StoreTop:
                     rates.append((record.steps_min - steps) / (now - then))
             self._node_before[key] = (now, record.steps_min)
         rates += [r.steps_per_s for r in rest if r.steps_per_s is not None]
-        told = ranks_summary(rest, now)
+        told = StoreSummary.of_ranks(rest)
         steps = [(r.steps_min, r.steps_max) for r in records]
         steps += [(told.steps_min, told.steps_max)] if rest else []
         return StoreSummary(

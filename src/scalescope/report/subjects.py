@@ -178,6 +178,19 @@ class StoreSummary:
     starting: int
     ended: int
 
+    @classmethod
+    def of_ranks(cls, ranks: Sequence[StoreRank]) -> StoreSummary:
+        """The head of ranks whose states were read."""
+        steps = [r.state.steps_done for r in ranks]
+        rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
+        return cls(
+            reporting=len(ranks), nodes=len({r.host for r in ranks if r.host}),
+            steps_min=min(steps, default=0), steps_max=max(steps, default=0),
+            steps_per_s=min(rates) if rates else None,
+            starting=sum(r.state.starting and not r.ended for r in ranks),
+            ended=sum(bool(r.ended) for r in ranks),
+        )  # fmt: skip
+
 
 @dataclass(frozen=True, kw_only=True)
 class StoreFrame:

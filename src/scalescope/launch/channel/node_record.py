@@ -86,11 +86,6 @@ class NodeRecord(msgspec.Struct, frozen=True):
     ops: tuple[NodeOp, ...] = ()
 
 
-def starting(state: LiveState) -> bool:
-    """Not yet through its start (report/views/live_store.py shows the stage)."""
-    return bool(state.stage) and state.stage != "running" and state.steps_done == 0
-
-
 def node_record(
     host: str, at_s: float, states: Mapping[int, LiveState], ops: Mapping[int, OpsSeen]
 ) -> NodeRecord | None:
@@ -112,7 +107,7 @@ def node_record(
         oldest=None if first is None else Oldest(
             first.rank, first.op, first.group, first.seq, first.entered_s or 0.0
         ),
-        starting=sum(starting(s) for s in ordered), totals=node_totals(ordered),
+        starting=sum(s.starting for s in ordered), totals=node_totals(ordered),
         ops=node_ops_seen({r: ops[r] for r in sorted(ops) if r in states}),
     )  # fmt: skip
 

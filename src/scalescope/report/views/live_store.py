@@ -25,7 +25,7 @@ def _status(r: StoreRank, now: float) -> str:
     s = r.state
     if r.ended:
         return r.ended
-    if s.stage and s.stage != "running" and s.steps_done == 0:
+    if s.starting:
         since = f", {fmt_seconds(now - s.stage_since_s)}" if s.stage_since_s else ""
         return f"starting ({s.stage}{since})"
     return "running"
@@ -78,19 +78,6 @@ def rank_rows(ranks: list[StoreRank], now: float, unknown: list[tuple[int, str]]
     return Table("", STORE_COLUMNS, tuple(rows[:MAX_ROWS]), frame="inner")
 
 
-def ranks_summary(ranks: list[StoreRank], now: float) -> StoreSummary:
-    """The head of a frame that read every rank's state."""
-    steps = [r.state.steps_done for r in ranks]
-    rates = [r.steps_per_s for r in ranks if r.steps_per_s is not None]
-    return StoreSummary(
-        reporting=len(ranks), nodes=len({r.host for r in ranks if r.host}),
-        steps_min=min(steps, default=0), steps_max=max(steps, default=0),
-        steps_per_s=min(rates) if rates else None,
-        starting=sum(_status(r, now).startswith("starting") for r in ranks),
-        ended=sum(bool(r.ended) for r in ranks),
-    )  # fmt: skip
-
-
 def head_line(summary: StoreSummary, world: int, records: bool) -> str:
     """From the records (``records``), the rate is the slowest node's and the ranks ended
     are counted (no row says so of every rank)."""
@@ -115,7 +102,7 @@ def store_top_document(
     ``summary``: the head from the nodes' records (``ranks`` are then only those worth
     showing), ``unknown_nodes`` the relays whose record did not open."""
     unknown = unknown or []
-    told = summary if summary is not None else ranks_summary(ranks, now)
+    told = summary if summary is not None else StoreSummary.of_ranks(ranks)
     blocks: list[Block] = [Line(head_line(told, world, summary is not None), style="bold")]
     if alert:
         blocks.append(Line(alert, style=alert_style(alert)))
