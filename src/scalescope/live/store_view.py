@@ -29,13 +29,13 @@ from scalescope.report.subjects import StoreFrame, StoreRank, StoreSummary
 
 CONNECT_WAIT_S = 5.0
 STALL_S = 10.0
+"""No rank progressed for this long: the view shows the hang verdict."""
 NAMED = 16
 """Ranks named for the rows of each kind (longest in a collective, fewest steps): as many as a
 frame shows (report/views/live_store.py MAX_ROWS)."""
 ALL_ROWS_UP_TO = 256
 """Up to this many ranks the records cover, a frame reads all of their states for its rows
 (~5 ms): the rows are each rank's worth showing, not only those the records name."""
-"""No rank progressed for this long: the view shows the hang verdict."""
 
 
 def stall_words(ranks: list[StoreRank], now: float) -> str | None:

@@ -117,18 +117,14 @@ def _latest(times) -> float | None:
 
 
 def node_totals(states: list[LiveState]) -> NodeTotals | None:
-    having = [s for s in states if s.totals is not None]
+    having = [(s.steps_done, s.totals) for s in states if s.totals is not None]
     if not having:
         return None
     return NodeTotals(
-        ranks=len(having), steps=sum(s.steps_done for s in having),
-        step_ns=sum(s.totals.step_ns for s in having),  # type: ignore[union-attr]
-        samples=sum(s.totals.samples for s in having),  # type: ignore[union-attr]
-        collective_ns=sum(s.totals.collective_ns for s in having),  # type: ignore[union-attr]
-        phase_ns=tuple(
-            sum(s.totals.phase_ns[p] for s in having)  # type: ignore[union-attr]
-            for p in TOTAL_PHASES
-        ),
+        ranks=len(having), steps=sum(steps for steps, _ in having),
+        step_ns=sum(t.step_ns for _, t in having), samples=sum(t.samples for _, t in having),
+        collective_ns=sum(t.collective_ns for _, t in having),
+        phase_ns=tuple(sum(t.phase_ns[p] for _, t in having) for p in TOTAL_PHASES),
     )  # fmt: skip
 
 

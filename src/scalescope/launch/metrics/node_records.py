@@ -39,21 +39,21 @@ def uncovered_records(
 
 def record_rows(records: Sequence[NodeRecord], labels: RankLabels) -> Rows:
     """A row per host of the records with totals (two records of one host added up)."""
-    having = [r for r in records if r.totals is not None]
-    names = sorted({r.host for r in having})
+    having = [(r, r.totals) for r in records if r.totals is not None]
+    names = sorted({r.host for r, _ in having})
     index = {h: i for i, h in enumerate(names)}
     n = len(names)
     counters = np.zeros((n, len(COUNTERS)))
     phases = np.zeros((n, len(TOTAL_PHASES)))
     step = np.full(n, np.inf)
-    for record in having:
-        t, row = record.totals, index[record.host]
-        counters[row] += (t.steps, t.step_ns / 1e9, t.samples, t.collective_ns / 1e9)  # type: ignore[union-attr]
-        phases[row] += np.asarray(t.phase_ns, dtype=np.float64) / 1e9  # type: ignore[union-attr]
+    for record, t in having:
+        row = index[record.host]
+        counters[row] += (t.steps, t.step_ns / 1e9, t.samples, t.collective_ns / 1e9)
+        phases[row] += np.asarray(t.phase_ns, dtype=np.float64) / 1e9
         step[row] = min(step[row], record.steps_min)
     text = [host_labels(labels.job_text, h) for h in names]
     rows = Rows(text, counters, phases, step)
-    rows.ops = record_ops(having, index, labels)
+    rows.ops = record_ops([r for r, _ in having], index, labels)
     return rows
 
 
