@@ -147,10 +147,12 @@ def main() -> int:
         write_ranks(run_dir, args.ranks, args.per_node)
         states = read_live_states(run_dir, args.ranks)
         ranks = measure(run_dir, args, states, None)
-        nodes = measure(run_dir, args, states, records(states, args.per_node))
+        nodes = None
+        if ranks.per == "node":
+            nodes = measure(run_dir, args, states, records(states, args.per_node))
     print(ranks.line(f"{args.ranks} ranks, per {ranks.per}, from every rank's state"))
     figure = ranks
-    if nodes.per == "node":
+    if nodes is not None:
         print(nodes.line(f"{args.ranks} ranks, per node, from the nodes' records"))
         figure = nodes
     median = statistics.median(figure.cpu_ms)
