@@ -28,6 +28,7 @@ The rule that maps its words to a culprit and a cause class, written before scor
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -119,18 +120,30 @@ TraceML's venv at this project's versions: without them its Lightning and Traine
 ended at their imports."""
 
 
+DEEPSPEED_DEPS = ("hjson", "py-cpuinfo", "einops", "msgpack", "nvidia-ml-py")
+"""DeepSpeed's small dependencies that TraceML's venv lacks (as the Makefile's ``DEEPSPEED``):
+DeepSpeed goes in without its own dependencies (they would pull a second torch) and without
+its C++ ops (``DS_BUILD_OPS=0``), at the version installed beside the project's venv."""
+
+
 def install() -> Path | str:
     """TraceML's launcher in its own venv (made once), or why it cannot be had, in one line."""
     launcher = VENV / "bin" / "traceml"
+    pip = str(VENV / "bin" / "pip")
     steps = [] if launcher.exists() else [
         [sys.executable, "-m", "venv", "--clear", str(VENV)],
-        [str(VENV / "bin" / "pip"), "install", "-q", f"torch=={_torch()}", PACKAGE],
+        [pip, "install", "-q", f"torch=={_torch()}", PACKAGE],
     ]  # fmt: skip
     loops = _loops()
     if loops:
-        steps.append([str(VENV / "bin" / "pip"), "install", "-q", *loops])
+        steps.append([pip, "install", "-q", *loops])
+    deepspeed = _beside_version("deepspeed")
+    if deepspeed is not None and not _importable("deepspeed"):
+        steps.append([pip, "install", "-q", "--no-deps", "--no-build-isolation",
+                      f"deepspeed=={deepspeed}", *DEEPSPEED_DEPS])  # fmt: skip
     for cmd in steps:
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True,
+                              env={**os.environ, "DS_BUILD_OPS": "0"})  # fmt: skip
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             return f"cannot install {PACKAGE}: {' '.join(cmd[:3])} failed: {last}"
@@ -141,17 +154,33 @@ def _loops() -> list[str]:
     """``name==version`` of each of ``LOOPS`` installed here and missing from TraceML's venv."""
     from importlib import metadata
 
-    python = VENV / "bin" / "python"
     out = []
     for name in LOOPS:
         try:
             version = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-        probe = [str(python), "-c", f"import {name}"]
-        if not python.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
+        if not _importable(name):
             out.append(f"{name.replace('_', '-')}=={version}")
     return out
+
+
+def _importable(name: str) -> bool:
+    """Whether TraceML's venv imports ``name``."""
+    python = VENV / "bin" / "python"
+    probe = [str(python), "-c", f"import {name}"]
+    return python.exists() and subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def _beside_version(name: str) -> str | None:
+    """The version of ``name`` installed beside the project's venv (run.py's ``BESIDE``)."""
+    from importlib import metadata
+
+    from run import BESIDE
+
+    folders = [str(d) for d in BESIDE.get(name, ()) if d.is_dir()]
+    found = next(iter(metadata.distributions(name=name, path=folders)), None) if folders else None
+    return found.version if found is not None else None
 
 
 def _torch() -> str:
@@ -168,19 +197,52 @@ def _free_port() -> int:
 
 def run_arm(case: Case, folder: Path, launcher: Path) -> str:
     """The case's planted arm under ``traceml run``; its summary text (raises on failure)."""
+    if case.netns is not None:
+        return run_hosts_arm(case, folder, launcher)
     folder.mkdir(parents=True)
-    arm = {"script": str(case.script), "args": [*case.args, *case.fault]}
+    arm = {"script": str(case.script), "args": [*case.args, *case.fault], "wrap": case.needs}
     (folder / "arm.json").write_text(json.dumps(arm))
-    cmd = [str(launcher), "run", str(HERE / "traced.py"), "--nproc-per-node", str(case.ranks),
-           "--logs-dir", "logs", "--run-name", "arm", "--master-port", str(_free_port()),
+    cmd = [*_launch(launcher, case.ranks), "--master-port", str(_free_port()),
            "--aggregator-port", str(_free_port()), "--args", "arm.json"]  # fmt: skip
     done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT_S)
     (folder / "traceml.out").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise RuntimeError(f"traceml run exited {done.returncode}: {last}")
+    return _summary(folder, done.stdout)
+
+
+def _launch(launcher: Path, ranks: int) -> list[str]:
+    return [str(launcher), "run", str(HERE / "traced.py"), "--nproc-per-node", str(ranks),
+            "--logs-dir", "logs", "--run-name", "arm"]  # fmt: skip
+
+
+def _summary(folder: Path, stdout: str) -> str:
     summary = folder / "logs" / "arm" / "final_summary.txt"
-    return summary.read_text() if summary.exists() else done.stdout
+    return summary.read_text() if summary.exists() else stdout
+
+
+def run_hosts_arm(case: Case, folder: Path, launcher: Path) -> str:
+    """A multi-host case's planted arm: ``traceml run --nnodes`` on each namespaced host
+    (netns.py: its path throttled as scalescope's arm), one rank a host, node 0 owning
+    TraceML's aggregator (the others wait for it 15 s only: they start once it is ready), all
+    in one logs folder (node 0 reserves it; as on storage every node sees); its summary."""
+    import netns
+
+    netns.write_arm(case, folder)
+    port = str(_free_port())
+
+    def command(node: int, endpoint: str, _address: str) -> tuple[list[str], Path]:
+        master, master_port = endpoint.rsplit(":", 1)
+        return [*_launch(launcher, 1), "--nnodes", str(case.netns.hosts), "--node-rank",
+                str(node), "--master-addr", master, "--master-port", master_port,
+                "--aggregator-host", master, "--aggregator-bind-host", "0.0.0.0",
+                "--aggregator-port", port, "--args", "arm.json"], folder  # fmt: skip
+
+    log = folder / "logs" / "arm" / "aggregator" / "process.stderr.log"
+    netns.run_hosts(case, folder, True, command,
+                    lambda: log.exists() and "Aggregator ready" in log.read_text())  # fmt: skip
+    return _summary(folder, "")
 
 
 def run_case(case: Case, work: Path, launcher: Path | str) -> ToolCell:
@@ -189,8 +251,8 @@ def run_case(case: Case, work: Path, launcher: Path | str) -> ToolCell:
         return cannot(launcher)
     if case.synthetic is not None:
         return cannot("a generated run: there is no job for TraceML to run")
-    if case.needs == "deepspeed":
-        return cannot("DeepSpeed is not installed in TraceML's own environment")
+    if case.needs == "deepspeed" and not _importable("deepspeed"):
+        return cannot("DeepSpeed did not install in TraceML's own environment")
     try:
         return judge(case, read(run_arm(case, work / f"{case.name}-traceml", launcher)))
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as err:
