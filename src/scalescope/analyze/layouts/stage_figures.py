@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalescope.analyze.layouts.p2p import P2PAnalysis
+from scalescope.analyze.layouts.step_ends import step_ends
 from scalescope.events import EventTable, Kind
 from scalescope.events.run import PipelineMeta
 
@@ -36,6 +37,10 @@ class StageFigures:
     blocks: tuple[BlockCost, ...] = ()
     held: tuple[int, ...] = ()
     """Every stage the rank holds, where it holds more than one (interleaved schedules)."""
+    lead_ms: float = 0.0
+    tail_ms: float = 0.0
+    """Its own time before its first action and after its last, per step
+    (analyze/layouts/step_ends.py)."""
 
     @property
     def label(self) -> str:
@@ -151,6 +156,7 @@ def stage_figures(
     measured = MeasuredSteps.of(events, list(of_rank), warmup)
     fwd, bwd, opt = (measured.phase_ms(events, n) for n in ("forward", "backward", "optimizer"))
     peaks = measured.peaks(events)
+    ends = step_ends(events, measured)
     mine = {r.rank: r for r in (p2p.ranks if p2p else ())}
     m = max(microbatches, 1)
     out = []
@@ -166,7 +172,8 @@ def stage_figures(
             bubble_ms=bubble, bubble_pct=100 * bubble / step_ms if step_ms else 0.0,
             forward_ms_per_microbatch=f / m, backward_ms_per_microbatch=b / m,
             peak_memory_bytes=peaks[i], blocks=_blocks(metas.get(rank), measured.steps_of[i]),
-            held=_held(metas.get(rank)),
+            held=_held(metas.get(rank)), lead_ms=float(ends.lead_ms[i]),
+            tail_ms=float(ends.tail_ms[i]),
         ))  # fmt: skip
     return tuple(out)
 
