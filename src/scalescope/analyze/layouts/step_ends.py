@@ -14,14 +14,11 @@ recvs' whole calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scalescope.analyze.layouts.measured_steps import MeasuredSteps
 from scalescope.events import EventTable, Kind
-
-if TYPE_CHECKING:
-    from scalescope.analyze.layouts.stage_figures import MeasuredSteps
 
 ACTIONS = ("forward", "backward")
 
