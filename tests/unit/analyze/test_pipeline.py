@@ -116,6 +116,27 @@ def test_each_stage_compute_per_microbatch_and_bubble(pipeline_run):
     assert pipe.bound_stage == 1
 
 
+def test_own_time_before_the_first_action_and_after_the_last_is_the_steps(tmp_path):
+    """Each step: stage 1 posts its recv, is blocked in it 6 of the 12 ms before its first
+    forward (lead 6 ms), and after its last backward (ends at 178 ms) waits 4 ms on its send
+    and runs its 2 ms optimizer (tail 200 - 178 - 4 - 2 = 16 ms). Stage 0 recorded no waits:
+    its blocking send's call (10 ms) after its last backward (ends at 166 ms) is its blocked
+    time (tail 200 - 166 - 10 - 1 = 23 ms); it computes from its step's start (lead 0)."""
+    rows = {0: stage_rows(0), 1: [r for r in stage_rows(1) if r[2] != "forward"]}
+    for s in range(STEPS):
+        t = s * STEP_MS
+        rows[0].append(row(s, Kind.COLLECTIVE, "send", t + 170, 10, seq=s, peer=1))
+        rows[1] += [row(s, Kind.WAIT, "recv", t + 3, 6, seq=s, peer=0),
+                    row(s, Kind.WAIT, "send", t + 180, 4, seq=s, peer=0)]  # fmt: skip
+        rows[1] += [row(s, Kind.PHASE, "forward", t + 12 + 10 * mb, 9, seq=mb)
+                    for mb in range(MICRO)]  # fmt: skip
+    run = make_run(tmp_path, {r: [v] for r, v in rows.items()}, world_size=2,
+                   rank_files={r: meta(r) for r in (0, 1)})  # fmt: skip
+    stages = {f.stage: f for f in analysed(run).pipeline.ranks}
+    assert (stages[0].lead_ms, stages[0].tail_ms) == (pytest.approx(0.0), pytest.approx(23.0))
+    assert (stages[1].lead_ms, stages[1].tail_ms) == (pytest.approx(6.0), pytest.approx(16.0))
+
+
 def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
     """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front of
     stage 1 leave 18 and 18. 1F1B replayed: (m - 1) x the slowest + the sum of the stages,

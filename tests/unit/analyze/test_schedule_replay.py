@@ -74,14 +74,23 @@ def test_1f1b_runs_warm_up_forwards_then_one_of_each():
 
 
 def test_transfers_own_time_and_the_optimizer_lengthen_the_step():
-    """One microbatch through 2 stages: F 1, transfer 0.5, F 1, B 2, transfer 0.5, B 2 = 7 ms;
-    0.25 ms of own time before each of stage 0's actions hides under its wait for the
-    gradients but not before its first forward; its optimizer 1 ms follows."""
-    plain = [StageTimes(1.0, 2.0), StageTimes(1.0, 2.0, recv_ms=0.5)]
-    plain[0] = StageTimes(1.0, 2.0, recv_ms=0.5)
+    """One microbatch through 2 stages: F 1, transfer 0.5, F 1, B 2, transfer 0.5, B 2 = 7 ms.
+    Stage 0's own time: 0.25 ms before its first forward (its lead) delays the whole step;
+    3 ms between its forward and backward hides under its wait for the gradients (4.5 ms);
+    its optimizer 1 ms and 0.5 ms after its last action (its tail) follow it."""
+    plain = [StageTimes(1.0, 2.0, recv_ms=0.5), StageTimes(1.0, 2.0, recv_ms=0.5)]
     assert replay_step("gpipe", plain, 1) == pytest.approx(7.0)
-    busy = [StageTimes(1.0, 2.0, own_ms=0.25, recv_ms=0.5, optimizer_ms=1.0), plain[1]]
-    assert replay_step("gpipe", busy, 1) == pytest.approx(7.0 + 0.25 + 1.0)
+    busy = [StageTimes(1.0, 2.0, own_ms=3.0, recv_ms=0.5, optimizer_ms=1.0, lead_ms=0.25,
+                       tail_ms=0.5), plain[1]]  # fmt: skip
+    assert replay_step("gpipe", busy, 1) == pytest.approx(7.0 + 0.25 + 1.0 + 0.5)
+
+
+def test_own_time_between_actions_is_on_the_path_where_no_wait_hides_it():
+    """The last stage's forward and backward follow each other with no input to wait for:
+    its 1.5 ms between them lengthen the step; none is charged before its first action."""
+    plain = [StageTimes(1.0, 2.0), StageTimes(1.0, 2.0)]
+    last = [plain[0], StageTimes(1.0, 2.0, own_ms=1.5)]
+    assert replay_step("gpipe", last, 1) == pytest.approx(replay_step("gpipe", plain, 1) + 1.5)
 
 
 def test_a_bad_order_or_shape_is_one_line():

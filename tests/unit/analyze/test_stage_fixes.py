@@ -1,7 +1,7 @@
 """analyze/layouts/stage_fixes.py: a stage's cost is the schedule replayed with the stage at
 its peers' pace, and a bubble's the schedule replayed over twice the microbatches, on
 hand-built stages (GPipe, 1F1B, interleaved); twice the microbatches keep each
-microbatch's fixed costs (host time an action, a transfer a message, the work outside the
+microbatch's fixed costs (host time between actions, a transfer a message, the work outside the
 blocks)."""
 
 from __future__ import annotations
@@ -102,12 +102,14 @@ def test_an_interleaved_order_torch_refuses_is_no_fix():
 
 
 def test_a_paced_stage_keeps_no_more_own_time_than_its_peers():
-    """Stage 1's host time around its actions grew with its extra work (3 ms an action
-    against its peer's 1): paced, it has its peer's; a stage whose own time is the shorter
-    keeps it."""
-    heavy = (StageTimes(1.0, 1.0, own_ms=1.0), StageTimes(5.0, 1.0, own_ms=3.0))
+    """Stage 1's host time around its actions grew with its extra work (3 ms between two
+    actions against its peer's 1, 4 ms after its last against 1, 2 ms before its first
+    against none): paced, it has its peer's; a stage whose own time is the shorter keeps
+    it."""
+    heavy = (StageTimes(1.0, 1.0, own_ms=1.0, tail_ms=1.0),
+             StageTimes(5.0, 1.0, own_ms=3.0, lead_ms=2.0, tail_ms=4.0))  # fmt: skip
     fix = at_peers_pace(PipelineReplay("gpipe", heavy, 4, 1, 0.0), 1)
-    even = [StageTimes(1.0, 1.0, own_ms=1.0)] * 2
+    even = [StageTimes(1.0, 1.0, own_ms=1.0, tail_ms=1.0)] * 2
     assert fix.fixed_step_ms == pytest.approx(replay_step("gpipe", even, 4))
     light = (StageTimes(1.0, 1.0, own_ms=3.0), StageTimes(5.0, 1.0, own_ms=1.0))
     kept = at_peers_pace(PipelineReplay("gpipe", light, 4, 1, 0.0), 1)
@@ -116,13 +118,17 @@ def test_a_paced_stage_keeps_no_more_own_time_than_its_peers():
 
 
 def test_twice_the_microbatches_keeps_each_microbatchs_fixed_costs():
-    """Equal GPipe stages of 1 + 2 ms a microbatch, 1 ms of host time an action and 0.5 ms a
-    message, 2 microbatches. Twice the microbatches halves only the blocks' work: the host's
-    1 ms an action and the message's 0.5 ms stay, and so does each forward's 0.5 ms outside
-    the stage's blocks (its wrapper): each forward 0.5 + 0.25, each backward 1."""
-    stage = StageTimes(1.0, 2.0, own_ms=1.0, recv_ms=0.5, forward_call_ms=0.5)
+    """Equal GPipe stages of 1 + 2 ms a microbatch, 1 ms of host time between two actions and
+    0.5 ms a message, 2 microbatches. Twice the microbatches halves only the blocks' work:
+    the host's 3 ms between a rank's 4 actions become 6 ms over the 7 gaps between its 8, the
+    message's 0.5 ms stays, and so does each forward's 0.5 ms outside the stage's blocks (its
+    wrapper): each forward 0.5 + 0.25, each backward 1; the step's own time before the first
+    action and after the last (2 and 3 ms) stays whole."""
+    stage = StageTimes(1.0, 2.0, own_ms=1.0, recv_ms=0.5, forward_call_ms=0.5, lead_ms=2.0,
+                       tail_ms=3.0)  # fmt: skip
     fix = twice_the_microbatches(PipelineReplay("gpipe", (stage, stage), 2, 1, 0.0))
-    after = StageTimes(0.75, 1.0, own_ms=1.0, recv_ms=0.5, forward_call_ms=0.5)
+    after = StageTimes(0.75, 1.0, own_ms=6.0 / 7, recv_ms=0.5, forward_call_ms=0.5,
+                       lead_ms=2.0, tail_ms=3.0)  # fmt: skip
     assert fix.replayed_step_ms == pytest.approx(replay_step("gpipe", [stage] * 2, 2))
     assert fix.fixed_step_ms == pytest.approx(replay_step("gpipe", [after] * 2, 4))
 

@@ -3,10 +3,11 @@ schedule (analyze/layouts/schedule_replay.py) before and after the move.
 
 Each stage's times come from its busiest rank (the largest compute per microbatch): its
 forward and backward per microbatch; its recvs' transfer per message (p2p's ``PeerTotals``:
-blocked after the peer arrived); its own time per action, the step less its phases, its
-waits for the peer and its recvs' transfer, over its 2m actions (where its sends and recvs
-were recorded; else none is known); its optimizer. The replay with these times is the step
-before the move, set beside the measured step (``replay_error_pct``).
+blocked after the peer arrived); its own time, the step less its phases, its waits for the
+peer and its recvs' transfer (where its sends and recvs were recorded; else none is known):
+before its first action and after its last once a step (analyze/layouts/step_ends.py), the
+rest over the 2m − 1 gaps between its actions; its optimizer. The replay with these times is
+the step before the move, set beside the measured step (``replay_error_pct``).
 
 A move: k = 1, 2, … blocks at the bound stage's border with a neighbour go to it, each with
 its measured forward and backward ÷ m; the move whose replay is the shortest step wins, none
@@ -66,23 +67,31 @@ def busiest_per_stage(figures: tuple[StageFigures, ...]) -> dict[int, StageFigur
     return out
 
 
-def stage_times(f: StageFigures, microbatches: int, p2p: P2PAnalysis | None) -> StageTimes:
-    """``f``'s measured times as the replay takes them."""
+def stage_times(
+    f: StageFigures, microbatches: int, p2p: P2PAnalysis | None, chunks: int = 1
+) -> StageTimes:
+    """``f``'s measured times as the replay takes them (``chunks``: the stages its rank
+    holds, each of 2m actions)."""
     m = max(microbatches, 1)
     mine = [t for t in (p2p.peers if p2p else ()) if t.rank == f.rank]
     recv = [t for t in mine if t.op == "recv"]
     recv_ms = sum(t.transfer_ms for t in recv)
     every_ms = sum(t.transfer_ms for t in mine)
     count = sum(t.count for t in recv)
-    own = 0.0
+    own = lead = tail = 0.0
     if mine:
         recv_per_step = f.transfer_ms * recv_ms / every_ms if every_ms else 0.0
         outside = f.step_ms - f.forward_ms - f.backward_ms - f.optimizer_ms - f.wait_ms
-        own = max(outside - recv_per_step, 0.0) / (2 * m)
+        host = max(outside - recv_per_step, 0.0)
+        lead = min(f.lead_ms, host)
+        tail = min(f.tail_ms, host - lead)
+        own = (host - lead - tail) / max(2 * m * max(chunks, 1) - 1, 1)
     return StageTimes(
         forward_ms=f.forward_ms_per_microbatch,
         backward_ms=f.backward_ms_per_microbatch,
         own_ms=own,
+        lead_ms=lead,
+        tail_ms=tail,
         recv_ms=recv_ms / count if count else 0.0,
         optimizer_ms=f.optimizer_ms,
         forward_call_ms=_outside_blocks(f.forward_ms_per_microbatch, f, m, forward=True),

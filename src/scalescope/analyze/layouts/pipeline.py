@@ -40,9 +40,10 @@ from scalescope.analyze.layouts.block_move import (
     propose_move,
     stage_costs,
 )
+from scalescope.analyze.layouts.measured_steps import MeasuredSteps
 from scalescope.analyze.layouts.p2p import P2PAnalysis
 from scalescope.analyze.layouts.schedule_replay import schedule_order, zero_bubble
-from scalescope.analyze.layouts.stage_figures import MeasuredSteps, StageFigures, stage_figures
+from scalescope.analyze.layouts.stage_figures import StageFigures, stage_figures
 from scalescope.analyze.layouts.stage_fixes import (
     ReplayedFix,
     at_peers_pace,

@@ -12,9 +12,12 @@ Orders, per rank r of p, m microbatches:
   round through chunk 0, 1, …; backwards likewise with the chunks reversed;
   (v − 1)·g + 2·(p − r − 1) forwards first, then one of each in turn.
 
-A rank's own time outside its phases and its sends' and recvs' waits (the host between
-microbatches, its sends) is spread over its actions, before each one's wait for its input;
-the optimizer follows its last backward. The step: the latest rank's end, all starting at 0.
+A rank's own time outside its phases and its sends' and recvs' waits is the step's before its
+first action (``lead_ms``: the batch split, the schedule's set-up) and after its last
+(``tail_ms``: the last sends posted, the gradients scaled), once a step, and the rest spread
+over the gaps between its actions (the sends and recvs posted, the loss), before each
+action's wait for its input; the optimizer follows its last backward and its tail. The
+step: the latest rank's end, all starting at 0.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ class StageTimes:
     forward_ms: float
     backward_ms: float
     own_ms: float = 0.0
-    """Per action (a forward or a backward): the rank's time outside phases and waits."""
+    """Per gap between two of the rank's actions (forwards and backwards): its time outside
+    phases and waits."""
     recv_ms: float = 0.0
     """Per message into the stage (activations or gradients): its transfer."""
     optimizer_ms: float = 0.0
@@ -57,6 +61,10 @@ class StageTimes:
     """Of ``forward_ms`` and ``backward_ms``: the stage's time outside its blocks per call
     (its wrapper, its hooks, work a pre-hook adds), which a smaller microbatch does not
     shrink; 0 where no block was timed."""
+    lead_ms: float = 0.0
+    tail_ms: float = 0.0
+    """Per step: the rank's own time before its first action and after its last (a rank
+    holding several stages: its first stage's figures)."""
 
 
 Action = tuple[bool, int, int]
@@ -115,7 +123,7 @@ def replay_step(
         raise ValueError(f"{n} stages do not split into {chunks} per rank")
     todo = [rank_order(order, r, ranks, m, chunks) for r in range(ranks)]
     done: dict[Action, float] = {}
-    free, at = [0.0] * ranks, [0] * ranks
+    free, at = [stages[r].lead_ms for r in range(ranks)], [0] * ranks
     left = sum(map(len, todo))
     while left:
         moved = False
@@ -127,7 +135,7 @@ def replay_step(
                     break
                 fwd, s, _ = action
                 t = stages[s]
-                start = max(free[r] + t.own_ms, ready)
+                start = max(free[r] + (t.own_ms if at[r] else 0.0), ready)
                 free[r] = start + (t.forward_ms if fwd else t.backward_ms)
                 done[action] = free[r]
                 at[r] += 1
@@ -136,7 +144,7 @@ def replay_step(
         if not moved:
             raise ValueError(f"the {order} order deadlocks on {ranks} ranks, {m} microbatches")
     opt = [sum(stages[s].optimizer_ms for s in range(r, n, ranks)) for r in range(ranks)]
-    return max(f + o for f, o in zip(free, opt, strict=True))
+    return max(f + o + stages[r].tail_ms for r, (f, o) in enumerate(zip(free, opt, strict=True)))
 
 
 def _input_ready(action: Action, stages: Sequence[StageTimes], done: dict) -> float | None:

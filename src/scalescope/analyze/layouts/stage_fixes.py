@@ -2,19 +2,22 @@
 (analyze/layouts/schedule_replay.py) with the measured times and again with the cause fixed:
 
 - a stage at its peers' pace: its forward and backward per microbatch set to the median of
-  the other stages', and its own time per action (outside phases and waits) to theirs where
-  its own is longer (the gain of removing its extra work: the host time around a slow
-  stage's microbatches grew with it, 8 to 21 ms a step on a 2-rank interleaved run whose
-  stage slept 44 ms, and left as measured the replay said 46 ms against 65 measured);
+  the other stages', and its own time (outside phases and waits: between its actions, before
+  the first and after the last) to theirs where its own is longer (the gain of removing its
+  extra work: the host time around a slow stage's microbatches grew with it, 8 to 21 ms a
+  step on a 2-rank interleaved run whose stage slept 44 ms, and left as measured the replay
+  said 46 ms against 65 measured);
 - twice the microbatches over the same batch: each forward's and backward's work in its
   blocks half as long; what a microbatch costs whatever its size as measured, twice as
-  often: each action's own time (the host's work per microbatch: the schedule's loop, its
-  sends and recvs posted, the batch split), each message's transfer, and the time of each
-  forward and backward outside the stage's blocks (its wrapper and hooks). Halving the own
-  time per action, as this replay did, promised a 2-rank GPipe job (hidden 512, batch 256,
-  2 microbatches) 4.6-4.9 ms a step where re-runs with 4 microbatches were 3.1-3.3 ms
-  slower (docs/accuracy.md): its own time was 0.8-0.9 ms an action at 2 microbatches and
-  0.5-0.8 ms at 4 in the same job, a cost per action, not per sample.
+  often: the own time between a rank's actions (the host's work per microbatch: its sends
+  and recvs posted, the loss), twice as much over the gaps between twice the actions, each
+  message's transfer, and the time of each forward and backward outside the stage's blocks
+  (its wrapper and hooks); the own time before a rank's first action and after its last is
+  the step's, once (analyze/layouts/step_ends.py). Halving the own time per action, as this
+  replay once did, promised a 2-rank GPipe job (hidden 512, batch 256, 2 microbatches)
+  4.6-4.9 ms a step where re-runs with 4 microbatches were 3.1-3.3 ms slower
+  (docs/accuracy.md): its own time was 0.8-0.9 ms an action at 2 microbatches and 0.5-0.8 ms
+  at 4 in the same job, a cost per action, not per sample.
 
 Both steps come from the same replay, so its error against the measured step cancels in the
 gain; a formula ((m + p − 1) slots of the slowest stage) leaves out the transfers, each
@@ -80,12 +83,12 @@ class PipelineReplay:
 
 
 def _chunk(t: StageTimes, chunks: int) -> StageTimes:
-    """One of a rank's ``chunks`` stages: its share of the rank's compute, own time and
-    optimizer (its actions are ``chunks`` times as many)."""
+    """One of a rank's ``chunks`` stages: its share of the rank's compute and optimizer (its
+    actions are ``chunks`` times as many; its own time is per gap between them already)."""
     if chunks == 1:
         return t
     return replace(t, forward_ms=t.forward_ms / chunks, backward_ms=t.backward_ms / chunks,
-                   own_ms=t.own_ms / chunks, optimizer_ms=t.optimizer_ms / chunks,
+                   optimizer_ms=t.optimizer_ms / chunks,
                    forward_call_ms=t.forward_call_ms / chunks,
                    backward_call_ms=t.backward_call_ms / chunks)  # fmt: skip
 
@@ -105,22 +108,26 @@ def pipeline_replay(
     p, m = len(busiest), max(microbatches, 1)
     if p < 2 or sorted(busiest) != list(range(p)):
         return None
-    times = tuple(stage_times(busiest[s], m, p2p) for s in range(p))
+    times = tuple(stage_times(busiest[s], m, p2p, chunks) for s in range(p))
     return PipelineReplay(order, times, m, max(chunks, 1), step_ms)
 
 
 def at_peers_pace(replay: PipelineReplay, stage: int) -> ReplayedFix | None:
     """The step with ``stage``'s forward and backward per microbatch at the median of the
-    other stages', its own time per action at most theirs."""
+    other stages', its own time (between actions, before and after them) at most theirs."""
     others = [t for s, t in enumerate(replay.rank_times) if s != stage]
     if stage >= len(replay.rank_times) or not others:
         return None
     mine = replay.rank_times[stage]
+
+    def median(field: str) -> float:
+        return statistics.median(getattr(t, field) for t in others)
+
     paced = replace(
         mine,
-        forward_ms=statistics.median(t.forward_ms for t in others),
-        backward_ms=statistics.median(t.backward_ms for t in others),
-        own_ms=min(mine.own_ms, statistics.median(t.own_ms for t in others)),
+        forward_ms=median("forward_ms"),
+        backward_ms=median("backward_ms"),
+        **{f: min(getattr(mine, f), median(f)) for f in ("own_ms", "lead_ms", "tail_ms")},
     )
     times = tuple(paced if s == stage else t for s, t in enumerate(replay.rank_times))
     return replay.fixed(times, replay.microbatches)
@@ -128,13 +135,18 @@ def at_peers_pace(replay: PipelineReplay, stage: int) -> ReplayedFix | None:
 
 def twice_the_microbatches(replay: PipelineReplay) -> ReplayedFix | None:
     """The step over 2m microbatches of the same batch: the work in each forward's and
-    backward's blocks halved; each action's own time, each message's transfer and each
-    call's time outside the blocks as measured (a cost per microbatch)."""
+    backward's blocks halved; the own time between actions twice as much, over the gaps
+    between twice the actions; each message's transfer and each call's time outside the
+    blocks as measured (a cost per microbatch); the own time before the first action and
+    after the last as measured (the step's)."""
+    actions = 2 * replay.microbatches * replay.chunks
+    scale = 2 * (actions - 1) / (2 * actions - 1)
     halved = tuple(
         replace(
             t,
             forward_ms=_halved(t.forward_ms, t.forward_call_ms),
             backward_ms=_halved(t.backward_ms, t.backward_call_ms),
+            own_ms=t.own_ms * scale,
         )  # fmt: skip
         for t in replay.rank_times
     )
