@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
@@ -53,11 +54,19 @@ def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None)
     return now | kept
 
 
-def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None = None) -> int:
+def rescore_kept(
+    keep: Path,
+    out: Path,
+    note: str,
+    drawn: dict[str, Case] | None = None,
+    cell: Callable[[Case], ToolCell] | None = None,
+    chosen: set[str] | None = None,
+) -> int:
     """The doc's matrix scored again from its kept folders with this code (a change meant to
     move them; TraceML's cells kept; a case added since, from the pairs run into KEEP for
     it), the doc before beside it. ``drawn``: the cases by name (default: the doc's seed's
-    matrix)."""
+    matrix); ``cell``: TraceML's cell of a case run now, for the ``chosen`` cases (default:
+    those that have none or were not run)."""
     previous = json.loads(out.with_suffix(".json").read_text())
     if previous["held_out"]:
         sys.exit("the held-out matrix is scored once: run --held-out again instead")
@@ -70,8 +79,11 @@ def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None
         if pairs == 0:
             scores.append(skip(case, f"no kept run in {keep}"))
             continue
-        cell = ToolCell(**cells[case.name]) if cells.get(case.name) else None
-        scores.append(replace(score_folders(case, keep, pairs), traceml=cell))
+        kept = ToolCell(**cells[case.name]) if cells.get(case.name) else None
+        if cell is not None and (case.name in chosen if chosen else _missing(kept)):
+            print(f"TraceML: {case.name}", file=sys.stderr, flush=True)
+            kept = cell(case)
+        scores.append(replace(score_folders(case, keep, pairs), traceml=kept))
     total = totals(scores)
     doc = {**previous, "date": date.today().isoformat(), "note": note or previous.get("note"),
            "cases": [asdict(s) for s in scores], "totals": asdict(total)}  # fmt: skip
@@ -79,3 +91,7 @@ def rescore_kept(keep: Path, out: Path, note: str, drawn: dict[str, Case] | None
     write_doc(out, [drawn[s.case] for s in scores], scores, total, doc, previous)
     print(f"rescored {out} from {keep}", file=sys.stderr)
     return 0
+
+
+def _missing(cell: ToolCell | None) -> bool:
+    return cell is None or cell.named == "not run"

@@ -101,7 +101,8 @@ def parse() -> argparse.Namespace:
                    "summary must score as at full")  # fmt: skip
     p.add_argument("--traceml", action="store_true",
                    help="also run each case's planted arm under TraceML (installed on first use "
-                   f"in {traceml.VENV})")  # fmt: skip
+                   f"in {traceml.VENV}); with --rescore-kept, only for --cases (default: those "
+                   "it has no cell for or did not run)")  # fmt: skip
     return p.parse_args()
 
 
@@ -251,13 +252,13 @@ def keep(run_dir: Path, dest: Path) -> None:
 def main() -> int:
     args = parse()
     os.environ[LEVEL_VARIABLE] = args.level
-    from rescore import rescore, rescore_kept  # it scores with this module's folders
+    from rescore import rescore  # it scores with this module's folders
 
     if args.rescore is not None:
         return rescore(args.rescore)
     out = doc_path(args)
     if args.rescore_kept is not None:
-        return rescore_kept(args.rescore_kept, out, args.note)
+        return rescore_kept_traced(args, out)
     seeds = held_out_seeds(args) if args.held_out else (args.seed,)
     chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
     drawn = [(seed, c) for seed in seeds for c in matrix(seed, args.steps)
@@ -284,6 +285,22 @@ def main() -> int:
     print(f"wrote {out} and {out.with_suffix('.json')}", file=sys.stderr)
     record_totals(total)
     return 0 if all(s.passed or s.skipped for s in scores) else 1
+
+
+def rescore_kept_traced(args: argparse.Namespace, out: Path) -> int:
+    """``--rescore-kept``; with ``--traceml``, TraceML's cells run for ``--cases`` (default:
+    the cases that have none, or that it did not run)."""
+    from rescore import rescore_kept
+
+    if not args.traceml:
+        return rescore_kept(args.rescore_kept, out, args.note)
+    launcher = traceml.install()
+    chosen = set(args.cases.split(",")) if args.cases else None
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        return rescore_kept(args.rescore_kept, out, args.note,
+                            cell=lambda case: traceml.run_case(case, work, launcher),
+                            chosen=chosen)  # fmt: skip
 
 
 TARGETS = (
