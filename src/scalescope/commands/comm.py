@@ -18,7 +18,6 @@ from scalescope.events.files import COMM_FILE
 from scalescope.launch.options.groups import AtEnd
 from scalescope.launch.run.runner import RunSpec
 from scalescope.launch.run.session import Outcome, start
-from scalescope.probe.windows import FULL
 
 
 def comm(command: CommCommand) -> int:
@@ -35,7 +34,7 @@ def comm(command: CommCommand) -> int:
             raise CommandError(str(exc)) from None
         return 0
     c, launch = command, command.launch
-    recording = replace(launch.recording, no_probe=not c.probe, record=FULL)
+    recording = replace(launch.recording, no_probe=not c.probe).every_call()
     config = replace(launch, at_end=AtEnd(no_report=True), recording=recording)  # --html: plots
     try:
         options = CommOptions.parse(c.ops, c.sizes, c.factor, c.dtype, c.backend, c.iters, c.warmup)

@@ -8,13 +8,13 @@ Kept free of torch and of the launcher's heavy modules: every command line build
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from scalescope.events.flight_ring import DEFAULT_ROWS
 from scalescope.launch.options.fields import HTML, RUN_DIR, group, option
-from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
+from scalescope.probe.windows import DEFAULT_LEVEL, FULL, LEVELS
 
 if TYPE_CHECKING:
     from scalescope.analyze.watch.hang import HangReport
@@ -138,6 +138,10 @@ class Recording:
     def __post_init__(self) -> None:
         if self.record not in LEVELS:
             raise ValueError(f"--record must be full or summary, got {self.record!r}")
+
+    def every_call(self) -> Recording:
+        """The same, with every call's row written (``--record full``)."""
+        return replace(self, record=FULL)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -209,6 +209,11 @@ def _dims_table(a: RunAnalysis) -> Table | None:
     return Table("Collectives by dimension", DIM_COLUMNS, rows, values=values, caption=DIM_MEANING)
 
 
+def full_windows(a: RunAnalysis) -> tuple[int, ...]:
+    """The steps recorded in full on a run recorded as summaries; () in full."""
+    return a.collectives.windows if a.collectives is not None else ()
+
+
 def windows_note(c: CollectiveAnalysis) -> Line | None:
     """Which steps' calls the tables count, on a run recorded as summaries; None in full."""
     if not c.windows:

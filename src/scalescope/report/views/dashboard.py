@@ -25,7 +25,7 @@ from scalescope.report.media.html import block_html
 from scalescope.report.media.page import chart_html, page
 from scalescope.report.media.timeline import DEFAULT_NUM_STEPS, chrome_trace, default_steps
 from scalescope.report.subjects import ComparedRuns, RunReport
-from scalescope.report.views.collectives import size_table, windows_note
+from scalescope.report.views.collectives import full_windows, size_table, windows_note
 from scalescope.report.views.dashboard_ranks import (
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
@@ -174,7 +174,7 @@ def render_html(report: RunReport) -> str:
     chrome_trace); the stored projection, if any, goes at the end."""
     analysis, run = report.analysis, report.run
     steps, ranks = timeline_scope(analysis, run, report.steps)
-    trace = chrome_trace(run, dict(report.offsets_ns), steps, ranks)
+    trace = chrome_trace(run, dict(report.offsets_ns), steps, ranks, full_windows(analysis))
     charts = [
         latency_chart([("", analysis)]),
         count_chart(analysis),
