@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from scalescope.events import Kind
-from scalescope.events.schema import ROW_FIELDS
-from scalescope.probe.summary import WAIT_PREFIX, size_class
+from scalescope.events.schema import ROW_FIELDS, WAIT_PREFIX
+from scalescope.probe.summary import size_class
 
 CALLS = (int(Kind.COLLECTIVE), int(Kind.WAIT))
 SUMMARY = int(Kind.SUMMARY)

@@ -27,8 +27,7 @@ import numpy as np
 from scalescope.analyze.columns.grouping import group_by
 from scalescope.analyze.ranks.clocks import ClockAlignment, aligned_start_ns
 from scalescope.events import EventTable, Kind
-
-WAIT_PREFIX = "wait:"
+from scalescope.events.schema import WAIT_PREFIX
 
 
 @dataclass(frozen=True)
