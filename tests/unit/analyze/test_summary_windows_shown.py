@@ -1,19 +1,23 @@
 """At ``--record summary`` (the default) the collectives' tables and the timeline hold the
 windows' calls only, and say so: ``CollectiveAnalysis.windows`` and its line in the report
-and the dashboard, the timeline's ``summarised_steps`` and its title. A hand-built 2-rank run
-of 30 steps, one all-reduce of 4 KiB a step, its first 12 steps written in full."""
+and the dashboard, the timeline's ``summarised_steps`` and its title, a comparison's counts.
+A hand-built 2-rank run of 30 steps, one all-reduce of 4 KiB a step, its first 12 steps
+written in full."""
 
 from __future__ import annotations
 
+from analysed import analysed
 from analyze_runs import make_run
 from run_builders import coll_row, phase_row, step_row
 
 from scalescope.analyze.comm.collectives import analyze_collectives
+from scalescope.analyze.runs.compare import compare_runs
 from scalescope.probe.summary import fold_step
 from scalescope.report.formatting import step_ranges
 from scalescope.report.media.charts import timeline_chart
 from scalescope.report.media.timeline import chrome_trace
 from scalescope.report.views.collectives import windows_note
+from scalescope.report.views.compare import comparison_document
 
 MS = 1_000_000
 STEPS, WINDOW = 30, 12
@@ -68,3 +72,14 @@ def test_the_timeline_names_the_steps_it_draws_without_calls(tmp_path) -> None:
 def test_steps_read_as_ranges() -> None:
     assert step_ranges((0, 1, 2, 5, 7, 8, 100)) == "0-2, 5, 7-8, 100"
     assert step_ranges(()) == ""
+
+
+def test_a_comparison_says_whose_counts_are_the_windows(tmp_path) -> None:
+    full, summary = (analysed(recorded(tmp_path, level)) for level in (False, True))
+    c = compare_runs(full, summary)
+    assert (c.a.windows, c.b.windows) == ((), tuple(range(WINDOW)))
+    (sizes,) = [
+        b for b in comparison_document(c).blocks if getattr(b, "title", "") == "Collectives"
+    ]
+    assert sizes.blocks[0].caption.endswith("; B's counts: steps 0-11 only (--record summary)")
+    assert [s.calls_per_rank.a for s in c.sizes] == [STEPS]
