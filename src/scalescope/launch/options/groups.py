@@ -125,10 +125,9 @@ class Recording:
     """Rows each rank's flight recorder keeps (its last calls, read after a kill, a crash
     or a hang; 80 B a row); 0: none."""
     record: str = option("--record", default=DEFAULT_LEVEL, panel=RECORDING, metavar="LEVEL")
-    """summary (the default): per step and (group, op, size class) the calls' count, bytes and
-    time (under 2 KB a rank-step), with every call's row for the first 10 steps and 4 steps in
-    every 100 (the what-if replays those); full: a row per collective call (every step
-    replayable)."""
+    """summary: per step and (group, op, size class) the calls' count, bytes and time (under
+    2 KB a rank-step), with every call's row for the first 10 steps and 4 steps in every 100
+    (the what-if replays those); full: a row per collective call (every step replayable)."""
 
     no_node_files: bool = option("--no-node-files", default=False, panel=RECORDING)
     """Write no node files: by default each node's relay writes, every 500 steps, its ranks'
