@@ -45,10 +45,12 @@ class Records:
 def profiled_run(
     runner: Runner, name: str, nproc: int, script_args: list[str], run_args: tuple[str, ...] = ()
 ) -> Records:
-    """``scalescope run`` of profiled.py, then the probe's report and the trace's analysis."""
+    """``scalescope run`` of profiled.py, then the probe's report and the trace's analysis;
+    ``--record full``: every call's row, counted against the trace's."""
     run_dir, trace_dir = runner.dir(name), runner.dir(f"{name}-trace")
     runner.cli(name, [
-        "run", "-n", str(nproc), "--run-dir", str(run_dir), "--no-report", *run_args, str(SCRIPT),
+        "run", "-n", str(nproc), "--run-dir", str(run_dir), "--no-report", "--record", "full",
+        *run_args, str(SCRIPT),
         "--trace-dir", str(trace_dir), *script_args,
     ])  # fmt: skip
     runner.cli(f"{name}-report", ["report", str(run_dir), "--json", str(run_dir / "r.json")])

@@ -90,8 +90,8 @@ def recorded(run_dir: Path) -> tuple[dict[tuple[int, int], Counter], int, int]:
 def scalescope_run(runner: Runner, name: str, nproc: int, args: list[str]) -> tuple[Path, dict]:
     run_dir = runner.dir(name)
     runner.cli(name, [
-        "run", "-n", str(nproc), "--run-dir", str(run_dir), "--no-report", str(SCRIPT),
-        "--steps", str(STEPS), *args,
+        "run", "-n", str(nproc), "--run-dir", str(run_dir), "--no-report", "--record", "full",
+        str(SCRIPT), "--steps", str(STEPS), *args,
     ])  # fmt: skip
     runner.cli(f"{name}-report", ["report", str(run_dir), "--json", str(run_dir / "r.json")])
     return run_dir, read_json(run_dir / "r.json")

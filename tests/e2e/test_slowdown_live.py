@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
+from ring_match import assert_ring_matches_stream
 
 from conftest import DDP_TRAIN, cli_env, scalescope
 from scalescope.analyze.watch.slowdown_alerts import read_alerts
@@ -125,7 +126,8 @@ def test_the_watch_names_the_rank_and_the_phase_while_it_trains(slowed):
 def test_each_ranks_ring_rows_of_the_baseline_and_the_onset_are_kept(slowed):
     """At the onset the launcher copies every rank's flight recorder rows of the onset and
     of the baseline before it (at least the detector's 20 steps) into window files: the
-    steps before the onset hold exactly the rank's rows of those steps."""
+    steps before the onset hold exactly the rank's rows of those steps (their calls, where
+    the stream holds summaries, what the summaries add up)."""
     tmp, proc, *_ = slowed
     (alert, *_) = named(read_alerts(tmp / "run"))
     first = max(0, alert.since_step - max(20, alert.detected_step - alert.since_step))
@@ -135,14 +137,9 @@ def test_each_ranks_ring_rows_of_the_baseline_and_the_onset_are_kept(slowed):
         window = read_event_stream(path).table.drop_columns(["rank"]).to_pylist()
         steps = {r["step"] for r in window}
         assert min(steps) == first and max(steps) <= alert.detected_step
-        full = read_event_stream(events_path(tmp / "run", rank)).table.to_pylist()
-
-        def before(rows):
-            return sorted(
-                tuple(r[c] for c in ROW_FIELDS) for r in rows if r["step"] < alert.since_step
-            )
-
-        assert before(window) == before([r for r in full if r["step"] >= first]), rank
+        stream = read_event_stream(events_path(tmp / "run", rank)).table.to_pylist()
+        rows = [[tuple(r[c] for c in ROW_FIELDS) for r in t] for t in (window, stream)]
+        assert_ring_matches_stream(*rows, range(first, alert.since_step))
 
 
 def test_the_hook_gets_each_alert_as_json(slowed):

@@ -34,7 +34,7 @@ def comm(command: CommCommand) -> int:
             raise CommandError(str(exc)) from None
         return 0
     c, launch = command, command.launch
-    recording = replace(launch.recording, no_probe=not c.probe)
+    recording = replace(launch.recording, no_probe=not c.probe).every_call()
     config = replace(launch, at_end=AtEnd(no_report=True), recording=recording)  # --html: plots
     try:
         options = CommOptions.parse(c.ops, c.sizes, c.factor, c.dtype, c.backend, c.iters, c.warmup)

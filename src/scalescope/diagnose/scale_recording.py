@@ -9,11 +9,13 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from scalescope.analyze.scale.summary import ScaleAnalysis, analyse_node_files
 from scalescope.analyze.verdict import Verdict
 from scalescope.diagnose.scale_verdict import scale_verdict
 from scalescope.events.files import events_path
+from scalescope.events.node_stats import summarised_rows
 from scalescope.events.reader import read_event_stream
 from scalescope.events.run import RunDirError
 from scalescope.events.schema import Kind
@@ -58,8 +60,16 @@ def rank_detail(run_dir: Path, rank: int) -> RankDetail:
     phase_ms = {str(n): float(dur[phase & (names == n)].sum()) / per / 1e6
                 for n in dict.fromkeys(names[phase].tolist())}  # fmt: skip
     step_ms = float(dur[kind == int(Kind.STEP)].mean()) / 1e6 if steps else float("nan")
-    calls = int((kind == int(Kind.COLLECTIVE)).sum()) / per
-    return RankDetail(rank, steps, step_ms, phase_ms, calls, read.problem)
+    return RankDetail(rank, steps, step_ms, phase_ms, _calls(t, kind) / per, read.problem)
+
+
+def _calls(t: pa.Table, kind: np.ndarray) -> int:
+    """The rank's collective calls: their rows, and the SUMMARY rows' counts of the steps
+    recorded as summaries only (``--record summary``)."""
+    calls = kind == int(Kind.COLLECTIVE)
+    step = t.column("step").to_numpy()
+    folded = summarised_rows(t, kind) & ~np.isin(step, step[calls])
+    return int(calls.sum()) + int(t.column("count").to_numpy()[folded].sum())
 
 
 class ScaleRecording:

@@ -39,13 +39,14 @@ from scalescope.events.node_file import (
     write_manifest,
     write_node_table,
 )
-from scalescope.events.node_stats import Calls, collective_stats
+from scalescope.events.node_stats import Calls, collective_stats, folded_calls, summarised_rows
 from scalescope.events.schema import Kind, upgraded
 from scalescope.events.tail import StreamTail
 
 PARTS_DIR = "parts"
 NO_END = np.iinfo(np.int64).min
-CALL_FIELDS = ("step", "group", "op", "nbytes", "dur_ns", "arrive_ns", "transfer_ns")
+CALL_FIELDS = ("step", "group", "op", "nbytes", "dur_ns", "arrive_ns", "transfer_ns", "folded")
+"""``folded``: 1 for a call of a SUMMARY row, its arrival already from its step's start."""
 
 
 class NodePart(msgspec.Struct, kw_only=True):
@@ -125,7 +126,18 @@ class RankFollow:
         if is_step.any():
             self.last_step = max(self.last_step, int(col["step"][is_step].max()))
         self._calls(t, kind == int(Kind.COLLECTIVE), col)
+        self._folded(t, summarised_rows(t, kind), col)
         return t.num_rows
+
+    def _folded(self, t: pa.Table, rows: np.ndarray, col: dict[str, np.ndarray]) -> None:
+        if not rows.any():
+            return
+        calls = folded_calls(col, rows)
+        row = calls.pop("row")
+        calls["group"] = self.labels.codes(t.column("group"), rows)[row]
+        calls["op"] = self.labels.codes(t.column("name"), rows)[row]
+        calls["folded"] = np.ones(len(row), np.int64)
+        self.calls.append(calls)
 
     def _calls(self, t: pa.Table, is_call: np.ndarray, col: dict[str, np.ndarray]) -> None:
         if not is_call.any():
@@ -138,7 +150,8 @@ class RankFollow:
         self.calls.append({"step": col["step"][is_call][done], "group": group[done],
                            "op": name[done], "nbytes": col["nbytes"][is_call][done],
                            "dur_ns": dur[done], "arrive_ns": arrive[done],
-                           "transfer_ns": start[done] + dur[done] - arrive[done]})  # fmt: skip
+                           "transfer_ns": start[done] + dur[done] - arrive[done],
+                           "folded": np.zeros(int(done.sum()), np.int64)})  # fmt: skip
 
     def _arrivals(self, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Each call's arrival: its issue, or its group's previous call's completion (that
@@ -171,7 +184,10 @@ class RankFollow:
         at = np.minimum(np.searchsorted(keys, picked["step"]), max(len(keys) - 1, 0))
         known = (keys[at] == picked["step"]) if len(keys) else np.zeros(len(at), bool)
         picked = {n: v[known] for n, v in picked.items()}
-        picked["arrive_ns"] = picked["arrive_ns"] - values[at[known]]
+        full = picked["folded"] == 0
+        picked["arrive_ns"] = picked["arrive_ns"] - values[at[known]] * full
+        once = full | ~np.isin(picked["step"], picked["step"][full])  # a window's summaries
+        picked = {n: v[once] for n, v in picked.items()}
         for s in [s for s in self.starts if first <= s < last]:
             del self.starts[s]
         return steps.filter(pa.array(inside)), picked

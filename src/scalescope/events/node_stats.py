@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from scalescope.events.files import events_path, node_file_path
 from scalescope.events.node_file import (
@@ -27,7 +28,7 @@ from scalescope.events.node_file import (
 )
 from scalescope.events.reader import read_event_stream
 from scalescope.events.run import load_meta
-from scalescope.events.schema import Kind
+from scalescope.events.schema import WAIT_PREFIX, Kind
 
 WINDOW_STEPS = 500
 """Steps a node file holds by default (a relay's window)."""
@@ -111,6 +112,35 @@ def collective_stats(c: Calls) -> pa.Table:
                     schema=COLLS_SCHEMA)  # fmt: skip
 
 
+def summarised_rows(t: pa.Table, kind: np.ndarray) -> np.ndarray:
+    """The SUMMARY rows of collectives (``--record summary``; not the waits on a send or
+    recv), as a mask of ``t``'s rows."""
+    summary = kind == int(Kind.SUMMARY)
+    if not summary.any():
+        return summary
+    waits = pc.starts_with(t.column("name"), WAIT_PREFIX).to_numpy(zero_copy_only=False)
+    return summary & ~waits
+
+
+def folded_calls(col: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """SUMMARY rows (``rows``, a mask of ``col``'s) as their calls, each one of its row's
+    ``count`` calls at the row's means (as analyze/ranks/summary_waits.py takes them): its
+    bytes and time split evenly (the remainder on the first calls, so that sums are exact),
+    its arrival the mean offset from the step's start, its transfer its time. ``row``: each
+    call's row among ``rows``."""
+    count = np.maximum(col["count"][rows].astype(np.int64), 1)
+    row = np.repeat(np.arange(len(count)), count)
+    nth = np.arange(len(row)) - np.r_[0, np.cumsum(count)[:-1]][row]
+
+    def split(name: str) -> np.ndarray:
+        each, left = np.divmod(col[name][rows].astype(np.int64), count)
+        return each[row] + (nth < left[row])
+
+    dur = split("dur_ns")
+    return {"step": col["step"][rows][row], "nbytes": split("nbytes"), "dur_ns": dur,
+            "arrive_ns": split("start_ns"), "transfer_ns": dur, "row": row}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RankRows:
     """One rank's step rows and completed calls, from its rank file."""
@@ -160,7 +190,30 @@ def rank_rows(path: Path, rank: int) -> RankRows:
              "nbytes": col["nbytes"][is_call][keep], "dur_ns": dur[keep],
              "arrive_ns": arrive[keep] - base,
              "transfer_ns": start[keep] + dur[keep] - arrive[keep]}  # fmt: skip
-    return RankRows(steps, calls)
+    return RankRows(steps, with_folded(calls, t, kind, col, step_starts))
+
+
+def with_folded(
+    calls: dict[str, np.ndarray],
+    t: pa.Table,
+    kind: np.ndarray,
+    col: dict[str, np.ndarray],
+    step_starts: dict[int, int],
+) -> dict[str, np.ndarray]:
+    """``calls`` and the calls of the rank's steps recorded as summaries only (a window step
+    is summarised as well: its calls are counted once, from their own rows)."""
+    rows = summarised_rows(t, kind)
+    if not rows.any():
+        return calls
+    folded = folded_calls(col, rows)
+    keep = ~np.isin(folded["step"], calls["step"])
+    keep &= np.array([s in step_starts for s in folded["step"].tolist()], dtype=bool)
+    at = np.flatnonzero(rows)[folded["row"][keep]]
+    group = np.array(t.column("group").take(pa.array(at)).to_pylist(), dtype=object)
+    name = np.array(t.column("name").take(pa.array(at)).to_pylist(), dtype=object)
+    more = {"group": group, "op": name, **{n: folded[n][keep] for n in
+            ("step", "nbytes", "dur_ns", "arrive_ns", "transfer_ns")}}  # fmt: skip
+    return {n: np.concatenate([calls[n], more[n].astype(calls[n].dtype)]) for n in calls}
 
 
 def node_calls(rows: dict[int, RankRows]) -> Calls:

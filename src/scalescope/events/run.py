@@ -145,6 +145,9 @@ class RunMeta(msgspec.Struct, kw_only=True):
     """The binding plan of node 0's local ranks (cpus, NUMA node, threads, variables)."""
     warmup_steps: int = 1
     probe: bool = True
+    record: str | None = None
+    """The ranks' ``--record`` level, full or summary; None in files written before it (full,
+    unless the command says ``--record summary``)."""
     hostnames: list[str] = msgspec.field(default_factory=list)
     software: dict[str, Any] = msgspec.field(default_factory=dict)
     hardware: dict[str, Any] = msgspec.field(default_factory=dict)

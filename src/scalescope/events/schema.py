@@ -29,6 +29,10 @@ class Kind(IntEnum):
     ``seq`` the size class (floor(log2(bytes per call)), -1 for no bytes); docs/schema.md."""
 
 
+WAIT_PREFIX = "wait:"
+"""A SUMMARY row's name for the host's waits on a send or recv (WAIT rows): ``wait:<op>``."""
+
+
 PHASES = ("data", "to_device", "forward", "backward", "comm_wait", "optimizer")
 """Phase names in the order a step runs them."""
 TO_DEVICE = "to_device"

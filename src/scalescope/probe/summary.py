@@ -18,14 +18,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Set
 
-from scalescope.events.schema import Kind
+from scalescope.events.schema import WAIT_PREFIX, Kind
 from scalescope.probe.windows import Windows
 
 COLLECTIVE, SUMMARY = int(Kind.COLLECTIVE), int(Kind.SUMMARY)
 FOLDED = (COLLECTIVE, int(Kind.WAIT))
 MIXED = "*"
 """A summary's dtype or tag where its calls' differ (after the common ``prefix:``)."""
-WAIT_PREFIX = "wait:"
 STARTS_KEPT = 64
 """Steps whose start is remembered for late calls (an async call completes within a few)."""
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 FULL, SUMMARY = "full", "summary"
 LEVELS = (FULL, SUMMARY)
-DEFAULT_LEVEL = FULL
-"""What ``scalescope run`` records without ``--record``: flipping it is this one constant."""
+DEFAULT_LEVEL = SUMMARY
+"""What ``scalescope run`` (and the Python API, bench, scale, tune, suite) records without
+``--record``: every step summarised, full rows in the windows; ``--record full`` keeps a row
+per call."""
 WINDOWS_VARIABLE = "SCALESCOPE_RECORD_WINDOWS"
 """``FIRST:EVERY:WIDTH`` (steps) in a rank's environment: the windows other than the default."""
 

@@ -83,6 +83,19 @@ def test_a_ranks_detail_comes_from_its_rank_file_alone(runs):
         rec.rank(33)
 
 
+def test_a_ranks_detail_counts_the_calls_of_its_summarised_steps(runs, tmp_path, monkeypatch):
+    """The same run folded as at ``--record summary`` (the default): steps 0-1 and 2 in every
+    10 keep their calls' rows, the others' calls are counted from their SUMMARY rows."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "faultbench"))
+    from levels import summarised_run
+
+    run, _ = runs["slow_node"]
+    monkeypatch.setenv("SCALESCOPE_RECORD_WINDOWS", "2:10:2")
+    summarised_run(run, tmp_path / "run", warmup_steps=1)
+    detail = ScaleRecording(tmp_path / "run").rank(32)
+    assert detail.steps == STEPS and detail.collectives_per_step == 4.0
+
+
 def test_report_says_it_was_analysed_from_node_files(runs, tmp_path):
     run, truth = runs["slow_node"]
     out = tmp_path / "r.json"

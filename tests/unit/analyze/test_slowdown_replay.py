@@ -6,13 +6,22 @@ report gives it against a sum over the step rows by hand."""
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
+import numpy as np
 import pytest
 from recorded_runs import load_scenario
 
 from scalescope.analyze.watch.slowdown_alerts import read_alerts
-from scalescope.analyze.watch.slowdown_replay import recorded_reads, replay_run, slowdown_costs
+from scalescope.analyze.watch.slowdown_replay import (
+    recorded_reads,
+    replay_run,
+    slowdown_costs,
+    step_totals,
+)
 from scalescope.events import Kind, load_run
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +143,30 @@ def test_one_ranks_stall_inside_a_slowdown_is_lost_time(tmp_path):
     (cost,) = a.slowdowns
     assert cost.paused_steps == () and cost.steps == 20 and cost.pause_words == ""
     assert cost.lost_s == pytest.approx(0.2 + 8.0, abs=1e-3)
+
+
+def test_at_summary_the_totals_are_those_of_every_call(recorded, tmp_path):
+    """The run folded as at ``--record summary`` (the default; benchmarks/faultbench/
+    levels.py): a summarised step's time in collectives, and in each group, is its SUMMARY
+    rows', the same as its calls' rows in full; the replay names the same rank and phase."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "faultbench"))
+    from levels import summarised_run
+
+    s, run = recorded
+    summarised_run(s.run_dir, tmp_path / "run", warmup_steps=run.meta.warmup_steps)
+    folded = load_run(tmp_path / "run")
+    assert (folded.events.kind == Kind.SUMMARY).any()
+    assert (folded.events.kind == Kind.COLLECTIVE).sum() < (
+        run.events.kind == Kind.COLLECTIVE
+    ).sum() / 4
+    ranks, _, totals, groups = step_totals(run)
+    ranks_f, _, totals_f, groups_f = step_totals(folded)
+    assert ranks.tolist() == ranks_f.tolist()
+    for i in range(len(ranks)):
+        assert np.array_equal(totals[i], totals_f[i])
+        assert groups[i].keys() == groups_f[i].keys()
+        assert all(np.array_equal(groups[i][k], groups_f[i][k]) for k in groups[i])
+    (alert,) = replay_run(folded)
+    assert (alert.ranks, alert.phase) == ((s.truth["slow_rank"],), "forward")

@@ -45,7 +45,10 @@ def command_flags(name: str) -> set[str]:
     [
         ("run", flags_of(*GROUPS)),
         ("bench", flags_of(*GROUPS)),
-        ("comm", flags_of("rendezvous", "nodes", "placement", "recording", skip=("no_probe",))),
+        (
+            "comm",
+            flags_of("rendezvous", "nodes", "placement", "recording", skip=("no_probe", "record")),
+        ),
         ("scale", flags_of("rendezvous", "nodes", "placement", skip=("nnodes",))),
         ("suite", flags_of("rendezvous", "placement", skip=("cpu_list",))),
         ("tune", flags_of("rendezvous", "placement")),

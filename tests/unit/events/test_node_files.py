@@ -133,3 +133,31 @@ def test_a_cut_node_file_is_one_line_naming_it(pipeline_run, tmp_path):
 def test_a_missing_manifest_is_one_line(tmp_path):
     with pytest.raises(NodeFileError, match="nodes.json: missing"):
         read_manifest(tmp_path)
+
+
+SAME_AT_SUMMARY = ("step", "group", "op", "size_class", "ranks", "calls", "bytes", "call_sum_ns")
+"""What a SUMMARY row keeps exactly: the node file's other columns (arrivals, the longest
+call, the least transfer) take each summarised call at its row's means."""
+
+
+def test_a_run_recorded_as_summaries_gives_the_node_files_of_every_call(
+    pipeline_run, tmp_path, monkeypatch
+):
+    """The same run folded as at ``--record summary`` (the default; windows: steps 0-1 and
+    2 in every 10): every step's calls are in the node files, counted once."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "faultbench"))
+    from levels import summarised_run
+
+    monkeypatch.setenv("SCALESCOPE_RECORD_WINDOWS", "2:10:2")
+    summarised_run(pipeline_run, tmp_path / "summary", warmup_steps=1)
+    kinds = read_event_stream(events_path(tmp_path / "summary", 0)).table.column("kind")
+    assert 5 in kinds.to_pylist() and kinds.to_pylist().count(1) < 0.5 * len(kinds)
+    built = {}
+    for name in ("full", "summary"):
+        source = pipeline_run if name == "full" else tmp_path / "summary"
+        manifest = build_run_node_files(source, 500, tmp_path / f"{name}-nodes")
+        built[name] = [
+            t.select(SAME_AT_SUMMARY).to_pylist()
+            for _, _, t in iter_node_tables(tmp_path / f"{name}-nodes", manifest, "colls")
+        ]
+    assert built["summary"] == built["full"] and sum(map(len, built["full"])) > 0

@@ -145,6 +145,12 @@ class CollectiveAnalysis:
     """By op, then message size."""
     per_step: tuple[TagPerStep, ...]
     incomplete: tuple[IncompleteCalls, ...]
+    windows: tuple[int, ...] = ()
+    """The steps whose calls the tables hold where the run recorded its other steps as
+    summaries (``--record summary``: every call's row only in the windows); () for a run
+    recorded in full."""
+    summarised_steps: int = 0
+    """Steps recorded as summaries only, whose calls are not in the tables."""
 
     @property
     def units(self) -> tuple[UnitTraffic, ...]:
@@ -292,6 +298,8 @@ def analyze_collectives(
         return None
     done = rows.select(rows.dur_ns >= 0)
     pending = rows.select(rows.dur_ns < 0)
+    summarised = summarised_steps(events)
+    windows = distinct(rows.step[rows.step >= 0]) if len(summarised) else ()
     return CollectiveAnalysis(
         world_size=world_size,
         num_ranks=len(distinct(rows.rank)),
@@ -301,6 +309,8 @@ def analyze_collectives(
         sizes=tuple(_sizes(done, world_size)),
         per_step=tuple(_per_step(done, events, warmup_steps)),
         incomplete=tuple(_incomplete(pending)),
+        windows=tuple(int(s) for s in windows),
+        summarised_steps=len(summarised),
     )
 
 

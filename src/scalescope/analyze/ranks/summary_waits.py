@@ -27,8 +27,7 @@ import numpy as np
 from scalescope.analyze.columns.grouping import group_by
 from scalescope.analyze.ranks.clocks import ClockAlignment, aligned_start_ns
 from scalescope.events import EventTable, Kind
-
-WAIT_PREFIX = "wait:"
+from scalescope.events.schema import WAIT_PREFIX
 
 
 @dataclass(frozen=True)
@@ -74,14 +73,15 @@ def _packed(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     return (rank.astype(np.int64) << 32) | (step.astype(np.int64) & 0xFFFFFFFF)
 
 
-def summarised(events: EventTable, every_step: bool = False) -> EventTable:
-    """The SUMMARY rows of collectives (no send, recv or wait) in steps without full rows
-    (``every_step``: in the windows' steps too, whose summaries are written as well)."""
+def summarised(events: EventTable, every_step: bool = False, p2p: bool = False) -> EventTable:
+    """The SUMMARY rows of collectives (no send, recv or wait; ``p2p``: sends and receives
+    too) in steps without full rows (``every_step``: in the windows' steps too, whose
+    summaries are written as well)."""
     rows = events.select(events.kind == int(Kind.SUMMARY))
     if len(rows) == 0:
         return rows
     waits = [i for i, s in enumerate(rows.symbols.strings) if s.startswith(WAIT_PREFIX)]
-    keep = (rows.peer < 0) & ~np.isin(rows.name, waits)
+    keep = ~np.isin(rows.name, waits) if p2p else (rows.peer < 0) & ~np.isin(rows.name, waits)
     if not every_step:
         keep &= ~np.isin(_packed(rows.rank, rows.step), full_steps(events))
     return rows.select(keep)

@@ -43,6 +43,9 @@ class RunFacts:
     warmup_steps: int
     measured_steps: int | None
     """Measured steps of the rank with the most; None without step events."""
+    windows: tuple[int, ...] = ()
+    """The steps its collectives' counts come from where it recorded the others as summaries
+    (``CollectiveAnalysis.windows``); () in full."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ def _facts(a: RunAnalysis) -> RunFacts:
         status=a.status,
         warmup_steps=a.warmup_steps,
         measured_steps=steps,
+        windows=a.collectives.windows if a.collectives is not None else (),
     )
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from scalescope.analyze.model.whatif import WhatIf
 from scalescope.analyze.ranks.clocks import align_clocks, aligned_start_ns
+from scalescope.analyze.ranks.summary_waits import summarised
 from scalescope.analyze.watch.slowdown import DetectorConfig, SlowdownDetector
 from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.analyze.watch.slowdown_totals import FIELDS, TotalsRead
@@ -41,7 +42,7 @@ def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray
     steps = events.of_kind(Kind.STEP)
     ends_all = aligned_start_ns(steps, clocks) + steps.dur_ns
     phases = events.of_kind(Kind.PHASE)
-    colls = events.of_kind(Kind.COLLECTIVE)
+    colls = (events.of_kind(Kind.COLLECTIVE), summarised(events, p2p=True))
     names = {p: phases.symbols.id_of(p) if p in phases.symbols else -1 for p in TOTAL_PHASES}
     ends, totals, groups = [], [], []
     for rank in ranks.tolist():
@@ -52,7 +53,7 @@ def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray
         values[:, _COL["steps"]] = 1
         values[:, _COL["step_ns"]] = steps.dur_ns[mine][order]
         values[:, _COL["samples"]] = steps.count[mine][order]
-        values[:, _COL["collective_ns"]] = _per_step(colls, rank, numbers)
+        values[:, _COL["collective_ns"]] = sum(_per_step(c, rank, numbers) for c in colls)
         for phase, sid in names.items():
             rows = phases.select((phases.rank == rank) & (phases.name == sid))
             values[:, _COL[phase]] = _per_step(rows, rank, numbers)
@@ -62,20 +63,23 @@ def step_totals(run: Run) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray
     return ranks, ends, totals, groups
 
 
-def _group_totals(run: Run, colls, rank: int, numbers: np.ndarray) -> GroupTotals:
-    """The running time per step in each group a live state would have a slot for."""
+def _group_totals(run: Run, colls: tuple, rank: int, numbers: np.ndarray) -> GroupTotals:
+    """The running time per step in each group a live state would have a slot for (the
+    calls' rows, and the SUMMARY rows of the steps recorded as summaries)."""
     meta = run.ranks.get(rank)
     out: GroupTotals = {}
     if meta is None or not meta.groups:
         return out
-    colls = colls.select(colls.rank == rank)
+    mine = [c.select(c.rank == rank) for c in colls]
     for label, group in meta.groups.items():
         key = evenly_spaced(group.ranks)
-        if key is None or key[2] >= run.meta.world_size or label not in colls.symbols:
+        known = [c for c in mine if label in c.symbols]
+        if key is None or key[2] >= run.meta.world_size or not known:
             continue
         if len(out) < GROUP_SLOTS:
-            rows = colls.select(colls.group == colls.symbols.id_of(label))
-            out[key] = np.cumsum(_per_step(rows, rank, numbers))
+            per_step = [_per_step(c.select(c.group == c.symbols.id_of(label)), rank, numbers)
+                        for c in known]  # fmt: skip
+            out[key] = np.cumsum(sum(per_step))
     return out
 
 

@@ -96,7 +96,8 @@ class CommCommand:
     """The options of ``scalescope comm``."""
 
     launch_groups: ClassVar[tuple[str, ...]] = ("rendezvous", "nodes", "placement", "recording")
-    launch_skip: ClassVar[tuple[str, ...]] = ("no_probe",)
+    launch_skip: ClassVar[tuple[str, ...]] = ("no_probe", "record")
+    """--probe records every benchmarked call (``--record full``): no --record here."""
 
     nproc_per_node: int | None = NPROC()
     """Ranks to start on this node (default: 1)."""

@@ -8,13 +8,13 @@ Kept free of torch and of the launcher's heavy modules: every command line build
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from scalescope.events.flight_ring import DEFAULT_ROWS
 from scalescope.launch.options.fields import HTML, RUN_DIR, group, option
-from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
+from scalescope.probe.windows import DEFAULT_LEVEL, FULL, LEVELS
 
 if TYPE_CHECKING:
     from scalescope.analyze.watch.hang import HangReport
@@ -125,9 +125,9 @@ class Recording:
     """Rows each rank's flight recorder keeps (its last calls, read after a kill, a crash
     or a hang; 80 B a row); 0: none."""
     record: str = option("--record", default=DEFAULT_LEVEL, panel=RECORDING, metavar="LEVEL")
-    """full: a row per collective call (every step replayable); summary: per step and
-    (group, op, size class) the calls' count, bytes and time (~1-2 KB a rank-step), with every
-    call's row for the first 10 steps and 4 steps in every 100 (the what-if replays those)."""
+    """summary: per step and (group, op, size class) the calls' count, bytes and time (under
+    2 KB a rank-step), with every call's row for the first 10 steps and 4 steps in every 100
+    (the what-if replays those); full: a row per collective call (every step replayable)."""
 
     no_node_files: bool = option("--no-node-files", default=False, panel=RECORDING)
     """Write no node files: by default each node's relay writes, every 500 steps, its ranks'
@@ -137,6 +137,10 @@ class Recording:
     def __post_init__(self) -> None:
         if self.record not in LEVELS:
             raise ValueError(f"--record must be full or summary, got {self.record!r}")
+
+    def every_call(self) -> Recording:
+        """The same, with every call's row written (``--record full``)."""
+        return replace(self, record=FULL)
 
 
 @dataclass(frozen=True, kw_only=True)

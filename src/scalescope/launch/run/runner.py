@@ -46,7 +46,7 @@ from scalescope.launch.watch.hang import (
 from scalescope.launch.watch.sources import FileSource, StoreSource
 from scalescope.probe import native
 from scalescope.probe.binding import PLACEMENTS_ENV
-from scalescope.probe.windows import DEFAULT_LEVEL, SUMMARY
+from scalescope.probe.windows import DEFAULT_LEVEL
 
 HANG_KILLED = "stopped by scalescope after a hang (--hang-action kill)"
 WATCH_END_S = 5.0
@@ -118,7 +118,7 @@ def rank_argv(spec: RunSpec, run_dir: Path) -> list[str]:
         argv.append("--report-bindings")
     if spec.probe and spec.ring_rows != DEFAULT_ROWS:
         argv += ["--ring-rows", str(spec.ring_rows)]
-    if spec.record != DEFAULT_LEVEL or spec.record == SUMMARY:
+    if spec.probe:
         argv += ["--record", spec.record, "--warmup-steps", str(spec.warmup_steps)]
     if spec.is_module:
         argv.append("-m")
@@ -141,6 +141,7 @@ def start_meta(spec: RunSpec, run_dir: Path, plan: RankPlan) -> RunMeta:
         placements=plan.as_json(),
         warmup_steps=spec.warmup_steps,
         probe=spec.probe,
+        record=spec.record if spec.probe else None,
         software=software_facts(),
         hardware=hardware_facts(),
         threads=thread_facts() | {k: v for k, v in plan.env.items() if k != PLACEMENTS_ENV},

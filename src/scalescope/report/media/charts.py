@@ -20,6 +20,7 @@ from scalescope.analyze.steps.steps import OTHER
 from scalescope.events import PHASES
 from scalescope.events.units import fmt_bytes
 from scalescope.report.document import Chart
+from scalescope.report.formatting import step_ranges
 
 PHASE_COLORS = {
     "data": "#e45756",
@@ -290,6 +291,12 @@ def timeline_chart(trace: dict[str, Any], ranks_note: str = "") -> Chart:
     first, stop = trace["metadata"]["steps"]
     title = f"Timeline of steps {first}–{stop - 1} (aligned clock, ms)"
     title += f"; {ranks_note}" if ranks_note else ""
+    summarised = tuple(trace["metadata"].get("summarised_steps", ()))
+    if summarised:
+        title += (
+            f"; no calls drawn in steps {step_ranges(summarised)}, recorded as summaries "
+            "(--record summary)"
+        )
     bars, marks, rows = _timeline_series(trace)
     if not bars and not marks["x"]:
         return Chart("chart-timeline", title, None, "No events were recorded in these steps.")

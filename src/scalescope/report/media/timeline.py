@@ -201,9 +201,12 @@ def chrome_trace(
     offsets_ns: dict[int, int] | None = None,
     steps: range | None = None,
     ranks: Collection[int] | None = None,
+    windows: Collection[int] = (),
 ) -> dict[str, Any]:
     """The trace of ``steps`` (default: the first 10 measured steps) of ``ranks`` (default:
-    every rank that recorded events or wrote a meta file).
+    every rank that recorded events or wrote a meta file). ``windows``: on a run recorded as
+    summaries, the steps recorded in full (``CollectiveAnalysis.windows``); the trace's other
+    steps have no calls to draw, and its metadata's ``summarised_steps`` lists them.
 
     ``offsets_ns[rank]`` (``analyze.ranks.clocks.clock_offsets``) is added to the rank's
     ``start_ns`` to put it on the common clock (missing ranks: 0); times are then shifted so
@@ -226,10 +229,13 @@ def chrome_trace(
             sel = mine & (rows.kind == int(kind))
             per_rank += _track_events(rows.select(sel), kind, pid, aligned[sel] - origin)
         trace_events += _process_metadata(run, rank) + _thread_metadata(pid, per_rank) + per_rank
+    drawn = rows.step[rows.kind == int(Kind.STEP)]
+    summarised = sorted(set(drawn.tolist()) - set(windows)) if windows else []
     metadata = {
         "tool": "scalescope",
         "run_id": run.meta.run_id,
         "steps": [steps.start, steps.stop],
+        "summarised_steps": summarised,
         "clock": "rank 0's perf_counter_ns; ts = (start_ns + offset_ns - origin_ns) / 1000",
         "origin_ns": origin,
         "offsets_ns": {str(r): int(offsets_ns.get(r, 0)) for r in ranks},

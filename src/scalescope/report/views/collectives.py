@@ -7,7 +7,7 @@ from scalescope.analyze import CollectiveAnalysis, RunAnalysis
 from scalescope.analyze.comm.collectives import UnitTraffic
 from scalescope.events.units import fmt_bytes, fmt_bytes_exact
 from scalescope.report.document import Block, Column, Line, Section, Table
-from scalescope.report.formatting import NA, fmt, fmt_calls, plural
+from scalescope.report.formatting import NA, fmt, fmt_calls, plural, step_ranges
 from scalescope.report.views.rank_summary import limited_table
 
 
@@ -209,11 +209,29 @@ def _dims_table(a: RunAnalysis) -> Table | None:
     return Table("Collectives by dimension", DIM_COLUMNS, rows, values=values, caption=DIM_MEANING)
 
 
+def full_windows(a: RunAnalysis) -> tuple[int, ...]:
+    """The steps recorded in full on a run recorded as summaries; () in full."""
+    return a.collectives.windows if a.collectives is not None else ()
+
+
+def windows_note(c: CollectiveAnalysis) -> Line | None:
+    """Which steps' calls the tables count, on a run recorded as summaries; None in full."""
+    if not c.windows:
+        return None
+    return Line(
+        f"Calls of steps {step_ranges(c.windows)} only, the windows recorded in full; "
+        f"{plural(c.summarised_steps, 'other step')} recorded as summaries (--record summary; "
+        "--record full writes every call).",
+        style="note",
+    )
+
+
 def collectives_section(a: RunAnalysis) -> Section:
     c = a.collectives
     if c is None:
         return Section("Collectives", (no_data(a, "collectives"),))
-    blocks: list[Block] = [op_table(c)]
+    note = windows_note(c)
+    blocks: list[Block] = [*((note,) if note else ()), op_table(c)]
     dims = _dims_table(a)
     if dims is not None:
         blocks.append(dims)

@@ -17,7 +17,7 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.formatting import NA, fmt, fmt_count
+from scalescope.report.formatting import NA, fmt, fmt_count, step_ranges
 from scalescope.report.media.terminal import render_document
 
 COMPARE_SCHEMA = "scalescope.compare/2"
@@ -114,6 +114,11 @@ def _sizes(c: RunComparison) -> Section:
     ]
     notes = [f"only in A: {_only(c.sizes_only_a)}"] if c.sizes_only_a else []
     notes += [f"only in B: {_only(c.sizes_only_b)}"] if c.sizes_only_b else []
+    notes += [
+        f"{side}'s counts: steps {step_ranges(f.windows)} only (--record summary)"
+        for side, f in (("A", c.a), ("B", c.b))
+        if f.windows
+    ]
     columns = _columns(_first("op", "size (B)"), ("count", "avg (µs)", "busbw (GB/s)"))
     title = "Collectives by message size (sizes in both runs)"
     caption = "; ".join(["count per rank; GB = 1e9 B", *notes])

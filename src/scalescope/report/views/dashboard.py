@@ -25,7 +25,7 @@ from scalescope.report.media.html import block_html
 from scalescope.report.media.page import chart_html, page
 from scalescope.report.media.timeline import DEFAULT_NUM_STEPS, chrome_trace, default_steps
 from scalescope.report.subjects import ComparedRuns, RunReport
-from scalescope.report.views.collectives import size_table
+from scalescope.report.views.collectives import full_windows, size_table, windows_note
 from scalescope.report.views.dashboard_ranks import (
     STEP_HEATMAP_ID,
     WAIT_HEATMAP_ID,
@@ -153,6 +153,13 @@ def sizes_table(analysis: RunAnalysis) -> str:
     return block_html(size_table(coll))
 
 
+def windows_html(analysis: RunAnalysis) -> str:
+    """On a run recorded as summaries, which steps' calls the per-call charts and table show."""
+    coll = analysis.collectives
+    note = windows_note(coll) if coll is not None else None
+    return "" if note is None else block_html(note)
+
+
 def findings_html(diagnosis: Diagnosis | None) -> str:
     """The findings, best first, each with its cost, evidence and remedies (all escaped)."""
     if diagnosis is None:
@@ -167,7 +174,7 @@ def render_html(report: RunReport) -> str:
     chrome_trace); the stored projection, if any, goes at the end."""
     analysis, run = report.analysis, report.run
     steps, ranks = timeline_scope(analysis, run, report.steps)
-    trace = chrome_trace(run, dict(report.offsets_ns), steps, ranks)
+    trace = chrome_trace(run, dict(report.offsets_ns), steps, ranks, full_windows(analysis))
     charts = [
         latency_chart([("", analysis)]),
         count_chart(analysis),
@@ -187,6 +194,7 @@ def render_html(report: RunReport) -> str:
         hang_section(analysis),
         failures_section(analysis),
         findings_html(report.diagnosis),
+        windows_html(analysis),
         *(chart_html(c) for c in charts[:2]),
         block_html(Heading("Collectives by message size (per rank)"), level=2),
         sizes_table(analysis),

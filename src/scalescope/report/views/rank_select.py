@@ -20,6 +20,7 @@ from scalescope.events import Run
 from scalescope.report.media.timeline import chrome_trace
 from scalescope.report.rank_spec import RankSpec, RankSpecError, parse_rank_spec
 from scalescope.report.subjects import RunReport
+from scalescope.report.views.collectives import full_windows
 from scalescope.report.views.rank_summary import RANK_ROWS_LIMIT
 
 DEFAULT_SPEC = "0,worst:8,best:4"
@@ -90,7 +91,8 @@ def selected_trace(report: RunReport) -> dict[str, Any]:
     the selection in its metadata (``ranks``)."""
     analysis, run, text = report.analysis, report.run, report.ranks
     ranks = timeline_ranks(analysis, run, text)
-    trace = chrome_trace(run, dict(report.offsets_ns), report.steps, ranks)
+    windows = full_windows(analysis)
+    trace = chrome_trace(run, dict(report.offsets_ns), report.steps, ranks, windows)
     trace["metadata"]["ranks"] = selection_metadata(analysis, run, ranks, text)
     return trace
 

@@ -10,6 +10,7 @@ from scalescope.analyze.model.causes import IDEAL_NOTE
 from scalescope.analyze.model.replay import ReplayTimes
 from scalescope.analyze.model.whatif import Fix, WhatIf, WhatIfTimeline
 from scalescope.report.document import Block, Column, Document, Line, Section, Table
+from scalescope.report.formatting import step_ranges
 
 SCHEMA = "scalescope.whatif/1"
 COLUMNS = (
@@ -75,16 +76,9 @@ def _blocks(result: WhatIf) -> list[Block]:
 
 def windows_line(steps: tuple[int, ...]) -> str:
     """The replayed steps of a run recorded as summaries, as ranges: ``0-9, 100-103``."""
-    spans: list[list[int]] = []
-    for step in steps:
-        if spans and step == spans[-1][1] + 1:
-            spans[-1][1] = step
-        else:
-            spans.append([step, step])
-    words = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
     return (
-        f"Replayed: steps {words} ({len(steps)} steps), the windows recorded in full; the "
-        "other steps were recorded as summaries (--record summary)."
+        f"Replayed: steps {step_ranges(steps)} ({len(steps)} steps), the windows recorded in "
+        "full; the other steps were recorded as summaries (--record summary)."
     )
 
 
