@@ -168,14 +168,29 @@ def spread_chart(chart_id: str, title: str, values: np.ndarray, marks: list[tupl
     if not len(seen):
         return Chart(chart_id, title, None, "Nothing measured.")
     counts, edges = np.histogram(seen, bins=BINS)
-    fig = go.Figure(go.Bar(x=((edges[:-1] + edges[1:]) / 2).tolist(), y=counts.tolist(),
-                           width=float(edges[1] - edges[0]), marker_color=TRANSFER_COLOR,
-                           name="count", hovertemplate=f"%{{x:.2f}} {unit}: %{{y}}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=((edges[:-1] + edges[1:]) / 2).tolist(),
+            y=counts.tolist(),
+            width=float(edges[1] - edges[0]),
+            marker_color=TRANSFER_COLOR,
+            name="count",
+            hovertemplate=f"%{{x:.2f}} {unit}: %{{y}}<extra></extra>",
+        )
+    )
     if marks:
-        fig.add_trace(go.Scatter(x=[v for _, v in marks], y=[counts.max() * 1.05] * len(marks),
-                                 mode="markers+text", text=[pt(m) for m, _ in marks],
-                                 textposition="top center", marker_color=STRAGGLER_COLOR,
-                                 name="late", hovertemplate="%{text}: %{x:.2f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[v for _, v in marks],
+                y=[counts.max() * 1.05] * len(marks),
+                mode="markers+text",
+                text=[pt(m) for m, _ in marks],
+                textposition="top center",
+                marker_color=STRAGGLER_COLOR,
+                name="late",
+                hovertemplate="%{text}: %{x:.2f}<extra></extra>",
+            )
+        )
     layout(fig, xaxis={"title": {"text": unit}}, yaxis={"title": {"text": "count"}},
            showlegend=False)  # fmt: skip
     return Chart(chart_id, title, fig)
