@@ -157,6 +157,7 @@ def node_file_options(c: ReportCommand) -> None:
 def report_from_node_files(c: ReportCommand) -> bool:
     """A run analysed from its node files (analyze/scale/): its report, its JSON, its
     dashboard and the rank asked for; False for any other run."""
+    from scalescope.analyze.scale.node_grid import node_grid
     from scalescope.analyze.scale.summary import from_node_files
     from scalescope.diagnose.scale_recording import ScaleRecording
     from scalescope.events.node_file import NodeFileError
@@ -168,7 +169,9 @@ def report_from_node_files(c: ReportCommand) -> bool:
             return False
         node_file_options(c)
         recording = ScaleRecording(c.run_dir)
-        subject = ScaleReport(analysis=recording.analysis, verdict=recording.verdict)
+        a = recording.analysis
+        grid = node_grid(a) if c.html is not None else None
+        subject = ScaleReport(analysis=a, verdict=recording.verdict, grid=grid)
         report_console().print(render(subject, "text"), highlight=False, markup=False)
         if c.rank is not None:
             print_rank(c.run_dir, c.rank)

@@ -14,17 +14,12 @@ import pytest
 from node_file_runs import RANKS, STEPS, make_hostile, node_file_run
 from typer.testing import CliRunner
 
+from scalescope.analyze.scale.node_grid import node_grid
 from scalescope.cli import app
 from scalescope.diagnose.scale_recording import ScaleRecording
 from scalescope.report.document import Chart, Section, Table
 from scalescope.report.subjects import ScaleReport
-from scalescope.report.views import scale_page
-from scalescope.report.views.scale_page import (
-    BUSY_HEATMAP_ID,
-    NODE_CHART_IDS,
-    scale_document,
-    shown_nodes,
-)
+from scalescope.report.views.scale_page import BUSY_HEATMAP_ID, NODE_CHART_IDS, scale_document
 
 EVIL = "<script>alert(1)</script></script><img src=x onerror=alert(2)>&amp;\"'"
 NODES = RANKS // 8
@@ -38,9 +33,10 @@ def runs(tmp_path_factory):
     return root, slow
 
 
-def report_of(run) -> ScaleReport:
+def report_of(run, slowest: int = 32, fastest: int = 8) -> ScaleReport:
     rec = ScaleRecording(run)
-    return ScaleReport(analysis=rec.analysis, verdict=rec.verdict)
+    grid = node_grid(rec.analysis, slowest, fastest)
+    return ScaleReport(analysis=rec.analysis, verdict=rec.verdict, grid=grid)
 
 
 def blocks(doc, kind):
@@ -98,18 +94,17 @@ def test_a_run_with_nothing_late_says_so(runs, tmp_path):
     assert "no clear bottleneck" in page
 
 
-def test_heatmaps_show_the_busiest_late_and_least_busy_nodes_only(runs, monkeypatch):
+def test_heatmaps_show_the_busiest_late_and_least_busy_nodes_only(runs):
     root, truth = runs
-    monkeypatch.setattr(scale_page, "SHOWN_SLOWEST", 3)
-    monkeypatch.setattr(scale_page, "SHOWN_FASTEST", 2)
-    a = report_of(root / "slow").analysis
-    shown = shown_nodes(a)
-    busy = a.node_busy_ms
-    order = sorted(range(NODES), key=lambda n: -busy[n])
-    assert shown == order[:3] + order[-2:]
-    assert a.hosts[shown[0]] == truth.slow_node
-    doc = scale_document(report_of(root / "slow"))
-    chart = next(c for c in blocks(doc, Chart) if c.chart_id == BUSY_HEATMAP_ID)
+    report = report_of(root / "slow", slowest=3, fastest=2)
+    a, grid = report.analysis, report.grid
+    order = sorted(range(NODES), key=lambda n: -a.node_busy_ms[n])
+    assert grid.nodes == tuple(order[:3] + order[-2:])
+    assert a.hosts[grid.nodes[0]] == truth.slow_node
+    assert grid.busy_ms.shape == (5, STEPS - 5)
+    assert grid.busy_ms[0].tolist() == a.node_busy_steps_ms[grid.nodes[0]].tolist()
+    assert sum(grid.node_busy.counts) == NODES and sum(grid.rank_step.counts) == RANKS
+    chart = next(c for c in blocks(scale_document(report), Chart) if c.chart_id == BUSY_HEATMAP_ID)
     assert len(chart.figure.data[0].y) == 5
     assert "5 of 32 nodes: the 3 busiest, the late ones, the 2 least busy" in chart.title
 

@@ -1,8 +1,7 @@
 """The dashboard of a run analysed from its node files (``report RUN --html``): the verdict and
 its findings, the late nodes, ranks and links, percentiles over ranks and nodes, the node
-what-if, and charts of the node matrices (analyze/scale/). Nothing per rank beyond the ranks
-named: the page's size is bounded by ``SHOWN_SLOWEST + SHOWN_FASTEST`` nodes x sampled steps
-and ``BINS`` bars, whatever the run's ranks.
+what-if, and charts of the node matrices as ``analyze/scale/node_grid.py`` bounds them (a few
+nodes by sampled step, the distributions in bars). Nothing per rank beyond the ranks named.
 
 A Document drawn by the shared page (report/media/html.py), so every text is escaped there;
 host names in figures go through ``plotly_text``.
@@ -10,9 +9,12 @@ host names in figures go through ``plotly_text``.
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from typing import Any
+
 import plotly.graph_objects as go
 
+from scalescope.analyze.scale.node_grid import Bars, NodeGrid
 from scalescope.analyze.scale.summary import ScaleAnalysis
 from scalescope.analyze.verdict import Cause, Verdict
 from scalescope.report.document import (
@@ -33,17 +35,15 @@ from scalescope.report.media.charts import HEIGHT, STRAGGLER_COLOR, TRANSFER_COL
 from scalescope.report.media.charts import plotly_text as pt
 from scalescope.report.subjects import ScaleReport
 
-SHOWN_SLOWEST, SHOWN_FASTEST = 32, 8
-"""Nodes in the heatmaps: the busiest and the least busy (plus any late one beyond them)."""
-BINS = 60
 BUSY_HEATMAP_ID, STEP_HEATMAP_ID = "chart-node-busy", "chart-node-step"
 NODE_SPREAD_ID, RANK_SPREAD_ID = "chart-node-spread", "chart-rank-spread"
 NODE_CHART_IDS = (BUSY_HEATMAP_ID, STEP_HEATMAP_ID, NODE_SPREAD_ID, RANK_SPREAD_ID)
 SPREAD_KEYS = ("min", "p10", "p50", "p90", "max")
+MARK_HOVER = "%{text}: %{x:.2f}<extra></extra>"
 
 
 def _ms(value: float) -> str:
-    return f"{value:,.2f}" if np.isfinite(value) else NA
+    return f"{value:,.2f}" if math.isfinite(value) else NA
 
 
 def summary_section(a: ScaleAnalysis, verdict: Verdict) -> Section:
@@ -126,85 +126,59 @@ def whatif_table(a: ScaleAnalysis) -> Table | None:
                  "(docs/many-ranks.md)")  # fmt: skip
 
 
-def shown_nodes(a: ScaleAnalysis) -> list[int]:
-    """The busiest ``SHOWN_SLOWEST`` nodes, the late ones, then the least busy
-    ``SHOWN_FASTEST``, busiest first."""
-    busy = np.where(np.isfinite(a.node_busy_ms), a.node_busy_ms, -np.inf)
-    order = np.argsort(-busy, kind="stable").tolist()
-    late = {n.node for n in a.late_nodes + a.late_ranks}
-    picked = set(order[:SHOWN_SLOWEST]) | set(order[-SHOWN_FASTEST:]) | late
-    return [n for n in order if n in picked]
-
-
 def _label(a: ScaleAnalysis, n: int) -> str:
     tags = [t for t, held in (("late node", a.late_nodes), ("late rank", a.late_ranks))
             if any(x.node == n for x in held)]  # fmt: skip
     return pt(a.hosts[n]) + (f" ({', '.join(tags)})" if tags else "")
 
 
-def node_heatmap(a: ScaleAnalysis, chart_id: str, what: str, z: np.ndarray) -> Chart:
+def node_heatmap(a: ScaleAnalysis, grid: NodeGrid, chart_id: str, what: str, z: Any) -> Chart:
     title = f"{what} per node and sampled step (ms)"
-    if z.size == 0 or not np.isfinite(z).any():
+    if not grid.measured:
         return Chart(chart_id, title, None, "No sampled step in the node files.")
-    nodes = shown_nodes(a)
     fig = go.Figure(go.Heatmap(
-        z=z[nodes].astype(np.float32), x=a.steps.tolist(), y=[_label(a, n) for n in nodes],
-        colorscale="YlOrRd", colorbar={"title": {"text": "ms"}}, hoverongaps=False,
+        z=z, x=list(grid.steps), y=[_label(a, n) for n in grid.nodes], colorscale="YlOrRd",
+        colorbar={"title": {"text": "ms"}}, hoverongaps=False,
         hovertemplate="%{y}, step %{x}: %{z:.2f} ms<extra></extra>"))  # fmt: skip
-    layout(fig, height=min(max(HEIGHT, 14 * len(nodes) + 120), 900),
+    layout(fig, height=min(max(HEIGHT, 14 * len(grid.nodes) + 120), 900),
            xaxis={"title": {"text": "step"}},
            yaxis={"autorange": "reversed", "type": "category"})  # fmt: skip
-    shown = f"{len(nodes)} of {len(a.hosts):,} nodes"
-    if len(nodes) < len(a.hosts):
-        shown += f": the {SHOWN_SLOWEST} busiest, the late ones, the {SHOWN_FASTEST} least busy"
+    shown = f"{len(grid.nodes)} of {len(a.hosts):,} nodes"
+    if len(grid.nodes) < len(a.hosts):
+        shown += f": the {grid.slowest} busiest, the late ones, the {grid.fastest} least busy"
     return Chart(chart_id, f"{title}, {shown}, busiest first", fig)
 
 
-def spread_chart(chart_id: str, title: str, values: np.ndarray, marks: list[tuple[str, float]],
-                 unit: str) -> Chart:  # fmt: skip
-    """A histogram of ``values`` binned here (``BINS`` bars at any count), ``marks`` drawn as
-    named points above it."""
-    seen = values[np.isfinite(values)]
-    if not len(seen):
+def bars_chart(chart_id: str, title: str, bars: Bars | None,
+               marks: tuple[tuple[str, float], ...], unit: str) -> Chart:  # fmt: skip
+    """A histogram, ``marks`` drawn as named points above it."""
+    if bars is None:
         return Chart(chart_id, title, None, "Nothing measured.")
-    counts, edges = np.histogram(seen, bins=BINS)
-    fig = go.Figure(
-        go.Bar(
-            x=((edges[:-1] + edges[1:]) / 2).tolist(),
-            y=counts.tolist(),
-            width=float(edges[1] - edges[0]),
-            marker_color=TRANSFER_COLOR,
-            name="count",
-            hovertemplate=f"%{{x:.2f}} {unit}: %{{y}}<extra></extra>",
-        )
-    )
+    fig = go.Figure(go.Bar(x=list(bars.centres), y=list(bars.counts), width=bars.width,
+                           marker_color=TRANSFER_COLOR, name="count",
+                           hovertemplate=f"%{{x:.2f}} {unit}: %{{y}}<extra></extra>"))  # fmt: skip
     if marks:
-        fig.add_trace(
-            go.Scatter(
-                x=[v for _, v in marks],
-                y=[counts.max() * 1.05] * len(marks),
-                mode="markers+text",
-                text=[pt(m) for m, _ in marks],
-                textposition="top center",
-                marker_color=STRAGGLER_COLOR,
-                name="late",
-                hovertemplate="%{text}: %{x:.2f}<extra></extra>",
-            )
-        )
+        fig.add_trace(go.Scatter(x=[v for _, v in marks], y=[bars.top * 1.05] * len(marks),
+                                 mode="markers+text", text=[pt(m) for m, _ in marks],
+                                 textposition="top center", marker_color=STRAGGLER_COLOR,
+                                 name="late", hovertemplate=MARK_HOVER))  # fmt: skip
     layout(fig, xaxis={"title": {"text": unit}}, yaxis={"title": {"text": "count"}},
            showlegend=False)  # fmt: skip
     return Chart(chart_id, title, fig)
 
 
-def charts(a: ScaleAnalysis) -> list[Chart]:
-    marks = [(x.host, float(a.node_busy_ms[x.node])) for x in a.late_nodes + a.late_ranks]
-    ranks = a.rank_step_ms
+def charts(a: ScaleAnalysis, grid: NodeGrid | None) -> list[Chart]:
+    if grid is None:
+        note = "The node grid was not gathered (analyze/scale/node_grid.py)."
+        titles = ("Busy time", "Mean step", "Nodes", "Ranks")
+        return [Chart(i, t, None, note) for i, t in zip(NODE_CHART_IDS, titles, strict=True)]
     return [
-        node_heatmap(a, BUSY_HEATMAP_ID, "Busy time", a.node_busy_steps_ms),
-        node_heatmap(a, STEP_HEATMAP_ID, "Mean step of the node's ranks", a.node_step_ms),
-        spread_chart(NODE_SPREAD_ID, f"Nodes by mean busy time per step ({len(a.hosts):,})",
-                     a.node_busy_ms, marks, "ms/step"),
-        spread_chart(RANK_SPREAD_ID, f"Ranks by mean step ({len(ranks):,})", ranks, [], "ms"),
+        node_heatmap(a, grid, BUSY_HEATMAP_ID, "Busy time", grid.busy_ms),
+        node_heatmap(a, grid, STEP_HEATMAP_ID, "Mean step of the node's ranks", grid.step_ms),
+        bars_chart(NODE_SPREAD_ID, f"Nodes by mean busy time per step ({len(a.hosts):,})",
+                   grid.node_busy, grid.late_busy_ms, "ms/step"),
+        bars_chart(RANK_SPREAD_ID, f"Ranks by mean step ({a.world_size:,})", grid.rank_step,
+                   (), "ms"),
     ]  # fmt: skip
 
 
@@ -216,6 +190,6 @@ def scale_document(report: ScaleReport) -> Document:
     blocks: list[Block] = [
         heading, summary_section(a, verdict), findings_section(verdict),
         Section("Late nodes, ranks and links", late_tables(a), html_id="late"),
-        spread_table(a), *([whatif] if whatif else []), *charts(a),
+        spread_table(a), *([whatif] if whatif else []), *charts(a, report.grid),
     ]  # fmt: skip
     return Document(f"scalescope {a.path.name} (node files)", tuple(blocks))
