@@ -17,9 +17,9 @@ RANKS, STEPS = 256, 120
 """32 nodes of 8 ranks; 115 measured steps (the generator's warm-up is 5)."""
 
 
-def node_file_run(path: Path, plant: str | None = "slow_node"):
+def node_file_run(path: Path, plant: str | None = "slow_node", layout: str = "ddp"):
     """A run of ``RANKS`` x ``STEPS`` with ``plant``; its truth (the planted node's host)."""
-    return write_scale_run(path, RANKS, STEPS, plant, seed=11, sample_every=4)
+    return write_scale_run(path, RANKS, STEPS, plant, seed=11, layout=layout, sample_every=4)
 
 
 def make_hostile(src: Path, dst: Path, host: str, text: str) -> Path:

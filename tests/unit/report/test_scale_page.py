@@ -33,6 +33,12 @@ def runs(tmp_path_factory):
     return root, slow
 
 
+@pytest.fixture(scope="module")
+def link_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scale-page-link")
+    return root / "link", node_file_run(root / "link", "slow_link", "pipeline")
+
+
 def report_of(run, slowest: int = 32, fastest: int = 8) -> ScaleReport:
     rec = ScaleRecording(run)
     grid = node_grid(rec.analysis, slowest, fastest)
@@ -91,7 +97,22 @@ def test_a_run_with_nothing_late_says_so(runs, tmp_path):
     page = write_html(root / "jitter", tmp_path / "jitter.html")
     assert "No node, rank or link slower than its peers" in page
     assert 'id="late-nodes"' not in page and 'id="node-whatif"' not in page
+    assert "the verdict counts it in the link" not in page
     assert "no clear bottleneck" in page
+
+
+def test_a_slow_link_is_a_finding_and_a_table_of_its_groups(link_run, tmp_path):
+    run, truth = link_run
+    page = write_html(run, tmp_path / "link.html")
+    ends = " - ".join(sorted(truth.slow_link))
+    assert f"the link {ends} is slow" in re.search(r'id="verdict">(.*?)</p>', page).group(1)
+    links = re.search(r'<table id="slow-links">.*?</table>', page).group(0)
+    rows = re.findall(r"<tr><td>([^<]*)</td>", links)
+    assert rows and {tuple(sorted(r.split(" - "))) for r in rows} == {
+        tuple(sorted(truth.slow_link))
+    }
+    assert len(rows) == len(ScaleRecording(run).analysis.links)
+    assert "the verdict counts it in the link" in page
 
 
 def test_heatmaps_show_the_busiest_late_and_least_busy_nodes_only(runs):

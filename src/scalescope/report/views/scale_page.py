@@ -39,6 +39,10 @@ BUSY_HEATMAP_ID, STEP_HEATMAP_ID = "chart-node-busy", "chart-node-step"
 NODE_SPREAD_ID, RANK_SPREAD_ID = "chart-node-spread", "chart-rank-spread"
 NODE_CHART_IDS = (BUSY_HEATMAP_ID, STEP_HEATMAP_ID, NODE_SPREAD_ID, RANK_SPREAD_ID)
 SPREAD_KEYS = ("min", "p10", "p50", "p90", "max")
+FOLDED = (
+    "a late node at an end of a slow link waits for the link's bytes: the verdict "
+    "counts it in the link"
+)
 MARK_HOVER = "%{text}: %{x:.2f}<extra></extra>"
 
 
@@ -83,7 +87,7 @@ def late_tables(a: ScaleAnalysis) -> tuple[Block, ...]:
                                  late, spread, Column("last arrival after median", "ms")),
                   tuple((n.host, f"{n.ranks[0]}-{n.ranks[-1]}", _ms(n.excess_ms), _ms(n.sd_ms),
                          _ms(n.lateness_ms)) for n in a.late_nodes),
-                  html_id="late-nodes")  # fmt: skip
+                  html_id="late-nodes", caption=FOLDED if a.links else "")  # fmt: skip
     ranks = Table("Late ranks", (Column("rank"), Column("node", align="left"), late, spread),
                   tuple((str(r.ranks[0]), r.host, _ms(r.excess_ms), _ms(r.sd_ms))
                         for r in a.late_ranks), html_id="late-ranks")  # fmt: skip
