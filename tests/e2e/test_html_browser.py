@@ -247,3 +247,28 @@ def test_pipeline_chart_renders(tmp_path):
     check_rendered(status, console, drawn)
     assert "<img" not in dom
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_node_files_page_renders(tmp_path):
+    """`report RUN --html` of a run analysed from its node files (256 ranks, a slow node whose
+    host name is markup, the run directory's name too): every chart drawn, no error, nothing
+    fetched, the slow node named as text."""
+    from node_file_runs import make_hostile, node_file_run
+    from typer.testing import CliRunner
+
+    from scalescope.cli import app
+    from scalescope.report.views.scale_page import BUSY_HEATMAP_ID, NODE_CHART_IDS
+
+    truth = node_file_run(tmp_path / "slow")
+    run = make_hostile(tmp_path / "slow", tmp_path / "<img src=x onerror=alert(3)>",
+                       truth.slow_node, EVIL)  # fmt: skip
+    page = tmp_path / "nodes.html"
+    result = CliRunner().invoke(app, ["report", str(run), "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    status, dom, console = open_in_chromium(page, tmp_path)
+    check_rendered(status, console, NODE_CHART_IDS)
+    assert heatmap_drawn(dom, BUSY_HEATMAP_ID)
+    assert "<img" not in dom
+    verdict = re.search(r'<p class="bold red" id="verdict">(.*?)</p>', dom).group(1)
+    assert f"node {html.escape(EVIL, quote=False)} is late" in verdict
+    assert "&lt;img src=x onerror=alert(3)&gt;" in dom

@@ -134,23 +134,44 @@ def print_rank(run_dir: Path, rank: int) -> None:
         report_console().print(line, highlight=False, markup=False)
 
 
+NODE_FILES_TIMELINE = (
+    "a timeline draws each rank's calls, which the node files do not keep (they hold each "
+    "node's sums): --rank N prints a kept rank's detail from its rank file"
+)
+NODE_FILES_THRESHOLDS = (
+    "its verdict tests nodes against their peers and sets no diagnosis threshold (--threshold) "
+    "nor a FLOP/s expectation (--baseline)"
+)
+
+
+def node_file_options(c: ReportCommand) -> None:
+    """The options a run analysed from its node files cannot take, refused in one line."""
+    if c.timeline:
+        raise CommandError(f"{c.run_dir} is analysed from node files: no --timeline: "
+                           f"{NODE_FILES_TIMELINE}")  # fmt: skip
+    if c.threshold or c.baseline:
+        raise CommandError(f"{c.run_dir} is analysed from node files: "
+                           f"{NODE_FILES_THRESHOLDS}")  # fmt: skip
+
+
 def report_from_node_files(c: ReportCommand) -> bool:
-    """A run analysed from its node files (analyze/scale/): its report, its JSON, and the
-    rank asked for; False for any other run."""
+    """A run analysed from its node files (analyze/scale/): its report, its JSON, its
+    dashboard and the rank asked for; False for any other run."""
+    from scalescope.analyze.scale.node_grid import node_grid
     from scalescope.analyze.scale.summary import from_node_files
     from scalescope.diagnose.scale_recording import ScaleRecording
     from scalescope.events.node_file import NodeFileError
-    from scalescope.report.renderers import render
+    from scalescope.report.renderers import render, write
     from scalescope.report.subjects import ScaleReport
 
     try:
         if not from_node_files(c.run_dir):
             return False
-        if c.html or c.timeline or c.threshold or c.baseline:
-            raise CommandError(f"{c.run_dir} is analysed from node files: no --html, "
-                               "--timeline, --threshold or --baseline yet")  # fmt: skip
+        node_file_options(c)
         recording = ScaleRecording(c.run_dir)
-        subject = ScaleReport(analysis=recording.analysis, verdict=recording.verdict)
+        a = recording.analysis
+        grid = node_grid(a) if c.html is not None else None
+        subject = ScaleReport(analysis=a, verdict=recording.verdict, grid=grid)
         report_console().print(render(subject, "text"), highlight=False, markup=False)
         if c.rank is not None:
             print_rank(c.run_dir, c.rank)
@@ -159,6 +180,8 @@ def report_from_node_files(c: ReportCommand) -> bool:
     if c.json_file is not None:
         c.json_file.write_bytes(render(subject, "json"))
         err.print(f"wrote {c.json_file}")
+    if c.html is not None:
+        err.print(f"wrote {write(subject, 'html', c.html)}")
     return True
 
 

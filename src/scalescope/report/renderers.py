@@ -105,7 +105,12 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
     **_entries("StoreFrame", terminal="live_store:frame_document"),
     **_entries("PlanView", terminal="plan:plan_document"),
     **_entries("HangReport", text="hang:render_hang"),
-    **_entries("ScaleReport", text="scale:scale_text", json="scale:scale_json_bytes"),
+    **_entries(
+        "ScaleReport",
+        text="scale:scale_text",
+        json="scale:scale_json_bytes",
+        html=("scale_page:scale_document", PAGE),
+    ),
 }
 
 PROGRESS: dict[str, str] = {

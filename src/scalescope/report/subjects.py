@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # types only: the data tools import torch, a subject must not
     from scalescope.analyze.pipeline_step import PipelineStep
     from scalescope.analyze.rank_steps import RankStepGrid
     from scalescope.analyze.runs.compare import RunComparison
+    from scalescope.analyze.scale.node_grid import NodeGrid
     from scalescope.analyze.scale.summary import ScaleAnalysis
     from scalescope.analyze.verdict import Verdict
     from scalescope.bench.shard_manifest import Manifest
@@ -218,3 +219,5 @@ class ScaleReport:
 
     analysis: ScaleAnalysis
     verdict: Verdict
+    grid: NodeGrid | None = None
+    """The dashboard's nodes by sampled step and distributions (analyze/scale/node_grid.py)."""

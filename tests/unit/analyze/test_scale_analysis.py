@@ -132,11 +132,3 @@ def test_report_of_a_run_with_a_missing_node_file_is_one_line(runs, tmp_path):
     assert result.exit_code != 0
     assert f"{gone}: missing" in result.output
     assert "Traceback" not in result.output
-
-
-def test_report_of_a_run_from_node_files_refuses_a_dashboard_in_one_line(runs, tmp_path):
-    run, _ = runs["jitter"]
-    result = CliRunner().invoke(app, ["report", str(run), "--html", str(tmp_path / "r.html")])
-    assert result.exit_code != 0
-    assert "is analysed from node files: no --html" in result.output
-    assert "Traceback" not in result.output

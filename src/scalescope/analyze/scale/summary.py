@@ -62,6 +62,14 @@ class ScaleAnalysis:
     gains: dict[int, NodeGain] = field(default_factory=dict)
     """The late nodes' (and late ranks' nodes') what-if: the sampled steps replayed with
     the node at the median node's pace (node_replay.py), by node index."""
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """The sampled steps of the node matrices."""
+    node_step_ms: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    """(nodes, sampled steps): the node's ranks' mean step (nan: none)."""
+    node_busy_steps_ms: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    """(nodes, sampled steps): the node's busy time (``node_busy_ms`` per step)."""
+    command: tuple[str, ...] = ()
+    """The run's command line (run.json)."""
 
     @property
     def rank_steps_range(self) -> tuple[int, int]:
@@ -108,4 +116,5 @@ def analyse_node_files(run_dir: Path) -> ScaleAnalysis:
     return ScaleAnalysis(Path(run_dir), manifest.world_size,
                          tuple(e.host for e in manifest.nodes), warmup, len(s.steps),
                          s.rank_steps, step_ms, busy, nodes, ranks, slow_links(s),
-                         kept, gains)  # fmt: skip
+                         kept, gains, s.steps, (s.node_step_ns / 1e6).astype(np.float32),
+                         figures.busy_ms.astype(np.float32), tuple(meta.command or ()))  # fmt: skip
