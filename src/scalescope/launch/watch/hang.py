@@ -33,6 +33,7 @@ from scalescope.analyze.watch.hang import (
     verdicts,
 )
 from scalescope.analyze.watch.ring_calls import RingCall, last_calls
+from scalescope.analyze.watch.ring_hang import ring_verdicts
 from scalescope.events.files import HANG_FILE, HANG_TEXT, ring_path
 from scalescope.events.flight_ring import RingError, read_ring_tail
 from scalescope.events.live_state import (
@@ -208,7 +209,8 @@ class HangWatch(threading.Thread):
                                  last_calls=calls, ring_note=note))  # fmt: skip
         report = HangReport(
             detected_at=now, idle_s=idle, hang_after_s=threshold, source="live",
-            ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=action, unknown=unknown,
+            ranks=tuple(ranks), verdicts=(*verdicts(ranks), *ring_verdicts(ranks)), action=action,
+            unknown=unknown,
         )  # fmt: skip
         self.report = report
         if self.metrics is not None:
