@@ -100,6 +100,21 @@ class TopCommand:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FlushCommand:
+    """The options of ``scalescope flush``."""
+
+    run_dir: Path | None = argument(None)
+    """The directory of a run in progress on this node."""
+    connect: str | None = option("--connect", metavar="HOST:PORT")
+    """Ask every rank through the job's store instead (as top --connect), sealed with your
+    key for the job."""
+    rank: int | None = option("--rank", min=0)
+    """Ask this rank only (with a run directory)."""
+    wait_s: float = option("--wait", default=30.0, min=0.0)
+    """Seconds to wait for the ranks' answers."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProjectCommand:
     """The options of ``scalescope project``."""
 

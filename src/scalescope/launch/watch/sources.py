@@ -46,18 +46,24 @@ class FileSource:
         """None: this user's files are not sealed, and need not be."""
         return set()
 
-    def flush(self, states: dict[int, LiveState]) -> None:
-        """Ask the ranks whose files this node has (and whose process runs here) to flush."""
+    def flush(self, states: dict[int, LiveState], wait_s: float = ANSWER_WAIT_S) -> set[int]:
+        """Ask those of ``states``' ranks whose files this node has (and whose process runs
+        here) to flush; the ranks asked that did not answer within ``wait_s``."""
         mine = self.states()
         self._local = local_pids(self.run_dir, mine)
-        asked = {r: s.flush_requests + 1 for r, s in mine.items() if self._local.get(r) is not None}
+        asked = {
+            r: s.flush_requests + 1
+            for r, s in mine.items()
+            if r in states and self._local.get(r) is not None
+        }
         for rank in asked:
             request_flush(self.run_dir, rank)
-        deadline = time.monotonic() + ANSWER_WAIT_S
+        deadline = time.monotonic() + wait_s
         while asked and time.monotonic() < deadline:
             now = read_live_states(self.run_dir, self.world_size)
             asked = {r: n for r, n in asked.items() if r in now and now[r].flushes_answered < n}
             time.sleep(0.05)
+        return set(asked)
 
     def stacks(self) -> dict[int, str]:
         return collect_stacks(self.run_dir, self._local)
@@ -100,16 +106,19 @@ class StoreSource:
         here = self.files.states() if self.files else {}
         return {r for r in self.channel.unknown if r not in here}
 
-    def flush(self, states: dict[int, LiveState]) -> None:
+    def flush(self, states: dict[int, LiveState], wait_s: float = ANSWER_WAIT_S) -> set[int]:
+        """Every relay asked, sealed, to have its ranks flush; the ranks of ``states`` that
+        did not answer within ``wait_s`` (and the relays' poll)."""
         if self.files is not None:
-            self.files.flush(states)
+            self.files.flush(states, wait_s)
         want = {r: s.flush_requests + 1 for r, s in states.items() if not self.ended(r, s)}
         self.channel.ask(FLUSH)
-        deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 2
+        deadline = time.monotonic() + wait_s + RELAY_POLL_S * 2
         while want and time.monotonic() < deadline:
             time.sleep(0.1)
             now = self.channel.states(list(want))
             want = {r: n for r, n in want.items() if r in now and now[r].flushes_answered < n}
+        return set(want)
 
     def stacks(self) -> dict[int, str]:
         found = self.files.stacks() if self.files else {}

@@ -67,24 +67,32 @@ def _blocks(result: WhatIf) -> list[Block]:
         )
     blocks += [Line(f"{cause}: not replayed: {why}") for cause, why in result.refused]
     if result.windows:
-        blocks.append(Line(windows_line(result.windows)))
+        blocks.append(Line(windows_line(result.windows, result.kept)))
     if result.steady is not None and result.jitter_ms is not None:
         blocks.append(Line(_jitter_words(result.jitter_ms, result.replayed.mean_ms)))
     return blocks + [Line(f"Left out of the model: {why}.") for why in result.left_out]
 
 
-def windows_line(steps: tuple[int, ...]) -> str:
-    """The replayed steps of a run recorded as summaries, as ranges: ``0-9, 100-103``."""
+def step_spans(steps: tuple[int, ...]) -> str:
+    """Steps as ranges: ``0-9, 100-103``."""
     spans: list[list[int]] = []
     for step in steps:
         if spans and step == spans[-1][1] + 1:
             spans[-1][1] = step
         else:
             spans.append([step, step])
-    words = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+
+
+def windows_line(steps: tuple[int, ...], kept: tuple[int, ...] = ()) -> str:
+    """The replayed steps of a run recorded as summaries, and which of them the flight
+    recorders kept."""
+    rings = (
+        f" (steps {step_spans(kept)} kept by the flight recorders: events/window-*)" if kept else ""
+    )
     return (
-        f"Replayed: steps {words} ({len(steps)} steps), the windows recorded in full; the "
-        "other steps were recorded as summaries (--record summary)."
+        f"Replayed: steps {step_spans(steps)} ({len(steps)} steps), the windows recorded in "
+        f"full{rings}; the other steps were recorded as summaries (--record summary)."
     )
 
 
