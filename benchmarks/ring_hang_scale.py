@@ -32,6 +32,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
+
 from results import record
 from scalescope.analyze.watch.ring_hang import UNFINISHED, ring_verdicts
 from scalescope.events.files import HANG_FILE
@@ -57,7 +59,7 @@ def analyse(run_dir: Path) -> dict:
     """In the child: ``on_hang`` over every ring, then the per-node reading."""
     states = pickle.loads((run_dir / "states.pickle").read_bytes())
     ranks = len(states)
-    before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before_kib = psutil.Process().memory_info().rss / 1024
     options = HangOptions(after_s=30.0, slowdown_pct=0.0, render=render_hang)
     watch = HangWatch(run_dir, ranks, options, RecordedSource(states))
     t0 = time.perf_counter()
@@ -127,7 +129,7 @@ def report(ranks: int, got: dict, truth: list) -> None:
     record(f"hang's report from every ring on one node ({where})", got["one_node_s"], "s", "",
            None)  # fmt: skip
     record(f"hang's report peak memory ({where})", got["peak_mib"], "MiB", "", None,
-           f"{got['before_mib']:.0f} MiB before it")  # fmt: skip
+           f"{got['before_mib']:.0f} MiB resident before it")  # fmt: skip
     record(f"rings' last calls read per node ({RANKS_PER_NODE} ranks)", got["node_ms"], "ms",
            "", None)  # fmt: skip
     record(f"hang named from per-node last calls, node 0's merge ({where})", got["merge_ms"],

@@ -21,10 +21,11 @@ from torch.distributed import TCPStore
 from waiting import wait_for
 
 from scalescope.events.files import stack_path
-from scalescope.events.live_state_writer import LiveStateWriter
+from scalescope.events.live_state import read_live_state
+from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
 from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import job_context, request_name, seal
-from scalescope.launch.channel.store import KILL, STACKS, Channel
+from scalescope.launch.channel.store import FLUSH, KILL, STACKS, Channel
 
 KEY, OTHER, JOB = b"k" * 32, OTHER_KEY, b"j" * 32
 RANK = """
@@ -119,6 +120,26 @@ def test_a_replayed_request_and_one_for_another_session_are_ignored(job: Job, ca
         wait_for(lambda n=n: log(capsys, seen).count(line) == n, f"kill {n} logged")
     assert not job.server.check([f"scalescope/stack/0/{first}"]), "no second answer"
     assert job.rank.poll() is None
+
+
+def test_only_a_flush_request_sealed_for_the_job_reaches_the_rank(job: Job, capsys) -> None:
+    """The relay raises the rank's flush counter (the rank then writes its events and, at
+    --record summary, its ring's summarised steps: probe/ring_flush.py) for a sealed request
+    alone: one sealed with another key, or for another job, is logged and changes nothing."""
+    writer = open_live_state(job.run_dir, 0, job.rank.pid)
+    seen: list[str] = []
+    try:
+        line = "scalescope: ignored a flush request in the job's store: not sealed"
+        for n, intruder in enumerate((Intruder(job.server), Intruder(job.server, key=KEY)), 1):
+            if intruder.key == KEY:
+                intruder.job = b"another-job"
+            intruder.ask(FLUSH)
+            wait_for(lambda n=n: log(capsys, seen).count(line) == n, f"flush request {n} logged")
+        assert read_live_state(job.run_dir, 0).flush_requests == 0
+        Channel(job.server, key=KEY, job=JOB).ask(FLUSH)
+        wait_for(lambda: read_live_state(job.run_dir, 0).flush_requests == 1, "the flush asked")
+    finally:
+        writer.close()
 
 
 def state_bytes(folder: Path, steps: int, ago_s: float) -> bytes:
