@@ -118,8 +118,9 @@ def main() -> None:
 def report(ranks: int, got: dict, truth: list) -> None:
     named, merged = got["named"] == truth, got["merged"] == truth
     print(f"from one node: on_hang {got['one_node_s']:.2f} s, peak {got['peak_mib']:.0f} MiB "
-          f"({got['before_mib']:.0f} MiB before it), hang.json {got['hang_json_mib']:.1f} MiB; "
-          f"named {got['named']} ({'right' if named else 'WRONG'})")  # fmt: skip
+          f"({got['before_mib']:.0f} MiB resident before it), hang.json "
+          f"{got['hang_json_mib']:.1f} MiB; named {got['named']} "
+          f"({'right' if named else 'WRONG'})")  # fmt: skip
     print(f"per node: {got['node_ms']:.1f} ms a node of {RANKS_PER_NODE} ranks (median of "
           f"{NODES_SAMPLED}), node 0's merge {got['merge_ms']:.0f} ms; named {got['merged']} "
           f"({'right' if merged else 'WRONG'})")  # fmt: skip
