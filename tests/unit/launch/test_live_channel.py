@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,11 +21,14 @@ from intruder import OTHER_KEY, Intruder
 from torch.distributed import TCPStore
 from waiting import wait_for
 
+from scalescope.commands.common import CommandError
+from scalescope.commands.flush import flush
+from scalescope.commands.options.reading import FlushCommand
 from scalescope.events.files import stack_path
 from scalescope.events.live_state import read_live_state
 from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.seals import job_context, request_name, seal
+from scalescope.launch.channel.seals import KEY_ENV, job_context, request_name, seal
 from scalescope.launch.channel.store import FLUSH, KILL, STACKS, Channel
 
 KEY, OTHER, JOB = b"k" * 32, OTHER_KEY, b"j" * 32
@@ -139,6 +143,45 @@ def test_only_a_flush_request_sealed_for_the_job_reaches_the_rank(job: Job, caps
         Channel(job.server, key=KEY, job=JOB).ask(FLUSH)
         wait_for(lambda: read_live_state(job.run_dir, 0).flush_requests == 1, "the flush asked")
     finally:
+        writer.close()
+
+
+def test_flush_connect_asks_through_the_store_and_waits_for_the_answer(
+    job: Job, tmp_path_factory, monkeypatch
+) -> None:
+    """`scalescope flush --connect` with the user's key: the relay raises the rank's flush
+    counter, the rank answers (here a thread in its place, as the probe's watch thread
+    does), the relay publishes the answer, and the command returns 0; with another key, no
+    job's id opens: one line, exit 2."""
+    key_file = tmp_path_factory.mktemp("key") / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o600)
+    monkeypatch.setenv(KEY_ENV, str(key_file))
+    owner = Channel(job.server, key=KEY, job=JOB)
+    owner.put_job()
+    owner.put_world(1)
+    writer = open_live_state(job.run_dir, 0, job.rank.pid)
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.wait(0.05):
+            made, answered = writer.requests()
+            if made > answered:
+                writer.answered(made)
+
+    rank_thread = threading.Thread(target=answer, daemon=True)
+    rank_thread.start()
+    address = f"127.0.0.1:{job.server.port}"
+    try:
+        wait_for(lambda: owner.states([0]) or None, "rank 0's state in the store")
+        assert flush(FlushCommand(connect=address, wait_s=10.0)) == 0
+        assert read_live_state(job.run_dir, 0).flushes_answered == 1
+        key_file.write_bytes(OTHER)
+        with pytest.raises(CommandError, match="no job's id in the store at 127.0.0.1:"):
+            flush(FlushCommand(connect=address, wait_s=1.0))
+    finally:
+        done.set()
+        rank_thread.join(timeout=2)
         writer.close()
 
 
