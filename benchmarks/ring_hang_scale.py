@@ -35,10 +35,11 @@ from pathlib import Path
 import psutil
 
 from results import record
+from scalescope.analyze.watch.ring_calls import read_last_calls
 from scalescope.analyze.watch.ring_hang import UNFINISHED, ring_verdicts
 from scalescope.events.files import HANG_FILE
 from scalescope.launch.options.groups import HangOptions
-from scalescope.launch.watch.hang import HangWatch, ring_calls
+from scalescope.launch.watch.hang import HangWatch
 from scalescope.report.views.hang import render_hang
 from synthetic_rings import RecordedSource, write_rings
 
@@ -72,7 +73,7 @@ def analyse(run_dir: Path) -> dict:
     for node in nodes:
         t0 = time.perf_counter()
         for rank in range(node * RANKS_PER_NODE, (node + 1) * RANKS_PER_NODE):
-            by_rank[rank] = ring_calls(run_dir, rank)[0]
+            by_rank[rank] = read_last_calls(run_dir, rank)[0]
         node_s.append(time.perf_counter() - t0)
     hangs = [replace(r, last_calls=by_rank.get(r.rank, r.last_calls)) for r in watch.report.ranks]
     t0 = time.perf_counter()

@@ -21,15 +21,19 @@ from intruder import OTHER_KEY, Intruder
 from torch.distributed import TCPStore
 from waiting import wait_for
 
+from scalescope.analyze.watch.ring_calls import read_last_calls
 from scalescope.commands.common import CommandError
 from scalescope.commands.flush import flush
 from scalescope.commands.options.reading import FlushCommand
-from scalescope.events.files import stack_path
+from scalescope.events.files import ring_path, stack_path
 from scalescope.events.live_state import read_live_state
 from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
+from scalescope.events.schema import Kind
 from scalescope.launch.channel.relay import Relay
 from scalescope.launch.channel.seals import KEY_ENV, job_context, request_name, seal
 from scalescope.launch.channel.store import FLUSH, KILL, STACKS, Channel
+from scalescope.launch.watch.sources import StoreSource
+from scalescope.probe.flight_ring import RingWriter
 
 KEY, OTHER, JOB = b"k" * 32, OTHER_KEY, b"j" * 32
 RANK = """
@@ -86,6 +90,21 @@ def test_a_sealed_stacks_request_is_answered_and_the_stacks_removed_once_read(jo
     text = wait_for(lambda: watcher.stack(0, count), "stacks")
     assert "waiting_for_a_request" in text
     assert not job.server.check([f"scalescope/stack/0/{count}"]), "removed once read"
+
+
+def test_the_relay_sends_each_ranks_last_calls_from_its_ring_beside_its_stacks(job: Job):
+    """The watcher names a hung rank of another node from that rank's flight recorder: the
+    node's relay reads the ring there and sends its last calls, sealed, with the stacks."""
+    ring = RingWriter(ring_path(job.run_dir, 0), 0, 64, job.rank.pid, 10**9)
+    for seq in range(8):
+        ring.append([seq // 4, Kind.COLLECTIVE, "all_reduce", 100 * seq, 50, 4096, 1024,
+                     "float32", "0", seq, "gradients", -1])  # fmt: skip
+    ring.close()
+    here = read_last_calls(job.run_dir, 0)
+    assert [c.seq for c in here[0]] == [7, 6, 5, 4, 3]
+    source = StoreSource(Channel(job.server, key=KEY, job=JOB), 1)
+    assert "waiting_for_a_request" in source.stacks()[0]
+    assert source.last_calls(0) == here
 
 
 def test_a_request_without_the_key_changes_nothing_and_is_logged(job: Job, capsys) -> None:

@@ -18,11 +18,13 @@ from pathlib import Path
 
 import psutil
 
+from scalescope.analyze.watch.ring_calls import encode_calls, read_last_calls
 from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import STACK_SIGNAL, parse_live_state, request_flush
 from scalescope.events.run import read_rank_meta
 from scalescope.launch.channel.seals import NOT_SEALED, request_name
 from scalescope.launch.channel.store import (
+    CALLS,
     CLOSE,
     FLUSH,
     KILL,
@@ -154,6 +156,8 @@ class Relay(threading.Thread):
                     text = self._stacks(rank, pid)
                     if not channel.closing():  # seconds may have passed
                         channel.put_stack(rank, count, text)
+                        calls = encode_calls(read_last_calls(self.run_dir, rank))
+                        channel.put_answer(CALLS, rank, count, calls)
             if what == KILL:
                 alive = []
                 for pid in self._pids.values():

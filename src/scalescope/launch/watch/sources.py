@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 
+from scalescope.analyze.watch.ring_calls import RingCall, decode_calls
 from scalescope.events.files import stack_path
 from scalescope.events.live_state import (
     STACK_SIGNAL,
@@ -20,6 +21,7 @@ from scalescope.events.live_state import (
 )
 from scalescope.events.run import read_rank_meta
 from scalescope.launch.channel.store import (
+    CALLS,
     FLUSH,
     KILL,
     RELAY_POLL_S,
@@ -68,6 +70,10 @@ class FileSource:
     def stacks(self) -> dict[int, str]:
         return collect_stacks(self.run_dir, self._local)
 
+    def last_calls(self, rank: int) -> tuple[tuple[RingCall, ...], str]:
+        """None beyond this node's files (the hang watch reads the rings here itself)."""
+        return (), ""
+
     def ended(self, rank: int, state: LiveState) -> str:
         meta = read_rank_meta(self.run_dir, rank)
         if meta is not None and meta.status != "running":
@@ -95,6 +101,7 @@ class StoreSource:
 
     def __init__(self, channel: Channel, world_size: int, files: FileSource | None = None) -> None:
         self.channel, self.world_size, self.files = channel, world_size, files
+        self._calls: dict[int, tuple[tuple[RingCall, ...], str]] = {}
 
     def states(self) -> dict[int, LiveState]:
         stored = self.channel.states(list(range(self.world_size)))
@@ -125,6 +132,7 @@ class StoreSource:
         count = self.channel.ask(STACKS)
         deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 4
         asked = [r for r in range(self.world_size) if r not in found]
+        calls = list(range(self.world_size))
         while asked and time.monotonic() < deadline:
             time.sleep(0.1)
             for rank in list(asked):
@@ -132,7 +140,28 @@ class StoreSource:
                     asked.remove(rank)
                     if text:
                         found[rank] = text
+            calls = self._take_calls(calls, count)
+        coming = [r for r in calls if r not in asked]  # sent right after their stacks
+        while coming and time.monotonic() < deadline:
+            coming = self._take_calls(coming, count)
+            time.sleep(0.02)
         return found
+
+    def _take_calls(self, ranks: list[int], count: int) -> list[int]:
+        """The last calls the relays sent beside the stacks of request ``count``; the ranks
+        still without."""
+        left = []
+        for rank in ranks:
+            raw = self.channel.answer(CALLS, rank, count)
+            if raw is None:
+                left.append(rank)
+            else:
+                self._calls[rank] = decode_calls(raw)
+        return left
+
+    def last_calls(self, rank: int) -> tuple[tuple[RingCall, ...], str]:
+        """The rank's last calls as its node's relay read them at the last ``stacks``."""
+        return self._calls.get(rank, ((), ""))
 
     def ended(self, rank: int, state: LiveState) -> str:
         said = self.channel.ended(rank)
