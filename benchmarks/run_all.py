@@ -99,6 +99,7 @@ BENCHES = (
     bench("html_size", "html_size.py", "", 0.3),
     bench("live_state_cost", "live_state_cost.py", "--steps 10000 --repeats 5", 0.3),
     bench("ring_cost", "ring_cost.py", "--rows 100000 --steps 10000 --repeats 5", 0.5),
+    bench("ring_hang_scale", "ring_hang_scale.py", "--ranks 16384 --rows 1024", 2.0),
     bench("suite_quick", "suite_quick.py", "--repeats 1", 1.0),
     bench("comm_vs_raw", "comm_vs_raw.py", "--pairs 3 --iters 100 --warmup 10", 1.5),
     bench("ingest_vs_hta", "ingest_vs_hta.py", "--size-mb 50", 0.5),

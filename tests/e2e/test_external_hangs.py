@@ -190,6 +190,9 @@ def test_a_stuck_rank_on_another_node_is_named_through_the_store(tmp_path):
     assert hang["idle_s"] < 3.0 + 5.0
     stacks = {r["rank"]: r["stack"] for r in hang["ranks"]}
     assert "hang_train.py" in stacks[3], "node 1's relay sent rank 3's stacks"
+    calls = {r["rank"]: r["last_calls"] for r in hang["ranks"]}
+    assert calls[2] and calls[3], "node 1's relay sent its ranks' last calls from their rings"
+    assert calls[3][0]["seq"] == calls[0][0]["seq"], "rank 3 completed what rank 0 did"
     assert not (folders[0] / "run" / "live" / "rank-3.state").exists(), "nothing shared"
     assert gone([r["pid"] for r in hang["ranks"]])
 

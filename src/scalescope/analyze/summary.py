@@ -22,7 +22,7 @@ from scalescope.analyze.layouts.pipeline import PipelineAnalysis, analyze_pipeli
 from scalescope.analyze.model.causes import phases_named
 from scalescope.analyze.model.replay import ReplayRefused
 from scalescope.analyze.model.step_grid import build_grid
-from scalescope.analyze.model.whatif import WhatIf, hosts_of, what_if_of
+from scalescope.analyze.model.whatif import WhatIf, hosts_of, what_if_of, with_kept
 from scalescope.analyze.model.window_sample import with_run_sample
 from scalescope.analyze.nodes import NodeSummary, node_summaries
 from scalescope.analyze.part import part
@@ -358,7 +358,8 @@ def _what_if(
         return "; ".join(left)
     grid = with_run_sample(grid, run, meta.warmup_steps, clocks)
     try:
-        return what_if_of(grid, left, hosts_of(run), meta.warmup_steps, extra=extra)
+        found = what_if_of(grid, left, hosts_of(run), meta.warmup_steps, extra=extra)
+        return with_kept(found, run)
     except ReplayRefused as exc:
         return str(exc)
 

@@ -13,6 +13,7 @@ from scalescope.cli import measure  # noqa: F401  suite, comm, scale
 from scalescope.cli import tune  # noqa: F401  tune
 from scalescope.cli import project  # noqa: F401  project
 from scalescope.cli import top  # noqa: F401  top
+from scalescope.cli import flush  # noqa: F401  flush
 # isort: on
 
 

@@ -26,6 +26,7 @@ def whatif(command: WhatIfCommand) -> None:
         hosts_of,
         replay_timeline,
         what_if_of,
+        with_kept,
     )
     from scalescope.diagnose.recording import Recording
     from scalescope.events.run import RunDirError
@@ -43,7 +44,7 @@ def whatif(command: WhatIfCommand) -> None:
         raise CommandError(f"no step of {command.run_dir} can be replayed: {'; '.join(left)}")
     hosts, warmup = hosts_of(run), run.meta.warmup_steps
     try:
-        result = what_if_of(grid, left, hosts, warmup, causes)
+        result = with_kept(what_if_of(grid, left, hosts, warmup, causes), run)
         if causes is not None:
             every_cause_replayed(result)
     except ValueError as exc:

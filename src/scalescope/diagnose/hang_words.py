@@ -78,6 +78,14 @@ def verdict_line(v: Verdict, ranks: dict[int, RankHang]) -> str:
         return (
             f"{_ranks(v.ranks)} no longer {'runs' if len(v.ranks) == 1 else 'run'} ({status}){tail}"
         )
+    if v.kind == "unfinished":
+        call = _coll(v) if v.op else f"call #{v.seq} (group {v.group})"
+        verb = "has" if len(v.ranks) == 1 else "have"
+        who = _ranks(v.ranks) + on_hosts(v.ranks, ranks)
+        return (
+            f"{who} {verb} not completed {call} that {_ranks(v.waiting)} completed (their "
+            "flight recorders)"
+        )
     if v.kind == "all_waiting":
         return (
             f"{_ranks(v.waiting)} all wait in {_coll(v)} for {fmt_seconds(v.waited_s)}: the "

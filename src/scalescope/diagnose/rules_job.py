@@ -26,6 +26,7 @@ SETUP_TAGS = ("parameters", "buffers")
 """DDP's broadcasts: they synchronise weights at start and buffers, not gradients."""
 HANG_REMEDY = {
     "missing": "hang_host",
+    "unfinished": "hang_host",
     "host_work": "hang_host",
     "mismatch": "hang_order",
     "behind": "hang_order",

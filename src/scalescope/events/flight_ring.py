@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +111,15 @@ class RingRead:
         kept = self.records[(step >= first_step) & (step <= last_step)]
         return RingRead(self.rank, self.pid, self.wall_minus_perf_ns, kept, self.strings,
                         self.written, self.dropped)  # fmt: skip
+
+    def whole_steps(self) -> RingRead:
+        """The same ring without its earliest step's rows where the ring had overwritten
+        some of them (it wrapped) or some were not read: that step may be cut short."""
+        kept = len(self.records)
+        if not kept or (self.written <= kept and not self.dropped):
+            return self
+        step = self.records["step"]
+        return replace(self, records=self.records[step != step[0]])
 
     @property
     def steps(self) -> tuple[int, int] | None:

@@ -86,14 +86,19 @@ def write_windows(run_dir: Path, first_step: int, last_step: int, named: int) ->
     kept, notes = {}, []
     for path in sorted(live_dir(run_dir).glob("rank-*.ring")):
         try:
-            ring = read_ring(path).window(first_step, last_step)
+            ring = read_ring(path).whole_steps().window(first_step, last_step)
         except RingError as exc:
             notes.append(str(exc))
             continue
-        writer = EventWriter(window_events_path(run_dir, named, ring.rank), ring.rank)
-        try:
-            writer.write(ring.rows())
-        finally:
-            writer.close()
-        kept[ring.rank] = len(ring.records)
+        kept[ring.rank] = write_window(run_dir, ring, named)
     return Windows(kept, notes)
+
+
+def write_window(run_dir: Path, ring: RingRead, named: int) -> int:
+    """The rows of ``ring`` into ``events/window-<named>-rank-N.arrows``; how many."""
+    writer = EventWriter(window_events_path(run_dir, named, ring.rank), ring.rank)
+    try:
+        writer.write(ring.rows())
+    finally:
+        writer.close()
+    return len(ring.records)

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 
 from scalescope.events.files import NODES_DIR, RUN_FILE, events_path, rank_meta_path
+from scalescope.events.kept_windows import read_kept_windows
 from scalescope.events.memory import release_memory
 from scalescope.events.reader import StreamRead, read_event_stream
 from scalescope.events.ring_rows import recover
@@ -200,6 +202,9 @@ class Run:
     events: EventTable
     ranks: dict[int, RankMeta] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    kept_steps: tuple[int, ...] = ()
+    """Steps recorded as summaries whose full rows the flight recorders kept (a slowdown's,
+    a flush request's ``events/window-*``: events/kept_windows.py), replayed as windows."""
 
 
 def load_meta(run_dir: Path) -> RunMeta:
@@ -310,6 +315,8 @@ def load_run(run_dir: Path) -> Run:
             ranks[rank] = rank_meta
         if meta.probe:
             paths[rank] = events_path(run_dir, rank)
+    kept = read_kept_windows(run_dir, list(paths))
+    kept_steps: set[int] | None = None
     for rank, read in _read_ahead(paths):
         name = paths[rank].name
         if read is None:
@@ -322,6 +329,11 @@ def load_run(run_dir: Path) -> Run:
             problems += [recovered.note] if recovered.note else []
             if recovered.table.num_rows:
                 table = pa.concat_tables([table, recovered.table])
+        added = kept.added(rank, table) if kept is not None else None
+        if added is not None:
+            table = pa.concat_tables([table, added])
+            steps = set(np.unique(added["step"].to_numpy()).tolist())
+            kept_steps = steps if kept_steps is None else kept_steps & steps
         if table.num_rows == 0 and read is None:
             continue
         pending.append(table)
@@ -336,4 +348,5 @@ def load_run(run_dir: Path) -> Run:
         meta.status = ranks_status or meta.status
     events = EventTable.concat_by_kind(tables) if tables else EventTable.empty(symbols)
     release_memory()
-    return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems)
+    return Run(path=run_dir, meta=meta, events=events, ranks=ranks, problems=problems,
+               kept_steps=tuple(sorted(kept_steps or ())))  # fmt: skip

@@ -203,10 +203,16 @@ def store_top(address: str) -> StoreTop:
     """The view through the store at ``address``; a one-line error when none answers, or
     without the user's key, which the states there are sealed with (it is not created here:
     a new key would check nothing)."""
+    return StoreTop(store_channel(address))
+
+
+def store_channel(address: str) -> Channel:
+    """The job's channel through the store at ``address``, with the user's key (``top
+    --connect``, ``flush --connect``); a one-line error as ``store_top``'s."""
     host, port = parse_address(address)
     key = load_key(create=False)
     try:
-        return StoreTop(Channel(connect(host, port, timeout_s=CONNECT_WAIT_S), key=key, warn=None))
+        return Channel(connect(host, port, timeout_s=CONNECT_WAIT_S), key=key, warn=None)
     except RuntimeError as exc:  # torch's DistStoreError and DistNetworkError among them
         raise ValueError(f"no store answers at {address}: {str(exc).splitlines()[0]}") from None
 

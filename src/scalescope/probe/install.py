@@ -30,6 +30,7 @@ from scalescope.probe.p2p import P2PWaits
 from scalescope.probe.phases import PhaseHooks
 from scalescope.probe.pipeline import PipelineProbe
 from scalescope.probe.recorder import Recorder
+from scalescope.probe.ring_flush import RingFlush
 from scalescope.probe.summary import StepSummaries
 from scalescope.probe.windows import FULL, SUMMARY, windows_from_env
 
@@ -101,8 +102,9 @@ class Probe:
         self.recorder = Recorder(
             events_path(run_dir, rank), rank, flush_every_steps, compression=COMPRESSION[summary]
         )
-        if summary:
-            self.recorder.fold = StepSummaries(windows_from_env(warmup_steps))
+        windows = windows_from_env(warmup_steps) if summary else None
+        if windows is not None:
+            self.recorder.fold = StepSummaries(windows)
         self.ring = open_ring(
             run_dir, rank, DEFAULT_ROWS if ring_rows is None else ring_rows, self.recorder.errors
         )
@@ -145,6 +147,8 @@ class Probe:
         offset = time.time_ns() - time.perf_counter_ns()
         self.live = LiveProbe(run_dir, rank, os.getpid(), offset, live)
         self.recorder.live = self.live.writer
+        if windows is not None and self.ring is not None:
+            self.live.on_flush = RingFlush(run_dir, rank, windows, self.recorder.errors)
         self.collectives.groups.live = self.live.writer
         self.recorder.group_slot = self.collectives.groups.live_slot
         self.stages = StartStages(self.live.writer)

@@ -100,6 +100,9 @@ class LiveProbe:
         self.on_stopped: Callable[[int], None] | None = None
         """Called from the watch thread with the signal when a SIGTERM or SIGINT arrived
         STOP_GRACE_S ago and the main thread did not end: record the end and exit."""
+        self.on_flush: Callable[[], None] | None = None
+        """Called on a flush request after the recorder's flush, before the answer (at
+        ``--record summary``: the ring's summarised steps copied, probe/ring_flush.py)."""
         self._wake: tuple[int, int] | None = None
         self._old_wake = -1
         self._signalled: tuple[int, float] | None = None
@@ -153,6 +156,8 @@ class LiveProbe:
             made, answered = self.writer.requests()
             if made > answered and self.recorder is not None:
                 self.recorder.flush()
+                if self.on_flush is not None:
+                    self.on_flush()
                 self.writer.answered(made)
             if os.getppid() != self.parent:
                 orphaned += 1

@@ -41,6 +41,7 @@ NEEDING_TORCH = {
     "data pack": ["data", "pack", "images", "shards"],
     "data bench": ["data", "bench", "images"],
     "top --connect": ["top", "--connect", "127.0.0.1:29500", "--once"],
+    "flush --connect": ["flush", "--connect", "127.0.0.1:29500"],
 }
 
 REFUSING = """

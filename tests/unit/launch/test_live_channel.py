@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,11 +21,19 @@ from intruder import OTHER_KEY, Intruder
 from torch.distributed import TCPStore
 from waiting import wait_for
 
-from scalescope.events.files import stack_path
-from scalescope.events.live_state_writer import LiveStateWriter
+from scalescope.analyze.watch.ring_calls import read_last_calls
+from scalescope.commands.common import CommandError
+from scalescope.commands.flush import flush
+from scalescope.commands.options.reading import FlushCommand
+from scalescope.events.files import ring_path, stack_path
+from scalescope.events.live_state import read_live_state
+from scalescope.events.live_state_writer import LiveStateWriter, open_live_state
+from scalescope.events.schema import Kind
 from scalescope.launch.channel.relay import Relay
-from scalescope.launch.channel.seals import job_context, request_name, seal
-from scalescope.launch.channel.store import KILL, STACKS, Channel
+from scalescope.launch.channel.seals import KEY_ENV, job_context, request_name, seal
+from scalescope.launch.channel.store import FLUSH, KILL, STACKS, Channel
+from scalescope.launch.watch.sources import StoreSource
+from scalescope.probe.flight_ring import RingWriter
 
 KEY, OTHER, JOB = b"k" * 32, OTHER_KEY, b"j" * 32
 RANK = """
@@ -83,6 +92,21 @@ def test_a_sealed_stacks_request_is_answered_and_the_stacks_removed_once_read(jo
     assert not job.server.check([f"scalescope/stack/0/{count}"]), "removed once read"
 
 
+def test_the_relay_sends_each_ranks_last_calls_from_its_ring_beside_its_stacks(job: Job):
+    """The watcher names a hung rank of another node from that rank's flight recorder: the
+    node's relay reads the ring there and sends its last calls, sealed, with the stacks."""
+    ring = RingWriter(ring_path(job.run_dir, 0), 0, 64, job.rank.pid, 10**9)
+    for seq in range(8):
+        ring.append([seq // 4, Kind.COLLECTIVE, "all_reduce", 100 * seq, 50, 4096, 1024,
+                     "float32", "0", seq, "gradients", -1])  # fmt: skip
+    ring.close()
+    here = read_last_calls(job.run_dir, 0)
+    assert [c.seq for c in here[0]] == [7, 6, 5, 4, 3]
+    source = StoreSource(Channel(job.server, key=KEY, job=JOB), 1)
+    assert "waiting_for_a_request" in source.stacks()[0]
+    assert source.last_calls(0) == here
+
+
 def test_a_request_without_the_key_changes_nothing_and_is_logged(job: Job, capsys) -> None:
     seen: list[str] = []
     intruder = Intruder(job.server)
@@ -119,6 +143,65 @@ def test_a_replayed_request_and_one_for_another_session_are_ignored(job: Job, ca
         wait_for(lambda n=n: log(capsys, seen).count(line) == n, f"kill {n} logged")
     assert not job.server.check([f"scalescope/stack/0/{first}"]), "no second answer"
     assert job.rank.poll() is None
+
+
+def test_only_a_flush_request_sealed_for_the_job_reaches_the_rank(job: Job, capsys) -> None:
+    """The relay raises the rank's flush counter (the rank then writes its events and, at
+    --record summary, its ring's summarised steps: probe/ring_flush.py) for a sealed request
+    alone: one sealed with another key, or for another job, is logged and changes nothing."""
+    writer = open_live_state(job.run_dir, 0, job.rank.pid)
+    seen: list[str] = []
+    try:
+        line = "scalescope: ignored a flush request in the job's store: not sealed"
+        for n, intruder in enumerate((Intruder(job.server), Intruder(job.server, key=KEY)), 1):
+            if intruder.key == KEY:
+                intruder.job = b"another-job"
+            intruder.ask(FLUSH)
+            wait_for(lambda n=n: log(capsys, seen).count(line) == n, f"flush request {n} logged")
+        assert read_live_state(job.run_dir, 0).flush_requests == 0
+        Channel(job.server, key=KEY, job=JOB).ask(FLUSH)
+        wait_for(lambda: read_live_state(job.run_dir, 0).flush_requests == 1, "the flush asked")
+    finally:
+        writer.close()
+
+
+def test_flush_connect_asks_through_the_store_and_waits_for_the_answer(
+    job: Job, tmp_path_factory, monkeypatch
+) -> None:
+    """`scalescope flush --connect` with the user's key: the relay raises the rank's flush
+    counter, the rank answers (here a thread in its place, as the probe's watch thread
+    does), the relay publishes the answer, and the command returns 0; with another key, no
+    job's id opens: one line, exit 2."""
+    key_file = tmp_path_factory.mktemp("key") / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o600)
+    monkeypatch.setenv(KEY_ENV, str(key_file))
+    owner = Channel(job.server, key=KEY, job=JOB)
+    owner.put_job()
+    owner.put_world(1)
+    writer = open_live_state(job.run_dir, 0, job.rank.pid)
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.wait(0.05):
+            made, answered = writer.requests()
+            if made > answered:
+                writer.answered(made)
+
+    rank_thread = threading.Thread(target=answer, daemon=True)
+    rank_thread.start()
+    address = f"127.0.0.1:{job.server.port}"
+    try:
+        wait_for(lambda: owner.states([0]) or None, "rank 0's state in the store")
+        assert flush(FlushCommand(connect=address, wait_s=10.0)) == 0
+        assert read_live_state(job.run_dir, 0).flushes_answered == 1
+        key_file.write_bytes(OTHER)
+        with pytest.raises(CommandError, match="no job's id in the store at 127.0.0.1:"):
+            flush(FlushCommand(connect=address, wait_s=1.0))
+    finally:
+        done.set()
+        rank_thread.join(timeout=2)
+        writer.close()
 
 
 def state_bytes(folder: Path, steps: int, ago_s: float) -> bytes:

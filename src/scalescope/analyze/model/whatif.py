@@ -9,7 +9,7 @@ is one line of ``WhatIf.refused``; the other fixes stay.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -90,6 +90,9 @@ class WhatIf:
     windows: tuple[int, ...] = ()
     """The steps replayed, where the run recorded the others as summaries (``--record
     summary``: only its full-row windows can be replayed); () for a run recorded in full."""
+    kept: tuple[int, ...] = ()
+    """Those of ``windows`` whose full rows the flight recorders kept (``events/window-*``,
+    a slowdown's or a flush request's), not the regular windows."""
 
     @property
     def slowdown(self) -> float | None:
@@ -131,7 +134,13 @@ def what_if(
     if grid is None:
         return None
     grid = with_run_sample(grid, run, warmup_steps, clocks)
-    return what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra)
+    return with_kept(what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra), run)
+
+
+def with_kept(result: WhatIf, run: Run) -> WhatIf:
+    """``result`` naming those of its windows whose full rows the flight recorders kept."""
+    kept = set(run.kept_steps)
+    return replace(result, kept=tuple(s for s in result.windows if s in kept))
 
 
 def what_if_of(
@@ -170,13 +179,14 @@ def what_if_of(
     slow, slow_nodes = slow_ranks(grid, hosts, rows)
     steady = predict(at_own_median(grid, rows, keep=slow), "steady", rows)
     beyond = (*(f"node:{h}" for h in slow_nodes), *(f"rank:{int(r)}" for r in grid.ranks[slow]))
+    windows = tuple(int(s) for s in grid.steps[rows]) if grid.summarised else ()
     return WhatIf(
         measured_step_ms=float(np.median(np.median(grid.step_ns[rows], axis=1))) / 1e6,
         replayed=base, fixes=tuple(fixes), steps=int(rows.sum()), ranks=grid.shape[1],
         collectives_per_step=grid.shape[2], left_out=(*left, *none_measured),
         ideal=ideal_step, refused=tuple(refused), steady=steady,
         jitter_ms=base.mean_ms - steady.mean_ms, beyond_spread=beyond,
-        windows=tuple(int(s) for s in grid.steps[rows]) if grid.summarised else (),
+        windows=windows,
     )  # fmt: skip
 
 

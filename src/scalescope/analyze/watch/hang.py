@@ -70,7 +70,9 @@ class Verdict:
     ``mismatch`` (``ranks`` called ``other_op`` at the sequence number of ``op``), ``behind``
     (``ranks`` wait in an earlier collective of the group), ``ended`` (``ranks``' processes
     are gone while ``waiting`` wait), ``all_waiting`` (every rank waits in the same
-    collective: it never completes), ``host_work`` (no rank is in a collective).
+    collective: it never completes), ``host_work`` (no rank is in a collective),
+    ``unfinished`` (from the flight recorders: ``ranks`` have not completed the call
+    ``waiting`` completed; analyze/watch/ring_hang.py).
     """
 
     kind: str

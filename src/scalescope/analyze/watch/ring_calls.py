@@ -7,14 +7,20 @@ the one they went on from, whatever its live state says now."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+import msgspec
 import numpy as np
 
-from scalescope.events.flight_ring import OVERFLOW, RingRead
+from scalescope.events.files import ring_path
+from scalescope.events.flight_ring import OVERFLOW, RingError, RingRead, read_ring_tail
 from scalescope.events.schema import Kind
 
 LAST_CALLS = 5
 """Collectives of each rank a hang's report lists, the last one first."""
+TAIL_ROWS = 256
+"""The rows of each rank's ring a hang's report reads (the last calls are among them): a
+few reads of its file, not its 5 MiB."""
 
 
 @dataclass(frozen=True)
@@ -56,3 +62,28 @@ def last_calls(ring: RingRead, count: int = LAST_CALLS) -> tuple[RingCall, ...]:
         )  # fmt: skip
         for i in at
     )
+
+
+def read_last_calls(run_dir: Path, rank: int) -> tuple[tuple[RingCall, ...], str]:
+    """The rank's last calls from its ring in this node's run directory, and why not when
+    its file is there but cannot be read (none and no note: no file here)."""
+    path = ring_path(run_dir, rank)
+    if not path.is_file():
+        return (), ""
+    try:
+        return last_calls(read_ring_tail(path, TAIL_ROWS)), ""
+    except RingError as exc:
+        return (), str(exc)
+
+
+def encode_calls(found: tuple[tuple[RingCall, ...], str]) -> bytes:
+    """``read_last_calls``' answer as a relay sends it through the job's store."""
+    return msgspec.json.encode(found)
+
+
+def decode_calls(raw: bytes) -> tuple[tuple[RingCall, ...], str]:
+    """``encode_calls`` read back; a value that is not one reads as none, with a note."""
+    try:
+        return msgspec.json.decode(raw, type=tuple[tuple[RingCall, ...], str])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return (), f"the relay's last calls did not read: {exc}"

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from scalescope.commands.options.shared import (
     BASELINE,
+    CONNECT,
     GLOBAL_BATCH,
     JSON,
     NODES,
+    RANK,
     RANKS,
     STEPS,
     THRESHOLD,
@@ -49,7 +51,7 @@ class ReportCommand(ReportOutputs):
     run_dir: Path = argument()
     """A run directory written by run or bench, a study directory of scale, or a suite
     directory of suite (or its suite.json)."""
-    rank: int | None = option("--rank", min=0)
+    rank: int | None = RANK()
     """Also print rank N's detail, read from its rank file alone (a run analysed from node
     files keeps rank files of sampled ranks only)."""
 
@@ -92,11 +94,26 @@ class TopCommand:
 
     run_dir: Path | None = argument(None)
     """A run directory (of run, bench, a scale size)."""
-    connect: str | None = option("--connect", metavar="HOST:PORT")
+    connect: str | None = CONNECT()
     """Watch through the job's store instead (MASTER_ADDR:MASTER_PORT under srun or mpirun,
     the --rdzv-endpoint on several nodes): from any node, no run directory."""
     once: bool = option("--once", default=False)
     """Print the view once and exit."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlushCommand:
+    """The options of ``scalescope flush``."""
+
+    run_dir: Path | None = argument(None)
+    """The directory of a run in progress on this node."""
+    connect: str | None = CONNECT()
+    """Ask every rank through the job's store instead (as top --connect), sealed with your
+    key for the job."""
+    rank: int | None = RANK()
+    """Ask this rank only (with a run directory)."""
+    wait_s: float = option("--wait", default=30.0, min=0.0)
+    """Seconds to wait for the ranks' answers."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from scalescope.analyze.watch.ring_calls import encode_calls, read_last_calls
 from scalescope.events.files import live_dir, live_state_path, stack_path
 from scalescope.events.live_state import (
     STACK_SIGNAL,
@@ -29,6 +30,7 @@ from scalescope.events.run import read_rank_meta
 from scalescope.launch.channel.node_record import node_record
 from scalescope.launch.channel.seals import NOT_SEALED, request_name
 from scalescope.launch.channel.store import (
+    CALLS,
     CLOSE,
     FLUSH,
     KILL,
@@ -179,6 +181,8 @@ class Relay(threading.Thread):
                     text = self._stacks(rank, pid)
                     if not channel.closing():  # seconds may have passed
                         channel.put_stack(rank, count, text)
+                        calls = encode_calls(read_last_calls(self.run_dir, rank))
+                        channel.put_answer(CALLS, rank, count, calls)
             if what == KILL:
                 alive = []
                 for pid in self._pids.values():

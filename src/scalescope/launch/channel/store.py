@@ -65,6 +65,9 @@ PREFIX = "scalescope/"
 JOB_KEY = f"{PREFIX}job"
 RELAY_POLL_S = 0.25
 FLUSH, STACKS, KILL, CLOSE = "flush", "stacks", "kill", "close"
+CALLS = "calls"
+"""A rank's answer beside its stacks: its flight recorder's last calls, read on its node
+(analyze/watch/ring_calls.py ``encode_calls``)."""
 REQUESTS = (FLUSH, STACKS, KILL, CLOSE)
 WATCHES = ("hang", "slowdown")
 MAX_LOGGED = 20
@@ -336,23 +339,32 @@ class Channel:
         key = f"{PREFIX}ask/{index}/{what}"
         return bytes(self.store.get(key)) if self.store.check([key]) else None
 
-    def put_stack(self, rank: int, count: int, text: str) -> None:
-        name = b"stack:%d:%d:" % (rank, count)
-        self.store.set(f"{PREFIX}stack/{rank}/{count}", self.seal(name, text.encode()))
+    def put_answer(self, what: str, rank: int, count: int, raw: bytes) -> None:
+        """A rank's answer to request ``count`` (``stack``: its stacks; ``calls``: its
+        ring's last calls), sealed with the rank and the count."""
+        name = b"%s:%d:%d:" % (what.encode(), rank, count)
+        self.store.set(f"{PREFIX}{what}/{rank}/{count}", self.seal(name, raw))
 
-    def stack(self, rank: int, count: int) -> str | None:
-        """Rank ``rank``'s stacks in answer to request ``count``, deleted once read; None
+    def answer(self, what: str, rank: int, count: int) -> bytes | None:
+        """Rank ``rank``'s ``what`` in answer to request ``count``, deleted once read; None
         before the relay answered (or when what is there is not sealed)."""
-        key = f"{PREFIX}stack/{rank}/{count}"
+        key = f"{PREFIX}{what}/{rank}/{count}"
         if not self.store.check([key]):
             return None
         value = bytes(self.store.get(key))
         self.store.delete_key(key)
-        text = self.unseal(b"stack:%d:%d:" % (rank, count), value)
-        if text is None:
-            self.refuse(f"rank {rank}'s stacks", NOT_SEALED)
-            return None
-        return text.decode("utf-8", "replace")
+        raw = self.unseal(b"%s:%d:%d:" % (what.encode(), rank, count), value)
+        if raw is None:
+            self.refuse(f"rank {rank}'s {what}", NOT_SEALED)
+        return raw
+
+    def put_stack(self, rank: int, count: int, text: str) -> None:
+        self.put_answer("stack", rank, count, text.encode())
+
+    def stack(self, rank: int, count: int) -> str | None:
+        """Rank ``rank``'s stacks in answer to request ``count`` (``answer``)."""
+        raw = self.answer("stack", rank, count)
+        return None if raw is None else raw.decode("utf-8", "replace")
 
     def put_world(self, world_size: int) -> None:
         self.store.set(f"{PREFIX}world", str(world_size).encode())

@@ -32,9 +32,9 @@ from scalescope.analyze.watch.hang import (
     rank_hang,
     verdicts,
 )
-from scalescope.analyze.watch.ring_calls import RingCall, last_calls
-from scalescope.events.files import HANG_FILE, HANG_TEXT, ring_path
-from scalescope.events.flight_ring import RingError, read_ring_tail
+from scalescope.analyze.watch.ring_calls import read_last_calls
+from scalescope.analyze.watch.ring_hang import ring_verdicts
+from scalescope.events.files import HANG_FILE, HANG_TEXT
 from scalescope.events.live_state import (
     LiveState,
 )
@@ -53,9 +53,6 @@ POLL_S = 0.5
 NODE_DEFER_S = 10.0
 """How much later than node 0's watch the other nodes' watches act."""
 MEDIAN_EVERY_S = 10.0
-TAIL_ROWS = 256
-"""The rows of each rank's ring a hang's report reads (the last calls are among them): a
-few reads of its file, not its 5 MiB."""
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
 rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
@@ -215,12 +212,15 @@ class HangWatch(threading.Thread):
         for rank, state in sorted(states.items()):
             ended = self.source.ended(rank, state)
             hang = rank_hang(state, now, alive=not ended, ended=ended)
-            calls, note = ring_calls(self.run_dir, rank)
+            calls, note = read_last_calls(self.run_dir, rank)
+            if not calls and not note:  # no ring here: its node's relay may have sent it
+                calls, note = self.source.last_calls(rank)
             ranks.append(replace(hang, stack=stacks.get(rank, ""), host=self.source.host(rank),
                                  last_calls=calls, ring_note=note))  # fmt: skip
         report = HangReport(
             detected_at=now, idle_s=idle, hang_after_s=threshold, source="live",
-            ranks=tuple(ranks), verdicts=tuple(verdicts(ranks)), action=action, unknown=unknown,
+            ranks=tuple(ranks), verdicts=(*verdicts(ranks), *ring_verdicts(ranks)), action=action,
+            unknown=unknown,
         )  # fmt: skip
         self.report = report
         if self.metrics is not None:
@@ -235,18 +235,6 @@ class HangWatch(threading.Thread):
             self.source.stop()
             if not self.done.wait(LAUNCHER_GRACE_S) and self.on_stuck is not None:
                 self.on_stuck()
-
-
-def ring_calls(run_dir: Path, rank: int) -> tuple[tuple[RingCall, ...], str]:
-    """The rank's last calls from its ring in this node's run directory, and why not when
-    its file is there but cannot be read (none and no note: no file here)."""
-    path = ring_path(run_dir, rank)
-    if not path.is_file():
-        return (), ""
-    try:
-        return last_calls(read_ring_tail(path, TAIL_ROWS)), ""
-    except RingError as exc:
-        return (), str(exc)
 
 
 def progress_times(states: dict[int, LiveState]) -> list[float]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 
+from scalescope.analyze.watch.ring_calls import RingCall, decode_calls
 from scalescope.events.files import stack_path
 from scalescope.events.live_state import (
     STACK_SIGNAL,
@@ -21,6 +22,7 @@ from scalescope.events.live_state import (
 from scalescope.events.run import read_rank_meta
 from scalescope.launch.channel.node_record import NodesRead, current
 from scalescope.launch.channel.store import (
+    CALLS,
     FLUSH,
     KILL,
     RELAY_POLL_S,
@@ -47,21 +49,31 @@ class FileSource:
         """None: this user's files are not sealed, and need not be."""
         return set()
 
-    def flush(self, states: dict[int, LiveState]) -> None:
-        """Ask the ranks whose files this node has (and whose process runs here) to flush."""
+    def flush(self, states: dict[int, LiveState], wait_s: float = ANSWER_WAIT_S) -> set[int]:
+        """Ask those of ``states``' ranks whose files this node has (and whose process runs
+        here) to flush; the ranks asked that did not answer within ``wait_s``."""
         mine = self.states()
         self._local = local_pids(self.run_dir, mine)
-        asked = {r: s.flush_requests + 1 for r, s in mine.items() if self._local.get(r) is not None}
+        asked = {
+            r: s.flush_requests + 1
+            for r, s in mine.items()
+            if r in states and self._local.get(r) is not None
+        }
         for rank in asked:
             request_flush(self.run_dir, rank)
-        deadline = time.monotonic() + ANSWER_WAIT_S
+        deadline = time.monotonic() + wait_s
         while asked and time.monotonic() < deadline:
             now = read_live_states(self.run_dir, self.world_size)
             asked = {r: n for r, n in asked.items() if r in now and now[r].flushes_answered < n}
             time.sleep(0.05)
+        return set(asked)
 
     def stacks(self) -> dict[int, str]:
         return collect_stacks(self.run_dir, self._local)
+
+    def last_calls(self, rank: int) -> tuple[tuple[RingCall, ...], str]:
+        """None beyond this node's files (the hang watch reads the rings here itself)."""
+        return (), ""
 
     def ended(self, rank: int, state: LiveState) -> str:
         meta = read_rank_meta(self.run_dir, rank)
@@ -90,6 +102,7 @@ class StoreSource:
 
     def __init__(self, channel: Channel, world_size: int, files: FileSource | None = None) -> None:
         self.channel, self.world_size, self.files = channel, world_size, files
+        self._calls: dict[int, tuple[tuple[RingCall, ...], str]] = {}
 
     def states(self) -> dict[int, LiveState]:
         stored = self.channel.states(list(range(self.world_size)))
@@ -107,22 +120,26 @@ class StoreSource:
         here = self.files.states() if self.files else {}
         return {r for r in self.channel.unknown if r not in here}
 
-    def flush(self, states: dict[int, LiveState]) -> None:
+    def flush(self, states: dict[int, LiveState], wait_s: float = ANSWER_WAIT_S) -> set[int]:
+        """Every relay asked, sealed, to have its ranks flush; the ranks of ``states`` that
+        did not answer within ``wait_s`` (and the relays' poll)."""
         if self.files is not None:
-            self.files.flush(states)
+            self.files.flush(states, wait_s)
         want = {r: s.flush_requests + 1 for r, s in states.items() if not self.ended(r, s)}
         self.channel.ask(FLUSH)
-        deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 2
+        deadline = time.monotonic() + wait_s + RELAY_POLL_S * 2
         while want and time.monotonic() < deadline:
             time.sleep(0.1)
             now = self.channel.states(list(want))
             want = {r: n for r, n in want.items() if r in now and now[r].flushes_answered < n}
+        return set(want)
 
     def stacks(self) -> dict[int, str]:
         found = self.files.stacks() if self.files else {}
         count = self.channel.ask(STACKS)
         deadline = time.monotonic() + ANSWER_WAIT_S + RELAY_POLL_S * 4
         asked = [r for r in range(self.world_size) if r not in found]
+        calls = list(range(self.world_size))
         while asked and time.monotonic() < deadline:
             time.sleep(0.1)
             for rank in list(asked):
@@ -130,7 +147,28 @@ class StoreSource:
                     asked.remove(rank)
                     if text:
                         found[rank] = text
+            calls = self._take_calls(calls, count)
+        coming = [r for r in calls if r not in asked]  # sent right after their stacks
+        while coming and time.monotonic() < deadline:
+            coming = self._take_calls(coming, count)
+            time.sleep(0.02)
         return found
+
+    def _take_calls(self, ranks: list[int], count: int) -> list[int]:
+        """The last calls the relays sent beside the stacks of request ``count``; the ranks
+        still without."""
+        left = []
+        for rank in ranks:
+            raw = self.channel.answer(CALLS, rank, count)
+            if raw is None:
+                left.append(rank)
+            else:
+                self._calls[rank] = decode_calls(raw)
+        return left
+
+    def last_calls(self, rank: int) -> tuple[tuple[RingCall, ...], str]:
+        """The rank's last calls as its node's relay read them at the last ``stacks``."""
+        return self._calls.get(rank, ((), ""))
 
     def ended(self, rank: int, state: LiveState) -> str:
         said = self.channel.ended(rank)

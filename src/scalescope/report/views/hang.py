@@ -6,16 +6,31 @@ shows them first.
 
 from __future__ import annotations
 
-from scalescope.analyze.watch.hang import HangReport
+from scalescope.analyze.watch.hang import HangReport, RankHang
 from scalescope.diagnose.hang_words import verdict_line
+from scalescope.events.files import HANG_FILE
 from scalescope.events.units import fmt_bytes_brief, fmt_ms, fmt_seconds
+
+ALL_RANKS_UP_TO = 16
+"""Up to this many ranks, the table and the last calls list every rank; beyond, the ranks
+the verdicts name and the first rank waiting on each (the others are in hang.json)."""
+
+
+def shown_ranks(report: HangReport) -> list[RankHang]:
+    """The ranks the text lists (``ALL_RANKS_UP_TO``)."""
+    if len(report.ranks) <= ALL_RANKS_UP_TO:
+        return list(report.ranks)
+    named = {r for v in report.verdicts for r in (*v.ranks[:ALL_RANKS_UP_TO], *v.waiting[:1])}
+    return [r for r in report.ranks if r.rank in named]
 
 
 def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
-    """The per-rank table; a ``host`` column when the ranks ran on several nodes."""
+    """The per-rank table of ``shown_ranks``; a ``host`` column when the ranks ran on
+    several nodes."""
+    shown = shown_ranks(report)
     hosts = len({r.host for r in report.ranks if r.host}) > 1
     rows = [("rank", "pid", "phase (for)", "last collective", "in it?", "for")]
-    for r in report.ranks:
+    for r in shown:
         phase = "gone: " + (r.ended or "?") if not r.alive else (r.phase or "not recorded")
         if r.alive and r.phase and r.phase_for_s is not None:
             phase += f" ({fmt_seconds(r.phase_for_s)})"
@@ -25,9 +40,7 @@ def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
     if hosts:
         rows = [
             (row[0], head, *row[1:])
-            for row, head in zip(
-                rows, ["host"] + [r.host or "?" for r in report.ranks], strict=True
-            )
+            for row, head in zip(rows, ["host"] + [r.host or "?" for r in shown], strict=True)
         ]
     return rows
 
@@ -35,7 +48,7 @@ def rank_rows(report: HangReport) -> list[tuple[str, ...]]:
 def ring_lines(report: HangReport) -> list[str]:
     """Each rank's last calls from its flight recorder, the latest first."""
     lines = []
-    for r in report.ranks:
+    for r in shown_ranks(report):
         if r.ring_note:
             lines.append(f"  rank {r.rank}: flight recorder not read ({r.ring_note})")
         if not r.last_calls:
@@ -82,6 +95,8 @@ def hang_lines(report: HangReport, stacks: str = "all") -> list[str]:
         for row in rows
     ]
     lines += ring_lines(report)
+    if (left := len(report.ranks) - len(shown_ranks(report))) > 0:
+        lines.append(f"  ({left:,} other ranks' states and last calls: {HANG_FILE})")
     if report.unknown:
         lines.append(
             f"  rank(s) {', '.join(map(str, report.unknown))} unknown: their live state in the "

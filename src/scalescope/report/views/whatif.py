@@ -68,17 +68,19 @@ def _blocks(result: WhatIf) -> list[Block]:
         )
     blocks += [Line(f"{cause}: not replayed: {why}") for cause, why in result.refused]
     if result.windows:
-        blocks.append(Line(windows_line(result.windows)))
+        blocks.append(Line(windows_line(result.windows, result.kept)))
     if result.steady is not None and result.jitter_ms is not None:
         blocks.append(Line(_jitter_words(result.jitter_ms, result.replayed.mean_ms)))
     return blocks + [Line(f"Left out of the model: {why}.") for why in result.left_out]
 
 
-def windows_line(steps: tuple[int, ...]) -> str:
-    """The replayed steps of a run recorded as summaries, as ranges: ``0-9, 100-103``."""
+def windows_line(steps: tuple[int, ...], kept: tuple[int, ...] = ()) -> str:
+    """The replayed steps of a run recorded as summaries, as ranges (``0-9, 100-103``), and
+    which of them the flight recorders kept."""
+    rings = f" (steps {step_ranges(kept)} kept by the flight recorders: events/window-*)"
     return (
         f"Replayed: steps {step_ranges(steps)} ({len(steps)} steps), the windows recorded in "
-        "full; the other steps were recorded as summaries (--record summary)."
+        f"full{rings if kept else ''}; the other steps were recorded as summaries (--record summary)."
     )
 
 
