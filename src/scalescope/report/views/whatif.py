@@ -80,7 +80,8 @@ def windows_line(steps: tuple[int, ...], kept: tuple[int, ...] = ()) -> str:
     rings = f" (steps {step_ranges(kept)} kept by the flight recorders: events/window-*)"
     return (
         f"Replayed: steps {step_ranges(steps)} ({len(steps)} steps), the windows recorded in "
-        f"full{rings if kept else ''}; the other steps were recorded as summaries (--record summary)."
+        f"full{rings if kept else ''}; the other steps were recorded as summaries "
+        "(--record summary)."
     )
 
 
