@@ -4,7 +4,8 @@
 # make bench: every benchmark in a row (30-45 min, not CI), written to docs/benchmarks.md.
 # make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md;
 #   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv;
-#   FAULTBENCH_ARGS=--held-out: the held-out seeds, once, thresholds frozen (docs/accuracy-heldout.md).
+#   FAULTBENCH_ARGS=--held-out: the held-out seeds, once, thresholds frozen (docs/accuracy-heldout.md);
+#   "--held-out --held-out-seed 4902": that seed alone, once (docs/accuracy-heldout-4902.md).
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -73,6 +73,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--held-out-seeds", type=int, default=len(HELD_OUT_SEEDS), metavar="N",
                    help="with --held-out: the first N of its seeds (one seed is one whole "
                    "matrix, ~40 minutes on 2 cores)")  # fmt: skip
+    p.add_argument("--held-out-seed", type=int, choices=HELD_OUT_SEEDS, metavar="SEED",
+                   help="with --held-out: this one of its seeds alone, into "
+                   "docs/accuracy-heldout-SEED.md (a seed is scored once: refused when that "
+                   "file exists)")  # fmt: skip
     p.add_argument(
         "--keep",
         type=Path,
@@ -329,6 +333,8 @@ def record_totals(total: Totals) -> None:
 
 
 def held_out_seeds(args: argparse.Namespace) -> tuple[int, ...]:
+    if args.held_out_seed is not None:
+        return (args.held_out_seed,)
     n = args.held_out_seeds
     if not 1 <= n <= len(HELD_OUT_SEEDS):
         sys.exit(f"--held-out-seeds must be 1 to {len(HELD_OUT_SEEDS)}, got {n}")
@@ -338,9 +344,14 @@ def held_out_seeds(args: argparse.Namespace) -> tuple[int, ...]:
 def doc_path(args: argparse.Namespace) -> Path:
     """Where the table goes: a held-out run's own file; a tuning run never writes it."""
     if args.held_out:
-        return args.doc or HELD_OUT_DOC
-    if args.doc is not None and args.doc.resolve() == HELD_OUT_DOC.resolve():
-        sys.exit(f"{HELD_OUT_DOC.name} is the held-out matrix's: only --held-out writes it")
+        if args.doc is not None or args.held_out_seed is None:
+            return args.doc or HELD_OUT_DOC
+        own = HELD_OUT_DOC.with_name(f"{HELD_OUT_DOC.stem}-{args.held_out_seed}.md")
+        if own.exists():
+            sys.exit(f"seed {args.held_out_seed} is scored once: {own} exists")
+        return own
+    if args.doc is not None and args.doc.name.startswith(HELD_OUT_DOC.stem):
+        sys.exit(f"{args.doc.name} is the held-out matrix's: only --held-out writes it")
     return args.doc or ROOT / "docs" / "accuracy.md"
 
 

@@ -277,6 +277,25 @@ def test_a_tuning_run_never_writes_the_held_out_doc(monkeypatch) -> None:
         run.held_out_seeds(run.parse())
 
 
+def test_one_held_out_seed_goes_to_its_own_doc_once(monkeypatch, tmp_path) -> None:
+    import run
+
+    monkeypatch.setattr(run, "HELD_OUT_DOC", tmp_path / "accuracy-heldout.md")
+    seed = run.HELD_OUT_SEEDS[1]
+    monkeypatch.setattr(sys, "argv", ["run.py", "--held-out", "--held-out-seed", str(seed)])
+    args = run.parse()
+    assert run.held_out_seeds(args) == (seed,)
+    assert run.doc_path(args) == tmp_path / f"accuracy-heldout-{seed}.md"
+    (tmp_path / f"accuracy-heldout-{seed}.md").write_text("scored\n")
+    with pytest.raises(SystemExit, match="scored once"):
+        run.doc_path(args)
+    monkeypatch.setattr(
+        sys, "argv", ["run.py", "--doc", str(tmp_path / "accuracy-heldout-4903.md")]
+    )
+    with pytest.raises(SystemExit, match="held-out"):
+        run.doc_path(run.parse())
+
+
 def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain() -> None:
     from rescore import rescored
 
