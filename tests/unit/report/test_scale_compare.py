@@ -96,7 +96,7 @@ def test_compare_figures_are_each_runs_own_analysis(runs, tmp_path):
         f"step (median over ranks of their mean): A {a.step_ms:,.2f} ms, B {b.step_ms:,.2f}"
         f" ms ({step['median_ms']['change_pct']:+.1f} %), beyond the steps' spread"
     ) in text
-    assert f"resolved: straggler node node {truth.slow_node}, cost per step A {cost:,.2f} ms, " \
+    assert f"resolved: straggler node (node {truth.slow_node}), cost per step A {cost:,.2f} ms, " \
            "none in B" in text  # fmt: skip
     assert f"late node went away: {truth.slow_node}, A {late.excess_ms:,.2f}" in text
 
@@ -169,3 +169,23 @@ def test_a_cut_node_file_is_one_line_and_left_as_it_was(runs, tmp_path):
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert f"{cut}: not a complete node file" in flat(result.output)
     assert cut.read_bytes() == data
+
+
+def test_a_slow_link_that_went_away(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scale-compare-link")
+    truth = node_file_run(root / "link", "slow_link", "pipeline")
+    node_file_run(root / "fixed", None, "pipeline")
+    a = analyse_node_files(root / "link")
+    c = compare_scale(root / "link", root / "fixed")
+    hosts = ",".join(sorted(truth.slow_link))
+    assert [(x.status, x.code, x.culprit) for x in c.causes] == [
+        ("resolved", "SLOW_LINK", f"link {hosts}")
+    ]
+    worst = {}
+    for link in a.links:
+        name = f"{' - '.join(sorted(link.hosts))} ({link.op})"
+        worst[name] = max(worst.get(name, 0.0), link.transfer_ms)
+    assert {x.name: (x.status, x.figure.a, x.figure.b) for x in c.slow_links} == {
+        name: ("went away", ms, None) for name, ms in worst.items()
+    }
+    assert worst and all(sorted(truth.slow_link) == n.split(" (")[0].split(" - ") for n in worst)

@@ -66,7 +66,7 @@ def spread_line(what: str, spreads: dict[str, Figure] | None) -> list[str]:
 def cause_lines(c: ScaleComparison) -> list[str]:
     out = [f"verdict A: {c.a.verdict}", f"verdict B: {c.b.verdict}"]
     for x in c.causes:
-        who = f" {x.culprit}" if x.culprit else ""
+        who = f" ({x.culprit})" if x.culprit else ""
         out.append(f"{x.status}: {x.bottleneck}{who}, cost per step {fig(x.cost_ms)}")
     return out
 
@@ -122,12 +122,11 @@ def _cells(f: Figure) -> tuple[str, str, str]:
     return ms(f.a), ms(f.b), NA if f.change_pct is None else f"{f.change_pct:+.1f}"
 
 
-def figure_table(title: str, first: str, rows: Iterable[tuple[Any, ...]], html_id: str,
-                 caption: str = "") -> Table:  # fmt: skip
-    """Rows of leading cells then a Figure."""
+def figure_table(title: str, names: tuple[str, ...], rows: Iterable[tuple[Any, ...]],
+                 html_id: str, caption: str = "") -> Table:  # fmt: skip
+    """Rows of a cell per name of ``names`` then a Figure."""
     body = tuple((*lead, *_cells(f)) for *lead, f in rows)
-    lead = len(body[0]) - 3 if body else 1
-    cols = (Column(first, align="left"), *(Column("", align="left") for _ in range(lead - 1)))
+    cols = tuple(Column(n, align="left") for n in names)
     return Table(title, (*cols, *FIGURE_COLUMNS), body, html_id=html_id, caption=caption)
 
 
@@ -137,7 +136,7 @@ def _late_table(title: str, changes: tuple[LateChange, ...] | None, html_id: str
         return None
     if not changes:
         return Line(f"{title}: none in either run.", html_id=html_id)
-    return figure_table(title, "status", ((x.status, x.name, x.figure) for x in changes),
+    return figure_table(title, ("status", "name"), ((x.status, x.name, x.figure) for x in changes),
                         html_id, caption=unit)  # fmt: skip
 
 
@@ -149,7 +148,7 @@ def scale_compare_document(c: ScaleComparison) -> Document:
     for what, spreads in (("ranks' mean step", c.rank_step_ms),
                           ("nodes' mean busy per step", c.node_busy_ms)):  # fmt: skip
         steps += [(f"{what}: {k}", f) for k, f in (spreads or {}).items()]
-    causes = figure_table("Verdicts' causes (cost per step)", "status",
+    causes = figure_table("Verdicts' causes (cost per step)", ("status", "cause", "culprit"),
                           ((x.status, x.bottleneck, x.culprit or NA, x.cost_ms)
                            for x in c.causes), "causes")  # fmt: skip
     late = [
@@ -158,14 +157,14 @@ def scale_compare_document(c: ScaleComparison) -> Document:
         _late_table("Slow links", c.slow_links, "slow-links", "transfer, ms/call"),
     ]
     gains = None if not c.node_whatif else figure_table(
-        "What-if, nodes as units (gain per step)", "node at the median node's pace",
+        "What-if, nodes as units (gain per step)", ("node at the median node's pace",),
         ((g.host, g.gain_ms) for g in c.node_whatif), "node-whatif")  # fmt: skip
     blocks: list[Block | None] = [
         Heading("scalescope compare", "changes are B against A", rule=True),
         Grid((("A", side_line("A", c.a)[4:]), ("B", side_line("B", c.b)[4:]))),
         *(Line(n, style="yellow") for n in c.notes),
         Line(step_line(c), html_id="step-change"),
-        figure_table("Step", "", ((w, f) for w, f in steps), "steps"),
+        figure_table("Step", ("",), ((w, f) for w, f in steps), "steps"),
         Line(f"Verdict A: {c.a.verdict}"), Line(f"Verdict B: {c.b.verdict}"),
         causes if c.causes else Line("No cause in either verdict.", html_id="causes"),
         *late, gains,
