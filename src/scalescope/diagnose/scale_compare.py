@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from scalescope.analyze.scale.summary import ScaleAnalysis
 from scalescope.analyze.verdict import Cause, Verdict
 from scalescope.diagnose.noise import SPREAD_SIGMAS
-from scalescope.diagnose.scale_sides import ReadRun, RunSide
+from scalescope.diagnose.scale_sides import NODE_FILES, ReadRun, RunSide
 
 RESOLVED, NEW, REMAINS = "resolved", "new", "remains"
 WENT_AWAY, APPEARED, IN_BOTH = "went away", "appeared", "in both"
@@ -188,7 +188,7 @@ def notes(a: RunSide, b: RunSide) -> tuple[str, ...]:
         out.append(f"the runs differ in size (A {a.world_size:,} ranks on {a.nodes:,} nodes, "
                    f"B {b.world_size:,} on {b.nodes:,}): compared as they are, the job's "
                    "step against the job's; nodes, ranks and links matched by name")  # fmt: skip
-    ranked = [s for s, side in (("A", a), ("B", b)) if side.analysed_from != "node files"]
+    ranked = [s for s, side in (("A", a), ("B", b)) if side.analysed_from != NODE_FILES]
     if ranked:
         out.append(f"{' and '.join(ranked)} analysed from rank files: compared on the step "
                    "times and the verdict; the nodes' busy time, the late nodes, ranks and "
