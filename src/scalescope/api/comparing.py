@@ -13,6 +13,9 @@ from scalescope.api.recording import Recording, load
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from scalescope.diagnose.scale_compare import ScaleComparison
+    from scalescope.diagnose.scale_sides import ReadRun
+
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
@@ -51,3 +54,30 @@ def compare(a: Recording | Path | str, b: Recording | Path | str) -> Comparison:
     rec_a = a if isinstance(a, Recording) else load(a)
     rec_b = b if isinstance(b, Recording) else load(b)
     return Comparison(a=rec_a, b=rec_b, result=compare_runs(rec_a.analysis, rec_b.analysis))
+
+
+def at_scale(a: Path | str, b: Path | str) -> bool:
+    """Whether either run is analysed from its node files (then ``compare_scale``)."""
+    from scalescope.analyze.scale.summary import from_node_files
+
+    return from_node_files(Path(a)) or from_node_files(Path(b))
+
+
+def read_run(run_dir: Path | str) -> ReadRun:
+    """A run as ``compare_scale`` reads it: from its node files where ``report`` would be,
+    else from its rank files."""
+    from scalescope.analyze.scale.summary import from_node_files
+    from scalescope.diagnose.scale_recording import ScaleRecording
+    from scalescope.diagnose.scale_sides import node_file_side, rank_file_side
+
+    if from_node_files(Path(run_dir)):
+        return node_file_side(ScaleRecording(run_dir))
+    return rank_file_side(load(run_dir))
+
+
+def compare_scale(a: Path | str, b: Path | str) -> ScaleComparison:
+    """Run ``b`` against run ``a`` where either is analysed from its node files
+    (diagnose/scale_compare.py); RunDirError or NodeFileError (one line) on a bad run."""
+    from scalescope.diagnose.scale_compare import compare_scale as compared
+
+    return compared(read_run(a), read_run(b))

@@ -237,9 +237,29 @@ def analyze(command: AnalyzeCommand) -> None:
 
 
 def compare(command: CompareCommand) -> None:
-    """Print two runs side by side and write the views asked for."""
+    """Print two runs side by side and write the views asked for; where either is analysed
+    from its node files, the comparison at scale (``compare_at_scale``)."""
+    from scalescope.api.comparing import at_scale
+    from scalescope.events.node_file import NodeFileError
 
+    c = command
     try:
-        compare_run_dirs(command.run_a, command.run_b, command.json_file, command.html)
-    except RunDirError as exc:
+        if at_scale(c.run_a, c.run_b):
+            compare_at_scale(c.run_a, c.run_b, c.json_file, c.html)
+        else:
+            compare_run_dirs(c.run_a, c.run_b, c.json_file, c.html)
+    except (RunDirError, NodeFileError) as exc:
         raise CommandError(str(exc)) from None
+
+
+def compare_at_scale(a_dir: Path, b_dir: Path, json_file: Path | None, html: Path | None) -> None:
+    """Two runs, either analysed from its node files: the step, the verdicts, the late nodes,
+    ranks and links and the node what-if, B against A (diagnose/scale_compare.py)."""
+    from scalescope.api.comparing import compare_scale
+    from scalescope.report.renderers import render, write
+
+    comparison = compare_scale(a_dir, b_dir)
+    report_console().print(render(comparison, "text"), highlight=False, markup=False)
+    for output, path in (("json", json_file), ("html", html)):
+        if path is not None:
+            err.print(f"wrote {write(comparison, output, path)}")

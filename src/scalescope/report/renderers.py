@@ -71,6 +71,12 @@ RENDERERS: dict[tuple[str, str], Renderer] = {
         "RunComparison", terminal="compare:comparison_document", json="compare:comparison_json"
     ),
     **_entries("ComparedRuns", html="dashboard:render_compare_html"),
+    **_entries(
+        "ScaleComparison",
+        text="scale_compare:scale_compare_text",
+        json="scale_compare:scale_compare_json",
+        html=("scale_compare:scale_compare_document", PAGE),
+    ),
     **_entries("CommBenchmark", terminal="comm:comm_document", html=("comm:comm_document", PAGE)),
     **_entries("CommBenchmark", csv="comm:comm_csv"),
     **_entries("CommRun", json="comm:comm_run_json"),
