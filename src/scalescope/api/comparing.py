@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from scalescope.analyze.runs.compare import RunComparison, compare_runs
 from scalescope.api.recording import Recording, load
+from scalescope.events.run import RunDirError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,6 +52,8 @@ class Comparison:
 def compare(a: Recording | Path | str, b: Recording | Path | str) -> Comparison:
     """Run ``b`` against run ``a`` (run directories or Recordings); RunDirError (one line)
     when a path is not a run."""
+    if not isinstance(a, Recording) and not isinstance(b, Recording) and at_scale(a, b):
+        raise RunDirError(f"{a} or {b} is analysed from its node files: use compare_scale(a, b)")
     rec_a = a if isinstance(a, Recording) else load(a)
     rec_b = b if isinstance(b, Recording) else load(b)
     return Comparison(a=rec_a, b=rec_b, result=compare_runs(rec_a.analysis, rec_b.analysis))

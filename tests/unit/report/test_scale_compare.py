@@ -189,3 +189,14 @@ def test_a_slow_link_that_went_away(tmp_path_factory):
         name: ("went away", ms, None) for name, ms in worst.items()
     }
     assert worst and all(sorted(truth.slow_link) == n.split(" (")[0].split(" - ") for n in worst)
+
+
+def test_the_api_compare_of_node_file_runs_points_to_compare_scale(runs):
+    import scalescope
+
+    root, truth = runs
+    with pytest.raises(scalescope.RunDirError, match="compare_scale"):
+        scalescope.compare(root / "slow", root / "fixed")
+    c = scalescope.compare_scale(root / "slow", root / "fixed")
+    assert isinstance(c, scalescope.ScaleComparison)
+    assert [(x.status, x.culprit) for x in c.causes] == [("resolved", f"node {truth.slow_node}")]
