@@ -11,8 +11,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
+import psutil
 from cases import Case, record_level
 from cases_netns import host_names
 
@@ -105,9 +107,22 @@ def _ended(procs: list[subprocess.Popen]) -> int | None:
         failed = next(i for i, p in enumerate(procs) if p.poll() is None)
     for p in procs:
         if p.poll() is None:
-            p.kill()
+            _kill_tree(p.pid)
             p.wait()
     return failed
+
+
+def _kill_tree(pid: int) -> None:
+    """A host's command and everything it started (TraceML's aggregator runs in a session of
+    its own: killing the command alone leaves it running)."""
+    try:
+        top = psutil.Process(pid)
+        family = [*top.children(recursive=True), top]
+    except psutil.NoSuchProcess:
+        return
+    for proc in family:
+        with suppress(psutil.NoSuchProcess):
+            proc.kill()
 
 
 def _wait(first: subprocess.Popen, ready: Callable[[], bool]) -> None:

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -446,3 +447,18 @@ def test_a_generated_mid_run_case_has_no_live_alert_to_judge() -> None:
     generated = replace(synthetic_case("syn-mid", spec, "clear"), since=6)
     scored = score(generated, verdict("rank:5"), 10.0, [Measured(50.0, 40.0)], alert_s=None)
     assert scored.alert_ok is None and scored.alert_s is None
+
+
+def test_a_failed_host_stops_the_others_and_what_they_started(tmp_path) -> None:
+    import netns
+    import psutil
+
+    pid_file = tmp_path / "grandchild"
+    running = subprocess.Popen(["sh", "-c", f"setsid sleep 60 & echo $! > {pid_file}; sleep 60"])
+    failing = subprocess.Popen(["sh", "-c", "sleep 0.5; exit 3"])
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        time.sleep(0.01)
+    grandchild = int(pid_file.read_text())
+    assert netns._ended([running, failing]) == 1
+    assert running.returncode is not None
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
