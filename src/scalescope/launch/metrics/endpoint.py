@@ -90,6 +90,9 @@ class Latest:
         self.states: Mapping[int, LiveState] = {}
         self.nodes = NodesRead()
         """The nodes' records read with the states (only through the job's store)."""
+        self.reporting = 0
+        """The ranks whose state was read, or that a record covers
+        (``scalescope_ranks_reporting``)."""
         self.ops: OpsSeen = {}
         self.alerts: tuple[Alert, ...] = ()
         self.hang = False
@@ -101,9 +104,13 @@ class Latest:
 
     def observe(self, states: Mapping[int, LiveState], nodes: NodesRead | None = None) -> None:
         """One read of the watch: the states, the nodes' records, and each rank's collective
-        if it completed."""
+        if it completed. With records the states may be only those of the ranks no record
+        covers (launch/watch/sources.py ``StoreSource.read``)."""
+        nodes = nodes or NodesRead()
+        covered = {r for record in nodes.records for r in record.ranks}
         with self.lock:
-            self.states, self.nodes = states, nodes or NodesRead()
+            self.states, self.nodes = states, nodes
+            self.reporting = len(covered.union(states))
             for rank, s in states.items():
                 if (done := s.completed) is not None:
                     self.ops.setdefault(rank, {})[(s.op, s.group)] = done
@@ -137,7 +144,7 @@ class RunCollector:
     def per(self) -> str:
         if self.wanted != "auto":
             return self.wanted
-        return "rank" if len(self.latest.states) <= PER_RANK_UP_TO else "node"
+        return "rank" if self.latest.reporting <= PER_RANK_UP_TO else "node"
 
     def text(self, openmetrics: bool = False) -> bytes:
         """The scrape's text, written once per read of the watch."""
@@ -153,6 +160,7 @@ class RunCollector:
         with self.latest.lock:
             states, alerts, hang = self.latest.states, self.latest.alerts, self.latest.hang
             watches, nodes = dict(self.latest.watches), self.latest.nodes
+            reporting = self.latest.reporting
             by_records = bool(nodes.records or nodes.unknown) and self.per == "node"
             covered = {r for record in nodes.records for r in record.ranks} if by_records else ()
             ops = {r: dict(seen) for r, seen in self.latest.ops.items() if r not in covered}
@@ -163,7 +171,7 @@ class RunCollector:
         else:
             rows = self.rows(states, ops)
         return [
-            *self.world_families(len(states)), *self.node_families(nodes), *emit(rows),
+            *self.world_families(reporting), *self.node_families(nodes), *emit(rows),
             *self.alert_families(alerts, hang), *self.watch_families(watches),
         ]  # fmt: skip
 
