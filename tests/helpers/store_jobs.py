@@ -1,16 +1,45 @@
 """A job's store as the relays fill it, without ranks: every rank's sealed live state and
 each node's record (launch/channel/node_record.py), and a channel that counts the ranks' states
-each read asks for. For top --connect's view and the hang watch's source."""
+each read asks for, and a client store that counts the values it fetched. For top --connect's
+view, the hang watch's source and benchmarks/hang_watch_poll.py."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from torch.distributed import TCPStore
 
 from scalescope.launch.channel.store import Channel
 
 KEY, JOB = b"k" * 32, b"j" * 32
+
+
+class CountingStore:
+    """A client store that counts the values it fetched (``keys``: theirs) and its
+    requests."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.values, self.requests = store, 0, 0
+        self.keys: list[str] = []
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        self.values, self.requests = self.values + len(keys), self.requests + 1
+        self.keys += keys
+        return self.store.multi_get(keys)
+
+    def get(self, key: str) -> bytes:
+        self.values, self.requests = self.values + 1, self.requests + 1
+        self.keys.append(key)
+        return self.store.get(key)
+
+    def ranks_read(self, prefix: str = "scalescope/live/") -> list[int]:
+        """The ranks (or relays, with ``scalescope/node/``) whose values were fetched."""
+        return sorted(int(k.removeprefix(prefix)) for k in self.keys if k.startswith(prefix))
+
+    def __getattr__(self, name: str) -> Any:
+        self.requests += 1
+        return getattr(self.store, name)
 
 
 class Reading(Channel):

@@ -65,10 +65,11 @@ MEDIAN_EVERY_S = 10.0
 TAIL_ROWS = 256
 """The rows of each rank's ring a hang's report reads (the last calls are among them): a
 few reads of its file, not its 5 MiB."""
-SLOWDOWN_SHARE = 0.10
+SLOWDOWN_SHARE = 0.08
 """The slowdown watch reads every rank's state when the last such read took at most this
 share of the time since (wall-clock: the watch's CPU and the store's answers): every poll up
-to a few thousand ranks, every ~6 s at 16,384 (docs/many-ranks.md)."""
+to ~2,000 ranks, every ~8-10 s at 16,384, where the watch's polls of the records add ~2 % of
+a core (benchmarks/hang_watch_poll.py, docs/many-ranks.md)."""
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
 rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
@@ -152,28 +153,31 @@ class HangWatch(threading.Thread):
 
     def watch(self) -> None:
         while not self.done.wait(POLL_S):
+            self.check()
+
+    def check(self) -> None:
+        """One poll: the slowdown watch and the metrics fed, and a hang reported when no
+        rank progressed for the threshold."""
+        try:
+            read = self.poll()
+        except Exception:  # the store went away with rank 0: nothing left to watch
+            return
+        if read.whole:
+            self.watch_speed(read.states)
+        if self.metrics is not None:
+            self.metrics.latest.observe(read.states, self.metric_nodes(read.nodes))
+        states = read.states if read.whole else self.stalled(read)
+        progress = progress_times(states or {})
+        if states is None or not progress or max(progress) == self._reported_progress:
+            return
+        idle = time.time() - max(progress)
+        threshold = self.threshold_s()
+        if idle >= threshold:
+            self._reported_progress = max(progress)
             try:
-                read = self.poll()
-            except Exception:  # the store went away with rank 0: nothing left to watch
-                continue
-            if read.whole:
-                self.watch_speed(read.states)
-            if self.metrics is not None:
-                self.metrics.latest.observe(read.states, self.metric_nodes(read.nodes))
-            states = read.states if read.whole else self.stalled(read)
-            if states is None:
-                continue
-            progress = progress_times(states)
-            if not progress or max(progress) == self._reported_progress:
-                continue
-            idle = time.time() - max(progress)
-            threshold = self.threshold_s()
-            if idle >= threshold:
-                self._reported_progress = max(progress)
-                try:
-                    self.on_hang(states, idle, threshold)
-                except Exception as exc:  # the watch must outlive one bad read; say it once
-                    print(f"scalescope: the hang watch failed: {exc!r}", file=sys.stderr)
+                self.on_hang(states, idle, threshold)
+            except Exception as exc:  # the watch must outlive one bad read; say it once
+                print(f"scalescope: the hang watch failed: {exc!r}", file=sys.stderr)
 
     def poll(self) -> WatchRead:
         """One read: every rank's state for the metrics per rank and the slowdown watch's
