@@ -61,14 +61,9 @@ def published_job(tmp_path, ranks: int, per_node: int, stuck: int, since_s: floa
     ``since_s`` ago), and each node's record as its relay publishes it. With ``stall``, every
     rank's step ended ``since_s`` ago and rank ``stuck`` left #40 then. The owner's channel,
     and the raw state of each rank by node."""
-    from scalescope.events.live_state import parse_live_state
     from scalescope.events.live_state_writer import LiveStateWriter
-    from scalescope.launch.channel.node_record import node_record
 
-    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    owner = Channel(server, key=KEY, job=JOB)
-    owner.put_job()
-    owner.put_world(ranks)
+    owner = job_store(ranks)
     perf = time.perf_counter_ns()
     offset = time.time_ns() - perf
     nodes: dict[int, dict[int, bytes]] = {}
@@ -84,6 +79,24 @@ def published_job(tmp_path, ranks: int, per_node: int, stuck: int, since_s: floa
             tmp_path / f"rank-{rank}.state"
         ).read_bytes()
         w.close()
+    publish_nodes(owner, nodes)
+    return owner, nodes
+
+
+def job_store(ranks: int) -> Channel:
+    """The owner's channel of a new job's store of ``ranks`` ranks."""
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    owner = Channel(server, key=KEY, job=JOB)
+    owner.put_job()
+    owner.put_world(ranks)
+    return owner
+
+
+def publish_nodes(owner: Channel, nodes: dict[int, dict[int, bytes]]) -> None:
+    """Each node's raw states (by rank) sealed, its record and its ranks' host, as a relay."""
+    from scalescope.events.live_state import parse_live_state
+    from scalescope.launch.channel.node_record import node_record
+
     for node, raws in nodes.items():
         index = owner.register(b"session-%d" % node)
         owner.publish_many(raws)
@@ -91,4 +104,3 @@ def published_job(tmp_path, ranks: int, per_node: int, stuck: int, since_s: floa
         owner.publish_node(index, node_record(f"node{node}", time.time(), states, {}))
         for rank in raws:
             owner.put_host(rank, f"node{node}")
-    return owner, nodes

@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from store_jobs import KEY, CountingStore, published_job
+from store_jobs import KEY, CountingStore, job_store, publish_nodes, published_job
 from torch.distributed import TCPStore
 
 from scalescope.events.files import HANG_FILE
@@ -114,6 +114,33 @@ def test_without_records_every_poll_reads_every_rank_as_before(tmp_path):
     store.keys.clear()
     watch.check()
     assert store.ranks_read() == list(range(32)) and watch.report is None
+
+
+def test_before_any_step_a_collective_entered_long_ago_is_a_hang(tmp_path):
+    """32 ranks that did no step: 31 entered all_reduce #0 25 s ago, rank 5 never did. No
+    record shows progress; their ranks longest in a collective entered it before the
+    threshold, so every rank is read, and hang.json names rank 5 (as from a whole read)."""
+    from scalescope.events.live_state_writer import LiveStateWriter
+
+    owner = job_store(32)
+    perf = time.perf_counter_ns()
+    nodes: dict[int, dict[int, bytes]] = {}
+    for rank in range(32):
+        path = tmp_path / f"rank-{rank}.state"
+        w = LiveStateWriter(path, 1000 + rank, time.time_ns() - perf)
+        w.phase("forward", perf - 26 * 10**9)
+        if rank != 5:
+            w.enter("all_reduce", "0", 0, 9488, perf - 25 * 10**9)
+        nodes.setdefault(rank // 16, {})[rank] = path.read_bytes()
+        w.close()
+    publish_nodes(owner, nodes)
+    watch, store = watcher(tmp_path, owner, 32)
+    watch.check()
+    assert set(store.ranks_read()) == set(range(32))
+    report = json.loads((watch.run_dir / HANG_FILE).read_text())
+    first = report["verdicts"][0]
+    assert (first["kind"], first["ranks"], first["op"]) == ("missing", [5], "all_reduce")
+    assert 24.0 <= report["idle_s"] < 40.0
 
 
 def published_state(owner: Channel, rank: int):
