@@ -14,9 +14,10 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
   launch/metrics/labels.py);
 - ``scalescope_step``, a gauge of the steps each rank has done (per node, its slowest rank's);
 - ``scalescope_world_size`` (the ranks the run has) and ``scalescope_ranks_reporting`` (those
-  whose live state the watch read last): fewer reporting than the world is a rank that has
-  not started, or whose state is unknown; per node, ``scalescope_node_records_unknown``
-  (node records in the job's store that did not open with the job's seal);
+  whose live state the watch read last, or that a node record it read covers): fewer
+  reporting than the world is a rank that has not started, or whose state is unknown; per
+  node, ``scalescope_node_records_unknown`` (node records in the job's store that did not
+  open with the job's seal);
 - ``scalescope_slowdown_alerts_total``, ``scalescope_slowdown_active{subject,phase,category}``
   (1 while a slowdown is open, launch/watch/slowdown.py) with
   ``scalescope_slowdown_change_ratio`` (the job's step since its onset against the baseline:

@@ -68,7 +68,7 @@ few reads of its file, not its 5 MiB."""
 SLOWDOWN_SHARE = 0.08
 """The slowdown watch reads every rank's state when the last such read took at most this
 share of the time since (wall-clock: the watch's CPU and the store's answers): every poll up
-to ~2,000 ranks, every ~8-10 s at 16,384, where the watch's polls of the records add ~2 % of
+to ~2,000 ranks, every ~6-8 s at 16,384, where the watch's polls of the records add ~2 % of
 a core (benchmarks/hang_watch_poll.py, docs/many-ranks.md)."""
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
