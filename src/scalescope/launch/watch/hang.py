@@ -320,7 +320,8 @@ def progress_times(states: dict[int, LiveState]) -> list[float]:
 def records_latest(records: tuple[NodeRecord, ...], states: dict[int, LiveState]) -> float | None:
     """The latest progress of any rank, from the records and the states of the ranks they do
     not cover (as ``progress_times`` of every state); before any, the latest of the records'
-    earliest entries into a collective and the states' entries: no later than every state's."""
+    earliest entries into a collective and the states' entries: no later than the latest entry
+    of every rank, so a stall it does not show, every rank's states would not show either."""
     done = [r.last_progress_s for r in records if r.last_progress_s]
     done += [s.last_progress_s for s in states.values() if s.last_progress_s]
     if done:

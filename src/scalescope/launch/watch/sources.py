@@ -49,11 +49,6 @@ class WatchRead:
     nodes: NodesRead = field(default_factory=NodesRead)
     whole: bool = True
 
-    @property
-    def covered(self) -> set[int]:
-        """The ranks the records cover whose states this read did not read."""
-        return set() if self.whole else {r for n in self.nodes.records for r in n.ranks}
-
 
 class FileSource:
     """The ranks of this node's launcher: their live state files, their processes."""
