@@ -108,6 +108,7 @@ BENCHES = (
     bench("collective_cost", "collective_cost.py", "--blocks 21 --calls 500", 1.5),
     bench("top_overhead", "top_overhead.py", "--pairs 2 --steps 30", 4.0),
     bench("top_connect_cost", "top_connect_cost.py", "--ranks 1024 --frames 7", 0.5),
+    bench("hang_watch_poll", "hang_watch_poll.py", "--ranks 16384 --polls 7", 0.5),
     bench("relay_polls", "relay_polls.py", "--ranks 8 --seconds 5", 0.3),
     bench("node_files_cost", "node_files_cost.py", "--ranks 16 --steps 1000 --calls-x 36", 0.3),
     bench("record_size", "record_size.py", "--steps 200", 8.0),

@@ -8,10 +8,10 @@ import time
 
 import msgspec
 from rich.console import Console
+from store_jobs import Reading, published_job
 from torch.distributed import TCPStore
 
 from scalescope.events.live_state import LiveState
-from scalescope.launch.channel.store import Channel
 from scalescope.live.store_view import parse_address, stall_words
 from scalescope.report.media.terminal import document_renderable
 from scalescope.report.renderers import document
@@ -122,58 +122,6 @@ def test_top_connect_needs_the_key_and_shows_no_state_it_cannot_check(tmp_path, 
     assert "1 rank(s) unknown: their state in the store did not open with this job's seal" in out
     rows = [[c.strip() for c in row.split("│")[:3]] for row in out.splitlines() if "│" in row]
     assert rows == [["1", "node7", "unknown"]], out
-
-
-class Reading(Channel):
-    """The view's channel, noting how many ranks' states each frame asked for."""
-
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)
-        self.asked: list[int] = []
-
-    def states(self, ranks: list[int]):
-        self.asked.append(len(ranks))
-        return super().states(ranks)
-
-
-def published_job(tmp_path, ranks: int, per_node: int, stuck: int, since_s: float,
-                  stall: bool = False):  # fmt: skip
-    """A job's store with ``ranks`` ranks' sealed states (every rank 7 steps in, in
-    all_reduce #41 for 1 s; rank ``stuck`` in #40 for ``since_s``, its last step ended
-    ``since_s`` ago), and each node's record as its relay publishes it. With ``stall``, every
-    rank's step ended ``since_s`` ago and rank ``stuck`` left #40 then. The owner's channel,
-    and the raw state of each rank by node."""
-    from scalescope.events.live_state import parse_live_state
-    from scalescope.events.live_state_writer import LiveStateWriter
-    from scalescope.launch.channel.node_record import node_record
-
-    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    owner = Channel(server, key=KEY, job=JOB)
-    owner.put_job()
-    owner.put_world(ranks)
-    perf = time.perf_counter_ns()
-    offset = time.time_ns() - perf
-    nodes: dict[int, dict[int, bytes]] = {}
-    for rank in range(ranks):
-        w = LiveStateWriter(tmp_path / f"rank-{rank}.state", 1000 + rank, offset)
-        late = rank == stuck
-        w.step(7, perf - int((since_s if late or stall else 1.5) * 1e9))
-        w.enter("all_reduce", "0", 40 if late else 41, 9488,
-                perf - int((since_s if late else 1.0) * 1e9))  # fmt: skip
-        if late and stall:
-            w.leave("0", 40, perf - int((since_s - 0.1) * 1e9))
-        nodes.setdefault(rank // per_node, {})[rank] = (
-            tmp_path / f"rank-{rank}.state"
-        ).read_bytes()
-        w.close()
-    for node, raws in nodes.items():
-        index = owner.register(b"session-%d" % node)
-        owner.publish_many(raws)
-        states = {r: parse_live_state(r, raw) for r, raw in raws.items()}
-        owner.publish_node(index, node_record(f"node{node}", time.time(), states, {}))
-        for rank in raws:
-            owner.put_host(rank, f"node{node}")
-    return owner, nodes
 
 
 def frame_text(top) -> str:

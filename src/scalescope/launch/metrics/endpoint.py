@@ -14,9 +14,10 @@ Prometheus' ``rate()`` gives step time, samples/s and phase shares over any wind
   launch/metrics/labels.py);
 - ``scalescope_step``, a gauge of the steps each rank has done (per node, its slowest rank's);
 - ``scalescope_world_size`` (the ranks the run has) and ``scalescope_ranks_reporting`` (those
-  whose live state the watch read last): fewer reporting than the world is a rank that has
-  not started, or whose state is unknown; per node, ``scalescope_node_records_unknown``
-  (node records in the job's store that did not open with the job's seal);
+  whose live state the watch read last, or that a node record it read covers): fewer
+  reporting than the world is a rank that has not started, or whose state is unknown; per
+  node, ``scalescope_node_records_unknown`` (node records in the job's store that did not
+  open with the job's seal);
 - ``scalescope_slowdown_alerts_total``, ``scalescope_slowdown_active{subject,phase,category}``
   (1 while a slowdown is open, launch/watch/slowdown.py) with
   ``scalescope_slowdown_change_ratio`` (the job's step since its onset against the baseline:
@@ -90,6 +91,9 @@ class Latest:
         self.states: Mapping[int, LiveState] = {}
         self.nodes = NodesRead()
         """The nodes' records read with the states (only through the job's store)."""
+        self.reporting = 0
+        """The ranks whose state was read, or that a record covers
+        (``scalescope_ranks_reporting``)."""
         self.ops: OpsSeen = {}
         self.alerts: tuple[Alert, ...] = ()
         self.hang = False
@@ -101,9 +105,13 @@ class Latest:
 
     def observe(self, states: Mapping[int, LiveState], nodes: NodesRead | None = None) -> None:
         """One read of the watch: the states, the nodes' records, and each rank's collective
-        if it completed."""
+        if it completed. With records the states may be only those of the ranks no record
+        covers (launch/watch/sources.py ``StoreSource.read``)."""
+        nodes = nodes or NodesRead()
+        covered = {r for record in nodes.records for r in record.ranks}
         with self.lock:
-            self.states, self.nodes = states, nodes or NodesRead()
+            self.states, self.nodes = states, nodes
+            self.reporting = len(covered.union(states))
             for rank, s in states.items():
                 if (done := s.completed) is not None:
                     self.ops.setdefault(rank, {})[(s.op, s.group)] = done
@@ -137,7 +145,7 @@ class RunCollector:
     def per(self) -> str:
         if self.wanted != "auto":
             return self.wanted
-        return "rank" if len(self.latest.states) <= PER_RANK_UP_TO else "node"
+        return "rank" if self.latest.reporting <= PER_RANK_UP_TO else "node"
 
     def text(self, openmetrics: bool = False) -> bytes:
         """The scrape's text, written once per read of the watch."""
@@ -153,6 +161,7 @@ class RunCollector:
         with self.latest.lock:
             states, alerts, hang = self.latest.states, self.latest.alerts, self.latest.hang
             watches, nodes = dict(self.latest.watches), self.latest.nodes
+            reporting = self.latest.reporting
             by_records = bool(nodes.records or nodes.unknown) and self.per == "node"
             covered = {r for record in nodes.records for r in record.ranks} if by_records else ()
             ops = {r: dict(seen) for r, seen in self.latest.ops.items() if r not in covered}
@@ -163,7 +172,7 @@ class RunCollector:
         else:
             rows = self.rows(states, ops)
         return [
-            *self.world_families(len(states)), *self.node_families(nodes), *emit(rows),
+            *self.world_families(reporting), *self.node_families(nodes), *emit(rows),
             *self.alert_families(alerts, hang), *self.watch_families(watches),
         ]  # fmt: skip
 

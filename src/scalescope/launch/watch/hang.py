@@ -10,6 +10,14 @@ least 30 s), it asks every rank to flush its events, has each write its Python s
 (faulthandler on ``STACK_SIGNAL``), and writes ``hang.json`` and ``hang.txt`` to the run
 directory. A run that progresses again may hang again later: the files then describe the
 latest hang.
+
+Through the store, where the relays publish their nodes' records, a poll reads the records
+and the states of the ranks none covers (launch/watch/sources.py ``StoreSource.read``): the
+latest progress of the records is every rank's. Only when that is older than the threshold
+(or, before any progress, the records' ranks longest in a collective entered before it) are
+every rank's states read, for the verdict as from a whole read, and again only once what the
+records say of progress changes. The slowdown watch gets every rank's states at most
+``SLOWDOWN_SHARE`` of the time (``slowdown_due``).
 """
 
 from __future__ import annotations
@@ -42,17 +50,23 @@ from scalescope.events.run import events_path, write_json_atomic
 from scalescope.events.schema import Kind
 from scalescope.events.tail import StreamTail
 from scalescope.events.watch_stops import record_stop
-from scalescope.launch.channel.node_record import NodesRead
+from scalescope.launch.channel.node_record import NodeRecord, NodesRead
+from scalescope.launch.channel.store import freshness
 from scalescope.launch.metrics.endpoint import MetricsEndpoint
 from scalescope.launch.metrics.labels import visible_gpus
 from scalescope.launch.options.groups import HangOptions
 from scalescope.launch.watch.slowdown import SlowdownWatch
-from scalescope.launch.watch.sources import FileSource
+from scalescope.launch.watch.sources import FileSource, WatchRead
 
 POLL_S = 0.5
 NODE_DEFER_S = 10.0
 """How much later than node 0's watch the other nodes' watches act."""
 MEDIAN_EVERY_S = 10.0
+SLOWDOWN_SHARE = 0.08
+"""The slowdown watch reads every rank's state when the last such read took at most this
+share of the time since (wall-clock: the watch's CPU and the store's answers): every poll up
+to ~2,000 ranks, every ~6-8 s at 16,384, where the watch's polls of the records add ~2 % of
+a core (benchmarks/hang_watch_poll.py, docs/many-ranks.md)."""
 LAUNCHER_GRACE_S = 20.0
 """After killing hung ranks, how long torch's agent gets to return; it may wait on the
 rendezvous store of a node that cannot be reached, and then the launcher ends itself."""
@@ -99,6 +113,11 @@ class HangWatch(threading.Thread):
         self._steps = StepTimes(self.run_dir)
         self._median_at = 0.0
         self._reported_progress: float | None = None
+        self._said: tuple[tuple, float | None] = ((), None)
+        """What the records said of progress at the last read of every rank at a stall, and
+        the latest progress (``progress_times``) that read found."""
+        self._whole: tuple[float, float] = (-float("inf"), 0.0)
+        """When every rank's state was last read for the slowdown watch, and how long it took."""
         self.metrics = metrics
         """The run's metrics endpoint (launch/metrics/endpoint.py), fed each read; None without."""
         self.slowdown = None
@@ -131,24 +150,69 @@ class HangWatch(threading.Thread):
 
     def watch(self) -> None:
         while not self.done.wait(POLL_S):
+            self.check()
+
+    def check(self) -> None:
+        """One poll: the slowdown watch and the metrics fed, and a hang reported when no
+        rank progressed for the threshold."""
+        try:
+            read = self.poll()
+        except Exception:  # the store went away with rank 0: nothing left to watch
+            return
+        if read.whole:
+            self.watch_speed(read.states)
+        if self.metrics is not None:
+            self.metrics.latest.observe(read.states, self.metric_nodes(read.nodes))
+        states = read.states if read.whole else self.stalled(read)
+        progress = progress_times(states or {})
+        if states is None or not progress or max(progress) == self._reported_progress:
+            return
+        idle = time.time() - max(progress)
+        threshold = self.threshold_s()
+        if idle >= threshold:
+            self._reported_progress = max(progress)
             try:
-                states = self.source.states()
-            except Exception:  # the store went away with rank 0: nothing left to watch
-                continue
-            self.watch_speed(states)
-            if self.metrics is not None:
-                self.metrics.latest.observe(states, self.nodes())
-            progress = progress_times(states)
-            if not progress or max(progress) == self._reported_progress:
-                continue
-            idle = time.time() - max(progress)
-            threshold = self.threshold_s()
-            if idle >= threshold:
-                self._reported_progress = max(progress)
-                try:
-                    self.on_hang(states, idle, threshold)
-                except Exception as exc:  # the watch must outlive one bad read; say it once
-                    print(f"scalescope: the hang watch failed: {exc!r}", file=sys.stderr)
+                self.on_hang(states, idle, threshold)
+            except Exception as exc:  # the watch must outlive one bad read; say it once
+                print(f"scalescope: the hang watch failed: {exc!r}", file=sys.stderr)
+
+    def poll(self) -> WatchRead:
+        """One read: every rank's state for the metrics per rank and the slowdown watch's
+        turn; else what the source reads of its own (StoreSource: the nodes' records)."""
+        per_rank = self.metrics is not None and self.metrics.collector.per == "rank"
+        if per_rank or not self.slowdown_due():
+            return self.source.read(per_rank)
+        start = time.perf_counter()
+        read = self.source.read(True)
+        end = time.perf_counter()
+        self._whole = (end, end - start)
+        return read
+
+    def slowdown_due(self) -> bool:
+        """The slowdown watch's turn for every rank's state (``SLOWDOWN_SHARE``)."""
+        at, took = self._whole
+        return self.slowdown is not None and time.perf_counter() - at >= took / SLOWDOWN_SHARE
+
+    def stalled(self, read: WatchRead) -> dict[int, LiveState] | None:
+        """Every rank's state when the records and the ranks read may show no progress for
+        the threshold; None when they cannot, or said the same at the last such read and
+        that read's progress was reported or is not that old yet."""
+        latest = records_latest(read.nodes.records, read.states)
+        if latest is None or latest == self._reported_progress:
+            return None
+        threshold = self.threshold_s()
+        if time.time() - latest < threshold:
+            return None
+        said = records_said(read.nodes.records, read.states)
+        found = self._said[1] if said == self._said[0] else None
+        if found is not None and (
+            found == self._reported_progress or time.time() - found < threshold
+        ):
+            return None
+        states = self.source.read(True).states
+        progress = progress_times(states)
+        self._said = (said, max(progress) if progress else None)
+        return states
 
     def watch_speed(self, states: dict[int, LiveState]) -> None:
         if self.slowdown is None:
@@ -184,18 +248,14 @@ class HangWatch(threading.Thread):
         if self.metrics is None:
             return
         with suppress(Exception):  # the store gone with rank 0: the last read stands
-            self.metrics.latest.observe(self.source.states(), self.nodes())
+            read = self.source.read(True)
+            self.metrics.latest.observe(read.states, self.metric_nodes(read.nodes))
 
-    def nodes(self) -> NodesRead:
-        """The nodes' records for the metrics per node where the source has them (the
-        store's); none when they cannot be read (the metrics then read the ranks' states)."""
-        read = getattr(self.source, "nodes", None)
-        if read is None or self.metrics is None or self.metrics.collector.per != "node":
-            return NodesRead()
-        try:
-            return read()
-        except Exception:  # the store went away with rank 0: the states read stand
-            return NodesRead()
+    def metric_nodes(self, nodes: NodesRead) -> NodesRead:
+        """The nodes' records for the metrics per node (none per rank: the states then are
+        every rank's)."""
+        per_node = self.metrics is not None and self.metrics.collector.per == "node"
+        return nodes if per_node else NodesRead()
 
     def on_hang(self, states: dict[int, LiveState], idle: float, threshold: float) -> None:
         """Flush, stacks, hang.json; the ranks stopped with ``--hang-action kill`` only when
@@ -243,6 +303,27 @@ def progress_times(states: dict[int, LiveState]) -> list[float]:
     its first step) is a hang too, while a slow start with no collective yet is not."""
     progress = [s.last_progress_s for s in states.values() if s.last_progress_s]
     return progress or [s.entered_s for s in states.values() if s.entered_s]
+
+
+def records_latest(records: tuple[NodeRecord, ...], states: dict[int, LiveState]) -> float | None:
+    """The latest progress of any rank, from the records and the states of the ranks they do
+    not cover (as ``progress_times`` of every state); before any, the latest of the records'
+    earliest entries into a collective and the states' entries: no later than the latest entry
+    of every rank, so a stall it does not show, every rank's states would not show either."""
+    done = [r.last_progress_s for r in records if r.last_progress_s]
+    done += [s.last_progress_s for s in states.values() if s.last_progress_s]
+    if done:
+        return max(done)
+    entered = [r.oldest.entered_s for r in records if r.oldest is not None]
+    entered += [s.entered_s for s in states.values() if s.entered_s]
+    return max(entered, default=None)
+
+
+def records_said(records: tuple[NodeRecord, ...], states: dict[int, LiveState]) -> tuple:
+    """What the records and the states they do not cover say of progress and collectives:
+    unchanged, a read of every rank would find what the last one found."""
+    nodes = tuple((r.ranks, r.last_progress_s, r.oldest, r.in_collective) for r in records)
+    return nodes + tuple((rank, freshness(s)) for rank, s in sorted(states.items()))
 
 
 def metrics_endpoint(

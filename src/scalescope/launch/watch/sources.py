@@ -1,12 +1,19 @@
 """Where the hang watch (launch/watch/hang.py) reads the ranks' live states and sends its
 requests: this node's state files and processes (``FileSource``), or every rank through the
-job's store, its relays answering on their nodes (``StoreSource``)."""
+job's store, its relays answering on their nodes (``StoreSource``).
+
+A poll (``read``) of the store reads the nodes' records (launch/channel/node_record.py) and
+only the states of the ranks no record covers (an older relay, a record that did not open):
+at 16,384 ranks 1,024 records rather than 16,384 states. Every rank's state is read when the
+watch asks for it (the records say the job may have hung, the slowdown watch's turn, the
+metrics per rank) and where no relay publishes records (docs/many-ranks.md)."""
 
 from __future__ import annotations
 
 import socket
 import time
 from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -35,6 +42,16 @@ from scalescope.launch.process.stopping import stop_processes
 ANSWER_WAIT_S = 3.0
 
 
+@dataclass(frozen=True)
+class WatchRead:
+    """One poll: the states read, the nodes' records, and whether ``states`` holds every
+    rank that has one (else the ranks the records cover are not in it)."""
+
+    states: dict[int, LiveState]
+    nodes: NodesRead = field(default_factory=NodesRead)
+    whole: bool = True
+
+
 class FileSource:
     """The ranks of this node's launcher: their live state files, their processes."""
 
@@ -44,6 +61,10 @@ class FileSource:
 
     def states(self) -> dict[int, LiveState]:
         return read_live_states(self.run_dir, self.world_size)
+
+    def read(self, whole: bool = False) -> WatchRead:
+        """Every rank's file: there are no records here."""
+        return WatchRead(self.states())
 
     def unknown(self) -> set[int]:
         """None: this user's files are not sealed, and need not be."""
@@ -108,9 +129,21 @@ class StoreSource:
         stored = self.channel.states(list(range(self.world_size)))
         return fresher_states(stored, self.files.states() if self.files else {})
 
+    def read(self, whole: bool = False) -> WatchRead:
+        """The nodes' records and the states of the ranks none covers; every rank's state
+        with ``whole``, or where no relay publishes a record."""
+        nodes = self.nodes()
+        if whole or not (nodes.records or nodes.unknown):
+            return WatchRead(self.states(), nodes)
+        covered = {r for record in nodes.records for r in record.ranks}
+        rest = [r for r in range(self.world_size) if r not in covered]
+        stored = self.channel.states(rest) if rest else {}
+        here = self.files.states() if self.files else {}
+        states = fresher_states(stored, {r: s for r, s in here.items() if r not in covered})
+        return WatchRead(states, nodes, whole=not covered)
+
     def nodes(self) -> NodesRead:
-        """The nodes' records the relays published (launch/channel/node_record.py), for
-        the metrics per node."""
+        """The nodes' records the relays published (launch/channel/node_record.py)."""
         records = current(self.channel.node_records())
         return NodesRead(tuple(records.values()), tuple(sorted(self.channel.unknown_nodes)))
 
