@@ -223,7 +223,8 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "# Accuracy: the fault matrix",
         "",
         "Written by `benchmarks/faultbench/run.py` (`make faultbench`); the scores are in "
-        "`docs/accuracy.json`. Each case plants a fault in a real CPU job (2 or 3 ranks on 2 "
+        f"`docs/{path.with_suffix('.json').name}`. Each case plants a fault in a real CPU job "
+        "(2 or 3 ranks on 2 "
         "cores, gloo: DDP with and without DataLoader workers, FSDP2, a tensor-parallel mesh and "
         "FSDP2 x TP, 2-stage pipelines (hand-written GPipe; GPipe, 1F1B and interleaved 1F1B "
         "through torch.distributed.pipelining), DeepSpeed's engine at ZeRO-1, 2 and 3, and DDP "
