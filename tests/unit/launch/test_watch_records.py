@@ -145,3 +145,46 @@ def test_before_any_step_a_collective_entered_long_ago_is_a_hang(tmp_path):
 
 def published_state(owner: Channel, rank: int):
     return owner.states([rank])[rank]
+
+
+def flush_asked(owner: Channel, relays: int) -> list[int]:
+    """The relays whose flush request key the store holds."""
+    return [i for i in range(relays) if owner.store.check([f"{PREFIX}ask/{i}/flush"])]
+
+
+def test_a_slowdown_on_another_nodes_rank_asks_only_its_relay_to_flush(tmp_path, capsys):
+    """At 16,384 ranks an alert's ring is on its own node: the watch asks that node's relay
+    (the records say which) to have its ranks keep their steps, not every relay; an alert on
+    every rank asks none."""
+    from dataclasses import replace
+
+    from scalescope.analyze.watch.slowdown_alerts import Alert
+    from scalescope.launch.watch.slowdown import SlowdownWatch
+
+    owner, _ = published_job(tmp_path, 64, 16, stuck=37, since_s=2.0)
+    source = StoreSource(Channel(TCPStore("127.0.0.1", owner.store.port, is_master=False),
+                                 key=KEY, warn=None), 64)  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    watch = SlowdownWatch(run_dir, lambda rank: f"node{rank // 16}", flush=source.flush)
+    watch.observe(time.time(), source.states())
+    onset = Alert(event="onset", id=1, subject="world", ranks=tuple(range(64)), nodes=(),
+                  phase="forward", category="compute", change_pct=38.0, phase_change_pct=90.0,
+                  baseline_ms=100.0, now_ms=138.0, since_step=3, detected_step=7,
+                  detected_at=time.time(), message="slowdown: every rank")  # fmt: skip
+    watch.raise_alert(onset)
+    assert flush_asked(owner, 4) == []
+    watch.raise_alert(replace(onset, id=2, subject="rank", ranks=(37,), nodes=("node2",)))
+    assert flush_asked(owner, 4) == [2]
+    assert "ranks 37 on other nodes asked to keep" in capsys.readouterr().err
+
+
+def test_a_flush_of_ranks_on_no_record_asks_every_relay(tmp_path):
+    owner, nodes = published_job(tmp_path, 64, 16, stuck=37, since_s=2.0)
+    source = StoreSource(Channel(TCPStore("127.0.0.1", owner.store.port, is_master=False),
+                                 key=KEY, warn=None), 64)  # fmt: skip
+    states = source.states()
+    assert source._relays_of({5, 40}) == {0, 2}
+    source.flush({r: states[r] for r in (5, 40)}, 0.0)
+    assert flush_asked(owner, 4) == [0, 2]
+    assert source._relays_of({5, 64}) is None, "rank 64 is on no node's record"

@@ -46,7 +46,7 @@ The owner closes the store politely: launch/channel/closing.py.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from scalescope.events.live_state import LiveState, parse_live_state
@@ -318,11 +318,12 @@ class Channel:
                 out.append((index, session))
         return out
 
-    def ask(self, what: str) -> int:
-        """Ask every relay for ``what`` (flush, stacks, kill), sealed to each one's session;
-        the request's count, which also names the stacks that answer it."""
+    def ask(self, what: str, relays: Collection[int] | None = None) -> int:
+        """Ask every relay (or those of index in ``relays``) for ``what`` (flush, stacks,
+        kill), sealed to each one's session; the request's count, which also names the stacks
+        that answer it."""
         count = int(self.store.add(f"{PREFIX}ask_count", 1))
-        sessions = self.sessions()
+        sessions = [(i, s) for i, s in self.sessions() if relays is None or i in relays]
         if sessions:
             keys = [f"{PREFIX}ask/{i}/{what}" for i, _ in sessions]
             values = [self.seal(request_name(s, what), b"%d" % count) for _, s in sessions]

@@ -123,8 +123,9 @@ class HangWatch(threading.Thread):
         self.slowdown = None
         if options.slowdown_pct > 0 and defer_s == 0:  # node 0's watch, which sees every rank
             self.slowdown = SlowdownWatch(
-                self.run_dir, self.source.host, options.slowdown_pct, options.on_slowdown
-            )
+                self.run_dir, self.source.host, options.slowdown_pct, options.on_slowdown,
+                flush=self.source.flush,
+            )  # fmt: skip
         if metrics is not None:
             metrics.latest.watching("hang")
             if self.slowdown is not None:

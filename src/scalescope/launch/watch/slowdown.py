@@ -25,6 +25,8 @@ from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState
 from scalescope.events.ring_rows import write_windows
 
+Flush = Callable[[dict[int, LiveState], float], set[int]]
+"""A watch source's ``flush``: the ranks asked, how long to wait; those that did not answer."""
 HOSTS_EVERY_S = 10.0
 """How often the ranks whose node is not known yet are asked again (a rank names its host
 in its meta file once it has started)."""
@@ -37,8 +39,11 @@ class SlowdownWatch:
         host: Callable[[int], str],
         threshold_pct: float = 10.0,
         on_slowdown: str | None = None,
+        flush: Flush | None = None,
     ) -> None:
         self.run_dir, self.host, self.command = Path(run_dir), host, on_slowdown
+        self.flush = flush
+        self._states: Mapping[int, LiveState] = {}
         self.detector = SlowdownDetector(DetectorConfig(min_change=threshold_pct / 100))
         self.alerts: list[Alert] = []
         self._children: list[subprocess.Popen] = []
@@ -50,6 +55,7 @@ class SlowdownWatch:
         if unknown and at_s - self._hosts_at >= HOSTS_EVERY_S:
             self._hosts_at = at_s
             hosts.update((rank, self.host(rank)) for rank in unknown)
+        self._states = states
         alerts = self.detector.observe(at_s, states)
         for alert in alerts:
             self.raise_alert(alert)
@@ -76,6 +82,7 @@ class SlowdownWatch:
         except OSError as exc:  # a full disk: the alert stands without its rows
             print(f"scalescope: slowdown {alert.id}: window not kept: {exc}", file=sys.stderr)
             return
+        self._flush_elsewhere(alert, set(kept.rows))
         for note in kept.notes:
             print(f"scalescope: slowdown {alert.id}: flight recorder not read ({note})",
                   file=sys.stderr)  # fmt: skip
@@ -87,6 +94,19 @@ class SlowdownWatch:
                 file=sys.stderr, flush=True,
             )  # fmt: skip
 
+    def _flush_elsewhere(self, alert: Alert, kept: set[int]) -> None:
+        """The alert's ranks whose rings are on other nodes asked to keep theirs themselves
+        (a flush: probe/ring_flush.py writes ``events/window-*`` where the rank runs); not for
+        an alert on every rank (every ring in the job). Asked, not waited for: the watch's
+        next poll is due."""
+        others = {r: self._states[r] for r in alert.ranks if r not in kept and r in self._states}
+        if self.flush is None or not others or alert.subject == "world":
+            return
+        self.flush(others, 0.0)
+        print(f"scalescope: slowdown {alert.id}: ranks {_first(set(others))} on other nodes "
+              "asked to keep their flight recorders' steps (events/window-* where they run)",
+              file=sys.stderr, flush=True)  # fmt: skip
+
     def _run_hook(self, line: str) -> None:
         env = {**os.environ, "SCALESCOPE_ALERT": line, "SCALESCOPE_RUN_DIR": str(self.run_dir)}
         try:
@@ -96,3 +116,8 @@ class SlowdownWatch:
             return
         self._children.append(child)
         threading.Thread(target=child.wait, daemon=True, name="scalescope-on-slowdown").start()
+
+
+def _first(ranks: set[int], shown: int = 8) -> str:
+    ordered = sorted(ranks)
+    return ", ".join(map(str, ordered[:shown])) + (", ..." if len(ordered) > shown else "")

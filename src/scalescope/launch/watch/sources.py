@@ -154,18 +154,27 @@ class StoreSource:
         return {r for r in self.channel.unknown if r not in here}
 
     def flush(self, states: dict[int, LiveState], wait_s: float = ANSWER_WAIT_S) -> set[int]:
-        """Every relay asked, sealed, to have its ranks flush; the ranks of ``states`` that
-        did not answer within ``wait_s`` (and the relays' poll)."""
+        """The relays of ``states``' ranks asked, sealed, to have their ranks flush (every
+        relay where a rank is on no node record); the ranks of ``states`` that did not answer
+        within ``wait_s`` (and the relays' poll)."""
         if self.files is not None:
             self.files.flush(states, wait_s)
         want = {r: s.flush_requests + 1 for r, s in states.items() if not self.ended(r, s)}
-        self.channel.ask(FLUSH)
+        self.channel.ask(FLUSH, self._relays_of(set(want)))
         deadline = time.monotonic() + wait_s + RELAY_POLL_S * 2
         while want and time.monotonic() < deadline:
             time.sleep(0.1)
             now = self.channel.states(list(want))
             want = {r: n for r, n in want.items() if r in now and now[r].flushes_answered < n}
         return set(want)
+
+    def _relays_of(self, ranks: set[int]) -> set[int] | None:
+        """The relays whose node records hold ``ranks``; None (every relay) when a rank is
+        on none: at 16,384 ranks an alert's few ranks flush their nodes, not every ring."""
+        records = current(self.channel.node_records())
+        relays = {i for i, record in records.items() if not ranks.isdisjoint(record.ranks)}
+        held = {r for i in relays for r in records[i].ranks}
+        return relays if ranks <= held else None
 
     def stacks(self) -> dict[int, str]:
         found = self.files.stacks() if self.files else {}
