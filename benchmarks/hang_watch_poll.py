@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import argparse
 import resource
-import secrets
 import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
 from results import record
-from top_connect_cost import node_records, published
+from top_connect_cost import job_store, node_records
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 if str(TESTS / "helpers") not in sys.path:  # run standalone, outside pytest
@@ -78,21 +76,11 @@ def main() -> None:
     args = parse()
     from torch.distributed import TCPStore
 
-    from scalescope.launch.channel.seals import new_job_id
     from scalescope.launch.channel.store import Channel
     from scalescope.launch.watch.hang import SLOWDOWN_SHARE
     from scalescope.launch.watch.sources import StoreSource
 
-    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                      timeout=timedelta(seconds=60))  # fmt: skip
-    key = secrets.token_bytes(32)
-    owner = Channel(server, key=key, job=new_job_id())
-    owner.put_job()
-    with tempfile.TemporaryDirectory() as tmp:
-        raws = published(args.ranks, Path(tmp))
-    for rank, raw in enumerate(raws):
-        owner.publish(rank, raw)
-    owner.put_world(args.ranks)
+    server, key, owner, raws = job_store(args.ranks, args.per_node, 60.0)
     node_records(owner, raws, args.per_node)
     client = CountingStore(
         TCPStore("127.0.0.1", server.port, is_master=False, timeout=timedelta(seconds=60))

@@ -22,6 +22,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -87,24 +88,35 @@ def node_records(channel, raws: list[bytes], per_node: int) -> float:
     return 1e6 * spent / max(len(raws) // per_node, 1)
 
 
-def main() -> None:
-    args = parse()
+def job_store(ranks: int, per_node: int, timeout_s: float) -> tuple[Any, bytes, Any, list]:
+    """A job's store (its server, key and owner's channel) holding ``ranks`` sealed live
+    states, each rank's host named by its node of ``per_node``; and the raw states."""
     from torch.distributed import TCPStore
 
     from scalescope.launch.channel.seals import new_job_id
     from scalescope.launch.channel.store import Channel
 
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                      timeout=timedelta(seconds=30))  # fmt: skip
+                      timeout=timedelta(seconds=timeout_s))  # fmt: skip
     key = secrets.token_bytes(32)
     channel = Channel(server, key=key, job=new_job_id())
     channel.put_job()
     with tempfile.TemporaryDirectory() as tmp:
-        raws = published(args.ranks, Path(tmp))
+        raws = published(ranks, Path(tmp))
     for rank, raw in enumerate(raws):
         channel.publish(rank, raw)
-        channel.put_host(rank, f"node{rank // args.per_node:04d}")
-    channel.put_world(args.ranks)
+        channel.put_host(rank, f"node{rank // per_node:04d}")
+    channel.put_world(ranks)
+    return server, key, channel, raws
+
+
+def main() -> None:
+    args = parse()
+    from torch.distributed import TCPStore
+
+    from scalescope.launch.channel.store import Channel
+
+    server, key, channel, raws = job_store(args.ranks, args.per_node, 30.0)
 
     def client() -> Channel:
         store = TCPStore("127.0.0.1", server.port, is_master=False, timeout=timedelta(seconds=30))
