@@ -22,6 +22,10 @@ from scalescope.data.page_cache import data_files
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="posix_fadvise and mincore")
 IMAGES, BATCH = 32, 8
+RATE_REL = 0.15
+"""The rate over 4 batches against the arrivals' clock: a descheduling between a batch's
+arrival and the bench's clock (a few ms on a loaded machine, CI 2026-11-29: 907 against 813
+images/s) moves it ~10 %; a batch too many or too few counted moves it 25 % and more."""
 
 
 class Clocked:
@@ -85,4 +89,4 @@ def test_images_per_s_is_the_rate_the_batches_arrived_at(cold_runs: dict) -> Non
         assert images >= IMAGES
         own_clock = images / (rest[-1][0] - first)
         reported = speeds[run["path"], run["workers"]].pop(0)
-        assert reported == pytest.approx(own_clock, rel=0.02), run["path"]
+        assert reported == pytest.approx(own_clock, rel=RATE_REL), run["path"]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import SCRIPTS, run_then_report
+from scalescope.diagnose.rules_stages import IMBALANCE_GAIN_PCT
 from scalescope.events import Kind, load_run
 
 MICRO, BLOCKS, BATCH, HIDDEN, STEPS, WARMUP = 4, 8, 128, 512, 8, 2
@@ -109,7 +110,11 @@ def test_the_unbalanced_run_names_the_heavier_stage_and_the_blocks_to_move(unbal
     assert move["predicted_step_ms"] < pipe["step_ms"]
     findings = report["diagnosis"]["findings"]
     imbalance = [f for f in findings if f["code"] == "STAGE_IMBALANCE"]
-    assert imbalance and "from stage 1 to stage 0" in imbalance[0]["remedies"][0]
+    share = 100 * (move["replayed_step_ms"] - move["predicted_step_ms"]) / pipe["step_ms"]
+    if share >= IMBALANCE_GAIN_PCT:  # a descheduled stage can shrink it (a loaded machine)
+        assert imbalance and "from stage 1 to stage 0" in imbalance[0]["remedies"][0]
+    else:
+        assert not imbalance, "a finding below the rule's gain"
     codes = {f["code"] for f in findings}
     assert not codes & {"STRAGGLER", "LOAD_IMBALANCE", "NODE_STRAGGLER", "INDEPENDENT_REPLICAS"}
     text = " ".join(r for f in findings for r in (f["summary"], *f["remedies"]))

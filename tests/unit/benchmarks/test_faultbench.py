@@ -451,14 +451,28 @@ def test_a_generated_mid_run_case_has_no_live_alert_to_judge() -> None:
 
 def test_a_failed_host_stops_the_others_and_what_they_started(tmp_path) -> None:
     import netns
-    import psutil
 
     pid_file = tmp_path / "grandchild"
-    running = subprocess.Popen(["sh", "-c", f"setsid sleep 60 & echo $! > {pid_file}; sleep 60"])
-    failing = subprocess.Popen(["sh", "-c", "sleep 0.5; exit 3"])
+    starts = ("import subprocess, sys, time; "
+              "p = subprocess.Popen(['sleep', '60'], start_new_session=True); "
+              "open(sys.argv[1], 'w').write(str(p.pid)); time.sleep(60)")  # fmt: skip
+    running = subprocess.Popen([sys.executable, "-c", starts, str(pid_file)])
+    failing = subprocess.Popen(["sh", "-c", "sleep 1; exit 3"])
     while not pid_file.exists() or not pid_file.read_text().strip():
         time.sleep(0.01)
     grandchild = int(pid_file.read_text())
     assert netns._ended([running, failing]) == 1
     assert running.returncode is not None
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+    deadline = time.monotonic() + 5
+    while _alive(grandchild):
+        assert time.monotonic() < deadline, "the host's own session's child outlived it"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
