@@ -95,10 +95,20 @@ def write_windows(run_dir: Path, first_step: int, last_step: int, named: int) ->
 
 
 def write_window(run_dir: Path, ring: RingRead, named: int) -> int:
-    """The rows of ``ring`` into ``events/window-<named>-rank-N.arrows``; how many."""
-    writer = EventWriter(window_events_path(run_dir, named, ring.rank), ring.rank)
+    """The rows of ``ring`` into ``events/window-<named>-rank-N.arrows`` (beside a copy of
+    that name already there: a flush from the step a slowdown's copy began at); how many."""
+    writer = EventWriter(_free(window_events_path(run_dir, named, ring.rank)), ring.rank)
     try:
         writer.write(ring.rows())
     finally:
         writer.close()
     return len(ring.records)
+
+
+def _free(path: Path) -> Path:
+    """``path``, or ``window-<step>.<n>-rank-N.arrows`` for the first n not taken."""
+    n, free = 1, path
+    while free.exists():
+        free = path.with_name(path.name.replace("-rank-", f".{n}-rank-", 1))
+        n += 1
+    return free

@@ -84,3 +84,19 @@ def test_a_wrapped_rings_earliest_step_is_left_out(tmp_path):
     assert ring.steps == (2, 5) and ring.whole_steps().steps == (3, 5)
     write_window(tmp_path, ring.whole_steps(), 3)
     assert kept(tmp_path, ranks=(0,)) == {0: [3, 4, 5]}
+
+
+def test_a_second_copy_from_the_same_step_goes_beside_the_first(tmp_path):
+    """A flush from the step a slowdown's copy began at (both name their file by it) keeps
+    both files; the steps are read once."""
+    for rank in (0, 1):
+        record(tmp_path, rank)
+        ring = read_ring(ring_path(tmp_path, rank))
+        write_window(tmp_path, ring.window(2, 3), 2)
+        write_window(tmp_path, ring.window(2, 5), 2)
+    names = sorted(p.name for p in (tmp_path / "events").glob("window-*"))
+    assert names == [f"window-000002{n}-rank-{r:05d}.arrows" for n in ("", ".1") for r in (0, 1)]
+    assert kept(tmp_path) == {0: [2, 3, 4, 5], 1: [2, 3, 4, 5]}
+    assert read_kept_windows(tmp_path, [0, 1]).added(
+        0, read_event_stream(events_path(tmp_path, 0)).table
+    )["seq"].to_pylist() == list(range(4, 2 * STEPS)), "each call once"
