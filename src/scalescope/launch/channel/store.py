@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypeVar
 
 from scalescope.events.live_state import LiveState, parse_live_state
 from scalescope.launch.channel.node_record import NodeRecord, decode, encode
@@ -61,6 +61,7 @@ from scalescope.launch.channel.seals import (
     unseal,
 )
 
+T = TypeVar("T")
 PREFIX = "scalescope/"
 JOB_KEY = f"{PREFIX}job"
 RELAY_POLL_S = 0.25
@@ -209,24 +210,25 @@ class Channel:
         seal; the others are ``unknown`` (``_state``)."""
         if self.follows:
             self.learn_job()
-        keys = [f"{PREFIX}live/{r}" for r in ranks]
-        present = self._present(list(zip(ranks, keys, strict=True)))
         self.unknown = set()
-        if not present:
-            return {}
-        values = self.store.multi_get([k for _, k in present])
-        out = {}
-        for (rank, _), value in zip(present, values, strict=True):
-            state = self._state(rank, bytes(value))
-            if state is not None:
-                out[rank] = state
-        return out
+        return self._opened([(r, f"{PREFIX}live/{r}") for r in ranks], self._state)
 
     def _present(self, pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
         """The (index, key) pairs whose key exists: one round trip when all do."""
         if pairs and self.store.check([k for _, k in pairs]):
             return pairs
         return [(i, k) for i, k in pairs if self.store.check([k])]
+
+    def _opened(self, pairs: list[tuple[int, str]], open_one: Callable[[int, bytes], T | None]
+                ) -> dict[int, T]:  # fmt: skip
+        """The values of the (index, key) pairs whose key exists, in one ``multi_get``, each
+        opened by ``open_one`` (None: left out), by index."""
+        present = self._present(pairs)
+        if not present:
+            return {}
+        values = self.store.multi_get([k for _, k in present])
+        opened = ((i, open_one(i, bytes(v))) for (i, _), v in zip(present, values, strict=True))
+        return {i: value for i, value in opened if value is not None}
 
     def _state(self, rank: int, value: bytes) -> LiveState | None:
         """The rank's state in ``value``; None, and the rank unknown, when that does not open
@@ -260,17 +262,8 @@ class Channel:
         if self.follows:
             self.learn_job()
         count = int(self.store.add(f"{PREFIX}relays", 0))
-        present = self._present([(i, f"{PREFIX}node/{i}") for i in range(count)])
         self.unknown_nodes = set()
-        if not present:
-            return {}
-        values = self.store.multi_get([k for _, k in present])
-        out = {}
-        for (index, _), value in zip(present, values, strict=True):
-            record = self._record(index, bytes(value))
-            if record is not None:
-                out[index] = record
-        return out
+        return self._opened([(i, f"{PREFIX}node/{i}") for i in range(count)], self._record)
 
     def _record(self, index: int, value: bytes) -> NodeRecord | None:
         """As ``_state`` for a rank: not sealed for this job, or older than the last read,
@@ -305,18 +298,14 @@ class Channel:
     def sessions(self) -> list[tuple[int, bytes]]:
         """Each registered relay's index and session id, those sealed for this job."""
         count = int(self.store.add(f"{PREFIX}relays", 0))
-        present = self._present([(i, f"{PREFIX}relay/{i}") for i in range(count)])
-        if not present:
-            return []
-        values = self.store.multi_get([k for _, k in present])
-        out = []
-        for (index, _), value in zip(present, values, strict=True):
-            session = self.unseal(b"relay:%d:" % index, bytes(value))
-            if session is None:
-                self.refuse(f"relay {index}'s session", NOT_SEALED, bytes(value))
-            else:
-                out.append((index, session))
-        return out
+        pairs = [(i, f"{PREFIX}relay/{i}") for i in range(count)]
+        return list(self._opened(pairs, self._session).items())
+
+    def _session(self, index: int, value: bytes) -> bytes | None:
+        session = self.unseal(b"relay:%d:" % index, value)
+        if session is None:
+            self.refuse(f"relay {index}'s session", NOT_SEALED, value)
+        return session
 
     def ask(self, what: str, relays: Collection[int] | None = None) -> int:
         """Ask every relay (or those of index in ``relays``) for ``what`` (flush, stacks,
