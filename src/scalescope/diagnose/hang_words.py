@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scalescope.analyze.watch.hang import RankHang, Verdict
 from scalescope.events.units import fmt_bytes_brief, fmt_seconds
+from scalescope.events.units import number_ranges as rank_ranges
 
 PHASE_WORDS = {
     "outside": "in host work (outside the recorded phases)",
@@ -14,17 +15,6 @@ PHASE_WORDS = {
     "comm_wait": "waiting for its gradient buckets",
     "optimizer": "in the optimizer step",
 }
-
-
-def rank_ranges(ranks: tuple[int, ...]) -> str:
-    """``0-76, 78-1023``: consecutive ranks as ranges, so a thousand ranks read in a line."""
-    runs: list[list[int]] = []
-    for r in sorted(ranks):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

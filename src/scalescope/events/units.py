@@ -7,13 +7,16 @@ Each format is kept where a reader meets it, so they differ on purpose:
   evidence counts files and copies in kB and MB;
 - a table cell shows two decimals (``fmt_bytes``), a sentence fewer (``fmt_bytes_brief``,
   ``fmt_bytes_significant``, ``fmt_bytes_decimal``);
-- durations read as seconds in a hang's sentences, as a clock in progress lines.
+- durations read as seconds in a hang's sentences, as a clock in progress lines;
+- ranks and steps as ranges (``0-76, 78-1023``), or the first few of them.
 
 Layer 0 (events) so that every layer may import it: the diagnosis writes its sentences with
 it, and the report draws with it without calling the layers whose results it draws.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 UNKNOWN = "-"
 """A live table's cell when the rank has not said yet."""
@@ -116,3 +119,19 @@ def fmt_elapsed(seconds: float | None) -> str:
         return UNKNOWN
     s = int(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def number_ranges(values: Iterable[int]) -> str:
+    """``0-76, 78-1023``: consecutive ranks or steps as ranges, so a thousand read in a line."""
+    runs: list[list[int]] = []
+    for v in sorted(values):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def first_few(values: Sequence[int], n: int = 8) -> str:
+    """The first ``n`` in their order, ``...`` after them when there are more: ``0, 3, ...``."""
+    return ", ".join(map(str, values[:n])) + (", ..." if len(values) > n else "")

@@ -35,17 +35,6 @@ def fmt_calls(lowest: int, highest: int) -> str:
     return f"{lowest:,}" if lowest == highest else f"{lowest:,}–{highest:,}"
 
 
-def step_ranges(steps: tuple[int, ...]) -> str:
-    """Ascending steps as ranges: ``0-9, 100-103``."""
-    spans: list[list[int]] = []
-    for step in steps:
-        if spans and step == spans[-1][1] + 1:
-            spans[-1][1] = step
-        else:
-            spans.append([step, step])
-    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
-
-
 def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 

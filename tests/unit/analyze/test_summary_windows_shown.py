@@ -12,8 +12,8 @@ from run_builders import coll_row, phase_row, step_row
 
 from scalescope.analyze.comm.collectives import analyze_collectives
 from scalescope.analyze.runs.compare import compare_runs
+from scalescope.events.units import number_ranges
 from scalescope.probe.summary import fold_step
-from scalescope.report.formatting import step_ranges
 from scalescope.report.media.charts import timeline_chart
 from scalescope.report.media.timeline import chrome_trace
 from scalescope.report.views.collectives import windows_note
@@ -70,8 +70,8 @@ def test_the_timeline_names_the_steps_it_draws_without_calls(tmp_path) -> None:
 
 
 def test_steps_read_as_ranges() -> None:
-    assert step_ranges((0, 1, 2, 5, 7, 8, 100)) == "0-2, 5, 7-8, 100"
-    assert step_ranges(()) == ""
+    assert number_ranges((0, 1, 2, 5, 7, 8, 100)) == "0-2, 5, 7-8, 100"
+    assert number_ranges(()) == ""
 
 
 def test_a_comparison_says_whose_counts_are_the_windows(tmp_path) -> None:

@@ -24,6 +24,7 @@ from scalescope.analyze.watch.slowdown_alerts import Alert
 from scalescope.events.files import ALERTS_FILE
 from scalescope.events.live_state import LiveState
 from scalescope.events.ring_rows import write_windows
+from scalescope.events.units import first_few
 
 Flush = Callable[[dict[int, LiveState], float], set[int]]
 """A watch source's ``flush``: the ranks asked, how long to wait; those that did not answer."""
@@ -103,7 +104,7 @@ class SlowdownWatch:
         if self.flush is None or not others or alert.subject == "world":
             return
         self.flush(others, 0.0)
-        print(f"scalescope: slowdown {alert.id}: ranks {_first(set(others))} on other nodes "
+        print(f"scalescope: slowdown {alert.id}: ranks {first_few(sorted(others))} on other nodes "
               "asked to keep their flight recorders' steps (events/window-* where they run)",
               file=sys.stderr, flush=True)  # fmt: skip
 
@@ -116,8 +117,3 @@ class SlowdownWatch:
             return
         self._children.append(child)
         threading.Thread(target=child.wait, daemon=True, name="scalescope-on-slowdown").start()
-
-
-def _first(ranks: set[int], shown: int = 8) -> str:
-    ordered = sorted(ranks)
-    return ", ".join(map(str, ordered[:shown])) + (", ..." if len(ordered) > shown else "")

@@ -18,9 +18,8 @@ from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import CrossRankAnalysis, RankWaits
 from scalescope.analyze.steps.steps import OTHER
 from scalescope.events import PHASES
-from scalescope.events.units import fmt_bytes
+from scalescope.events.units import fmt_bytes, number_ranges
 from scalescope.report.document import Chart
-from scalescope.report.formatting import step_ranges
 
 PHASE_COLORS = {
     "data": "#e45756",
@@ -294,7 +293,7 @@ def timeline_chart(trace: dict[str, Any], ranks_note: str = "") -> Chart:
     summarised = tuple(trace["metadata"].get("summarised_steps", ()))
     if summarised:
         title += (
-            f"; no calls drawn in steps {step_ranges(summarised)}, recorded as summaries "
+            f"; no calls drawn in steps {number_ranges(summarised)}, recorded as summaries "
             "(--record summary)"
         )
     bars, marks, rows = _timeline_series(trace)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from scalescope.analyze import CollectiveAnalysis, RunAnalysis
 from scalescope.analyze.comm.collectives import UnitTraffic
-from scalescope.events.units import fmt_bytes, fmt_bytes_exact
+from scalescope.events.units import fmt_bytes, fmt_bytes_exact, number_ranges
 from scalescope.report.document import Block, Column, Line, Section, Table
-from scalescope.report.formatting import NA, fmt, fmt_calls, plural, step_ranges
+from scalescope.report.formatting import NA, fmt, fmt_calls, plural
 from scalescope.report.views.rank_summary import limited_table
 
 
@@ -219,7 +219,7 @@ def windows_note(c: CollectiveAnalysis) -> Line | None:
     if not c.windows:
         return None
     return Line(
-        f"Calls of steps {step_ranges(c.windows)} only, the windows recorded in full; "
+        f"Calls of steps {number_ranges(c.windows)} only, the windows recorded in full; "
         f"{plural(c.summarised_steps, 'other step')} recorded as summaries (--record summary; "
         "--record full writes every call).",
         style="note",

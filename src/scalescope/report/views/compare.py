@@ -7,6 +7,7 @@ import msgspec
 from rich.console import Console
 
 from scalescope.analyze.runs.compare import CrossRankComparison, Pair, RunComparison, SizeKey
+from scalescope.events.units import number_ranges
 from scalescope.report.document import (
     Block,
     Column,
@@ -17,7 +18,7 @@ from scalescope.report.document import (
     Section,
     Table,
 )
-from scalescope.report.formatting import NA, fmt, fmt_count, step_ranges
+from scalescope.report.formatting import NA, fmt, fmt_count
 from scalescope.report.media.terminal import render_document
 
 COMPARE_SCHEMA = "scalescope.compare/2"
@@ -115,7 +116,7 @@ def _sizes(c: RunComparison) -> Section:
     notes = [f"only in A: {_only(c.sizes_only_a)}"] if c.sizes_only_a else []
     notes += [f"only in B: {_only(c.sizes_only_b)}"] if c.sizes_only_b else []
     notes += [
-        f"{side}'s counts: steps {step_ranges(f.windows)} only (--record summary)"
+        f"{side}'s counts: steps {number_ranges(f.windows)} only (--record summary)"
         for side, f in (("A", c.a), ("B", c.b))
         if f.windows
     ]

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.rank_steps import Bins, RankStepGrid
+from scalescope.events.units import number_ranges as rank_ranges
 from scalescope.report.document import Chart, Column, Style, Table
 from scalescope.report.formatting import NA, fmt
 from scalescope.report.media.charts import HEIGHT, layout
@@ -71,20 +72,6 @@ def heatmap_charts(grid: RankStepGrid | None) -> tuple[Chart, Chart]:
         note = "No cross-rank analysis: it needs collectives matched across at least 2 ranks."
         return step, Chart(WAIT_HEATMAP_ID, wait_title, None, note)
     return step, _heatmap(WAIT_HEATMAP_ID, wait_title, grid, grid.wait_ms, "YlOrRd")
-
-
-def rank_ranges(ranks: tuple[int, ...]) -> str:
-    """``0-7, 12`` from sorted or unsorted ranks."""
-    parts, ordered = [], sorted(ranks)
-    start = prev = ordered[0]
-    for r in [*ordered[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ", ".join(parts)
 
 
 NODE_COLUMNS = (

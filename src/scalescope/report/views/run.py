@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from scalescope.analyze import RunAnalysis, StepAnalysis
 from scalescope.analyze.rank_status import RankStatus
-from scalescope.events.units import fmt_bytes
+from scalescope.events.units import first_few, fmt_bytes
 from scalescope.report.document import (
     Block,
     Column,
@@ -109,7 +109,7 @@ def _more_not_done(rest: list[RankStatus]) -> Line:
         how = "lost a peer" if r.failed_because_of_peer else r.status
         counts[how] = counts.get(how, 0) + 1
     how = ", ".join(f"{n:,} {what}" for what, n in counts.items())
-    ranks = _first_ranks([r.rank for r in rest])
+    ranks = first_few([r.rank for r in rest])
     return Line(f"{len(rest):,} more ranks did not complete ({how}): ranks {ranks}; {ALL_IN_JSON}")
 
 
@@ -256,7 +256,7 @@ def _phase_spread_table(a: RunAnalysis, s: StepAnalysis) -> Table:
         for p in a.spreads.phases
     ]  # fmt: skip
     notes = [
-        f"{name} on {plural(len(ranks), 'rank')} ({_first_ranks(ranks)})"
+        f"{name} on {plural(len(ranks), 'rank')} ({first_few(ranks)})"
         for name, ranks in a.spreads.unrecorded
     ]
     caption = f"mean ms per measured step of each of {len(s.ranks):,} ranks; {ALL_IN_JSON}"
@@ -264,10 +264,6 @@ def _phase_spread_table(a: RunAnalysis, s: StepAnalysis) -> Table:
         caption += "; not recorded (counted in other): " + "; ".join(notes)
     title = f"Step phases over {len(s.ranks):,} ranks (per-step sums)"
     return Table(title, PHASE_SPREAD_COLUMNS, tuple(rows), caption=caption)
-
-
-def _first_ranks(ranks: tuple[int, ...], n: int = 8) -> str:
-    return ", ".join(map(str, ranks[:n])) + (", ..." if len(ranks) > n else "")
 
 
 def _steps(a: RunAnalysis) -> Section:

@@ -9,8 +9,8 @@ from dataclasses import asdict
 from scalescope.analyze.model.causes import IDEAL_NOTE
 from scalescope.analyze.model.replay import ReplayTimes
 from scalescope.analyze.model.whatif import Fix, WhatIf, WhatIfTimeline
+from scalescope.events.units import number_ranges
 from scalescope.report.document import Block, Column, Document, Line, Section, Table
-from scalescope.report.formatting import step_ranges
 
 SCHEMA = "scalescope.whatif/1"
 COLUMNS = (
@@ -77,9 +77,9 @@ def _blocks(result: WhatIf) -> list[Block]:
 def windows_line(steps: tuple[int, ...], kept: tuple[int, ...] = ()) -> str:
     """The replayed steps of a run recorded as summaries, as ranges (``0-9, 100-103``), and
     which of them the flight recorders kept."""
-    rings = f" (steps {step_ranges(kept)} kept by the flight recorders: events/window-*)"
+    rings = f" (steps {number_ranges(kept)} kept by the flight recorders: events/window-*)"
     return (
-        f"Replayed: steps {step_ranges(steps)} ({len(steps)} steps), the windows recorded in "
+        f"Replayed: steps {number_ranges(steps)} ({len(steps)} steps), the windows recorded in "
         f"full{rings if kept else ''}; the other steps were recorded as summaries "
         "(--record summary)."
     )
