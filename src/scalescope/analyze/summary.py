@@ -19,11 +19,8 @@ from scalescope.analyze.cross_rank import (
 )
 from scalescope.analyze.layouts.p2p import P2PAnalysis, P2PSides, analyze_p2p, pair_p2p
 from scalescope.analyze.layouts.pipeline import PipelineAnalysis, analyze_pipeline
-from scalescope.analyze.model.causes import phases_named
 from scalescope.analyze.model.replay import ReplayRefused
-from scalescope.analyze.model.step_grid import build_grid
-from scalescope.analyze.model.whatif import WhatIf, hosts_of, what_if_of, with_kept
-from scalescope.analyze.model.window_sample import with_run_sample
+from scalescope.analyze.model.whatif import WhatIf, hosts_of, replay_grid, what_if_of, with_kept
 from scalescope.analyze.nodes import NodeSummary, node_summaries
 from scalescope.analyze.part import part
 from scalescope.analyze.rank_spread import RankOrder, RankSpreads, rank_order, rank_spreads
@@ -353,10 +350,9 @@ def _what_if(
     collectives cannot be replayed in any order (``ReplayRefused``), why: the report says so
     and goes on without it."""
     last = replayed_steps(meta.world_size)
-    grid, left = build_grid(run, last=last, phases=phases_named(None), clocks=clocks)
+    grid, left = replay_grid(run, meta.warmup_steps, last=last, clocks=clocks)
     if grid is None:
         return "; ".join(left)
-    grid = with_run_sample(grid, run, meta.warmup_steps, clocks)
     try:
         found = what_if_of(grid, left, hosts_of(run), meta.warmup_steps, extra=extra)
         return with_kept(found, run)

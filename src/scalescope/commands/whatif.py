@@ -19,11 +19,10 @@ def causes_asked(command: WhatIfCommand) -> list[str] | None:
 
 def whatif(command: WhatIfCommand) -> None:
     """One model of the run (step_grid.py) serves the table, the JSON and the timeline."""
-    from scalescope.analyze.model.causes import phases_named
-    from scalescope.analyze.model.step_grid import build_grid
     from scalescope.analyze.model.whatif import (
         every_cause_replayed,
         hosts_of,
+        replay_grid,
         replay_timeline,
         what_if_of,
         with_kept,
@@ -39,10 +38,10 @@ def whatif(command: WhatIfCommand) -> None:
     except RunDirError as exc:
         raise CommandError(str(exc)) from None
     run, causes = rec.run, causes_asked(command)
-    grid, left = build_grid(run, phases=phases_named(causes), clocks=rec.analysis.clocks)
+    hosts, warmup = hosts_of(run), run.meta.warmup_steps
+    grid, left = replay_grid(run, warmup, causes, clocks=rec.analysis.clocks)
     if grid is None:
         raise CommandError(f"no step of {command.run_dir} can be replayed: {'; '.join(left)}")
-    hosts, warmup = hosts_of(run), run.meta.warmup_steps
     try:
         result = with_kept(what_if_of(grid, left, hosts, warmup, causes), run)
         if causes is not None:

@@ -85,3 +85,36 @@ def test_holm_steps_down_and_stops_at_the_first_kept():
     p = np.array([0.004, 0.0001, 0.03, 0.006])
     assert holm(p, 0.01).tolist() == [False, True, False, False]
     assert holm(np.array([0.001, 0.004]), 0.01).tolist() == [True, True]
+
+
+def _stalls(at: list[int], steps: int = 26, first: int = 4) -> np.ndarray:
+    """Two ranks, 5 % noise; rank 1 stalls 150 ms at the steps ``at`` (numbered from
+    ``first``), as the fault matrix's ddp-periodic-stall."""
+    total = _noisy(steps, 2, 7, sd=1e6) / 5
+    for step in at:
+        total[step - first, 1] += 150e6
+    return total
+
+
+def test_a_stall_every_ten_steps_is_a_cause_the_t_test_misses():
+    """3 stalls in 26 steps are the differences' spread (t ~1.8): its bursts name it."""
+    total, steps = _stalls([9, 19, 29]), np.arange(4, 30)
+    test = slower_than_peers(total, STEP / 5, steps=steps)
+    assert test.p[1] > 0.01
+    assert test.bursts.tolist() == [False, True]
+    assert test.slower.tolist() == [False, True]
+
+
+def test_stalls_at_no_period_are_noise():
+    total = _stalls([6, 9, 22])
+    test = slower_than_peers(total, STEP / 5, steps=np.arange(4, 30))
+    assert not test.bursts.any() and not test.slower.any()
+
+
+def test_bursts_count_the_rows_step_numbers_not_their_order():
+    """The windows' rows, then the summarised steps' (pacing.slow_ranks): the period is read
+    from the step numbers."""
+    total, steps = _stalls([9, 19, 29]), np.arange(4, 30)
+    order = np.r_[np.arange(8), np.arange(8, 26)[::-1]]
+    assert slower_than_peers(total[order], STEP / 5, steps=steps[order]).bursts[1]
+    assert not slower_than_peers(total[order], STEP / 5).bursts[1]

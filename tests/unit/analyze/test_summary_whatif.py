@@ -75,3 +75,36 @@ def test_a_run_recorded_in_full_is_replayed_as_before(tmp_path) -> None:
     result, fix = rank_fix(tmp_path, lambda s: s % 2 == 0, summary=False)
     assert result.windows == ()
     assert fix.note == "at the pace of the other ranks"
+
+
+def test_a_stall_every_ten_steps_is_costed_over_the_run(tmp_path) -> None:
+    """Late at steps 9, 19 and 29 only (the windows hold one of them): its bursts make it a
+    cause (peers.py), and its gain's interval, carried to the run, stays above 0
+    (bootstrap.period_of: 26 steps hold 3 blocks of 10)."""
+    _full, a = rank_fix(tmp_path / "full", lambda s: s % 10 == 9, summary=False)
+    result, b = rank_fix(tmp_path / "summary", lambda s: s % 10 == 9, summary=True)
+    assert "rank:1" in result.beyond_spread
+    assert a.gain_ms == pytest.approx(3 * EXTRA / MS / (STEPS - WARMUP), rel=0.05)
+    assert b.gain_ms == pytest.approx(a.gain_ms, rel=0.05)
+    assert 0 < b.gain_low_ms <= b.gain_ms <= b.gain_high_ms
+
+
+def test_the_whatif_command_replays_the_model_the_report_does(tmp_path) -> None:
+    """``scalescope whatif`` of a run recorded as summaries costs a rank's fix over the run,
+    as the report's what-if (``replay_grid``): the windows alone put it at 0."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from scalescope.cli import app
+
+    run = recorded(tmp_path, lambda s: s % 2 == 0, summary=True)
+    expected = what_if(run, WARMUP, causes=["rank:1"]).fixes[0]
+    out = tmp_path / "whatif.json"
+    args = ["whatif", str(run.path), "--fix", "rank:1", "--json", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stdout
+    printed = json.loads(out.read_text())["fixes"][0]
+    assert printed["gain_ms"] == pytest.approx(expected.gain_ms)
+    assert printed["gain_low_ms"] == pytest.approx(expected.gain_low_ms)
+    assert printed["gain_ms"] == pytest.approx(EXTRA / MS / 2, rel=0.05)

@@ -92,17 +92,19 @@ def slow_ranks(
     the nodes that are, as a list of host names (with several nodes, every host known)."""
     rows = slice(None) if rows is None else rows
     total = rank_totals(grid)[rows]
+    steps = grid.steps[rows]
     step = float(np.median(grid.step_ns[rows]))
     if grid.sample is not None:  # --record summary: the summarised steps too (window_sample.py)
         total = np.concatenate([total, grid.sample.own_ns])
-    slow = slower_than_peers(total, step).slower
+        steps = np.concatenate([steps, grid.sample.steps])
+    slow = slower_than_peers(total, step, steps=steps).slower
     host = [hosts.get(int(r), "") for r in grid.ranks]
     names = sorted(set(host))
     if len(names) < 2 or "" in names:
         return slow, np.array([], dtype=str)
     member = np.array([[h == n for n in names] for h in host])
     per_node = total @ member / member.sum(axis=0)
-    slow_nodes = slower_than_peers(per_node, step).slower
+    slow_nodes = slower_than_peers(per_node, step, steps=steps).slower
     return slow | (member & slow_nodes).any(axis=1), np.array(names)[slow_nodes]
 
 

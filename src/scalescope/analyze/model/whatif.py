@@ -129,12 +129,24 @@ def what_if(
     warm-up is seen beginning. None when the run gives no model (``build_grid``). ``last``:
     replay only the last that many steps (the report's bound on a long run's cost);
     ``clocks``: the run's alignment when the caller has it."""
+    grid, left = replay_grid(run, warmup_steps, causes, last, clocks)
+    if grid is None:
+        return None
+    return with_kept(what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra), run)
+
+
+def replay_grid(
+    run: Run, warmup_steps: int, causes: list[str] | None = None, last: int | None = None,
+    clocks: tuple[ClockAlignment, ...] | None = None,
+) -> tuple[StepGrid | None, list[str]]:  # fmt: skip
+    """The model ``what_if`` replays (``build_grid``, and what the summaries say of the
+    steps recorded as summaries, window_sample.py), and what building it left out: the one
+    model every surface replays, so that ``scalescope whatif`` says what the report says."""
     clocks = clocks if clocks is not None else align_clocks(run)
     grid, left = build_grid(run, last=last, phases=phases_named(causes), clocks=clocks)
     if grid is None:
-        return None
-    grid = with_run_sample(grid, run, warmup_steps, clocks)
-    return with_kept(what_if_of(grid, left, hosts_of(run), warmup_steps, causes, extra), run)
+        return None, left
+    return with_run_sample(grid, run, warmup_steps, clocks), left
 
 
 def with_kept(result: WhatIf, run: Run) -> WhatIf:

@@ -82,6 +82,17 @@ def period_of(steps: tuple[int, ...]) -> int | None:
     return gaps.pop() if len(gaps) == 1 else None
 
 
+def stands_out(excess: np.ndarray, step_ns: float) -> np.ndarray:
+    """bool per step of a rank's ``excess`` over its peers (ns; (steps,) or (steps, ranks),
+    each column apart): over 5x its median, a quarter of ``step_ns``, and its median by 8
+    median absolute deviations. A rank slower at the same work has its median shifted and
+    none stands out; a stall at a few steps does."""
+    median = np.median(excess, axis=0)
+    spread = np.median(np.abs(excess - median), axis=0)
+    floor = np.maximum(np.maximum(5 * np.maximum(median, 0.0), 0.25 * step_ns), median + 8 * spread)
+    return excess > floor
+
+
 def _per_slot(events: EventTable, slots: StepSlots, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Per slot: the kind's time (ns) and bytes.
 
@@ -178,9 +189,7 @@ def lateness_pattern(slots: StepSlots, rank: int) -> LatenessPattern | None:
     steps_kept = mine_steps[keep]
     excess = mine_own[keep] - typical[np.searchsorted(numbers, steps_kept)]
     median = float(np.median(excess))
-    step_ns = float(np.median(slots.dur_ns[mine]))
-    spread = float(np.median(np.abs(excess - median)))
-    late = excess > max(5 * max(median, 0.0), 0.25 * step_ns, median + 8 * spread)
+    late = stands_out(excess, float(np.median(slots.dur_ns[mine])))
     positive = float(excess[excess > 0].sum())
     few = late.any() and late.sum() <= len(late) / 2
     late_steps = tuple(int(s) for s in steps_kept[late]) if few else ()
