@@ -137,6 +137,30 @@ def test_own_time_before_the_first_action_and_after_the_last_is_the_steps(tmp_pa
     assert (stages[1].lead_ms, stages[1].tail_ms) == (pytest.approx(6.0), pytest.approx(16.0))
 
 
+def test_steps_whose_sends_and_recvs_were_not_kept_leave_the_ends_alone(tmp_path):
+    """The rows of the last test's sends and waits kept for the first 2 of 3 steps, as a
+    summary recording's window keeps them: in the last, stage 1's 6 ms blocked before its
+    first forward and stage 0's 10 ms send after its last backward would read as their own
+    time (leads 6, 6, 12: 8 ms a step; tails 23, 23, 33). Only the kept steps count: 6 and
+    16, 0 and 23, as when every step kept them."""
+    kept = STEPS - 1
+    rows = {0: stage_rows(0), 1: [r for r in stage_rows(1) if r[2] != "forward"]}
+    for s in range(STEPS):
+        t = s * STEP_MS
+        rows[1] += [row(s, Kind.PHASE, "forward", t + 12 + 10 * mb, 9, seq=mb)
+                    for mb in range(MICRO)]  # fmt: skip
+        if s >= kept:
+            continue
+        rows[0].append(row(s, Kind.COLLECTIVE, "send", t + 170, 10, seq=s, peer=1))
+        rows[1] += [row(s, Kind.WAIT, "recv", t + 3, 6, seq=s, peer=0),
+                    row(s, Kind.WAIT, "send", t + 180, 4, seq=s, peer=0)]  # fmt: skip
+    run = make_run(tmp_path, {r: [v] for r, v in rows.items()}, world_size=2,
+                   rank_files={r: meta(r) for r in (0, 1)})  # fmt: skip
+    stages = {f.stage: f for f in analysed(run).pipeline.ranks}
+    assert (stages[0].lead_ms, stages[0].tail_ms) == (pytest.approx(0.0), pytest.approx(23.0))
+    assert (stages[1].lead_ms, stages[1].tail_ms) == (pytest.approx(6.0), pytest.approx(16.0))
+
+
 def test_the_move_evens_the_stages_and_predicts_the_step(pipeline_run):
     """Per block 4.5 ms a microbatch: stage 0 has 9, stage 1 27; two blocks from the front of
     stage 1 leave 18 and 18. 1F1B replayed: (m - 1) x the slowest + the sum of the stages,

@@ -85,6 +85,16 @@ def test_transfers_own_time_and_the_optimizer_lengthen_the_step():
     assert replay_step("gpipe", busy, 1) == pytest.approx(7.0 + 0.25 + 1.0 + 0.5)
 
 
+def test_a_recv_blocks_its_stage_even_when_its_input_came_early():
+    """1F1B, 4 microbatches, the last stage 10 + 1 ms a microbatch, 0.5 ms to receive each
+    activation; stage 0 1 + 1 ms runs ahead, so from the second microbatch on stage 1's input
+    is there before it is free. Each of its 4 transfers is its own time all the same: 1 (stage
+    0's first forward) + 4 x (0.5 + 11) + 1 (its last backward) = 48 ms; a transfer after the
+    input's arrival only counted the first (46.5 ms)."""
+    stages = [StageTimes(1.0, 1.0), StageTimes(10.0, 1.0, recv_ms=0.5)]
+    assert replay_step("1f1b", stages, M) == pytest.approx(48.0)
+
+
 def test_own_time_between_actions_is_on_the_path_where_no_wait_hides_it():
     """The last stage's forward and backward follow each other with no input to wait for:
     its 1.5 ms between them lengthen the step; none is charged before its first action."""

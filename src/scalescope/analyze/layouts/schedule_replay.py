@@ -1,7 +1,16 @@
 """A pipeline's step replayed from its schedule: each rank runs its forwards and backwards
 per microbatch in the schedule's order, each as long as measured, each waiting for the
 microbatch's activations from the stage before (its forward) or its gradients from the stage
-after (its backward), plus their transfer.
+after (its backward), then their transfer.
+
+The transfer starts when both sides are there, the producer's action done and the receiver
+free, as it is measured (analyze/layouts/p2p.py: completion less the later side's arrival),
+and the receiver is blocked in it: a stage whose input was sent long before still spends it.
+The rank's own time was counted without it (analyze/layouts/block_move.py), so a transfer
+added only to a late input's arrival was lost whenever the input came early: on a 2-rank
+1F1B job whose last stage slept 9.2 ms a forward (docs/accuracy.md, pp-1f1b-stage-clear,
+seed 49) 3 of that stage's 4 recvs of 0.26 ms went missing, the step replayed 2.4 % short
+(0.8 % with them).
 
 Orders, per rank r of p, m microbatches:
 - GPipe: every forward, then every backward, microbatches in order;
@@ -136,6 +145,7 @@ def replay_step(
                 fwd, s, _ = action
                 t = stages[s]
                 start = max(free[r] + (t.own_ms if at[r] else 0.0), ready)
+                start += t.recv_ms if _received(action, n) else 0.0
                 free[r] = start + (t.forward_ms if fwd else t.backward_ms)
                 done[action] = free[r]
                 at[r] += 1
@@ -148,14 +158,18 @@ def replay_step(
 
 
 def _input_ready(action: Action, stages: Sequence[StageTimes], done: dict) -> float | None:
-    """When ``action``'s input is on its rank; None until the action it needs has run."""
+    """When the action ``action`` needs has run (its input's transfer may start); None
+    until then."""
     fwd, s, i = action
     if fwd:
-        if s == 0:
-            return 0.0
-        end = done.get((True, s - 1, i))
-    elif s == len(stages) - 1:
+        return 0.0 if s == 0 else done.get((True, s - 1, i))
+    if s == len(stages) - 1:
         return done.get((True, s, i))
-    else:
-        end = done.get((False, s + 1, i))
-    return None if end is None else end + stages[s].recv_ms
+    return done.get((False, s + 1, i))
+
+
+def _received(action: Action, stages: int) -> bool:
+    """Whether ``action``'s input comes from another stage: a forward's but the first
+    stage's, a backward's but the last stage's."""
+    fwd, s, _ = action
+    return s > 0 if fwd else s < stages - 1

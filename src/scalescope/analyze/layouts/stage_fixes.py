@@ -26,6 +26,17 @@ run of one heavy stage.
 
 A rank that holds v stages (interleaved schedules) is one entry of the figures: its times
 are split evenly between its stages, and it is set to its peers' pace as a whole.
+
+What the replay cannot see: the peers' pace once they no longer wait. Their times are those
+measured beside the slow stage, and a rank that idles between its actions computes slower
+than one kept busy (caches and core gone cold: on the 2-core test machine a 4-block MLP's
+forward and backward took 0.15 + 0.35 ms back to back, 0.53 + 0.69 ms after 10 ms asleep).
+Under 1F1B a slow stage's peers wait before nearly each of their actions, so that cold pace
+is the one the fix sets: on pp-1f1b-stage-clear (docs/accuracy.md, seed 49) stage 0 computed
+1.21 ms a microbatch beside the slow stage and 0.74 ms in the re-run without it; the fixed
+step replayed 10.3 ms against 7.3 measured, the gain 37.8 against 41.2 ms (under GPipe, whose
+forwards and backwards run back to back, 0.80 against 0.75 ms). The run holds no warm
+sample of a 1F1B peer's backward to correct it by: the gain is low by that much.
 """
 
 from __future__ import annotations

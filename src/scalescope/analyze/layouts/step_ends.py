@@ -9,7 +9,17 @@ step 3-15 % long.
 
 Blocked: the host's waits on its sends and recvs (WAIT rows, probe/p2p.py); a rank that
 recorded none (a loop of blocking ``dist.send``/``recv``) is blocked for its sends' and
-recvs' whole calls."""
+recvs' whole calls.
+
+Only the steps whose sends and recvs were kept count, where a rank kept them in some steps
+and not others (``--record summary`` keeps their rows for a window of steps, the phases for
+every step): in a step without them, a downstream stage's wait for its first activations
+looked like its own time before its first forward. On a 2-rank 1F1B job whose stage 0 slept
+10 ms a forward (docs/accuracy.md, pp-1f1b-stage-clear, seed 4902), stage 1's lead was
+0.8 ms in the window's steps and ~11 ms after them, 9.2 ms in the mean: it took all of the
+stage's own time (none left between its actions, 0.45 ms a gap in the window's steps), the
+replay was 2.8 % short and the stage's cost 36.5 ms a step against 42.3 measured (37.2 with
+the kept steps only). A rank that kept none in any step is read in every step alike."""
 
 from __future__ import annotations
 
@@ -54,7 +64,8 @@ def _blocked(events: EventTable) -> EventTable:
 
 
 def step_ends(events: EventTable, measured: MeasuredSteps) -> StepEnds:
-    """Each rank's lead and tail, means over its measured steps with an action."""
+    """Each rank's lead and tail, means over its measured steps with an action (and its sends
+    and recvs kept, where some step kept them)."""
     n, zero = len(measured.keys), np.zeros(len(measured.ranks))
     steps, at = _indexed(measured, events.of_kind(Kind.STEP))
     acts, a_at = _indexed(measured, _named(events, Kind.PHASE, ACTIONS))
@@ -75,10 +86,10 @@ def step_ends(events: EventTable, measured: MeasuredSteps) -> StepEnds:
         is_wait = rows.kind != int(Kind.PHASE)
         np.add.at(before, i[is_wait & (s < first[i])], rows.dur_ns[is_wait & (s < first[i])])
         np.add.at(after, i[s >= last[i]], rows.dur_ns[s >= last[i]])
-    ran = np.isfinite(first)
+    rank_of = np.repeat(np.arange(len(measured.ranks)), _per_rank(measured))
+    ran = np.isfinite(first) & _sends_kept(events, measured, rank_of)
     lead = np.where(ran, np.maximum(first - start - before, 0.0), 0.0)
     tail = np.where(ran, np.maximum(end - last - after, 0.0), 0.0)
-    rank_of = np.repeat(np.arange(len(measured.ranks)), _per_rank(measured))
     counted = np.bincount(rank_of[ran], minlength=len(measured.ranks))
 
     def mean(values: np.ndarray) -> np.ndarray:
@@ -86,6 +97,19 @@ def step_ends(events: EventTable, measured: MeasuredSteps) -> StepEnds:
         return total / np.maximum(counted, 1) / 1e6
 
     return StepEnds(mean(lead), mean(tail))
+
+
+def _sends_kept(events: EventTable, measured: MeasuredSteps, rank_of: np.ndarray) -> np.ndarray:
+    """Per measured step: whether its sends' and recvs' rows were kept, or its rank kept
+    none in any step (a recording that drops them after a window of steps would otherwise
+    count the waits of the steps beyond it as the rank's own time)."""
+    rows = EventTable.concat([_named(events, Kind.WAIT, ("send", "recv")),
+                              _named(events, Kind.COLLECTIVE, ("send", "recv"))])  # fmt: skip
+    _, at = _indexed(measured, rows)
+    kept = np.zeros(len(measured.keys), dtype=bool)
+    kept[at] = True
+    ranks_keeping = np.bincount(rank_of[kept], minlength=len(measured.ranks)) > 0
+    return kept | ~ranks_keeping[rank_of]
 
 
 def _per_rank(measured: MeasuredSteps) -> np.ndarray:
