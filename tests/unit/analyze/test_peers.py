@@ -118,3 +118,11 @@ def test_bursts_count_the_rows_step_numbers_not_their_order():
     order = np.r_[np.arange(8), np.arange(8, 26)[::-1]]
     assert slower_than_peers(total[order], STEP / 5, steps=steps[order]).bursts[1]
     assert not slower_than_peers(total[order], STEP / 5).bursts[1]
+
+
+def test_one_spike_of_the_other_rank_is_no_turn():
+    """As in the held-out run: rank 0 stood out once (6 ms) beside rank 1's three stalls."""
+    total = _stalls([9, 19, 29])
+    total[20 - 4, 0] += 30e6
+    test = slower_than_peers(total, STEP / 5, steps=np.arange(4, 30))
+    assert test.bursts.tolist() == [False, True]
