@@ -1,7 +1,7 @@
 """The causes a what-if fixes, by name (``rank:N``, ``node:HOST``, ``link:HOST,HOST``,
 ``phase:NAME``, ``compute:X``, ``comm:X`` with its ``@dim:``/``@tag:`` scope, ``comm:fused``,
-``ideal``; several joined by ``+``): each read and applied to the model (fixes.py), and the ones tried when none
-is named."""
+``ideal``; several joined by ``+``): each read and applied to the model (fixes.py,
+unit_fuse.py), and the ones tried when none is named."""
 
 from __future__ import annotations
 
@@ -212,7 +212,8 @@ def candidate_causes(
     groups transfer slower than the others of their shape beyond the spread (``slow_links``),
     exposed transfers, and the first two of these together; the scoped transfers, and FSDP's
     units merged into one where a pass has calls of several (``comm:fused``). A rank within
-    the spread is no candidate: fixing it would only take its jitter away (the what-if's ``jitter_ms``)."""
+    the spread is no candidate: fixing it would only take its jitter away (the what-if's
+    ``jitter_ms``)."""
     own = grid.own_ns().mean(axis=0)
     slow, slow_nodes = slow_ranks(grid, hosts, rows)
     causes = []

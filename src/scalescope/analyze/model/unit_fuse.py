@@ -110,14 +110,17 @@ def _check_one_call(grid: StepGrid, members: list[int]) -> None:
 
 def line_fit(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     """(α, β) of t = α + β·x by least squares weighted by 1/t (small values count as much as
-    large ones), both kept non-negative (a negative latency or slope is noise)."""
+    large ones), both kept non-negative (a negative latency or slope is noise). One size
+    cannot tell the two apart: all of it is then the slope, so that calls merged keep the
+    sum of their times (no saving the run did not show)."""
     x, t = np.asarray(x, float), np.asarray(t, float)
     ok = t > 0
     x, t = x[ok], t[ok]
     if len(t) == 0:
         return 0.0, 0.0
     if len(np.unique(x)) < 2:
-        return float(np.median(t)), 0.0
+        size = float(x[0])
+        return (0.0, float(np.median(t)) / size) if size > 0 else (float(np.median(t)), 0.0)
     w = 1.0 / t
     design = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
     (alpha, beta), *_ = np.linalg.lstsq(design, t * w, rcond=None)
@@ -178,9 +181,10 @@ def fused(grid: StepGrid, rows: np.ndarray | slice | None = None) -> tuple[StepG
     keep = plan.kept
     blocking = _merged_any(grid.blocking, plan)
     nbytes = _merged_bytes(grid.nbytes, plan)
-    tags = grid.tags.copy()
+    names = [str(t) for t in grid.tags[0]]
     for target in np.unique(plan.into[plan.merged]):
-        tags[:, target] = unit_tag(tag_kind(str(tags[0, target])), None)
+        names[target] = unit_tag(tag_kind(names[target]), None)
+    tags = np.array([names] * grid.shape[1])
     out = replace(
         grid, group=grid.group[:, keep], work_ns=work[:, :, keep], blocking=blocking[:, :, keep],
         transfer_ns=transfer[:, :, keep], prejoin_ns=prejoin, post_ns=post,
