@@ -1,7 +1,7 @@
 """The causes a what-if fixes, by name (``rank:N``, ``node:HOST``, ``link:HOST,HOST``,
-``phase:NAME``, ``compute:X``, ``comm:X`` with its ``@dim:``/``@tag:`` scope, ``ideal``; several
-joined by ``+``): each read and applied to the model (fixes.py), and the ones tried when none
-is named."""
+``phase:NAME``, ``compute:X``, ``comm:X`` with its ``@dim:``/``@tag:`` scope, ``comm:fused``,
+``ideal``; several joined by ``+``): each read and applied to the model (fixes.py,
+unit_fuse.py), and the ones tried when none is named."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scalescope.analyze.model.fixes import fix_ranks, rank_index, scaled, withou
 from scalescope.analyze.model.link_fix import ideal_with_links, without_link
 from scalescope.analyze.model.pacing import slow_links, slow_ranks
 from scalescope.analyze.model.step_grid import StepGrid
+from scalescope.analyze.model.unit_fuse import FUSED, fusable, fused
 from scalescope.events.tags import ZERO_GATHER, ZERO_REDUCE, tag_kind
 
 TOP_RANKS = 3
@@ -25,7 +26,7 @@ CAUSES_HELP = (
     "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
     "(either one only on a mesh dimension's groups, comm:X@dim:NAME, or on the collectives of "
     "a tag, comm:X@tag:NAME; NAME[,NAME...]) or ideal (all of the slow ranks, nodes and links "
-    "at once)"
+    "at once), comm:fused (FSDP's units merged into one: fewer, larger calls)"
 )
 
 
@@ -57,14 +58,23 @@ def apply_fix(
     """The grid with ``cause`` fixed (several joined by ``+``, fixed together: the ranks
     named are paced by the ranks not named), how, and the rows to judge it by when the
     fixed ranks' cause began mid-run (``fix_ranks``). ``rows``: the measured steps, that
-    ``ideal`` tells the slow ranks by (default: all)."""
+    ``ideal`` tells the slow ranks by and ``comm:fused`` fits a call's host cost over (default:
+    all). ``comm:fused`` changes the
+    collectives themselves (unit_fuse.py), so it is applied first: the other fixes then see
+    the merged calls."""
+    parts = [ALIASES.get(p, p) for p in cause.split("+")]
+    notes: list[str] = []
+    if FUSED in parts:
+        grid, note = fused(grid, rows)
+        parts = [p for p in parts if p != FUSED]
+        notes.append(note)
     ranks: list[int] = []
     speeds: list[tuple[str, float, Scope | None]] = []
     phases: list[str] = []
     links: list[str] = []
     whole = False
-    for part in cause.split("+"):
-        kind, _, value = ALIASES.get(part, part).partition(":")
+    for part in parts:
+        kind, _, value = part.partition(":")
         if kind in ("rank", "node"):
             ranks += _ranks_of(part, kind, value, hosts)
         elif kind == "link":
@@ -78,7 +88,7 @@ def apply_fix(
             whole = True
         else:
             raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
-    notes, rows = [], None
+    rows = None
     if whole:
         grid = ideal_with_links(grid, hosts, rows)
         notes.append(IDEAL_NOTE)
@@ -200,8 +210,10 @@ def candidate_causes(
     (``slow_ranks``; the node with the most own time per step, the ranks with the most),
     input waits and rank-only work (when they take 5 % of the own time), the links whose
     groups transfer slower than the others of their shape beyond the spread (``slow_links``),
-    exposed transfers, and the first two of these together. A rank within the spread is no
-    candidate: fixing it would only take its jitter away (the what-if's ``jitter_ms``)."""
+    exposed transfers, and the first two of these together; the scoped transfers, and FSDP's
+    units merged into one where a pass has calls of several (``comm:fused``). A rank within
+    the spread is no candidate: fixing it would only take its jitter away (the what-if's
+    ``jitter_ms``)."""
     own = grid.own_ns().mean(axis=0)
     slow, slow_nodes = slow_ranks(grid, hosts, rows)
     causes = []
@@ -221,7 +233,8 @@ def candidate_causes(
         causes.append("comm:hidden")
     if len(causes) >= 2:
         causes.append(f"{causes[0]}+{causes[-1]}")
-    return causes + [c for c in SCOPED_CANDIDATES if _has_transfers(grid, c)]
+    causes += [c for c in SCOPED_CANDIDATES if _has_transfers(grid, c)]
+    return causes + ([FUSED] if fusable(grid) else [])
 
 
 def _has_transfers(grid: StepGrid, cause: str) -> bool:

@@ -165,9 +165,10 @@ class WhatIfCommand:
     """A cause to fix (repeat): rank:N, node:HOST, phase:NAME (data, eval, checkpoint, ...),
     eval, checkpoint, compute:X, comm:X, comm:hidden; comm:X@dim:NAME or comm:X@tag:NAME
     (NAME[,NAME...]) only on a mesh dimension's groups or on a tag's collectives
-    (comm:hidden@dim:tp, comm:x2@dim:tp, comm:hidden@tag:zero_gather_params); A+B fixes both
-    at once. Default: the slowest node and ranks, input waits and rank-only work, exposed
-    transfers, the first two together, then tp's and ZeRO's collectives hidden or faster."""
+    (comm:hidden@dim:tp, comm:x2@dim:tp, comm:hidden@tag:zero_gather_params); comm:fused
+    (FSDP's units merged into one: fewer, larger calls); A+B fixes both at once. Default: the
+    slowest node and ranks, input waits and rank-only work, exposed transfers, the first two
+    together, then tp's and ZeRO's collectives hidden or faster, and FSDP's units merged."""
     comm_speed: float | None = option("--comm-speed", min=0.0)
     """Also replay with every transfer this many times faster (a faster network)."""
     compute_speed: float | None = option("--compute-speed", min=0.0)
