@@ -14,7 +14,7 @@ from stragglers import DELAY_S, FROM, REFERENCE_FROM
 
 from scalescope.analyze.model.causes import apply_fix
 from scalescope.analyze.model.fixes import with_delay
-from scalescope.analyze.model.pacing import typical_transfers
+from scalescope.analyze.model.pacing import lagging_ranks, typical_transfers
 from scalescope.analyze.model.peers import median_peer
 from scalescope.analyze.model.replay import predict, replay
 from scalescope.analyze.model.step_grid import StepGrid, blocking_of, build_grid, instances
@@ -215,6 +215,62 @@ def test_the_ideal_step_fixes_every_slow_rank_at_once():
     assert step_ms(g, "ideal") == pytest.approx(10 + 2 + 10 + 2 + 1)
     pair = grid([[10.0], [30.0]])
     assert step_ms(pair, "ideal") == pytest.approx(10 + 2 + 1)
+
+
+def with_transfers(g: StepGrid, rank: int, transfer_ms: list[float]) -> StepGrid:
+    """``g`` with ``rank``'s transfers of its one collective, step by step (ms)."""
+    transfer = g.transfer_ns.copy()
+    transfer[:, rank, 0] = np.array(transfer_ms) * MS
+    return StepGrid(**{**g.__dict__, "transfer_ns": transfer})
+
+
+def test_a_rank_that_completes_its_collectives_late_completes_with_its_peers_once_fixed():
+    """Rank 1 (30 ms of work against 10) completes its all-reduce 3 ms after rank 0 at every
+    step, as a rank sharing its core with other processes does: fixed, it works at rank 0's
+    pace and completes with it; its compute alone paced would keep the 3 ms."""
+    g = with_transfers(grid([[10.0], [30.0]]), 1, [5.0] * 4)
+    assert step_ms(g) == pytest.approx(30 + 5 + 1)
+    assert lagging_ranks(g, np.array([1]))[0] and not lagging_ranks(g, np.array([0]))[0]
+    assert step_ms(g, "rank:1") == pytest.approx(10 + 2 + 1)
+    assert step_ms(g, "rank:0") == pytest.approx(30 + 5 + 1)  # rank 0 is not late: kept
+
+
+def test_a_rank_late_to_complete_once_keeps_its_transfers_when_fixed():
+    """Rank 1 completes late in one step of six (a one-off stall): no lag beyond the steps'
+    spread, so its fix paces its compute and leaves every transfer as measured."""
+    g = with_transfers(grid([[10.0], [30.0]], steps=6), 1, [2.0, 2.0, 14.0, 2.0, 2.0, 2.0])
+    assert not lagging_ranks(g, np.array([1]))[0]
+    fixed, _, _ = apply_fix(g, "rank:1", {})
+    np.testing.assert_array_equal(fixed.transfer_ns, g.transfer_ns)
+    assert fixed.work_ns[:, 1, 0] / MS == pytest.approx([10.0] * 6)
+
+
+def test_a_rank_on_a_slow_links_group_is_not_late_against_its_own_group():
+    """All-reduces in groups {0,1} and {2,3}, the first over a slow link (5 ms against 1 ms
+    on both of its members): rank 1 completes with rank 0, so its fix keeps its transfers,
+    though the other ranks' at its place of the step are faster."""
+    g = grid([[1.0]] * 4, transfer_ms=1.0)
+    transfer = g.transfer_ns.copy()
+    transfer[:, :2] = 5.0 * MS
+    g = StepGrid(**{
+        **g.__dict__, "group": np.array([[0], [0], [1], [1]]), "transfer_ns": transfer,
+        "op_names": np.array([["all_reduce"]] * 4), "nbytes": np.full((4, 1), 1024),
+    })  # fmt: skip
+    assert not lagging_ranks(g, np.array([1]))[0]
+    fixed, _, _ = apply_fix(g, "rank:1", {})
+    np.testing.assert_array_equal(fixed.transfer_ns, g.transfer_ns)
+
+
+def test_a_late_rank_is_judged_over_the_measured_steps_only():
+    """Rank 1 completes 3 ms late in the four measured steps, not in the two warm-up steps:
+    over the measured steps it is late and its fix completes with rank 0; over every step
+    the warm-up widens the spread and its transfers would stay."""
+    g = with_transfers(grid([[10.0], [30.0]], steps=6), 1, [2.0, 2.0, 5.0, 5.0, 5.0, 5.0])
+    measured = np.arange(6) >= 2
+    assert lagging_ranks(g, np.array([1]), measured)[0]
+    assert not lagging_ranks(g, np.array([1]))[0]
+    fixed, _, _ = apply_fix(g, "rank:1", {}, measured)
+    assert fixed.transfer_ns[:, 1, 0] / MS == pytest.approx([2.0] * 6)
 
 
 def test_the_median_peer_is_the_median_of_the_others():

@@ -88,12 +88,12 @@ def apply_fix(
             whole = True
         else:
             raise ValueError(f"unknown cause {part!r}: use {CAUSES_HELP}")
-    rows = None
+    before = None
     if whole:
-        grid = ideal_with_links(grid, hosts, rows)
+        grid = ideal_with_links(grid, hosts)
         notes.append(IDEAL_NOTE)
     if ranks:
-        grid, note, rows = fix_ranks(grid, rank_index(grid, sorted(set(ranks))))
+        grid, note, before = fix_ranks(grid, rank_index(grid, sorted(set(ranks))), rows)
         notes.append(note)
     for name in phases:
         grid = without_phase(grid, name)
@@ -103,7 +103,7 @@ def apply_fix(
         grid = scaled(grid, **{kind: speed}, only=scope.mask if scope else None)
         note = "no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster"
         notes.append(f"{note} ({scope.label})" if scope else note)
-    return grid, "; ".join(notes), rows
+    return grid, "; ".join(notes), before
 
 
 @dataclass(frozen=True)

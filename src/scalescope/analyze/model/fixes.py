@@ -79,14 +79,17 @@ def before_onset(x: int) -> slice:
     return slice(x // 4, x)
 
 
-def fix_ranks(grid: StepGrid, idx: np.ndarray) -> tuple[StepGrid, str, slice | None]:
+def fix_ranks(
+    grid: StepGrid, idx: np.ndarray, rows: np.ndarray | None = None
+) -> tuple[StepGrid, str, slice | None]:
     """The ranks ``idx`` fixed. Where their extra work began mid-run, the steps before it
     are the run without it: the rows to replay instead (what the others lost since, caches
     cold after waiting, cores shared differently, goes with the cause). Otherwise those
-    ranks work at the pace of the others, step by step."""
+    ranks work at the pace of the others, step by step (``at_peers_pace``: their late
+    completions of collectives too, told over ``rows``, the measured steps)."""
     x = onset(grid, idx)
     if x is None:
-        return at_peers_pace(grid, idx), "at the pace of the other ranks", None
+        return at_peers_pace(grid, idx, rows), "at the pace of the other ranks", None
     rows = before_onset(x)
     first, last = int(grid.steps[rows.start]), int(grid.steps[x - 1])
     return grid, f"began at step {int(grid.steps[x])}: as in steps {first}-{last}", rows
