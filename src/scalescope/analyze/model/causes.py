@@ -1,7 +1,7 @@
 """The causes a what-if fixes, by name (``rank:N``, ``node:HOST``, ``link:HOST,HOST``,
 ``phase:NAME``, ``compute:X``, ``comm:X`` with its ``@dim:``/``@tag:`` scope, ``comm:fused``,
-``ideal``; several joined by ``+``): each read and applied to the model (fixes.py,
-unit_fuse.py), and the ones tried when none is named."""
+``comm:dropped@tag:``, ``ideal``; several joined by ``+``): each read and applied to the
+model (fixes.py, unit_fuse.py, call_drop.py), and the ones tried when none is named."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalescope.analyze.model.call_drop import ALL_PHASES, DROP_FORM, DROPPED, dropped, is_drop
 from scalescope.analyze.model.fixes import fix_ranks, rank_index, scaled, without_phase
 from scalescope.analyze.model.link_fix import ideal_with_links, without_link
 from scalescope.analyze.model.pacing import slow_links, slow_ranks
@@ -26,7 +27,8 @@ CAUSES_HELP = (
     "..., eval, checkpoint), eval, checkpoint, compute:X (X times faster), comm:X, comm:hidden "
     "(either one only on a mesh dimension's groups, comm:X@dim:NAME, or on the collectives of "
     "a tag, comm:X@tag:NAME; NAME[,NAME...]) or ideal (all of the slow ranks, nodes and links "
-    "at once), comm:fused (FSDP's units merged into one: fewer, larger calls)"
+    "at once), comm:fused (FSDP's units merged into one: fewer, larger calls), "
+    "comm:dropped@tag:NAME (a tag's calls gone, with the host work that builds them)"
 )
 
 
@@ -59,15 +61,18 @@ def apply_fix(
     named are paced by the ranks not named), how, and the rows to judge it by when the
     fixed ranks' cause began mid-run (``fix_ranks``). ``rows``: the measured steps, that
     ``ideal`` tells the slow ranks by and ``comm:fused`` fits a call's host cost over (default:
-    all). ``comm:fused`` changes the
-    collectives themselves (unit_fuse.py), so it is applied first: the other fixes then see
-    the merged calls."""
+    all). ``comm:fused`` and ``comm:dropped`` change the collectives themselves (unit_fuse.py,
+    call_drop.py), so they are applied first: the other fixes then see the calls left."""
     parts = [ALIASES.get(p, p) for p in cause.split("+")]
     notes: list[str] = []
     if FUSED in parts:
         grid, note = fused(grid, rows)
         parts = [p for p in parts if p != FUSED]
         notes.append(note)
+    for part in [p for p in parts if is_drop(p)]:
+        grid, note = _dropped(grid, part, rows)
+        notes.append(note)
+    parts = [p for p in parts if not is_drop(p)]
     ranks: list[int] = []
     speeds: list[tuple[str, float, Scope | None]] = []
     phases: list[str] = []
@@ -104,6 +109,15 @@ def apply_fix(
         note = "no transfer time" if speed == np.inf else f"{kind} {speed:g}x faster"
         notes.append(f"{note} ({scope.label})" if scope else note)
     return grid, "; ".join(notes), before
+
+
+def _dropped(grid: StepGrid, part: str, rows: np.ndarray | None) -> tuple[StepGrid, str]:
+    """``comm:dropped@tag:NAME``: a tag's calls gone (call_drop.py)."""
+    where = part.removeprefix(f"{DROPPED}@")
+    if where == part or not where.startswith("tag:"):
+        raise ValueError(f"bad cause {part!r}: {DROP_FORM}")
+    scope = scope_of(grid, part, where)
+    return dropped(grid, scope.mask, scope.label, part, rows)
 
 
 @dataclass(frozen=True)
@@ -154,14 +168,14 @@ def scope_of(grid: StepGrid, part: str, where: str) -> Scope:
 
 
 def phases_named(causes: list[str] | None) -> tuple[str, ...]:
-    """The phases the grid needs: those the causes name, and the ones tried by default."""
+    """The phases the grid needs: those the causes name, and the ones tried by default;
+    every phase for ``comm:dropped`` (the host work it takes is the time outside them)."""
+    parts = [part for cause in causes or () for part in cause.split("+")]
+    drops = ALL_PHASES if any(is_drop(p) for p in parts) else ()
     named = [
-        ALIASES.get(part, part).partition(":")[2]
-        for cause in causes or ()
-        for part in cause.split("+")
-        if ALIASES.get(part, part).startswith("phase:")
+        ALIASES.get(p, p).partition(":")[2] for p in parts if ALIASES.get(p, p).startswith("phase:")
     ]
-    return tuple(dict.fromkeys((*CANDIDATE_PHASES, *named)))
+    return tuple(dict.fromkeys((*CANDIDATE_PHASES, *named, *drops)))
 
 
 def _phase_of(grid: StepGrid, part: str, name: str) -> str:

@@ -135,7 +135,7 @@ def host_cost_ns(grid: StepGrid, plan: FusePlan, rows: np.ndarray | slice) -> fl
     """A call's fixed host cost: the intercept of the own time before each call that merges
     away (its median over ``rows`` and the ranks) against its bytes; 0 with fewer than
     ``MIN_SIZES`` sizes among them. A call whose own time in a step is less gives up all of
-    it (``_own_time_moved``): the intercept is no cap of the least one, which one call
+    it (``own_time_moved``): the intercept is no cap of the least one, which one call
     issued right after another (a backward prefetch) would set far below the rest."""
     merged = np.flatnonzero(plan.merged)
     sizes = grid.nbytes[0, merged].astype(float) if grid.nbytes is not None else np.zeros(0)
@@ -176,44 +176,41 @@ def fused(grid: StepGrid, rows: np.ndarray | slice | None = None) -> tuple[StepG
     rows = slice(None) if rows is None else rows
     cost = host_cost_ns(grid, plan, rows)
     transfer = merged_transfers(grid, plan)
-    work, prejoin, post = _own_time_moved(grid, plan, cost)
-    phases = {n: _parts_moved(p, plan, grid.joins) for n, p in grid.phase_ns.items()}
-    keep = plan.kept
+    work, prejoin, post = own_time_moved(grid, plan, cost)
+    phases = {n: parts_moved(p, plan, grid.joins) for n, p in grid.phase_ns.items()}
     blocking = _merged_any(grid.blocking, plan)
     nbytes = _merged_bytes(grid.nbytes, plan)
     names = [str(t) for t in grid.tags[0]]
     for target in np.unique(plan.into[plan.merged]):
         names[target] = unit_tag(tag_kind(names[target]), None)
-    tags = np.array([names] * grid.shape[1])
-    out = replace(
-        grid, group=grid.group[:, keep], work_ns=work[:, :, keep], blocking=blocking[:, :, keep],
-        transfer_ns=transfer[:, :, keep], prejoin_ns=prejoin, post_ns=post,
-        ops=tuple(o for o, k in zip(grid.ops, keep, strict=False) if k),
-        op_names=_cols(grid.op_names, keep), nbytes=nbytes[:, keep], dims=_cols(grid.dims, keep),
-        tags=tags[:, keep], group_symbol=_cols(grid.group_symbol, keep),
-        waits_with=_renumbered(grid.waits_with, keep), phase_ns=phases,
+    whole = replace(
+        grid, work_ns=work, blocking=blocking, transfer_ns=transfer, prejoin_ns=prejoin,
+        post_ns=post, nbytes=nbytes, tags=np.array([names] * grid.shape[1]),
     )  # fmt: skip
+    out = columns_kept(whole, plan.kept, phases)
     calls = int(plan.merged.sum())
     note = f"FSDP units merged into one: {calls} fewer calls a step"
     return out, note + (f", {cost / 1e6:.2f} ms of host work each" if cost > 0 else "")
 
 
-def _next_kept(plan: FusePlan) -> np.ndarray:
+def next_kept(plan: FusePlan) -> np.ndarray:
     """(collectives,): the first kept place after each place; n_k where none (the tail)."""
     kept = np.flatnonzero(plan.kept)
     return np.array([kept[kept > k][0] if (kept > k).any() else len(plan.into)
                      for k in range(len(plan.into))])  # fmt: skip
 
 
-def _own_time_moved(
-    grid: StepGrid, plan: FusePlan, cost: float
+def own_time_moved(
+    grid: StepGrid, plan: FusePlan, cost: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """work, prejoin and post with each merged-away call's own time, less ``cost``, moved to
-    the next kept call (or to the tail: before the join where the step has one)."""
+    """work, prejoin and post with each merged-away call's own time, less ``cost`` (one for
+    every call, or (steps, ranks, collectives)), moved to the next kept call (or to the tail:
+    before the join where the step has one)."""
     work, prejoin, post = grid.work_ns.copy(), grid.prejoin_ns.copy(), grid.post_ns.copy()
-    nxt = _next_kept(plan)
+    nxt = next_kept(plan)
+    costs = np.broadcast_to(cost, grid.shape)
     for k in np.flatnonzero(plan.merged):
-        moved = np.maximum(grid.work_ns[:, :, k] - cost, 0.0)
+        moved = np.maximum(grid.work_ns[:, :, k] - costs[:, :, k], 0.0)
         work[:, :, k] = 0.0
         if nxt[k] < len(nxt):
             work[:, :, nxt[k]] += moved
@@ -223,12 +220,12 @@ def _own_time_moved(
     return work, prejoin, post
 
 
-def _parts_moved(parts: np.ndarray, plan: FusePlan, joins: np.ndarray) -> np.ndarray:
+def parts_moved(parts: np.ndarray, plan: FusePlan, joins: np.ndarray) -> np.ndarray:
     """A phase's parts (steps, ranks, collectives + 2) with the merged-away places' moved as
-    the own time is (``_own_time_moved``), the kept places and the tail left."""
+    the own time is (``own_time_moved``), the kept places and the tail left."""
     n_k = len(plan.into)
     out = parts.copy()
-    nxt = _next_kept(plan)
+    nxt = next_kept(plan)
     for k in np.flatnonzero(plan.merged):
         to = nxt[k] if nxt[k] < n_k else None
         if to is not None:
@@ -252,6 +249,20 @@ def _merged_bytes(nbytes: np.ndarray, plan: FusePlan) -> np.ndarray:
     for target in np.unique(plan.into[plan.merged]):
         out[:, target] = nbytes[:, plan.into == target].sum(axis=1)
     return out
+
+
+def columns_kept(grid: StepGrid, keep: np.ndarray, phases: dict[str, np.ndarray]) -> StepGrid:
+    """The grid with only the places ``keep`` of its step (the calls merged or dropped away
+    gone), ``phases`` its phases' parts for the places kept (``parts_moved``)."""
+    return replace(
+        grid, group=grid.group[:, keep], work_ns=grid.work_ns[:, :, keep],
+        blocking=grid.blocking[:, :, keep], transfer_ns=grid.transfer_ns[:, :, keep],
+        ops=tuple(o for o, k in zip(grid.ops, keep, strict=False) if k),
+        op_names=_cols(grid.op_names, keep), nbytes=_cols(grid.nbytes, keep),
+        dims=_cols(grid.dims, keep), tags=_cols(grid.tags, keep),
+        group_symbol=_cols(grid.group_symbol, keep),
+        waits_with=_renumbered(grid.waits_with, keep), phase_ns=phases,
+    )  # fmt: skip
 
 
 def _cols(a: np.ndarray | None, keep: np.ndarray) -> np.ndarray | None:

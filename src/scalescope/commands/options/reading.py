@@ -166,7 +166,9 @@ class WhatIfCommand:
     eval, checkpoint, compute:X, comm:X, comm:hidden; comm:X@dim:NAME or comm:X@tag:NAME
     (NAME[,NAME...]) only on a mesh dimension's groups or on a tag's collectives
     (comm:hidden@dim:tp, comm:x2@dim:tp, comm:hidden@tag:zero_gather_params); comm:fused
-    (FSDP's units merged into one: fewer, larger calls); A+B fixes both at once. Default: the
+    (FSDP's units merged into one: fewer, larger calls); comm:dropped@tag:NAME (a tag's calls
+    gone with the host work that builds them: comm:dropped@tag:user, the script's own
+    per-step collectives; never a default); A+B fixes both at once. Default: the
     slowest node and ranks, input waits and rank-only work, exposed transfers, the first two
     together, then tp's and ZeRO's collectives hidden or faster, and FSDP's units merged."""
     comm_speed: float | None = option("--comm-speed", min=0.0)
