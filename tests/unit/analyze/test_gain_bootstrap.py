@@ -78,6 +78,17 @@ def test_a_checkpoint_of_uneven_saves_every_6_steps_has_its_period() -> None:
     assert period_of(gains) == 6
 
 
+def test_a_stall_every_10_steps_with_a_spike_beside_one_has_its_period() -> None:
+    """Seed 4903's ddp-periodic-stall: 152 ms at steps 9, 19 and 29 of 4-29, 15 ms at 20;
+    26 steps hold 3 blocks of 10, the last one cut."""
+    gains = np.zeros(26)
+    gains[[5, 15, 25]] = (150.1, 152.3, 150.8)
+    gains[16] = 15.3
+    assert period_of(gains) == 10
+    gains[16] = 0.0
+    assert period_of(gains) == 10
+
+
 def test_noise_and_a_steady_gain_have_no_period() -> None:
     assert period_of(np.full(20, 3.0)) == 1
     assert period_of(np.array([0, 9, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 9, 0, 0, 0], float)) == 1

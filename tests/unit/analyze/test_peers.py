@@ -126,3 +126,19 @@ def test_one_spike_of_the_other_rank_is_no_turn():
     total[20 - 4, 0] += 30e6
     test = slower_than_peers(total, STEP / 5, steps=np.arange(4, 30))
     assert test.bursts.tolist() == [False, True]
+
+
+def test_a_spike_among_the_stalls_leaves_their_period():
+    """As in seed 4903's run: rank 1 also stood out at step 20, 15 ms after its stall at 19."""
+    total = _stalls([9, 19, 29])
+    total[20 - 4, 1] += 15e6
+    test = slower_than_peers(total, STEP / 5, steps=np.arange(4, 30))
+    assert test.bursts.tolist() == [False, True]
+
+
+def test_stalls_of_other_sizes_at_no_period_are_noise():
+    """Three stalls, one of them small: the two long ones are too few to be a period."""
+    total = _stalls([9, 19])
+    total[29 - 4, 1] += 40e6
+    test = slower_than_peers(total, STEP / 5, steps=np.arange(4, 30))
+    assert not test.bursts.any()
