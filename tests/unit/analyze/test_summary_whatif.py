@@ -108,3 +108,12 @@ def test_the_whatif_command_replays_the_model_the_report_does(tmp_path) -> None:
     assert printed["gain_ms"] == pytest.approx(expected.gain_ms)
     assert printed["gain_low_ms"] == pytest.approx(expected.gain_low_ms)
     assert printed["gain_ms"] == pytest.approx(EXTRA / MS / 2, rel=0.05)
+
+
+def test_a_stall_every_ten_steps_has_a_rerun_interval_over_the_run(tmp_path) -> None:
+    """The re-run's interval from the run's steps (the STEP rows), not the windows' 8 with one
+    stall in them: it holds the gain and stays within a stall's share of it either side."""
+    _result, fix = rank_fix(tmp_path, lambda s: s % 10 == 9, summary=True)
+    stall_share = EXTRA / MS / (STEPS - WARMUP)
+    assert fix.rerun_low_ms <= fix.gain_ms <= fix.rerun_high_ms
+    assert fix.rerun_high_ms - fix.rerun_low_ms < 6 * stall_share
