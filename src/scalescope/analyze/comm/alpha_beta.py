@@ -38,6 +38,20 @@ class AlphaBetaFit:
         return asdict(self)
 
 
+def weighted_line(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """(α, β) of t = α + β·x by least squares weighted by 1/t (small values count as much as
+    large ones), both kept non-negative (a negative latency or slope is noise, not physics).
+    ``t`` positive, ``x`` of two sizes or more."""
+    weights = 1.0 / t
+    design = np.stack([np.ones_like(x), x], axis=1) * weights[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, t * weights, rcond=None)
+    if alpha < 0:
+        alpha, beta = 0.0, float(np.sum(x * t * weights**2) / np.sum((x * weights) ** 2))
+    if beta < 0:
+        alpha, beta = float(np.sum(t * weights**2) / np.sum(weights**2)), 0.0
+    return float(alpha), float(beta)
+
+
 def fit_alpha_beta(
     op: str, backend: str, world_size: int, nbytes: list[int], times_s: list[float]
 ) -> AlphaBetaFit:
@@ -51,13 +65,7 @@ def fit_alpha_beta(
     t = np.asarray(times_s, dtype=np.float64)
     if np.any(t <= 0) or np.any(x < 0):
         raise ValueError("an α-β fit needs positive times and non-negative sizes")
-    weights = 1.0 / t
-    design = np.stack([np.ones_like(x), x], axis=1) * weights[:, None]
-    (alpha, beta), *_ = np.linalg.lstsq(design, t * weights, rcond=None)
-    if alpha < 0:
-        alpha, beta = 0.0, float(np.sum(x * t * weights**2) / np.sum((x * weights) ** 2))
-    if beta < 0:
-        alpha, beta = float(np.sum(t * weights**2) / np.sum(weights**2)), 0.0
+    alpha, beta = weighted_line(x, t)
     predicted = alpha + beta * x
     rel_err = float(np.sqrt(np.mean(((predicted - t) / t) ** 2)))
     return AlphaBetaFit(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scalescope.analyze.comm.alpha_beta import weighted_line
 from scalescope.analyze.model.step_grid import StepGrid
 from scalescope.events.tags import REDUCE_GRADS, UNSHARD, tag_kind, tag_unit, unit_tag
 
@@ -109,10 +110,9 @@ def _check_one_call(grid: StepGrid, members: list[int]) -> None:
 
 
 def line_fit(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
-    """(α, β) of t = α + β·x by least squares weighted by 1/t (small values count as much as
-    large ones), both kept non-negative (a negative latency or slope is noise). One size
-    cannot tell the two apart: all of it is then the slope, so that calls merged keep the
-    sum of their times (no saving the run did not show)."""
+    """(α, β) of t = α + β·x (``alpha_beta.weighted_line``, times not positive left out).
+    One size cannot tell the two apart: all of it is then the slope, so that calls merged
+    keep the sum of their times (no saving the run did not show)."""
     x, t = np.asarray(x, float), np.asarray(t, float)
     ok = t > 0
     x, t = x[ok], t[ok]
@@ -121,14 +121,7 @@ def line_fit(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     if len(np.unique(x)) < 2:
         size = float(x[0])
         return (0.0, float(np.median(t)) / size) if size > 0 else (float(np.median(t)), 0.0)
-    w = 1.0 / t
-    design = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
-    (alpha, beta), *_ = np.linalg.lstsq(design, t * w, rcond=None)
-    if alpha < 0:
-        alpha, beta = 0.0, float(np.sum(x * t * w**2) / np.sum((x * w) ** 2))
-    if beta < 0:
-        alpha, beta = float(np.sum(t * w**2) / np.sum(w**2)), 0.0
-    return float(alpha), float(beta)
+    return weighted_line(x, t)
 
 
 def host_cost_ns(grid: StepGrid, plan: FusePlan, rows: np.ndarray | slice) -> float:
