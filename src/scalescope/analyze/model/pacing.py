@@ -244,17 +244,20 @@ def instance_peers(grid: StepGrid, idx: np.ndarray) -> np.ndarray:
     return out
 
 
-def lagging_ranks(grid: StepGrid, idx: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+def lagging_ranks(
+    grid: StepGrid, idx: np.ndarray, rows: np.ndarray | None = None,
+    peers: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """bool per rank of ``idx``: its collectives complete later than the other members of
     their instances (``instance_peers``) beyond the steps' spread, summed per step over
     ``rows`` (default all; ``slower_than_peers``, its sum against theirs). A rank that
     shares its cores with other processes runs the threads that move its collectives'
     bytes there too (gloo's): it completes each collective after its peers. A rank that
     only does more work completes with them, and one-off late completions widen the spread
-    and pass neither."""
+    and pass neither. ``peers``: ``instance_peers`` of ``idx`` where the caller has it."""
     rows = slice(None) if rows is None else rows
     step = float(np.median(grid.step_ns[rows]))
-    peers = instance_peers(grid, idx)[rows]
+    peers = (instance_peers(grid, idx) if peers is None else peers)[rows]
     late = np.zeros(len(idx), dtype=bool)
     for j, r in enumerate(np.asarray(idx).tolist()):
         known = ~np.isnan(peers[:, j])
@@ -305,10 +308,10 @@ def completed_with_peers(
     late (``lagging_ranks`` over ``rows``) at most the median of the other members of the
     same instance, step by step (``instance_peers``); the others' as measured."""
     transfer = grid.transfer_ns.copy()
-    late = lagging_ranks(grid, idx, rows)
+    peers = instance_peers(grid, idx)
+    late = lagging_ranks(grid, idx, rows, peers)
     if not late.any():
         return transfer
-    peers = instance_peers(grid, idx)
     for j, r in enumerate(np.asarray(idx).tolist()):
         if late[j]:
             transfer[:, r] = np.fmin(transfer[:, r], peers[:, j])
