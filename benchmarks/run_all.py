@@ -26,7 +26,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -155,6 +155,23 @@ BENCHES = (
         15.0,
     ),  # fmt: skip
 )
+QUICK = {
+    "faultbench_quick": None,
+    "analyze_speed": "--ranks 64,256 --steps 300",
+    "html_size": None,
+    "live_state_cost": "--steps 10000 --repeats 3",
+    "ring_cost": "--rows 100000 --steps 10000 --repeats 3",
+    "node_files_cost": None,
+    "metrics_scrape": "--ranks 1024 --scrapes 10",
+    "slowdown_false_alarms": None,
+    "suite_quick": None,
+    "probe_overhead": "--pairs 3 --steps 12",
+}
+"""``--quick``: the benchmarks of the quick tier (issue 49: at most 20 minutes on a 2-core
+machine), each with its arguments there (None: its usual ones): the fault matrix's quick
+cases first, then one figure of each kind (speed, size, cost, overhead, false alarms); no
+accuracy or heavy tests."""
+QUICK_MINUTES = {"analyze_speed": 1.0, "probe_overhead": 3.5}
 ACCURACY_MINUTES, ACCURACY_TIMEOUT_S = 7.0, 1500.0
 HEAVY_MINUTES = 25.0
 
@@ -378,6 +395,8 @@ class Report:
     """Why it did not run."""
     left_out: list[str] = field(default_factory=list)
     """Benchmarks of the usual run that ``--only`` left out."""
+    quick: bool = False
+    """The ``--quick`` tier's run."""
 
     @property
     def results(self) -> list[Result]:
@@ -479,6 +498,9 @@ def render(report: Report) -> str:
         f"- Date: {when:%Y-%m-%d} (started {when:%H:%M} UTC, {minutes(report.seconds)} in all, "
         f"load average {report.load:.1f} at the start)",
         f"- Machine: {report.machine.describe()}",
+        *([f"- The quick tier (`make bench BENCH_ARGS=--quick`): {len(report.runs)} "
+           "benchmarks with smaller arguments (under Runs), no accuracy or heavy tests; its "
+           "target is 20 minutes in all on a 2-core machine"] if report.quick else []),
         *([f"- Left out of this run (`--only`): {', '.join(report.left_out)}"]
           if report.left_out else []), "",
         "## Figures", "",
@@ -497,15 +519,35 @@ def render(report: Report) -> str:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="NAME[,NAME]: these benchmarks (`accuracy`: the tests)")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    p.add_argument("--quick", action="store_true",
+                   help=f"the quick tier ({len(QUICK)} benchmarks with smaller arguments, no "
+                   "accuracy tests: ~20 min on 2 cores), into docs/benchmarks-quick.md")  # fmt: skip
+    p.add_argument("--out", type=Path, help="default: docs/benchmarks.md "
+                   "(docs/benchmarks-quick.md with --quick)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the benchmarks and stop")
     p.add_argument("--logs", type=Path, help="each script's output (default: a temp dir)")
     p.add_argument("--accuracy-timeout", type=float, default=ACCURACY_TIMEOUT_S)
     return p.parse_args(argv)
 
 
-def chosen(only: str | None) -> tuple[list[Bench], bool]:
+def quick_tier() -> list[Bench]:
+    """``QUICK``'s benchmarks in its order, with their quick arguments and estimates."""
+    by_name = {b.name: b for b in BENCHES}
+    out = []
+    for name, args in QUICK.items():
+        b = by_name[name]
+        minutes = QUICK_MINUTES.get(name, b.minutes)
+        out.append(replace(b, args=b.args if args is None else tuple(shlex.split(args)),
+                           minutes=minutes, timeout_s=max(300.0, 3 * 60 * minutes)))  # fmt: skip
+    return out
+
+
+def chosen(only: str | None, quick: bool = False) -> tuple[list[Bench], bool]:
     """The benchmarks to run, and whether to run the accuracy tests."""
+    if quick:
+        if only:
+            raise SystemExit("--quick and --only choose the benchmarks both: give one")
+        return quick_tier(), False
     if not only:
         return [b for b in BENCHES if b.default], True
     names = [n.strip() for n in only.split(",") if n.strip()]
@@ -516,7 +558,13 @@ def chosen(only: str | None) -> tuple[list[Bench], bool]:
     return [b for b in BENCHES if b.name in names], ACCURACY in names
 
 
-def print_list() -> None:
+def print_list(quick: bool = False) -> None:
+    if quick:
+        tier = quick_tier()
+        for b in tier:
+            print(f"{b.name:26s} ~{b.minutes:4.1f} min  {display_command(b)}")
+        print(f"{'':26s} ~{sum(b.minutes for b in tier):4.1f} min in all")
+        return
     for b in BENCHES:
         mark = "" if b.default else "  (only with --only)"
         print(f"{b.name:26s} ~{b.minutes:4.1f} min  {display_command(b)}{mark}")
@@ -576,9 +624,10 @@ def one_line(results: list[Result]) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     if args.list:
-        print_list()
+        print_list(args.quick)
         return
-    benches, wanted = chosen(args.only)
+    benches, wanted = chosen(args.only, args.quick)
+    out = args.out or ROOT / "docs" / ("benchmarks-quick.md" if args.quick else "benchmarks.md")
     test_dirs = [d for d in (ACCURACY_DIR, LIVE_DIR) if has_tests(d)]
     accuracy = wanted and bool(test_dirs)
     work = args.logs or Path(tempfile.mkdtemp(prefix="scalescope-bench-"))
@@ -594,9 +643,10 @@ def main(argv: list[str] | None = None) -> None:
         progress.start(bench.name, bench.minutes, display_command(bench))
         runs.append(run_bench(bench, work, progress.tick(bench.name)))
         progress.finish(runs[-1])
-    report = Report(this_machine(), started, 0.0, runs, load)
+    report = Report(this_machine(), started, 0.0, runs, load, quick=args.quick)
     chosen_names = {b.name for b in benches}
-    report.left_out = [b.name for b in BENCHES if b.default and b.name not in chosen_names]
+    if not args.quick:
+        report.left_out = [b.name for b in BENCHES if b.default and b.name not in chosen_names]
     if accuracy:
         progress.start(ACCURACY, ACCURACY_MINUTES, "pytest benchmarks/accuracy benchmarks/live")
         report.accuracy, report.tests = run_accuracy(
@@ -610,12 +660,14 @@ def main(argv: list[str] | None = None) -> None:
         report.tests += tests
         report.runs.append(heavy)
         progress.finish(heavy)
+    elif args.quick:
+        report.accuracy_note = "the quick tier leaves the accuracy and heavy tests out"
     elif not wanted:
         report.accuracy_note = "not chosen with --only"
     report.seconds = time.monotonic() - t0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(report), encoding="utf-8")
-    print(f"wrote {args.out}: {counts(report.results) or 'no figures'}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(report), encoding="utf-8")
+    print(f"wrote {out}: {counts(report.results) or 'no figures'}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 from results import ENV, Result, read_results, record, skipped  # noqa: E402
 from run_all import (  # noqa: E402
     ACCURACY,
+    BENCHES,
+    QUICK,
     Bench,
     Machine,
     Outcome,
@@ -169,3 +171,25 @@ def test_only_picks_names_and_rejects_unknown_ones():
     assert [b.name for b in benches] == ["html_size"] and accuracy
     with pytest.raises(SystemExit, match="unknown benchmark"):
         chosen("html_size,nope")
+
+
+def test_quick_tier_is_its_list_with_its_arguments_and_no_tests():
+    benches, accuracy = chosen(None, quick=True)
+    assert [b.name for b in benches] == list(QUICK) and not accuracy
+    usual = {b.name: b for b in BENCHES}
+    for b in benches:
+        given = QUICK[b.name]
+        assert b.args == (usual[b.name].args if given is None else tuple(given.split()))
+        assert b.timeout_s >= 3 * 60 * b.minutes
+    assert sum(b.minutes for b in benches) <= 25
+    with pytest.raises(SystemExit, match="give one"):
+        chosen("html_size", quick=True)
+
+
+def test_quick_tier_says_so_and_why_no_tests_ran():
+    report = Report(MACHINE, STARTED, 60.0, [], quick=True,
+                    accuracy_note="the quick tier leaves the accuracy and heavy tests out")  # fmt: skip
+    text = render(report)
+    assert "The quick tier (`make bench BENCH_ARGS=--quick`)" in text
+    assert "Not run: the quick tier leaves the accuracy and heavy tests out." in text
+    assert "Left out of this run" not in text
