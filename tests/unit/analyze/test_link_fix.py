@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
+from scalescope.analyze.comm.collectives import bus_factor  # noqa: E402
 from scalescope.analyze.model.batches import batch_waits  # noqa: E402
 from scalescope.analyze.model.causes import apply_fix  # noqa: E402
-from scalescope.analyze.model.link_fix import bound_by_link, crossing  # noqa: E402
+from scalescope.analyze.model.link_fix import bound_by_link, crossing, latency_ns  # noqa: E402
 from scalescope.analyze.model.pacing import link_classes  # noqa: E402
 from scalescope.analyze.model.step_grid import build_grid  # noqa: E402
 from scalescope.analyze.model.whatif import hosts_of, what_if  # noqa: E402
@@ -110,6 +112,56 @@ def test_a_collective_faster_than_the_link_keeps_its_time(runs):
     healthy = np.r_[steps[:10] * 1e6, steps[10:] * 4e6]  # slowed from step 10
     onset = crossing(grid, sh, 12_000_000, healthy, steps * 1e6)
     np.testing.assert_array_equal(onset[:10], grid.transfer_ns[:10], "as measured before it")
+
+
+def _reduces_at(grid, alpha_ns: float, gbps: float) -> tuple[np.ndarray, np.ndarray]:
+    """The grid's all-reduces (the mask) as taking ``alpha_ns`` plus their bus bytes at
+    ``gbps`` (bytes/ns) each step, and those bus bytes."""
+    reduces = grid.op_names == "all_reduce"
+    bus = bus_factor("all_reduce", RANKS) * grid.nbytes
+    t = grid.transfer_ns.copy()
+    t[:, reduces] = alpha_ns + bus[reduces] / gbps
+    return reduces, t
+
+
+def test_a_collectives_latency_is_the_intercept_of_its_times_over_its_bytes(runs):
+    planted, _ = runs
+    grid, _ = build_grid(load_run(planted))
+    reduces, t = _reduces_at(grid, 3e6, 2.0)
+    bus = bus_factor("all_reduce", RANKS) * grid.nbytes
+    assert len(np.unique(bus[reduces])) >= 2, "the run's all-reduces come in two sizes"
+    got = latency_ns(grid, reduces, bus, t.mean(axis=0))
+    np.testing.assert_allclose(got[reduces], 3e6, rtol=1e-6)
+    assert (got[~reduces] == 0).all()
+    one = reduces & (grid.nbytes == grid.nbytes[reduces].max())  # one size: all bytes
+    assert (latency_ns(grid, one, bus, t.mean(axis=0)) == 0).all()
+    noisy = t.mean(axis=0).copy()  # the smallest faster than the line's intercept
+    small = reduces & (grid.nbytes == grid.nbytes[reduces].min())
+    noisy[small] = 2e6
+    assert latency_ns(grid, reduces, bus, noisy)[reduces].max() <= 2e6
+
+
+def test_a_collective_slow_on_its_latency_is_not_bound_by_the_link(runs):
+    """Bound or not by the bandwidth over its bytes' time, not over its whole time: a 50 ms
+    latency makes 6 GB/s of bytes 0.9 GB/s over the whole, under the 1 GB/s link's and its
+    12 GB/s peers' geometric mean (3.5); its bytes at 1 GB/s are bound, and lose their time
+    beyond the latency by the link's ratio at most."""
+    planted, _ = runs
+    run = load_run(planted)
+    grid, _ = build_grid(run)
+    sh = link_classes(grid, hosts_of(run), frozenset({"node001", "node002"}))
+    steps = np.ones(grid.shape[0])
+    reduces, fast = _reduces_at(grid, 5e7, 6.0)
+    bus = bus_factor("all_reduce", RANKS) * grid.nbytes
+    whole = bus[reduces] / fast.mean(axis=0)[reduces]
+    assert bound_by_link(whole, 1.0, 12.0).all(), "over its whole time it would be bound"
+    fixed = crossing(replace(grid, transfer_ns=fast), sh, 12_000_000, steps * 1.2e7, steps * 1e6)
+    np.testing.assert_array_equal(fixed[:, reduces], fast[:, reduces])
+    reduces, slow = _reduces_at(grid, 5e7, 1.0)
+    fixed = crossing(replace(grid, transfer_ns=slow), sh, 12_000_000, steps * 1.2e7, steps * 1e6)
+    floor = 5e7 + (slow - 5e7) / 12
+    assert (fixed[:, reduces] < slow[:, reduces]).all()
+    assert (fixed[:, reduces] >= floor[:, reduces] - 1e-3).all(), "its latency stays"
 
 
 @pytest.mark.parametrize(
