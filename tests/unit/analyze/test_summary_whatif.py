@@ -117,3 +117,60 @@ def test_a_stall_every_ten_steps_has_a_rerun_interval_over_the_run(tmp_path) -> 
     stall_share = EXTRA / MS / (STEPS - WARMUP)
     assert fix.rerun_low_ms <= fix.gain_ms <= fix.rerun_high_ms
     assert fix.rerun_high_ms - fix.rerun_low_ms < 6 * stall_share
+
+
+UNIT_BYTES = (1024, 2048, 4096, 8192)
+ALPHA, BETA = 0.5 * MS, 100  # a unit's all-gather: 0.5 ms + 100 ns a byte
+
+
+def fsdp_recorded(tmp_path, slower_from: int, summary: bool):
+    """A unit a layer: each step both ranks compute ``OWN``, then gather their 4 units one
+    after the other; every call takes twice as long from step ``slower_from`` on (the
+    calls slower, the compute not)."""
+    rows: dict[int, list] = {0: [], 1: []}
+    t0 = BASE
+    for step in range(STEPS):
+        slower = 2 if step >= slower_from else 1
+        at, colls = t0 + OWN, []
+        for k, nbytes in enumerate(UNIT_BYTES):
+            took = int(slower * (ALPHA + BETA * nbytes))
+            colls.append(coll_row(step, "all_gather", at, took, nbytes, step * len(UNIT_BYTES) + k,
+                                  tag=f"unshard:layers.{k}"))  # fmt: skip
+            at += took
+        for rank in (0, 1):
+            rows[rank] += [phase_row(step, "forward", t0, OWN), step_row(step, t0, at + MS - t0, 8)]
+            if not summary or step < WINDOW:
+                rows[rank] += colls
+            if summary:
+                rows[rank] += [r[:11] for r in fold_step(step, t0, [(*c, -1) for c in colls])]
+        t0 = at + MS
+    return make_run(tmp_path, {r: [v] for r, v in rows.items()}, world_size=2,
+                    warmup_steps=WARMUP)  # fmt: skip
+
+
+def test_units_merged_are_costed_over_the_run_where_the_calls_slow_after_the_windows(
+    tmp_path,
+) -> None:
+    """The units' calls twice as slow after the windows: the gain of merging them follows
+    the time in them (run_gain.py ``fused_gain``), and the windows alone, their calls fast,
+    would say too little. Merged, a step's 4 calls, each α + β·bytes, become one of
+    α + β·Σbytes: (4 - 1)·α a step less, twice that at the slower steps (the α-β line's
+    share of the call kept is the same at either pace)."""
+    slower = [2 if s >= WINDOW else 1 for s in range(WARMUP, STEPS)]
+    expected = sum(m * (len(UNIT_BYTES) - 1) * ALPHA for m in slower) / len(slower) / MS
+    windows_alone = (len(UNIT_BYTES) - 1) * ALPHA / MS
+    full = what_if(fsdp_recorded(tmp_path, WINDOW, summary=False), WARMUP, causes=["comm:fused"])
+    result = what_if(fsdp_recorded(tmp_path, WINDOW, summary=True), WARMUP, causes=["comm:fused"])
+    a, b = full.fixes[0], result.fixes[0]
+    assert result.windows == tuple(range(WARMUP, WINDOW))
+    assert a.gain_ms == pytest.approx(expected, rel=0.02)
+    assert b.gain_ms == pytest.approx(expected, rel=0.02)
+    assert b.gain_ms > 1.5 * windows_alone
+    assert b.gain_low_ms <= b.gain_ms <= b.gain_high_ms
+    assert "FSDP units merged" in b.note
+
+
+def test_units_merged_at_one_pace_are_the_windows_gain(tmp_path) -> None:
+    """The calls alike at every step: carried to the run, the windows' gain is unchanged."""
+    result = what_if(fsdp_recorded(tmp_path, STEPS, summary=True), WARMUP, causes=["comm:fused"])
+    assert result.fixes[0].gain_ms == pytest.approx((len(UNIT_BYTES) - 1) * ALPHA / MS, rel=0.02)

@@ -10,7 +10,10 @@ rank's excess over its median peer (in a synchronous job the others wait for it)
 evaluation's or the checkpoint's time. So the windows' replayed gain is carried to the run as
 a ratio estimator: the gain per ms of that figure in the windows, times its mean over the
 run's steps. The replay still prices each ms (what the others lose of it); the summaries say
-how many there were. On gpt-rank0-eval the windows hold 2 evaluations in 8 steps, the run 4
+how many there were. Merging FSDP's units (``comm:fused``) takes away the time in the many
+small calls but the one merged call's, and the calls' host cost: its gain follows the time in
+the units' calls (the least over the ranks: a straggler's lateness that all of them wait in
+is no call's own). On gpt-rank0-eval the windows hold 2 evaluations in 8 steps, the run 4
 in 20, and the windows alone put the gain at 34 ms with a range down to 0 (the replay of the
 whole run: 18.7); carried, 20.8.
 
@@ -92,6 +95,18 @@ def work_gain(
     if sample is None or kind not in sample.work_ns:
         return None
     return carried(grid, rows, sample.work_ns[kind] / 1e6, measured_ms, fixed_ms)
+
+
+def fused_gain(
+    grid: StepGrid, rows: np.ndarray, measured_ms: np.ndarray, fixed_ms: np.ndarray
+) -> RunGain | None:
+    """FSDP's units merged (``comm:fused``), over the run: the windows' gain per ms of time
+    in the units' calls (``RunSample.unit_calls_ns``) times the run's; None for a run
+    recorded in full or windows without such calls."""
+    sample = grid.sample
+    if sample is None or sample.unit_calls_ns is None:
+        return None
+    return carried(grid, rows, sample.unit_calls_ns / 1e6, measured_ms, fixed_ms)
 
 
 def carried(

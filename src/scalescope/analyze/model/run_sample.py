@@ -36,3 +36,8 @@ class RunSample:
     """Measured steps recorded as summaries only."""
     summarised_work: int
     """Of those, the ones in ``work_steps``."""
+    unit_calls_ns: np.ndarray | None = None
+    """Per row of ``every_steps``: the time in FSDP units' calls (``unshard:*``,
+    ``reduce_grads:*``, from the SUMMARY rows), the least over the grid's ranks (the rank
+    that waited least in them: their transfers and host cost, not a straggler's lateness);
+    what ``comm:fused``'s gain follows (run_gain.py ``fused_gain``)."""

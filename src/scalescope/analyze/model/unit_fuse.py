@@ -83,14 +83,20 @@ def fusable(grid: StepGrid) -> bool:
     return True
 
 
+def merges(tag: str) -> bool:
+    """Whether a call of ``tag`` is one ``comm:fused`` merges: an FSDP unit's all-gather or
+    reduce-scatter (a summary's joined tag, ``unshard:*``, too)."""
+    return tag_kind(tag) in (UNSHARD, REDUCE_GRADS) and tag_unit(tag) is not None
+
+
 def _passes(tags: np.ndarray) -> dict[tuple[str, int], list[int]]:
     """(kind, n) -> the places of each unit's n-th call of that kind, in order."""
     seen: dict[str, int] = {}
     out: dict[tuple[str, int], list[int]] = {}
     for k, tag in enumerate(str(t) for t in tags):
-        kind = tag_kind(tag)
-        if kind not in (UNSHARD, REDUCE_GRADS) or tag_unit(tag) is None:
+        if not merges(tag):
             continue
+        kind = tag_kind(tag)
         n = seen.get(tag, 0)
         seen[tag] = n + 1
         out.setdefault((kind, n), []).append(k)

@@ -29,8 +29,9 @@ from scalescope.analyze.model.replay import (
     predict_steps,
     replay,
 )
-from scalescope.analyze.model.run_gain import RunGain, rank_gain, work_gain
+from scalescope.analyze.model.run_gain import RunGain, fused_gain, rank_gain, work_gain
 from scalescope.analyze.model.step_grid import StepGrid, build_grid
+from scalescope.analyze.model.unit_fuse import FUSED
 from scalescope.analyze.model.window_sample import Strata, window_strata, with_run_sample
 from scalescope.analyze.ranks.clocks import ClockAlignment, align_clocks
 from scalescope.events import Run
@@ -231,10 +232,12 @@ def _gain(
 def _over_the_run(
     grid: StepGrid, rows: np.ndarray, cause: str, measured_ms: np.ndarray, fixed_ms: np.ndarray
 ) -> RunGain | None:
-    """One rank's fix, or work beside training taken out, costed over the run where it was
-    recorded as summaries (run_gain.py); None for any other cause or a run recorded in
-    full."""
+    """One rank's fix, work beside training taken out, or FSDP's units merged, costed over
+    the run where it was recorded as summaries (run_gain.py); None for any other cause or a
+    run recorded in full."""
     kind, _, value = cause.partition(":")
+    if cause == FUSED:
+        return fused_gain(grid, rows, measured_ms, fixed_ms)
     if grid.sample is not None and kind == "phase" and value in grid.sample.work_ns:
         return work_gain(grid, rows, value, measured_ms, fixed_ms)
     if grid.sample is None or kind != "rank" or not value.isdigit():

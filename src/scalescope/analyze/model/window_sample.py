@@ -27,6 +27,7 @@ import numpy as np
 from scalescope.analyze.columns.grouping import group_by
 from scalescope.analyze.model.run_sample import RunSample
 from scalescope.analyze.model.step_grid import StepGrid
+from scalescope.analyze.model.unit_fuse import merges
 from scalescope.analyze.ranks.clocks import ClockAlignment
 from scalescope.analyze.ranks.summary_waits import summarised_steps, summary_waits
 from scalescope.analyze.steps.step_slots import (
@@ -69,6 +70,22 @@ def work_ns(events: EventTable, steps: np.ndarray) -> dict[str, np.ndarray]:
         np.maximum.at(most, np.searchsorted(steps, per_rank.key(0)), per_rank.sum(rows.dur_ns))
         out[kind] = most
     return out
+
+
+def unit_calls_ns(events: EventTable, steps: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Per step of ``steps`` (sorted): the time in FSDP units' calls (SUMMARY rows of the
+    all-gathers and reduce-scatters ``comm:fused`` merges, unit_fuse.py ``merges``), the
+    least over ``ranks`` (sorted); 0 where a rank has none (a job without units)."""
+    rows = events.of_kind(Kind.SUMMARY)
+    tags = np.unique(rows.tag)
+    ours = tags[[merges(rows.symbols[int(t)]) for t in tags]] if len(tags) else tags
+    keep = np.isin(rows.tag, ours) & np.isin(rows.step, steps) & np.isin(rows.rank, ranks)
+    out = np.zeros((len(steps), len(ranks)))
+    np.add.at(
+        out, (np.searchsorted(steps, rows.step[keep]), np.searchsorted(ranks, rows.rank[keep])),
+        rows.dur_ns[keep].astype(float),
+    )  # fmt: skip
+    return out.min(axis=1) if len(ranks) else np.zeros(len(steps))
 
 
 def work_steps(events: EventTable) -> np.ndarray:
@@ -117,6 +134,7 @@ def run_sample(
         work_steps=work,
         summarised_steps=int(summarised.sum()),
         summarised_work=int(np.isin(steps[summarised], work).sum()),
+        unit_calls_ns=unit_calls_ns(events, steps, grid.ranks),
     )
 
 
