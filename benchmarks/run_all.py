@@ -520,8 +520,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="NAME[,NAME]: these benchmarks (`accuracy`: the tests)")
     p.add_argument("--quick", action="store_true",
-                   help=f"the quick tier ({len(QUICK)} benchmarks with smaller arguments, no "
-                   "accuracy tests: ~20 min on 2 cores), into docs/benchmarks-quick.md")  # fmt: skip
+                   help=f"the quick tier ({len(QUICK)} benchmarks, smaller arguments, no "
+                   "accuracy tests: ~20 min on 2 cores) into docs/benchmarks-quick.md")  # fmt: skip
     p.add_argument("--out", type=Path, help="default: docs/benchmarks.md "
                    "(docs/benchmarks-quick.md with --quick)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the benchmarks and stop")

@@ -16,7 +16,7 @@ from cases import Case, Truth, matrix
 from predicted import predicted_ms
 from report import write_doc
 from run import kept_pairs, score_folders
-from score import Predicted, ToolCell, score, skip, totals
+from score import Measured, Predicted, ToolCell, score, skip, totals
 
 from scalescope.diagnose.recording import Recording
 
@@ -33,20 +33,24 @@ def rescore(recorded: Path) -> int:
         doc = json.loads(path.read_text())
         case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
         rec = Recording.load(path.parent / "run")
-        doc["score"] = rescored(case, rec, doc["score"], fixes.get(case.name, case.fixed))
+        alone = [Measured(**m) for m in doc.get("alone", [])]
+        doc["score"] = rescored(case, rec, doc["score"], fixes.get(case.name, case.fixed), alone)
         path.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{doc['case']}: {doc['score']['named']}, "
               f"{'pass' if doc['score']['passed'] else 'fail'}", file=sys.stderr)  # fmt: skip
     return 0
 
 
-def rescored(case: Case, rec: Recording, was: dict[str, Any], cause: str | None) -> dict:
+def rescored(
+    case: Case, rec: Recording, was: dict[str, Any], cause: str | None, alone: list[Measured]
+) -> dict:
     """A recorded case's score by this code: its verdict, the recorded predicted gain with
-    the interval the what-if gives it now, the recorded measurements kept."""
+    the interval the what-if gives it now, the recorded measurements kept (``alone``: a
+    no-fault case's runs without its communication, as recorded)."""
     again = predicted_ms(rec, cause)
     low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
     predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
-    now = asdict(score(case, rec.verdict, predicted, []))
+    now = asdict(score(case, rec.verdict, predicted, [], None, alone))
     kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
     measured = was.get("measured_ms")
     if now["gain_low_ms"] is not None and measured is not None:

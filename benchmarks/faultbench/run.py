@@ -243,7 +243,8 @@ def score_folders(case: Case, work: Path, pairs: int, record: Path | None = None
                    alone)  # fmt: skip
     if record is not None:
         keep(planted[0] / "run", record / case.name)
-        truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored)}
+        truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored),
+                 "alone": [asdict(m) for m in alone]}  # fmt: skip
         (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return scored
 

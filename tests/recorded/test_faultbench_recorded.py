@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "faultbench"))
 from cases import Case, Truth  # noqa: E402
-from score import named, score  # noqa: E402
+from score import Measured, named, score  # noqa: E402
 
 from scalescope.diagnose.recording import Recording  # noqa: E402
 
@@ -33,7 +33,9 @@ def test_the_verdict_scores_as_recorded(folder: Path) -> None:
     doc = json.loads((folder / "truth.json").read_text())
     truth = Truth(**doc["truth"])
     verdict = Recording.load(folder / "run").verdict
-    now = score(Case(doc["case"], "recorded", folder, (), (), truth), verdict, None, [])
+    alone = [Measured(**m) for m in doc.get("alone", [])]  # a no-fault case's --no-sync arms
+    case = Case(doc["case"], "recorded", folder, (), (), truth)
+    now = score(case, verdict, None, [], None, alone)
     assert named(verdict) == doc["score"]["named"]
     assert (now.culprit_ok, now.cause_ok, now.passed) == (
         doc["score"]["culprit_ok"], doc["score"]["cause_ok"], doc["score"]["passed"],

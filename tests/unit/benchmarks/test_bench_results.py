@@ -187,8 +187,8 @@ def test_quick_tier_is_its_list_with_its_arguments_and_no_tests():
 
 
 def test_quick_tier_says_so_and_why_no_tests_ran():
-    report = Report(MACHINE, STARTED, 60.0, [], quick=True,
-                    accuracy_note="the quick tier leaves the accuracy and heavy tests out")  # fmt: skip
+    note = "the quick tier leaves the accuracy and heavy tests out"
+    report = Report(MACHINE, STARTED, 60.0, [], quick=True, accuracy_note=note)
     text = render(report)
     assert "The quick tier (`make bench BENCH_ARGS=--quick`)" in text
     assert "Not run: the quick tier leaves the accuracy and heavy tests out." in text
