@@ -42,15 +42,16 @@ def rescore(recorded: Path) -> int:
 
 
 def rescored(
-    case: Case, rec: Recording, was: dict[str, Any], cause: str | None, alone: list[Measured]
-) -> dict:
+    case: Case, rec: Recording, was: dict[str, Any], cause: str | None,
+    alone: list[Measured] | tuple = (),
+) -> dict:  # fmt: skip
     """A recorded case's score by this code: its verdict, the recorded predicted gain with
     the interval the what-if gives it now, the recorded measurements kept (``alone``: a
     no-fault case's runs without its communication, as recorded)."""
     again = predicted_ms(rec, cause)
     low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
     predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
-    now = asdict(score(case, rec.verdict, predicted, [], None, alone))
+    now = asdict(score(case, rec.verdict, predicted, [], None, list(alone)))
     kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
     measured = was.get("measured_ms")
     if now["gain_low_ms"] is not None and measured is not None:

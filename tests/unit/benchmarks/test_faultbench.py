@@ -308,6 +308,23 @@ def test_a_rescore_judges_the_interval_of_the_recorded_run_against_the_kept_gain
     assert now["interval_ok"] and now["measured_ms"] == doc["score"]["measured_ms"]
 
 
+def test_a_recorded_no_fault_case_is_scored_with_its_recorded_no_sync_arms() -> None:
+    """Its communication is confirmed by the job run without it, as in the matrix: without
+    those arms the same verdict is a false alarm."""
+    from rescore import rescored
+
+    folder = RUNS.parent / "faultbench" / "ddp-none-0"
+    doc = json.loads((folder / "truth.json").read_text())
+    c = Case(doc["case"], "recorded", folder, (), (), Truth(**doc["truth"]))
+    rec = Recording.load(folder / "run")
+    alone = [Measured(**m) for m in doc["alone"]]
+    assert alone and all(m.gain_ms > 0 for m in alone)
+    with_arms = rescored(c, rec, doc["score"], None, alone)
+    assert with_arms["passed"] and with_arms["confirmed"] and not with_arms["costed_on_no_fault"]
+    without = rescored(c, rec, doc["score"], None)
+    assert not without["passed"] and without["costed_on_no_fault"] == with_arms["confirmed"]
+
+
 def test_the_doc_shows_the_run_it_replaces_and_the_cases_that_moved(tmp_path) -> None:
     from dataclasses import asdict
 
