@@ -2,6 +2,8 @@
 # make test: lint, format check and the whole test suite.
 # make gpu-check: the GPU and many-core checks on a lent machine (docs/gpu.md).
 # make bench: every benchmark in a row (30-45 min, not CI), written to docs/benchmarks.md.
+#   BENCH_ARGS=--quick: the quick tier (the fault matrix's quick cases and one figure of each
+#   kind, ~15 min on 2 cores), written to docs/benchmarks-quick.md.
 # make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md;
 #   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv;
 #   FAULTBENCH_ARGS=--held-out: the held-out seeds, once, thresholds frozen (docs/accuracy-heldout.md);

@@ -56,8 +56,9 @@ def results_file() -> Path | None:
 def record(
     figure: str, value: float, unit: str, target: str, met: bool | None, detail: str = ""
 ) -> Result:
-    """Append one figure to ``$SCALESCOPE_BENCH_RESULTS`` when it is set; returns it."""
-    result = Result(figure, float(value), unit, target, met, detail)
+    """Append one figure to ``$SCALESCOPE_BENCH_RESULTS`` when it is set; returns it. ``met``
+    may be numpy's bool (a comparison of its floats): it is written as JSON's."""
+    result = Result(figure, float(value), unit, target, None if met is None else bool(met), detail)
     path = results_file()
     if path is not None:
         with open(path, "a", encoding="utf-8") as f:

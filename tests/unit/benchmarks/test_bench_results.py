@@ -60,6 +60,16 @@ def test_record_appends_one_json_line_per_figure(monkeypatch, tmp_path):
     assert read_results(tmp_path / "absent.jsonl") == []
 
 
+def test_a_numpy_comparison_is_recorded_as_met(monkeypatch, tmp_path):
+    import numpy as np
+
+    out = tmp_path / "results.jsonl"
+    monkeypatch.setenv(ENV, str(out))
+    record("rate", np.float64(0.5), "alerts", "<= 1", np.float64(0.5) <= 1)
+    record("bound", np.float64(3.0), "alerts", "<= 1", np.float64(3.0) <= 1)
+    assert [(r.figure, r.met) for r in read_results(out, "x")] == [("rate", True), ("bound", False)]
+
+
 def test_table_has_a_row_per_figure_with_its_verdict_and_the_header():
     results = [
         Result("images/s with / without", 0.995, "ratio", ">= 0.99", True, source="probe"),
