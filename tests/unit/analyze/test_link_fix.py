@@ -139,6 +139,10 @@ def test_a_collectives_latency_is_the_intercept_of_its_times_over_its_bytes(runs
     small = reduces & (grid.nbytes == grid.nbytes[reduces].min())
     noisy[small] = 2e6
     assert latency_ns(grid, reduces, bus, noisy)[reduces].max() <= 2e6
+    low = bus[reduces].min()  # times on a line through -0.1 ms at 0 bytes: no latency, not <0
+    rising = t.mean(axis=0).copy()
+    rising[reduces] = 1e5 + (bus[reduces] - low) * 2e5 / low
+    assert latency_ns(grid, reduces, bus, rising)[reduces].max() == 0
 
 
 def test_a_collective_slow_on_its_latency_is_not_bound_by_the_link(runs):

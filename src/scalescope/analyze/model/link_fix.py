@@ -123,8 +123,9 @@ def latency_ns(
     """(ranks, collectives): the latency of each of the collectives ``among`` (bool, same
     shape), 0 elsewhere: per op and group (``grid.group_symbol``, else ``grid.group``) with
     two sizes of bus bytes or more, the intercept of their mean times ``mean_ns`` over their
-    ``bus_bytes`` (``weighted_line``), at most the smallest's time (its bytes take some); of
-    one size only, 0 (its time is all bytes: nothing tells its latency apart)."""
+    ``bus_bytes`` (``weighted_line``), at most the smallest's time (its bytes take some) and
+    at least 0 (a noisy fit's negative intercept); of one size only, 0 (its time is all
+    bytes: nothing tells its latency apart)."""
     assert grid.op_names is not None
     groups = grid.group_symbol if grid.group_symbol is not None else grid.group
     out = np.zeros(mean_ns.shape)
@@ -135,7 +136,7 @@ def latency_ns(
             if len(np.unique(x)) < 2:
                 continue
             alpha, _ = weighted_line(x, y)
-            out[mine] = min(alpha, float(y[x == x.min()].mean()))
+            out[mine] = min(max(alpha, 0.0), float(y[x == x.min()].mean()))
     return out
 
 
