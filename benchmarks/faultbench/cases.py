@@ -112,6 +112,11 @@ class Case:
     (``--no-sync``). A job has costs of its own besides noise (a small model's exposed
     all-reduce): a cost the verdict claims for its communication is judged against this
     arm's gain, as a fault's against its clean arm, and passes only where it holds."""
+    alone_input: tuple[str, ...] = ()
+    """A no-fault case's fourth arm: the same job with its input loading removed
+    (``--preload``: every batch loaded before the first step). Its synchronous DataLoader is
+    a cost of its own too (ddp_train.py's: ~1 ms of an 8 ms step): a cost the verdict claims
+    for the input pipeline, naming no rank, is judged against this arm's gain."""
     synthetic: Synthetic | None = None
     """A generated run (cases_synthetic.py): no script is run, the runner generates both arms
     from this (synthetic.py)."""
@@ -134,7 +139,7 @@ def ddp_cases(rng: random.Random, steps: int) -> list[Case]:
     mid-run; two slow ranks at once."""
     base = ("--steps", str(steps), "--step-log", "steps.json")
     out = [Case(f"ddp-none-{i}", "ddp", DDP_TRAIN, base, (), Truth(None, "none", "none"),
-                alone=("--no-sync",)) for i in range(2)]  # fmt: skip
+                alone=("--no-sync",), alone_input=("--preload",)) for i in range(2)]  # fmt: skip
     for where in PHASES:
         for size in ("clear", "marginal"):
             rank, ms = rng.choice((0, 1)), _sleep(rng, size)

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ def rescore(recorded: Path) -> int:
         case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
         rec = Recording.load(path.parent / "run")
         alone = [Measured(**m) for m in doc.get("alone", [])]
-        doc["score"] = rescored(case, rec, doc["score"], fixes.get(case.name, case.fixed), alone)
+        loading = [Measured(**m) for m in doc.get("alone_input", [])]
+        doc["score"] = rescored(
+            case, rec, doc["score"], fixes.get(case.name, case.fixed), alone, loading
+        )
         path.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{doc['case']}: {doc['score']['named']}, "
               f"{'pass' if doc['score']['passed'] else 'fail'}", file=sys.stderr)  # fmt: skip
@@ -43,15 +47,16 @@ def rescore(recorded: Path) -> int:
 
 def rescored(
     case: Case, rec: Recording, was: dict[str, Any], cause: str | None,
-    alone: list[Measured] | tuple = (),
+    alone: list[Measured] | tuple = (), loading: list[Measured] | tuple = (),
 ) -> dict:  # fmt: skip
     """A recorded case's score by this code: its verdict, the recorded predicted gain with
-    the interval the what-if gives it now, the recorded measurements kept (``alone``: a
-    no-fault case's runs without its communication, as recorded)."""
+    the interval the what-if gives it now, the recorded measurements kept (``alone``,
+    ``loading``: a no-fault case's runs without its communication, its input loading, as
+    recorded)."""
     again = predicted_ms(rec, cause)
     low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
     predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
-    now = asdict(score(case, rec.verdict, predicted, [], None, list(alone)))
+    now = asdict(score(case, rec.verdict, predicted, [], None, list(alone), list(loading)))
     kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
     measured = was.get("measured_ms")
     if now["gain_low_ms"] is not None and measured is not None:
@@ -79,7 +84,7 @@ def rescore_kept(
         drawn = {c.name: c for c in matrix(previous["seed"], previous["steps"])}
     cells = {c["case"]: c.get("traceml") for c in previous["cases"]}
     scores = []
-    for case in drawn.values():
+    for case in map(partial(as_kept, keep), drawn.values()):
         pairs = kept_pairs(case, keep, tidy=False)
         if pairs == 0:
             scores.append(skip(case, f"no kept run in {keep}"))
@@ -96,6 +101,14 @@ def rescore_kept(
     write_doc(out, [drawn[s.case] for s in scores], scores, total, doc, previous)
     print(f"rescored {out} from {keep}", file=sys.stderr)
     return 0
+
+
+def as_kept(keep: Path, case: Case) -> Case:
+    """The case as its kept runs were made: without the ``--preload`` arm where they were
+    kept before it existed (session 13), scored as they were then."""
+    if case.alone_input and not (keep / f"{case.name}-0-alone-input").is_dir():
+        return replace(case, alone_input=())
+    return case
 
 
 def _missing(cell: ToolCell | None) -> bool:

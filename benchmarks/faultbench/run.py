@@ -190,8 +190,8 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
         order = (True, False) if i % 2 == 0 else (False, True)
         folders = {p: arm(case, pair_folder(work, case, i, p), p, i) for p in order}
         measured.append(Measured(step_ms(case, folders[True]), step_ms(case, folders[False])))
-        if case.alone:
-            run_arm(case, work / f"{case.name}-{i}-alone", False, case.alone)
+        for folder, extra in third_arms(work, case, i):
+            run_arm(case, folder, False, extra)
     return score_folders(case, work, len(measured), record)
 
 
@@ -208,8 +208,16 @@ def kept_pairs(case: Case, work: Path, tidy: bool = True) -> int:
 
 
 def arm_folders(work: Path, case: Case, pair: int) -> list[Path]:
-    alone = [work / f"{case.name}-{pair}-alone"] if case.alone else []
+    alone = [folder for folder, _ in third_arms(work, case, pair)]
     return [pair_folder(work, case, pair, True), pair_folder(work, case, pair, False), *alone]
+
+
+def third_arms(work: Path, case: Case, pair: int) -> list[tuple[Path, tuple[str, ...]]]:
+    """A no-fault case's arms without one of the job's own costs, and their arguments: its
+    communication (``Case.alone``), its input loading (``Case.alone_input``)."""
+    arms = [(f"{case.name}-{pair}-alone", case.alone),
+            (f"{case.name}-{pair}-alone-input", case.alone_input)]  # fmt: skip
+    return [(work / name, extra) for name, extra in arms if extra]
 
 
 def complete(case: Case, folder: Path) -> bool:
@@ -217,7 +225,7 @@ def complete(case: Case, folder: Path) -> bool:
     if not (folder / "run").is_dir():
         return False
     try:
-        step_ms(case, folder) if not folder.name.endswith("alone") else own_step_ms(case, folder)
+        own_step_ms(case, folder) if "-alone" in folder.name else step_ms(case, folder)
     except (OSError, ValueError, KeyError, statistics.StatisticsError):
         return False
     return True
@@ -236,16 +244,19 @@ def score_folders(case: Case, work: Path, pairs: int, record: Path | None = None
                 for i, f in enumerate(planted)]  # fmt: skip
     alone = [Measured(m.planted_ms, own_step_ms(case, work / f"{case.name}-{i}-alone"))
              for i, m in enumerate(measured) if case.alone]  # fmt: skip
+    loading = [Measured(m.planted_ms, own_step_ms(case, work / f"{case.name}-{i}-alone-input"))
+               for i, m in enumerate(measured) if case.alone_input]  # fmt: skip
     runs = [Recording.load(f / "run") for f in planted]
     predictions = [predicted_ms(rec, case.fixed) for rec in runs]
     alert_s = (alert_delay_s(planted[0] / "run", case.truth.culprit, case.since)
                if case.since > 0 else None)  # fmt: skip
     scored = score(case, runs[0].verdict, median_prediction(predictions), measured, alert_s,
-                   alone)  # fmt: skip
+                   alone, loading)  # fmt: skip
     if record is not None:
         keep(planted[0] / "run", record / case.name)
         truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored),
-                 "alone": [asdict(m) for m in alone]}  # fmt: skip
+                 "alone": [asdict(m) for m in alone],
+                 "alone_input": [asdict(m) for m in loading]}  # fmt: skip
         (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return scored
 

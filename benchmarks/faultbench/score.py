@@ -70,11 +70,15 @@ class CaseScore:
     """On a no-fault case: every cause the verdict costs that no re-run confirms (each is a
     false alarm)."""
     confirmed: tuple[str, ...] = ()
-    """On a no-fault case: the job's own communication cost, claimed by the verdict and
-    holding against the gain measured without it (``Case.alone``)."""
+    """On a no-fault case: the job's own communication (or input loading) cost, claimed by
+    the verdict and holding against the gain measured without it (``Case.alone``,
+    ``Case.alone_input``)."""
     alone_ms: float | None = None
     """On a no-fault case with ``Case.alone``: the job's step less the same job's without
     communication, by its own clock (median over the pairs)."""
+    input_ms: float | None = None
+    """On a no-fault case with ``Case.alone_input``: the job's step less the same job's
+    without its input loading (median over the pairs)."""
     skipped: str = ""
     """Why the case could not run (its training loop is not installed): neither passed nor
     failed, and left out of the totals."""
@@ -141,13 +145,15 @@ def named(verdict: Verdict) -> str:
 
 def score(case: Case, verdict: Verdict, predicted: Predicted | float | None,
           pairs: list[Measured], alert_s: float | None = None,
-          alone: list[Measured] = ()) -> CaseScore:  # fmt: skip
+          alone: list[Measured] = (), loading: list[Measured] = ()) -> CaseScore:  # fmt: skip
     """The case's score (``predicted``: a bare gain where no interval is known; ``alert_s``:
     the live alert's delay on a mid-run case; ``alone``: on a no-fault case, each pair's
-    run against the same job without its communication, ``Case.alone``)."""
+    run against the same job without its communication, ``Case.alone``; ``loading``: without
+    its input loading, ``Case.alone_input``)."""
     if not isinstance(predicted, Predicted):
         predicted = None if predicted is None else Predicted(predicted)
-    plain = _plain(case, verdict, predicted.ms if predicted else None, pairs, list(alone))
+    thirds = {"communication": list(alone), "input": list(loading)}
+    plain = _plain(case, verdict, predicted.ms if predicted else None, pairs, thirds)
     if plain.culprit_ok is None:
         return plain
     step = statistics.median(p.planted_ms for p in pairs) if pairs else None
@@ -178,7 +184,7 @@ def _alert(case: Case, alert_s: float | None) -> dict[str, Any]:
 
 
 def _plain(case: Case, verdict: Verdict, predicted_ms: float | None,
-           pairs: list[Measured], alone: list[Measured]) -> CaseScore:  # fmt: skip
+           pairs: list[Measured], thirds: dict[str, list[Measured]]) -> CaseScore:  # fmt: skip
     truth = case.truth
     top = verdict.top
     culprit = culprit_of(top) if top else None
@@ -186,7 +192,7 @@ def _plain(case: Case, verdict: Verdict, predicted_ms: float | None,
     gains = [p.gain_ms for p in pairs]
     measured = statistics.median(gains) if gains else None
     if truth.culprit is None:
-        return _no_fault(case, verdict, predicted_ms, gains, alone)
+        return _no_fault(case, verdict, predicted_ms, gains, thirds)
     culprit_ok, cause_ok = culprit == truth.culprit, cause == truth.cause
     quiet = truth.size == "marginal" and top is None
     step = statistics.median(p.planted_ms for p in pairs) if pairs else None
@@ -200,20 +206,23 @@ def _plain(case: Case, verdict: Verdict, predicted_ms: float | None,
 
 
 def _no_fault(case: Case, verdict: Verdict, predicted_ms: float | None, gains: list[float],
-              alone: list[Measured]) -> CaseScore:  # fmt: skip
-    """Every cost the verdict claims is a false alarm, but the job's communication where
-    the gain measured without it holds its cost (``_holds``)."""
-    comm = statistics.median(p.gain_ms for p in alone) if alone else None
-    step = statistics.median(p.planted_ms for p in alone) if alone else None
+              thirds: dict[str, list[Measured]]) -> CaseScore:  # fmt: skip
+    """Every cost the verdict claims is a false alarm, but the job's own communication or
+    input loading (a cause of that class naming no rank) where the gain measured without it
+    (``thirds``: the arms by class) holds its cost (``_holds``)."""
+    gain = {k: statistics.median(p.gain_ms for p in v) for k, v in thirds.items() if v}
+    step = {k: statistics.median(p.planted_ms for p in v) for k, v in thirds.items() if v}
     confirmed, costed = [], []
     for c in verdict.causes:
-        own = c.culprit is None and CLASSES.get(c.code) == "communication"
+        kind = CLASSES.get(c.code) if c.culprit is None else None
         ms = c.cost.ms_per_step if c.cost else None
-        (confirmed if own and _holds(ms, comm, step) else costed).append(c.short)
+        own = kind in gain and _holds(ms, gain[kind], step[kind])
+        (confirmed if own else costed).append(c.short)
     measured = statistics.median(gains) if gains else None
     return CaseScore(case.name, "none", "none", "none", named(verdict), None, None,
                      not costed, predicted_ms, measured, _spread(gains), None, tuple(costed),
-                     confirmed=tuple(confirmed), alone_ms=comm)  # fmt: skip
+                     confirmed=tuple(confirmed), alone_ms=gain.get("communication"),
+                     input_ms=gain.get("input"))  # fmt: skip
 
 
 def _gain_ok(predicted: float | None, measured: float | None, step: float | None) -> bool | None:

@@ -34,8 +34,9 @@ def test_the_verdict_scores_as_recorded(folder: Path) -> None:
     truth = Truth(**doc["truth"])
     verdict = Recording.load(folder / "run").verdict
     alone = [Measured(**m) for m in doc.get("alone", [])]  # a no-fault case's --no-sync arms
+    loading = [Measured(**m) for m in doc.get("alone_input", [])]  # and its --preload arms
     case = Case(doc["case"], "recorded", folder, (), (), truth)
-    now = score(case, verdict, None, [], None, alone)
+    now = score(case, verdict, None, [], None, alone, loading)
     assert named(verdict) == doc["score"]["named"]
     assert (now.culprit_ok, now.cause_ok, now.passed) == (
         doc["score"]["culprit_ok"], doc["score"]["cause_ok"], doc["score"]["passed"],

@@ -32,6 +32,12 @@ def parse() -> argparse.Namespace:
         help="no gradient all-reduce and no buffer broadcast: each rank trains alone (the "
         "job's communication removed, to measure what it costs)",
     )
+    p.add_argument(
+        "--preload",
+        action="store_true",
+        help="every batch loaded before the first step: the steps take no time in the "
+        "DataLoader (the job's input loading removed, to measure what it costs)",
+    )
     p.add_argument("--bucket-cap-mb", type=float, default=0.05)
     p.add_argument("--user-allreduce", type=int, default=0, help="elements, 0 = none")
     p.add_argument("--fail-rank", type=int, default=-1)
@@ -209,7 +215,8 @@ def train(args: argparse.Namespace, ddp: DDP, delay: Delay, rank: int, world: in
     delay.active = due(args, 0)
     per_sample = delay.seconds / args.batch_size if where["getitem"] else 0.0
     garbage = Garbage(args.gc_objects if rank == args.gc_rank else 0, args.gc_every)
-    for step, (x, y) in enumerate(loader(args, world, where["data"], per_sample)):
+    batches = loader(args, world, where["data"], per_sample)
+    for step, (x, y) in enumerate(list(batches) if args.preload else batches):
         if rank == args.fail_rank and step == args.fail_step:
             raise RuntimeError(f"deliberate failure on rank {rank} at step {step}")
         if args.ready_file and step == 2 and rank == 0:

@@ -90,6 +90,27 @@ def test_a_no_fault_runs_own_communication_passes_only_where_its_measure_holds()
     assert not score(case(None), rank, None, [Measured(8, 8)], alone=[Measured(8.0, 4.3)]).passed
 
 
+def test_a_no_fault_runs_own_input_loading_is_judged_against_the_run_without_it() -> None:
+    """Each of the job's own costs against the arm without that cost: the input loading's
+    claim against ``--preload``'s gain, never against ``--no-sync``'s."""
+    data = Cause("INPUT_BOUND", "input pipeline", "ranks wait", None, Cost(1.2, 1.0, 1.4, True))
+    comm = Cause("COMM_LATENCY", "communication latency", "exposed", None,
+                 Cost(2.3, 1.0, 3.5, True))  # fmt: skip
+    said = Verdict("bottleneck", (data, comm))
+    pairs, alone = [Measured(8, 8)], [Measured(8.0, 5.0)]
+    both = score(case(None), said, None, pairs, alone=alone, loading=[Measured(8.0, 7.0)])
+    assert both.passed and set(both.confirmed) == {data.short, comm.short}
+    assert both.input_ms == pytest.approx(1.0) and both.alone_ms == pytest.approx(3.0)
+    small = score(case(None), said, None, pairs, alone=alone, loading=[Measured(8.0, 7.6)])
+    assert not small.passed and small.costed_on_no_fault == (data.short,)
+    no_arm = score(case(None), said, None, pairs, alone=alone)
+    assert no_arm.costed_on_no_fault == (data.short,) and no_arm.input_ms is None
+    late = replace(data, code="STRAGGLER", culprit=Culprit("rank", "1"))  # a rank's: a fault
+    one = score(case(None), Verdict("bottleneck", (late,)), None, pairs,
+                loading=[Measured(8.0, 5.0)])  # fmt: skip
+    assert not one.passed
+
+
 @pytest.mark.parametrize("name, culprit", [("straggler_forward_2", "rank:1"),
                                            ("balanced", None)])  # fmt: skip
 def test_recorded_runs_score_as_their_truth(name: str, culprit: str | None) -> None:
