@@ -243,12 +243,13 @@ MISSES = [
     "- **A no-fault job's own input loading** (ddp-none-*): its synchronous DataLoader takes "
     "0.8-1.2 ms of a 5-8 ms step on each rank, and the input finding claims it back "
     "(`phase:data`, no data time) where it passes 10 % of the step: held-out seed 4907's "
-    "ddp-none-1 (1.2 ms, named first), the quick tier's ddp-none-0. Run with every batch "
-    "loaded before the first step (`--preload`, the no-fault cases' fourth arm since session "
-    "13) the job gains nothing (-0.1 and -0.7 ms/step, seed 49, 2 pairs each): its ranks "
-    "wait that much longer in their all-reduces (comm_wait 2.3 to 2.9 ms a step). A false "
-    "alarm: the replay puts the loading on the step's path, where the run's communication "
-    "absorbs it.",
+    "ddp-none-1 (1.2 ms, named first), the quick tier's ddp-none-0. Whether that is the job's "
+    "own cost or a false alarm, 2 pairs cannot tell: the no-fault cases' fourth arm (every "
+    "batch loaded before the first step, `--preload`, since session 13) gained -0.7 to 0.0 "
+    "ms/step over 2 pairs (seeds 49 and 4908), while 6 interleaved rounds of the same job "
+    "with and without `--preload` gained 2.3 ms/step (medians 7.15 and 4.88 ms; 1.1 ms with "
+    "`--no-sync` too): its step moves by 1-2 ms from run to run. Counted a false alarm until an "
+    "arm confirms it.",
     "- **Rank-0 work every k steps** (gpt-rank0-checkpoint): out of tolerance in 6 of 17 "
     "pairs, 4 of them under the re-run by 2-3 ms and 2 over by 1-2 ms; not explained yet.",
     "",
