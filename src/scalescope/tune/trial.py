@@ -207,6 +207,12 @@ def run_trial(
     return judge(run_dir, status, watch)
 
 
+def stopped_early(run_dir: Path, seconds: float) -> TrialResult:
+    """A trial the user stopped before its launcher took the signal (Ctrl-C as it started):
+    interrupted, with nothing measured."""
+    return TrialResult("interrupted", None, SAMPLES_UNIT, 0, seconds, run_dir, "interrupted")
+
+
 def _ended(
     run_dir: Path, watch: Watch, status: str, analysis: RunAnalysis | None, error: str | None
 ) -> TrialResult:

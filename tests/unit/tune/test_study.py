@@ -59,3 +59,30 @@ def test_resume_needs_the_same_study(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="another workload or space"):
         open_study(tmp_path, TARGET, other, TuneOptions(resume=True))
     assert open_study(tmp_path, TARGET, SPACE, TuneOptions(resume=True)) is not None
+
+
+class _Quiet:
+    def trial_starts(self, done, total, config, baseline) -> None: ...
+    def progress(self, elapsed_s, samples_per_s) -> None: ...
+    def trial_ends(self, record) -> None: ...
+    def confirm_starts(self, done, total, round_, record) -> None: ...
+    def confirm_ends(self, run) -> None: ...
+
+
+def test_ctrl_c_before_the_launcher_takes_it_keeps_the_trial_as_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C as a trial starts, before its launcher handles the signal, reaches the search
+    as KeyboardInterrupt: the trial is kept, interrupted, not dropped from the study."""
+    from scalescope.tune import search
+
+    def stopped(spec, env, budget_s, progress=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search, "run_trial", stopped)
+    result = search.tune(TARGET, SPACE, TuneOptions(trials=3), tmp_path, _Quiet())
+    assert result.stopped == "interrupted"
+    assert [(t.number, t.status, t.error) for t in result.records] == [
+        (0, "interrupted", "interrupted")
+    ]
+    assert result.records[0].run_dir.endswith("trial-0000")
