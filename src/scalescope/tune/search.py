@@ -30,13 +30,7 @@ from scalescope.tune.study import (
     suggest,
     to_params,
 )
-from scalescope.tune.trial import (
-    PROGRESS_EVERY_S,
-    STEPS_UNIT,
-    TrialResult,
-    run_trial,
-    stopped_early,
-)
+from scalescope.tune.trial import PROGRESS_EVERY_S, STEPS_UNIT, TrialResult, run_trial
 
 TrialState = optuna.trial.TrialState
 RECORD_ATTRS = tuple(f.name for f in fields(TrialRecord) if f.name != "number")
@@ -155,12 +149,7 @@ class Search:
             trial.report(rate, round(elapsed / PROGRESS_EVERY_S))
             return trial.should_prune()
 
-        began = time.monotonic()
-        try:
-            result = run_trial(setup.spec, setup.env, self.options.trial_seconds, progress)
-        except (KeyboardInterrupt, SignalException):  # before its launcher took the signal
-            self._tell(trial, config, baseline, stopped_early(run_dir, time.monotonic() - began))
-            raise
+        result = run_trial(setup.spec, setup.env, self.options.trial_seconds, progress)
         record = self._tell(trial, config, baseline, result)
         self.listener.trial_ends(record)
         return record

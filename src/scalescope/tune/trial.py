@@ -188,7 +188,9 @@ def _signal(proc: psutil.Process, sig: int) -> None:
 def run_trial(
     spec: RunSpec, env: Mapping[str, str], budget_s: float, progress: Progress | None = None
 ) -> TrialResult:
-    """Run one trial to its end or its budget; the result says how it ended."""
+    """Run one trial to its end or its budget; the result says how it ended. Ctrl-C before
+    the launcher takes the signal (as the trial starts) is the same interruption as one it
+    takes: interrupted, nothing measured."""
     assert spec.run_dir is not None
     run_dir = Path(spec.run_dir)
     watch = Watch(run_dir, spec.warmup_steps, budget_s, progress)
@@ -197,6 +199,8 @@ def run_trial(
         watch.start()
         try:
             status = start(spec, True).status
+        except KeyboardInterrupt:
+            return _ended(run_dir, watch, "interrupted", None, "interrupted")
         except SignalException:
             raise
         except Exception as exc:  # a bad placement, a launcher error: this trial fails
@@ -205,12 +209,6 @@ def run_trial(
             watch.done.set()
             watch.join()
     return judge(run_dir, status, watch)
-
-
-def stopped_early(run_dir: Path, seconds: float) -> TrialResult:
-    """A trial the user stopped before its launcher took the signal (Ctrl-C as it started):
-    interrupted, with nothing measured."""
-    return TrialResult("interrupted", None, SAMPLES_UNIT, 0, seconds, run_dir, "interrupted")
 
 
 def _ended(

@@ -72,14 +72,15 @@ class _Quiet:
 def test_ctrl_c_before_the_launcher_takes_it_keeps_the_trial_as_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ctrl-C as a trial starts, before its launcher handles the signal, reaches the search
-    as KeyboardInterrupt: the trial is kept, interrupted, not dropped from the study."""
-    from scalescope.tune import search
+    """Ctrl-C as a trial starts, before its launcher handles the signal, is a
+    KeyboardInterrupt out of the launch: the trial is kept, interrupted, not dropped from
+    the study."""
+    from scalescope.tune import search, trial
 
-    def stopped(spec, env, budget_s, progress=None):
+    def stopped(spec, quiet):  # Ctrl-C before the launcher installed its handler
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(search, "run_trial", stopped)
+    monkeypatch.setattr(trial, "start", stopped)
     result = search.tune(TARGET, SPACE, TuneOptions(trials=3), tmp_path, _Quiet())
     assert result.stopped == "interrupted"
     assert [(t.number, t.status, t.error) for t in result.records] == [
