@@ -128,6 +128,13 @@ class Case:
     def fixed(self) -> str | None:
         return self.fix or self.truth.culprit
 
+    @property
+    def thirds(self) -> dict[str, tuple[str, ...]]:
+        """A no-fault case's arms without one of the job's own costs, by the class of the
+        cost each judges (``CLASSES``): their arguments."""
+        arms = {"communication": self.alone, "input": self.alone_input}
+        return {kind: extra for kind, extra in arms.items() if extra}
+
 
 def _sleep(rng: random.Random, size: str) -> float:
     low, high = CLEAR_MS if size == "clear" else MARGINAL_MS

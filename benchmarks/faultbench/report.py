@@ -9,7 +9,7 @@ from typing import Any
 
 from alerts import ALERT_WITHIN_S
 from cases import Case
-from score import MAX_PAIRS, CaseScore, ToolCell, Totals
+from score import MAX_PAIRS, TOO_NOISY_TO_CONFIRM, CaseScore, ToolCell, Totals
 
 TRACEML = "not run: `run.py --traceml` runs each case's planted arm under TraceML too"
 """What TraceML's column says when the bench ran without it."""
@@ -300,7 +300,10 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         "without it (`--no-sync`: each rank trains alone) gains at least that cost, within the "
         "same tolerance (a cost under the measured one is real: not a false alarm); likewise "
         "its own input loading, naming no rank, against a fourth run with every batch loaded "
-        "before the first step (`--preload`, ddp-none-*: since session 13);",
+        "before the first step (`--preload`, ddp-none-*: since session 13). A claim whose "
+        "arm's gain is as noisy as a fault's truth above gets more pairs the same way, up to "
+        f"{MAX_PAIRS}; still that noisy, it says `{TOO_NOISY_TO_CONFIRM}` and counts as a "
+        "false alarm (since session 14);",
         "- gain 95 % CI: what a re-run without the cause would measure, by the what-if "
         "(`Fix.rerun_low_ms`-`rerun_high_ms`, docs/report-schema.md: the planted run's steps "
         "as measured and as fixed resampled apart, 1,000 times, with the replay's own error, "

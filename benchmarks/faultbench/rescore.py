@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from datetime import date
 from functools import partial
@@ -17,7 +17,7 @@ from cases import Case, Truth, matrix
 from predicted import predicted_ms
 from report import write_doc
 from run import kept_pairs, score_folders
-from score import Measured, Predicted, ToolCell, score, skip, totals
+from score import Measured, Predicted, ToolCell, score, skip, thirds_recorded, totals
 
 from scalescope.diagnose.recording import Recording
 
@@ -34,11 +34,8 @@ def rescore(recorded: Path) -> int:
         doc = json.loads(path.read_text())
         case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
         rec = Recording.load(path.parent / "run")
-        alone = [Measured(**m) for m in doc.get("alone", [])]
-        loading = [Measured(**m) for m in doc.get("alone_input", [])]
-        doc["score"] = rescored(
-            case, rec, doc["score"], fixes.get(case.name, case.fixed), alone, loading
-        )
+        cause = fixes.get(case.name, case.fixed)
+        doc["score"] = rescored(case, rec, doc["score"], cause, thirds_recorded(doc))
         path.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{doc['case']}: {doc['score']['named']}, "
               f"{'pass' if doc['score']['passed'] else 'fail'}", file=sys.stderr)  # fmt: skip
@@ -47,16 +44,15 @@ def rescore(recorded: Path) -> int:
 
 def rescored(
     case: Case, rec: Recording, was: dict[str, Any], cause: str | None,
-    alone: list[Measured] | tuple = (), loading: list[Measured] | tuple = (),
+    thirds: Mapping[str, list[Measured]] | None = None,
 ) -> dict:  # fmt: skip
     """A recorded case's score by this code: its verdict, the recorded predicted gain with
-    the interval the what-if gives it now, the recorded measurements kept (``alone``,
-    ``loading``: a no-fault case's runs without its communication, its input loading, as
-    recorded)."""
+    the interval the what-if gives it now, the recorded measurements kept (``thirds``: a
+    no-fault case's runs without one of its own costs, by class, as recorded)."""
     again = predicted_ms(rec, cause)
     low, high = (again.low_ms, again.high_ms) if again is not None else (None, None)
     predicted = None if was["predicted_ms"] is None else Predicted(was["predicted_ms"], low, high)
-    now = asdict(score(case, rec.verdict, predicted, [], None, list(alone), list(loading)))
+    now = asdict(score(case, rec.verdict, predicted, [], None, thirds))
     kept = {k: was[k] for k in MEASURED_FIELDS if k in was}
     measured = was.get("measured_ms")
     if now["gain_low_ms"] is not None and measured is not None:

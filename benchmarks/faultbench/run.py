@@ -36,10 +36,12 @@ from score import (
     CaseScore,
     Measured,
     Totals,
+    recorded_thirds,
     score,
     skip,
     too_noisy,
     totals,
+    unsettled_claims,
 )
 
 from scalescope.diagnose.recording import Recording
@@ -184,16 +186,26 @@ def run_case(case: Case, pairs: int, work: Path, record: Path | None = None) -> 
     measured = [Measured(step_ms(case, pair_folder(work, case, i, True)),
                          step_ms(case, pair_folder(work, case, i, False)))
                 for i in range(kept_pairs(case, work))]  # fmt: skip
-    while len(measured) < pairs or (
-        len(measured) < MAX_PAIRS and case.truth.culprit and too_noisy(measured)
-    ):
+    while len(measured) < pairs or (len(measured) < MAX_PAIRS and unsettled(case, work, measured)):
         i = len(measured)
         order = (True, False) if i % 2 == 0 else (False, True)
         folders = {p: arm(case, pair_folder(work, case, i, p), p, i) for p in order}
         measured.append(Measured(step_ms(case, folders[True]), step_ms(case, folders[False])))
-        for folder, extra in third_arms(work, case, i):
+        for _, folder, extra in third_arms(work, case, i):
             run_arm(case, folder, False, extra)
     return score_folders(case, work, len(measured), record)
+
+
+def unsettled(case: Case, work: Path, measured: list[Measured]) -> bool:
+    """Whether the case's truth needs another pair: a fault's gain too noisy to judge the
+    prediction by, or, on a no-fault case, a cost its first verdict claims for the job whose
+    arm without that cost is too noisy to confirm it by (``score.unsettled_claims``)."""
+    if case.truth.culprit:
+        return too_noisy(measured)
+    if not case.thirds or not measured:
+        return False
+    verdict = Recording.load(pair_folder(work, case, 0, True) / "run").verdict
+    return bool(unsettled_claims(verdict, third_measures(case, work, measured)))
 
 
 def kept_pairs(case: Case, work: Path, tidy: bool = True) -> int:
@@ -209,16 +221,28 @@ def kept_pairs(case: Case, work: Path, tidy: bool = True) -> int:
 
 
 def arm_folders(work: Path, case: Case, pair: int) -> list[Path]:
-    alone = [folder for folder, _ in third_arms(work, case, pair)]
+    alone = [folder for _, folder, _ in third_arms(work, case, pair)]
     return [pair_folder(work, case, pair, True), pair_folder(work, case, pair, False), *alone]
 
 
-def third_arms(work: Path, case: Case, pair: int) -> list[tuple[Path, tuple[str, ...]]]:
-    """A no-fault case's arms without one of the job's own costs, and their arguments: its
-    communication (``Case.alone``), its input loading (``Case.alone_input``)."""
-    arms = [(f"{case.name}-{pair}-alone", case.alone),
-            (f"{case.name}-{pair}-alone-input", case.alone_input)]  # fmt: skip
-    return [(work / name, extra) for name, extra in arms if extra]
+THIRD_FOLDERS = {"communication": "alone", "input": "alone-input"}
+"""A third arm's folder, ``CASE-PAIR-<this>``, by the class of cost it goes without."""
+
+
+def third_arms(work: Path, case: Case, pair: int) -> list[tuple[str, Path, tuple[str, ...]]]:
+    """A no-fault case's arms without one of the job's own costs (``Case.thirds``): the
+    class, the folder and the arguments of each."""
+    return [(kind, work / f"{case.name}-{pair}-{THIRD_FOLDERS[kind]}", extra)
+            for kind, extra in case.thirds.items()]  # fmt: skip
+
+
+def third_measures(case: Case, work: Path, measured: list[Measured]) -> dict[str, list[Measured]]:
+    """Each third arm's pairs, by class: the pair's planted run against the arm's run."""
+    out: dict[str, list[Measured]] = {kind: [] for kind in case.thirds}
+    for i, m in enumerate(measured):
+        for kind, folder, _ in third_arms(work, case, i):
+            out[kind].append(Measured(m.planted_ms, own_step_ms(case, folder)))
+    return out
 
 
 def complete(case: Case, folder: Path) -> bool:
@@ -243,21 +267,17 @@ def score_folders(case: Case, work: Path, pairs: int, record: Path | None = None
     planted = [pair_folder(work, case, i, True) for i in range(pairs)]
     measured = [Measured(step_ms(case, f), step_ms(case, pair_folder(work, case, i, False)))
                 for i, f in enumerate(planted)]  # fmt: skip
-    alone = [Measured(m.planted_ms, own_step_ms(case, work / f"{case.name}-{i}-alone"))
-             for i, m in enumerate(measured) if case.alone]  # fmt: skip
-    loading = [Measured(m.planted_ms, own_step_ms(case, work / f"{case.name}-{i}-alone-input"))
-               for i, m in enumerate(measured) if case.alone_input]  # fmt: skip
+    thirds = third_measures(case, work, measured)
     runs = [Recording.load(f / "run") for f in planted]
     predictions = [predicted_ms(rec, case.fixed) for rec in runs]
     alert_s = (alert_delay_s(planted[0] / "run", case.truth.culprit, case.since)
                if case.since > 0 else None)  # fmt: skip
     scored = score(case, runs[0].verdict, median_prediction(predictions), measured, alert_s,
-                   alone, loading)  # fmt: skip
+                   thirds)  # fmt: skip
     if record is not None:
         keep(planted[0] / "run", record / case.name)
         truth = {"case": case.name, "truth": asdict(case.truth), "score": asdict(scored),
-                 "alone": [asdict(m) for m in alone],
-                 "alone_input": [asdict(m) for m in loading]}  # fmt: skip
+                 **recorded_thirds(thirds)}  # fmt: skip
         (record / case.name / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return scored
 

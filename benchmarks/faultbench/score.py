@@ -7,7 +7,8 @@ truth's culprit (with its interval), the pairs' measurements and the alert's del
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from alerts import ALERT_WITHIN_S
@@ -145,14 +146,14 @@ def named(verdict: Verdict) -> str:
 
 def score(case: Case, verdict: Verdict, predicted: Predicted | float | None,
           pairs: list[Measured], alert_s: float | None = None,
-          alone: list[Measured] = (), loading: list[Measured] = ()) -> CaseScore:  # fmt: skip
+          thirds: Mapping[str, list[Measured]] | None = None) -> CaseScore:  # fmt: skip
     """The case's score (``predicted``: a bare gain where no interval is known; ``alert_s``:
-    the live alert's delay on a mid-run case; ``alone``: on a no-fault case, each pair's
-    run against the same job without its communication, ``Case.alone``; ``loading``: without
-    its input loading, ``Case.alone_input``)."""
+    the live alert's delay on a mid-run case; ``thirds``: on a no-fault case, each pair's
+    run against the same job without one of its own costs, by that cost's class,
+    ``Case.thirds``)."""
     if not isinstance(predicted, Predicted):
         predicted = None if predicted is None else Predicted(predicted)
-    thirds = {"communication": list(alone), "input": list(loading)}
+    thirds = {kind: list(arm) for kind, arm in (thirds or {}).items() if arm}
     plain = _plain(case, verdict, predicted.ms if predicted else None, pairs, thirds)
     if plain.culprit_ok is None:
         return plain
@@ -210,19 +211,53 @@ def _no_fault(case: Case, verdict: Verdict, predicted_ms: float | None, gains: l
     """Every cost the verdict claims is a false alarm, but the job's own communication or
     input loading (a cause of that class naming no rank) where the gain measured without it
     (``thirds``: the arms by class) holds its cost (``_holds``)."""
-    gain = {k: statistics.median(p.gain_ms for p in v) for k, v in thirds.items() if v}
-    step = {k: statistics.median(p.planted_ms for p in v) for k, v in thirds.items() if v}
+    gain = {k: statistics.median(p.gain_ms for p in v) for k, v in thirds.items()}
+    step = {k: statistics.median(p.planted_ms for p in v) for k, v in thirds.items()}
     confirmed, costed = [], []
     for c in verdict.causes:
-        kind = CLASSES.get(c.code) if c.culprit is None else None
+        kind = _own_class(c)
         ms = c.cost.ms_per_step if c.cost else None
-        own = kind in gain and _holds(ms, gain[kind], step[kind])
-        (confirmed if own else costed).append(c.short)
+        if kind in thirds and too_noisy(thirds[kind]):
+            costed.append(f"{c.short} ({TOO_NOISY_TO_CONFIRM})")
+        elif kind in gain and _holds(ms, gain[kind], step[kind]):
+            confirmed.append(c.short)
+        else:
+            costed.append(c.short)
     measured = statistics.median(gains) if gains else None
     return CaseScore(case.name, "none", "none", "none", named(verdict), None, None,
                      not costed, predicted_ms, measured, _spread(gains), None, tuple(costed),
                      confirmed=tuple(confirmed), alone_ms=gain.get("communication"),
                      input_ms=gain.get("input"))  # fmt: skip
+
+
+TOO_NOISY_TO_CONFIRM = "its re-runs without it too noisy to confirm"
+"""A no-fault run's claim whose arm without that cost stays too noisy (``too_noisy``) after
+``MAX_PAIRS`` pairs: never confirmed by default, it counts as a false alarm."""
+
+
+def _own_class(cause: Cause) -> str | None:
+    """The class of a cost the verdict claims for the job itself (a cause naming no rank)."""
+    return CLASSES.get(cause.code) if cause.culprit is None else None
+
+
+def unsettled_claims(verdict: Verdict, thirds: Mapping[str, list[Measured]]) -> list[str]:
+    """The classes of the job's own costs the verdict claims whose arm without that cost is
+    too noisy to confirm or refute it by: the runner adds pairs for them."""
+    claimed = {_own_class(c) for c in verdict.causes}
+    return [kind for kind, arm in thirds.items() if kind in claimed and too_noisy(arm)]
+
+
+RECORDED_AS = {"communication": "alone", "input": "alone_input"}
+"""A recorded case's truth.json keeps each third arm's pairs under this key."""
+
+
+def recorded_thirds(thirds: Mapping[str, list[Measured]]) -> dict[str, list[dict]]:
+    return {RECORDED_AS[kind]: [asdict(m) for m in arm] for kind, arm in thirds.items()}
+
+
+def thirds_recorded(doc: Mapping[str, Any]) -> dict[str, list[Measured]]:
+    """A recorded truth.json's third arms, by class (``recorded_thirds``' inverse)."""
+    return {kind: [Measured(**m) for m in doc.get(key, [])] for kind, key in RECORDED_AS.items()}
 
 
 def _gain_ok(predicted: float | None, measured: float | None, step: float | None) -> bool | None:

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "faultbench"))
 from cases import Case, Truth  # noqa: E402
-from score import Measured, named, score  # noqa: E402
+from score import named, score, thirds_recorded  # noqa: E402
 
 from scalescope.diagnose.recording import Recording  # noqa: E402
 
@@ -33,10 +33,8 @@ def test_the_verdict_scores_as_recorded(folder: Path) -> None:
     doc = json.loads((folder / "truth.json").read_text())
     truth = Truth(**doc["truth"])
     verdict = Recording.load(folder / "run").verdict
-    alone = [Measured(**m) for m in doc.get("alone", [])]  # a no-fault case's --no-sync arms
-    loading = [Measured(**m) for m in doc.get("alone_input", [])]  # and its --preload arms
     case = Case(doc["case"], "recorded", folder, (), (), truth)
-    now = score(case, verdict, None, [], None, alone, loading)
+    now = score(case, verdict, None, [], None, thirds_recorded(doc))  # a no-fault case's arms
     assert named(verdict) == doc["score"]["named"]
     assert (now.culprit_ok, now.cause_ok, now.passed) == (
         doc["score"]["culprit_ok"], doc["score"]["cause_ok"], doc["score"]["passed"],

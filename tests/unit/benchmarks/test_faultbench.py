@@ -21,7 +21,15 @@ from cases import MIDRUN_AFTER, MIDRUN_SCALE, QUICK, Case, Truth, matrix  # noqa
 from cases_synthetic import RANKS, Synthetic, synthetic_case  # noqa: E402
 from report import write_doc  # noqa: E402
 from run import run_case  # noqa: E402
-from score import Measured, Predicted, score, totals  # noqa: E402
+from score import (  # noqa: E402
+    TOO_NOISY_TO_CONFIRM,
+    Measured,
+    Predicted,
+    score,
+    thirds_recorded,
+    totals,
+    unsettled_claims,
+)
 
 from scalescope.analyze.verdict import Cause, Cost, Culprit, Verdict  # noqa: E402
 from scalescope.analyze.watch.slowdown_alerts import read_alerts  # noqa: E402
@@ -78,16 +86,22 @@ def test_a_no_fault_runs_own_communication_passes_only_where_its_measure_holds()
     comm = Cause("COMM_LATENCY", "communication latency", "exposed", None,
                  Cost(4.0, 3.0, 5.0, True))  # fmt: skip
     said = Verdict("bottleneck", (comm,))
-    held = score(case(None), said, None, [Measured(8, 8)], alone=[Measured(8.0, 4.3)])
+    held = score(
+        case(None), said, None, [Measured(8, 8)], thirds={"communication": [Measured(8.0, 4.3)]}
+    )
     assert held.passed and held.confirmed and not held.costed_on_no_fault
     assert held.alone_ms == pytest.approx(3.7)
-    off = score(case(None), said, None, [Measured(8, 8)], alone=[Measured(8.0, 7.0)])
+    off = score(
+        case(None), said, None, [Measured(8, 8)], thirds={"communication": [Measured(8.0, 7.0)]}
+    )
     assert not off.passed and off.costed_on_no_fault and not off.confirmed
     unmeasured = score(case(None), said, None, [Measured(8, 8)])
     assert not unmeasured.passed
     rank = Verdict("bottleneck", (comm, replace(comm, code="STRAGGLER",
                                                 culprit=Culprit("rank", "1"))))  # fmt: skip
-    assert not score(case(None), rank, None, [Measured(8, 8)], alone=[Measured(8.0, 4.3)]).passed
+    assert not score(
+        case(None), rank, None, [Measured(8, 8)], thirds={"communication": [Measured(8.0, 4.3)]}
+    ).passed
 
 
 def test_a_no_fault_runs_own_input_loading_is_judged_against_the_run_without_it() -> None:
@@ -98,17 +112,76 @@ def test_a_no_fault_runs_own_input_loading_is_judged_against_the_run_without_it(
                  Cost(2.3, 1.0, 3.5, True))  # fmt: skip
     said = Verdict("bottleneck", (data, comm))
     pairs, alone = [Measured(8, 8)], [Measured(8.0, 5.0)]
-    both = score(case(None), said, None, pairs, alone=alone, loading=[Measured(8.0, 7.0)])
+    both = score(
+        case(None),
+        said,
+        None,
+        pairs,
+        thirds={"communication": alone, "input": [Measured(8.0, 7.0)]},
+    )
     assert both.passed and set(both.confirmed) == {data.short, comm.short}
     assert both.input_ms == pytest.approx(1.0) and both.alone_ms == pytest.approx(3.0)
-    small = score(case(None), said, None, pairs, alone=alone, loading=[Measured(8.0, 7.6)])
+    small = score(
+        case(None),
+        said,
+        None,
+        pairs,
+        thirds={"communication": alone, "input": [Measured(8.0, 7.6)]},
+    )
     assert not small.passed and small.costed_on_no_fault == (data.short,)
-    no_arm = score(case(None), said, None, pairs, alone=alone)
+    no_arm = score(case(None), said, None, pairs, thirds={"communication": alone})
     assert no_arm.costed_on_no_fault == (data.short,) and no_arm.input_ms is None
     late = replace(data, code="STRAGGLER", culprit=Culprit("rank", "1"))  # a rank's: a fault
     one = score(case(None), Verdict("bottleneck", (late,)), None, pairs,
-                loading=[Measured(8.0, 5.0)])  # fmt: skip
+                thirds={"input": [Measured(8.0, 5.0)]})  # fmt: skip
     assert not one.passed
+
+
+def test_a_no_fault_claim_its_arm_is_too_noisy_to_confirm_is_a_false_alarm() -> None:
+    """Arms without the input loading that gain 4.0 and 0.1 ms/step: their median's standard
+    error (2.4 ms) exceeds the tolerance, so the 1.2 ms claim is neither confirmed nor
+    refuted: the runner adds pairs for it, and one still that noisy counts against it."""
+    data = Cause("INPUT_BOUND", "input pipeline", "ranks wait", None, Cost(1.2, 1.0, 1.4, True))
+    said, pairs = Verdict("bottleneck", (data,)), [Measured(8, 8), Measured(8, 8)]
+    swinging = {"input": [Measured(8.0, 4.0), Measured(8.0, 7.9)]}
+    assert unsettled_claims(said, swinging) == ["input"]
+    assert unsettled_claims(Verdict("no bottleneck"), swinging) == []
+    noisy = score(case(None), said, None, pairs, thirds=swinging)
+    assert not noisy.passed and not noisy.confirmed
+    assert noisy.costed_on_no_fault == (f"{data.short} ({TOO_NOISY_TO_CONFIRM})",)
+    steady = {"input": [Measured(8.0, 6.6), Measured(8.0, 6.4)]}
+    assert unsettled_claims(said, steady) == []
+    assert score(case(None), said, None, pairs, thirds=steady).confirmed == (data.short,)
+
+
+@pytest.mark.parametrize("gains, pairs", [((4.0, 4.2, 4.1), 2), ((1.0, 9.0), 7)])
+def test_the_runner_adds_pairs_while_a_no_fault_claim_cannot_be_confirmed(
+    monkeypatch, tmp_path, gains, pairs
+) -> None:  # fmt: skip
+    """The recorded ddp-none-0 run claims the job's own communication (~3 ms/step) as each
+    planted arm: arms without it that agree settle it at the pairs asked for; arms that keep
+    swinging get pairs up to seven, and the claim is a false alarm still."""
+    import run
+
+    recorded = RUNS.parent / "faultbench" / "ddp-none-0" / "run"
+
+    def made(c, folder: Path, *_) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(recorded, folder / "run")
+        return folder
+
+    def clock(c, folder: Path) -> float:
+        pair = int(folder.name.removeprefix("none-").split("-")[0])
+        return 8.0 - gains[pair % len(gains)] if folder.name.endswith("alone") else 8.0
+
+    for name, fake in (("arm", made), ("run_arm", made), ("step_ms", clock),
+                       ("own_step_ms", clock)):  # fmt: skip
+        monkeypatch.setattr(run, name, fake)
+    c = Case("none", "ddp", PLANTED, (), (), Truth(None, "none", "none"), alone=("--no-sync",))
+    scored = run_case(c, 2, tmp_path)
+    assert len(list(tmp_path.glob("none-*-alone"))) == pairs
+    assert scored.passed == (pairs == 2) and bool(scored.confirmed) == scored.passed
+    assert all(TOO_NOISY_TO_CONFIRM in x for x in scored.costed_on_no_fault)
 
 
 @pytest.mark.parametrize("name, culprit", [("straggler_forward_2", "rank:1"),
@@ -338,9 +411,9 @@ def test_a_recorded_no_fault_case_is_scored_with_its_recorded_no_sync_arms() -> 
     doc = json.loads((folder / "truth.json").read_text())
     c = Case(doc["case"], "recorded", folder, (), (), Truth(**doc["truth"]))
     rec = Recording.load(folder / "run")
-    alone = [Measured(**m) for m in doc["alone"]]
-    assert alone and all(m.gain_ms > 0 for m in alone)
-    with_arms = rescored(c, rec, doc["score"], None, alone)
+    thirds = thirds_recorded(doc)
+    assert thirds["communication"] and all(m.gain_ms > 0 for m in thirds["communication"])
+    with_arms = rescored(c, rec, doc["score"], None, thirds)
     assert with_arms["passed"] and with_arms["confirmed"] and not with_arms["costed_on_no_fault"]
     without = rescored(c, rec, doc["score"], None)
     assert not without["passed"] and without["costed_on_no_fault"] == with_arms["confirmed"]
