@@ -58,7 +58,8 @@ REMEDIES: dict[str, str] = {
     "accumulate": "synchronise less often: accumulate gradients over k micro-batches under "
     "`with ddp.no_sync():` and all-reduce once per k",
     "fewer_syncs": "drop per-step collectives outside DDP (reduced loss `.item()`, metrics), "
-    "and `DistributedDataParallel(broadcast_buffers=False)` when buffers need no sync",
+    "and `DistributedDataParallel(forward_sync_buffers=False)` when buffers need no sync "
+    "(`broadcast_buffers=False` on a torch without it)",
     "compress": "send half the bytes: `ddp.register_comm_hook(None, bf16_compress_hook)` "
     "(torch.distributed.algorithms.ddp_comm_hooks.default_hooks)",
     "hierarchical": "keep traffic on the fastest links: more ranks per node and fewer "
