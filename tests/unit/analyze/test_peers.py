@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalescope.analyze.model.peers import holm, slower_than_peers, t_upper
+from scalescope.analyze.model.peers import holm, p_above_zero, slower_than_peers, t_upper
 
 STEP = 100e6
 
@@ -142,3 +142,9 @@ def test_stalls_of_other_sizes_at_no_period_are_noise():
     total[29 - 4, 1] += 40e6
     test = slower_than_peers(total, STEP / 5, steps=np.arange(4, 30))
     assert not test.bursts.any()
+
+
+def test_p_above_zero_is_the_one_sided_t_test_on_the_mean():
+    assert p_above_zero(np.array([1.0, 3.0])) == pytest.approx(t_upper(2.0, 1))
+    assert p_above_zero(np.array([-1.0, -3.0])) == pytest.approx(1 - t_upper(2.0, 1))
+    assert p_above_zero(np.array([5.0])) == 1.0

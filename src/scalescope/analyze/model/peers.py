@@ -105,6 +105,14 @@ def bursts(diff: np.ndarray, steps: np.ndarray, step_ns: float) -> np.ndarray:
     return out
 
 
+def p_above_zero(x: np.ndarray) -> float:
+    """The one-sided p-value that the values ``x`` are centred on zero, not above it
+    (Student's t on their mean); 1 for fewer than 2 values."""
+    if len(x) < 2:
+        return 1.0
+    return _t_above(float(np.mean(x)), float(np.std(x, ddof=1)), len(x))
+
+
 def _t_above(mean: float, sd: float, n: int) -> float:
     """P(a mean this large | differences centred on zero), Student's t with n-1 degrees."""
     if sd <= 0:
