@@ -201,6 +201,47 @@ def recorded_section(folder: Path) -> list[str]:
     ]
 
 
+HELD_OUT_COLUMNS = (
+    ("clear culprits first", "clear_culprit_pct", "%"),
+    ("cases passed", "cause_pct", "%"),
+    ("costs on no-fault runs", "no_fault_false_alarms", ""),
+    ("gain median error", "gain_median_error_pct", "%"),
+    ("gains within tolerance", "gain_within_pct", "%"),
+    ("truths too noisy", "noisy_truths", ""),
+    ("intervals holding", "interval_holds_pct", "%"),
+    ("interval median width", "interval_median_width_pct", "% of step"),
+    ("alerts in time", "alerts_ok_pct", "%"),
+)
+"""The held-out seeds' totals tabulated in the tuning doc (title, ``Totals`` field, unit)."""
+
+
+def held_out_section(folder: Path) -> list[str]:
+    """Each held-out seed's totals as scored once (docs/accuracy-heldout-SEED.json beside the
+    doc), a row a seed, so the tuning doc shows what no tuning saw beside its own."""
+    docs = [json.loads(p.read_text()) for p in sorted(folder.glob("accuracy-heldout*.json"))]
+    docs = sorted((d for d in docs if d.get("held_out") and "totals" in d), key=_seeds)
+    if not docs:
+        return []
+    head = " | ".join(f"{title} ({unit})" if unit else title for title, _, unit in HELD_OUT_COLUMNS)
+    rows = [f"| {_seeds(d)} | {d.get('date', '?')} | "
+            + " | ".join(_num(d["totals"].get(key, "n/a")) for _, key, _ in HELD_OUT_COLUMNS)
+            + " |"
+            for d in docs]  # fmt: skip
+    return [
+        "## The held-out seeds",
+        "",
+        "Each held-out seed's totals as it was scored once, at the code of its date, with the "
+        "thresholds frozen (`run.py --held-out --held-out-seed SEED`: "
+        "docs/accuracy-heldout-SEED.md, the first seed docs/accuracy-heldout.md; never "
+        "rescored there):",
+        "",
+        f"| seed | scored | {head} |",
+        "|---" * (len(HELD_OUT_COLUMNS) + 2) + "|",
+        *rows,
+        "",
+    ]
+
+
 def _seeds(meta: dict[str, Any]) -> str:
     seeds = meta["seed"]
     return ", ".join(map(str, seeds)) if isinstance(seeds, list) else str(seeds)
@@ -330,6 +371,7 @@ def write_doc(path: Path, cases: list[Case], scores: list[CaseScore], total: Tot
         *totals_lines(total),
         "",
         *MISSES,
+        *([] if meta.get("held_out") else held_out_section(path.parent)),
         *against_previous(previous, meta),
         *recorded_section(RECORDED),
         "## Beside the tools users would pick instead",

@@ -439,6 +439,30 @@ def test_the_doc_shows_the_run_it_replaces_and_the_cases_that_moved(tmp_path) ->
     assert "Against the previous run" not in doc.read_text()
 
 
+def test_the_tuning_doc_tabulates_each_held_out_seed_as_scored_once(tmp_path) -> None:
+    """The held-out files beside the doc, a row a seed in seed order (the first seed's file
+    has no number, nor a count of noisy truths); a held-out doc does not list them, nor does
+    a doc with none beside it."""
+    c = case("rank:1")
+    s = score(c, verdict("rank:1"), 29.0, [Measured(70.0, 40.0)])
+    meta = {"date": "2026-11-29", "seed": 1, "pairs": 1, "steps": 30}
+    first = {k: v for k, v in asdict(totals([s])).items() if k != "noisy_truths"}
+    held = {"accuracy-heldout-4902": (4902, asdict(totals([s])) | {"gain_within_pct": 87.25}),
+            "accuracy-heldout": (4901, first | {"gain_within_pct": 83.0})}  # fmt: skip
+    for name, (seed, total) in held.items():
+        doc = {"date": "2026-11-28", "seed": [seed], "held_out": True, "totals": total}
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    write_doc(tmp_path / "accuracy.md", [c], [s], totals([s]), meta)
+    rows = [x for x in (tmp_path / "accuracy.md").read_text().splitlines() if x.startswith("| 490")]
+    assert [r.split(" | ")[0] for r in rows] == ["| 4901", "| 4902"]
+    assert " | 83.0 | n/a | " in rows[0] and " | 87.2 | 0 | " in rows[1]
+    write_doc(tmp_path / "held.md", [c], [s], totals([s]), {**meta, "held_out": True})
+    assert "## The held-out seeds" not in (tmp_path / "held.md").read_text()
+    (tmp_path / "alone").mkdir()
+    write_doc(tmp_path / "alone" / "accuracy.md", [c], [s], totals([s]), meta)
+    assert "## The held-out seeds" not in (tmp_path / "alone" / "accuracy.md").read_text()
+
+
 def test_the_synthetic_cases_are_drawn_at_1024_ranks_named_as_the_verdict_names() -> None:
     cases = [c for c in matrix(1) if c.synthetic is not None]
     assert len(cases) >= 8 and all(c.ranks == RANKS for c in cases)
