@@ -37,6 +37,14 @@ is the one the fix sets: on pp-1f1b-stage-clear (docs/accuracy.md, seed 49) stag
 step replayed 10.3 ms against 7.3 measured, the gain 37.8 against 41.2 ms (under GPipe, whose
 forwards and backwards run back to back, 0.80 against 0.75 ms). The run holds no warm
 sample of a 1F1B peer's backward to correct it by: the gain is low by that much.
+
+Nor what twice the microbatches cost beyond their halved work inside the blocks: each
+block's own cost per call (its ops' dispatch at half the rows), and, from 1 GPipe microbatch,
+the stages computing at once, which they never did. On pp-gpipe-few-microbatches (1 to 2
+microbatches, 21 held-out pairs, docs/whatif.md) a half-size forward or backward took 0.54
+of the full-size one where this replay takes 0.52, stage 1's 0.3-0.5 ms longer beside stage
+0's than alone: +1.3 ms a step to the gain, less 0.5 for each message's transfer kept whole
+where it halved. One microbatch size holds no sample of either.
 """
 
 from __future__ import annotations
