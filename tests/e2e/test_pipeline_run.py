@@ -9,6 +9,7 @@ needs quiet cores), are ``heavy``."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -106,6 +107,7 @@ def test_the_unbalanced_run_names_the_heavier_stage_and_the_blocks_to_move(unbal
     pipe = report["pipeline"]
     assert pipe["bound_stage"] == 1
     move = pipe["move"]
+    assert move is not None, f"no block move: {json.dumps(pipe['ranks'])}"
     assert (move["source"], move["target"]) == (1, 0) and move["blocks"] >= 1
     assert move["predicted_step_ms"] < pipe["step_ms"]
     findings = report["diagnosis"]["findings"]
