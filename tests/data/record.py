@@ -206,14 +206,16 @@ def comm_bound(folder: Path) -> Scenario:
     return Scenario(folder.name, about, [*COMM_BENCH, "--nnodes", "2"], truth)
 
 
-def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
+def straggler(where: str, ranks: int, spin: bool = False) -> Callable[[Path], Scenario]:
+    """Rank 1 sleeps ``DELAY_S`` a step ``where`` (``spin``: computes as long instead)."""
+
     def record_it(folder: Path) -> Scenario:
         run_dir = fresh(folder)
         shared = ["--oversubscribe"] if ranks > 2 else []
         args = ["run", "-n", str(ranks), *shared, "--warmup-steps", str(FROM),
                 str(SCRIPTS / "ddp_train.py"), "--steps", str(STEPS),
                 "--sleep-rank", "1", "--sleep-s", str(DELAY_S), "--sleep-where", where,
-                "--sleep-from", str(FROM)]  # fmt: skip
+                "--sleep-from", str(FROM), *(["--spin"] if spin else [])]  # fmt: skip
 
         def record() -> dict:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -224,7 +226,8 @@ def straggler(where: str, ranks: int) -> Callable[[Path], Scenario]:
 
         truth = quiet(record, folder.name)
         options = ["-t", f"max_threads_per_core={ranks / 2}"] if shared else []
-        about = f"{ranks} ranks of a DDP MLP; rank 1 sleeps 70 ms per step {where}"
+        how = "computes (a busy loop)" if spin else "sleeps"
+        about = f"{ranks} ranks of a DDP MLP; rank 1 {how} 70 ms per step {where}"
         return Scenario(folder.name, about, args, truth, options)
 
     return record_it
@@ -474,6 +477,7 @@ SCENARIOS: dict[str, Callable[[Path], Scenario]] = {
     "comm_bound": comm_bound,
     **{f"straggler_{where}_2": straggler(where, 2) for where in WHERE},
     "straggler_outside_3": straggler("outside", 3),
+    "straggler_forward_spin_2": straggler("forward", 2, spin=True),
     "hang_host": hang("host"),
     "hang_mismatch": hang("mismatch"),
     "replicas": replicas,

@@ -24,6 +24,13 @@ def phase_row(step: int, name: str, start_ns: int, dur_ns: int) -> Row:
     return (step, int(Kind.PHASE), name, start_ns, dur_ns, 0, 0, "", "", -1, "")
 
 
+def cpu_row(
+    step: int, name: str, start_ns: int, wall_ns: int, process_ns: int, thread_ns: int
+) -> Row:
+    """The CPU time over the phase row of the same start (the probe's ``Kind.CPU``)."""
+    return (step, int(Kind.CPU), name, start_ns, wall_ns, 0, process_ns, "", "", thread_ns, "")
+
+
 def coll_row(
     step: int,
     op: str,

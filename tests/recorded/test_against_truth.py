@@ -130,6 +130,30 @@ def test_outside_the_phases_says_where_and_what_to_look_for() -> None:
     assert "no clear bottleneck" not in text
 
 
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("straggler_forward_2", "waits"), ("straggler_backward_2", "waits"),
+     ("straggler_optimizer_2", "waits"), ("straggler_forward_spin_2", "computes")],
+)  # fmt: skip
+def test_a_late_phase_is_told_waiting_or_computing(name: str, kind: str) -> None:
+    """Rank 1 sleeps 70 ms a step in a phase, or spins as long there: its CPU time in the phase
+    above its peer's is what the script's own clock says it spun (its loop's real durations),
+    and none of what it slept. A sleep's remedy says it waits there; a spin's, it computes."""
+    s, r = reported(name)
+    cpu = analysed(load_run(s.run_dir)).cross_rank.straggler.cpu
+    slept = s.truth["slept_ms"]
+    assert cpu is not None
+    assert cpu.wall_excess_ms == pytest.approx(slept, rel=0.15)
+    if kind == "waits":
+        assert cpu.waited_ms == pytest.approx(slept, rel=0.15)
+        assert abs(cpu.computed_ms) < 0.1 * slept
+    else:
+        assert cpu.computed_ms == pytest.approx(slept, rel=0.15)
+        assert abs(cpu.waited_ms) < 0.2 * slept
+    words = {"waits": "off a CPU", "computes": "of it computing"}[kind]
+    assert words in first_finding(r)["remedies"][0], first_finding(r)["remedies"]
+
+
 def test_waiting_and_transfer_of_a_straggler_in_forward() -> None:
     """Rank 0 waits rank 1's sleep in each step; the transfer itself is what a balanced
     run's is (the forward straggler against the same run's steps before the sleeps)."""

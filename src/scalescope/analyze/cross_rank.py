@@ -71,6 +71,7 @@ from scalescope.analyze.steps.extra_work import (
     lateness_pattern,
 )
 from scalescope.analyze.steps.gaps import Between, largest_gap
+from scalescope.analyze.steps.phase_cpu import PhaseCpu, phase_cpu
 from scalescope.analyze.steps.step_slots import (
     OTHER,
     OWN_PHASES,
@@ -165,6 +166,9 @@ class Straggler:
     """Added: the share of the lateness it needed to be named (``straggler_min_share_pct``)."""
     stage: int | None = None
     """Added: its pipeline stage (the bound stage); None off a pipeline."""
+    cpu: PhaseCpu | None = None
+    """Added: its wall and CPU time in ``phase`` above the others' (computing or waiting);
+    None for ``other`` or a run without CPU rows."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,7 @@ def _straggler(
         return None
     phase, excess = slots.largest_excess(top.rank)
     between = largest_gap(events, slots, top.rank, sync) if phase == OTHER else None
+    cpu = phase_cpu(events, slots, top.rank, phase) if phase not in (None, OTHER) else None
     return Straggler(
         rank=top.rank,
         last_share_pct=top.last_share_pct,
@@ -307,6 +312,7 @@ def _straggler(
         between=between,
         share_needed_pct=need,
         stage=top.stage,
+        cpu=cpu,
     )
 
 

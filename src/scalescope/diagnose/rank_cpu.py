@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from scalescope.analyze.cross_rank import Straggler
 from scalescope.diagnose.findings import Evidence, remedy
 from scalescope.diagnose.rules_input import DiagnosisInput
 
@@ -72,6 +73,39 @@ def cpu_evidence(ctx: DiagnosisInput, rank: int) -> list[Evidence]:
         Evidence("the others' (median)", round(use.others_switches)),
         Evidence("its CPU time above the others'", round(use.cpu_excess_pct, 1), "%",
                  t.slower_cpu_pct, ">="),
+    ]  # fmt: skip
+
+
+WAITED_SHARE = 0.5
+"""A rank's extra time in a phase is a wait when at least this share of it was not its training
+thread's CPU time (measured: a 30 ms sleep in forward on 2 ranks, 0.4 ms of its 30.8 ms extra
+was CPU time; a 30 ms busy loop, 30.2 of 30.8)."""
+
+
+def phase_cpu_cause(s: Straggler) -> tuple[str, str] | None:
+    """(kind, remedy) from the straggler's CPU time in its late phase: ``waits`` (its extra
+    time mostly off a CPU) or ``computes``; None without CPU rows for that phase."""
+    cpu = getattr(s, "cpu", None)
+    if cpu is None or cpu.wall_excess_ms <= 0:
+        return None
+    kind = "waits" if cpu.waited_ms >= WAITED_SHARE * cpu.wall_excess_ms else "computes"
+    return kind, remedy(
+        f"{kind}_in_phase", rank=s.rank, ms=cpu.wall_excess_ms, phase=f"in {cpu.phase}",
+        cpu=cpu.computed_ms, wait=cpu.waited_ms,
+    )  # fmt: skip
+
+
+def phase_cpu_evidence(s: Straggler) -> list[Evidence]:
+    cpu = getattr(s, "cpu", None)
+    if cpu is None or cpu.wall_excess_ms <= 0:
+        return []
+    clock = "its training thread's" if cpu.thread_excess_ms is not None else "its"
+    return [
+        Evidence(f"{clock} CPU time in {cpu.phase} above the others' per step",
+                 round(cpu.computed_ms, 1), "ms"),
+        Evidence(f"its time in {cpu.phase} off a CPU above the others' per step",
+                 round(cpu.waited_ms, 1), "ms",
+                 round(WAITED_SHARE * cpu.wall_excess_ms, 1), ">="),
     ]  # fmt: skip
 
 

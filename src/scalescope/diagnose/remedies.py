@@ -102,6 +102,14 @@ REMEDIES: dict[str, str] = {
     "its CPU time and context switches show no shared or slower cores: it does more there "
     "or waits there (larger inputs, another code path, I/O, a lock, a sleep); look at what "
     "that phase runs on rank {rank}",
+    "computes_in_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others, "
+    "{cpu:.1f} ms/step of it computing (its CPU time there above theirs): it does more work "
+    "there (larger inputs, another code path) or runs on slower cores; look at what that phase "
+    "runs on rank {rank}",
+    "waits_in_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others, yet "
+    "its CPU time there is only {cpu:.1f} ms/step above theirs: it waits {wait:.1f} ms/step "
+    "off a CPU (a sleep, I/O, a lock, a device sync, a peer's message) or runnable behind "
+    "another process on its cores; look at what that phase waits for on rank {rank}",
     "balance": "give every rank the same work and the same cores: equal batches "
     "(DistributedSampler(drop_last=True)), `--map-by numa`, homogeneous nodes",
     "channels_last": "`--channels-last` (model.to(memory_format=torch.channels_last)): "

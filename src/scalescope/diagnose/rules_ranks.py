@@ -15,7 +15,15 @@ from scalescope.analyze.steps.extra_work import BURST_SHARE_PCT, LatenessPattern
 from scalescope.analyze.steps.gaps import describe
 from scalescope.analyze.steps.step_slots import OTHER
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
-from scalescope.diagnose.rank_cpu import cpu_cause, cpu_evidence, cpu_use, cpus_text, where_it_runs
+from scalescope.diagnose.rank_cpu import (
+    cpu_cause,
+    cpu_evidence,
+    cpu_use,
+    cpus_text,
+    phase_cpu_cause,
+    phase_cpu_evidence,
+    where_it_runs,
+)
 from scalescope.diagnose.rules_extra_work import explains_straggler, when
 from scalescope.diagnose.rules_input import DiagnosisInput, hosts, mean_step, rank_times, share_pct
 
@@ -70,6 +78,10 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         out.append(remedy("host_work", rank=s.rank, between=_between(s)))
         if cpu_kind == "preempted":
             out.append(cpu_remedy)
+    elif s.phase and s.phase_excess_ms and cpu_kind != "preempted" and phase_cpu_cause(s):
+        kind, said = phase_cpu_cause(s) or ("", "")
+        out.append(said)
+        cpu_kind = kind  # its CPU time in the phase tells more work from slower cores
     elif s.phase and s.phase_excess_ms:
         unknown = cpu_use(ctx, s.rank) is None  # no CPU facts (older or ingested runs)
         cores = cpu_kind in ("preempted", "slower_cpu") or unknown
@@ -160,6 +172,7 @@ def _evidence(
         if mine.cpus:
             out.append(Evidence("its cpus", cpus_text(mine.cpus)))
     out.extend(cpu_evidence(ctx, s.rank))
+    out.extend(phase_cpu_evidence(s))
     pattern = cr.straggler_pattern
     if pattern is not None:
         out.append(Evidence("its median excess per step", round(pattern.median_excess_ms, 2), "ms"))

@@ -27,6 +27,11 @@ class Kind(IntEnum):
     summary``, probe/summary.py): ``nbytes`` their bytes, ``count`` the calls, ``dur_ns`` their
     time in the call, ``start_ns`` their arrivals' offsets from the step's start, summed;
     ``seq`` the size class (floor(log2(bytes per call)), -1 for no bytes); docs/schema.md."""
+    CPU = 6
+    """CPU time over the PHASE row that starts at the same ``start_ns`` on the same rank:
+    ``dur_ns`` the phase's time on the host clock (a device-timed phase's row holds the
+    device's), ``count`` the process's CPU ns (all its threads), ``seq`` the training thread's
+    (-1 where unreadable); ``name`` the phase's name as recorded (probe/cpu_clock.py)."""
 
 
 WAIT_PREFIX = "wait:"

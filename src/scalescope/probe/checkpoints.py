@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from typing import Any
 
 from scalescope.events.schema import CHECKPOINT
@@ -17,13 +16,13 @@ def patched_save(original: Any, recorder: Recorder) -> Any:
 
     @functools.wraps(original)
     def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter_ns()
+        start = recorder.now()
         at = _position(f)
         recorder.enter_phase(CHECKPOINT, start)
         try:
             return original(obj, f, *args, **kwargs)
         finally:
-            row = recorder.phase(CHECKPOINT, start, time.perf_counter_ns())
+            row = recorder.phase(CHECKPOINT, start, recorder.now())
             row[5] = _written(f, at)
 
     return save

@@ -43,7 +43,7 @@ class CommHookState:
 
 def probe_comm_hook(state, bucket):  # noqa: ANN001, ANN201
     """Left unannotated: DDP rejects a hook whose annotations are strings (PEP 563)."""
-    state.on_bucket(time.perf_counter_ns())
+    state.on_bucket()
     with tagged("gradients"):
         return state.inner_hook(state.inner_state, bucket)
 

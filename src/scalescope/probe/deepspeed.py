@@ -21,7 +21,6 @@ differ is left as it is (its collectives stay ``user``).
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -128,14 +127,14 @@ class DeepSpeedPatch:
         def backward(engine: Any, *args: Any, **kwargs: Any) -> Any:
             if phases.engine_backward or phases.paused:  # a pipeline's microbatch times it
                 return original(engine, *args, **kwargs)
-            start = time.perf_counter_ns()
+            start = recorder.now()
             recorder.enter_phase("backward", start)
             phases.engine_backward = True
             try:
                 return original(engine, *args, **kwargs)
             finally:
                 phases.engine_backward = False
-                recorder.phase("backward", start, time.perf_counter_ns())
+                recorder.phase("backward", start, recorder.now())
 
         return backward
 
@@ -147,14 +146,14 @@ class DeepSpeedPatch:
             if phases.engine_step:
                 return original(engine, *args, **kwargs)
             boundary = _call(engine, "is_gradient_accumulation_boundary") is not False
-            start = time.perf_counter_ns()
+            start = recorder.now()
             recorder.enter_phase("optimizer", start)
             phases.engine_step = True
             try:
                 return original(engine, *args, **kwargs)
             finally:
                 phases.engine_step = False
-                end = time.perf_counter_ns()
+                end = recorder.now()
                 recorder.phase("optimizer", start, end)
                 if boundary:
                     self._end_step(engine, end)

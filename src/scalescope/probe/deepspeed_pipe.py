@@ -139,14 +139,14 @@ class DeepSpeedPipePatch:
         phases, recorder = self.phases, self.recorder
 
         def step(engine: Any, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter_ns()
+            start = recorder.now()
             recorder.enter_phase("optimizer", start)
             phases.engine_step = True
             try:
                 return original(engine, *args, **kwargs)
             finally:
                 phases.engine_step = False
-                recorder.phase("optimizer", start, time.perf_counter_ns())
+                recorder.phase("optimizer", start, recorder.now())
 
         return step
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 import weakref
 from typing import Any
 
@@ -139,10 +138,10 @@ class PhaseHooks:
 
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
-            start = time.perf_counter_ns()
+            start = recorder.now()
             recorder.enter_phase("data", start)
             batch = original(iterator)
-            row = recorder.phase("data", start, time.perf_counter_ns())
+            row = recorder.phase("data", start, recorder.now())
             self._fetched.append((row, batch_size_of(batch), iterator))
             self.copies.fetched(batch)
             return batch
@@ -227,7 +226,7 @@ class PhaseHooks:
             return
         training = torch.is_grad_enabled() and _in_training(module)
         self.copies.close(TO_DEVICE if training else EVAL)
-        self._forward_start = time.perf_counter_ns()
+        self._forward_start = self.recorder.now()
         self._pause_optimizer(self._forward_start)
         self._mark("forward_start")
         if training:
@@ -240,7 +239,7 @@ class PhaseHooks:
     def _forward_post(self, _module: Any, _inputs: Any, _output: Any) -> None:
         if self._forward_start is not None:
             self._mark("forward_end")
-            end = time.perf_counter_ns()
+            end = self.recorder.now()
             self._phase(
                 self._forward_name, self._forward_start, end, "forward_start", "forward_end"
             )
@@ -261,8 +260,8 @@ class PhaseHooks:
             self._optimizer_piece = now
             self.recorder.enter_phase("optimizer", now)
 
-    def on_bucket(self, now_ns: int) -> None:
-        self._last_bucket_ns = now_ns
+    def on_bucket(self) -> None:
+        self._last_bucket_ns = self.recorder.now()
         self._mark("bucket")
 
     def _patched_backward(self, original: Any) -> Any:
@@ -272,13 +271,13 @@ class PhaseHooks:
                 return original(*args, **kwargs)
             self._last_bucket_ns = None
             self._events.pop("bucket", None)
-            start = time.perf_counter_ns()
+            start = self.recorder.now()
             self._pause_optimizer(start)
             self._mark("backward_start")
             self.recorder.enter_phase("backward", start)
             result = original(*args, **kwargs)
             self._mark("backward_end")
-            end = time.perf_counter_ns()
+            end = self.recorder.now()
             self._record_backward(start, end)
             self._resume_optimizer(end)
             return result
@@ -300,7 +299,7 @@ class PhaseHooks:
         if self._stepping_optimizer is None:
             self._stepping_optimizer = id(optimizer)
         if id(optimizer) == self._stepping_optimizer:
-            self._optimizer_start = self._optimizer_piece = time.perf_counter_ns()
+            self._optimizer_start = self._optimizer_piece = self.recorder.now()
             self._nested = False
             self._mark("optimizer_start")
             self.recorder.enter_phase("optimizer", self._optimizer_start)
@@ -310,7 +309,7 @@ class PhaseHooks:
             self.stepped_param_bytes = param_bytes(optimizer)
         if id(optimizer) != self._stepping_optimizer or self._optimizer_start is None:
             return
-        end = time.perf_counter_ns()
+        end = self.recorder.now()
         self._mark("optimizer_end")
         if not self._nested:
             self._phase("optimizer", self._optimizer_start, end, "optimizer_start", "optimizer_end")

@@ -221,14 +221,14 @@ class PipelineProbe:
         """``call(*args, **kwargs)`` as a ``name`` phase row (``forward``, ``backward``) of
         ``microbatch``; the generic phase hooks stand aside inside it."""
         recorder, phases = self.recorder, self.phases
-        start = time.perf_counter_ns()
+        start = recorder.now()
         recorder.enter_phase(name, start)
         phases.paused += 1
         try:
             return call(*args, **kwargs)
         finally:
             phases.paused -= 1
-            end = time.perf_counter_ns()
+            end = recorder.now()
             row = recorder.phase(name, start, end)
             row[_SEQ] = microbatch
             if name == "backward":

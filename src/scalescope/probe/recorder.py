@@ -12,6 +12,7 @@ from scalescope.events.live_state import INIT_PROCESS_GROUP, OUTSIDE, RUNNING
 from scalescope.events.live_state_writer import LiveStateWriter
 from scalescope.events.schema import Kind
 from scalescope.events.writer import EventWriter
+from scalescope.probe.cpu_clock import CpuClock
 from scalescope.probe.memory import MemoryPeak
 
 _DONE = 4
@@ -70,6 +71,8 @@ class Recorder:
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
         self.memory = MemoryPeak()
+        self.cpu = CpuClock()
+        """Made here, on the training thread: phase boundaries read its CPU clock."""
         self.errors: list[str] = []
         self.before_flush: list[Callable[[], None]] = []
         self.after_flush: list[Callable[[], None]] = []
@@ -107,14 +110,28 @@ class Recorder:
                 live.stage(RUNNING, start_ns)
             live.phase(name, start_ns)
 
+    def now(self) -> int:
+        """``time.perf_counter_ns()`` at a phase boundary, with the CPU clocks read beside it:
+        a phase whose start and end both came from here gets a CPU row."""
+        return self.cpu.now()
+
     def phase(self, name: str, start_ns: int, end_ns: int) -> list:
         """Append a phase row and return it (CUDA timing replaces its dur_ns later)."""
         if self.step_start_ns is None:
             self.step_start_ns = start_ns
         row = [self.step, Kind.PHASE, name, start_ns, end_ns - start_ns, 0, 0, "", "", -1, "", -1]
         self.rows.append(row)
+        spent = self.cpu.spent(start_ns, end_ns)
+        cpu = None
+        if spent is not None:
+            process, thread = spent
+            wall = end_ns - start_ns
+            cpu = [self.step, Kind.CPU, name, start_ns, wall, 0, process, "", "", thread, "", -1]
+            self.rows.append(cpu)
         if self.sink is not None:
             self.sink(row)
+            if cpu is not None:
+                self.sink(cpu)
         if self.live is not None:
             self.live.phase(OUTSIDE, end_ns)
             self.live.add_phase(name, end_ns - start_ns)

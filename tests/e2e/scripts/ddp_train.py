@@ -102,6 +102,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--facts", default="")
     p.add_argument("--sleep-log", default="", help="JSON list of the sleeps' real durations")
     p.add_argument(
+        "--spin",
+        action="store_true",
+        help="the slow rank computes as long as it would sleep (a busy loop on its thread)",
+    )
+    p.add_argument(
         "--world-line",
         action="store_true",
         help="each rank prints 'rank R of N: sum S' at its end (S: all-reduced sum of rank + 1)",
@@ -119,8 +124,9 @@ class Delay:
     """A rank made slow by a known amount, once per step. The time each sleep really took
     is kept (``slept``, s): a busy machine wakes the rank late."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, spin: bool = False) -> None:
         self.seconds = seconds
+        self.spin = spin
         self.active = True
         """False in the steps before ``--sleep-from``."""
         self.slept: list[float] = []
@@ -128,7 +134,11 @@ class Delay:
     def __call__(self, *_: object) -> None:
         if self.seconds and self.active:
             start = time.perf_counter()
-            time.sleep(self.seconds)
+            if self.spin:
+                while time.perf_counter() - start < self.seconds:
+                    pass
+            else:
+                time.sleep(self.seconds)
             self.slept.append(time.perf_counter() - start)
 
 
@@ -288,7 +298,7 @@ def main() -> None:
     hogging = [hog(core) for _ in range(args.hogs)] if rank == args.hog_rank else []
     also_rank, _, also_s = args.also_sleep.partition(":")
     seconds = float(also_s) if also_rank and rank == int(also_rank) else 0.0
-    delay = Delay(args.sleep_s if rank == args.sleep_rank else seconds)
+    delay = Delay(args.sleep_s if rank == args.sleep_rank else seconds, args.spin)
     net = model(delay if args.sleep_where == "forward" else None, args.width)
     ddp = DDP(net, bucket_cap_mb=args.bucket_cap_mb, broadcast_buffers=not args.no_sync)
     if args.hook == "fp16":

@@ -155,6 +155,7 @@ def test_json_carries_the_cross_rank_fields(tmp_path):
         "between": None,
         "share_needed_pct": 50.0,
         "stage": None,
+        "cpu": None,
     }
     assert cross["clocks"][2] == {
         "rank": 2,

@@ -1,0 +1,104 @@
+"""A rank's CPU time in a phase against the other ranks': what tells a rank that computes more
+there (more work, slower cores) from one that waits there (asleep, on I/O or a lock, a device
+sync, or runnable behind another process on its cores).
+
+Read from the CPU rows the probe writes beside each phase row (events/schema.py ``Kind.CPU``);
+a run without them (older, ingested, or a phase not timed by the probe) says nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalescope.analyze.columns.sorting import packed
+from scalescope.analyze.steps.step_slots import StepSlots
+from scalescope.events import EventTable
+from scalescope.events.schema import Kind
+
+MIN_COVERED = 0.9
+"""Share of each rank's rows of the phase, in measured steps, that must have a CPU row."""
+
+
+@dataclass(frozen=True)
+class PhaseCpu:
+    """Per measured step, one rank's phase above the mean of the other ranks', in ms."""
+
+    phase: str
+    wall_excess_ms: float
+    """Its time in the phase on the host clock."""
+    thread_excess_ms: float | None
+    """Its training thread's CPU time in the phase; None where a rank's was unreadable."""
+    process_excess_ms: float
+    """Its process's CPU time in the phase (every thread: the intra-op pool, gloo's)."""
+
+    @property
+    def computed_ms(self) -> float:
+        """What it computed more: the training thread's CPU time where known."""
+        return (
+            self.thread_excess_ms if self.thread_excess_ms is not None else self.process_excess_ms
+        )
+
+    @property
+    def waited_ms(self) -> float:
+        """Its time in the phase above the others' that was not the training thread's CPU
+        time: off a CPU (asleep, blocked) or runnable but not running."""
+        return self.wall_excess_ms - self.computed_ms
+
+
+def _matched(events: EventTable, phase: str) -> tuple[EventTable, np.ndarray] | None:
+    """The phase's PHASE rows and, per row, the index of its CPU row (-1: none)."""
+    cpu = events.of_kind(Kind.CPU)
+    rows = events.of_kind(Kind.PHASE)
+    rows = rows.select(rows.where("name", phase))
+    if not len(cpu) or not len(rows):
+        return None
+    keys = packed([np.r_[rows.rank, cpu.rank], np.r_[rows.start_ns, cpu.start_ns]])
+    if keys is None:
+        return None
+    mine, theirs = keys[: len(rows)], keys[len(rows) :]
+    order = np.argsort(theirs, kind="stable")
+    at = np.minimum(np.searchsorted(theirs[order], mine), len(order) - 1)
+    found = theirs[order][at] == mine
+    return rows, np.where(found, order[at], -1)
+
+
+def phase_cpu(events: EventTable, slots: StepSlots, rank: int, phase: str) -> PhaseCpu | None:
+    """``rank``'s wall and CPU time in ``phase`` per measured step above the other ranks'
+    mean; None without CPU rows for at least ``MIN_COVERED`` of every rank's rows."""
+    matched = _matched(events, phase)
+    if matched is None:
+        return None
+    rows, cpu_at = matched
+    slot = slots.slot_of(rows.rank, rows.step)
+    measured = slot >= 0
+    has = measured & (cpu_at >= 0)
+    total, covered = (
+        slots.per_rank_sum(np.bincount(slot[m], minlength=len(slots.keys)).astype(float))
+        for m in (measured, has)
+    )
+    present = total > 0
+    me = slots.ranks == rank
+    others = present & ~me
+    if (
+        not (present & me).any()
+        or not others.any()
+        or (covered[present] < MIN_COVERED * total[present]).any()
+    ):
+        return None
+    cpu = events.of_kind(Kind.CPU)
+    at, where = cpu_at[has], slot[has]
+
+    def excess(values: np.ndarray) -> float:
+        per_slot = np.bincount(where, weights=values.astype(np.float64), minlength=len(slots.keys))
+        ms = slots.per_rank_mean(per_slot) / 1e6
+        return float(ms[me][0] - ms[others].mean())
+
+    thread = cpu.seq[at]
+    return PhaseCpu(
+        phase=phase,
+        wall_excess_ms=excess(cpu.dur_ns[at]),
+        thread_excess_ms=excess(thread) if (thread >= 0).all() else None,
+        process_excess_ms=excess(cpu.count[at]),
+    )

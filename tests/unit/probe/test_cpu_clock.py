@@ -1,0 +1,78 @@
+"""The CPU clocks read beside a phase's boundaries: what a spin and a sleep each cost."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from scalescope.events.schema import Kind
+from scalescope.probe.cpu_clock import KEPT, CpuClock
+from scalescope.probe.recorder import Recorder
+
+MS = 1_000_000
+
+
+def spin(seconds: float) -> None:
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        pass
+
+
+def test_a_spin_is_cpu_time_and_a_sleep_is_not() -> None:
+    clock = CpuClock()
+    a = clock.now()
+    spin(0.03)
+    b = clock.now()
+    time.sleep(0.03)
+    c = clock.now()
+    spun, slept = clock.spent(a, b), clock.spent(b, c)
+    assert spun is not None and slept is not None
+    assert spun[1] >= 10 * MS  # a busy machine may run the loop on a shared core
+    assert spun[0] >= spun[1] - MS  # the process's time holds the thread's
+    assert slept[1] < 5 * MS
+
+
+def test_the_training_threads_time_is_read_from_another_thread() -> None:
+    """A hook on autograd's device thread marks a boundary: the time is still the maker's."""
+    clock = CpuClock()
+    marks: list[int] = []
+    started, spun = threading.Event(), threading.Event()
+
+    def hook() -> None:
+        marks.append(clock.now())
+        started.set()
+        spun.wait()
+        marks.append(clock.now())
+
+    other = threading.Thread(target=hook)
+    other.start()
+    started.wait()
+    spin(0.03)
+    spun.set()
+    other.join()
+    spent = clock.spent(*marks)
+    assert spent is not None and spent[1] >= 10 * MS
+
+
+def test_unread_boundaries_give_nothing_and_old_readings_go() -> None:
+    clock = CpuClock()
+    a = clock.now()
+    assert clock.spent(a, time.perf_counter_ns()) is None
+    assert clock.spent(a - 1, a) is None
+    for _ in range(3 * KEPT):
+        clock.now()
+    assert len(clock.at) <= KEPT
+
+
+def test_a_phase_gets_its_cpu_row(tmp_path) -> None:
+    recorder = Recorder(tmp_path / "rank-0.arrows", 0)
+    start = recorder.now()
+    spin(0.01)
+    end = recorder.now()
+    recorder.phase("forward", start, end)
+    recorder.phase("backward", end, time.perf_counter_ns())  # its end not read: no CPU row
+    kinds = [(row[1], row[2]) for row in recorder.rows]
+    assert kinds == [(Kind.PHASE, "forward"), (Kind.CPU, "forward"), (Kind.PHASE, "backward")]
+    cpu = recorder.rows[1]
+    assert (cpu[3], cpu[4]) == (start, end - start)
+    assert 0 < cpu[9] <= cpu[6] + MS  # the thread's CPU time, the process's
