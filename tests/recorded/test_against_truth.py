@@ -150,7 +150,7 @@ def test_a_late_phase_is_told_waiting_or_computing(name: str, kind: str) -> None
     else:
         assert cpu.computed_ms == pytest.approx(slept, rel=0.15)
         assert abs(cpu.waited_ms) < 0.2 * slept
-    words = {"waits": "off a CPU", "computes": "of it computing"}[kind]
+    words = {"waits": "asleep or blocked", "computes": "of it computing"}[kind]
     assert words in first_finding(r)["remedies"][0], first_finding(r)["remedies"]
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import Straggler
 from scalescope.diagnose.findings import Evidence, remedy
-from scalescope.diagnose.rules_input import DiagnosisInput
+from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times
+from scalescope.events.run import RankMeta
 
 
 def cpus_text(cpus: list[int]) -> str:
@@ -82,31 +83,67 @@ thread's CPU time (measured: a 30 ms sleep in forward on 2 ranks, 0.4 ms of its 
 was CPU time; a 30 ms busy loop, 30.2 of 30.8)."""
 
 
-def phase_cpu_cause(s: Straggler) -> tuple[str, str] | None:
-    """(kind, remedy) from the straggler's CPU time in its late phase: ``waits`` (its extra
-    time mostly off a CPU) or ``computes``; None without CPU rows for that phase."""
+def rank_wait_ms(meta: RankMeta, step_ms: float) -> float | None:
+    """Run-queue wait per step of one rank: the share of its life it waited for a cpu times
+    its step, at most the step (the waits of its threads add up)."""
+    if meta.runqueue_wait_s is None or meta.end_time is None or meta.start_time <= 0:
+        return None
+    life = meta.end_time - meta.start_time
+    return step_ms * min(meta.runqueue_wait_s / life, 1.0) if life > 0 else None
+
+
+def queued_ms(ctx: DiagnosisInput, rank: int) -> tuple[float, float] | None:
+    """(its run-queue wait per step, the other ranks' median), ms; None where a rank file
+    lacks it (not Linux, an older or ingested run)."""
+    step_ms = mean_step(rank_times(ctx.analysis))
+    if not step_ms or rank not in ctx.ranks:
+        return None
+    waits = {r: rank_wait_ms(m, step_ms) for r, m in ctx.ranks.items()}
+    others = [w for r, w in waits.items() if r != rank]
+    if waits[rank] is None or not others or None in others:
+        return None
+    return waits[rank] or 0.0, statistics.median(w or 0.0 for w in others)
+
+
+def phase_cpu_cause(ctx: DiagnosisInput, s: Straggler) -> tuple[str, str] | None:
+    """(kind, remedy) from the straggler's CPU time in its late phase: ``computes`` (its extra
+    time mostly CPU time), else a wait: ``queued`` (runnable: its threads' run-queue wait
+    above the others' by at least half of it), ``asleep`` (it is not), or ``waits`` (no
+    run-queue figures); None without CPU rows for that phase."""
     cpu = getattr(s, "cpu", None)
     if cpu is None or cpu.wall_excess_ms <= 0:
         return None
-    kind = "waits" if cpu.waited_ms >= WAITED_SHARE * cpu.wall_excess_ms else "computes"
-    return kind, remedy(
-        f"{kind}_in_phase", rank=s.rank, ms=cpu.wall_excess_ms, phase=f"in {cpu.phase}",
-        cpu=cpu.computed_ms, wait=cpu.waited_ms,
-    )  # fmt: skip
+    said = {"rank": s.rank, "ms": cpu.wall_excess_ms, "phase": f"in {cpu.phase}",
+            "cpu": cpu.computed_ms, "wait": cpu.waited_ms}  # fmt: skip
+    if cpu.waited_ms < WAITED_SHARE * cpu.wall_excess_ms:
+        return "computes", remedy("computes_in_phase", **said)
+    queue = queued_ms(ctx, s.rank)
+    if queue is None:
+        return "waits", remedy("waits_in_phase", **said)
+    mine, others = queue
+    if mine - others >= WAITED_SHARE * cpu.waited_ms:
+        where = where_it_runs(ctx, s.rank)
+        return "queued", remedy("queued_in_phase", **said, queued=mine, others=others, where=where)
+    return "asleep", remedy("asleep_in_phase", **said)
 
 
-def phase_cpu_evidence(s: Straggler) -> list[Evidence]:
+def phase_cpu_evidence(ctx: DiagnosisInput, s: Straggler) -> list[Evidence]:
     cpu = getattr(s, "cpu", None)
     if cpu is None or cpu.wall_excess_ms <= 0:
         return []
     clock = "its training thread's" if cpu.thread_excess_ms is not None else "its"
-    return [
+    out = [
         Evidence(f"{clock} CPU time in {cpu.phase} above the others' per step",
                  round(cpu.computed_ms, 1), "ms"),
         Evidence(f"its time in {cpu.phase} off a CPU above the others' per step",
                  round(cpu.waited_ms, 1), "ms",
                  round(WAITED_SHARE * cpu.wall_excess_ms, 1), ">="),
     ]  # fmt: skip
+    queue = queued_ms(ctx, s.rank)
+    if queue is not None:
+        out += [Evidence("its threads' run-queue wait per step", round(queue[0], 1), "ms"),
+                Evidence("the others' (median)", round(queue[1], 1), "ms")]  # fmt: skip
+    return out
 
 
 def where_it_runs(ctx: DiagnosisInput, rank: int) -> str:

@@ -110,6 +110,15 @@ REMEDIES: dict[str, str] = {
     "its CPU time there is only {cpu:.1f} ms/step above theirs: it waits {wait:.1f} ms/step "
     "off a CPU (a sleep, I/O, a lock, a device sync, a peer's message) or runnable behind "
     "another process on its cores; look at what that phase waits for on rank {rank}",
+    "queued_in_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others, yet "
+    "its CPU time there is only {cpu:.1f} ms/step above theirs: it waits for a CPU (its threads "
+    "waited {queued:.1f} ms/step on a run queue, the others' {others:.1f}): another process "
+    "runs on its cpus ({where}); find it (`top -H`, `ps -eo pid,psr,pcpu,args`) and move it "
+    "away, or give the rank exclusive cores (`--cpu-list`)",
+    "asleep_in_phase": "rank {rank} spends {ms:.1f} ms/step longer {phase} than the others, yet "
+    "its CPU time there is only {cpu:.1f} ms/step above theirs, nor does it wait for a CPU more "
+    "than they do: it waits {wait:.1f} ms/step asleep or blocked (a sleep, I/O, a lock, a device "
+    "sync, a peer's message); look at what that phase waits for on rank {rank}",
     "balance": "give every rank the same work and the same cores: equal batches "
     "(DistributedSampler(drop_last=True)), `--map-by numa`, homogeneous nodes",
     "channels_last": "`--channels-last` (model.to(memory_format=torch.channels_last)): "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scalescope.diagnose.findings import Evidence, Finding, bottleneck, remedy, summary
+from scalescope.diagnose.rank_cpu import rank_wait_ms
 from scalescope.diagnose.rules_comm import exposed
 from scalescope.diagnose.rules_flops import Efficiency, efficiency, step_excess_ms
 from scalescope.diagnose.rules_input import (
@@ -109,15 +110,6 @@ class TimeSlicing:
     def explains_comm(self) -> bool:
         pct = self.comm_explained_pct
         return pct is not None and pct >= TIME_SLICED_PCT
-
-
-def rank_wait_ms(meta: RankMeta, step_ms: float) -> float | None:
-    """Run-queue wait per step of one rank: the share of its life it waited for a cpu times
-    its step, at most the step (the waits of its threads add up)."""
-    if meta.runqueue_wait_s is None or meta.end_time is None or meta.start_time <= 0:
-        return None
-    life = meta.end_time - meta.start_time
-    return step_ms * min(meta.runqueue_wait_s / life, 1.0) if life > 0 else None
 
 
 def _host_slicing(ctx: DiagnosisInput, load: HostLoad) -> TimeSlicing | None:

@@ -78,8 +78,8 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         out.append(remedy("host_work", rank=s.rank, between=_between(s)))
         if cpu_kind == "preempted":
             out.append(cpu_remedy)
-    elif s.phase and s.phase_excess_ms and cpu_kind != "preempted" and phase_cpu_cause(s):
-        kind, said = phase_cpu_cause(s) or ("", "")
+    elif s.phase and s.phase_excess_ms and cpu_kind != "preempted" and phase_cpu_cause(ctx, s):
+        kind, said = phase_cpu_cause(ctx, s) or ("", "")
         out.append(said)
         cpu_kind = kind  # its CPU time in the phase tells more work from slower cores
     elif s.phase and s.phase_excess_ms:
@@ -93,7 +93,7 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         )  # fmt: skip
     if cpu_kind == "slower_cpu":
         out.append(cpu_remedy)
-    if mine is not None and cpu_kind != "preempted":
+    if mine is not None and cpu_kind not in ("preempted", "queued", "asleep"):
         out.append(remedy("inspect_host", rank=s.rank, where=where_it_runs(ctx, s.rank)))
     return out
 
@@ -172,7 +172,7 @@ def _evidence(
         if mine.cpus:
             out.append(Evidence("its cpus", cpus_text(mine.cpus)))
     out.extend(cpu_evidence(ctx, s.rank))
-    out.extend(phase_cpu_evidence(s))
+    out.extend(phase_cpu_evidence(ctx, s))
     pattern = cr.straggler_pattern
     if pattern is not None:
         out.append(Evidence("its median excess per step", round(pattern.median_excess_ms, 2), "ms"))

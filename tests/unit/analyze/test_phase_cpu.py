@@ -13,6 +13,7 @@ from run_builders import cpu_row, phase_row, step_row
 
 from scalescope.analyze.steps.phase_cpu import phase_cpu
 from scalescope.analyze.steps.step_slots import measured_slots
+from scalescope.analyze.steps.steps import analyze_steps
 from scalescope.diagnose.rank_cpu import WAITED_SHARE
 
 MS = 1_000_000
@@ -62,3 +63,13 @@ def test_no_thread_clock_falls_back_to_the_process(tmp_path) -> None:
 def test_a_rank_without_cpu_rows_says_nothing(tmp_path) -> None:
     """An older probe on one rank: no comparison rather than one against fewer peers."""
     assert _excess(tmp_path, True, cpu_rows=False) is None
+
+
+def test_each_phase_says_its_share_on_a_cpu(tmp_path) -> None:
+    rows = {r: [rank_rows(r, computes=False)] for r in range(3)}
+    run = make_run(tmp_path, rows, world_size=3, warmup_steps=WARMUP)
+    steps = analyze_steps(run.events, WARMUP)
+    shares = {(r.rank, p.phase): p.on_cpu_pct for r in steps.ranks for p in r.phases}
+    assert shares[0, "forward"] == pytest.approx(100 * 9.0 / 10)
+    assert shares[1, "forward"] == pytest.approx(100 * 9.1 / 18)
+    assert shares[1, "other"] is None and shares[1, "step"] is None

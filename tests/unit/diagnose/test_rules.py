@@ -23,6 +23,7 @@ from diagnose_inputs import (
 )
 
 from scalescope.analyze.cross_rank import Overlap
+from scalescope.analyze.steps.phase_cpu import PhaseCpu
 from scalescope.analyze.steps.steps import MemoryPeak
 from scalescope.diagnose import DEFAULT_THRESHOLDS, Diagnosis, Thresholds, diagnose
 from scalescope.diagnose.findings import NO_CLEAR_BOTTLENECK, Evidence, Finding
@@ -512,3 +513,44 @@ def test_one_late_rank_on_a_node_is_a_rank_straggler_named_with_its_host():
     assert NodeStragglerRule().evaluate(ctx) is None
     f = StragglerRule().evaluate(ctx)
     assert f is not None and f.rank == 3 and f.summary.endswith("(on node-b)")
+
+
+def _straggler_with_phase_cpu(computed_ms: float, queued_s: float | None):
+    """Rank 1 is 30 ms/step late in backward, ``computed_ms`` of it CPU time (its CPU rows);
+    its threads waited ``queued_s`` of their 10 s life on a run queue, the others 0.5 s."""
+    ranks = [rank_steps(r, **COMPUTE) for r in (0, 1, 2)]
+    cr = cross_rank(busy_ms=[60.0, 90.0, 60.0], wait_ms=[35.0, 2.0, 35.0], straggler=1)
+    cpu = PhaseCpu("backward", 30.0, computed_ms, computed_ms + 1.0)
+    cr = dataclasses.replace(cr, straggler=dataclasses.replace(cr.straggler, cpu=cpu))
+    metas = {}
+    for r, meta in {r: rank_meta(r, [2 * r, 2 * r + 1], 2) for r in (0, 1, 2)}.items():
+        meta = _with_cpu_use(meta, 20.0, 100)
+        meta.start_time, meta.end_time = 1000.0, 1010.0
+        meta.runqueue_wait_s = None if queued_s is None else (queued_s if r == 1 else 0.5)
+        metas[r] = meta
+    return StragglerRule().evaluate(make_input(analysis(ranks, cross_rank=cr), ranks=metas))
+
+
+COMPUTING = "30.0 ms/step longer in backward than the others, 28.0 ms/step of it computing"
+QUEUED = "it waits for a CPU (its threads waited 30.0 ms/step on a run queue, the others' 5.0)"
+
+
+@pytest.mark.parametrize(
+    ("computed_ms", "queued_s", "words"),
+    [
+        (28.0, 0.5, COMPUTING),
+        (1.0, 0.5, "it waits 29.0 ms/step asleep or blocked"),
+        (1.0, 3.0, QUEUED),
+        (1.0, None, "it waits 29.0 ms/step off a CPU (a sleep, I/O, a lock"),
+    ],
+)
+def test_a_late_phase_is_told_by_its_cpu_time_and_run_queue_wait(computed_ms, queued_s, words):
+    """100 ms steps: 3 s of 10 on a run queue is 30 ms/step, the others' 0.5 s 5 ms: 25 ms
+    above theirs, more than half its 29 ms off a CPU; its own 0.5 s is no more than theirs."""
+    f = _straggler_with_phase_cpu(computed_ms, queued_s)
+    assert words in f.remedies[0], f.remedies
+    assert evidence(f, "its time in backward off a CPU").value == 30.0 - computed_ms
+    queue = [e for e in f.evidence if e.name == "its threads' run-queue wait per step"]
+    assert [e.value for e in queue] == ([] if queued_s is None else [queued_s * 10.0])
+    inspect = any(r.startswith("find what else runs") for r in f.remedies)
+    assert inspect == (computed_ms > 15 or queued_s is None)

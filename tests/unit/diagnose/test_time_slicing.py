@@ -10,11 +10,8 @@ from diagnose_inputs import analysis, collectives, good_ranks, make_input, rank_
 
 from scalescope.diagnose import diagnose
 from scalescope.diagnose.findings import Finding
-from scalescope.diagnose.rules_placement import (
-    OversubscribedRule,
-    rank_wait_ms,
-    time_slicing,
-)
+from scalescope.diagnose.rank_cpu import rank_wait_ms
+from scalescope.diagnose.rules_placement import OversubscribedRule, time_slicing
 from scalescope.events import RankMeta
 
 STEP_PHASES = {"forward": 10.0, "backward": 15.0, "comm_wait": 60.0, "optimizer": 5.0}

@@ -64,9 +64,22 @@ def _matched(events: EventTable, phase: str) -> tuple[EventTable, np.ndarray] | 
     return rows, np.where(found, order[at], -1)
 
 
-def phase_cpu(events: EventTable, slots: StepSlots, rank: int, phase: str) -> PhaseCpu | None:
-    """``rank``'s wall and CPU time in ``phase`` per measured step above the other ranks'
-    mean; None without CPU rows for at least ``MIN_COVERED`` of every rank's rows."""
+@dataclass(frozen=True)
+class SlotCpu:
+    """One phase's CPU rows summed per slot of ``StepSlots`` (ns), and which ranks of
+    ``StepSlots.ranks`` have them for at least ``MIN_COVERED`` of their rows of the phase."""
+
+    wall_ns: np.ndarray
+    thread_ns: np.ndarray | None
+    """None where any rank's training thread clock was unreadable."""
+    process_ns: np.ndarray
+    covered: np.ndarray
+    present: np.ndarray
+    """Ranks with rows of the phase in measured steps."""
+
+
+def slot_cpu(events: EventTable, slots: StepSlots, phase: str) -> SlotCpu | None:
+    """``phase``'s CPU rows per measured slot; None where no rank has any."""
     matched = _matched(events, phase)
     if matched is None:
         return None
@@ -74,31 +87,46 @@ def phase_cpu(events: EventTable, slots: StepSlots, rank: int, phase: str) -> Ph
     slot = slots.slot_of(rows.rank, rows.step)
     measured = slot >= 0
     has = measured & (cpu_at >= 0)
-    total, covered = (
-        slots.per_rank_sum(np.bincount(slot[m], minlength=len(slots.keys)).astype(float))
-        for m in (measured, has)
-    )
-    present = total > 0
-    me = slots.ranks == rank
-    others = present & ~me
-    if (
-        not (present & me).any()
-        or not others.any()
-        or (covered[present] < MIN_COVERED * total[present]).any()
-    ):
+    if not has.any():
         return None
+    n = len(slots.keys)
+    total, found = (
+        slots.per_rank_sum(np.bincount(slot[m], minlength=n).astype(float)) for m in (measured, has)
+    )
     cpu = events.of_kind(Kind.CPU)
     at, where = cpu_at[has], slot[has]
 
-    def excess(values: np.ndarray) -> float:
-        per_slot = np.bincount(where, weights=values.astype(np.float64), minlength=len(slots.keys))
+    def summed(values: np.ndarray) -> np.ndarray:
+        return np.bincount(where, weights=values.astype(np.float64), minlength=n)
+
+    thread = cpu.seq[at]
+    return SlotCpu(
+        wall_ns=summed(cpu.dur_ns[at]),
+        thread_ns=summed(thread) if (thread >= 0).all() else None,
+        process_ns=summed(cpu.count[at]),
+        covered=(total > 0) & (found >= MIN_COVERED * total),
+        present=total > 0,
+    )
+
+
+def phase_cpu(events: EventTable, slots: StepSlots, rank: int, phase: str) -> PhaseCpu | None:
+    """``rank``'s wall and CPU time in ``phase`` per measured step above the other ranks'
+    mean; None without CPU rows for at least ``MIN_COVERED`` of every rank's rows."""
+    sums = slot_cpu(events, slots, phase)
+    if sums is None:
+        return None
+    me = slots.ranks == rank
+    others = sums.present & ~me
+    if not (sums.present & me).any() or not others.any() or (sums.present & ~sums.covered).any():
+        return None
+
+    def excess(per_slot: np.ndarray) -> float:
         ms = slots.per_rank_mean(per_slot) / 1e6
         return float(ms[me][0] - ms[others].mean())
 
-    thread = cpu.seq[at]
     return PhaseCpu(
         phase=phase,
-        wall_excess_ms=excess(cpu.dur_ns[at]),
-        thread_excess_ms=excess(thread) if (thread >= 0).all() else None,
-        process_excess_ms=excess(cpu.count[at]),
+        wall_excess_ms=excess(sums.wall_ns),
+        thread_excess_ms=excess(sums.thread_ns) if sums.thread_ns is not None else None,
+        process_excess_ms=excess(sums.process_ns),
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalescope.analyze.columns.slot_index import measured_steps
+from scalescope.analyze.steps.phase_cpu import slot_cpu
 from scalescope.analyze.steps.step_slots import StepSlots, measured_slots
 from scalescope.events import PHASES, EventTable, Kind
 from scalescope.events.schema import OPTIONAL_PHASES
@@ -28,6 +29,10 @@ class PhaseStats:
     total_ms: float
     share_pct: float | None
     """total_ms / total step time x 100; None when the steps took no time at all."""
+    on_cpu_pct: float | None = None
+    """Added: the training thread's CPU time in the phase, % of the phase's time on the host
+    clock (its CPU rows: analyze/steps/phase_cpu.py; the process's where the thread's is
+    unreadable); None where the probe recorded none (older runs, ingested traces, ``other``)."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,30 @@ def _rank_steps(slots: StepSlots) -> dict[int, RankSteps]:
     return out
 
 
+def _with_cpu(found: dict[int, RankSteps], events: EventTable, slots: StepSlots) -> dict:
+    """Each rank's phases with their share on a CPU, where its CPU rows cover them."""
+    shares: dict[tuple[int, str], float] = {}
+    for name in PHASES:
+        sums = slot_cpu(events, slots, name)
+        if sums is None:
+            continue
+        on_cpu = slots.per_rank_sum(
+            sums.thread_ns if sums.thread_ns is not None else sums.process_ns
+        )
+        wall = slots.per_rank_sum(sums.wall_ns)
+        for i, rank in enumerate(slots.ranks.tolist()):
+            if sums.covered[i] and wall[i] > 0:
+                shares[rank, name] = 100.0 * float(on_cpu[i] / wall[i])
+    if not shares:
+        return found
+    return {
+        rank: replace(
+            r, phases=tuple(replace(p, on_cpu_pct=shares.get((rank, p.phase))) for p in r.phases)
+        )
+        for rank, r in found.items()
+    }
+
+
 def analyze_steps(
     events: EventTable, warmup_steps: int, slots: StepSlots | None = None
 ) -> StepAnalysis | None:
@@ -251,7 +280,8 @@ def analyze_steps(
     measured = measured_steps(events, warmup_steps)
     if len(measured.rows) == 0:
         return None
-    found = _rank_steps(slots if slots is not None else measured_slots(events, warmup_steps))
+    slots = slots if slots is not None else measured_slots(events, warmup_steps)
+    found = _with_cpu(_rank_steps(slots), events, slots)
     memory = _memory(events.of_kind(Kind.MEMORY))
     ranks = tuple(
         replace(found[r], memory=memory.get(r, ()))

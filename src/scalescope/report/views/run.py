@@ -211,28 +211,38 @@ PHASE_COLUMNS = (
 )
 
 
+ON_CPU = Column("on CPU", "%")
+ON_CPU_NOTE = (
+    "on CPU: the training thread's CPU time, % of the phase's time; the rest it waited "
+    "(asleep, on I/O or a lock, a device, a peer, or runnable behind another process)"
+)
+
+
 def _phase_table(s: StepAnalysis) -> Table:
-    """One group of rows per rank; the phases a rank did not record in the caption."""
+    """One group of rows per rank; the phases a rank did not record in the caption; the
+    share on a CPU where the probe recorded CPU rows."""
+    cpu = any(p.on_cpu_pct is not None for r in s.ranks for p in r.phases)
     rows, groups, notes = [], [], []
     for r in s.ranks:
         for i, p in enumerate(r.phases):
-            rows.append(
-                (
-                    str(r.rank) if i == 0 else "",
-                    p.phase,
-                    fmt(p.mean_ms, ".2f"),
-                    fmt(p.p50_ms, ".2f"),
-                    fmt(p.p95_ms, ".2f"),
-                    fmt(p.share_pct, ".1f"),
-                )
+            row = (
+                str(r.rank) if i == 0 else "",
+                p.phase,
+                fmt(p.mean_ms, ".2f"),
+                fmt(p.p50_ms, ".2f"),
+                fmt(p.p95_ms, ".2f"),
+                fmt(p.share_pct, ".1f"),
             )
+            rows.append((*row, fmt(p.on_cpu_pct, ".0f")) if cpu else row)
         if r.phases:
             groups.append(len(r.phases))
         if r.missing_phases and r.num_steps:
             notes.append(f"rank {r.rank}: {', '.join(r.missing_phases)}")
-    caption = "not recorded (counted in other): " + "; ".join(notes) if notes else ""
+    said = ["not recorded (counted in other): " + "; ".join(notes)] if notes else []
+    caption = "; ".join([*said, *([ON_CPU_NOTE] if cpu else [])])
     title = "Step phases per rank (per-step sums)"
-    return Table(title, PHASE_COLUMNS, tuple(rows), groups=tuple(groups), caption=caption)
+    columns = (*PHASE_COLUMNS, ON_CPU) if cpu else PHASE_COLUMNS
+    return Table(title, columns, tuple(rows), groups=tuple(groups), caption=caption)
 
 
 PHASE_SPREAD_COLUMNS = (
