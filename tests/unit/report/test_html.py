@@ -332,3 +332,16 @@ def test_the_compare_page_holds_the_terminal_tables(tmp_path):
     for table in (t for t in tables if isinstance(t, Table)):
         assert all(html.escape(cell) in page for row in table.rows for cell in row)
     assert "scalescope compare: A = a, B = b (ratios B/A)" in page
+
+
+def test_each_phase_bar_says_its_share_on_a_cpu():
+    """Rank 1 sleeps 70 ms a step in forward (recorded with CPU rows): its forward bar says it
+    was almost never on a CPU there; the table's figure and the bar's hover are one."""
+    run = load_run(RUNS / "straggler_forward_2" / "run")
+    analysis = analysed(run)
+    forward = next(t for t in figure(dashboard_page(analysis, run), "chart-phases")["data"]
+                   if t["name"] == "forward")  # fmt: skip
+    shares = {r.rank: next(p.on_cpu_pct for p in r.phases if p.phase == "forward")
+              for r in analysis.steps.ranks}  # fmt: skip
+    assert shares[1] < 10 < shares[0]
+    assert forward["hovertext"] == [f"{shares[r]:.0f}% on a CPU (the rest waiting)" for r in (0, 1)]

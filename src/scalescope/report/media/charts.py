@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from scalescope.analyze import RunAnalysis
 from scalescope.analyze.cross_rank import CrossRankAnalysis, RankWaits
-from scalescope.analyze.steps.steps import OTHER
+from scalescope.analyze.steps.steps import OTHER, PhaseStats
 from scalescope.events import PHASES
 from scalescope.events.units import fmt_bytes, number_ranges
 from scalescope.report.document import Chart
@@ -131,28 +131,37 @@ def count_chart(analysis: RunAnalysis) -> Chart:
 def phases_chart(runs: list[tuple[str, RunAnalysis]], chart_id: str = "chart-phases") -> Chart:
     """Mean ms per step of each phase, stacked, one bar per rank (per run when comparing)."""
     title = "Step phases per rank (mean ms per measured step)"
-    bars = [
-        (plotly_text(f"{label}rank {r.rank}"), {p.phase: p.mean_ms for p in r.phases})
+    ranks = [
+        (plotly_text(f"{label}rank {r.rank}"), {p.phase: p for p in r.phases})
         for label, analysis in runs
         if analysis.steps is not None
         for r in analysis.steps.ranks
         if r.num_steps > 0
     ]
-    if not bars:
+    if not ranks:
         return Chart(chart_id, title, None, no_events_note(runs[0][1], "steps"))
     fig = go.Figure()
     for phase in (*PHASES, OTHER):
-        if any(phase in means for _, means in bars):
+        if any(phase in stats for _, stats in ranks):
+            shown = [stats.get(phase) for _, stats in ranks]
             fig.add_trace(
                 go.Bar(
-                    x=[x for x, _ in bars],
-                    y=[m.get(phase, 0.0) for _, m in bars],
+                    x=[x for x, _ in ranks],
+                    y=[p.mean_ms if p else 0.0 for p in shown],
                     name=phase,
                     marker_color=PHASE_COLORS.get(phase),
+                    hovertext=[_on_cpu(p) for p in shown],
                 )
             )
     layout(fig, barmode="stack", yaxis={"title": {"text": "ms per step"}})
     return Chart(chart_id, title, fig)
+
+
+def _on_cpu(p: PhaseStats | None) -> str:
+    """A bar's hover line: the phase's share on a CPU, where the probe recorded it."""
+    if p is None or p.on_cpu_pct is None:
+        return ""
+    return f"{p.on_cpu_pct:.0f}% on a CPU (the rest waiting)"
 
 
 def waits_chart(analysis: RunAnalysis) -> Chart:
