@@ -78,10 +78,14 @@ def _causes(ctx: DiagnosisInput, s: Straggler) -> list[str]:
         out.append(remedy("host_work", rank=s.rank, between=_between(s)))
         if cpu_kind == "preempted":
             out.append(cpu_remedy)
-    elif s.phase and s.phase_excess_ms and cpu_kind != "preempted" and phase_cpu_cause(ctx, s):
-        kind, said = phase_cpu_cause(ctx, s) or ("", "")
-        out.append(said)
-        cpu_kind = kind  # its CPU time in the phase tells more work from slower cores
+    elif (
+        s.phase
+        and s.phase_excess_ms
+        and cpu_kind != "preempted"
+        and (told := phase_cpu_cause(ctx, s))
+    ):
+        cpu_kind = told[0]  # its CPU time in the phase tells more work from slower cores
+        out.append(told[1])
     elif s.phase and s.phase_excess_ms:
         unknown = cpu_use(ctx, s.rank) is None  # no CPU facts (older or ingested runs)
         cores = cpu_kind in ("preempted", "slower_cpu") or unknown

@@ -14,6 +14,7 @@ last copy's end, the driver's staging of pageable memory included (docs/gpu.md).
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -101,7 +102,8 @@ class BatchCopies:
         def method(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if id(tensor) not in self._pending:
                 return original(tensor, *args, **kwargs)
-            start = self.recorder.now()
+            first = self._first is None  # the phase's start: its CPU clocks read with it
+            start = self.recorder.now() if first else time.perf_counter_ns()
             event = self.cuda.start() if self.on_cuda else None
             out = original(tensor, *args, **kwargs)
             if not isinstance(out, torch.Tensor) or out is tensor:
@@ -118,7 +120,7 @@ class BatchCopies:
         if self._first is None:
             self._first = (start, event)
             self.recorder.enter_phase(TO_DEVICE, start)
-        self._last = (self.recorder.now(), self.cuda.start() if self.on_cuda else None)
+        self._last = (self.recorder.now(latest="copy"), self.cuda.start() if self.on_cuda else None)
         self._nbytes += tensor.numel() * tensor.element_size()
         self._count += 1
         self._pinned.add(bool(tensor.device.type == "cpu" and tensor.is_pinned()))

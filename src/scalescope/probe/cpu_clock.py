@@ -12,10 +12,10 @@ from __future__ import annotations
 import threading
 import time
 
-KEPT = 32
-"""Readings held for phases still open; older ones are dropped past this (a boundary that
+KEPT = 256
+"""Readings held for phases still open; the oldest are dropped past this (boundaries that
 never became a phase's start or end: a forward the loop called outside a step)."""
-KEPT_AFTER_TRIM = 8
+KEPT_AFTER_TRIM = 64
 
 
 def _thread_clock() -> int | None:
@@ -39,12 +39,19 @@ class CpuClock:
         self.thread_clock = _thread_clock()
         self.at: dict[int, tuple[int, int]] = {}
         """Wall ns of a boundary -> (process CPU ns, training thread CPU ns or -1)."""
+        self._latest: dict[str, int] = {}
 
-    def now(self) -> int:
-        """``time.perf_counter_ns()``, with the CPU clocks read beside it."""
+    def now(self, latest: str = "") -> int:
+        """``time.perf_counter_ns()``, with the CPU clocks read beside it. ``latest``: a
+        boundary of which only the last counts (DDP's gradient buckets: the last one ends
+        backward's compute), whose earlier reading this one replaces; a model of a thousand
+        buckets keeps one, not a thousand that would push out backward's start."""
         wall = time.perf_counter_ns()
         clock = self.thread_clock
         thread = time.clock_gettime_ns(clock) if clock is not None else -1
+        if latest:
+            self.at.pop(self._latest.get(latest, -1), None)
+            self._latest[latest] = wall
         self.at[wall] = (time.process_time_ns(), thread)
         if len(self.at) > KEPT:
             for key in list(self.at)[:-KEPT_AFTER_TRIM]:

@@ -261,7 +261,7 @@ class PhaseHooks:
             self.recorder.enter_phase("optimizer", now)
 
     def on_bucket(self) -> None:
-        self._last_bucket_ns = self.recorder.now()
+        self._last_bucket_ns = self.recorder.now(latest="bucket")
         self._mark("bucket")
 
     def _patched_backward(self, original: Any) -> Any:

@@ -110,10 +110,11 @@ class Recorder:
                 live.stage(RUNNING, start_ns)
             live.phase(name, start_ns)
 
-    def now(self) -> int:
+    def now(self, latest: str = "") -> int:
         """``time.perf_counter_ns()`` at a phase boundary, with the CPU clocks read beside it:
-        a phase whose start and end both came from here gets a CPU row."""
-        return self.cpu.now()
+        a phase whose start and end both came from here gets a CPU row (``latest``:
+        ``CpuClock.now``'s)."""
+        return self.cpu.now(latest)
 
     def phase(self, name: str, start_ns: int, end_ns: int) -> list:
         """Append a phase row and return it (CUDA timing replaces its dur_ns later)."""

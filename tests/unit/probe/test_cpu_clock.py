@@ -76,3 +76,16 @@ def test_a_phase_gets_its_cpu_row(tmp_path) -> None:
     cpu = recorder.rows[1]
     assert (cpu[3], cpu[4]) == (start, end - start)
     assert 0 < cpu[9] <= cpu[6] + MS  # the thread's CPU time, the process's
+
+
+def test_a_thousand_gradient_buckets_keep_backwards_start() -> None:
+    """Each bucket's hook reads the clocks (the last one splits backward from comm_wait):
+    only its latest reading is kept, so a large model's buckets never push out the phase's
+    start, and both parts of the split backward get their CPU time."""
+    clock = CpuClock()
+    start = clock.now()
+    for _ in range(1000):
+        bucket = clock.now(latest="bucket")
+    end = clock.now()
+    assert len(clock.at) == 3
+    assert clock.spent(start, bucket) is not None and clock.spent(bucket, end) is not None

@@ -47,11 +47,14 @@ class PhaseCpu:
         return self.wall_excess_ms - self.computed_ms
 
 
-def _matched(events: EventTable, phase: str) -> tuple[EventTable, np.ndarray] | None:
-    """The phase's PHASE rows and, per row, the index of its CPU row (-1: none)."""
-    cpu = events.of_kind(Kind.CPU)
-    rows = events.of_kind(Kind.PHASE)
-    rows = rows.select(rows.where("name", phase))
+def _matched(events: EventTable, phase: str) -> tuple[EventTable, EventTable, np.ndarray] | None:
+    """The phase's PHASE rows, its CPU rows and, per PHASE row, the index of its CPU row (-1:
+    none). A CPU row keeps the name its phase had when recorded: a batch an evaluation later
+    claimed (``data`` renamed ``eval``) keeps ``data`` there, and goes unmatched."""
+    cpu, rows = events.of_kind(Kind.CPU), events.of_kind(Kind.PHASE)
+    if not len(cpu) or not len(rows):
+        return None
+    cpu, rows = (t.select(t.where("name", phase)) for t in (cpu, rows))
     if not len(cpu) or not len(rows):
         return None
     keys = packed([np.r_[rows.rank, cpu.rank], np.r_[rows.start_ns, cpu.start_ns]])
@@ -61,7 +64,7 @@ def _matched(events: EventTable, phase: str) -> tuple[EventTable, np.ndarray] | 
     order = np.argsort(theirs, kind="stable")
     at = np.minimum(np.searchsorted(theirs[order], mine), len(order) - 1)
     found = theirs[order][at] == mine
-    return rows, np.where(found, order[at], -1)
+    return rows, cpu, np.where(found, order[at], -1)
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def slot_cpu(events: EventTable, slots: StepSlots, phase: str) -> SlotCpu | None
     matched = _matched(events, phase)
     if matched is None:
         return None
-    rows, cpu_at = matched
+    rows, cpu, cpu_at = matched
     slot = slots.slot_of(rows.rank, rows.step)
     measured = slot >= 0
     has = measured & (cpu_at >= 0)
@@ -93,7 +96,6 @@ def slot_cpu(events: EventTable, slots: StepSlots, phase: str) -> SlotCpu | None
     total, found = (
         slots.per_rank_sum(np.bincount(slot[m], minlength=n).astype(float)) for m in (measured, has)
     )
-    cpu = events.of_kind(Kind.CPU)
     at, where = cpu_at[has], slot[has]
 
     def summed(values: np.ndarray) -> np.ndarray:
