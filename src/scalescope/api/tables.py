@@ -18,6 +18,7 @@ from scalescope.analyze.columns.sorting import packed
 from scalescope.analyze.cross_rank import TIE_FLOOR_NS
 from scalescope.analyze.ranks.clocks import tie_tolerance_ns
 from scalescope.analyze.ranks.matching import match_collectives
+from scalescope.analyze.steps.phase_cpu import cpu_of_rows
 from scalescope.analyze.summary import without_pauses
 from scalescope.events import PHASES, EventTable, Kind, Run, SymbolTable
 
@@ -109,6 +110,13 @@ def phases_table(run: Run) -> pa.Table:
     key = key[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     first = order[starts]
+    process, thread = (c[order] for c in cpu_of_rows(run.events, rows))
+
+    def cpu_sum(values: np.ndarray) -> pa.Array:
+        """Summed per group; null where a row of it has no CPU time."""
+        missing = np.add.reduceat((values < 0).astype(np.int64), starts) > 0
+        return pa.array(np.add.reduceat(np.maximum(values, 0), starts), pa.int64(), mask=missing)
+
     return pa.table(
         {
             "rank": pa.array(rows.rank[first], pa.int32()),
@@ -116,6 +124,8 @@ def phases_table(run: Run) -> pa.Table:
             "phase": strings(rows.name[first], rows.symbols),
             "dur_ns": pa.array(np.add.reduceat(rows.dur_ns[order], starts), pa.int64()),
             "rows": pa.array(np.diff(np.r_[starts, len(order)]), pa.int64()),
+            "cpu_ns": cpu_sum(process),
+            "thread_cpu_ns": cpu_sum(thread),
         }
     )
 
@@ -213,7 +223,8 @@ def ranks_table(analysis: RunAnalysis, steps: pa.Table) -> pa.Table:
 
 PHASES_SCHEMA = pa.schema(
     [("rank", pa.int32()), ("step", pa.int32()), ("phase", pa.dictionary(pa.int32(), pa.string())),
-     ("dur_ns", pa.int64()), ("rows", pa.int64())]
+     ("dur_ns", pa.int64()), ("rows", pa.int64()), ("cpu_ns", pa.int64()),
+     ("thread_cpu_ns", pa.int64())]
 )  # fmt: skip
 WAITS_SCHEMA = pa.schema(
     [("instance", pa.int64()), ("op", pa.dictionary(pa.int32(), pa.string())),

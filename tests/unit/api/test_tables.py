@@ -174,3 +174,23 @@ def test_ranks_count_sum_and_average_the_measured_steps(name: str) -> None:
         own = rec.run.ranks.get(rank)
         if own is not None and own.hostname:
             assert table["host"][i] == own.hostname
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_phases_carry_their_cpu_time_where_recorded(name: str) -> None:
+    """Each (rank, step, phase)'s CPU time: its rows' CPU rows (same rank and start) summed by
+    a plain pass; null where one of its rows has none (every row of a run recorded before
+    the CPU rows)."""
+    rec = recording(name)
+    table = rec.phases().to_pydict()
+    cpu = {(r["rank"], r["start_ns"]): (r["count"], r["seq"]) for r in raw_rows(rec, Kind.CPU)}
+    want: dict[tuple, list] = defaultdict(lambda: [0, 0])
+    for r in raw_rows(rec, Kind.PHASE):
+        acc = want[r["rank"], r["step"], r["name"]]
+        got = cpu.get((r["rank"], r["start_ns"]), (-1, -1))
+        for i in (0, 1):
+            acc[i] = None if acc[i] is None or got[i] < 0 else acc[i] + got[i]
+    keys = zip(table["rank"], table["step"], table["phase"], strict=True)
+    for key, process, thread in zip(keys, table["cpu_ns"], table["thread_cpu_ns"], strict=True):
+        assert [process, thread] == want[key], key
+    assert any(v is not None for v in table["cpu_ns"]) == bool(cpu)

@@ -47,6 +47,18 @@ class PhaseCpu:
         return self.wall_excess_ms - self.computed_ms
 
 
+def _cpu_index(rows: EventTable, cpu: EventTable) -> np.ndarray:
+    """Per PHASE row of ``rows``: the index in ``cpu`` of the CPU row of its rank and start,
+    -1 where none."""
+    keys = packed([np.r_[rows.rank, cpu.rank], np.r_[rows.start_ns, cpu.start_ns]])
+    if keys is None:
+        return np.full(len(rows), -1, dtype=np.int64)
+    mine, theirs = keys[: len(rows)], keys[len(rows) :]
+    order = np.argsort(theirs, kind="stable")
+    at = np.minimum(np.searchsorted(theirs[order], mine), len(order) - 1)
+    return np.where(theirs[order][at] == mine, order[at], -1)
+
+
 def _matched(events: EventTable, phase: str) -> tuple[EventTable, EventTable, np.ndarray] | None:
     """The phase's PHASE rows, its CPU rows and, per PHASE row, the index of its CPU row (-1:
     none). A CPU row keeps the name its phase had when recorded: a batch an evaluation later
@@ -57,14 +69,21 @@ def _matched(events: EventTable, phase: str) -> tuple[EventTable, EventTable, np
     cpu, rows = (t.select(t.where("name", phase)) for t in (cpu, rows))
     if not len(cpu) or not len(rows):
         return None
-    keys = packed([np.r_[rows.rank, cpu.rank], np.r_[rows.start_ns, cpu.start_ns]])
-    if keys is None:
-        return None
-    mine, theirs = keys[: len(rows)], keys[len(rows) :]
-    order = np.argsort(theirs, kind="stable")
-    at = np.minimum(np.searchsorted(theirs[order], mine), len(order) - 1)
-    found = theirs[order][at] == mine
-    return rows, cpu, np.where(found, order[at], -1)
+    return rows, cpu, _cpu_index(rows, cpu)
+
+
+def cpu_of_rows(events: EventTable, rows: EventTable) -> tuple[np.ndarray, np.ndarray]:
+    """Per PHASE row of ``rows``: (the process's CPU ns, the training thread's) from the CPU
+    row of its rank and start, -1 where it has none (matched by start alone: a batch an
+    evaluation claimed keeps the name ``data`` on its CPU row)."""
+    cpu = events.of_kind(Kind.CPU)
+    if not len(cpu) or not len(rows):
+        none = np.full(len(rows), -1, dtype=np.int64)
+        return none, none.copy()
+    idx = _cpu_index(rows, cpu)
+    found = idx >= 0
+    return (np.where(found, cpu.count[idx], -1).astype(np.int64),
+            np.where(found, cpu.seq[idx], -1).astype(np.int64))  # fmt: skip
 
 
 @dataclass(frozen=True)
