@@ -33,10 +33,13 @@ def _thread_clock() -> int | None:
 
 
 class CpuClock:
-    """Made on the training thread (the recorder's): its CPU clock is that thread's."""
+    """The training thread is the one that reads the first boundary (a batch's fetch or the
+    first forward: the loop's thread, whichever thread installed the probe); its CPU clock is
+    read from then on, from any thread."""
 
     def __init__(self) -> None:
-        self.thread_clock = _thread_clock()
+        self.thread_clock: int | None = None
+        self._bound = False
         self.at: dict[int, tuple[int, int]] = {}
         """Wall ns of a boundary -> (process CPU ns, training thread CPU ns or -1)."""
         self._latest: dict[str, int] = {}
@@ -46,6 +49,8 @@ class CpuClock:
         boundary of which only the last counts (DDP's gradient buckets: the last one ends
         backward's compute), whose earlier reading this one replaces; a model of a thousand
         buckets keeps one, not a thousand that would push out backward's start."""
+        if not self._bound:
+            self.thread_clock, self._bound = _thread_clock(), True
         wall = time.perf_counter_ns()
         clock = self.thread_clock
         thread = time.clock_gettime_ns(clock) if clock is not None else -1

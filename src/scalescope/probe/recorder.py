@@ -72,7 +72,7 @@ class Recorder:
         self._lock = threading.Lock()
         self.memory = MemoryPeak()
         self.cpu = CpuClock()
-        """Made here, on the training thread: phase boundaries read its CPU clock."""
+        """Phase boundaries read the CPU clocks: the process's and the training thread's."""
         self.errors: list[str] = []
         self.before_flush: list[Callable[[], None]] = []
         self.after_flush: list[Callable[[], None]] = []

@@ -33,8 +33,10 @@ def test_a_spin_is_cpu_time_and_a_sleep_is_not() -> None:
 
 
 def test_the_training_threads_time_is_read_from_another_thread() -> None:
-    """A hook on autograd's device thread marks a boundary: the time is still the maker's."""
+    """A hook on autograd's device thread marks a boundary: the time is still that of the
+    thread that read the first one (the training loop's)."""
     clock = CpuClock()
+    clock.spent(clock.now(), clock.now())  # the loop's first boundary binds its thread
     marks: list[int] = []
     started, spun = threading.Event(), threading.Event()
 
@@ -89,3 +91,20 @@ def test_a_thousand_gradient_buckets_keep_backwards_start() -> None:
     end = clock.now()
     assert len(clock.at) == 3
     assert clock.spent(start, bucket) is not None and clock.spent(bucket, end) is not None
+
+
+def test_the_thread_that_trains_is_the_one_timed_not_the_one_that_made_it() -> None:
+    """A loop run on a thread of its own (the probe installed on the main thread): its
+    first boundary binds that thread's clock, so a spin there is CPU time."""
+    clock = CpuClock()
+    spent: list = []
+
+    def loop() -> None:
+        a = clock.now()
+        spin(0.03)
+        spent.append(clock.spent(a, clock.now()))
+
+    trainer = threading.Thread(target=loop)
+    trainer.start()
+    trainer.join()
+    assert spent[0] is not None and spent[0][1] >= 10 * MS
