@@ -12,14 +12,14 @@ A rank that has not begun its first step is ``starting``, with its start stage (
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from scalescope.analyze.cross_rank import RankWaits
 from scalescope.analyze.layouts.coordinates import RankPlace
 from scalescope.analyze.step_histogram import StepHistogram, step_histogram
-from scalescope.analyze.steps.steps import OTHER, RankSteps
+from scalescope.analyze.steps.steps import OTHER, PhaseStats, RankSteps
 from scalescope.analyze.summary import RunAnalysis
 from scalescope.events.live_state import IMPORT, RUNNING, LiveState
 from scalescope.events.run import RankMeta, RunMeta
@@ -58,6 +58,10 @@ class RankLive:
     """While starting: import, init_process_group or model (None: not known)."""
     stage_for_s: float | None = None
     """While starting: how long it has been in ``stage`` (or starting, when that is None)."""
+    on_cpu_pct: float | None = None
+    """Share of its work's time (its phases but the exposed communication, which ``waiting_ms``
+    tells) that its training thread was on a CPU; None without CPU rows. A slow rank low on
+    it waits there (asleep, on I/O, runnable behind other work) rather than computes."""
 
     @property
     def status_words(self) -> str:
@@ -204,7 +208,20 @@ def rank_live(
         last_words=_words(status, meta, silent_s),
         stage=stage,
         stage_for_s=stage_for_s,
+        on_cpu_pct=on_cpu_share(measured),
     )
+
+
+def on_cpu_share(phases: Sequence[PhaseStats]) -> float | None:
+    """The phases' time on a CPU over their time, in %, of those but the exposed
+    communication whose CPU rows cover them; None where none do."""
+    covered = [
+        p for p in phases if p.on_cpu_pct is not None and p.mean_ms > 0 and p.phase != "comm_wait"
+    ]
+    wall = sum(p.mean_ms for p in covered)
+    if wall <= 0:
+        return None
+    return sum(p.on_cpu_pct * p.mean_ms for p in covered) / wall  # type: ignore[operator]
 
 
 def mean_rate(totals: Mapping[int, RankTotals]) -> float | None:

@@ -11,9 +11,9 @@ from scalescope.commands.options.reading import TopCommand
 @app.command(cls=CheckedCommand)
 @options_command(TopCommand)
 def top(options: TopCommand) -> None:
-    """Watch a run while it trains: throughput, each rank's step and its phases, the straggler,
-    the first finding so far, dead or silent ranks, starting ranks with their stage. q or
-    Ctrl-C quits."""
+    """Watch a run while it trains: throughput, each rank's step, its phases, its waiting and
+    its share on a CPU, the straggler, the first finding so far, dead or silent ranks,
+    starting ranks with their stage. q or Ctrl-C quits."""
     from scalescope.commands import top as journey
 
     drive(journey.top, options)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 from analysed import analysed  # noqa: E402
 from rich.console import Console
 from run_builders import phase_row, step_row, write_run_dir
@@ -308,3 +309,55 @@ def test_a_watch_stopped_on_an_error_is_a_line_of_the_frame(tmp_path: Path) -> N
     record_stop(top.run_dir, "slowdown", "ValueError: nan")
     text = render(top.frame(), width=200)
     assert "the slowdown watch stopped on an error (ValueError: nan)" in text
+
+
+def test_each_rank_says_its_share_on_a_cpu_as_its_rows_sum_it() -> None:
+    """Rank 1 sleeps 70 ms a step in forward (recorded with CPU rows): top's ``on CPU %`` says
+    it was seldom on a CPU, its peer mostly; each figure is its training thread's CPU time over
+    its phases' time but the exposed communication (its waiting, a column of its own) in the
+    measured steps, summed here from the raw rows."""
+    from recorded_runs import RUNS
+
+    from scalescope.api.recording import load
+    from scalescope.events.schema import EXTRA_PHASES, PHASES, Kind
+
+    rec = load(RUNS / "straggler_forward_2" / "run")
+    snap = live_snapshot(rec.run.meta, rec.analysis, {}, {}, {}, {}, time.time())
+    measured = rec.steps().to_pydict()
+    kept = {(r, s) for r, s, m in zip(measured["rank"], measured["step"], measured["measured"],
+                                      strict=True) if m}  # fmt: skip
+    events = rec.run.events
+    names = events.symbols.strings
+    cpu = {(int(events.rank[i]), int(events.start_ns[i])): (int(events.count[i]),
+                                                             int(events.seq[i]))
+           for i in range(len(events)) if events.kind[i] == Kind.CPU}  # fmt: skip
+    on, wall = {0: 0, 1: 0}, {0: 0, 1: 0}
+    for i in range(len(events)):
+        rank, start = int(events.rank[i]), int(events.start_ns[i])
+        work = names[events.name[i]] != "comm_wait"
+        if events.kind[i] != Kind.PHASE or (rank, int(events.step[i])) not in kept or not work:
+            continue
+        assert names[events.name[i]] in (*PHASES, *EXTRA_PHASES) and (rank, start) in cpu
+        process, thread = cpu[rank, start]
+        on[rank] += thread if thread >= 0 else process
+        wall[rank] += int(events.dur_ns[i])
+    shares = {r.rank: r.on_cpu_pct for r in snap.ranks}
+    for rank in (0, 1):
+        assert shares[rank] == pytest.approx(100 * on[rank] / wall[rank], abs=0.01)
+    assert shares[1] < 20 < 50 < shares[0]
+    text = render(frame(snap))
+    header = next(line for line in text.splitlines() if "on CPU %" in line)
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["1*"])
+    assert header.index("on CPU %") < header.index("memory")
+    assert f" {shares[1]:.0f} " in row
+
+
+def test_no_cpu_column_without_cpu_rows() -> None:
+    ok = RankLive(0, "running", 5, 20.0, (("forward", 20.0),), None, None, None, None)
+    assert "on CPU %" not in [c.name for c in rank_table([ok], None).columns]
+    shown = RankLive(1, "running", 5, 20.0, (("forward", 20.0),), None, None, None, None,
+                     on_cpu_pct=12.4)  # fmt: skip
+    table = rank_table([ok, shown], None)
+    cpu = [c.name for c in table.columns].index("on CPU %")
+    assert [row[cpu] for row in table.rows] == ["-", "12"]
+    assert all(len(styles) == len(table.columns) for styles in table.cell_styles)

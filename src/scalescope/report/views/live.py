@@ -10,7 +10,7 @@ from rich.text import Text
 from scalescope.analyze.layouts.coordinates import RankPlace
 from scalescope.analyze.live import DEAD, LIVE_PHASES, LiveSnapshot, RankLive
 from scalescope.analyze.step_histogram import StepHistogram
-from scalescope.events.units import fmt_elapsed, fmt_mib, fmt_ms
+from scalescope.events.units import UNKNOWN, fmt_elapsed, fmt_mib, fmt_ms
 from scalescope.report.document import (
     Block,
     Column,
@@ -118,6 +118,8 @@ RANK_COLUMNS = (
     Column("waiting ms"),
     Column("memory"),
 )
+CPU_COLUMN = Column("on CPU %")
+"""Shown where any rank's CPU rows cover its phases (on_cpu_share)."""
 
 
 def place_words(place: RankPlace | None) -> str:
@@ -139,7 +141,9 @@ PLACE_COLUMN = Column("place", align="left", no_wrap=True)
 def rank_table(
     ranks: list[RankLive], straggler: int | None, places: Mapping[int, RankPlace] | None = None
 ) -> Table:
-    """One row per rank; a ``place`` column beside the rank where ``places`` has any."""
+    """One row per rank; a ``place`` column beside the rank where ``places`` has any, an ``on
+    CPU %`` one after the waiting where any rank's CPU share is known."""
+    cpu = any(r.on_cpu_pct is not None for r in ranks)
     rows = tuple(
         (
             f"{r.rank}*" if r.rank == straggler else str(r.rank),
@@ -149,16 +153,23 @@ def rank_table(
             fmt_ms(r.step_ms),
             phase_letters(r),
             fmt_ms(r.waiting_ms),
+            *((fmt_share(r.on_cpu_pct),) if cpu else ()),
             fmt_mib(r.memory_bytes),
         )
         for r in ranks
     )
-    place = ("",) if places else ()
+    place, extra = ("",) if places else (), ("",) if cpu else ()
     cell_styles = tuple(
-        ("", *place, "bold red" if _dead(r) else "", "", "", "", "", "") for r in ranks
+        ("", *place, "bold red" if _dead(r) else "", "", "", "", "", *extra, "") for r in ranks
     )
-    columns = (RANK_COLUMNS[0], PLACE_COLUMN, *RANK_COLUMNS[1:]) if places else RANK_COLUMNS
+    columns = (*RANK_COLUMNS[:-1], *((CPU_COLUMN,) if cpu else ()), RANK_COLUMNS[-1])
+    if places:
+        columns = (columns[0], PLACE_COLUMN, *columns[1:])
     return Table("", columns, rows, cell_styles=cell_styles, frame="none")
+
+
+def fmt_share(pct: float | None) -> str:
+    return UNKNOWN if pct is None else f"{pct:.0f}"
 
 
 def histogram(found: StepHistogram | None) -> Line | None:
