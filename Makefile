@@ -8,6 +8,7 @@
 #   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv;
 #   FAULTBENCH_ARGS=--held-out: the held-out seeds, once, thresholds frozen (docs/accuracy-heldout.md);
 #   "--held-out --held-out-seed 4902": that seed alone, once (docs/accuracy-heldout-4902.md).
+#   "--cores-per-rank 4": each rank on 4 cores of its own (a machine with 12 or more; docs/gpu.md).
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python

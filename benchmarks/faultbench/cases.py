@@ -67,6 +67,22 @@ LEVEL_VARIABLE = "FAULTBENCH_LEVEL"
 an arm (run.py, netns.py)."""
 
 
+ROOM_VARIABLE = "FAULTBENCH_CORES_PER_RANK"
+"""Cores each rank gets of its own (``run.py --cores-per-rank``; unset or 0: the launcher's
+own placement), read by every runner of an arm (run.py, netns.py)."""
+
+
+def room_options(ranks: int, first: int = 0) -> tuple[str, ...]:
+    """``scalescope run`` options that give each of ``ranks`` ranks, global ranks ``first``
+    on, ROOM_VARIABLE cores of its own and as many threads: no rank's cores shared with
+    another's (a host of the netns cases runs one rank, its global rank ``first``)."""
+    per = int(os.environ.get(ROOM_VARIABLE) or 0)
+    if per <= 0:
+        return ()
+    lists = [f"{r * per}-{r * per + per - 1}" for r in range(first, first + ranks)]
+    return (*(a for cpus in lists for a in ("--cpu-list", cpus)), "--threads-per-rank", str(per))
+
+
 def record_level() -> str:
     from scalescope.probe.windows import DEFAULT_LEVEL
 

@@ -15,7 +15,7 @@ from contextlib import suppress
 from pathlib import Path
 
 import psutil
-from cases import Case, record_level
+from cases import Case, record_level, room_options
 from cases_netns import host_names
 
 HELPERS = Path(__file__).resolve().parents[2] / "tests" / "helpers"
@@ -135,5 +135,5 @@ def node_cmd(case: Case, node: int, endpoint: str, address: str) -> list[str]:
     return [sys.executable, "-m", "scalescope.cli", "run", "--nnodes", str(case.netns.hosts),
             "--node-rank", str(node), "-n", "1", "--rdzv-endpoint", endpoint,
             "--local-addr", address, "--run-dir", "run", "--warmup-steps",
-            str(case.warmup_steps), "--record", record_level(),
+            str(case.warmup_steps), "--record", record_level(), *room_options(1, node),
             "--no-report", str(PLANTED), "arm.json"]  # fmt: skip

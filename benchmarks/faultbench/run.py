@@ -28,7 +28,7 @@ import netns
 import synthetic
 import traceml
 from alerts import alert_delay_s
-from cases import LEVEL_VARIABLE, QUICK, Case, matrix, record_level
+from cases import LEVEL_VARIABLE, QUICK, ROOM_VARIABLE, Case, matrix, record_level, room_options
 from predicted import median_prediction, predicted_ms
 from report import write_doc
 from score import (
@@ -45,6 +45,7 @@ from score import (
 )
 
 from scalescope.diagnose.recording import Recording
+from scalescope.events.units import number_ranges
 from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
 HERE = Path(__file__).resolve().parent
@@ -108,6 +109,11 @@ def parse() -> argparse.Namespace:
                    "case from its folders there (gains re-read by the script's clock), into "
                    "--doc (default docs/accuracy.md), and stop")  # fmt: skip
     p.add_argument("--note", default="", help="with --rescore-kept: the doc's note on why")
+    p.add_argument("--cores-per-rank", type=int, default=0, metavar="K",
+                   help="give each rank K cores of its own (scalescope run --cpu-list, "
+                   "--threads-per-rank; a netns host's rank too), none shared: the matrix on a "
+                   "machine with 3 x K cores or more. Default 0: the launcher's own placement "
+                   "(ranks share this machine's cores)")  # fmt: skip
     p.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL,
                    help="what the probe records (scalescope run --record): the matrix at "
                    "summary must score as at full")  # fmt: skip
@@ -127,7 +133,7 @@ def run_arm(case: Case, folder: Path, planted: bool, extra: tuple[str, ...] = ()
     (folder / "arm.json").write_text(json.dumps(arm))
     cmd = [sys.executable, "-m", "scalescope.cli", "run", "-n", str(case.ranks), *case.launch,
            "--run-dir", "run", "--warmup-steps", str(case.warmup_steps), "--no-report",
-           "--record", record_level(),
+           "--record", record_level(), *room_options(case.ranks),
            str(HERE / "planted.py"), "arm.json"]  # fmt: skip
     subprocess.run(cmd, cwd=folder, check=True, stdout=subprocess.DEVNULL, env=arm_env(case))
     return folder
@@ -284,6 +290,18 @@ def score_folders(case: Case, work: Path, pairs: int, record: Path | None = None
     return scored
 
 
+def room_check(per: int, cases: list[Case]) -> None:
+    """SystemExit (one line) where this process may not use cores 0 to ranks x ``per`` - 1
+    (ranks: the most a drawn case launches): its ranks would be bound to cores they cannot
+    have."""
+    most = max((c.ranks for c in cases if c.synthetic is None), default=0)
+    usable = os.sched_getaffinity(0)
+    if per < 0 or not set(range(most * per)) <= usable:
+        raise SystemExit(f"--cores-per-rank {per}: the cases need cores 0-{most * per - 1} "
+                         f"({most} ranks x {per}); this process may use {len(usable)}: "
+                         f"{number_ranges(sorted(usable))}")  # fmt: skip
+
+
 def keep(run_dir: Path, dest: Path) -> None:
     """The planted run, as scalescope recorded it."""
     if dest.exists():
@@ -294,6 +312,8 @@ def keep(run_dir: Path, dest: Path) -> None:
 def main() -> int:
     args = parse()
     os.environ[LEVEL_VARIABLE] = args.level
+    if args.cores_per_rank:
+        os.environ[ROOM_VARIABLE] = str(args.cores_per_rank)
     from rescore import rescore  # it scores with this module's folders
 
     if args.rescore is not None:
@@ -305,6 +325,8 @@ def main() -> int:
     chosen = set(args.cases.split(",")) if args.cases else (set(QUICK) if args.quick else None)
     drawn = [(seed, c) for seed in seeds for c in matrix(seed, args.steps)
              if chosen is None or c.name in chosen]  # fmt: skip
+    if args.cores_per_rank:
+        room_check(args.cores_per_rank, [c for _, c in drawn])
     scores = []
     launcher = traceml.install() if args.traceml else None
     with tempfile.TemporaryDirectory() as tmp:

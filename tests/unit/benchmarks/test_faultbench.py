@@ -611,3 +611,34 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_with_cores_per_rank_each_rank_runs_on_cores_of_its_own(monkeypatch, tmp_path) -> None:
+    """``run.py --cores-per-rank K``: each rank of an arm (a netns host's one rank too) gets
+    K cores no other rank has; a machine without them is refused before any arm runs."""
+    import run
+    from cases import ROOM_VARIABLE, room_options
+
+    monkeypatch.delenv(ROOM_VARIABLE, raising=False)
+    assert room_options(2) == ()
+    monkeypatch.setenv(ROOM_VARIABLE, "4")
+    assert room_options(2) == ("--cpu-list", "0-3", "--cpu-list", "4-7", "--threads-per-rank", "4")
+    assert room_options(1, 2) == ("--cpu-list", "8-11", "--threads-per-rank", "4")
+    script = tmp_path / "cores.py"
+    script.write_text("import json, os\nopen(f\"cores-{os.environ['RANK']}.json\", 'w').write("
+                      "json.dumps(sorted(os.sched_getaffinity(0))))\n")  # fmt: skip
+    monkeypatch.setenv(ROOM_VARIABLE, "1")
+    c = Case("cores", "ddp", script, (), (), Truth(None, "none", "none"))
+    folder = run.run_arm(c, tmp_path / "arm", planted=True)
+    assert [json.loads((folder / f"cores-{r}.json").read_text()) for r in (0, 1)] == [[0], [1]]
+    with pytest.raises(SystemExit, match=r"--cores-per-rank 64: the cases need cores 0-127 "):
+        run.room_check(64, [c])
+
+
+def test_the_docs_misses_section_is_the_one_the_runner_writes() -> None:
+    """docs/accuracy.md's "Where it misses" is report.MISSES, so the next run keeps it."""
+    from report import MISSES
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "accuracy.md").read_text()
+    section = doc[doc.index(MISSES[0]) : doc.index("## The held-out seeds")]
+    assert section.strip() == "\n".join(MISSES).strip()
