@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -128,8 +129,13 @@ class DDPPatch:
         @functools.wraps(original)
         def __init__(ddp: DDP, *args: Any, **kwargs: Any) -> None:
             kwargs.update(ddp_overrides())
-            with tagged(DDP_SETUP):
-                original(ddp, *args, **kwargs)
+            caught: list[warnings.WarningMessage] = []
+            try:
+                with tagged(DDP_SETUP), warnings.catch_warnings(record=True) as caught:
+                    original(ddp, *args, **kwargs)
+            finally:  # from the script's line that built the DDP, not this one
+                for w in caught:
+                    warnings.warn(w.message, w.category, stacklevel=2)
             patch.attach(ddp)
 
         return __init__
