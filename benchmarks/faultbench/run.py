@@ -50,7 +50,7 @@ from scalescope.probe.windows import DEFAULT_LEVEL, LEVELS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-HELD_OUT_SEEDS = (4901, 4902, 4903, 4905, 4906, 4907, 4908, 4909, 4910)
+HELD_OUT_SEEDS = (4901, 4902, 4903, 4905, 4906, 4907, 4908, 4909, 4910, 4911)
 """The held-out matrix's seeds (``--held-out``): never used to tune a threshold or a case;
 scored once, with the thresholds frozen, into its own files, which no tuning run writes.
 4905 and 4906 were added once the first three had each been scored and their misses fixed
@@ -58,7 +58,9 @@ scored once, with the thresholds frozen, into its own files, which no tuning run
 model changed since (session 13: the slow link's latency, FSDP units over a summarised run);
 4908 once 4907 had been, and the no-fault cases had their ``--preload`` arm; 4909 once 4908
 had been, a fixed rank's late completions were told per completion (ddp-shared-core), and a
-no-fault claim got pairs while its arm was too noisy to judge it by (session 14)."""
+no-fault claim got pairs while its arm was too noisy to judge it by (session 14); 4910 once
+the probe read CPU time at each phase (session 15); 4911 at 3 pairs a case, not 2, to see how
+much of the gains' misses 2 pairs' truths make (session 16)."""
 HELD_OUT_DOC = ROOT / "docs" / "accuracy-heldout.md"
 BESIDE = {"deepspeed": (Path(sys.prefix) / "deepspeed", ROOT / ".venv" / "deepspeed")}
 """Training loops installed beside the venv, not in it (``make test``: ``.venv/deepspeed``):
