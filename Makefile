@@ -4,7 +4,8 @@
 # make bench: every benchmark in a row (30-45 min, not CI), written to docs/benchmarks.md.
 #   BENCH_ARGS=--quick: the quick tier (the fault matrix's quick cases and one figure of each
 #   kind, ~15 min on 2 cores), written to docs/benchmarks-quick.md.
-# make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md;
+# make faultbench: the fault matrix (benchmarks/faultbench), scored in docs/accuracy.md
+#   (3 pairs a case: ~50 min a seed on 2 cores);
 #   FAULTBENCH_ARGS="--quick --traceml" also runs each case under TraceML, in its own venv;
 #   FAULTBENCH_ARGS=--held-out: the held-out seeds, once, thresholds frozen (docs/accuracy-heldout.md);
 #   "--held-out --held-out-seed 4902": that seed alone, once (docs/accuracy-heldout-4902.md).

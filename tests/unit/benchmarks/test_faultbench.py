@@ -450,11 +450,14 @@ def test_the_tuning_doc_tabulates_each_held_out_seed_as_scored_once(tmp_path) ->
     held = {"accuracy-heldout-4902": (4902, asdict(totals([s])) | {"gain_within_pct": 87.25}),
             "accuracy-heldout": (4901, first | {"gain_within_pct": 83.0})}  # fmt: skip
     for name, (seed, total) in held.items():
-        doc = {"date": "2026-11-28", "seed": [seed], "held_out": True, "totals": total}
+        doc = {"date": "2026-11-28", "seed": [seed], "held_out": True, "pairs": 2, "totals": total}
         (tmp_path / f"{name}.json").write_text(json.dumps(doc))
     write_doc(tmp_path / "accuracy.md", [c], [s], totals([s]), meta)
     rows = [x for x in (tmp_path / "accuracy.md").read_text().splitlines() if x.startswith("| 490")]
-    assert [r.split(" | ")[0] for r in rows] == ["| 4901", "| 4902"]
+    assert [r.split(" | ")[:3] for r in rows] == [
+        ["| 4901", "2026-11-28", "2"],
+        ["| 4902", "2026-11-28", "2"],
+    ]
     assert " | 83.0 | n/a | " in rows[0] and " | 87.2 | 0 | " in rows[1]
     write_doc(tmp_path / "held.md", [c], [s], totals([s]), {**meta, "held_out": True})
     assert "## The held-out seeds" not in (tmp_path / "held.md").read_text()
