@@ -29,12 +29,12 @@ def rescore(recorded: Path) -> int:
     """The recorded subset's verdicts scored again (a change meant to move them); the gains
     measured when they were recorded are kept, and the predicted gain's interval, from the
     recorded run, is judged against them."""
-    fixes = {c.name: c.fixed for c in matrix(49)}  # a case's cause to fix, by its name
+    fixes = {c.name: c.fix for c in matrix(49) if c.fix}  # a cause that is not the culprit
     for path in sorted(recorded.glob("*/truth.json")):
         doc = json.loads(path.read_text())
         case = Case(doc["case"], "recorded", path.parent, (), (), Truth(**doc["truth"]))
         rec = Recording.load(path.parent / "run")
-        cause = fixes.get(case.name, case.fixed)
+        cause = fixes.get(case.name, case.fixed)  # a straggler's: its recorded culprit
         doc["score"] = rescored(case, rec, doc["score"], cause, thirds_recorded(doc))
         path.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{doc['case']}: {doc['score']['named']}, "

@@ -45,6 +45,16 @@ from scalescope.analyze.model.fixes import before_onset, level_shift
 from scalescope.analyze.model.peers import median_peer
 from scalescope.analyze.model.step_grid import StepGrid
 
+PER_MS_MOST = 1.0
+"""What fixing a rank buys per ms of its excess over its median peer, at most: the others wait
+for that excess, not longer. Where the windows' gain per ms is above it beyond the ratio's
+own spread, the excess the summaries estimate does not hold the rank's cost, and carrying
+it by that excess would multiply the run's noise: FSDP2's backward straggler on held-out
+seed 4911 slept 38 ms a step inside its reduce-scatters' spans, counted as waits, so its
+excess read 1-14 ms against a 39 ms replayed gain, and the carried gain (6 to 9 ms per ms,
+times the run's mean excess) came to 44-64 ms, above the 57-60 ms step. The windows' own
+replay (39 ms) stands instead."""
+
 
 @dataclass(frozen=True)
 class RunGain:
@@ -82,7 +92,7 @@ def rank_gain(
     if shift is not None and not windows[shift:].any():
         step_ms = np.median(sample.every_step_ns, axis=1) / 1e6
         return _since_onset(step_ms, shift, int(steps[shift]))
-    return carried(grid, rows, excess, measured_ms, fixed_ms)
+    return carried(grid, rows, excess, measured_ms, fixed_ms, most=PER_MS_MOST)
 
 
 def work_gain(
@@ -111,11 +121,11 @@ def fused_gain(
 
 def carried(
     grid: StepGrid, rows: np.ndarray, run_x: np.ndarray, measured_ms: np.ndarray,
-    fixed_ms: np.ndarray,
+    fixed_ms: np.ndarray, most: float | None = None,
 ) -> RunGain | None:  # fmt: skip
     """The windows' replayed gain carried to the run by ``run_x`` (ms per row of
     ``RunSample.every_steps``, measured alike at every step); None where the windows hold
-    none of it."""
+    none of it, or where their gain per ms of it is above ``most`` beyond its spread."""
     sample = grid.sample
     if sample is None:
         return None
@@ -125,7 +135,8 @@ def carried(
     if x.sum() <= 0:
         return None
     measured, fixed = (np.asarray(a, float)[replayed] for a in (measured_ms, fixed_ms))
-    return _ratio(measured, fixed, x, run_x, np.median(sample.every_step_ns, axis=1) / 1e6)
+    step_ms = np.median(sample.every_step_ns, axis=1) / 1e6
+    return _ratio(measured, fixed, x, run_x, step_ms, most)
 
 
 def _percentiles(values: np.ndarray) -> tuple[float, float]:
@@ -136,8 +147,8 @@ def _percentiles(values: np.ndarray) -> tuple[float, float]:
 
 def _ratio(
     measured: np.ndarray, fixed: np.ndarray, x: np.ndarray, run_x: np.ndarray,
-    run_step_ms: np.ndarray,
-) -> RunGain:  # fmt: skip
+    run_step_ms: np.ndarray, most: float | None = None,
+) -> RunGain | None:  # fmt: skip
     """The ratio estimator: the windows' gain per ms of excess ``x`` times the run's mean
     excess ``run_x``; its interval the ratio's uncertainty given the windows' excess (each
     step's residual off the ratio, ``gain - ratio * x``, resampled and summed over the
@@ -150,7 +161,9 @@ def _ratio(
     The residuals, not the steps: a stall at 1 of 8 windows' steps is left out of a third of
     step resamples, whose ratio is then the noise's gain over the noise's excess (a ratio of
     two near-zero sums, of either sign): ddp-periodic-stall's interval reached below 0 for a
-    152 ms stall every 10 steps. How much excess there is in the run is the run's resample."""
+    152 ms stall every 10 steps. How much excess there is in the run is the run's resample.
+    None where the ratio is above ``most`` beyond its spread (the lower end of its interval).
+    """
     gains = measured - fixed
     ratio = gains.sum() / x.sum()
     gain = float(ratio * run_x.mean())
@@ -158,6 +171,8 @@ def _ratio(
     residual = gains - ratio * x
     pick = rng.integers(0, len(x), size=(RESAMPLES, len(x)))
     ratios = ratio + residual[pick].sum(axis=1) / x.sum()
+    if most is not None and _percentiles(ratios)[0] > most:
+        return None
     blocks = block_length(len(run_x), period_of(run_x))  # a cost every k steps: k a block
     low, high = _percentiles(ratios * resampled_means(run_x, rng, RESAMPLES, blocks))
     rerun = rerun_interval(run_step_ms, run_step_ms - ratio * run_x, gain, period_of(run_x))
