@@ -52,8 +52,8 @@ own spread, the excess the summaries estimate does not hold the rank's cost, and
 it by that excess would multiply the run's noise: FSDP2's backward straggler on held-out
 seed 4911 slept 38 ms a step inside its reduce-scatters' spans, counted as waits, so its
 excess read 1-14 ms against a 39 ms replayed gain, and the carried gain (6 to 9 ms per ms,
-times the run's mean excess) came to 44-64 ms, above the 57-60 ms step. The windows' own
-replay (39 ms) stands instead."""
+times the run's mean excess) came to 44-64 ms over its 3 pairs, 64 of a 60 ms step, where
+the re-runs measured 32-40. The windows' own replay (39 ms) stands instead."""
 
 
 @dataclass(frozen=True)
