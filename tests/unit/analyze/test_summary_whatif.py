@@ -177,11 +177,11 @@ def test_units_merged_at_one_pace_are_the_windows_gain(tmp_path) -> None:
 
 
 def test_a_gain_its_excess_cannot_hold_is_not_carried() -> None:
-    """Per ms of a rank's excess over its median peer its fix buys at most that ms: where the
-    windows' gain per ms is above 1 beyond the ratio's spread (FSDP2's straggler asleep inside
-    its reduce-scatters' spans, read as waits: 39 ms replayed against 1-14 ms of excess, held-out
-    seed 4911), carrying it by the run's excess would multiply that excess's noise: it is not
-    carried. A gain its excess holds is."""
+    """Per ms of a rank's excess over its median peer its fix buys at most that ms (within the
+    replay's own error): where the windows' gain per ms is above it beyond the ratio's spread
+    (held-out seed 4911's FSDP2 straggler before its peer's waits were kept: 39 ms replayed
+    against 1-14 ms of excess), carrying it by the run's excess would multiply that excess's
+    noise: it is not carried. A gain its excess holds is."""
     import numpy as np
 
     from scalescope.analyze.model.run_gain import PER_MS_MOST, _ratio

@@ -33,6 +33,7 @@ import numpy as np
 
 from scalescope.analyze.model.bootstrap import (
     LEVEL,
+    MODEL_ERROR,
     RESAMPLES,
     SEED,
     block_length,
@@ -45,15 +46,16 @@ from scalescope.analyze.model.fixes import before_onset, level_shift
 from scalescope.analyze.model.peers import median_peer
 from scalescope.analyze.model.step_grid import StepGrid
 
-PER_MS_MOST = 1.0
+PER_MS_MOST = 1.0 + MODEL_ERROR
 """What fixing a rank buys per ms of its excess over its median peer, at most: the others wait
-for that excess, not longer. Where the windows' gain per ms is above it beyond the ratio's
-own spread, the excess the summaries estimate does not hold the rank's cost, and carrying
-it by that excess would multiply the run's noise: FSDP2's backward straggler on held-out
-seed 4911 slept 38 ms a step inside its reduce-scatters' spans, counted as waits, so its
-excess read 1-14 ms against a 39 ms replayed gain, and the carried gain (6 to 9 ms per ms,
-times the run's mean excess) came to 44-64 ms over its 3 pairs, 64 of a 60 ms step, where
-the re-runs measured 32-40. The windows' own replay (39 ms) stands instead."""
+for that excess, not longer (1 ms per ms, within the replay's own error). Where the windows'
+gain per ms is above it beyond the ratio's own spread, the excess does not hold the rank's
+cost, and carrying the gain by that excess would multiply the run's noise; the windows' own
+replay stands instead. Held-out seed 4911's FSDP2 straggler, asleep 38 ms a step at the
+start of backward, had its peer's wait placed in a 4 ms forward (the root unshard's calls'
+mean arrival) and mostly lost (StepSlots.own_sum_ns keeps it now): its excess read 1-14 ms
+against a 39 ms replayed gain, and the gain carried at 6 to 9 ms per ms came to 44-64 ms
+over its 3 pairs, 64 of a 60 ms step, where the re-runs measured 32-40."""
 
 
 @dataclass(frozen=True)

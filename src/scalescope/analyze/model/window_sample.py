@@ -31,7 +31,6 @@ from scalescope.analyze.model.unit_fuse import merges
 from scalescope.analyze.ranks.clocks import ClockAlignment
 from scalescope.analyze.ranks.summary_waits import summarised_steps, summary_waits
 from scalescope.analyze.steps.step_slots import (
-    OWN_PHASES,
     StepSlots,
     measured_slots,
     with_sync_waits,
@@ -120,7 +119,7 @@ def run_sample(
     slots = measured_slots(events, warmup_steps)
     est = summary_waits(events, clocks, 0, every_step=True)  # its waits need no tie tolerance
     slots = with_sync_waits(events, slots, summary_sync(events, slots, est))
-    own, steps = _by_step(slots, grid.ranks, slots.own_sum_ns(OWN_PHASES))
+    own, steps = _by_step(slots, grid.ranks, slots.whole_own_ns())
     dur, _ = _by_step(slots, grid.ranks, slots.dur_ns)
     summarised = np.isin(steps, summarised_steps(events))
     work = work_steps(events)
