@@ -282,7 +282,7 @@ MISSES = [
     "over its peer; the peer's 38 ms wait at the root unshard, whose calls (in forward and "
     "again in backward) the summaries place at their mean arrival, fell in a 4 ms forward and"
     " was mostly lost, so the excess read 1-14 ms and the gain was carried at 9 ms per ms of "
-    "it. That wait now comes off the peer's whole own time (`StepSlots.own_sum_ns`), and a "
+    "it. That wait now comes off the peer's whole own time (`StepSlots.whole_own_ns`), and a "
     "gain above 1 ms per ms of excess (within the replay's own error) beyond its spread is "
     "not carried (run_gain.py `PER_MS_MOST`): 39.5 ms there, and fsdp-backward-clear's error "
     "fell on each of the 9 seeds (4908's miss, 40.9 against 32.1, now 34.5), within tolerance"

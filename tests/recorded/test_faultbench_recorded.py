@@ -50,7 +50,7 @@ def test_a_straggler_asleep_in_backward_is_costed_by_its_excess() -> None:
     their mean arrival, in a 4 ms forward; the wait forward could not hold was lost, the
     rank's excess over its peer read 1-14 ms against the windows' 39 ms replayed gain, and
     carried by it (9 ms per ms) the fix bought 63.7 ms of a 59.6 ms step. The wait now comes
-    off the peer's whole own time (StepSlots.own_sum_ns): the excess reads 34-40 ms, and the
+    off the peer's whole own time (StepSlots.whole_own_ns): the excess reads 34-40 ms, and the
     gain carried by it holds the gain its 3 pairs measured."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from predicted import predicted_ms

@@ -53,7 +53,7 @@ gain per ms is above it beyond the ratio's own spread, the excess does not hold 
 cost, and carrying the gain by that excess would multiply the run's noise; the windows' own
 replay stands instead. Held-out seed 4911's FSDP2 straggler, asleep 38 ms a step at the
 start of backward, had its peer's wait placed in a 4 ms forward (the root unshard's calls'
-mean arrival) and mostly lost (StepSlots.own_sum_ns keeps it now): its excess read 1-14 ms
+mean arrival) and mostly lost (StepSlots.whole_own_ns keeps it now): its excess read 1-14 ms
 against a 39 ms replayed gain, and the gain carried at 6 to 9 ms per ms came to 44-64 ms
 over its 3 pairs, 64 of a 60 ms step, where the re-runs measured 32-40."""
 
