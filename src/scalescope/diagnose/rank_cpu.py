@@ -9,6 +9,7 @@ import statistics
 from dataclasses import dataclass
 
 from scalescope.analyze.cross_rank import Straggler
+from scalescope.analyze.steps.phase_cpu import PhaseCpu
 from scalescope.diagnose.findings import Evidence, remedy
 from scalescope.diagnose.rules_input import DiagnosisInput, mean_step, rank_times
 from scalescope.events.run import RankMeta
@@ -105,13 +106,19 @@ def queued_ms(ctx: DiagnosisInput, rank: int) -> tuple[float, float] | None:
     return waits[rank] or 0.0, statistics.median(w or 0.0 for w in others)
 
 
+def late_phase_cpu(s: Straggler) -> PhaseCpu | None:
+    """The straggler's CPU figures in its late phase, where it spends longer there than the
+    others and the probe recorded them."""
+    return s.cpu if s.cpu is not None and s.cpu.wall_excess_ms > 0 else None
+
+
 def phase_cpu_cause(ctx: DiagnosisInput, s: Straggler) -> tuple[str, str] | None:
     """(kind, remedy) from the straggler's CPU time in its late phase: ``computes`` (its extra
     time mostly CPU time), else a wait: ``queued`` (runnable: its threads' run-queue wait
     above the others' by at least half of it), ``asleep`` (it is not), or ``waits`` (no
     run-queue figures); None without CPU rows for that phase."""
-    cpu = getattr(s, "cpu", None)
-    if cpu is None or cpu.wall_excess_ms <= 0:
+    cpu = late_phase_cpu(s)
+    if cpu is None:
         return None
     said = {"rank": s.rank, "ms": cpu.wall_excess_ms, "phase": f"in {cpu.phase}",
             "cpu": cpu.computed_ms, "wait": cpu.waited_ms}  # fmt: skip
@@ -128,8 +135,8 @@ def phase_cpu_cause(ctx: DiagnosisInput, s: Straggler) -> tuple[str, str] | None
 
 
 def phase_cpu_evidence(ctx: DiagnosisInput, s: Straggler) -> list[Evidence]:
-    cpu = getattr(s, "cpu", None)
-    if cpu is None or cpu.wall_excess_ms <= 0:
+    cpu = late_phase_cpu(s)
+    if cpu is None:
         return []
     clock = "its training thread's" if cpu.thread_excess_ms is not None else "its"
     out = [
